@@ -1,0 +1,1 @@
+//! Arma assembler: joins ordered headers with batches into blocks (not yet implemented).

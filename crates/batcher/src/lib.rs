@@ -1,0 +1,1 @@
+//! Arma batcher: cuts batches per shard and emits batch attestation fragments (not yet implemented).

@@ -1,0 +1,1 @@
+//! Arma consenter: orders batch attestations with the BFT engine (not yet implemented).

@@ -1,0 +1,1 @@
+//! Committer coordinator: cross-block dependency graph (not yet implemented).

@@ -1,0 +1,1 @@
+//! Token chaincode and threshold endorsement (not yet implemented).

@@ -1,0 +1,1 @@
+//! Load generator (not yet implemented).

@@ -1,0 +1,1 @@
+//! Query service over committed state (not yet implemented).

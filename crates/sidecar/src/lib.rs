@@ -1,0 +1,1 @@
+//! Committer sidecar: pulls blocks, runs structural checks, aggregates statuses (not yet implemented).

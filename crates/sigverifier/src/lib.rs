@@ -1,0 +1,1 @@
+//! Committer signature verifier: checks namespace endorsements against policies (not yet implemented).

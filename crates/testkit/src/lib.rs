@@ -1,0 +1,1 @@
+//! Test fixtures shared by fabrx crates: throwaway PostgreSQL clusters, simulation harnesses.

@@ -1,0 +1,1 @@
+//! Wallet for the UTXO token (not yet implemented).

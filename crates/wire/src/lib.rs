@@ -1,0 +1,1 @@
+//! Protobuf/gRPC messages of fabrx generated from proto/, with conversions to the domain types.
