@@ -1,0 +1,19 @@
+//! Generates the protobuf and gRPC code of `proto/` with a vendored protoc.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = [
+        "fabrx/v1/tx.proto",
+        "fabrx/v1/committer.proto",
+        "fabrx/v1/orderer.proto",
+    ];
+    let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
+    for p in &paths {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc);
+    tonic_prost_build::configure().compile_with_config(config, &paths, &[root])?;
+    Ok(())
+}
