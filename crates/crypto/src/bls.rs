@@ -59,12 +59,7 @@ pub(crate) fn sign(key: &SecretKey, purpose: Purpose, message: &[u8]) -> Signatu
 }
 
 /// Verifies with the subgroup check on the signature (keys are validated at parse).
-pub(crate) fn verify(
-    key: &PublicKey,
-    purpose: Purpose,
-    message: &[u8],
-    sig: &Signature,
-) -> Result<()> {
+pub(crate) fn verify(key: &PublicKey, purpose: Purpose, message: &[u8], sig: &Signature) -> Result<()> {
     let parsed = parse_signature(sig)?;
     match parsed.verify(true, message, purpose.bls_dst(), &[], key, false) {
         BLST_ERROR::BLST_SUCCESS => Ok(()),
@@ -119,16 +114,11 @@ pub(crate) fn aggregate(sigs: &[Signature]) -> Result<Signature> {
     if sigs.is_empty() {
         return Err(CryptoError::EmptyAggregate { what: "signatures" });
     }
-    let parsed = sigs
-        .iter()
-        .map(parse_signature)
-        .collect::<Result<Vec<_>>>()?;
+    let parsed = sigs.iter().map(parse_signature).collect::<Result<Vec<_>>>()?;
     let refs: Vec<&BlsSignature> = parsed.iter().collect();
-    let agg = AggregateSignature::aggregate(&refs, false).map_err(|_| {
-        CryptoError::MalformedSignature {
-            scheme: Scheme::Bls12381,
-            reason: "cannot aggregate",
-        }
+    let agg = AggregateSignature::aggregate(&refs, false).map_err(|_| CryptoError::MalformedSignature {
+        scheme: Scheme::Bls12381,
+        reason: "cannot aggregate",
     })?;
     Ok(to_signature(&agg.to_signature()))
 }
@@ -142,9 +132,7 @@ pub(crate) fn verify_aggregate(
     agg: &Signature,
 ) -> Result<()> {
     if keys.is_empty() {
-        return Err(CryptoError::EmptyAggregate {
-            what: "public keys",
-        });
+        return Err(CryptoError::EmptyAggregate { what: "public keys" });
     }
     let parsed = parse_signature(agg)?;
     match parsed.fast_aggregate_verify(true, message, purpose.bls_dst(), keys) {

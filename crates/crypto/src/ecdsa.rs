@@ -15,14 +15,11 @@ pub(crate) fn parse_public_key(bytes: &[u8]) -> Result<VerifyingKey> {
     };
     match bytes.first() {
         Some(0x02..=0x04) if bytes.len() == 33 || bytes.len() == 65 => {
-            VerifyingKey::from_sec1_bytes(bytes)
-                .map_err(|_| bad("SEC1 bytes are not a curve point"))
+            VerifyingKey::from_sec1_bytes(bytes).map_err(|_| bad("SEC1 bytes are not a curve point"))
         }
         Some(0x30) => VerifyingKey::from_public_key_der(bytes)
             .map_err(|_| bad("DER is not a P-256 SubjectPublicKeyInfo")),
-        Some(_) => Err(bad(
-            "expected SEC1 (33 or 65 bytes) or DER SubjectPublicKeyInfo",
-        )),
+        Some(_) => Err(bad("expected SEC1 (33 or 65 bytes) or DER SubjectPublicKeyInfo")),
         None => Err(bad("empty")),
     }
 }
@@ -43,12 +40,7 @@ pub(crate) fn sign(key: &SigningKey, purpose: Purpose, message: &[u8]) -> Signat
 }
 
 /// Verifies a 64-byte r ‖ s signature; high-S signatures are rejected (malleability).
-pub(crate) fn verify(
-    key: &VerifyingKey,
-    purpose: Purpose,
-    message: &[u8],
-    sig: &Signature,
-) -> Result<()> {
+pub(crate) fn verify(key: &VerifyingKey, purpose: Purpose, message: &[u8], sig: &Signature) -> Result<()> {
     let bad = |reason| CryptoError::MalformedSignature {
         scheme: Scheme::EcdsaP256,
         reason,

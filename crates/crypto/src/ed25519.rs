@@ -29,21 +29,14 @@ pub(crate) fn sign(key: &ed25519_dalek::SigningKey, purpose: Purpose, message: &
 }
 
 fn parse_signature(sig: &Signature) -> Result<ed25519_dalek::Signature> {
-    ed25519_dalek::Signature::from_slice(sig.as_bytes()).map_err(|_| {
-        CryptoError::MalformedSignature {
-            scheme: Scheme::Ed25519,
-            reason: "expected 64 bytes",
-        }
+    ed25519_dalek::Signature::from_slice(sig.as_bytes()).map_err(|_| CryptoError::MalformedSignature {
+        scheme: Scheme::Ed25519,
+        reason: "expected 64 bytes",
     })
 }
 
 /// Strict verification (rejects non-canonical S and small-order R).
-pub(crate) fn verify(
-    key: &VerifyingKey,
-    purpose: Purpose,
-    message: &[u8],
-    sig: &Signature,
-) -> Result<()> {
+pub(crate) fn verify(key: &VerifyingKey, purpose: Purpose, message: &[u8], sig: &Signature) -> Result<()> {
     let parsed = parse_signature(sig)?;
     key.verify_strict(&purpose.prefixed(message), &parsed)
         .map_err(|_| CryptoError::VerificationFailed {

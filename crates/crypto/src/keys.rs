@@ -96,12 +96,8 @@ impl SigningKey {
     /// The matching public key.
     pub fn public_key(&self) -> PublicKey {
         match &self.0 {
-            SecretInner::Ed25519(k) => {
-                PublicKey::from_inner(PublicInner::Ed25519(k.verifying_key()))
-            }
-            SecretInner::EcdsaP256(k) => {
-                PublicKey::from_inner(PublicInner::EcdsaP256(*k.verifying_key()))
-            }
+            SecretInner::Ed25519(k) => PublicKey::from_inner(PublicInner::Ed25519(k.verifying_key())),
+            SecretInner::EcdsaP256(k) => PublicKey::from_inner(PublicInner::EcdsaP256(*k.verifying_key())),
             SecretInner::Bls12381(k) => PublicKey::from_inner(PublicInner::Bls12381(k.sk_to_pk())),
         }
     }

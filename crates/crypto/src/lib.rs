@@ -24,14 +24,14 @@ pub use multisig::{
 };
 pub use purpose::Purpose;
 pub use sign::{
-    SignedMessage, sign_batch_attestation, sign_block_header, sign_client_request,
-    sign_consensus_message, sign_decision_certificate, sign_namespace_endorsement,
-    verify_batch_attestation, verify_batch_attestations, verify_block_header,
-    verify_client_request, verify_client_requests, verify_consensus_message,
-    verify_decision_certificate, verify_namespace_endorsement, verify_namespace_endorsements,
+    SignedMessage, sign_batch_attestation, sign_block_header, sign_client_request, sign_consensus_message,
+    sign_decision_certificate, sign_namespace_endorsement, verify_batch_attestation,
+    verify_batch_attestations, verify_block_header, verify_client_request, verify_client_requests,
+    verify_consensus_message, verify_decision_certificate, verify_namespace_endorsement,
+    verify_namespace_endorsements,
 };
 pub use threshold::{
-    KeyShare, MAX_SHARES, PartialSignature, ThresholdKeySet, ThresholdPublicKeys,
-    aggregate_partials, deal_threshold_keys, deal_threshold_keys_with_rng,
-    sign_namespace_endorsement_partial, verify_namespace_endorsement_partial,
+    KeyShare, MAX_SHARES, PartialSignature, ThresholdKeySet, ThresholdPublicKeys, aggregate_partials,
+    deal_threshold_keys, deal_threshold_keys_with_rng, sign_namespace_endorsement_partial,
+    verify_namespace_endorsement_partial,
 };

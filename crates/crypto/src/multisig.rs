@@ -27,12 +27,7 @@ fn bls_key(key: &PublicKey) -> Result<&blst::min_pk::PublicKey> {
     }
 }
 
-fn verify_aggregate(
-    purpose: Purpose,
-    message: &[u8],
-    keys: &[PublicKey],
-    agg: &Signature,
-) -> Result<()> {
+fn verify_aggregate(purpose: Purpose, message: &[u8], keys: &[PublicKey], agg: &Signature) -> Result<()> {
     let keys = keys.iter().map(bls_key).collect::<Result<Vec<_>>>()?;
     bls::verify_aggregate(&keys, purpose, message, agg)
 }
@@ -48,20 +43,12 @@ pub fn verify_aggregate_decision_certificate(
 }
 
 /// Verifies an aggregate of block-header signatures by exactly `keys` (PoP required).
-pub fn verify_aggregate_block_header(
-    message: &[u8],
-    keys: &[PublicKey],
-    agg: &Signature,
-) -> Result<()> {
+pub fn verify_aggregate_block_header(message: &[u8], keys: &[PublicKey], agg: &Signature) -> Result<()> {
     verify_aggregate(Purpose::BlockHeader, message, keys, agg)
 }
 
 /// Verifies an aggregate of batch-attestation signatures by exactly `keys` (PoP required).
-pub fn verify_aggregate_batch_attestation(
-    message: &[u8],
-    keys: &[PublicKey],
-    agg: &Signature,
-) -> Result<()> {
+pub fn verify_aggregate_batch_attestation(message: &[u8], keys: &[PublicKey], agg: &Signature) -> Result<()> {
     verify_aggregate(Purpose::BatchAttestation, message, keys, agg)
 }
 

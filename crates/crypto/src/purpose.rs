@@ -27,8 +27,7 @@ pub enum Purpose {
 }
 
 /// DST of BLS proofs of possession (the message is the 48-byte compressed public key).
-pub(crate) const POP_DST: &[u8] =
-    b"FABRX-V1-PROOF-OF-POSSESSION-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
+pub(crate) const POP_DST: &[u8] = b"FABRX-V1-PROOF-OF-POSSESSION-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
 
 /// Prefix of the hash input of deterministic key derivation (see `docs/crypto.md`).
 pub(crate) const KEYGEN_PREFIX: &[u8] = b"fabrx/keygen/v1/";
@@ -65,9 +64,7 @@ impl Purpose {
             Purpose::NamespaceEndorsement => {
                 b"FABRX-V1-NAMESPACE-ENDORSEMENT-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
             }
-            Purpose::ClientRequest => {
-                b"FABRX-V1-CLIENT-REQUEST-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-            }
+            Purpose::ClientRequest => b"FABRX-V1-CLIENT-REQUEST-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_",
             Purpose::BatchAttestation => {
                 b"FABRX-V1-BATCH-ATTESTATION-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
             }
@@ -77,9 +74,7 @@ impl Purpose {
             Purpose::DecisionCertificate => {
                 b"FABRX-V1-DECISION-CERTIFICATE-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
             }
-            Purpose::BlockHeader => {
-                b"FABRX-V1-BLOCK-HEADER-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-            }
+            Purpose::BlockHeader => b"FABRX-V1-BLOCK-HEADER-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_",
         }
     }
 

@@ -13,12 +13,7 @@ fn sign(purpose: Purpose, key: &SigningKey, message: &[u8]) -> Signature {
     }
 }
 
-pub(crate) fn verify(
-    purpose: Purpose,
-    key: &PublicKey,
-    message: &[u8],
-    sig: &Signature,
-) -> Result<()> {
+pub(crate) fn verify(purpose: Purpose, key: &PublicKey, message: &[u8], sig: &Signature) -> Result<()> {
     match key.inner() {
         PublicInner::Ed25519(k) => ed25519::verify(k, purpose, message, sig),
         PublicInner::EcdsaP256(k) => ecdsa::verify(k, purpose, message, sig),
@@ -32,11 +27,7 @@ pub fn sign_namespace_endorsement(key: &SigningKey, message: &[u8]) -> Signature
 }
 
 /// Verifies a namespace endorsement.
-pub fn verify_namespace_endorsement(
-    key: &PublicKey,
-    message: &[u8],
-    sig: &Signature,
-) -> Result<()> {
+pub fn verify_namespace_endorsement(key: &PublicKey, message: &[u8], sig: &Signature) -> Result<()> {
     verify(Purpose::NamespaceEndorsement, key, message, sig)
 }
 

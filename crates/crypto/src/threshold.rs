@@ -213,12 +213,7 @@ pub fn verify_namespace_endorsement_partial(
     partial: &PartialSignature,
 ) -> Result<()> {
     let key = keys.share_public_key(partial.index)?;
-    sign::verify(
-        Purpose::NamespaceEndorsement,
-        key,
-        message,
-        &partial.signature,
-    )
+    sign::verify(Purpose::NamespaceEndorsement, key, message, &partial.signature)
 }
 
 fn sign_partial(purpose: Purpose, share: &KeyShare, message: &[u8]) -> PartialSignature {
@@ -237,10 +232,7 @@ fn sign_partial(purpose: Purpose, share: &KeyShare, message: &[u8]) -> PartialSi
 /// the list are rejected); the first `t` are interpolated. Partials are not verified
 /// here: verify the result under the group key, and on failure check the partials one
 /// by one ([`verify_namespace_endorsement_partial`]) to find the bad share.
-pub fn aggregate_partials(
-    keys: &ThresholdPublicKeys,
-    partials: &[PartialSignature],
-) -> Result<Signature> {
+pub fn aggregate_partials(keys: &ThresholdPublicKeys, partials: &[PartialSignature]) -> Result<Signature> {
     let mut seen = std::collections::HashSet::with_capacity(partials.len());
     for p in partials {
         keys.check_index(p.index)?;
@@ -312,13 +304,14 @@ fn lagrange_coefficients(indices: &[u32], x: u32) -> Vec<Scalar> {
         .iter()
         .map(|&i| {
             let xi = Scalar::from(u64::from(i));
-            let (num, den) = indices.iter().filter(|&&j| j != i).fold(
-                (Scalar::one(), Scalar::one()),
-                |(num, den), &j| {
-                    let xj = Scalar::from(u64::from(j));
-                    (num * (x - xj), den * (xi - xj))
-                },
-            );
+            let (num, den) =
+                indices
+                    .iter()
+                    .filter(|&&j| j != i)
+                    .fold((Scalar::one(), Scalar::one()), |(num, den), &j| {
+                        let xj = Scalar::from(u64::from(j));
+                        (num * (x - xj), den * (xi - xj))
+                    });
             // Distinct indices below r make every denominator nonzero.
             num * den.invert().unwrap()
         })
@@ -342,4 +335,44 @@ fn interpolate_g1(points: &[&BlsPublicKey], indices: &[u32], x: u32) -> [u8; 48]
         .mult(&scalars, SCALAR_BITS)
         .to_public_key()
         .compress()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lagrange_coefficients_at_zero_sum_to_one() {
+        for indices in [vec![1], vec![1, 2, 3], vec![2, 5, 9, 10], vec![7, 3]] {
+            let sum = lagrange_coefficients(&indices, 0)
+                .iter()
+                .fold(Scalar::zero(), |a, b| a + b);
+            assert_eq!(sum, Scalar::one(), "{indices:?}");
+        }
+    }
+
+    #[test]
+    fn interpolation_recovers_the_polynomial() {
+        // f(x) = 5 + 3x + 2x^2
+        let f = [Scalar::from(5u64), Scalar::from(3u64), Scalar::from(2u64)];
+        assert_eq!(eval(&f, 0), Scalar::from(5u64));
+        assert_eq!(eval(&f, 2), Scalar::from(19u64));
+        for (indices, x) in [(vec![1, 2, 3], 0), (vec![4, 2, 9], 0), (vec![1, 2, 3], 7)] {
+            let lambdas = lagrange_coefficients(&indices, x);
+            let got = indices
+                .iter()
+                .zip(&lambdas)
+                .fold(Scalar::zero(), |acc, (&i, l)| acc + eval(&f, i) * l);
+            assert_eq!(got, eval(&f, x), "{indices:?} at {x}");
+        }
+    }
+
+    #[test]
+    fn scalars_map_to_blst_keys_big_endian() {
+        let sk = to_secret_key(&Scalar::from(1u64)).unwrap();
+        let mut expected = [0u8; 32];
+        expected[31] = 1;
+        assert_eq!(sk.to_bytes(), expected);
+        assert!(to_secret_key(&Scalar::zero()).is_none());
+    }
 }
