@@ -1,1 +1,120 @@
-fn main() {}
+//! Criterion benches for the crypto crate: `cargo bench -p crypto`.
+//!
+//! Results and the machine they ran on are recorded in `docs/benchmarks.md` ("## Crypto").
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use crypto::*;
+
+/// A 256-byte message, about the size of a namespace read-write set digest plus metadata.
+const MSG: [u8; 256] = [0x5a; 256];
+
+fn single(c: &mut Criterion) {
+    let mut group = c.benchmark_group("single");
+    for scheme in Scheme::ALL {
+        let key = derive_signing_key(scheme, "bench");
+        let pk = key.public_key();
+        let sig = sign_namespace_endorsement(&key, &MSG);
+        group.bench_function(BenchmarkId::new("sign", scheme), |b| {
+            b.iter(|| sign_namespace_endorsement(black_box(&key), black_box(&MSG)))
+        });
+        group.bench_function(BenchmarkId::new("verify", scheme), |b| {
+            b.iter(|| verify_namespace_endorsement(black_box(&pk), black_box(&MSG), black_box(&sig)))
+        });
+    }
+    group.finish();
+}
+
+/// Distinct signers and messages, as in a block of endorsed transactions.
+fn batch_verify(c: &mut Criterion) {
+    let mut group = c.benchmark_group("batch_verify");
+    for scheme in Scheme::ALL {
+        for size in [64usize, 512] {
+            let keys: Vec<SigningKey> = (0..size)
+                .map(|i| derive_signing_key(scheme, &format!("bench-{i}")))
+                .collect();
+            let pks: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
+            let msgs: Vec<Vec<u8>> = (0..size)
+                .map(|i| format!("tx-{i}").repeat(32).into_bytes())
+                .collect();
+            let sigs: Vec<Signature> = keys
+                .iter()
+                .zip(&msgs)
+                .map(|(k, m)| sign_namespace_endorsement(k, m))
+                .collect();
+            let items: Vec<SignedMessage<'_>> = (0..size)
+                .map(|i| SignedMessage {
+                    public_key: &pks[i],
+                    message: &msgs[i],
+                    signature: &sigs[i],
+                })
+                .collect();
+            assert!(verify_namespace_endorsements(&items).iter().all(|ok| *ok));
+            group.throughput(Throughput::Elements(size as u64));
+            group.bench_function(BenchmarkId::new(scheme.name(), size), |b| {
+                b.iter(|| verify_namespace_endorsements(black_box(&items)))
+            });
+        }
+    }
+    group.finish();
+}
+
+fn threshold(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threshold");
+    for t in [3u32, 5, 10] {
+        let n = 2 * t;
+        let set = deal_threshold_keys(t, n, "bench").unwrap();
+        let partials: Vec<PartialSignature> = set.shares[..t as usize]
+            .iter()
+            .map(|s| sign_namespace_endorsement_partial(s, &MSG))
+            .collect();
+        group.bench_function(BenchmarkId::new("partial_sign", t), |b| {
+            b.iter(|| sign_namespace_endorsement_partial(black_box(&set.shares[0]), black_box(&MSG)))
+        });
+        group.bench_function(BenchmarkId::new("partial_verify", t), |b| {
+            b.iter(|| {
+                verify_namespace_endorsement_partial(&set.public, black_box(&MSG), black_box(&partials[0]))
+            })
+        });
+        group.bench_function(BenchmarkId::new("aggregate", t), |b| {
+            b.iter(|| aggregate_partials(black_box(&set.public), black_box(&partials)).unwrap())
+        });
+        let agg = aggregate_partials(&set.public, &partials).unwrap();
+        group.bench_function(BenchmarkId::new("verify_aggregated", t), |b| {
+            b.iter(|| {
+                verify_namespace_endorsement(set.public.group_public_key(), black_box(&MSG), black_box(&agg))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn multisig(c: &mut Criterion) {
+    let mut group = c.benchmark_group("multisig");
+    for n in [4usize, 7] {
+        let keys: Vec<SigningKey> = (0..n)
+            .map(|i| derive_signing_key(Scheme::Bls12381, &format!("consenter-{i}")))
+            .collect();
+        let pks: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
+        let sigs: Vec<Signature> = keys.iter().map(|k| sign_decision_certificate(k, &MSG)).collect();
+        let agg = aggregate_signatures(&sigs).unwrap();
+        group.bench_function(BenchmarkId::new("aggregate", n), |b| {
+            b.iter(|| aggregate_signatures(black_box(&sigs)).unwrap())
+        });
+        group.bench_function(BenchmarkId::new("verify_aggregate", n), |b| {
+            b.iter(|| {
+                verify_aggregate_decision_certificate(black_box(&MSG), black_box(&pks), black_box(&agg))
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Criterion's generated entry points carry no docs.
+mod harness {
+    #![allow(missing_docs)]
+    use super::*;
+    criterion_group!(benches, single, batch_verify, threshold, multisig);
+}
+criterion_main!(harness::benches);
