@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the whole fabrx test suite. Installs what the tests need when it is missing
+# (see scripts/deps.sh); tests that need PostgreSQL start a throwaway cluster themselves
+# (crates/testkit/src/pg.rs) and remove it when they exit.
+# Extra arguments go to `cargo test`, e.g. `bash scripts/test.sh -p types`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+ensure_system_deps yes
+if [ $# -eq 0 ]; then set -- --workspace; fi
+exec cargo test "$@"
