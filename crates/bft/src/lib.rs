@@ -1,1 +1,31 @@
-//! BFT consensus engine (PBFT family) as a pure state machine (not yet implemented).
+//! fabrx BFT consensus engine: a PBFT-family protocol that decides one sequence
+//! number at a time (in the style of SmartBFT / BFT-SMaRt's Mod-SMaRt), written as a
+//! pure state machine.
+//!
+//! * [`Replica::handle`] takes an [`Input`] (a client request, a peer message, or a
+//!   clock tick) and returns [`Output`]s (persist, send, deliver). No I/O, no clock.
+//! * [`Output::Persist`] entries must be made durable (see [`wal`]) before the
+//!   outputs that follow them are executed.
+//! * Decisions carry a commit certificate checked by [`verify_decision`].
+//!
+//! See `docs/bft.md` for the protocol description.
+
+pub mod app;
+pub mod certificate;
+mod codec;
+pub mod crypto;
+mod error;
+pub mod messages;
+pub mod replica;
+pub mod tags;
+pub mod types;
+pub mod wal;
+
+pub use app::{Application, NullApp, ProposalContext};
+pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision};
+pub use crypto::{Signature, Signer, Verifier};
+pub use error::{Error, Result};
+pub use messages::{Message, NewView, ViewChange, Vote};
+pub use replica::{Input, Output, Replica, Status};
+pub use types::{Config, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+pub use wal::{FileWal, MemWal, Wal, WalEntry};

@@ -1,0 +1,2 @@
+//! Placeholder until the bft benches land.
+fn main() {}

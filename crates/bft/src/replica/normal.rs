@@ -1,0 +1,314 @@
+//! Normal-case operation (PBFT §4.2, one sequence number at a time as in SmartBFT):
+//! the leader batches pending requests into a pre-prepare; every replica that accepts
+//! it persists it and broadcasts a signed prepare; a quorum of prepares makes the
+//! proposal *prepared* (persisted, then a signed commit is broadcast); a quorum of
+//! commits decides it, and the commit signatures become the decision certificate.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{Output, Replica, Slot, Status};
+use crate::app::{Application, ProposalContext};
+use crate::certificate::{Certificate, Decision, Phase, Prepared};
+use crate::messages::{Message, Vote};
+use crate::types::{Digest, Proposal, Proposed, ReplicaId, View};
+use crate::wal::WalEntry;
+
+impl<A: Application> Replica<A> {
+    /// A client request (or one forwarded by a peer) enters the pending pool; a
+    /// follower forwards client requests to the leader (SmartBFT request forwarding).
+    pub(super) fn on_request(&mut self, request: Vec<u8>, from_client: bool) {
+        if request.len() > self.cfg.max_request_bytes
+            || self.pending.len() >= self.cfg.max_pending
+            || !self.app.verify_request(&request)
+        {
+            return;
+        }
+        let d = Digest::of_request(&request);
+        if self.decided_requests.contains(&d) || self.pending.contains(&d) {
+            return;
+        }
+        let forward = from_client && !self.is_leader() && self.status == Status::Normal;
+        if forward {
+            let msg = Message::Forward {
+                instance: self.cfg.instance,
+                request: request.clone(),
+            };
+            self.send(self.cfg.leader(self.view), msg);
+        }
+        self.pending.insert(d, request, self.now);
+        self.maybe_propose();
+    }
+
+    /// Leader: proposes the next sequence number when the slot is free and either the
+    /// new view obliges it to re-propose a carried proposal or a batch is due.
+    pub(super) fn maybe_propose(&mut self) {
+        if self.status != Status::Normal || !self.is_leader() || self.slot.accepted.is_some() {
+            return;
+        }
+        let seq = self.next_seq();
+        if self.carry.decided >= seq {
+            return; // behind the new view's proven height: sync first
+        }
+        let proposal = match &self.carry.proposal {
+            Some(p) if p.seq == seq => Proposal::clone(p),
+            _ => {
+                if !self.batch_due() {
+                    return;
+                }
+                let requests = self
+                    .pending
+                    .batch(self.cfg.max_batch_count, self.cfg.max_batch_bytes);
+                let ctx = ProposalContext { seq, view: self.view };
+                let metadata = self.app.assemble(ctx, &requests);
+                Proposal {
+                    instance: self.cfg.instance,
+                    seq,
+                    requests,
+                    metadata,
+                }
+            }
+        };
+        let proposed = Proposed::new(proposal);
+        let msg = Message::PrePrepare {
+            view: self.view,
+            proposal: proposed.proposal.clone(),
+        };
+        self.accept(proposed);
+        self.broadcast(msg);
+        self.broadcast_my_votes_from(0);
+        self.check_slot();
+    }
+
+    fn batch_due(&self) -> bool {
+        let Some(oldest) = self.pending.oldest_ms() else {
+            return false;
+        };
+        self.pending.len() >= self.cfg.max_batch_count
+            || self.pending.bytes() >= self.cfg.max_batch_bytes
+            || self.now.saturating_sub(oldest) >= self.cfg.batch_interval_ms
+    }
+
+    /// Persists the proposal as accepted in this view and records our own prepare.
+    fn accept(&mut self, proposed: Proposed) {
+        self.persist(WalEntry::Accepted {
+            view: self.view,
+            proposal: proposed.proposal.clone(),
+        });
+        let vote = self.sign_vote(Phase::Prepare, proposed.proposal.seq, proposed.digest);
+        self.record_vote(self.cfg.id, &vote);
+        self.slot.my_votes.push(vote);
+        self.slot.accepted = Some(proposed);
+        self.slot.started_ms.get_or_insert(self.now);
+    }
+
+    pub(super) fn broadcast_my_votes_from(&mut self, first: usize) {
+        let votes: Vec<Vote> = self.slot.my_votes[first..].to_vec();
+        for v in votes {
+            self.broadcast(Message::Vote(v));
+        }
+    }
+
+    pub(super) fn on_pre_prepare(&mut self, from: ReplicaId, view: View, proposal: Arc<Proposal>) {
+        let seq = self.next_seq();
+        if view < self.view || proposal.seq < seq {
+            return;
+        }
+        if view > self.view || proposal.seq > seq || self.status != Status::Normal {
+            self.buffer_future(from, Message::PrePrepare { view, proposal });
+            return;
+        }
+        if from != self.cfg.leader(view) {
+            return;
+        }
+        let proposed = Proposed {
+            digest: proposal.digest(),
+            proposal,
+        };
+        if let Some(accepted) = &self.slot.accepted {
+            if accepted.digest != proposed.digest {
+                // Equivocating leader: two proposals for one (view, seq).
+                self.complain();
+            }
+            return;
+        }
+        if self.carry.decided >= seq {
+            return; // the new view proved a higher decision: sync first
+        }
+        if !self.proposal_acceptable(&proposed) {
+            self.complain();
+            return;
+        }
+        self.accept(proposed);
+        self.broadcast_my_votes_from(self.slot.my_votes.len() - 1);
+        self.check_slot();
+    }
+
+    /// A follower's checks of a proposal: the carried proposal if the new view
+    /// obliges one, otherwise a well-formed batch the application accepts.
+    fn proposal_acceptable(&mut self, p: &Proposed) -> bool {
+        if let Some(carried) = &self.carry.proposal
+            && carried.seq == p.proposal.seq
+        {
+            return **carried == *p.proposal;
+        }
+        let proposal = &p.proposal;
+        if proposal.requests.is_empty()
+            || proposal.requests.len() > self.cfg.max_batch_count
+            || proposal.request_bytes() > self.cfg.max_batch_bytes.max(self.cfg.max_request_bytes)
+        {
+            return false;
+        }
+        let mut seen = HashSet::with_capacity(proposal.requests.len());
+        for r in &proposal.requests {
+            let d = Digest::of_request(r);
+            if r.len() > self.cfg.max_request_bytes
+                || self.decided_requests.contains(&d)
+                || !seen.insert(d)
+                || !self.app.verify_request(r)
+            {
+                return false;
+            }
+        }
+        self.app.verify_proposal(proposal)
+    }
+
+    pub(super) fn on_vote(&mut self, from: ReplicaId, vote: Vote) {
+        let seq = self.next_seq();
+        if vote.view < self.view || vote.seq < seq {
+            return;
+        }
+        if vote.view > self.view || vote.seq > seq || self.status != Status::Normal {
+            self.buffer_future(from, Message::Vote(vote));
+            return;
+        }
+        let bytes =
+            crate::certificate::vote_bytes(vote.phase, vote.instance, vote.view, vote.seq, &vote.digest);
+        if !self.verifier.verify(from, &bytes, &vote.signature) {
+            return;
+        }
+        self.record_vote(from, &vote);
+        self.slot.started_ms.get_or_insert(self.now);
+        self.check_slot();
+    }
+
+    fn record_vote(&mut self, from: ReplicaId, vote: &Vote) {
+        self.slot
+            .votes
+            .entry((vote.phase, vote.digest))
+            .or_default()
+            .entry(from)
+            .or_insert_with(|| vote.signature.clone());
+    }
+
+    fn certificate(&self, phase: Phase, digest: Digest) -> Option<Certificate> {
+        let votes = self.slot.votes.get(&(phase, digest))?;
+        if (votes.len() as u32) < self.quorum.q {
+            return None;
+        }
+        Some(Certificate {
+            phase,
+            instance: self.cfg.instance,
+            view: self.view,
+            seq: self.next_seq(),
+            digest,
+            signatures: votes.iter().map(|(id, s)| (*id, s.clone())).collect(),
+        })
+    }
+
+    /// Moves the slot forward: prepared → send commit; committed → decide.
+    pub(super) fn check_slot(&mut self) {
+        let Some(accepted) = self.slot.accepted.clone() else {
+            if self
+                .slot
+                .votes
+                .keys()
+                .any(|(phase, d)| *phase == Phase::Commit && self.certificate(Phase::Commit, *d).is_some())
+            {
+                // Decided by a quorum but the proposal never reached us: fetch it.
+                self.mark_peers_ahead();
+            }
+            return;
+        };
+        if !self.slot.sent_commit
+            && let Some(certificate) = self.certificate(Phase::Prepare, accepted.digest)
+        {
+            let prepared = Prepared {
+                proposal: accepted.proposal.clone(),
+                certificate,
+            };
+            self.persist(WalEntry::Prepared(prepared.clone()));
+            self.prepared = Some(prepared);
+            self.slot.sent_commit = true;
+            let vote = self.sign_vote(Phase::Commit, accepted.proposal.seq, accepted.digest);
+            self.record_vote(self.cfg.id, &vote);
+            self.slot.my_votes.push(vote);
+            self.broadcast_my_votes_from(self.slot.my_votes.len() - 1);
+        }
+        if let Some(certificate) = self.certificate(Phase::Commit, accepted.digest) {
+            let decision = Decision {
+                proposal: accepted.proposal,
+                certificate,
+            };
+            self.decide(Arc::new(decision));
+        }
+    }
+
+    /// Commits a certified decision for the next sequence number: persist, apply,
+    /// deliver, then move on (replay buffered messages, maybe propose).
+    pub(super) fn decide(&mut self, decision: Arc<Decision>) {
+        debug_assert_eq!(decision.seq(), self.next_seq());
+        self.persist(WalEntry::Decided(decision.clone()));
+        self.app.apply(&decision);
+        for r in &decision.proposal.requests {
+            let d = Digest::of_request(r);
+            self.pending.remove(&d);
+            self.decided_requests.insert(d);
+        }
+        self.decisions.push(decision.clone());
+        self.out.push(Output::Deliver(decision));
+        self.slot = Slot::default();
+        if self
+            .prepared
+            .as_ref()
+            .is_some_and(|p| p.certificate.seq < self.next_seq())
+        {
+            self.prepared = None;
+        }
+        self.last_leader_heard = self.now;
+        if self.status == Status::Normal {
+            self.replay_future();
+            self.maybe_propose();
+        }
+    }
+
+    /// Normal-status timers: leader silence, request censorship, stuck proposal.
+    pub(super) fn check_normal_timers(&mut self) {
+        let now = self.now;
+        if !self.is_leader() && now.saturating_sub(self.last_leader_heard) > self.cfg.heartbeat_timeout_ms {
+            self.complain();
+            return;
+        }
+        if let Some(oldest) = self.pending.oldest_ms() {
+            let age = now.saturating_sub(oldest);
+            if age > self.cfg.request_timeout_ms {
+                self.complain();
+                return;
+            }
+            if age >= self.cfg.request_timeout_ms / 2 && !self.is_leader() {
+                let leader = self.cfg.leader(self.view);
+                for request in self.pending.take_stale(now, self.cfg.request_timeout_ms / 2) {
+                    let instance = self.cfg.instance;
+                    self.send(leader, Message::Forward { instance, request });
+                }
+            }
+        }
+        if self
+            .slot
+            .started_ms
+            .is_some_and(|s| now.saturating_sub(s) > self.cfg.request_timeout_ms)
+        {
+            self.complain();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Rebuilding a replica from its WAL after a crash. The rebuilt replica keeps every
+//! promise it made: it stays in (or above) the highest view it asked for or installed,
+//! it keeps the proposal it accepted for the current `(view, seq)` (so it cannot be
+//! made to accept or propose another), its prepared certificate, the obligations of
+//! its current view, and its decisions.
+
+use std::sync::Arc;
+
+use super::{Replica, Status};
+use crate::app::Application;
+use crate::certificate::Phase;
+use crate::crypto::{Signer, Verifier};
+use crate::messages::Carry;
+use crate::types::{Config, Digest, Proposed};
+use crate::wal::WalEntry;
+use crate::{Error, Output, Result};
+
+impl<A: Application> Replica<A> {
+    /// Rebuilds a replica from the entries of its WAL. Decisions above
+    /// `app.applied()` are applied to the application again and returned as
+    /// [`Output::Deliver`]s for the shell.
+    pub fn restore(
+        cfg: Config,
+        app: A,
+        signer: Box<dyn Signer>,
+        verifier: Arc<dyn Verifier>,
+        entries: &[WalEntry],
+    ) -> Result<(Self, Vec<Output>)> {
+        let mut r = Replica::new(cfg, app, signer, verifier);
+        let mut accepted = None;
+        let mut vc_target = 0;
+        for e in entries {
+            match e {
+                WalEntry::Accepted { view, proposal } => accepted = Some((*view, proposal.clone())),
+                WalEntry::Prepared(p) => r.prepared = Some(p.clone()),
+                WalEntry::ViewChange { target } => vc_target = vc_target.max(*target),
+                WalEntry::NewView {
+                    view,
+                    decided,
+                    carried,
+                } => {
+                    if *view >= r.view {
+                        r.view = *view;
+                        r.carry = Carry {
+                            decided: *decided,
+                            proposal: carried.clone(),
+                        };
+                    }
+                }
+                WalEntry::Decided(d) => r.restore_decision(d)?,
+            }
+        }
+        let next = r.next_seq();
+        r.prepared = r.prepared.take().filter(|p| p.certificate.seq == next);
+        if vc_target > r.view {
+            r.status = Status::ViewChanging { target: vc_target };
+            r.vc_attempts = 1;
+        } else if let Some((view, proposal)) = accepted.filter(|(v, p)| *v == r.view && p.seq == next) {
+            r.restore_slot(view, proposal);
+        }
+        let applied = r.app.applied();
+        let mut outputs = Vec::new();
+        for d in r.decisions.clone() {
+            if d.seq() > applied {
+                r.app.apply(&d);
+                outputs.push(Output::Deliver(d));
+            }
+        }
+        Ok((r, outputs))
+    }
+
+    fn restore_decision(&mut self, d: &Arc<crate::Decision>) -> Result<()> {
+        let next = self.next_seq();
+        if d.seq() < next {
+            return Ok(()); // decided twice (e.g. by sync after a commit): same value
+        }
+        if d.seq() > next || d.proposal.instance != self.cfg.instance {
+            return Err(Error::WalReplay {
+                reason: format!("decision {} follows {}", d.seq(), next - 1),
+            });
+        }
+        for req in &d.proposal.requests {
+            self.decided_requests.insert(Digest::of_request(req));
+        }
+        self.decisions.push(d.clone());
+        Ok(())
+    }
+
+    /// Re-creates the in-flight slot: our prepare (and commit if we prepared) are
+    /// re-signed over the same bytes, so nothing new is said.
+    fn restore_slot(&mut self, view: u64, proposal: Arc<crate::Proposal>) {
+        let proposed = Proposed {
+            digest: proposal.digest(),
+            proposal,
+        };
+        let seq = proposed.proposal.seq;
+        let prepare = self.sign_vote(Phase::Prepare, seq, proposed.digest);
+        self.slot
+            .votes
+            .entry((Phase::Prepare, proposed.digest))
+            .or_default()
+            .insert(self.cfg.id, prepare.signature.clone());
+        self.slot.my_votes.push(prepare);
+        if let Some(p) = &self.prepared
+            && p.certificate.view == view
+            && p.certificate.digest == proposed.digest
+        {
+            let commit = self.sign_vote(Phase::Commit, seq, proposed.digest);
+            self.slot
+                .votes
+                .entry((Phase::Commit, proposed.digest))
+                .or_default()
+                .insert(self.cfg.id, commit.signature.clone());
+            self.slot.my_votes.push(commit);
+            self.slot.sent_commit = true;
+        }
+        self.slot.accepted = Some(proposed);
+    }
+}

@@ -1,0 +1,150 @@
+//! Heartbeats, retransmission and state transfer.
+//!
+//! Every replica broadcasts a heartbeat `(view, last_decided)` each interval; the
+//! leader's heartbeats keep followers from suspecting it. With each heartbeat a replica
+//! also retransmits its in-flight traffic (its pre-prepare, votes, or view change), so
+//! messages lost before the network stabilises are eventually delivered.
+//!
+//! A replica that learns (from a heartbeat, a view change, a new-view proof, or a
+//! commit quorum it cannot decide locally) that a peer holds decisions it lacks asks
+//! one such peer at a time for them; it checks every decision's certificate
+//! ([`crate::verify_decision`]) before applying it, so a lying peer can only waste a
+//! round trip (its claimed height is then forgotten and another peer is asked).
+
+use std::sync::Arc;
+
+use super::{Replica, Status};
+use crate::app::Application;
+use crate::certificate::{Decision, Phase, verify_decision};
+use crate::messages::Message;
+use crate::types::{ReplicaId, Seq, View};
+
+impl<A: Application> Replica<A> {
+    pub(super) fn send_heartbeat(&mut self) {
+        self.broadcast(Message::Heartbeat {
+            instance: self.cfg.instance,
+            view: self.view,
+            last_decided: self.last_decided(),
+        });
+        match self.status {
+            Status::ViewChanging { .. } => self.broadcast_view_change(),
+            Status::Normal => {
+                if self.is_leader()
+                    && let Some(accepted) = &self.slot.accepted
+                {
+                    let msg = Message::PrePrepare {
+                        view: self.view,
+                        proposal: accepted.proposal.clone(),
+                    };
+                    self.broadcast(msg);
+                }
+                self.broadcast_my_votes_from(0);
+            }
+        }
+    }
+
+    pub(super) fn on_heartbeat(&mut self, from: ReplicaId, view: View, last_decided: Seq) {
+        if view == self.view && from == self.cfg.leader(view) {
+            self.last_leader_heard = self.now;
+        }
+        if view < self.view
+            && let Some(nv) = self.new_view_proof.clone()
+        {
+            self.send(from, Message::NewView(nv));
+        }
+        self.note_height(from, last_decided);
+    }
+
+    /// Records that `peer` has (or claims) decisions up to `height`.
+    pub(super) fn note_height(&mut self, peer: ReplicaId, height: Seq) {
+        if peer == self.cfg.id {
+            return;
+        }
+        let h = self.sync.peer_heights.entry(peer).or_default();
+        *h = (*h).max(height);
+        if height >= self.next_seq() {
+            self.maybe_sync();
+        }
+    }
+
+    /// The commit quorum we saw without the proposal: its voters hold it.
+    pub(super) fn mark_peers_ahead(&mut self) {
+        let next = self.next_seq();
+        let voters: Vec<ReplicaId> = self
+            .slot
+            .votes
+            .iter()
+            .filter(|((phase, _), _)| *phase == Phase::Commit)
+            .flat_map(|(_, v)| v.keys().copied())
+            .collect();
+        for v in voters {
+            self.note_height(v, next);
+        }
+    }
+
+    /// Asks the next peer (round robin) that is ahead of us, one request at a time.
+    pub(super) fn maybe_sync(&mut self) {
+        if let Some((_, deadline)) = self.sync.outstanding {
+            if self.now < deadline {
+                return;
+            }
+            self.sync.outstanding = None;
+        }
+        let next = self.next_seq();
+        let n = self.cfg.n;
+        for k in 1..=n {
+            let peer = (self.sync.last_asked + k) % n;
+            if peer != self.cfg.id && self.sync.peer_heights.get(&peer).is_some_and(|h| *h >= next) {
+                self.sync.last_asked = peer;
+                self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
+                let instance = self.cfg.instance;
+                self.send(
+                    peer,
+                    Message::SyncRequest {
+                        instance,
+                        from_seq: next,
+                    },
+                );
+                return;
+            }
+        }
+    }
+
+    pub(super) fn on_sync_request(&mut self, from: ReplicaId, from_seq: Seq) {
+        if from_seq == 0 || from_seq > self.last_decided() {
+            return;
+        }
+        let start = (from_seq - 1) as usize;
+        let end = (start + self.cfg.sync_batch.max(1)).min(self.decisions.len());
+        let decisions = self.decisions[start..end].to_vec();
+        let instance = self.cfg.instance;
+        self.send(from, Message::SyncResponse { instance, decisions });
+    }
+
+    pub(super) fn on_sync_response(&mut self, from: ReplicaId, decisions: Vec<Arc<Decision>>) {
+        if self.sync.outstanding.is_some_and(|(p, _)| p == from) {
+            self.sync.outstanding = None;
+        }
+        let mut progressed = false;
+        for d in decisions {
+            let next = self.next_seq();
+            if d.seq() < next {
+                continue;
+            }
+            if d.seq() > next
+                || d.proposal.instance != self.cfg.instance
+                || verify_decision(&d, self.verifier.as_ref(), self.cfg.n).is_err()
+            {
+                break;
+            }
+            self.decide(d);
+            progressed = true;
+        }
+        if !progressed {
+            // Forget what the peer claimed; it will tell us again if it gets ahead.
+            let mine = self.last_decided();
+            self.sync.peer_heights.insert(from, mine);
+        }
+        self.maybe_sync();
+    }
+}

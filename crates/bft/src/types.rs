@@ -1,0 +1,234 @@
+//! Identifiers, quorum math, configuration and the proposal type.
+
+use std::fmt;
+use std::sync::Arc;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::tags;
+
+/// Index of a replica in the consenter set, `0..n`.
+pub type ReplicaId = u32;
+/// A view number; the leader of view `v` is `(v + instance) mod n`.
+pub type View = u64;
+/// A sequence number inside one instance; the first decision has sequence 1.
+pub type Seq = u64;
+
+/// Identifies one independent consensus instance. Several instances can run side by
+/// side on disjoint sequence spaces: the id is part of every message and every signed
+/// byte string, so votes of one instance can never count in another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct InstanceId(pub u32);
+
+/// A SHA-256 digest.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Digest(pub [u8; 32]);
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.0[..6] {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Digest {
+    /// Digest of one opaque client request (its identity for de-duplication).
+    pub fn of_request(request: &[u8]) -> Digest {
+        let mut h = Sha256::new();
+        h.update(tags::REQUEST);
+        h.update(request);
+        Digest(h.finalize().into())
+    }
+}
+
+/// Quorum arithmetic for `n` replicas (Arma §4, PBFT §4): `f = ⌊(n−1)/3⌋`,
+/// `q = ⌈(n+f+1)/2⌉`. Any two quorums intersect in at least `f+1` replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quorum {
+    /// Number of replicas.
+    pub n: u32,
+    /// Number of Byzantine replicas tolerated.
+    pub f: u32,
+    /// Votes needed for a prepare/commit/view-change quorum.
+    pub q: u32,
+}
+
+impl Quorum {
+    /// Quorum math for `n ≥ 1` replicas.
+    pub fn new(n: u32) -> Quorum {
+        let n = n.max(1);
+        let f = (n - 1) / 3;
+        let q = (n + f + 1).div_ceil(2);
+        Quorum { n, f, q }
+    }
+}
+
+/// Engine configuration. Times are milliseconds of the clock delivered by `Input::Tick`.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This replica.
+    pub id: ReplicaId,
+    /// Number of replicas.
+    pub n: u32,
+    /// The consensus instance this replica belongs to.
+    pub instance: InstanceId,
+    /// The leader cuts a batch when this many requests are pending.
+    pub max_batch_count: usize,
+    /// The leader cuts a batch when the pending requests reach this many bytes.
+    pub max_batch_bytes: usize,
+    /// The leader cuts a non-empty batch when its oldest request waited this long.
+    pub batch_interval_ms: u64,
+    /// A request not ordered within this time makes the replica complain (view change).
+    pub request_timeout_ms: u64,
+    /// Interval between heartbeats (leader liveness and decided-height gossip).
+    pub heartbeat_interval_ms: u64,
+    /// A follower that hears nothing from the leader for this long starts a view change.
+    pub heartbeat_timeout_ms: u64,
+    /// Base time to wait for a new view once a quorum asked for it (doubles per attempt).
+    pub view_change_timeout_ms: u64,
+    /// Maximum number of pending requests; further requests are refused.
+    pub max_pending: usize,
+    /// Largest accepted request, in bytes.
+    pub max_request_bytes: usize,
+    /// Most decisions returned in one state-transfer response.
+    pub sync_batch: usize,
+}
+
+impl Config {
+    /// A configuration with defaults suitable for a LAN deployment.
+    pub fn new(id: ReplicaId, n: u32) -> Config {
+        Config {
+            id,
+            n,
+            instance: InstanceId(0),
+            max_batch_count: 1000,
+            max_batch_bytes: 4 << 20,
+            batch_interval_ms: 50,
+            request_timeout_ms: 2_000,
+            heartbeat_interval_ms: 500,
+            heartbeat_timeout_ms: 2_000,
+            view_change_timeout_ms: 2_000,
+            max_pending: 100_000,
+            max_request_bytes: 1 << 20,
+            sync_batch: 64,
+        }
+    }
+
+    /// The quorum math for this configuration.
+    pub fn quorum(&self) -> Quorum {
+        Quorum::new(self.n)
+    }
+
+    /// The leader of `view` in this instance (round robin, offset by the instance id
+    /// so that parallel instances start with different leaders).
+    pub fn leader(&self, view: View) -> ReplicaId {
+        leader_of(self.instance, view, self.n)
+    }
+}
+
+/// The leader of `view` for `instance` among `n` replicas.
+pub fn leader_of(instance: InstanceId, view: View, n: u32) -> ReplicaId {
+    ((view + u64::from(instance.0)) % u64::from(n.max(1))) as ReplicaId
+}
+
+/// What the leader proposes for one sequence number: a batch of opaque requests and
+/// application metadata (for Arma: the block header fields). The view is deliberately
+/// not part of a proposal so that a proposal carried into a new view keeps its digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proposal {
+    /// Instance the proposal belongs to.
+    pub instance: InstanceId,
+    /// Sequence number it is proposed for.
+    pub seq: Seq,
+    /// Opaque client requests, in order.
+    pub requests: Vec<Vec<u8>>,
+    /// Application-defined bytes assembled by the leader's application.
+    pub metadata: Vec<u8>,
+}
+
+impl Proposal {
+    /// The digest that votes and certificates sign (length-prefixed, domain separated).
+    pub fn digest(&self) -> Digest {
+        let mut h = Sha256::new();
+        h.update(tags::PROPOSAL);
+        h.update(self.instance.0.to_le_bytes());
+        h.update(self.seq.to_le_bytes());
+        h.update((self.requests.len() as u64).to_le_bytes());
+        for r in &self.requests {
+            h.update((r.len() as u64).to_le_bytes());
+            h.update(r);
+        }
+        h.update((self.metadata.len() as u64).to_le_bytes());
+        h.update(&self.metadata);
+        Digest(h.finalize().into())
+    }
+
+    /// Total size of the requests in bytes.
+    pub fn request_bytes(&self) -> usize {
+        self.requests.iter().map(Vec::len).sum()
+    }
+}
+
+/// A proposal with its digest computed once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proposed {
+    /// The proposal.
+    pub proposal: Arc<Proposal>,
+    /// `proposal.digest()`.
+    pub digest: Digest,
+}
+
+impl Proposed {
+    /// Wraps a proposal and computes its digest.
+    pub fn new(proposal: Proposal) -> Proposed {
+        let digest = proposal.digest();
+        Proposed {
+            proposal: Arc::new(proposal),
+            digest,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_math() {
+        let cases = [
+            (1, 0, 1),
+            (2, 0, 2),
+            (3, 0, 2),
+            (4, 1, 3),
+            (5, 1, 4),
+            (7, 2, 5),
+            (10, 3, 7),
+        ];
+        for (n, f, q) in cases {
+            assert_eq!(Quorum::new(n), Quorum { n, f, q }, "n={n}");
+            // two quorums intersect in at least f+1 replicas
+            assert!(2 * q > n + f, "n={n}");
+        }
+    }
+
+    #[test]
+    fn digest_binds_instance_seq_and_payload() {
+        let p = Proposal {
+            instance: InstanceId(0),
+            seq: 1,
+            requests: vec![b"ab".to_vec(), b"c".to_vec()],
+            metadata: vec![],
+        };
+        let mut q = p.clone();
+        q.requests = vec![b"a".to_vec(), b"bc".to_vec()];
+        assert_ne!(p.digest(), q.digest());
+        let mut r = p.clone();
+        r.instance = InstanceId(1);
+        assert_ne!(p.digest(), r.digest());
+        let mut s = p.clone();
+        s.seq = 2;
+        assert_ne!(p.digest(), s.digest());
+    }
+}

@@ -1,0 +1,307 @@
+//! Write-ahead log. The core emits `Output::Persist(entry)` before any output that
+//! depends on it; the shell appends the entry durably before executing the outputs
+//! that follow. On restart, [`crate::Replica::restore`] replays the entries so the
+//! replica never contradicts what it signed or accepted before the crash.
+//!
+//! File format: a sequence of records `len: u32 LE ‖ crc32(payload): u32 LE ‖ payload`.
+//! A torn last record (short or failing its CRC at the end of the file) is the trace of
+//! a crash during an append that was never acknowledged: it is cut off on open. A bad
+//! record followed by more data is corruption and makes `open` fail loudly.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::certificate::{Certificate, Decision, Phase, Prepared};
+use crate::codec::{Reader, Writer};
+use crate::types::{InstanceId, Proposal, Seq, View};
+use crate::{Error, Result};
+
+const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+const HEADER: usize = 8;
+
+/// One durable fact about this replica.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WalEntry {
+    /// The replica accepted (or, as leader, made) this proposal in `view`; it must
+    /// never accept or propose another one for the same `(view, seq)`.
+    Accepted {
+        /// View of the pre-prepare.
+        view: View,
+        /// The proposal.
+        proposal: Arc<Proposal>,
+    },
+    /// The replica holds this prepared certificate and is about to send its commit.
+    Prepared(Prepared),
+    /// The replica is about to ask for view `target`; it never acts in lower views.
+    ViewChange {
+        /// The view asked for.
+        target: View,
+    },
+    /// The replica installed `view`; `decided` and `carried` are the new view's
+    /// obligations (see [`crate::messages::Carry`]) so a restarted replica keeps
+    /// enforcing them.
+    NewView {
+        /// The installed view.
+        view: View,
+        /// Highest decided sequence number proven by the new-view proof.
+        decided: Seq,
+        /// The proposal that must be re-proposed at `decided + 1`, if any.
+        carried: Option<Arc<Proposal>>,
+    },
+    /// A decision with its certificate.
+    Decided(Arc<Decision>),
+}
+
+/// A durable, append-only store of [`WalEntry`]s.
+pub trait Wal {
+    /// Appends entries; returns only once they are durable.
+    fn append(&mut self, entries: &[WalEntry]) -> Result<()>;
+}
+
+/// In-memory WAL for simulations: "durable" means it survives a simulated crash
+/// because the harness keeps it while dropping the replica.
+#[derive(Clone, Debug, Default)]
+pub struct MemWal {
+    /// Entries in append order.
+    pub entries: Vec<WalEntry>,
+}
+
+impl Wal for MemWal {
+    fn append(&mut self, entries: &[WalEntry]) -> Result<()> {
+        self.entries.extend_from_slice(entries);
+        Ok(())
+    }
+}
+
+/// Append-only, fsync'ed file WAL.
+#[derive(Debug)]
+pub struct FileWal {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileWal {
+    /// Opens (or creates) the WAL at `path`, returns it with the entries it holds.
+    /// A torn last record is truncated away.
+    pub fn open(path: &Path) -> Result<(FileWal, Vec<WalEntry>)> {
+        let io = |e: std::io::Error| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io)?;
+        let mut buf = Vec::new();
+        file.read_to_end(&mut buf).map_err(io)?;
+        let (entries, valid) = decode_records(&buf, path)?;
+        if valid < buf.len() {
+            file.set_len(valid as u64).map_err(io)?;
+            file.sync_all().map_err(io)?;
+        }
+        file.seek(SeekFrom::End(0)).map_err(io)?;
+        Ok((
+            FileWal {
+                file,
+                path: path.to_path_buf(),
+            },
+            entries,
+        ))
+    }
+}
+
+impl Wal for FileWal {
+    fn append(&mut self, entries: &[WalEntry]) -> Result<()> {
+        let mut buf = Vec::new();
+        for e in entries {
+            let payload = encode_entry(e);
+            buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&CRC32.checksum(&payload).to_le_bytes());
+            buf.extend_from_slice(&payload);
+        }
+        let io = |e: std::io::Error| Error::Io {
+            path: self.path.display().to_string(),
+            source: e,
+        };
+        self.file.write_all(&buf).map_err(io)?;
+        self.file.sync_data().map_err(io)
+    }
+}
+
+/// Decodes records; returns the entries and the length of the valid prefix.
+fn decode_records(buf: &[u8], path: &Path) -> Result<(Vec<WalEntry>, usize)> {
+    let mut entries = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        if buf.len() - pos < HEADER {
+            break; // torn header
+        }
+        let len = u32::from_le_bytes(buf[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(buf[pos + 4..pos + 8].try_into().expect("4 bytes"));
+        let end = pos + HEADER + len;
+        if end > buf.len() {
+            break; // torn payload
+        }
+        let payload = &buf[pos + HEADER..end];
+        let decoded = (CRC32.checksum(payload) == crc)
+            .then(|| decode_entry(payload))
+            .flatten();
+        match decoded {
+            Some(e) => entries.push(e),
+            None if end == buf.len() => break, // torn last record
+            None => {
+                return Err(Error::WalCorrupt {
+                    path: path.display().to_string(),
+                    offset: pos as u64,
+                });
+            }
+        }
+        pos = end;
+    }
+    Ok((entries, pos))
+}
+
+fn encode_proposal(w: &mut Writer, p: &Proposal) {
+    w.u32(p.instance.0);
+    w.u64(p.seq);
+    w.u32(p.requests.len() as u32);
+    for r in &p.requests {
+        w.bytes(r);
+    }
+    w.bytes(&p.metadata);
+}
+
+fn decode_proposal(r: &mut Reader) -> Option<Proposal> {
+    let instance = InstanceId(r.u32()?);
+    let seq = r.u64()?;
+    let count = r.u32()? as usize;
+    let mut requests = Vec::with_capacity(count.min(1 << 16));
+    for _ in 0..count {
+        requests.push(r.bytes()?);
+    }
+    Some(Proposal {
+        instance,
+        seq,
+        requests,
+        metadata: r.bytes()?,
+    })
+}
+
+fn encode_cert(w: &mut Writer, c: &Certificate) {
+    w.u8(match c.phase {
+        Phase::Prepare => 0,
+        Phase::Commit => 1,
+    });
+    w.u32(c.instance.0);
+    w.u64(c.view);
+    w.u64(c.seq);
+    w.raw(&c.digest.0);
+    w.u32(c.signatures.len() as u32);
+    for (id, sig) in &c.signatures {
+        w.u32(*id);
+        w.bytes(&sig.0);
+    }
+}
+
+fn decode_cert(r: &mut Reader) -> Option<Certificate> {
+    let phase = match r.u8()? {
+        0 => Phase::Prepare,
+        1 => Phase::Commit,
+        _ => return None,
+    };
+    let instance = InstanceId(r.u32()?);
+    let view = r.u64()?;
+    let seq = r.u64()?;
+    let digest = crate::types::Digest(r.array32()?);
+    let count = r.u32()? as usize;
+    let mut signatures = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        signatures.push((r.u32()?, crate::crypto::Signature(r.bytes()?)));
+    }
+    Some(Certificate {
+        phase,
+        instance,
+        view,
+        seq,
+        digest,
+        signatures,
+    })
+}
+
+/// Encodes one entry (the record payload).
+pub fn encode_entry(e: &WalEntry) -> Vec<u8> {
+    let mut w = Writer::default();
+    match e {
+        WalEntry::Accepted { view, proposal } => {
+            w.u8(1);
+            w.u64(*view);
+            encode_proposal(&mut w, proposal);
+        }
+        WalEntry::Prepared(p) => {
+            w.u8(2);
+            encode_proposal(&mut w, &p.proposal);
+            encode_cert(&mut w, &p.certificate);
+        }
+        WalEntry::ViewChange { target } => {
+            w.u8(3);
+            w.u64(*target);
+        }
+        WalEntry::NewView {
+            view,
+            decided,
+            carried,
+        } => {
+            w.u8(4);
+            w.u64(*view);
+            w.u64(*decided);
+            match carried {
+                None => w.u8(0),
+                Some(p) => {
+                    w.u8(1);
+                    encode_proposal(&mut w, p);
+                }
+            }
+        }
+        WalEntry::Decided(d) => {
+            w.u8(5);
+            encode_proposal(&mut w, &d.proposal);
+            encode_cert(&mut w, &d.certificate);
+        }
+    }
+    w.into_inner()
+}
+
+/// Decodes one record payload; `None` if malformed.
+pub fn decode_entry(buf: &[u8]) -> Option<WalEntry> {
+    let mut r = Reader::new(buf);
+    let e = match r.u8()? {
+        1 => WalEntry::Accepted {
+            view: r.u64()?,
+            proposal: Arc::new(decode_proposal(&mut r)?),
+        },
+        2 => WalEntry::Prepared(Prepared {
+            proposal: Arc::new(decode_proposal(&mut r)?),
+            certificate: decode_cert(&mut r)?,
+        }),
+        3 => WalEntry::ViewChange { target: r.u64()? },
+        4 => WalEntry::NewView {
+            view: r.u64()?,
+            decided: r.u64()?,
+            carried: match r.u8()? {
+                0 => None,
+                1 => Some(Arc::new(decode_proposal(&mut r)?)),
+                _ => return None,
+            },
+        },
+        5 => WalEntry::Decided(Arc::new(Decision {
+            proposal: Arc::new(decode_proposal(&mut r)?),
+            certificate: decode_cert(&mut r)?,
+        })),
+        _ => return None,
+    };
+    r.is_empty().then_some(e)
+}

@@ -1,0 +1,111 @@
+//! Byzantine behaviours. A Byzantine replica runs an honest state machine and then
+//! corrupts what it sends: it may only sign with its own key, like a real attacker.
+
+use std::sync::Arc;
+
+use bft::certificate::vote_bytes;
+use bft::crypto::TestSigner;
+use bft::{Digest, Message, Proposal, ReplicaId, Signer, ViewChange, Vote};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// How a Byzantine replica misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByzMode {
+    /// As leader, sends one proposal to half the replicas and another to the other
+    /// half for the same sequence, and votes for both.
+    Equivocate,
+    /// Sends votes for random digests to random replicas, and view changes for
+    /// random higher views.
+    ConflictingVotes,
+    /// Sends nothing at all.
+    Silent,
+    /// As leader, proposes batches whose metadata the application rejects.
+    BadProposal,
+}
+
+impl ByzMode {
+    /// A random mode.
+    pub fn random(rng: &mut ChaCha8Rng) -> ByzMode {
+        match rng.gen_range(0..4) {
+            0 => ByzMode::Equivocate,
+            1 => ByzMode::ConflictingVotes,
+            2 => ByzMode::Silent,
+            _ => ByzMode::BadProposal,
+        }
+    }
+}
+
+/// Rewrites a message the Byzantine replica `me` sends to `to`. `None` drops it.
+pub fn corrupt(
+    mode: ByzMode,
+    me: ReplicaId,
+    signer: &TestSigner,
+    to: ReplicaId,
+    msg: Message,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Message> {
+    match (mode, msg) {
+        (ByzMode::Silent, _) => vec![],
+        (ByzMode::Equivocate, Message::PrePrepare { view, proposal }) if to % 2 == 1 => {
+            let mut other = Proposal::clone(&proposal);
+            if other.requests.len() >= 2 {
+                other.requests.reverse();
+            } else {
+                other.requests.clear();
+            }
+            let d = other.digest();
+            let vote = sign_vote(signer, bft::Phase::Prepare, &other, view, d);
+            vec![
+                Message::PrePrepare {
+                    view,
+                    proposal: Arc::new(other.clone()),
+                },
+                Message::Vote(vote),
+                Message::Vote(sign_vote(signer, bft::Phase::Commit, &other, view, d)),
+            ]
+        }
+        (ByzMode::BadProposal, Message::PrePrepare { view, proposal }) => {
+            let mut bad = Proposal::clone(&proposal);
+            bad.metadata = vec![0xba, 0xd0];
+            vec![Message::PrePrepare {
+                view,
+                proposal: Arc::new(bad),
+            }]
+        }
+        (ByzMode::ConflictingVotes, Message::Vote(v)) if rng.gen_bool(0.6) => {
+            let mut digest = Digest::default();
+            rng.fill(&mut digest.0[..]);
+            let bytes = vote_bytes(v.phase, v.instance, v.view, v.seq, &digest);
+            vec![Message::Vote(Vote {
+                digest,
+                signature: signer.sign(&bytes),
+                ..v
+            })]
+        }
+        (ByzMode::ConflictingVotes, Message::Heartbeat { instance, view, .. }) if rng.gen_bool(0.2) => {
+            let target = view + rng.gen_range(1..4);
+            let bytes = ViewChange::signed_bytes(instance, me, target, None, None);
+            vec![Message::ViewChange(Arc::new(ViewChange {
+                instance,
+                from: me,
+                target,
+                last_decided: None,
+                prepared: None,
+                signature: signer.sign(&bytes),
+            }))]
+        }
+        (_, msg) => vec![msg],
+    }
+}
+
+fn sign_vote(signer: &TestSigner, phase: bft::Phase, p: &Proposal, view: u64, d: Digest) -> Vote {
+    Vote {
+        phase,
+        instance: p.instance,
+        view,
+        seq: p.seq,
+        digest: d,
+        signature: signer.sign(&vote_bytes(phase, p.instance, view, p.seq, &d)),
+    }
+}

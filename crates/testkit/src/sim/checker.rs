@@ -1,0 +1,94 @@
+//! The invariants checked after every simulation step.
+
+use std::collections::{HashMap, HashSet};
+
+use bft::{Decision, Digest, ReplicaId, Seq};
+
+/// Tracks what correct replicas decided and what clients submitted.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// First digest decided at each sequence by any correct replica.
+    decided: HashMap<Seq, Digest>,
+    /// Sequence at which each request was decided.
+    request_seq: HashMap<Digest, Seq>,
+    /// Requests submitted by clients.
+    submitted: HashSet<Digest>,
+    /// Highest sequence delivered by each correct replica.
+    delivered: HashMap<ReplicaId, Seq>,
+}
+
+impl Checker {
+    /// Records a client submission.
+    pub fn submitted(&mut self, request: &[u8]) {
+        self.submitted.insert(Digest::of_request(request));
+    }
+
+    /// Number of distinct submitted requests.
+    pub fn submitted_count(&self) -> usize {
+        self.submitted.len()
+    }
+
+    /// Highest sequence delivered by `replica`.
+    pub fn delivered(&self, replica: ReplicaId) -> Seq {
+        self.delivered.get(&replica).copied().unwrap_or(0)
+    }
+
+    /// Submitted requests that `replica` has not delivered yet.
+    pub fn undecided_at(&self, replica: ReplicaId) -> usize {
+        let height = self.delivered(replica);
+        self.submitted
+            .iter()
+            .filter(|d| self.request_seq.get(d).is_none_or(|s| *s > height))
+            .count()
+    }
+
+    /// Requests not decided by anyone yet.
+    pub fn undecided(&self) -> Vec<Digest> {
+        self.submitted
+            .iter()
+            .filter(|d| !self.request_seq.contains_key(d))
+            .copied()
+            .collect()
+    }
+
+    /// Checks a decision delivered by correct replica `replica`: agreement,
+    /// validity (submitted, decided once), and in-order delivery.
+    pub fn on_deliver(&mut self, replica: ReplicaId, d: &Decision) -> Result<(), String> {
+        let seq = d.seq();
+        let digest = d.proposal.digest();
+        let prev = self.delivered(replica);
+        if seq > prev + 1 {
+            return Err(format!("replica {replica} delivered seq {seq} after {prev}"));
+        }
+        match self.decided.get(&seq) {
+            Some(first) if *first != digest => {
+                return Err(format!(
+                    "AGREEMENT violated at seq {seq}: replica {replica} decided {digest:?}, another correct replica {first:?}"
+                ));
+            }
+            Some(_) => {}
+            None => {
+                self.decided.insert(seq, digest);
+                let mut in_batch = HashSet::new();
+                for r in &d.proposal.requests {
+                    let rd = Digest::of_request(r);
+                    if !self.submitted.contains(&rd) {
+                        return Err(format!("VALIDITY: seq {seq} holds a request no client submitted"));
+                    }
+                    if !in_batch.insert(rd) {
+                        return Err(format!("VALIDITY: seq {seq} holds a request twice"));
+                    }
+                    if let Some(other) = self.request_seq.insert(rd, seq) {
+                        return Err(format!(
+                            "VALIDITY: request decided at seq {other} and again at {seq}"
+                        ));
+                    }
+                }
+            }
+        }
+        if seq == prev + 1 {
+            self.delivered.insert(replica, seq);
+        }
+        Ok(())
+    }
+}
