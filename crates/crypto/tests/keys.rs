@@ -217,3 +217,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn key_types_can_be_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync + Clone + 'static>() {}
+    assert_send_sync::<PublicKey>();
+    assert_send_sync::<SigningKey>();
+    assert_send_sync::<Signature>();
+    assert_send_sync::<crypto::ThresholdPublicKeys>();
+    // Cloning a public key shares the parsed key instead of re-parsing it.
+    let pk = derive_signing_key(Scheme::Bls12381, SEED).public_key();
+    let clone = pk.clone();
+    assert_eq!(pk.as_bytes().as_ptr(), clone.as_bytes().as_ptr());
+}
