@@ -6,9 +6,11 @@
 # Sourced by scripts/test.sh and scripts/demo.sh; does nothing when all are present.
 ensure_system_deps() {
   local want_pg=${1:-no} missing=()
-  if ! compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null &&
-     ! compgen -G "/usr/lib/x86_64-linux-gnu/libclang*.so*" >/dev/null &&
-     ! compgen -G "/usr/lib/aarch64-linux-gnu/libclang*.so*" >/dev/null; then
+  # bindgen needs libclang itself (libclang.so / libclang-N.so), not libclang-cpp.
+  if ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null &&
+     ! compgen -G "/usr/lib/llvm-*/lib/libclang-[0-9]*.so*" >/dev/null &&
+     ! compgen -G "/usr/lib/*-linux-gnu/libclang-[0-9]*.so*" >/dev/null &&
+     ! compgen -G "/usr/lib/*-linux-gnu/libclang.so*" >/dev/null; then
     missing+=(libclang-dev)
   fi
   command -v c++ >/dev/null 2>&1 || missing+=(g++)

@@ -1,13 +1,52 @@
 //! The `fabrx` binary composes the library crates; it holds no protocol logic.
 
-use clap::Parser;
+mod demo;
+mod metrics_http;
+mod node;
+
+use clap::{Parser, Subcommand};
 
 /// Command line of the `fabrx` binary.
 #[derive(Debug, Parser)]
-#[command(name = "fabrx", version, about = "fabrx: sharded BFT ordering and a scalable committer")]
-struct Cli {}
+#[command(
+    name = "fabrx",
+    version,
+    about = "fabrx: sharded BFT ordering and a scalable committer"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a token workload through structural checks, signature verification and the
+    /// validator-committer, printing one JSON line per transaction.
+    Demo(demo::DemoArgs),
+    /// Create the committer's schema in a database (idempotent).
+    InitDb(node::InitDbArgs),
+    /// Run one node of a fabrx network.
+    Node {
+        #[command(subcommand)]
+        role: node::Role,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        match cli.command {
+            Command::Demo(args) => demo::run(args).await,
+            Command::InitDb(args) => node::init_db(args).await,
+            Command::Node { role } => node::run(role).await,
+        }
+    })
 }

@@ -1,0 +1,85 @@
+//! `fabrx node <role>` and `fabrx init-db`.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use std::sync::Arc;
+use tracing::info;
+use vcservice::config::{VcConfig, open_backend};
+use vcservice::metrics::Metrics;
+use vcservice::service::{PipelineConfig, VcGrpc};
+use vcservice::{Engine, EngineConfig};
+
+/// Roles a node can run.
+#[derive(Debug, Subcommand)]
+pub enum Role {
+    /// The validator-committer service.
+    Vcservice {
+        /// TOML configuration file (see docs/vcservice.md).
+        #[arg(long)]
+        config: std::path::PathBuf,
+    },
+}
+
+/// Arguments of `fabrx init-db`.
+#[derive(Debug, Args)]
+pub struct InitDbArgs {
+    /// `postgres://…` URL (or `embedded:DIR`).
+    #[arg(long)]
+    db: String,
+    /// YugabyteDB: pre-split tables into this many tablets.
+    #[arg(long, default_value_t = 0)]
+    tablets: u32,
+}
+
+/// Creates the schema.
+pub async fn init_db(args: InitDbArgs) -> anyhow::Result<()> {
+    let backend = open_backend(&args.db, 1, args.tablets, true)?;
+    backend.init_schema().await.context("creating schema")?;
+    println!("schema ready");
+    Ok(())
+}
+
+/// Runs a node until it is stopped.
+pub async fn run(role: Role) -> anyhow::Result<()> {
+    match role {
+        Role::Vcservice { config } => run_vcservice(&config).await,
+    }
+}
+
+async fn run_vcservice(path: &std::path::Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let cfg = VcConfig::from_toml(&text)?;
+    let mut db = cfg.db.clone();
+    for extra in &cfg.extra_db_urls {
+        db.push(',');
+        db.push_str(extra);
+    }
+    let backend = open_backend(&db, cfg.pool_size, cfg.tablets, cfg.sync)?;
+    backend.init_schema().await.context("creating schema")?;
+    let registry = prometheus::Registry::new();
+    let metrics = Arc::new(Metrics::register(&registry)?);
+    if let Some(addr) = &cfg.metrics_listen {
+        crate::metrics_http::serve(addr.clone(), registry.clone()).await?;
+    }
+    let engine = Engine::new(backend, EngineConfig::default(), Some(metrics.clone()));
+    let svc = VcGrpc::new(
+        engine,
+        PipelineConfig {
+            workers: cfg.workers,
+            queue: cfg.queue,
+        },
+        Some(metrics),
+    );
+    let addr = cfg
+        .listen
+        .parse()
+        .with_context(|| format!("listen address {}", cfg.listen))?;
+    info!(%addr, "vcservice listening");
+    tonic::transport::Server::builder()
+        .add_service(svc.into_server())
+        .serve_with_shutdown(addr, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

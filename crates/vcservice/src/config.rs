@@ -1,0 +1,158 @@
+//! Configuration of a vcservice process (`fabrx node vcservice --config FILE`, TOML).
+//!
+//! ```toml
+//! listen = "127.0.0.1:7060"          # gRPC
+//! metrics_listen = "127.0.0.1:9060"  # Prometheus /metrics (optional)
+//! db = "embedded:./data/vc"          # or "postgres://user@host:5432/db"
+//! extra_db_urls = []                 # more endpoints of the same database
+//! pool_size = 16                     # connections per endpoint
+//! tablets = 0                        # YugabyteDB: pre-split tables (0 = off)
+//! workers = 4                        # concurrent commit workers
+//! queue = 16                         # bounded queue depth between stages
+//! sync = true                        # embedded: fsync every commit
+//! ```
+
+use crate::backend::Backend;
+use crate::backend::embedded::EmbeddedBackend;
+use crate::backend::postgres::{PgBackend, PgOptions, SqlMode};
+use crate::{Error, Result};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTarget {
+    /// RocksDB in a directory.
+    Embedded(PathBuf),
+    /// PostgreSQL / YugabyteDB endpoints of one database.
+    Postgres(Vec<String>),
+}
+
+impl DbTarget {
+    /// Parses `embedded:PATH`, `postgres://…` / `postgresql://…` (comma-separated for
+    /// several endpoints).
+    pub fn parse(s: &str) -> Result<DbTarget> {
+        if let Some(path) = s.strip_prefix("embedded:") {
+            if path.is_empty() {
+                return Err(Error::Config {
+                    detail: "embedded: needs a directory".into(),
+                });
+            }
+            return Ok(DbTarget::Embedded(PathBuf::from(path)));
+        }
+        let urls: Vec<String> = s
+            .split(',')
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.is_empty()
+            || !urls
+                .iter()
+                .all(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
+        {
+            return Err(Error::Config {
+                detail: format!("database {s:?}: expected embedded:DIR or postgres://… URLs"),
+            });
+        }
+        Ok(DbTarget::Postgres(urls))
+    }
+}
+
+/// A vcservice process's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VcConfig {
+    /// gRPC listen address.
+    pub listen: String,
+    /// Prometheus listen address.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
+    /// `embedded:DIR` or a PostgreSQL URL.
+    pub db: String,
+    /// More endpoints of the same database.
+    #[serde(default)]
+    pub extra_db_urls: Vec<String>,
+    /// Connections per endpoint.
+    #[serde(default = "default_pool")]
+    pub pool_size: u32,
+    /// YugabyteDB tablets per table (0 = do not pre-split).
+    #[serde(default)]
+    pub tablets: u32,
+    /// Concurrent commit workers.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    /// Depth of each bounded queue.
+    #[serde(default = "default_queue")]
+    pub queue: usize,
+    /// Embedded store: fsync every commit.
+    #[serde(default = "default_true")]
+    pub sync: bool,
+}
+
+fn default_pool() -> u32 {
+    16
+}
+fn default_workers() -> usize {
+    4
+}
+fn default_queue() -> usize {
+    16
+}
+fn default_true() -> bool {
+    true
+}
+
+impl VcConfig {
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<VcConfig> {
+        toml::from_str(text).map_err(|e| Error::Config {
+            detail: e.to_string(),
+        })
+    }
+}
+
+/// Opens the backend a database string names (`embedded:DIR` or PostgreSQL URLs).
+pub fn open_backend(db: &str, pool_size: u32, tablets: u32, sync: bool) -> Result<Arc<dyn Backend>> {
+    Ok(match DbTarget::parse(db)? {
+        DbTarget::Embedded(dir) => {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::Config {
+                detail: format!("create {}: {e}", dir.display()),
+            })?;
+            Arc::new(EmbeddedBackend::open(&dir, sync)?)
+        }
+        DbTarget::Postgres(urls) => Arc::new(PgBackend::connect(&PgOptions {
+            urls,
+            pool_size,
+            mode: SqlMode::SetBased,
+            tablets: (tablets > 0).then_some(tablets),
+        })?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets() {
+        assert_eq!(
+            DbTarget::parse("embedded:/tmp/x").unwrap(),
+            DbTarget::Embedded("/tmp/x".into())
+        );
+        assert_eq!(
+            DbTarget::parse("postgres://a/db, postgres://b/db").unwrap(),
+            DbTarget::Postgres(vec!["postgres://a/db".into(), "postgres://b/db".into()])
+        );
+        assert!(DbTarget::parse("embedded:").is_err());
+        assert!(DbTarget::parse("mysql://x").is_err());
+        assert!(DbTarget::parse("").is_err());
+    }
+
+    #[test]
+    fn parses_config_with_defaults() {
+        let c = VcConfig::from_toml("listen = \"127.0.0.1:1\"\ndb = \"embedded:/tmp/v\"\n").unwrap();
+        assert_eq!((c.workers, c.queue, c.pool_size, c.sync), (4, 16, 16, true));
+        assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\nbogus = 1\n").is_err());
+    }
+}

@@ -1,0 +1,214 @@
+//! Drives the pure plan over a backend: status lookup → validation → conditional commit,
+//! with retries. A database error is retried with backoff and never turns into a status;
+//! a failed commit condition re-plans the chunk from fresh reads, so a resubmitted batch
+//! racing with its first submission gets the stored statuses back (FX §3.6).
+
+use crate::backend::Backend;
+use crate::metrics::Metrics;
+use crate::model::{CommitResult, TxOutcome, VcTx};
+use crate::plan;
+use crate::{Error, Result};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{debug, warn};
+
+/// Retry behaviour of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Attempts per chunk before giving up (errors and conflicts both count).
+    pub max_attempts: u32,
+    /// First backoff after a backend error.
+    pub initial_backoff: Duration,
+    /// Largest backoff.
+    pub max_backoff: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_attempts: 20,
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Validates and commits batches on one backend. Cheap to clone; share it between workers.
+#[derive(Clone)]
+pub struct Engine {
+    backend: Arc<dyn Backend>,
+    config: EngineConfig,
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// A batch after the first pipeline stage.
+#[derive(Debug)]
+pub enum Prepared {
+    /// Validated: commit `set`, then answer `outcomes`.
+    Planned {
+        /// The txs.
+        chunk: Vec<VcTx>,
+        /// What to commit.
+        set: crate::model::CommitSet,
+        /// The outcomes if the commit applies.
+        outcomes: Vec<TxOutcome>,
+    },
+    /// To be processed chunk by chunk.
+    Whole(Vec<VcTx>),
+}
+
+enum Attempt {
+    Done(Vec<TxOutcome>),
+    Conflict,
+}
+
+impl Engine {
+    /// An engine over `backend`.
+    pub fn new(backend: Arc<dyn Backend>, config: EngineConfig, metrics: Option<Arc<Metrics>>) -> Engine {
+        Engine {
+            backend,
+            config,
+            metrics,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Processes a batch and returns the outcome of every tx, in batch order.
+    pub async fn process(&self, mut batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+        plan::precheck(&mut batch, &wire::ProstDecoder::default());
+        let mut out = Vec::with_capacity(batch.len());
+        for chunk in plan::split_conflict_free(batch) {
+            out.extend(self.process_chunk(&chunk).await?);
+        }
+        self.count(&out);
+        Ok(out)
+    }
+
+    fn count(&self, out: &[TxOutcome]) {
+        if let Some(m) = &self.metrics {
+            m.batches.inc();
+            for o in out {
+                m.txs.with_label_values(&[o.status.name()]).inc();
+            }
+        }
+    }
+
+    /// First pipeline stage: prechecks a batch and, when it is one conflict-free chunk,
+    /// reads and validates it. Multi-chunk batches are returned whole, to be processed
+    /// sequentially by [`Engine::finish`].
+    pub async fn prepare(&self, mut batch: Vec<VcTx>) -> Prepared {
+        plan::precheck(&mut batch, &wire::ProstDecoder::default());
+        let mut chunks = plan::split_conflict_free(batch);
+        if chunks.len() != 1 {
+            return Prepared::Whole(chunks.into_iter().flatten().collect());
+        }
+        let chunk = chunks.pop().unwrap_or_default();
+        match self.plan(&chunk).await {
+            Ok((set, outcomes)) => Prepared::Planned { chunk, set, outcomes },
+            Err(_) => Prepared::Whole(chunk),
+        }
+    }
+
+    /// Second pipeline stage: commits a prepared batch; on a failed condition or error it
+    /// falls back to the full retry loop.
+    pub async fn finish(&self, prepared: Prepared) -> Result<Vec<TxOutcome>> {
+        let out = match prepared {
+            Prepared::Whole(batch) => {
+                let mut out = Vec::with_capacity(batch.len());
+                for chunk in plan::split_conflict_free(batch) {
+                    out.extend(self.process_chunk(&chunk).await?);
+                }
+                out
+            }
+            Prepared::Planned { chunk, set, outcomes } => {
+                let t = Instant::now();
+                let committed =
+                    set.is_empty() || matches!(self.backend.commit(&set).await, Ok(CommitResult::Applied));
+                self.observe("commit", t);
+                if committed {
+                    outcomes
+                } else {
+                    self.process_chunk(&chunk).await?
+                }
+            }
+        };
+        self.count(&out);
+        Ok(out)
+    }
+
+    async fn plan(&self, chunk: &[VcTx]) -> Result<(crate::model::CommitSet, Vec<TxOutcome>)> {
+        let ids: Vec<_> = chunk.iter().map(|t| t.id.clone()).collect();
+        let t = Instant::now();
+        let stored = self.backend.statuses(&ids).await?;
+        self.observe("statuses", t);
+        let disp = plan::classify(chunk, &stored);
+        let reads = plan::read_set(chunk, &disp);
+        let t = Instant::now();
+        let versions = if reads.is_empty() {
+            Default::default()
+        } else {
+            self.backend.versions(&reads).await?
+        };
+        self.observe("validate", t);
+        Ok(plan::decide(chunk, &disp, &versions))
+    }
+
+    async fn process_chunk(&self, chunk: &[VcTx]) -> Result<Vec<TxOutcome>> {
+        let mut backoff = self.config.initial_backoff;
+        let mut last = String::new();
+        for attempt in 1..=self.config.max_attempts {
+            match self.attempt(chunk).await {
+                Ok(Attempt::Done(outcomes)) => return Ok(outcomes),
+                Ok(Attempt::Conflict) => {
+                    debug!(attempt, "commit condition failed; re-planning chunk");
+                    self.count_retry("conflict");
+                    last = "commit condition failed".into();
+                }
+                Err(e) => {
+                    warn!(attempt, error = %e, "backend error; retrying");
+                    self.count_retry("error");
+                    last = e.to_string();
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.config.max_backoff);
+                }
+            }
+        }
+        Err(Error::GaveUp {
+            attempts: self.config.max_attempts,
+            last,
+        })
+    }
+
+    async fn attempt(&self, chunk: &[VcTx]) -> Result<Attempt> {
+        let (set, outcomes) = self.plan(chunk).await?;
+        if set.is_empty() {
+            return Ok(Attempt::Done(outcomes));
+        }
+        let t = Instant::now();
+        let result = self.backend.commit(&set).await?;
+        self.observe("commit", t);
+        Ok(match result {
+            CommitResult::Applied => Attempt::Done(outcomes),
+            CommitResult::Conflict => Attempt::Conflict,
+        })
+    }
+
+    fn observe(&self, stage: &str, since: Instant) {
+        if let Some(m) = &self.metrics {
+            m.stage_seconds
+                .with_label_values(&[stage])
+                .observe(since.elapsed().as_secs_f64());
+            m.backend_calls.with_label_values(&[stage]).inc();
+        }
+    }
+
+    fn count_retry(&self, reason: &str) {
+        if let Some(m) = &self.metrics {
+            m.retries.with_label_values(&[reason]).inc();
+        }
+    }
+}

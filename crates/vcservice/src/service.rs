@@ -1,0 +1,208 @@
+//! The gRPC shell of the vcservice: a stream of tx batches in, a stream of status batches
+//! out, pipelined as prepare/validate → bounded queue → several commit workers, so that
+//! validation of batch n+1 overlaps the commit of batch n.
+
+use crate::engine::{Engine, Prepared};
+use crate::metrics::Metrics;
+use crate::model::{TxOutcome, VcTx};
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::{Mutex, mpsc};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status as GrpcStatus, Streaming};
+use tracing::{error, instrument};
+use types::{Height, Status, TxId};
+use wire::pb;
+
+/// Pipeline sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct PipelineConfig {
+    /// Concurrent commit workers per stream.
+    pub workers: usize,
+    /// Depth of each bounded queue.
+    pub queue: usize,
+}
+
+/// The tonic service.
+pub struct VcGrpc {
+    engine: Engine,
+    pipeline: PipelineConfig,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl VcGrpc {
+    /// A service over `engine`.
+    pub fn new(engine: Engine, pipeline: PipelineConfig, metrics: Option<Arc<Metrics>>) -> VcGrpc {
+        VcGrpc {
+            engine,
+            pipeline,
+            metrics,
+        }
+    }
+
+    /// The tonic server wrapper.
+    pub fn into_server(self) -> pb::vc_service_server::VcServiceServer<VcGrpc> {
+        pb::vc_service_server::VcServiceServer::new(self).max_decoding_message_size(256 << 20)
+    }
+}
+
+/// Converts a wire tx into the engine's form.
+pub fn vc_tx_from_wire(t: pb::VcTx) -> Result<VcTx, GrpcStatus> {
+    let prelim = match t.prelim_status {
+        0 => None,
+        code => Some(
+            Status::from_code(code)
+                .map_err(|e| GrpcStatus::invalid_argument(format!("tx {}: {e}", t.tx_id)))?,
+        ),
+    };
+    let tx =
+        t.tx.ok_or_else(|| GrpcStatus::invalid_argument(format!("tx {}: no body", t.tx_id)))?;
+    Ok(VcTx {
+        id: TxId(t.tx_id),
+        height: Height::new(t.block, t.index),
+        tx: Arc::new(tx.into()),
+        prelim,
+    })
+}
+
+/// Converts outcomes to the wire.
+pub fn outcomes_to_wire(outcomes: &[TxOutcome]) -> pb::TxStatusBatch {
+    pb::TxStatusBatch {
+        statuses: outcomes
+            .iter()
+            .map(|o| pb::TxStatus {
+                tx_id: o.id.0.clone(),
+                code: o.status.code(),
+                block: o.height.block,
+                index: o.height.index,
+            })
+            .collect(),
+    }
+}
+
+fn internal(e: crate::Error) -> GrpcStatus {
+    GrpcStatus::unavailable(e.to_string())
+}
+
+type StatusStream = Pin<Box<dyn Stream<Item = Result<pb::TxStatusBatch, GrpcStatus>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::vc_service_server::VcService for VcGrpc {
+    type CommitStream = StatusStream;
+
+    #[instrument(skip_all)]
+    async fn commit(
+        &self,
+        request: Request<Streaming<pb::VcBatch>>,
+    ) -> Result<Response<Self::CommitStream>, GrpcStatus> {
+        let mut incoming = request.into_inner();
+        let (tx_prepared, rx_prepared) = mpsc::channel::<Prepared>(self.pipeline.queue.max(1));
+        let (tx_out, rx_out) = mpsc::channel(self.pipeline.queue.max(1));
+        let engine = self.engine.clone();
+        let metrics = self.metrics.clone();
+        let tx_err = tx_out.clone();
+        // Stage 1: decode, precheck, read and validate.
+        tokio::spawn(async move {
+            loop {
+                let batch = match incoming.message().await {
+                    Ok(Some(b)) => b,
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = tx_err.send(Err(e)).await;
+                        break;
+                    }
+                };
+                let txs: Result<Vec<VcTx>, GrpcStatus> = batch.txs.into_iter().map(vc_tx_from_wire).collect();
+                let txs = match txs {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let _ = tx_err.send(Err(e)).await;
+                        break;
+                    }
+                };
+                let prepared = engine.prepare(txs).await;
+                if let Some(m) = &metrics {
+                    m.queue_depth.with_label_values(&["commit"]).inc();
+                }
+                if tx_prepared.send(prepared).await.is_err() {
+                    break;
+                }
+            }
+        });
+        // Stage 2: commit workers sharing the queue.
+        let rx_prepared = Arc::new(Mutex::new(rx_prepared));
+        for _ in 0..self.pipeline.workers.max(1) {
+            let rx = rx_prepared.clone();
+            let tx_out = tx_out.clone();
+            let engine = self.engine.clone();
+            let metrics = self.metrics.clone();
+            tokio::spawn(async move {
+                loop {
+                    let next = rx.lock().await.recv().await;
+                    let Some(prepared) = next else { break };
+                    if let Some(m) = &metrics {
+                        m.queue_depth.with_label_values(&["commit"]).dec();
+                    }
+                    let reply = engine
+                        .finish(prepared)
+                        .await
+                        .map(|o| outcomes_to_wire(&o))
+                        .map_err(|e| {
+                            error!(error = %e, "batch failed; no status decided");
+                            internal(e)
+                        });
+                    if tx_out.send(reply).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx_out))))
+    }
+
+    async fn get_next_block(
+        &self,
+        _request: Request<pb::LastCommittedRequest>,
+    ) -> Result<Response<pb::NextBlock>, GrpcStatus> {
+        let last = self
+            .engine
+            .backend()
+            .last_committed_block()
+            .await
+            .map_err(internal)?;
+        Ok(Response::new(pb::NextBlock {
+            number: last.map_or(0, |b| b + 1),
+        }))
+    }
+
+    async fn set_last_committed(
+        &self,
+        request: Request<pb::SetLastCommittedRequest>,
+    ) -> Result<Response<pb::Ack>, GrpcStatus> {
+        let n = request.into_inner().number;
+        self.engine
+            .backend()
+            .set_last_committed_block(n)
+            .await
+            .map_err(internal)?;
+        Ok(Response::new(pb::Ack {}))
+    }
+
+    async fn get_statuses(
+        &self,
+        request: Request<pb::StatusQuery>,
+    ) -> Result<Response<pb::TxStatusBatch>, GrpcStatus> {
+        let ids: Vec<TxId> = request.into_inner().tx_ids.into_iter().map(TxId).collect();
+        let found = self.engine.backend().statuses(&ids).await.map_err(internal)?;
+        let outcomes: Vec<TxOutcome> = ids
+            .into_iter()
+            .filter_map(|id| {
+                found
+                    .get(&id)
+                    .map(|&(status, height)| TxOutcome { id, status, height })
+            })
+            .collect();
+        Ok(Response::new(outcomes_to_wire(&outcomes)))
+    }
+}
