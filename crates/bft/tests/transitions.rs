@@ -1,0 +1,674 @@
+//! Table tests of single transitions: each case is a list of steps
+//! `{ input, expected outputs }` run against one replica without any runtime.
+//! Outputs are compared through a compact one-line summary of each output.
+
+use std::sync::Arc;
+
+use bft::certificate::{Certificate, Phase, Prepared, vote_bytes};
+use bft::crypto::TestKeys;
+use bft::messages::{NewView, ViewChange, Vote};
+use bft::{
+    Config, Decision, Input, InstanceId, Message, NullApp, Output, Proposal, Replica, ReplicaId, Signer,
+    WalEntry,
+};
+
+const N: u32 = 4;
+const I: InstanceId = InstanceId(0);
+
+fn keys() -> TestKeys {
+    TestKeys::new(11)
+}
+
+fn config(id: ReplicaId) -> Config {
+    let mut c = Config::new(id, N);
+    c.max_batch_count = 2;
+    c.batch_interval_ms = 10;
+    c.request_timeout_ms = 1000;
+    c.heartbeat_interval_ms = 100;
+    c.heartbeat_timeout_ms = 500;
+    c.view_change_timeout_ms = 400;
+    c
+}
+
+fn replica(id: ReplicaId) -> Replica<NullApp> {
+    let k = keys();
+    Replica::new(
+        config(id),
+        NullApp::default(),
+        Box::new(k.signer(id)),
+        Arc::new(k),
+    )
+}
+
+fn proposal(seq: u64, reqs: &[&str]) -> Arc<Proposal> {
+    Arc::new(Proposal {
+        instance: I,
+        seq,
+        requests: reqs.iter().map(|r| r.as_bytes().to_vec()).collect(),
+        metadata: vec![],
+    })
+}
+
+fn vote(phase: Phase, from: ReplicaId, view: u64, p: &Proposal) -> Input {
+    let d = p.digest();
+    let signature = keys().signer(from).sign(&vote_bytes(phase, I, view, p.seq, &d));
+    msg(
+        from,
+        Message::Vote(Vote {
+            phase,
+            instance: I,
+            view,
+            seq: p.seq,
+            digest: d,
+            signature,
+        }),
+    )
+}
+
+fn cert(phase: Phase, view: u64, p: &Proposal, signers: &[ReplicaId]) -> Certificate {
+    let d = p.digest();
+    let bytes = vote_bytes(phase, I, view, p.seq, &d);
+    Certificate {
+        phase,
+        instance: I,
+        view,
+        seq: p.seq,
+        digest: d,
+        signatures: signers
+            .iter()
+            .map(|&s| (s, keys().signer(s).sign(&bytes)))
+            .collect(),
+    }
+}
+
+fn decision(view: u64, p: &Arc<Proposal>) -> Arc<Decision> {
+    Arc::new(Decision {
+        proposal: p.clone(),
+        certificate: cert(Phase::Commit, view, p, &[0, 1, 2]),
+    })
+}
+
+fn view_change(from: ReplicaId, target: u64, prepared: Option<Prepared>) -> Arc<ViewChange> {
+    let bytes = ViewChange::signed_bytes(I, from, target, None, prepared.as_ref());
+    Arc::new(ViewChange {
+        instance: I,
+        from,
+        target,
+        last_decided: None,
+        prepared,
+        signature: keys().signer(from).sign(&bytes),
+    })
+}
+
+fn msg(from: ReplicaId, msg: Message) -> Input {
+    Input::Message { from, msg }
+}
+
+fn pre_prepare(from: ReplicaId, view: u64, p: &Arc<Proposal>) -> Input {
+    msg(
+        from,
+        Message::PrePrepare {
+            view,
+            proposal: p.clone(),
+        },
+    )
+}
+
+/// One line per output: what kind, to whom, for which view / sequence.
+fn summary(o: &Output) -> String {
+    match o {
+        Output::Persist(e) => match e {
+            WalEntry::Accepted { view, proposal } => format!("persist accepted v{view} s{}", proposal.seq),
+            WalEntry::Prepared(p) => {
+                format!("persist prepared v{} s{}", p.certificate.view, p.certificate.seq)
+            }
+            WalEntry::ViewChange { target } => format!("persist view-change {target}"),
+            WalEntry::NewView {
+                view,
+                decided,
+                carried,
+            } => format!(
+                "persist new-view v{view} decided={decided} carried={:?}",
+                carried.as_ref().map(|p| p.seq)
+            ),
+            WalEntry::Decided(d) => format!("persist decided s{}", d.seq()),
+        },
+        Output::Send { to, msg } => format!("send r{to} {}", msg_summary(msg)),
+        Output::Broadcast(m) => format!("broadcast {}", msg_summary(m)),
+        Output::Deliver(d) => format!("deliver s{} ({} requests)", d.seq(), d.proposal.requests.len()),
+        Output::ViewInstalled { view, leader } => format!("installed v{view} leader r{leader}"),
+    }
+}
+
+fn msg_summary(m: &Message) -> String {
+    match m {
+        Message::Forward { request, .. } => format!("forward {}", String::from_utf8_lossy(request)),
+        Message::PrePrepare { view, proposal } => {
+            format!(
+                "pre-prepare v{view} s{} n={}",
+                proposal.seq,
+                proposal.requests.len()
+            )
+        }
+        Message::Vote(v) => format!("{:?} v{} s{}", v.phase, v.view, v.seq).to_lowercase(),
+        Message::ViewChange(vc) => format!(
+            "view-change {} prepared={:?}",
+            vc.target,
+            vc.prepared.as_ref().map(|p| p.certificate.seq)
+        ),
+        Message::NewView(nv) => format!("new-view v{} ({} vcs)", nv.view, nv.view_changes.len()),
+        Message::Heartbeat {
+            view, last_decided, ..
+        } => format!("heartbeat v{view} h{last_decided}"),
+        Message::SyncRequest { from_seq, .. } => format!("sync-request from s{from_seq}"),
+        Message::SyncResponse { decisions, .. } => format!("sync-response {} decisions", decisions.len()),
+    }
+}
+
+struct Step {
+    input: Input,
+    expected: Vec<&'static str>,
+}
+
+fn step(input: Input, expected: &[&'static str]) -> Step {
+    Step {
+        input,
+        expected: expected.to_vec(),
+    }
+}
+
+fn run(name: &str, mut r: Replica<NullApp>, steps: Vec<Step>) -> Replica<NullApp> {
+    for (i, s) in steps.into_iter().enumerate() {
+        let got: Vec<String> = r.handle(s.input).iter().map(summary).collect();
+        assert_eq!(got, s.expected, "case `{name}`, step {i}");
+    }
+    r
+}
+
+const START: &[&str] = &["broadcast heartbeat v0 h0"];
+
+#[test]
+fn follower_normal_case() {
+    let p = proposal(1, &["a", "b"]);
+    let r = run(
+        "follower decides",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                pre_prepare(0, 0, &p),
+                &["persist accepted v0 s1", "broadcast prepare v0 s1"],
+            ),
+            step(pre_prepare(0, 0, &p), &[]), // duplicate
+            step(vote(Phase::Prepare, 0, 0, &p), &[]),
+            step(vote(Phase::Prepare, 0, 0, &p), &[]), // same voter twice counts once
+            step(
+                vote(Phase::Prepare, 2, 0, &p),
+                &["persist prepared v0 s1", "broadcast commit v0 s1"],
+            ),
+            step(vote(Phase::Commit, 0, 0, &p), &[]),
+            step(
+                vote(Phase::Commit, 3, 0, &p),
+                &["persist decided s1", "deliver s1 (2 requests)"],
+            ),
+            step(vote(Phase::Commit, 2, 0, &p), &[]), // late vote for a decided slot
+        ],
+    );
+    assert_eq!(r.last_decided(), 1);
+    assert_eq!(r.app().requests, 2);
+}
+
+#[test]
+fn votes_may_arrive_before_the_proposal() {
+    let p = proposal(1, &["a"]);
+    run(
+        "early votes",
+        replica(2),
+        vec![
+            step(Input::Tick(1), START),
+            step(vote(Phase::Prepare, 0, 0, &p), &[]),
+            step(vote(Phase::Prepare, 1, 0, &p), &[]),
+            step(vote(Phase::Commit, 0, 0, &p), &[]),
+            step(vote(Phase::Commit, 1, 0, &p), &[]),
+            step(
+                pre_prepare(0, 0, &p),
+                &[
+                    "persist accepted v0 s1",
+                    "broadcast prepare v0 s1",
+                    "persist prepared v0 s1",
+                    "broadcast commit v0 s1",
+                    "persist decided s1",
+                    "deliver s1 (1 requests)",
+                ],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn leader_batches_by_count_and_by_interval() {
+    run(
+        "leader batching",
+        replica(0),
+        vec![
+            step(Input::Tick(1), START),
+            step(Input::Request(b"a".to_vec()), &[]),
+            step(Input::Tick(5), &[]),
+            step(
+                Input::Tick(11),
+                &[
+                    "persist accepted v0 s1",
+                    "broadcast pre-prepare v0 s1 n=1",
+                    "broadcast prepare v0 s1",
+                ],
+            ),
+            step(Input::Request(b"b".to_vec()), &[]), // slot busy: one sequence at a time
+            step(Input::Request(b"c".to_vec()), &[]),
+        ],
+    );
+    let p = proposal(1, &["a", "b"]);
+    run(
+        "leader cuts a full batch at once",
+        replica(0),
+        vec![
+            step(Input::Tick(1), START),
+            step(Input::Request(b"a".to_vec()), &[]),
+            step(
+                Input::Request(b"b".to_vec()),
+                &[
+                    "persist accepted v0 s1",
+                    "broadcast pre-prepare v0 s1 n=2",
+                    "broadcast prepare v0 s1",
+                ],
+            ),
+            step(Input::Request(b"a".to_vec()), &[]), // already pending
+            step(vote(Phase::Prepare, 1, 0, &p), &[]),
+            step(
+                vote(Phase::Prepare, 2, 0, &p),
+                &["persist prepared v0 s1", "broadcast commit v0 s1"],
+            ),
+            step(vote(Phase::Commit, 1, 0, &p), &[]),
+            step(
+                vote(Phase::Commit, 2, 0, &p),
+                &["persist decided s1", "deliver s1 (2 requests)"],
+            ),
+            step(Input::Request(b"a".to_vec()), &[]), // already decided
+        ],
+    );
+}
+
+#[test]
+fn follower_forwards_requests_and_complains_when_censored() {
+    run(
+        "censorship",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(Input::Request(b"x".to_vec()), &["send r0 forward x"]),
+            step(Input::Tick(90), &[]),
+            // the leader keeps sending heartbeats but never orders "x"
+            step(
+                msg(
+                    0,
+                    Message::Heartbeat {
+                        instance: I,
+                        view: 0,
+                        last_decided: 0,
+                    },
+                ),
+                &[],
+            ),
+            step(
+                Input::Tick(501),
+                &["broadcast heartbeat v0 h0", "send r0 forward x"],
+            ),
+            step(
+                msg(
+                    0,
+                    Message::Heartbeat {
+                        instance: I,
+                        view: 0,
+                        last_decided: 0,
+                    },
+                ),
+                &[],
+            ),
+            step(
+                Input::Tick(1002),
+                &[
+                    "broadcast heartbeat v0 h0",
+                    "persist view-change 1",
+                    "broadcast view-change 1 prepared=None",
+                ],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn silent_leader_is_suspected() {
+    run(
+        "heartbeat timeout",
+        replica(2),
+        vec![
+            step(Input::Tick(1), START),
+            step(Input::Tick(450), &["broadcast heartbeat v0 h0"]),
+            step(
+                Input::Tick(502),
+                &["persist view-change 1", "broadcast view-change 1 prepared=None"],
+            ),
+            // the timer to move beyond view 1 only starts once a quorum asked for it
+            step(
+                Input::Tick(5000),
+                &[
+                    "broadcast heartbeat v0 h0",
+                    "broadcast view-change 1 prepared=None",
+                ],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn bad_or_equivocating_proposals_trigger_a_view_change() {
+    let mut bad = Proposal::clone(&proposal(1, &["a"]));
+    bad.metadata = b"rejected by the app".to_vec();
+    let vc = &["persist view-change 1", "broadcast view-change 1 prepared=None"];
+    run(
+        "invalid proposal",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(pre_prepare(0, 0, &Arc::new(bad)), vc),
+        ],
+    );
+    run(
+        "duplicate request inside a proposal",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(pre_prepare(0, 0, &proposal(1, &["a", "a"])), vc),
+        ],
+    );
+    run(
+        "equivocation",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                pre_prepare(0, 0, &proposal(1, &["a"])),
+                &["persist accepted v0 s1", "broadcast prepare v0 s1"],
+            ),
+            step(pre_prepare(0, 0, &proposal(1, &["b"])), vc),
+        ],
+    );
+    run(
+        "proposal from a non-leader is ignored",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(pre_prepare(2, 0, &proposal(1, &["a"])), &[]),
+        ],
+    );
+}
+
+#[test]
+fn forged_votes_are_ignored() {
+    let p = proposal(1, &["a"]);
+    let mut forged = vote(Phase::Prepare, 2, 0, &p);
+    if let Input::Message { from, .. } = &mut forged {
+        *from = 3; // replica 2's signature relayed as replica 3's vote
+    }
+    run(
+        "forged vote",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                pre_prepare(0, 0, &p),
+                &["persist accepted v0 s1", "broadcast prepare v0 s1"],
+            ),
+            step(forged, &[]),
+            step(vote(Phase::Prepare, 0, 0, &p), &[]),
+            step(
+                vote(Phase::Prepare, 2, 0, &p),
+                &["persist prepared v0 s1", "broadcast commit v0 s1"],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn join_rule_needs_f_plus_one() {
+    run(
+        "join the smallest higher view once f+1 ask",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(msg(2, Message::ViewChange(view_change(2, 5, None))), &[]),
+            step(
+                msg(3, Message::ViewChange(view_change(3, 3, None))),
+                &["persist view-change 3", "broadcast view-change 3 prepared=None"],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn new_leader_carries_the_prepared_proposal_forward() {
+    // Replica 1 leads view 1. Replica 2 prepared p in view 0; the new view must
+    // re-propose p although replica 1 never saw it.
+    let p = proposal(1, &["carried"]);
+    let prepared = Prepared {
+        proposal: p.clone(),
+        certificate: cert(Phase::Prepare, 0, &p, &[0, 2, 3]),
+    };
+    let r = run(
+        "new view with a carried proposal",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                Input::Tick(502),
+                &[
+                    "broadcast heartbeat v0 h0",
+                    "persist view-change 1",
+                    "broadcast view-change 1 prepared=None",
+                ],
+            ),
+            step(
+                msg(2, Message::ViewChange(view_change(2, 1, Some(prepared)))),
+                &[],
+            ),
+            step(
+                msg(3, Message::ViewChange(view_change(3, 1, None))),
+                &[
+                    "broadcast new-view v1 (3 vcs)",
+                    "persist new-view v1 decided=0 carried=Some(1)",
+                    "installed v1 leader r1",
+                    "persist accepted v1 s1",
+                    "broadcast pre-prepare v1 s1 n=1",
+                    "broadcast prepare v1 s1",
+                ],
+            ),
+        ],
+    );
+    assert_eq!(r.view(), 1);
+    assert!(r.is_leader());
+}
+
+#[test]
+fn follower_enforces_the_carried_proposal() {
+    let p = proposal(1, &["carried"]);
+    let prepared = Prepared {
+        proposal: p.clone(),
+        certificate: cert(Phase::Prepare, 0, &p, &[0, 2, 3]),
+    };
+    let nv = Arc::new(NewView {
+        instance: I,
+        view: 1,
+        view_changes: vec![
+            view_change(0, 1, None),
+            view_change(1, 1, None),
+            view_change(3, 1, Some(prepared)),
+        ],
+    });
+    let vc2 = &["persist view-change 2", "broadcast view-change 2 prepared=None"];
+    run(
+        "a new leader must not replace the carried proposal",
+        replica(2),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                msg(1, Message::NewView(nv.clone())),
+                &[
+                    "persist new-view v1 decided=0 carried=Some(1)",
+                    "installed v1 leader r1",
+                ],
+            ),
+            step(pre_prepare(1, 1, &proposal(1, &["other"])), vc2),
+        ],
+    );
+    run(
+        "the carried proposal is accepted",
+        replica(2),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                msg(0, Message::NewView(nv.clone())), // relayed by a non-leader: still a proof
+                &[
+                    "persist new-view v1 decided=0 carried=Some(1)",
+                    "installed v1 leader r1",
+                ],
+            ),
+            step(
+                pre_prepare(1, 1, &p),
+                &["persist accepted v1 s1", "broadcast prepare v1 s1"],
+            ),
+        ],
+    );
+    let mut short = NewView::clone(&nv);
+    short.view_changes.pop();
+    run(
+        "a new view without a quorum is rejected",
+        replica(2),
+        vec![
+            step(Input::Tick(1), START),
+            step(msg(1, Message::NewView(Arc::new(short))), &[]),
+        ],
+    );
+}
+
+#[test]
+fn replica_restored_from_its_wal_keeps_its_word() {
+    let p = proposal(1, &["a"]);
+    let mut r = replica(1);
+    let mut wal = Vec::new();
+    for input in [Input::Tick(1), pre_prepare(0, 0, &p)] {
+        for o in r.handle(input) {
+            if let Output::Persist(e) = o {
+                wal.push(e);
+            }
+        }
+    }
+    let k = keys();
+    let (restored, outputs) = Replica::restore(
+        config(1),
+        NullApp::default(),
+        Box::new(k.signer(1)),
+        Arc::new(k),
+        &wal,
+    )
+    .expect("restore");
+    assert!(outputs.is_empty());
+    run(
+        "restored replica",
+        restored,
+        vec![
+            // it re-sends its (identical) prepare with its first heartbeat
+            step(
+                Input::Tick(2),
+                &["broadcast heartbeat v0 h0", "broadcast prepare v0 s1"],
+            ),
+            // and treats another proposal for the same (view, seq) as equivocation
+            step(
+                pre_prepare(0, 0, &proposal(1, &["b"])),
+                &["persist view-change 1", "broadcast view-change 1 prepared=None"],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn lagging_replica_catches_up_by_certified_decisions() {
+    let p1 = proposal(1, &["a"]);
+    let p2 = proposal(2, &["b"]);
+    let mut forged = Decision::clone(&decision(0, &p2));
+    forged.certificate.signatures.truncate(2);
+    run(
+        "state transfer",
+        replica(3),
+        vec![
+            step(Input::Tick(1), START),
+            step(
+                msg(
+                    1,
+                    Message::Heartbeat {
+                        instance: I,
+                        view: 0,
+                        last_decided: 2,
+                    },
+                ),
+                &["send r1 sync-request from s1"],
+            ),
+            step(
+                msg(
+                    1,
+                    Message::SyncResponse {
+                        instance: I,
+                        decisions: vec![decision(0, &p1), Arc::new(forged)],
+                    },
+                ),
+                &[
+                    "persist decided s1",
+                    "deliver s1 (1 requests)",
+                    "send r1 sync-request from s2",
+                ],
+            ),
+            step(
+                msg(
+                    1,
+                    Message::SyncResponse {
+                        instance: I,
+                        decisions: vec![decision(0, &p2)],
+                    },
+                ),
+                &["persist decided s2", "deliver s2 (1 requests)"],
+            ),
+            step(
+                msg(
+                    2,
+                    Message::SyncRequest {
+                        instance: I,
+                        from_seq: 1,
+                    },
+                ),
+                &["send r2 sync-response 2 decisions"],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn messages_of_another_instance_are_ignored() {
+    let mut p = Proposal::clone(&proposal(1, &["a"]));
+    p.instance = InstanceId(1);
+    run(
+        "other instance",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            step(pre_prepare(0, 0, &Arc::new(p)), &[]),
+        ],
+    );
+}
