@@ -1,0 +1,2 @@
+//! Placeholder until the coordinator benches land.
+fn main() {}
