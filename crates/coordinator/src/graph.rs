@@ -27,7 +27,11 @@ pub struct GraphConfig {
 
 impl Default for GraphConfig {
     fn default() -> Self {
-        GraphConfig { max_pending: 100_000, first_block: 0, hash_seed: 0 }
+        GraphConfig {
+            max_pending: 100_000,
+            first_block: 0,
+            hash_seed: 0,
+        }
     }
 }
 
@@ -194,7 +198,10 @@ impl DependencyGraph {
     /// Like [`DependencyGraph::merge`], appending released txs to `out`.
     pub fn merge_into(&mut self, mut local: LocalGraph, out: &mut Vec<Released>) -> Result<()> {
         if local.hash_seed != self.hasher.seed() {
-            return Err(Error::HasherMismatch { expected: self.hasher.seed(), got: local.hash_seed });
+            return Err(Error::HasherMismatch {
+                expected: self.hasher.seed(),
+                got: local.hash_seed,
+            });
         }
         self.check_accepts(local.block_number)?;
         let base = self.first_seq + self.nodes.len() as u64;
@@ -228,10 +235,16 @@ impl DependencyGraph {
 
     fn check_accepts(&self, block_number: u64) -> Result<()> {
         if block_number != self.next_block {
-            return Err(Error::OutOfOrderBlock { expected: self.next_block, got: block_number });
+            return Err(Error::OutOfOrderBlock {
+                expected: self.next_block,
+                got: block_number,
+            });
         }
         if !self.has_capacity() {
-            return Err(Error::GraphFull { pending: self.pending(), limit: self.config.max_pending });
+            return Err(Error::GraphFull {
+                pending: self.pending(),
+                limit: self.config.max_pending,
+            });
         }
         Ok(())
     }
@@ -240,7 +253,13 @@ impl DependencyGraph {
         let dense = local.txs.iter().enumerate().all(|(i, t)| t.1.index as usize == i);
         let sparse = (!dense).then(|| local.txs.iter().map(|t| t.1.index).collect());
         let len = local.len() as u32;
-        self.blocks.push_back(BlockRec { number: local.block_number, first_seq, sparse, len, unfinished: len });
+        self.blocks.push_back(BlockRec {
+            number: local.block_number,
+            first_seq,
+            sparse,
+            len,
+            unfinished: len,
+        });
     }
 
     /// Adds the edges of tx `i` of `local` (sequence number `base + i`): towards earlier
@@ -273,7 +292,9 @@ impl DependencyGraph {
                     self.index.set_writer(entry, seq)
                 } else {
                     let (nodes, first_seq) = (&self.nodes, self.first_seq);
-                    let live = |s: u64| s >= first_seq && nodes[(s - first_seq) as usize].state != NodeState::Finished;
+                    let live = |s: u64| {
+                        s >= first_seq && nodes[(s - first_seq) as usize].state != NodeState::Finished
+                    };
                     self.index.add_reader(entry, seq, live)
                 };
                 self.node_mut(seq).refs.push(key_ref);
@@ -327,7 +348,10 @@ impl DependencyGraph {
 
     /// Completes several txs; stops at the first error (earlier completions stand) and
     /// returns what was released so far only on success.
-    pub fn complete_all(&mut self, done: impl IntoIterator<Item = (Height, Status)>) -> Result<Vec<Released>> {
+    pub fn complete_all(
+        &mut self,
+        done: impl IntoIterator<Item = (Height, Status)>,
+    ) -> Result<Vec<Released>> {
         let mut out = Vec::new();
         for (height, status) in done {
             self.complete_into(height, status, &mut out)?;

@@ -78,7 +78,13 @@ impl KeyIndex {
                 idx
             }
             None => {
-                self.entries.push(Entry { fp, last_writer: NO_TX, readers: Vec::new(), live_readers: 0, epoch });
+                self.entries.push(Entry {
+                    fp,
+                    last_writer: NO_TX,
+                    readers: Vec::new(),
+                    live_readers: 0,
+                    epoch,
+                });
                 (self.entries.len() - 1) as u32
             }
         };
@@ -100,7 +106,10 @@ impl KeyIndex {
         e.readers.clear();
         e.live_readers = 0;
         e.epoch = epoch;
-        KeyRef { entry: idx, epoch: WRITER }
+        KeyRef {
+            entry: idx,
+            epoch: WRITER,
+        }
     }
 
     /// Adds `seq` to the readers of the key, first dropping finished readers if they
@@ -113,7 +122,10 @@ impl KeyIndex {
         }
         e.readers.push(seq);
         e.live_readers += 1;
-        KeyRef { entry: idx, epoch: e.epoch }
+        KeyRef {
+            entry: idx,
+            epoch: e.epoch,
+        }
     }
 
     /// Tx `seq` finished: stop pointing at it, and forget the key if no unfinished tx

@@ -159,12 +159,28 @@ mod tests {
         TxNamespace {
             ns_id: id.to_string(),
             ns_version: 0,
-            reads_only: reads.iter().map(|k| Read { key: k.as_bytes().to_vec(), version: None }).collect(),
+            reads_only: reads
+                .iter()
+                .map(|k| Read {
+                    key: k.as_bytes().to_vec(),
+                    version: None,
+                })
+                .collect(),
             read_writes: rws
                 .iter()
-                .map(|k| ReadWrite { key: k.as_bytes().to_vec(), version: None, value: vec![] })
+                .map(|k| ReadWrite {
+                    key: k.as_bytes().to_vec(),
+                    version: None,
+                    value: vec![],
+                })
                 .collect(),
-            blind_writes: blinds.iter().map(|k| Write { key: k.as_bytes().to_vec(), value: vec![] }).collect(),
+            blind_writes: blinds
+                .iter()
+                .map(|k| Write {
+                    key: k.as_bytes().to_vec(),
+                    value: vec![],
+                })
+                .collect(),
         }
     }
 
@@ -172,15 +188,24 @@ mod tests {
     fn namespace_is_length_prefixed() {
         let h = KeyHasher::new(7);
         assert_ne!(h.fingerprint("ab", b"c"), h.fingerprint("a", b"bc"));
-        assert_eq!(h.fingerprint("ns", b"k"), KeyHasher::new(7).fingerprint("ns", b"k"));
-        assert_ne!(h.fingerprint("ns", b"k"), KeyHasher::new(8).fingerprint("ns", b"k"));
+        assert_eq!(
+            h.fingerprint("ns", b"k"),
+            KeyHasher::new(7).fingerprint("ns", b"k")
+        );
+        assert_ne!(
+            h.fingerprint("ns", b"k"),
+            KeyHasher::new(8).fingerprint("ns", b"k")
+        );
     }
 
     #[test]
     fn accesses_include_implicit_meta_read_and_merge_flags() {
         let h = KeyHasher::new(1);
         let tx = Tx {
-            namespaces: vec![ns("a", &["x"], &["y"], &["z"]), ns(META_NAMESPACE, &[], &["a"], &[])],
+            namespaces: vec![
+                ns("a", &["x"], &["y"], &["z"]),
+                ns(META_NAMESPACE, &[], &["a"], &[]),
+            ],
             ..Tx::default()
         };
         let mut out = Vec::new();
@@ -190,13 +215,28 @@ mod tests {
         assert_eq!(out.len(), 4);
         assert_eq!(out.iter().filter(|a| a.fp == meta_a).count(), 1);
         assert!(out.iter().find(|a| a.fp == meta_a).unwrap().write);
-        assert!(!out.iter().find(|a| a.fp == h.fingerprint("a", b"x")).unwrap().write);
-        assert!(out.iter().find(|a| a.fp == h.fingerprint("a", b"z")).unwrap().write);
+        assert!(
+            !out.iter()
+                .find(|a| a.fp == h.fingerprint("a", b"x"))
+                .unwrap()
+                .write
+        );
+        assert!(
+            out.iter()
+                .find(|a| a.fp == h.fingerprint("a", b"z"))
+                .unwrap()
+                .write
+        );
     }
 
     #[test]
     fn sort_dedup_matches_linear_dedup() {
-        let mut big: Vec<KeyAccess> = (0..40).map(|i| KeyAccess { fp: i % 13, write: i % 7 == 0 }).collect();
+        let mut big: Vec<KeyAccess> = (0..40)
+            .map(|i| KeyAccess {
+                fp: i % 13,
+                write: i % 7 == 0,
+            })
+            .collect();
         let mut small = big.clone();
         dedup(&mut big, 0);
         // Linear path on chunks gives the same set.

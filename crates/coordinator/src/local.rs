@@ -115,11 +115,22 @@ impl LocalGraph {
         let next_key = self.keys.len() as u32;
         let local_key = *index.entry(key.fp).or_insert(next_key);
         if local_key == next_key {
-            self.keys.push(LocalKey { fp: key.fp, last_writer: NONE, last_reader: NONE, writes: false });
+            self.keys.push(LocalKey {
+                fp: key.fp,
+                last_writer: NONE,
+                last_reader: NONE,
+                writes: false,
+            });
         }
         let state = self.keys[local_key as usize];
         let access_idx = self.accesses.len() as u32;
-        let mut access = Access { key, local_key, tx: i, prev_reader: NONE, flags: 0 };
+        let mut access = Access {
+            key,
+            local_key,
+            tx: i,
+            prev_reader: NONE,
+            flags: 0,
+        };
         if state.last_writer == NONE {
             access.flags |= HEAD;
         } else {
@@ -205,12 +216,19 @@ fn check_heights(block_number: u64, txs: &[BlockTx]) -> Result<()> {
     let mut previous: Option<Height> = None;
     for (_, height, _) in txs {
         if height.block != block_number {
-            return Err(Error::HeightOutsideBlock { block_number, height: *height });
+            return Err(Error::HeightOutsideBlock {
+                block_number,
+                height: *height,
+            });
         }
         if let Some(p) = previous
             && p.index >= height.index
         {
-            return Err(Error::HeightNotIncreasing { block_number, previous: p, got: *height });
+            return Err(Error::HeightNotIncreasing {
+                block_number,
+                previous: p,
+                got: *height,
+            });
         }
         previous = Some(*height);
     }

@@ -14,21 +14,37 @@ pub fn ns(id: &str, reads: &[&str], rws: &[&str], blinds: &[&str]) -> TxNamespac
     TxNamespace {
         ns_id: id.to_string(),
         ns_version: 0,
-        reads_only: reads.iter().map(|k| Read { key: k.as_bytes().to_vec(), version: None }).collect(),
+        reads_only: reads
+            .iter()
+            .map(|k| Read {
+                key: k.as_bytes().to_vec(),
+                version: None,
+            })
+            .collect(),
         read_writes: rws
             .iter()
-            .map(|k| ReadWrite { key: k.as_bytes().to_vec(), version: None, value: b"v".to_vec() })
+            .map(|k| ReadWrite {
+                key: k.as_bytes().to_vec(),
+                version: None,
+                value: b"v".to_vec(),
+            })
             .collect(),
         blind_writes: blinds
             .iter()
-            .map(|k| Write { key: k.as_bytes().to_vec(), value: b"v".to_vec() })
+            .map(|k| Write {
+                key: k.as_bytes().to_vec(),
+                value: b"v".to_vec(),
+            })
             .collect(),
     }
 }
 
 /// A tx over the given namespaces.
 pub fn tx(namespaces: Vec<TxNamespace>) -> Arc<Tx> {
-    Arc::new(Tx { namespaces, ..Tx::default() })
+    Arc::new(Tx {
+        namespaces,
+        ..Tx::default()
+    })
 }
 
 /// A tx on namespace `ns1` reading `reads` and writing (read-write) `writes`.
@@ -57,7 +73,10 @@ pub fn reads_of(tx: &Tx) -> Vec<(Key, Option<u64>)> {
     let mut out = Vec::new();
     for ns in &tx.namespaces {
         if ns.ns_id != META_NAMESPACE {
-            out.push(((META_NAMESPACE.to_string(), ns.ns_id.as_bytes().to_vec()), Some(ns.ns_version)));
+            out.push((
+                (META_NAMESPACE.to_string(), ns.ns_id.as_bytes().to_vec()),
+                Some(ns.ns_version),
+            ));
         }
         for r in &ns.reads_only {
             out.push(((ns.ns_id.clone(), r.key.clone()), r.version));
@@ -96,7 +115,9 @@ pub type State = BTreeMap<Key, u64>;
 /// What the vcservice does with one tx at its turn: validate reads against `state`,
 /// then apply writes (new key → 0, update at v → v+1, blind write → 0 or +1).
 pub fn commit(state: &mut State, tx: &Tx) -> Status {
-    let valid = reads_of(tx).into_iter().all(|(k, want)| state.get(&k).copied() == want);
+    let valid = reads_of(tx)
+        .into_iter()
+        .all(|(k, want)| state.get(&k).copied() == want);
     if !valid {
         return Status::AbortedMvccConflict;
     }
