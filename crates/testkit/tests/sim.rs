@@ -1,6 +1,6 @@
 //! Deterministic simulation of the BFT engine over many seeds.
 //!
-//! * `SIM_SEEDS=<count>` — seeds in total across the seed tests (default 2000).
+//! * `SIM_SEEDS=<count>` — seeds in total across the seed tests (default 6000).
 //! * `SIM_SEED=<seed>` with the `reproduce` test — runs one seed with a trace.
 
 use std::time::Instant;
@@ -11,7 +11,7 @@ fn seeds_total() -> u64 {
     std::env::var("SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(6000)
 }
 
 /// Runs seeds `first..first+count` on two threads; panics with every failing seed.
