@@ -119,5 +119,10 @@ fn bench_certificate(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decisions, bench_certificate);
-criterion_main!(benches);
+/// Criterion's generated entry points.
+mod entry {
+    #![allow(missing_docs)]
+    use super::*;
+    criterion_group!(benches, bench_decisions, bench_certificate);
+}
+criterion_main!(entry::benches);
