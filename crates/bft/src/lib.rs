@@ -17,6 +17,8 @@ pub mod crypto;
 mod error;
 pub mod messages;
 pub mod replica;
+#[cfg(feature = "shell")]
+pub mod shell;
 pub mod tags;
 pub mod types;
 pub mod wal;

@@ -1,0 +1,204 @@
+//! A thin tokio shell around the pure [`Replica`]: one task that feeds it clock ticks,
+//! peer messages and client requests, makes `Persist` entries durable (on a blocking
+//! thread) before executing the outputs that follow them, hands messages to a
+//! [`Transport`] and decisions to a bounded channel.
+//!
+//! Only this module uses tokio; it is behind the `shell` cargo feature (on by default)
+//! so the core can be built without it (`default-features = false`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::app::Application;
+use crate::certificate::Decision;
+use crate::messages::Message;
+use crate::replica::{Input, Output, Replica};
+use crate::types::ReplicaId;
+use crate::wal::{Wal, WalEntry};
+use crate::{Error, Result};
+
+/// Delivers messages to peers. Best effort: the protocol retransmits, so a transport
+/// may drop a message when a peer's queue is full rather than block the replica.
+pub trait Transport: Send + Sync + 'static {
+    /// Sends `msg` to replica `to`.
+    fn send(&self, to: ReplicaId, msg: Message);
+    /// Number of replicas (broadcast goes to all but `me`).
+    fn n(&self) -> u32;
+}
+
+/// Shell settings.
+#[derive(Clone, Debug)]
+pub struct ShellConfig {
+    /// This replica (broadcasts skip it).
+    pub me: ReplicaId,
+    /// How often the replica receives `Input::Tick`.
+    pub tick: Duration,
+}
+
+/// What the shell task drives and talks to.
+pub struct ShellDeps<A: Application, W, T> {
+    /// The state machine (fresh or restored from `wal`).
+    pub replica: Replica<A>,
+    /// Its write-ahead log.
+    pub wal: W,
+    /// Outgoing messages.
+    pub transport: T,
+    /// Incoming peer messages `(from, msg)`; `from` authenticated by the transport.
+    pub rx_net: mpsc::Receiver<(ReplicaId, Message)>,
+    /// Incoming client requests.
+    pub rx_requests: mpsc::Receiver<Vec<u8>>,
+    /// Decisions in order (bounded: a slow consumer slows the replica down).
+    pub tx_decisions: mpsc::Sender<Arc<Decision>>,
+}
+
+/// Spawns the shell task. It ends when both input channels are closed, or with an
+/// error when the WAL cannot be written (never continue without durability).
+pub fn spawn<A, W, T>(cfg: ShellConfig, deps: ShellDeps<A, W, T>) -> JoinHandle<Result<()>>
+where
+    A: Application + Send + 'static,
+    W: Wal + Send + 'static,
+    T: Transport,
+{
+    tokio::spawn(run(cfg, deps))
+}
+
+async fn run<A, W, T>(cfg: ShellConfig, deps: ShellDeps<A, W, T>) -> Result<()>
+where
+    A: Application + Send + 'static,
+    W: Wal + Send + 'static,
+    T: Transport,
+{
+    let ShellDeps {
+        mut replica,
+        wal,
+        transport,
+        mut rx_net,
+        mut rx_requests,
+        tx_decisions,
+    } = deps;
+    let mut wal = Some(wal);
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(cfg.tick);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let input = tokio::select! {
+            _ = tick.tick() => Input::Tick(start.elapsed().as_millis() as u64),
+            Some((from, msg)) = rx_net.recv() => Input::Message { from, msg },
+            Some(request) = rx_requests.recv() => Input::Request(request),
+            else => return Ok(()),
+        };
+        let outputs = replica.handle(input);
+        execute(&cfg, outputs, &mut wal, &transport, &tx_decisions).await?;
+    }
+}
+
+/// Executes outputs in order; consecutive `Persist` entries are appended (and synced)
+/// together, always before the first output that follows them.
+async fn execute<W: Wal + Send + 'static, T: Transport>(
+    cfg: &ShellConfig,
+    outputs: Vec<Output>,
+    wal: &mut Option<W>,
+    transport: &T,
+    tx_decisions: &mpsc::Sender<Arc<Decision>>,
+) -> Result<()> {
+    let mut batch: Vec<WalEntry> = Vec::new();
+    for out in outputs {
+        if let Output::Persist(e) = out {
+            batch.push(e);
+            continue;
+        }
+        flush(wal, &mut batch).await?;
+        match out {
+            Output::Send { to, msg } => transport.send(to, msg),
+            Output::Broadcast(msg) => {
+                for to in (0..transport.n()).filter(|t| *t != cfg.me) {
+                    transport.send(to, msg.clone());
+                }
+            }
+            Output::Deliver(d) => tx_decisions
+                .send(d)
+                .await
+                .map_err(|_| Error::ChannelClosed { what: "decisions" })?,
+            Output::ViewInstalled { .. } | Output::Persist(_) => {}
+        }
+    }
+    flush(wal, &mut batch).await
+}
+
+async fn flush<W: Wal + Send + 'static>(wal: &mut Option<W>, batch: &mut Vec<WalEntry>) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let entries = std::mem::take(batch);
+    let mut w = wal.take().ok_or(Error::ChannelClosed { what: "wal" })?;
+    let (w, result) = tokio::task::spawn_blocking(move || {
+        let r = w.append(&entries);
+        (w, r)
+    })
+    .await
+    .map_err(|_| Error::ChannelClosed { what: "wal thread" })?;
+    *wal = Some(w);
+    result
+}
+
+/// Sending end of one replica's inbound queue.
+type PeerQueue = mpsc::Sender<(ReplicaId, Message)>;
+
+/// In-process network of bounded queues, one per replica. A replica can be
+/// re-attached (after a simulated restart) with [`LoopbackNet::attach`].
+#[derive(Clone)]
+pub struct LoopbackNet {
+    capacity: usize,
+    queues: Arc<Mutex<Vec<Option<PeerQueue>>>>,
+}
+
+impl LoopbackNet {
+    /// A network of `n` replicas whose queues hold `capacity` messages each.
+    pub fn new(n: u32, capacity: usize) -> LoopbackNet {
+        LoopbackNet {
+            capacity,
+            queues: Arc::new(Mutex::new(vec![None; n as usize])),
+        }
+    }
+
+    /// Creates (or replaces) replica `me`'s queue; returns its endpoint and receiver.
+    pub fn attach(&self, me: ReplicaId) -> (Loopback, mpsc::Receiver<(ReplicaId, Message)>) {
+        let (tx, rx) = mpsc::channel(self.capacity);
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = queues.get_mut(me as usize) {
+            *slot = Some(tx);
+        }
+        (
+            Loopback {
+                me,
+                net: self.clone(),
+            },
+            rx,
+        )
+    }
+}
+
+/// One replica's endpoint on a [`LoopbackNet`].
+#[derive(Clone)]
+pub struct Loopback {
+    me: ReplicaId,
+    net: LoopbackNet,
+}
+
+impl Transport for Loopback {
+    fn send(&self, to: ReplicaId, msg: Message) {
+        let queues = self.net.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(Some(peer)) = queues.get(to as usize) {
+            // Full queue or stopped peer: drop, the protocol retransmits.
+            let _ = peer.try_send((self.me, msg));
+        }
+    }
+
+    fn n(&self) -> u32 {
+        self.net.queues.lock().unwrap_or_else(|e| e.into_inner()).len() as u32
+    }
+}
