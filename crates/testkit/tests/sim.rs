@@ -1,11 +1,20 @@
 //! Deterministic simulation of the BFT engine over many seeds.
 //!
 //! * `SIM_SEEDS=<count>` — seeds in total across the seed tests (default 6000).
-//! * `SIM_SEED=<seed>` with the `reproduce` test — runs one seed with a trace.
+//! * `SIM_SEED_BASE=<n>` — first seed (default 0), to shard long runs.
+//! * `SIM_SEED=<seed>` with the `reproduce` test — runs one seed (`SIM_TRACE=1`
+//!   prints every event).
 
 use std::time::Instant;
 
-use testkit::sim::run_seed;
+use testkit::sim::{Report, run_seed};
+
+fn seed_base() -> u64 {
+    std::env::var("SIM_SEED_BASE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
 
 fn seeds_total() -> u64 {
     std::env::var("SIM_SEEDS")
@@ -14,54 +23,95 @@ fn seeds_total() -> u64 {
         .unwrap_or(6000)
 }
 
+/// Totals over the seeds one thread ran.
+#[derive(Default)]
+struct Totals {
+    failures: Vec<String>,
+    decided: u64,
+    crashes: u64,
+    view_changes: u64,
+    max_settle_ms: u64,
+    max_steps: u64,
+}
+
+impl Totals {
+    fn add(&mut self, r: &Report) {
+        self.decided += r.decided;
+        self.crashes += r.crashes;
+        self.view_changes += u64::from(r.max_view > 0);
+        self.max_settle_ms = self.max_settle_ms.max(r.settle_ms);
+        self.max_steps = self.max_steps.max(r.steps);
+    }
+}
+
 /// Runs seeds `first..first+count` on two threads; panics with every failing seed.
 fn run_range(first: u64, count: u64) {
     let start = Instant::now();
     let threads = 2;
-    let failures: Vec<String> = std::thread::scope(|s| {
+    let per_thread: Vec<Totals> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || {
-                    let mut failures = Vec::new();
+                    let mut totals = Totals::default();
                     let mut seed = first + t;
                     while seed < first + count {
-                        if let Err(e) = run_seed(seed, false) {
-                            eprintln!("{e}\n  reproduce: SIM_SEED={seed} cargo test -p testkit --test sim reproduce -- --nocapture");
-                            failures.push(e);
+                        match run_seed(seed, false) {
+                            Ok(r) => totals.add(&r),
+                            Err(e) => {
+                                eprintln!(
+                                    "{e}\n  reproduce: SIM_SEED={seed} cargo test -p testkit --test sim reproduce -- --nocapture"
+                                );
+                                totals.failures.push(e);
+                            }
                         }
                         seed += threads;
                     }
-                    failures
+                    totals
                 })
             })
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().expect("sim thread"))
+            .map(|h| h.join().expect("sim thread"))
             .collect()
     });
+    let mut all = Totals::default();
+    for t in per_thread {
+        all.failures.extend(t.failures);
+        all.decided += t.decided;
+        all.crashes += t.crashes;
+        all.view_changes += t.view_changes;
+        all.max_settle_ms = all.max_settle_ms.max(t.max_settle_ms);
+        all.max_steps = all.max_steps.max(t.max_steps);
+    }
     eprintln!(
-        "sim: {count} seeds from {first} in {:.1}s, {} failures",
+        "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
+         {} seeds with view changes, slowest settle after GST {} ms, most steps {}",
         start.elapsed().as_secs_f64(),
-        failures.len()
+        all.failures.len(),
+        all.decided,
+        all.crashes,
+        all.view_changes,
+        all.max_settle_ms,
+        all.max_steps,
     );
     assert!(
-        failures.is_empty(),
+        all.failures.is_empty(),
         "{} seeds failed, first: {}",
-        failures.len(),
-        failures[0]
+        all.failures.len(),
+        all.failures[0]
     );
 }
 
 #[test]
 fn seeds_first_half() {
-    run_range(0, seeds_total() / 2);
+    run_range(seed_base(), seeds_total() / 2);
 }
 
 #[test]
 fn seeds_second_half() {
     let total = seeds_total();
-    run_range(1_000_000 + total / 2, total - total / 2);
+    run_range(seed_base() + 1_000_000_000 + total / 2, total - total / 2);
 }
 
 #[test]
