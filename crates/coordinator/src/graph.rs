@@ -346,19 +346,6 @@ impl DependencyGraph {
         Ok(out)
     }
 
-    /// Completes several txs; stops at the first error (earlier completions stand) and
-    /// returns what was released so far only on success.
-    pub fn complete_all(
-        &mut self,
-        done: impl IntoIterator<Item = (Height, Status)>,
-    ) -> Result<Vec<Released>> {
-        let mut out = Vec::new();
-        for (height, status) in done {
-            self.complete_into(height, status, &mut out)?;
-        }
-        Ok(out)
-    }
-
     /// Like [`DependencyGraph::complete`], appending released txs to `out`.
     pub fn complete_into(&mut self, height: Height, status: Status, out: &mut Vec<Released>) -> Result<()> {
         let (block_pos, seq) = self.locate(height)?;

@@ -8,6 +8,7 @@
 //! sharing a key.
 
 use crate::key::FpMap;
+use std::collections::hash_map::Entry;
 
 /// Marks "no tx" in a sequence-number slot.
 pub(crate) const NO_TX: u64 = u64::MAX;
@@ -21,7 +22,7 @@ const COMPACT_SLACK: usize = 32;
 
 /// One key's state.
 #[derive(Debug)]
-pub(crate) struct Entry {
+pub(crate) struct KeyEntry {
     fp: u64,
     /// Sequence number of the last writer (always unfinished), or [`NO_TX`].
     pub(crate) last_writer: u64,
@@ -44,11 +45,11 @@ pub(crate) struct KeyRef {
     epoch: u64,
 }
 
-/// Key fingerprint → [`Entry`], with entries recycled through a free list.
+/// Key fingerprint → [`KeyEntry`], with entries recycled through a free list.
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     map: FpMap<u32>,
-    entries: Vec<Entry>,
+    entries: Vec<KeyEntry>,
     free: Vec<u32>,
     next_epoch: u64,
 }
@@ -66,10 +67,12 @@ impl KeyIndex {
 
     /// The entry of key `fp`, created empty if the key is not indexed.
     pub(crate) fn resolve(&mut self, fp: u64) -> u32 {
-        if let Some(&idx) = self.map.get(&fp) {
-            return idx;
-        }
-        let epoch = self.new_epoch();
+        let slot = match self.map.entry(fp) {
+            Entry::Occupied(o) => return *o.get(),
+            Entry::Vacant(v) => v,
+        };
+        self.next_epoch += 1;
+        let epoch = self.next_epoch;
         let idx = match self.free.pop() {
             Some(idx) => {
                 let e = &mut self.entries[idx as usize];
@@ -78,7 +81,7 @@ impl KeyIndex {
                 idx
             }
             None => {
-                self.entries.push(Entry {
+                self.entries.push(KeyEntry {
                     fp,
                     last_writer: NO_TX,
                     readers: Vec::new(),
@@ -88,13 +91,13 @@ impl KeyIndex {
                 (self.entries.len() - 1) as u32
             }
         };
-        self.map.insert(fp, idx);
+        slot.insert(idx);
         idx
     }
 
     /// The entry at `idx`.
     #[inline]
-    pub(crate) fn entry(&self, idx: u32) -> &Entry {
+    pub(crate) fn entry(&self, idx: u32) -> &KeyEntry {
         &self.entries[idx as usize]
     }
 

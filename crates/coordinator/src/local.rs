@@ -79,29 +79,32 @@ impl LocalGraph {
     pub fn build(hasher: &KeyHasher, block_number: u64, txs: Vec<BlockTx>) -> Result<LocalGraph> {
         check_heights(block_number, &txs)?;
         let n = txs.len();
+        let mut keys_of: Vec<KeyAccess> = Vec::with_capacity(n * 4);
+        let mut access_start = Vec::with_capacity(n + 1);
+        access_start.push(0u32);
+        for (_, _, tx) in &txs {
+            collect_accesses(hasher, tx, &mut keys_of);
+            access_start.push(keys_of.len() as u32);
+        }
         let mut g = LocalGraph {
             block_number,
             hash_seed: hasher.seed(),
-            access_start: Vec::with_capacity(n + 1),
-            accesses: Vec::with_capacity(n * 4),
+            access_start,
+            accesses: Vec::with_capacity(keys_of.len()),
             dep_start: Vec::with_capacity(n + 1),
             deps: Vec::new(),
-            keys: Vec::with_capacity(n * 3),
+            keys: Vec::with_capacity(keys_of.len()),
             txs,
         };
-        let mut index: FpMap<u32> = FpMap::with_capacity_and_hasher(n * 3, Default::default());
-        let mut scratch: Vec<KeyAccess> = Vec::with_capacity(16);
+        let mut index: FpMap<u32> = FpMap::with_capacity_and_hasher(keys_of.len(), Default::default());
         // dep_mark[j] == i means tx j is already recorded as a dependency of tx i.
         let mut dep_mark: Vec<u32> = vec![NONE; n];
-        g.access_start.push(0);
         g.dep_start.push(0);
         for i in 0..n {
-            scratch.clear();
-            collect_accesses(hasher, &g.txs[i].2, &mut scratch);
-            for &key in &scratch {
+            let range = g.access_start[i] as usize..g.access_start[i + 1] as usize;
+            for &key in &keys_of[range] {
                 g.add_access(&mut index, &mut dep_mark, i as u32, key);
             }
-            g.access_start.push(g.accesses.len() as u32);
             g.dep_start.push(g.deps.len() as u32);
         }
         g.mark_tails();
