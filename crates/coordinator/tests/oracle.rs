@@ -6,11 +6,11 @@
 mod common;
 
 use common::{Key, State, commit, reads_of, writes_of};
-use coordinator::{DependencyGraph, GraphConfig, Released};
+use coordinator::{BlockTx, DependencyGraph, GraphConfig, LocalGraph, Released, build_parallel};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use types::{Height, META_NAMESPACE, Read, ReadWrite, Status, Tx, TxNamespace, Write};
 
@@ -196,13 +196,36 @@ impl Run {
     }
 }
 
-fn drive(blocks: &[Vec<GenTx>], max_pending: usize, seed: u64) -> std::result::Result<Run, TestCaseError> {
+/// Drives the graph through `blocks` with a seeded random interleaving of block
+/// arrivals and completions. With `prebuilt`, every block's local graph is built up
+/// front on the rayon pool and merged when its turn comes.
+fn drive(
+    blocks: &[Vec<GenTx>],
+    max_pending: usize,
+    seed: u64,
+    prebuilt: bool,
+) -> std::result::Result<Run, TestCaseError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut g = DependencyGraph::new(GraphConfig {
         max_pending,
         first_block: 0,
         hash_seed: seed,
     });
+    let input = |b: usize| -> Vec<BlockTx> {
+        blocks[b]
+            .iter()
+            .map(|t| (format!("{:?}", t.height).into(), t.height, t.tx.clone()))
+            .collect()
+    };
+    let mut locals: VecDeque<LocalGraph> = if prebuilt {
+        let all = (0..blocks.len()).map(|b| (b as u64, input(b))).collect();
+        build_parallel(g.key_hasher(), all)
+            .into_iter()
+            .map(|l| l.expect("valid block"))
+            .collect()
+    } else {
+        VecDeque::new()
+    };
     let all = blocks.iter().flatten().map(|t| (t.height, t.clone())).collect();
     let mut run = Run {
         all,
@@ -220,12 +243,11 @@ fn drive(blocks: &[Vec<GenTx>], max_pending: usize, seed: u64) -> std::result::R
             break;
         }
         if can_add && (run.in_flight.is_empty() || rng.gen_bool(0.35)) {
-            let txs = blocks[next]
-                .iter()
-                .map(|t| (format!("{:?}", t.height).into(), t.height, t.tx.clone()));
-            let out = g
-                .add_block(next as u64, txs.collect())
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let out = match locals.pop_front() {
+                Some(local) => g.merge(local),
+                None => g.add_block(next as u64, input(next)),
+            }
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
             run.added.extend(blocks[next].iter().map(|t| t.height));
             next += 1;
             run.on_released(out)?;
@@ -271,9 +293,10 @@ proptest! {
         max_txs in 0usize..14,
         key_space in 1u32..6,
         max_pending in 1usize..40,
+        prebuilt in any::<bool>(),
     ) {
         let w = workload(seed, blocks, max_txs, key_space);
-        let run = drive(&w, max_pending, seed)?;
+        let run = drive(&w, max_pending, seed, prebuilt)?;
         let (statuses, state) = serial(&w);
         prop_assert_eq!(run.statuses, statuses);
         prop_assert_eq!(run.state, state);
@@ -289,6 +312,6 @@ fn workloads_exercise_commits_and_aborts() {
     assert!(count(Status::Committed) > 0);
     assert!(count(Status::AbortedMvccConflict) > 0);
     assert!(count(Status::AbortedSignatureInvalid) > 0);
-    let run = drive(&w, 10, 42).unwrap();
+    let run = drive(&w, 10, 42, false).unwrap();
     assert_eq!(run.statuses, statuses);
 }

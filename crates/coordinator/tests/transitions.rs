@@ -426,3 +426,41 @@ fn parallel_build_merges_like_sequential_build() {
     assert_eq!(seq_out, par_out);
     assert_eq!(seq_graph.stats(), par_graph.stats());
 }
+
+#[test]
+fn hot_meta_key_readers_are_counted_across_compaction() {
+    // Every tx on ns1 reads (_meta, ns1): its readers list grows with the traffic and
+    // is compacted lazily. A policy update must still wait for exactly the live readers.
+    let mut g = DependencyGraph::new(GraphConfig::default());
+    let users = |b: u64| {
+        (0..100)
+            .map(|i| rw(&[], &[&format!("k{b}-{i}")]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(g.add_block(0, block(0, users(0))).unwrap().len(), 100);
+    for i in 0..90 {
+        assert_eq!(g.complete(h(0, i), Status::Committed), Ok(vec![]));
+    }
+    assert_eq!(g.add_block(1, block(1, users(1))).unwrap().len(), 100);
+    let update = tx(vec![ns(META_NAMESPACE, &[], &["ns1"], &[])]);
+    assert_eq!(
+        g.add_block(2, block(2, vec![update, rw(&[], &["after"])])),
+        Ok(vec![])
+    );
+    for i in 90..100 {
+        assert_eq!(g.complete(h(0, i), Status::Committed), Ok(vec![]));
+    }
+    for i in (0..100).rev() {
+        let released = g.complete(h(1, i), Status::Committed).unwrap();
+        let want = if i == 0 { vec![h(2, 0)] } else { vec![] };
+        assert_eq!(
+            released.iter().map(|r| r.height).collect::<Vec<_>>(),
+            want,
+            "after (1, {i})"
+        );
+    }
+    assert_eq!(g.complete(h(2, 0), Status::Committed).unwrap()[0].height, h(2, 1));
+    g.complete(h(2, 1), Status::Committed).unwrap();
+    assert!(g.is_empty());
+    assert_eq!(g.indexed_keys(), 0);
+}
