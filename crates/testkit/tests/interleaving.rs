@@ -160,6 +160,7 @@ fn byz_mode() -> impl Strategy<Value = Option<ByzMode>> {
         Just(Some(ByzMode::ConflictingVotes)),
         Just(Some(ByzMode::Silent)),
         Just(Some(ByzMode::BadProposal)),
+        Just(Some(ByzMode::LyingSync)),
     ]
 }
 

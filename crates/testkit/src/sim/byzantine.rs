@@ -22,16 +22,20 @@ pub enum ByzMode {
     Silent,
     /// As leader, proposes batches whose metadata the application rejects.
     BadProposal,
+    /// Claims to be far ahead in heartbeats and answers state-transfer requests with
+    /// tampered decisions (certificates that do not verify).
+    LyingSync,
 }
 
 impl ByzMode {
     /// A random mode.
     pub fn random(rng: &mut ChaCha8Rng) -> ByzMode {
-        match rng.gen_range(0..4) {
+        match rng.gen_range(0..5) {
             0 => ByzMode::Equivocate,
             1 => ByzMode::ConflictingVotes,
             2 => ByzMode::Silent,
-            _ => ByzMode::BadProposal,
+            3 => ByzMode::BadProposal,
+            _ => ByzMode::LyingSync,
         }
     }
 }
@@ -94,6 +98,32 @@ pub fn corrupt(
                 prepared: None,
                 signature: signer.sign(&bytes),
             }))]
+        }
+        (
+            ByzMode::LyingSync,
+            Message::Heartbeat {
+                instance,
+                view,
+                last_decided,
+            },
+        ) => vec![Message::Heartbeat {
+            instance,
+            view,
+            last_decided: last_decided + 100,
+        }],
+        (ByzMode::LyingSync, Message::SyncResponse { instance, decisions }) => {
+            let tampered = decisions
+                .iter()
+                .map(|d| {
+                    let mut d = bft::Decision::clone(d);
+                    Arc::make_mut(&mut d.proposal).requests.push(b"forged".to_vec());
+                    Arc::new(d)
+                })
+                .collect();
+            vec![Message::SyncResponse {
+                instance,
+                decisions: tampered,
+            }]
         }
         (_, msg) => vec![msg],
     }
