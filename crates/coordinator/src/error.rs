@@ -42,6 +42,15 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// The graph spans `limit` or more merged txs from the oldest unfinished one: the
+    /// caller must wait for that tx to complete (check `has_capacity()` first).
+    #[error("dependency graph window full: {window} txs since the oldest unfinished, limit {limit}")]
+    WindowFull {
+        /// Merged txs from the oldest unfinished one to the newest.
+        window: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// A local graph was built with a key hasher of another seed than the graph's.
     #[error("local graph hashed with seed {got}, graph uses seed {expected}")]
     HasherMismatch {

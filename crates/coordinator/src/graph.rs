@@ -18,6 +18,11 @@ pub struct GraphConfig {
     /// unfinished in the graph. A block is accepted whole, so the graph may hold up to
     /// `max_pending + block size - 1` txs.
     pub max_pending: usize,
+    /// Second back-pressure threshold: no block is accepted while the span of merged
+    /// txs from the oldest unfinished one to the newest (finished txs included) is this
+    /// large. Finished txs behind a slow one stay queued (a few dozen bytes each); this
+    /// bounds that memory when one tx is stuck while its neighbours keep finishing.
+    pub max_window: usize,
     /// The number of the first block to be merged (the block after the last one fully
     /// committed, on restart).
     pub first_block: u64,
@@ -29,6 +34,7 @@ impl Default for GraphConfig {
     fn default() -> Self {
         GraphConfig {
             max_pending: 100_000,
+            max_window: 2_000_000,
             first_block: 0,
             hash_seed: 0,
         }
@@ -45,6 +51,20 @@ pub struct Released {
     pub height: Height,
     /// The tx.
     pub tx: Arc<Tx>,
+}
+
+/// An input of the graph as a state machine (see [`DependencyGraph::handle`]).
+#[derive(Debug)]
+pub enum Input {
+    /// The next block's local graph.
+    Block(LocalGraph),
+    /// A released tx finished with a final status.
+    Completed {
+        /// The tx's height.
+        height: Height,
+        /// Its final status (committed or any abort).
+        status: Status,
+    },
 }
 
 /// Counters since the graph was created.
@@ -163,9 +183,15 @@ impl DependencyGraph {
         self.pending() == 0
     }
 
-    /// Whether the next block would be accepted (fewer than `max_pending` pending txs).
+    /// Whether the next block would be accepted: fewer than `max_pending` pending txs
+    /// and a window below `max_window`.
     pub fn has_capacity(&self) -> bool {
-        self.pending() < self.config.max_pending
+        self.pending() < self.config.max_pending && self.window() < self.config.max_window
+    }
+
+    /// Merged txs from the oldest unfinished one to the newest, finished ones included.
+    pub fn window(&self) -> usize {
+        self.nodes.len()
     }
 
     /// Distinct keys currently indexed (keys touched by an unfinished tx).
@@ -176,6 +202,15 @@ impl DependencyGraph {
     /// Counters since creation.
     pub fn stats(&self) -> GraphStats {
         self.stats
+    }
+
+    /// The state-machine form of [`DependencyGraph::merge`] and
+    /// [`DependencyGraph::complete`]: one input in, the newly released txs out.
+    pub fn handle(&mut self, input: Input) -> Result<Vec<Released>> {
+        match input {
+            Input::Block(local) => self.merge(local),
+            Input::Completed { height, status } => self.complete(height, status),
+        }
     }
 
     /// Builds the local graph of `txs` and merges it: see [`LocalGraph::build`] and
@@ -240,10 +275,16 @@ impl DependencyGraph {
                 got: block_number,
             });
         }
-        if !self.has_capacity() {
+        if self.pending() >= self.config.max_pending {
             return Err(Error::GraphFull {
                 pending: self.pending(),
                 limit: self.config.max_pending,
+            });
+        }
+        if self.window() >= self.config.max_window {
+            return Err(Error::WindowFull {
+                window: self.window(),
+                limit: self.config.max_window,
             });
         }
         Ok(())

@@ -44,6 +44,6 @@ mod key;
 mod local;
 
 pub use error::{Error, Result};
-pub use graph::{DependencyGraph, GraphConfig, GraphStats, Released};
+pub use graph::{DependencyGraph, GraphConfig, GraphStats, Input, Released};
 pub use key::KeyHasher;
 pub use local::{BlockTx, LocalGraph, build_parallel};

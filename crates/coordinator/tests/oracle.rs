@@ -35,89 +35,112 @@ impl GenTx {
     }
 }
 
-fn version(rng: &mut ChaCha8Rng) -> Option<u64> {
-    match rng.gen_range(0..4) {
-        0 => None,
-        v => Some(v - 1),
-    }
+/// Generates txs the way endorsers would: against a view of the state (the serial
+/// state so far), so most reads are current, with a share of stale or random versions
+/// to provoke MVCC aborts.
+struct Generator {
+    rng: ChaCha8Rng,
+    view: State,
+    key_space: u32,
 }
 
-fn data_namespace(rng: &mut ChaCha8Rng, id: &str, key_space: u32) -> TxNamespace {
-    let mut ns = TxNamespace {
-        ns_id: id.to_string(),
-        ns_version: rng.gen_range(0..2),
-        ..TxNamespace::default()
-    };
-    let mut keys: Vec<u32> = (0..key_space).collect();
-    let count = rng.gen_range(1..=3.min(key_space as usize));
-    for _ in 0..count {
-        let key = keys
-            .swap_remove(rng.gen_range(0..keys.len()))
-            .to_string()
-            .into_bytes();
-        match rng.gen_range(0..3) {
-            0 => ns.reads_only.push(Read {
-                key,
-                version: version(rng),
-            }),
-            1 => ns.read_writes.push(ReadWrite {
-                key,
-                version: version(rng),
-                value: b"v".to_vec(),
-            }),
-            _ => ns.blind_writes.push(Write {
-                key,
-                value: b"v".to_vec(),
-            }),
+impl Generator {
+    /// The version to expect for `key`: usually the one in the view.
+    fn version(&mut self, key: &Key) -> Option<u64> {
+        if self.rng.gen_bool(0.75) {
+            return self.view.get(key).copied();
+        }
+        match self.rng.gen_range(0..3) {
+            0 => None,
+            v => Some(v - 1),
         }
     }
-    ns
-}
 
-fn gen_tx(rng: &mut ChaCha8Rng, key_space: u32) -> Tx {
-    let mut namespaces = Vec::new();
-    if rng.gen_bool(0.12) {
-        // A policy update: bump (or create) the `_meta` row of a namespace.
-        let target = NAMESPACES[rng.gen_range(0..NAMESPACES.len())];
-        namespaces.push(TxNamespace {
-            ns_id: META_NAMESPACE.to_string(),
-            read_writes: vec![ReadWrite {
-                key: target.as_bytes().to_vec(),
-                version: version(rng),
-                value: b"policy".to_vec(),
-            }],
+    fn data_namespace(&mut self, id: &str) -> TxNamespace {
+        let meta = (META_NAMESPACE.to_string(), id.as_bytes().to_vec());
+        let ns_version = self.version(&meta).unwrap_or(0);
+        let mut ns = TxNamespace {
+            ns_id: id.to_string(),
+            ns_version,
             ..TxNamespace::default()
-        });
+        };
+        let mut keys: Vec<u32> = (0..self.key_space).collect();
+        let count = self.rng.gen_range(1..=3.min(self.key_space as usize));
+        for _ in 0..count {
+            let key = keys
+                .swap_remove(self.rng.gen_range(0..keys.len()))
+                .to_string()
+                .into_bytes();
+            let version = self.version(&(id.to_string(), key.clone()));
+            match self.rng.gen_range(0..3) {
+                0 => ns.reads_only.push(Read { key, version }),
+                1 => ns.read_writes.push(ReadWrite {
+                    key,
+                    version,
+                    value: b"v".to_vec(),
+                }),
+                _ => ns.blind_writes.push(Write {
+                    key,
+                    value: b"v".to_vec(),
+                }),
+            }
+        }
+        ns
     }
-    let first = rng.gen_range(0..NAMESPACES.len());
-    let n_ns = if namespaces.is_empty() {
-        rng.gen_range(1..=2)
-    } else {
-        rng.gen_range(0..=1)
-    };
-    for j in 0..n_ns {
-        let id = NAMESPACES[(first + j) % NAMESPACES.len()];
-        namespaces.push(data_namespace(rng, id, key_space));
-    }
-    Tx {
-        namespaces,
-        ..Tx::default()
+
+    fn tx(&mut self) -> Tx {
+        let mut namespaces = Vec::new();
+        if self.rng.gen_bool(0.12) {
+            // A policy update: bump (or create) the `_meta` row of a namespace.
+            let target = NAMESPACES[self.rng.gen_range(0..NAMESPACES.len())];
+            let version = self.version(&(META_NAMESPACE.to_string(), target.as_bytes().to_vec()));
+            namespaces.push(TxNamespace {
+                ns_id: META_NAMESPACE.to_string(),
+                read_writes: vec![ReadWrite {
+                    key: target.as_bytes().to_vec(),
+                    version,
+                    value: b"policy".to_vec(),
+                }],
+                ..TxNamespace::default()
+            });
+        }
+        let first = self.rng.gen_range(0..NAMESPACES.len());
+        let n_ns = if namespaces.is_empty() {
+            self.rng.gen_range(1..=2)
+        } else {
+            self.rng.gen_range(0..=1)
+        };
+        for j in 0..n_ns {
+            namespaces.push(self.data_namespace(NAMESPACES[(first + j) % NAMESPACES.len()]));
+        }
+        Tx {
+            namespaces,
+            ..Tx::default()
+        }
     }
 }
 
 fn workload(seed: u64, blocks: usize, max_txs: usize, key_space: u32) -> Vec<Vec<GenTx>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut generator = Generator {
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        view: initial_state(),
+        key_space,
+    };
     (0..blocks as u64)
         .map(|b| {
-            let n = rng.gen_range(0..=max_txs);
+            let n = generator.rng.gen_range(0..=max_txs);
             let mut index = 0u32;
             let mut txs = Vec::new();
             for _ in 0..n {
-                index += rng.gen_range(1..=2); // gaps: txs decided upstream
-                let tx = gen_tx(&mut rng, key_space);
+                index += generator.rng.gen_range(1..=2); // gaps: txs decided upstream
+                let tx = generator.tx();
+                let bad_signature = generator.rng.gen_bool(0.15);
+                // The view lags: some txs are endorsed before earlier ones commit.
+                if !bad_signature && generator.rng.gen_bool(0.7) {
+                    commit(&mut generator.view, &tx);
+                }
                 let reads = reads_of(&tx).into_iter().map(|r| r.0).collect();
                 let writes = writes_of(&tx);
-                let bad_signature = rng.gen_bool(0.15);
                 txs.push(GenTx {
                     height: Height::new(b, index),
                     tx: Arc::new(tx),
@@ -206,8 +229,10 @@ fn drive(
     prebuilt: bool,
 ) -> std::result::Result<Run, TestCaseError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let max_window = rng.gen_range(1..80);
     let mut g = DependencyGraph::new(GraphConfig {
         max_pending,
+        max_window,
         first_block: 0,
         hash_seed: seed,
     });
@@ -284,13 +309,13 @@ fn serial(blocks: &[Vec<GenTx>]) -> (BTreeMap<Height, Status>, State) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
     fn graph_matches_serial_oracle(
         seed in any::<u64>(),
-        blocks in 1usize..7,
-        max_txs in 0usize..14,
+        blocks in 1usize..8,
+        max_txs in 0usize..24,
         key_space in 1u32..6,
         max_pending in 1usize..40,
         prebuilt in any::<bool>(),

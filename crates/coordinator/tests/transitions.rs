@@ -3,7 +3,7 @@
 mod common;
 
 use common::{blind, block, ns, rw, tx};
-use coordinator::{DependencyGraph, Error, GraphConfig, LocalGraph, build_parallel};
+use coordinator::{DependencyGraph, Error, GraphConfig, Input, LocalGraph, build_parallel};
 use std::sync::Arc;
 use types::{Height, META_NAMESPACE, Status, Tx};
 
@@ -463,4 +463,55 @@ fn hot_meta_key_readers_are_counted_across_compaction() {
     g.complete(h(2, 1), Status::Committed).unwrap();
     assert!(g.is_empty());
     assert_eq!(g.indexed_keys(), 0);
+}
+
+#[test]
+fn window_bounds_finished_txs_behind_a_slow_one() {
+    let mut g = DependencyGraph::new(GraphConfig {
+        max_window: 3,
+        ..GraphConfig::default()
+    });
+    assert_eq!(
+        g.add_block(0, block(0, vec![blind(&["a"]), blind(&["b"]), blind(&["c"])]))
+            .unwrap()
+            .len(),
+        3
+    );
+    g.complete(h(0, 2), Status::Committed).unwrap();
+    g.complete(h(0, 1), Status::Committed).unwrap();
+    assert_eq!((g.pending(), g.window()), (1, 3));
+    assert!(!g.has_capacity());
+    assert_eq!(
+        g.add_block(1, block(1, vec![])),
+        Err(Error::WindowFull { window: 3, limit: 3 })
+    );
+    g.complete(h(0, 0), Status::Committed).unwrap();
+    assert_eq!(g.window(), 0);
+    assert_eq!(g.add_block(1, block(1, vec![])), Ok(vec![]));
+}
+
+#[test]
+fn handle_is_merge_and_complete() {
+    let mut g = DependencyGraph::new(GraphConfig::default());
+    let local = LocalGraph::build(g.key_hasher(), 0, block(0, vec![blind(&["a"]), blind(&["a"])])).unwrap();
+    let released = g.handle(Input::Block(local)).unwrap();
+    assert_eq!(
+        released.iter().map(|r| r.height).collect::<Vec<_>>(),
+        vec![h(0, 0)]
+    );
+    let released = g.handle(Input::Completed {
+        height: h(0, 0),
+        status: Status::AbortedSignatureInvalid,
+    });
+    assert_eq!(
+        released.unwrap().iter().map(|r| r.height).collect::<Vec<_>>(),
+        vec![h(0, 1)]
+    );
+    assert_eq!(
+        g.handle(Input::Completed {
+            height: h(0, 0),
+            status: Status::Committed
+        }),
+        Err(Error::AlreadyFinished { height: h(0, 0) })
+    );
 }
