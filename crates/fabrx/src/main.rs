@@ -1,5 +1,6 @@
 //! The `fabrx` binary composes the library crates; it holds no protocol logic.
 
+mod bench;
 mod demo;
 mod metrics_http;
 mod node;
@@ -23,6 +24,11 @@ enum Command {
     /// Run a token workload through structural checks, signature verification and the
     /// validator-committer, printing one JSON line per transaction.
     Demo(demo::DemoArgs),
+    /// Benchmarks (results go to docs/benchmarks.md).
+    Bench {
+        #[command(subcommand)]
+        what: bench::Bench,
+    },
     /// Create the committer's schema in a database (idempotent).
     InitDb(node::InitDbArgs),
     /// Run one node of a fabrx network.
@@ -36,7 +42,7 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -45,6 +51,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command {
             Command::Demo(args) => demo::run(args).await,
+            Command::Bench { what } => bench::run(what).await,
             Command::InitDb(args) => node::init_db(args).await,
             Command::Node { role } => node::run(role).await,
         }
