@@ -248,6 +248,38 @@ impl PublicKey {
     }
 }
 
+/// `scheme:hex`, e.g. `ed25519:6a48…`; the form used by serde and configs.
+impl fmt::Display for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.scheme(), self.to_hex())
+    }
+}
+
+/// Parses the `scheme:hex` form written by `Display`.
+impl FromStr for PublicKey {
+    type Err = CryptoError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let (scheme, hex) = s.split_once(':').ok_or_else(|| CryptoError::UnknownScheme {
+            name: s.chars().take(16).collect(),
+        })?;
+        PublicKey::from_hex(scheme.parse()?, hex)
+    }
+}
+
+impl serde::Serialize for PublicKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PublicKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl PartialEq for PublicKey {
     fn eq(&self, other: &Self) -> bool {
         self.scheme() == other.scheme() && self.as_bytes() == other.as_bytes()

@@ -205,6 +205,36 @@ fn signatures_serialize_as_hex() {
     assert_eq!(back, (Scheme::Bls12381, sig));
 }
 
+#[test]
+fn public_keys_print_and_parse_as_scheme_colon_hex() {
+    for s in Scheme::ALL {
+        let pk = derive_signing_key(s, SEED).public_key();
+        let text = pk.to_string();
+        assert_eq!(text, format!("{}:{}", s.name(), pk.to_hex()));
+        assert_eq!(text.parse::<PublicKey>().unwrap(), pk);
+        let json = serde_json::to_string(&pk).unwrap();
+        assert_eq!(json, format!("\"{text}\""));
+        assert_eq!(serde_json::from_str::<PublicKey>(&json).unwrap(), pk);
+    }
+    assert!(matches!(
+        "nocolon".parse::<PublicKey>(),
+        Err(CryptoError::UnknownScheme { .. })
+    ));
+    assert!(matches!(
+        "rsa:00".parse::<PublicKey>(),
+        Err(CryptoError::UnknownScheme { .. })
+    ));
+    assert!(matches!(
+        "ed25519:zz".parse::<PublicKey>(),
+        Err(CryptoError::InvalidHex { .. })
+    ));
+    assert!(matches!(
+        "ed25519:00".parse::<PublicKey>(),
+        Err(CryptoError::MalformedPublicKey { .. })
+    ));
+    assert!(serde_json::from_str::<PublicKey>("\"bls12-381:00\"").is_err());
+}
+
 proptest! {
     #[test]
     fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
