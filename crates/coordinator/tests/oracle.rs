@@ -204,6 +204,29 @@ impl Run {
         Ok(())
     }
 
+    /// (d) Maximal concurrency: a tx still waits only while some earlier unfinished tx
+    /// conflicts with it (the transitive reduction must not over-serialize).
+    fn check_no_needless_wait(&self) -> std::result::Result<(), TestCaseError> {
+        let unfinished: Vec<&GenTx> = self
+            .added
+            .iter()
+            .filter(|h| !self.finished.contains(h))
+            .map(|h| &self.all[h])
+            .collect();
+        for t in unfinished
+            .iter()
+            .filter(|t| !self.released.contains_key(&t.height))
+        {
+            let blocked = unfinished.iter().any(|u| u.height < t.height && u.conflicts(t));
+            prop_assert!(
+                blocked,
+                "{:?} waits although no earlier unfinished tx conflicts",
+                t.height
+            );
+        }
+        Ok(())
+    }
+
     /// The vcservice's turn for a released tx: status from the sigverifier flag, else
     /// MVCC validation against the committed state.
     fn finish(&mut self, h: Height) -> Status {
@@ -285,6 +308,7 @@ fn drive(
             run.on_released(out)?;
         }
         prop_assert_eq!(g.in_flight(), run.in_flight.len());
+        run.check_no_needless_wait()?;
     }
     prop_assert_eq!(next, blocks.len(), "stalled with {} pending", g.pending());
     prop_assert!(g.is_empty());
