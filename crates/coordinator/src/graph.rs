@@ -452,3 +452,58 @@ impl DependencyGraph {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use types::{ReadWrite, TxNamespace};
+
+    fn tx(ns: &str, rw: &[&str]) -> Arc<Tx> {
+        let ns = TxNamespace {
+            ns_id: ns.to_string(),
+            read_writes: rw
+                .iter()
+                .map(|k| ReadWrite {
+                    key: k.as_bytes().to_vec(),
+                    version: None,
+                    value: vec![],
+                })
+                .collect(),
+            ..TxNamespace::default()
+        };
+        Arc::new(Tx {
+            namespaces: vec![ns],
+            ..Tx::default()
+        })
+    }
+
+    /// A fingerprint collision makes unrelated txs look conflicting: they are serialized
+    /// (less parallelism) but every tx is still released once, in block order.
+    #[test]
+    fn fingerprint_collisions_only_serialize() {
+        let mut g = DependencyGraph::new(GraphConfig::default());
+        g.hasher = KeyHasher::colliding(0);
+        let txs: Vec<BlockTx> = ["x", "y", "z"]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                (
+                    TxId::from(*k),
+                    Height::new(0, i as u32),
+                    tx(if i == 1 { "other" } else { "ns" }, &[k]),
+                )
+            })
+            .collect();
+        let mut released = g.add_block(0, txs).unwrap();
+        for i in 0..3u32 {
+            assert_eq!(
+                released.iter().map(|r| r.height).collect::<Vec<_>>(),
+                vec![Height::new(0, i)]
+            );
+            released = g.complete(Height::new(0, i), Status::Committed).unwrap();
+        }
+        assert!(released.is_empty());
+        assert!(g.is_empty());
+        assert_eq!(g.indexed_keys(), 0);
+    }
+}

@@ -15,6 +15,9 @@ use types::{META_NAMESPACE, Tx};
 pub struct KeyHasher {
     seed: u64,
     state: foldhash::quality::FixedState,
+    /// Test hook: every key gets the same fingerprint (a total collision).
+    #[cfg(test)]
+    collide_all: bool,
 }
 
 impl KeyHasher {
@@ -24,6 +27,17 @@ impl KeyHasher {
         KeyHasher {
             seed,
             state: foldhash::quality::FixedState::with_seed(seed),
+            #[cfg(test)]
+            collide_all: false,
+        }
+    }
+
+    /// A hasher under which all keys collide.
+    #[cfg(test)]
+    pub(crate) fn colliding(seed: u64) -> KeyHasher {
+        KeyHasher {
+            collide_all: true,
+            ..KeyHasher::new(seed)
         }
     }
 
@@ -36,6 +50,10 @@ impl KeyHasher {
     /// so `("ab", "c")` and `("a", "bc")` hash different inputs.
     #[inline]
     pub fn fingerprint(&self, ns: &str, key: &[u8]) -> u64 {
+        #[cfg(test)]
+        if self.collide_all {
+            return 0x5a5a_5a5a;
+        }
         let mut h = self.state.build_hasher();
         h.write_usize(ns.len());
         h.write(ns.as_bytes());
