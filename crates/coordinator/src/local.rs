@@ -51,8 +51,6 @@ pub(crate) struct LocalKey {
     last_writer: u32,
     /// Most recent read access since `last_writer` (chain head), or [`NONE`].
     last_reader: u32,
-    /// Whether some tx of the block writes the key (set once the block is built).
-    pub(crate) writes: bool,
 }
 
 /// The dependency graph of one block, ready to be merged into a
@@ -122,7 +120,6 @@ impl LocalGraph {
                 fp: key.fp,
                 last_writer: NONE,
                 last_reader: NONE,
-                writes: false,
             });
         }
         let state = self.keys[local_key as usize];
@@ -168,7 +165,6 @@ impl LocalGraph {
     fn mark_tails(&mut self) {
         for k in 0..self.keys.len() {
             let key = self.keys[k];
-            self.keys[k].writes = key.last_writer != NONE;
             let mut r = key.last_reader;
             while r != NONE {
                 self.accesses[r as usize].flags |= TAIL;
