@@ -84,6 +84,8 @@ struct Slot {
     my_votes: Vec<Vote>,
     sent_commit: bool,
     started_ms: Option<u64>,
+    /// Digests of the accepted proposal's requests, when already computed.
+    request_digests: Vec<Digest>,
 }
 
 /// State-transfer bookkeeping.

@@ -56,9 +56,12 @@ impl<A: Application> Replica<A> {
                 if !self.batch_due() {
                     return;
                 }
-                let requests = self
+                let (digests, requests): (Vec<Digest>, Vec<Vec<u8>>) = self
                     .pending
-                    .batch(self.cfg.max_batch_count, self.cfg.max_batch_bytes);
+                    .batch(self.cfg.max_batch_count, self.cfg.max_batch_bytes)
+                    .into_iter()
+                    .unzip();
+                self.slot.request_digests = digests;
                 let ctx = ProposalContext { seq, view: self.view };
                 let metadata = self.app.assemble(ctx, &requests);
                 Proposal {
@@ -160,6 +163,7 @@ impl<A: Application> Replica<A> {
             return false;
         }
         let mut seen = HashSet::with_capacity(proposal.requests.len());
+        let mut digests = Vec::with_capacity(proposal.requests.len());
         for r in &proposal.requests {
             let d = Digest::of_request(r);
             if r.len() > self.cfg.max_request_bytes
@@ -169,8 +173,13 @@ impl<A: Application> Replica<A> {
             {
                 return false;
             }
+            digests.push(d);
         }
-        self.app.verify_proposal(proposal)
+        if !self.app.verify_proposal(proposal) {
+            return false;
+        }
+        self.slot.request_digests = digests;
+        true
     }
 
     pub(super) fn on_vote(&mut self, from: ReplicaId, vote: Vote) {
@@ -260,8 +269,23 @@ impl<A: Application> Replica<A> {
         debug_assert_eq!(decision.seq(), self.next_seq());
         self.persist(WalEntry::Decided(decision.clone()));
         self.app.apply(&decision);
-        for r in &decision.proposal.requests {
-            let d = Digest::of_request(r);
+        let known = self
+            .slot
+            .accepted
+            .as_ref()
+            .is_some_and(|a| a.digest == decision.certificate.digest)
+            && self.slot.request_digests.len() == decision.proposal.requests.len();
+        let digests = if known {
+            std::mem::take(&mut self.slot.request_digests)
+        } else {
+            decision
+                .proposal
+                .requests
+                .iter()
+                .map(|r| Digest::of_request(r))
+                .collect()
+        };
+        for d in digests {
             self.pending.remove(&d);
             self.decided_requests.insert(d);
         }

@@ -82,7 +82,7 @@ impl Pending {
 
     /// Up to `max_count` requests / `max_bytes` bytes in arrival order (at least one
     /// if any is pending).
-    pub(super) fn batch(&self, max_count: usize, max_bytes: usize) -> Vec<Vec<u8>> {
+    pub(super) fn batch(&self, max_count: usize, max_bytes: usize) -> Vec<(Digest, Vec<u8>)> {
         let mut out = Vec::new();
         let mut bytes = 0;
         for d in &self.order {
@@ -91,7 +91,7 @@ impl Pending {
                 break;
             }
             bytes += e.request.len();
-            out.push(e.request.clone());
+            out.push((*d, e.request.clone()));
         }
         out
     }
