@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job of fabrx as far as it exists today: see `fabrx demo --help`.
-# Installs the build dependencies when missing (scripts/deps.sh), builds and runs.
+# The main job of fabrx as far as it exists today: the committer without an orderer.
+# Runs examples/blocks.jsonl (a CBDC token: namespace creation with a 3-of-5 threshold BLS
+# policy, issuance, transfers, a double spend, a forged issuance, every malformed case)
+# through the committer pipeline and prints each tx's status and the final state.
+# Installs the build dependencies when missing (scripts/deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps no
-exec cargo run -q -p fabrx -- demo "$@"
+if [ $# -eq 0 ]; then set -- --blocks examples/blocks.jsonl --print-state; fi
+exec cargo run -q -p fabrx -- committer apply "$@"

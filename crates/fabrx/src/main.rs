@@ -1,7 +1,7 @@
 //! The `fabrx` binary composes the library crates; it holds no protocol logic.
 
 mod bench;
-mod demo;
+mod committer;
 mod metrics_http;
 mod node;
 
@@ -21,13 +21,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a token workload through structural checks, signature verification and the
-    /// validator-committer, printing one JSON line per transaction.
-    Demo(demo::DemoArgs),
     /// Benchmarks (results go to docs/benchmarks.md).
     Bench {
         #[command(subcommand)]
         what: bench::Bench,
+    },
+    /// The committer without an orderer.
+    Committer {
+        #[command(subcommand)]
+        cmd: committer::CommitterCmd,
     },
     /// Create the committer's schema in a database (idempotent).
     InitDb(node::InitDbArgs),
@@ -50,8 +52,8 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Demo(args) => demo::run(args).await,
             Command::Bench { what } => bench::run(what).await,
+            Command::Committer { cmd } => committer::run(cmd).await,
             Command::InitDb(args) => node::init_db(args).await,
             Command::Node { role } => node::run(role).await,
         }

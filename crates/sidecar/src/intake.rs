@@ -1,0 +1,146 @@
+//! Block intake (FX §3.2), pure: structural checks and duplicate ids in flight.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use types::check::{PayloadDecoder, check_tx};
+use types::{Height, Status, Tx, TxId};
+
+/// What the pipeline does with one tx of a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Decided here and never stored (100–102): answer directly.
+    Answer(Status),
+    /// Decided here; the vcservice stores the status and nothing else.
+    Store(Status),
+    /// Schedule through the dependency graph, signature check and vcservice.
+    Schedule,
+}
+
+/// A tx of a block with its route.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    /// The id.
+    pub id: TxId,
+    /// Its height.
+    pub height: Height,
+    /// The body (decoded once, shared by reference down the pipeline).
+    pub tx: Arc<Tx>,
+    /// What to do with it.
+    pub route: Route,
+}
+
+/// Structural checks plus the set of ids in flight.
+#[derive(Default)]
+pub struct Intake {
+    in_flight: HashSet<TxId>,
+}
+
+impl Intake {
+    /// An intake with nothing in flight.
+    pub fn new() -> Intake {
+        Intake::default()
+    }
+
+    /// Routes every tx of block `number`. An id already in flight (this block or an
+    /// earlier unfinished one) is `REJECTED_DUPLICATE_TX_ID`; an id already committed is
+    /// recognised by the vcservice's status lookup.
+    pub fn admit(&mut self, number: u64, txs: &[(TxId, Arc<Tx>)], dec: &dyn PayloadDecoder) -> Vec<Admitted> {
+        txs.iter()
+            .enumerate()
+            .map(|(i, (id, tx))| {
+                let route = match check_tx(id, tx, dec) {
+                    Err(s) if s.is_stored() => Route::Store(s),
+                    Err(s) => Route::Answer(s),
+                    Ok(()) if self.in_flight.contains(id) => Route::Answer(Status::RejectedDuplicateTxId),
+                    Ok(()) => Route::Schedule,
+                };
+                // Answered txs (no id, bad id, duplicate) never occupy their id.
+                if !matches!(route, Route::Answer(_)) {
+                    self.in_flight.insert(id.clone());
+                }
+                Admitted {
+                    id: id.clone(),
+                    height: Height::new(number, i as u32),
+                    tx: tx.clone(),
+                    route,
+                }
+            })
+            .collect()
+    }
+
+    /// Forgets a finished id.
+    pub fn finished(&mut self, id: &TxId) {
+        self.in_flight.remove(id);
+    }
+
+    /// Ids in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use types::{Endorsement, TxNamespace, Write};
+
+    fn tx(ns: &str, signed: bool) -> Arc<Tx> {
+        let n = TxNamespace {
+            ns_id: ns.into(),
+            blind_writes: vec![Write {
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+            }],
+            ..Default::default()
+        };
+        let e = if signed {
+            vec![Endorsement {
+                signature: vec![1],
+                ..Default::default()
+            }]
+        } else {
+            vec![]
+        };
+        Arc::new(Tx {
+            namespaces: vec![n],
+            endorsements: vec![e],
+            metadata: vec![],
+        })
+    }
+
+    #[test]
+    fn routes() {
+        let dec = wire::ProstDecoder::default();
+        let mut intake = Intake::new();
+        let block = vec![
+            (TxId("a".into()), tx("token", true)),
+            (TxId("a".into()), tx("token", true)),
+            (TxId("".into()), tx("token", true)),
+            (TxId("b".into()), tx("Bad", true)),
+            (TxId("c".into()), tx("token", false)),
+        ];
+        let routes: Vec<Route> = intake
+            .admit(0, &block, &dec)
+            .into_iter()
+            .map(|a| a.route)
+            .collect();
+        assert_eq!(
+            routes,
+            vec![
+                Route::Schedule,
+                Route::Answer(Status::RejectedDuplicateTxId),
+                Route::Answer(Status::MalformedMissingTxId),
+                Route::Store(Status::MalformedNamespaceIdInvalid),
+                Route::Store(Status::MalformedMissingSignature),
+            ]
+        );
+        // Still in flight in the next block; free once finished.
+        let next = vec![(TxId("a".into()), tx("token", true))];
+        assert_eq!(
+            intake.admit(1, &next, &dec)[0].route,
+            Route::Answer(Status::RejectedDuplicateTxId)
+        );
+        intake.finished(&TxId("a".into()));
+        assert_eq!(intake.admit(2, &next, &dec)[0].route, Route::Schedule);
+    }
+}

@@ -1,0 +1,293 @@
+//! The committer pipeline in one process (FX §3): intake → dependency graph →
+//! signature verification → validator-committer, with statuses aggregated per block and
+//! emitted strictly in block order (a tx may finish after txs of later blocks).
+//!
+//! One orchestrating task owns the graph, the intake and the aggregator; verification and
+//! commit run in up to `workers` concurrent jobs (verification on blocking threads). The
+//! graph's capacity bounds how many blocks are admitted ahead, so a slow vcservice slows
+//! block intake instead of growing memory. Policy updates from committed `_meta` txs are
+//! applied before any tx released after them is verified; the graph guarantees that txs
+//! on a namespace are released only after an earlier `_meta` tx on it finished.
+
+use crate::blockfile::FileBlock;
+use crate::intake::{Intake, Route};
+use crate::{Error, Result};
+use coordinator::{BlockTx, DependencyGraph, GraphConfig};
+use sigverifier::Policies;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::task::JoinSet;
+use types::{META_NAMESPACE, NamespacePolicy, Status, TxId};
+use vcservice::{Engine, TxOutcome, VcTx};
+
+/// Sizes of the pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    /// Concurrent verify-and-commit jobs.
+    pub workers: usize,
+    /// Largest batch handed to the vcservice.
+    pub max_batch: usize,
+    /// Dependency graph configuration (capacity = back-pressure).
+    pub graph: GraphConfig,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            workers: 4,
+            max_batch: 500,
+            graph: GraphConfig::default(),
+        }
+    }
+}
+
+/// The final statuses of one block, in tx order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockResult {
+    /// Block number.
+    pub number: u64,
+    /// (id, status) of every tx, by index.
+    pub statuses: Vec<(TxId, Status)>,
+}
+
+struct Work {
+    vtx: VcTx,
+    verify: bool,
+    in_graph: bool,
+}
+
+struct Agg {
+    statuses: Vec<Option<(TxId, Status)>>,
+    remaining: usize,
+}
+
+type JobResult = Result<Vec<(TxOutcome, bool, Arc<types::Tx>)>>;
+
+/// The in-process committer.
+pub struct Pipeline {
+    engine: Engine,
+    policies: Arc<Policies>,
+    graph: DependencyGraph,
+    intake: Intake,
+    decoder: wire::ProstDecoder,
+    config: PipelineConfig,
+    ready: Vec<Work>,
+    jobs: JoinSet<JobResult>,
+    agg: BTreeMap<u64, Agg>,
+    next_block: u64,
+    next_emit: u64,
+}
+
+/// Decodes a stored `_meta` value.
+fn decode_policy(v: &[u8]) -> Option<NamespacePolicy> {
+    use types::check::PayloadDecoder;
+    wire::ProstDecoder::default().decode_policy(v)
+}
+
+impl Pipeline {
+    /// A pipeline over `engine`, with the policy that endorses `_meta` txs and the
+    /// policies already committed in the state (loaded from `_meta` rows).
+    pub async fn new(
+        engine: Engine,
+        meta_policy: &NamespacePolicy,
+        config: PipelineConfig,
+    ) -> Result<Pipeline> {
+        let mut policies = Policies::new();
+        policies.set(META_NAMESPACE, meta_policy)?;
+        for row in engine.backend().scan(META_NAMESPACE).await? {
+            if let (Ok(ns), Some(p)) = (std::str::from_utf8(&row.key), decode_policy(&row.value)) {
+                let _ = policies.set(ns, &p);
+            }
+        }
+        let first = config.graph.first_block;
+        Ok(Pipeline {
+            engine,
+            policies: Arc::new(policies),
+            graph: DependencyGraph::new(config.graph.clone()),
+            intake: Intake::new(),
+            decoder: wire::ProstDecoder {
+                key_ok: |p| sigverifier::parse_policy_key(p).is_some(),
+            },
+            config,
+            ready: Vec::new(),
+            jobs: JoinSet::new(),
+            agg: BTreeMap::new(),
+            next_block: first,
+            next_emit: first,
+        })
+    }
+
+    /// Runs `blocks` (consecutive numbers from the configured first block) to completion,
+    /// calling `emit` once per block, in block order, when all its txs are final. The
+    /// last fully committed block is recorded in the state after each emitted block.
+    pub async fn run<I, F>(&mut self, blocks: I, mut emit: F) -> Result<()>
+    where
+        I: IntoIterator<Item = FileBlock>,
+        F: FnMut(BlockResult),
+    {
+        let mut blocks = blocks.into_iter();
+        let mut exhausted = false;
+        loop {
+            while !exhausted && self.graph.has_capacity() && self.ready.len() < 4 * self.config.max_batch {
+                match blocks.next() {
+                    Some(b) => self.admit(b)?,
+                    None => exhausted = true,
+                }
+            }
+            self.dispatch();
+            self.emit_finished(&mut emit).await?;
+            if exhausted && self.jobs.is_empty() && self.ready.is_empty() {
+                break;
+            }
+            match self.jobs.join_next().await {
+                Some(joined) => {
+                    let outcomes = joined.map_err(|e| {
+                        Error::Vcservice(vcservice::Error::Task {
+                            detail: e.to_string(),
+                        })
+                    })??;
+                    self.on_done(outcomes)?;
+                }
+                None if exhausted && self.ready.is_empty() => break,
+                None => {}
+            }
+        }
+        self.emit_finished(&mut emit).await?;
+        Ok(())
+    }
+
+    fn admit(&mut self, block: FileBlock) -> Result<()> {
+        if block.number != self.next_block {
+            return Err(Error::OutOfOrder {
+                expected: self.next_block,
+                got: block.number,
+            });
+        }
+        self.next_block += 1;
+        let admitted = self.intake.admit(block.number, &block.txs, &self.decoder);
+        let mut agg = Agg {
+            statuses: vec![None; admitted.len()],
+            remaining: 0,
+        };
+        let mut scheduled: Vec<BlockTx> = Vec::new();
+        for a in admitted {
+            match a.route {
+                Route::Answer(s) => agg.statuses[a.height.index as usize] = Some((a.id, s)),
+                Route::Store(s) => {
+                    agg.remaining += 1;
+                    let vtx = VcTx {
+                        id: a.id,
+                        height: a.height,
+                        tx: a.tx,
+                        prelim: Some(s),
+                    };
+                    self.ready.push(Work {
+                        vtx,
+                        verify: false,
+                        in_graph: false,
+                    });
+                }
+                Route::Schedule => {
+                    agg.remaining += 1;
+                    scheduled.push((a.id, a.height, a.tx));
+                }
+            }
+        }
+        self.agg.insert(block.number, agg);
+        let released = self.graph.add_block(block.number, scheduled)?;
+        self.ready.extend(released.into_iter().map(|r| Work {
+            vtx: VcTx {
+                id: r.id,
+                height: r.height,
+                tx: r.tx,
+                prelim: None,
+            },
+            verify: true,
+            in_graph: true,
+        }));
+        Ok(())
+    }
+
+    fn dispatch(&mut self) {
+        while !self.ready.is_empty() && self.jobs.len() < self.config.workers.max(1) {
+            let take = self.ready.len().min(self.config.max_batch.max(1));
+            let mut work: Vec<Work> = self.ready.drain(..take).collect();
+            let policies = self.policies.clone();
+            let engine = self.engine.clone();
+            self.jobs.spawn(async move {
+                let work = tokio::task::spawn_blocking(move || {
+                    for w in work.iter_mut().filter(|w| w.verify) {
+                        if let Err(s) = policies.verify_tx(&w.vtx.id, &w.vtx.tx) {
+                            w.vtx.prelim = Some(s);
+                        }
+                    }
+                    work
+                })
+                .await
+                .map_err(|e| vcservice::Error::Task {
+                    detail: e.to_string(),
+                })?;
+                let meta: Vec<(bool, Arc<types::Tx>)> =
+                    work.iter().map(|w| (w.in_graph, w.vtx.tx.clone())).collect();
+                let outcomes = engine.process(work.into_iter().map(|w| w.vtx).collect()).await?;
+                Ok(outcomes
+                    .into_iter()
+                    .zip(meta)
+                    .map(|(o, (g, tx))| (o, g, tx))
+                    .collect())
+            });
+        }
+    }
+
+    fn on_done(&mut self, outcomes: Vec<(TxOutcome, bool, Arc<types::Tx>)>) -> Result<()> {
+        // Policies first, so txs released below are verified under them.
+        for (o, _, tx) in &outcomes {
+            if o.status == Status::Committed && tx.namespaces.iter().any(|n| n.ns_id == META_NAMESPACE) {
+                Arc::make_mut(&mut self.policies).apply_committed_meta(tx, decode_policy);
+            }
+        }
+        for (o, in_graph, _) in outcomes {
+            self.intake.finished(&o.id);
+            if let Some(agg) = self.agg.get_mut(&o.height.block) {
+                agg.statuses[o.height.index as usize] = Some((o.id.clone(), o.status));
+                agg.remaining -= 1;
+            }
+            if in_graph {
+                let released = self.graph.complete(o.height, o.status)?;
+                self.ready.extend(released.into_iter().map(|r| Work {
+                    vtx: VcTx {
+                        id: r.id,
+                        height: r.height,
+                        tx: r.tx,
+                        prelim: None,
+                    },
+                    verify: true,
+                    in_graph: true,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    async fn emit_finished<F: FnMut(BlockResult)>(&mut self, emit: &mut F) -> Result<()> {
+        while let Some(agg) = self.agg.get(&self.next_emit) {
+            if agg.remaining > 0 {
+                break;
+            }
+            let Some(agg) = self.agg.remove(&self.next_emit) else {
+                break;
+            };
+            let statuses = agg.statuses.into_iter().flatten().collect();
+            self.engine
+                .backend()
+                .set_last_committed_block(self.next_emit)
+                .await?;
+            emit(BlockResult {
+                number: self.next_emit,
+                statuses,
+            });
+            self.next_emit += 1;
+        }
+        Ok(())
+    }
+}
