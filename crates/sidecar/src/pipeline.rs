@@ -56,6 +56,22 @@ struct Work {
     in_graph: bool,
 }
 
+impl Work {
+    /// A tx the graph released: verify its signatures, then commit.
+    fn released(r: coordinator::Released) -> Work {
+        Work {
+            vtx: VcTx {
+                id: r.id,
+                height: r.height,
+                tx: r.tx,
+                prelim: None,
+            },
+            verify: true,
+            in_graph: true,
+        }
+    }
+}
+
 struct Agg {
     statuses: Vec<Option<(TxId, Status)>>,
     remaining: usize,
@@ -195,16 +211,7 @@ impl Pipeline {
         }
         self.agg.insert(block.number, agg);
         let released = self.graph.add_block(block.number, scheduled)?;
-        self.ready.extend(released.into_iter().map(|r| Work {
-            vtx: VcTx {
-                id: r.id,
-                height: r.height,
-                tx: r.tx,
-                prelim: None,
-            },
-            verify: true,
-            in_graph: true,
-        }));
+        self.ready.extend(released.into_iter().map(Work::released));
         Ok(())
     }
 
@@ -254,16 +261,7 @@ impl Pipeline {
             }
             if in_graph {
                 let released = self.graph.complete(o.height, o.status)?;
-                self.ready.extend(released.into_iter().map(|r| Work {
-                    vtx: VcTx {
-                        id: r.id,
-                        height: r.height,
-                        tx: r.tx,
-                        prelim: None,
-                    },
-                    verify: true,
-                    in_graph: true,
-                }));
+                self.ready.extend(released.into_iter().map(Work::released));
             }
         }
         Ok(())
