@@ -53,8 +53,8 @@ pub enum Prepared {
         /// The outcomes if the commit applies.
         outcomes: Vec<TxOutcome>,
     },
-    /// To be processed chunk by chunk.
-    Whole(Vec<VcTx>),
+    /// Conflict-free chunks (already prechecked and split), to be processed in order.
+    Whole(Vec<Vec<VcTx>>),
 }
 
 enum Attempt {
@@ -80,11 +80,17 @@ impl Engine {
     /// Processes a batch and returns the outcome of every tx, in batch order.
     pub async fn process(&self, mut batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
         plan::precheck(&mut batch, &wire::ProstDecoder::default());
-        let mut out = Vec::with_capacity(batch.len());
-        for chunk in plan::split_conflict_free(batch) {
+        let out = self.process_chunks(plan::split_conflict_free(batch)).await?;
+        self.count(&out);
+        Ok(out)
+    }
+
+    /// Processes conflict-free chunks one after the other, in order.
+    async fn process_chunks(&self, chunks: Vec<Vec<VcTx>>) -> Result<Vec<TxOutcome>> {
+        let mut out = Vec::with_capacity(chunks.iter().map(Vec::len).sum());
+        for chunk in chunks {
             out.extend(self.process_chunk(&chunk).await?);
         }
-        self.count(&out);
         Ok(out)
     }
 
@@ -98,18 +104,18 @@ impl Engine {
     }
 
     /// First pipeline stage: prechecks a batch and, when it is one conflict-free chunk,
-    /// reads and validates it. Multi-chunk batches are returned whole, to be processed
-    /// sequentially by [`Engine::finish`].
+    /// reads and validates it. Multi-chunk batches are returned as their chunks, to be
+    /// processed in order by [`Engine::finish`].
     pub async fn prepare(&self, mut batch: Vec<VcTx>) -> Prepared {
         plan::precheck(&mut batch, &wire::ProstDecoder::default());
         let mut chunks = plan::split_conflict_free(batch);
         if chunks.len() != 1 {
-            return Prepared::Whole(chunks.into_iter().flatten().collect());
+            return Prepared::Whole(chunks);
         }
         let chunk = chunks.pop().unwrap_or_default();
         match self.plan(&chunk).await {
             Ok((set, outcomes)) => Prepared::Planned { chunk, set, outcomes },
-            Err(_) => Prepared::Whole(chunk),
+            Err(_) => Prepared::Whole(vec![chunk]),
         }
     }
 
@@ -117,13 +123,7 @@ impl Engine {
     /// falls back to the full retry loop.
     pub async fn finish(&self, prepared: Prepared) -> Result<Vec<TxOutcome>> {
         let out = match prepared {
-            Prepared::Whole(batch) => {
-                let mut out = Vec::with_capacity(batch.len());
-                for chunk in plan::split_conflict_free(batch) {
-                    out.extend(self.process_chunk(&chunk).await?);
-                }
-                out
-            }
+            Prepared::Whole(chunks) => self.process_chunks(chunks).await?,
             Prepared::Planned { chunk, set, outcomes } => {
                 let t = Instant::now();
                 let committed =
