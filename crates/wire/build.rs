@@ -2,7 +2,10 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time: `env!` would bake in the directory the build script was compiled in,
+    // which breaks when one target directory serves clones at different paths.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")?;
+    let root = std::path::Path::new(&manifest_dir).join("../../proto");
     let files = [
         "fabrx/v1/tx.proto",
         "fabrx/v1/committer.proto",
