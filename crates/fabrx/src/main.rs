@@ -2,8 +2,11 @@
 
 mod bench;
 mod committer;
+mod loadgen_cmd;
 mod metrics_http;
 mod node;
+mod node_bft;
+mod node_sigverifier;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +36,8 @@ enum Command {
     },
     /// Create the committer's schema in a database (idempotent).
     InitDb(node::InitDbArgs),
+    /// Load generator (see docs/loadgen.md).
+    Loadgen(loadgen_cmd::LoadgenArgs),
     /// Run one node of a fabrx network.
     Node {
         #[command(subcommand)]
@@ -55,6 +60,7 @@ fn main() -> anyhow::Result<()> {
             Command::Bench { what } => bench::run(what).await,
             Command::Committer { cmd } => committer::run(cmd).await,
             Command::InitDb(args) => node::init_db(args).await,
+            Command::Loadgen(args) => loadgen_cmd::run(args).await,
             Command::Node { role } => node::run(role).await,
         }
     })

@@ -18,6 +18,10 @@ pub enum Role {
         #[arg(long)]
         config: std::path::PathBuf,
     },
+    /// The stateless signature verifier.
+    Sigverifier(crate::node_sigverifier::SigverifierArgs),
+    /// One replica of a BFT consensus cluster.
+    Bft(crate::node_bft::BftArgs),
 }
 
 /// Arguments of `fabrx init-db`.
@@ -43,6 +47,8 @@ pub async fn init_db(args: InitDbArgs) -> anyhow::Result<()> {
 pub async fn run(role: Role) -> anyhow::Result<()> {
     match role {
         Role::Vcservice { config } => run_vcservice(&config).await,
+        Role::Sigverifier(args) => crate::node_sigverifier::run(args).await,
+        Role::Bft(args) => crate::node_bft::run(args).await,
     }
 }
 
