@@ -1,6 +1,10 @@
 //! Committer signature verifier (FX §3.2): checks each namespace endorsement of a tx
-//! against the namespace's policy. This is the pure core; the gRPC shell comes with the
-//! committer pipeline.
+//! against the namespace's policy.
+//!
+//! - [`Policies`] is the pure core: the parsed namespace keys and the per-tx rule.
+//! - [`Verifier`] verifies whole batches in parallel with batch signature verification
+//!   ([`batch`]), with the same verdicts as [`Policies::verify_tx`] tx by tx.
+//! - [`service`] is the gRPC shell (`SigVerifier.Verify`), [`client`] its client.
 //!
 //! A namespace policy is one public key of a scheme (`ed25519`, `ecdsa-p256`, or
 //! `bls12-381` — the group key of a t-of-n threshold sharing, so "t of n endorsers" is one
@@ -9,7 +13,13 @@
 //! (`types::endorsement::namespace_signing_bytes`). `_meta` txs are endorsed under the
 //! meta policy (genesis or configuration). Parsed keys are cached per namespace.
 
+pub mod batch;
+pub mod client;
+pub mod metrics;
+pub mod service;
+
 use std::collections::HashMap;
+use std::sync::Arc;
 use types::endorsement::namespace_signing_bytes;
 use types::{META_NAMESPACE, NamespacePolicy, PolicyScheme, Status, Tx, TxId};
 
@@ -23,6 +33,14 @@ pub enum Error {
         ns: String,
         /// Why the key was refused.
         source: crypto::CryptoError,
+    },
+    /// The verification thread pool could not be started.
+    #[error("starting {threads} verification threads: {reason}")]
+    ThreadPool {
+        /// The requested number of threads.
+        threads: usize,
+        /// Why the pool did not start.
+        reason: String,
     },
 }
 
@@ -72,6 +90,28 @@ impl Policies {
         self.keys.contains_key(ns)
     }
 
+    /// The parsed key of namespace `ns`.
+    pub fn key(&self, ns: &str) -> Option<&crypto::PublicKey> {
+        self.keys.get(ns)
+    }
+
+    /// Number of namespaces with a policy.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no namespace has a policy.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Verifies `txs` with batch signature verification on the current rayon pool; the
+    /// same verdicts as [`Policies::verify_tx`] per tx (`None` = valid). See
+    /// [`Verifier`] for a dedicated pool.
+    pub fn verify_batch(&self, txs: &[(TxId, Arc<Tx>)]) -> Vec<Option<Status>> {
+        batch::verify_batch(self, txs, batch::DEFAULT_CHUNK)
+    }
+
     /// Verifies every namespace endorsement of `tx`: `Ok` when all verify, else
     /// `ABORTED_SIGNATURE_INVALID` (a missing policy counts as a failure).
     pub fn verify_tx(&self, id: &TxId, tx: &Tx) -> std::result::Result<(), Status> {
@@ -105,6 +145,63 @@ impl Policies {
                 }
             }
         }
+    }
+}
+
+/// Batch verification on a dedicated rayon pool of a configured size. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    pool: Arc<rayon::ThreadPool>,
+    chunk: usize,
+}
+
+impl Verifier {
+    /// A verifier with `threads` threads (0 = one per available core).
+    pub fn new(threads: usize) -> Result<Verifier> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("sigverify-{i}"))
+            .build()
+            .map_err(|e| Error::ThreadPool {
+                threads,
+                reason: e.to_string(),
+            })?;
+        Ok(Verifier {
+            pool: Arc::new(pool),
+            chunk: batch::DEFAULT_CHUNK,
+        })
+    }
+
+    /// The same verifier with at most `chunk` signatures per crypto batch call.
+    pub fn with_chunk(mut self, chunk: usize) -> Verifier {
+        self.chunk = chunk.max(1);
+        self
+    }
+
+    /// Number of verification threads.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Verifies `txs` under `policies` on this verifier's threads, blocking the caller
+    /// until done (run it off async worker threads, or use [`Verifier::spawn`]).
+    /// `result[i]` is `policies.verify_tx(&txs[i].0, &txs[i].1).err()`.
+    pub fn verify(&self, policies: &Policies, txs: &[(TxId, Arc<Tx>)]) -> Vec<Option<Status>> {
+        self.pool
+            .install(|| batch::verify_batch(policies, txs, self.chunk))
+    }
+
+    /// Runs [`Verifier::verify`] on the pool without blocking the caller; `done` gets
+    /// the verdicts.
+    pub fn spawn(
+        &self,
+        policies: Arc<Policies>,
+        txs: Vec<(TxId, Arc<Tx>)>,
+        done: impl FnOnce(Vec<Option<Status>>) + Send + 'static,
+    ) {
+        let chunk = self.chunk;
+        self.pool
+            .spawn(move || done(batch::verify_batch(&policies, &txs, chunk)));
     }
 }
 

@@ -1,0 +1,122 @@
+//! Batched, parallel verification of many txs: the same verdicts as
+//! [`Policies::verify_tx`] tx by tx, with the signature checks of the whole batch handed
+//! to `crypto::verify_namespace_endorsements` (Ed25519 batch equation, BLS multi-pairing,
+//! ECDSA P-256 one by one; all on rayon) instead of one call per signature.
+//!
+//! A namespace is endorsed when *any* of its endorsements verifies, and `verify_tx` stops
+//! at the first that does. The batch path does the same in rounds: round `r` checks
+//! endorsement `r` of every namespace not yet endorsed, of every tx not yet failed. With
+//! the usual one endorsement per namespace (an aggregated t-of-n BLS signature, or one
+//! endorser) that is one round.
+
+use crate::Policies;
+use crypto::{PublicKey, Signature, SignedMessage};
+use rayon::prelude::*;
+use std::sync::Arc;
+use types::endorsement::namespace_signing_bytes;
+use types::{Endorsement, Status, Tx, TxId};
+
+/// Largest number of signatures handed to one `crypto` batch call. A batch that fails
+/// (one bad signature) is re-checked one by one, so smaller chunks bound what one bad
+/// signature costs; larger chunks amortise more. Chunks run in parallel on rayon.
+pub const DEFAULT_CHUNK: usize = 128;
+
+/// What must verify for one namespace of a tx.
+struct NsCheck<'a> {
+    key: &'a PublicKey,
+    message: Vec<u8>,
+    endorsements: &'a [Endorsement],
+    endorsed: bool,
+}
+
+/// The namespace checks of a tx, or `None` when it fails without any signature check
+/// (a namespace without policy or without endorsements).
+fn plan<'a>(policies: &'a Policies, id: &TxId, tx: &'a Tx) -> Option<Vec<NsCheck<'a>>> {
+    tx.namespaces
+        .iter()
+        .enumerate()
+        .map(|(i, ns)| {
+            let key = policies.key(&ns.ns_id)?;
+            let endorsements = tx.endorsements.get(i).filter(|e| !e.is_empty())?;
+            Some(NsCheck {
+                key,
+                message: namespace_signing_bytes(id, ns, &tx.metadata),
+                endorsements,
+                endorsed: false,
+            })
+        })
+        .collect()
+}
+
+/// One signature to check in a round: (tx index, namespace index).
+type Slot = (usize, usize);
+
+/// Verifies `txs` under `policies` on the current rayon pool (call it inside
+/// `ThreadPool::install`, or use [`crate::Verifier`]). `result[i]` is `None` when
+/// `txs[i]` is valid, else `Some(Status::AbortedSignatureInvalid)`; exactly
+/// `policies.verify_tx(id, tx).err()` for each tx.
+pub fn verify_batch(policies: &Policies, txs: &[(TxId, Arc<Tx>)], chunk: usize) -> Vec<Option<Status>> {
+    let mut plans: Vec<Option<Vec<NsCheck<'_>>>> =
+        txs.par_iter().map(|(id, tx)| plan(policies, id, tx)).collect();
+    let chunk = chunk.max(1);
+    for round in 0.. {
+        let mut slots: Vec<Slot> = Vec::new();
+        for (t, p) in plans.iter_mut().enumerate() {
+            let Some(checks) = p else { continue };
+            let exhausted = checks
+                .iter()
+                .any(|c| !c.endorsed && round >= c.endorsements.len());
+            if exhausted {
+                // A namespace ran out of endorsements: the tx fails, skip its other checks.
+                *p = None;
+                continue;
+            }
+            slots.extend(
+                checks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| !c.endorsed)
+                    .map(|(n, _)| (t, n)),
+            );
+        }
+        if slots.is_empty() {
+            break;
+        }
+        let verdicts = check_round(&plans, &slots, round, chunk);
+        for ((t, n), ok) in slots.into_iter().zip(verdicts) {
+            if ok && let Some(checks) = &mut plans[t] {
+                checks[n].endorsed = true;
+            }
+        }
+    }
+    plans
+        .into_iter()
+        .map(|p| match p {
+            Some(_) => None,
+            None => Some(Status::AbortedSignatureInvalid),
+        })
+        .collect()
+}
+
+/// Checks endorsement `round` of every slot; verdicts in slot order.
+fn check_round(plans: &[Option<Vec<NsCheck<'_>>>], slots: &[Slot], round: usize, chunk: usize) -> Vec<bool> {
+    let check = |&(t, n): &Slot| {
+        let c = &plans[t].as_ref().expect("slots only name planned txs")[n];
+        (c, Signature::from_bytes(c.endorsements[round].signature.clone()))
+    };
+    let owned: Vec<(&NsCheck<'_>, Signature)> = slots.iter().map(check).collect();
+    owned
+        .par_chunks(chunk)
+        .flat_map_iter(|part| {
+            let items: Vec<SignedMessage<'_>> = part
+                .iter()
+                .map(|(c, sig)| SignedMessage {
+                    public_key: c.key,
+                    message: &c.message,
+                    signature: sig,
+                })
+                .collect();
+            crypto::verify_namespace_endorsements(&items)
+        })
+        .collect()
+}
