@@ -1,12 +1,55 @@
-//! `fabrx node sigverifier`.
+//! `fabrx node sigverifier`: the stateless signature verifier (docs/sigverifier.md).
 
+use anyhow::Context;
 use clap::Args;
+use sigverifier::Verifier;
+use sigverifier::metrics::Metrics;
+use sigverifier::service::{ServiceConfig, VerifierService};
+use std::sync::Arc;
+use tracing::info;
 
-/// Arguments (being written).
+/// Arguments of `fabrx node sigverifier`.
 #[derive(Debug, Args)]
-pub struct SigverifierArgs {}
+pub struct SigverifierArgs {
+    /// gRPC listen address (`host:port`; port 0 picks a free port, logged at start).
+    #[arg(long)]
+    listen: String,
+    /// Verification threads (0 = one per available core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Prometheus `/metrics` listen address (off when absent).
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Batches of one stream verified or queued at once.
+    #[arg(long, default_value_t = ServiceConfig::default().max_in_flight)]
+    max_in_flight: usize,
+}
 
-/// Runs the command.
-pub async fn run(_args: SigverifierArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+/// Runs the verifier until Ctrl-C.
+pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
+    let verifier = Verifier::new(args.threads).context("starting the verification threads")?;
+    let metrics = match &args.metrics {
+        None => None,
+        Some(addr) => {
+            let registry = prometheus::Registry::new();
+            let metrics = Arc::new(Metrics::register(&registry)?);
+            crate::metrics_http::serve(addr.clone(), registry).await?;
+            Some(metrics)
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    info!(%addr, threads = verifier.threads(), "sigverifier listening");
+    let config = ServiceConfig {
+        max_in_flight: args.max_in_flight.max(1),
+        ..ServiceConfig::default()
+    };
+    VerifierService::new(verifier, config, metrics)
+        .serve(listener, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
 }
