@@ -48,10 +48,14 @@ impl Intake {
         txs.iter()
             .enumerate()
             .map(|(i, (id, tx))| {
+                // The in-flight check comes before storing a malformed status: an earlier
+                // tx with this id will store its own status, and a malformed duplicate
+                // stored first (it bypasses the graph) would turn the original into a
+                // duplicate.
                 let route = match check_tx(id, tx, dec) {
-                    Err(s) if s.is_stored() => Route::Store(s),
-                    Err(s) => Route::Answer(s),
-                    Ok(()) if self.in_flight.contains(id) => Route::Answer(Status::RejectedDuplicateTxId),
+                    Err(s) if !s.is_stored() => Route::Answer(s),
+                    _ if self.in_flight.contains(id) => Route::Answer(Status::RejectedDuplicateTxId),
+                    Err(s) => Route::Store(s),
                     Ok(()) => Route::Schedule,
                 };
                 // Answered txs (no id, bad id, duplicate) never occupy their id.
@@ -134,10 +138,17 @@ mod tests {
                 Route::Store(Status::MalformedMissingSignature),
             ]
         );
-        // Still in flight in the next block; free once finished.
+        // Still in flight in the next block, also for a malformed tx with that id (it
+        // must not store a status under the id before the original does); free once
+        // finished.
         let next = vec![(TxId("a".into()), tx("token", true))];
         assert_eq!(
             intake.admit(1, &next, &dec)[0].route,
+            Route::Answer(Status::RejectedDuplicateTxId)
+        );
+        let malformed = vec![(TxId("a".into()), tx("token", false))];
+        assert_eq!(
+            intake.admit(1, &malformed, &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         intake.finished(&TxId("a".into()));

@@ -8,7 +8,10 @@
 
 pub mod blockfile;
 pub mod intake;
+pub mod oracle;
 pub mod pipeline;
+pub mod remote;
+pub mod stages;
 
 /// Errors of the sidecar.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +41,89 @@ pub enum Error {
     /// A policy key does not parse.
     #[error("policy: {0}")]
     Policy(#[from] sigverifier::Error),
+    /// A pipeline stage failed outside of any status (a task died).
+    #[error("{stage}: {detail}")]
+    Stage {
+        /// The stage.
+        stage: &'static str,
+        /// What happened.
+        detail: String,
+    },
+    /// A remote service refused a call (not retried).
+    #[error("{service} at {endpoint} refused: {detail}")]
+    Remote {
+        /// The service kind.
+        service: &'static str,
+        /// The endpoint.
+        endpoint: String,
+        /// The gRPC status.
+        detail: String,
+    },
+    /// No endpoint of a service answered before the give-up time.
+    #[error("{service} unavailable: {detail}")]
+    Unavailable {
+        /// The service kind.
+        service: &'static str,
+        /// The last failure.
+        detail: String,
+    },
+    /// A configuration value is unusable.
+    #[error("configuration: {detail}")]
+    Config {
+        /// What is wrong.
+        detail: String,
+    },
+    /// An I/O operation of the block store failed.
+    #[error("block store {path}: {source}")]
+    StoreIo {
+        /// The file or directory.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The block store holds a record that is neither valid nor a torn tail.
+    #[error("block store {path} corrupt at offset {offset}: {detail}")]
+    StoreCorrupt {
+        /// The segment file.
+        path: String,
+        /// Offset of the bad record.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A block appended out of order (the store holds one record per number, in order).
+    #[error("block store expects block {expected}, got {got}")]
+    StoreOutOfOrder {
+        /// The next block number of the store.
+        expected: u64,
+        /// The number appended.
+        got: u64,
+    },
+    /// The store starts at another block than configured.
+    #[error("block store starts at block {stored}, configured {configured}")]
+    StoreFirstBlockMismatch {
+        /// The first block of the existing store.
+        stored: u64,
+        /// The configured first block.
+        configured: u64,
+    },
+    /// Another writer holds the block store.
+    #[error("block store {path} is locked by another writer")]
+    StoreLocked {
+        /// The store directory.
+        path: String,
+    },
+    /// An earlier append failed half-way; the store must be reopened.
+    #[error("block store refuses appends after a failed write; reopen it")]
+    StorePoisoned,
+    /// A block record exceeds the 4 GiB record limit.
+    #[error("block {number} record is {bytes} bytes, over the record limit")]
+    StoreRecordTooLarge {
+        /// The block number.
+        number: u64,
+        /// Its encoded size.
+        bytes: usize,
+    },
 }
 
 /// Result alias of the sidecar.

@@ -13,7 +13,7 @@ use crate::blockfile::FileBlock;
 use crate::intake::{Intake, Route};
 use crate::{Error, Result};
 use coordinator::{BlockTx, DependencyGraph, GraphConfig};
-use sigverifier::Policies;
+use crate::stages::{CommitStage, LocalVerifier, VerifyStage};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -79,10 +79,11 @@ struct Agg {
 
 type JobResult = Result<Vec<(TxOutcome, bool, Arc<types::Tx>)>>;
 
+
 /// The in-process committer.
 pub struct Pipeline {
-    engine: Engine,
-    policies: Arc<Policies>,
+    verify: Arc<dyn VerifyStage>,
+    commit: Arc<dyn CommitStage>,
     graph: DependencyGraph,
     intake: Intake,
     decoder: wire::ProstDecoder,
@@ -108,17 +109,31 @@ impl Pipeline {
         meta_policy: &NamespacePolicy,
         config: PipelineConfig,
     ) -> Result<Pipeline> {
-        let mut policies = Policies::new();
-        policies.set(META_NAMESPACE, meta_policy)?;
-        for row in engine.backend().scan(META_NAMESPACE).await? {
-            if let (Ok(ns), Some(p)) = (std::str::from_utf8(&row.key), decode_policy(&row.value)) {
-                let _ = policies.set(ns, &p);
+        Pipeline::with_stages(Arc::new(LocalVerifier::new()), Arc::new(engine), meta_policy, config).await
+    }
+
+    /// A pipeline over any verification and commit stages (in-process or remote pools).
+    /// Sets the meta policy and every committed namespace policy on the verifier first.
+    pub async fn with_stages(
+        verify: Arc<dyn VerifyStage>,
+        commit: Arc<dyn CommitStage>,
+        meta_policy: &NamespacePolicy,
+        config: PipelineConfig,
+    ) -> Result<Pipeline> {
+        verify.set_policy(META_NAMESPACE, meta_policy).await?;
+        for (ns, value) in commit.policies().await? {
+            if let Some(p) = decode_policy(&value) {
+                // A stored policy passed the structural checks; one that no longer
+                // parses leaves its namespace without a policy (its txs abort).
+                if let Err(e) = verify.set_policy(&ns, &p).await {
+                    tracing::warn!(%ns, error = %e, "stored policy unusable");
+                }
             }
         }
         let first = config.graph.first_block;
         Ok(Pipeline {
-            engine,
-            policies: Arc::new(policies),
+            verify,
+            commit,
             graph: DependencyGraph::new(config.graph.clone()),
             intake: Intake::new(),
             decoder: wire::ProstDecoder {
@@ -157,12 +172,11 @@ impl Pipeline {
             }
             match self.jobs.join_next().await {
                 Some(joined) => {
-                    let outcomes = joined.map_err(|e| {
-                        Error::Vcservice(vcservice::Error::Task {
-                            detail: e.to_string(),
-                        })
+                    let outcomes = joined.map_err(|e| Error::Stage {
+                        stage: "pipeline",
+                        detail: e.to_string(),
                     })??;
-                    self.on_done(outcomes)?;
+                    self.on_done(outcomes).await?;
                 }
                 None if exhausted && self.ready.is_empty() => break,
                 None => {}
@@ -219,24 +233,37 @@ impl Pipeline {
         while !self.ready.is_empty() && self.jobs.len() < self.config.workers.max(1) {
             let take = self.ready.len().min(self.config.max_batch.max(1));
             let mut work: Vec<Work> = self.ready.drain(..take).collect();
-            let policies = self.policies.clone();
-            let engine = self.engine.clone();
+            let verify = self.verify.clone();
+            let commit = self.commit.clone();
             self.jobs.spawn(async move {
-                let work = tokio::task::spawn_blocking(move || {
-                    for w in work.iter_mut().filter(|w| w.verify) {
-                        if let Err(s) = policies.verify_tx(&w.vtx.id, &w.vtx.tx) {
-                            w.vtx.prelim = Some(s);
+                let to_verify: Vec<usize> = (0..work.len()).filter(|&i| work[i].verify).collect();
+                if !to_verify.is_empty() {
+                    let batch = to_verify
+                        .iter()
+                        .map(|&i| (work[i].vtx.id.clone(), work[i].vtx.tx.clone()))
+                        .collect();
+                    let verdicts = verify.verify(batch).await?;
+                    if verdicts.len() != to_verify.len() {
+                        return Err(Error::Stage {
+                            stage: "verify",
+                            detail: format!("{} verdicts for {} txs", verdicts.len(), to_verify.len()),
+                        });
+                    }
+                    for (&i, v) in to_verify.iter().zip(verdicts) {
+                        if v.is_some() {
+                            work[i].vtx.prelim = v;
                         }
                     }
-                    work
-                })
-                .await
-                .map_err(|e| vcservice::Error::Task {
-                    detail: e.to_string(),
-                })?;
+                }
                 let meta: Vec<(bool, Arc<types::Tx>)> =
                     work.iter().map(|w| (w.in_graph, w.vtx.tx.clone())).collect();
-                let outcomes = engine.process(work.into_iter().map(|w| w.vtx).collect()).await?;
+                let outcomes = commit.process(work.into_iter().map(|w| w.vtx).collect()).await?;
+                if outcomes.len() != meta.len() {
+                    return Err(Error::Stage {
+                        stage: "commit",
+                        detail: format!("{} outcomes for {} txs", outcomes.len(), meta.len()),
+                    });
+                }
                 Ok(outcomes
                     .into_iter()
                     .zip(meta)
@@ -246,11 +273,20 @@ impl Pipeline {
         }
     }
 
-    fn on_done(&mut self, outcomes: Vec<(TxOutcome, bool, Arc<types::Tx>)>) -> Result<()> {
+    async fn on_done(&mut self, outcomes: Vec<(TxOutcome, bool, Arc<types::Tx>)>) -> Result<()> {
         // Policies first, so txs released below are verified under them.
         for (o, _, tx) in &outcomes {
-            if o.status == Status::Committed && tx.namespaces.iter().any(|n| n.ns_id == META_NAMESPACE) {
-                Arc::make_mut(&mut self.policies).apply_committed_meta(tx, decode_policy);
+            if o.status != Status::Committed {
+                continue;
+            }
+            for ns in tx.namespaces.iter().filter(|n| n.ns_id == META_NAMESPACE) {
+                for rw in &ns.read_writes {
+                    if let (Ok(name), Some(p)) = (std::str::from_utf8(&rw.key), decode_policy(&rw.value)) {
+                        if let Err(e) = self.verify.set_policy(name, &p).await {
+                            tracing::warn!(ns = %name, error = %e, "committed policy unusable");
+                        }
+                    }
+                }
             }
         }
         for (o, in_graph, _) in outcomes {
@@ -276,10 +312,7 @@ impl Pipeline {
                 break;
             };
             let statuses = agg.statuses.into_iter().flatten().collect();
-            self.engine
-                .backend()
-                .set_last_committed_block(self.next_emit)
-                .await?;
+            self.commit.set_last_committed(self.next_emit).await?;
             emit(BlockResult {
                 number: self.next_emit,
                 statuses,

@@ -205,4 +205,26 @@ impl pb::vc_service_server::VcService for VcGrpc {
             .collect();
         Ok(Response::new(outcomes_to_wire(&outcomes)))
     }
+
+    async fn get_policies(
+        &self,
+        _request: Request<pb::PoliciesRequest>,
+    ) -> Result<Response<pb::PolicyList>, GrpcStatus> {
+        let rows = self
+            .engine
+            .backend()
+            .scan(types::META_NAMESPACE)
+            .await
+            .map_err(internal)?;
+        let policies = rows
+            .into_iter()
+            .filter_map(|r| {
+                String::from_utf8(r.key).ok().map(|namespace| pb::PolicyUpdate {
+                    namespace,
+                    policy: r.value,
+                })
+            })
+            .collect();
+        Ok(Response::new(pb::PolicyList { policies }))
+    }
 }

@@ -1,0 +1,366 @@
+//! Remote stages with failover: a pool of vcservice endpoints and a pool of sigverifier
+//! endpoints.
+//!
+//! Failover rule (FX §3.6): a call that fails for a transport reason (the endpoint is down,
+//! the connection broke, no answer within the call timeout) is resubmitted to the next
+//! endpoint, round robin, with backoff once every endpoint failed in a row. The lost call
+//! is dropped, so a late answer from the lost endpoint has nowhere to go and is ignored.
+//! Resubmission is safe because the vcservice answers a tx it already decided with the
+//! stored status (conditional commits, ADR 0001) and verification has no effects.
+//! A refusal (invalid argument and the like) is not retried: it is a bug or bad input and
+//! surfaces as [`Error::Remote`].
+
+use crate::stages::{CommitStage, VerifyBatch, VerifyStage};
+use sigverifier::client::VerifierClient;
+use std::collections::BTreeMap;
+use crate::{Error, Result};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint};
+use tracing::warn;
+use types::{Height, NamespacePolicy, Status, TxId};
+use vcservice::{TxOutcome, VcTx};
+use wire::pb;
+use wire::pb::vc_service_client::VcServiceClient;
+
+/// Timing of remote calls.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    /// A call without an answer within this time counts as lost.
+    pub call_timeout: Duration,
+    /// First backoff after every endpoint failed in a row (doubles up to 2 s).
+    pub backoff: Duration,
+    /// Stop retrying after this long without success (`None`: retry until stopped).
+    pub give_up_after: Option<Duration>,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            call_timeout: Duration::from_secs(30),
+            backoff: Duration::from_millis(50),
+            give_up_after: None,
+        }
+    }
+}
+
+/// Whether a gRPC status is worth resubmitting elsewhere.
+fn retryable(s: &tonic::Status) -> bool {
+    use tonic::Code::*;
+    !matches!(
+        s.code(),
+        InvalidArgument
+            | NotFound
+            | AlreadyExists
+            | PermissionDenied
+            | Unauthenticated
+            | FailedPrecondition
+            | OutOfRange
+            | Unimplemented
+    )
+}
+
+/// Round-robin endpoint selection with failover, shared by both pools.
+struct Failover<C> {
+    what: &'static str,
+    clients: Vec<(String, C)>,
+    next: AtomicUsize,
+    config: RemoteConfig,
+}
+
+impl<C: Clone> Failover<C> {
+    async fn call<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: Fn(C) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
+    {
+        let n = self.clients.len();
+        let start = Instant::now();
+        let mut backoff = self.config.backoff;
+        let mut failures = 0usize;
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
+            let (addr, client) = &self.clients[i];
+            let reason = match tokio::time::timeout(self.config.call_timeout, f(client.clone())).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(s)) if !retryable(&s) => {
+                    return Err(Error::Remote {
+                        service: self.what,
+                        endpoint: addr.clone(),
+                        detail: s.to_string(),
+                    });
+                }
+                Ok(Err(s)) => s.to_string(),
+                Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+            };
+            warn!(service = self.what, endpoint = %addr, %reason, "call lost; resubmitting");
+            failures += 1;
+            if let Some(limit) = self.config.give_up_after
+                && start.elapsed() > limit
+            {
+                return Err(Error::Unavailable {
+                    service: self.what,
+                    detail: reason,
+                });
+            }
+            if failures.is_multiple_of(n) {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+fn channel(addr: &str) -> Result<Channel> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let ep = Endpoint::from_shared(uri).map_err(|e| Error::Config {
+        detail: format!("endpoint {addr}: {e}"),
+    })?;
+    Ok(ep
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .connect_lazy())
+}
+
+fn no_endpoints(what: &str) -> Error {
+    Error::Config {
+        detail: format!("no {what} endpoints configured"),
+    }
+}
+
+/// The wire form of a tx for the vcservice.
+pub fn vc_tx_to_wire(t: &VcTx) -> pb::VcTx {
+    pb::VcTx {
+        tx_id: t.id.0.clone(),
+        block: t.height.block,
+        index: t.height.index,
+        tx: Some(pb::Tx::from(t.tx.as_ref())),
+        prelim_status: t.prelim.map_or(0, |s| s.code()),
+    }
+}
+
+/// Matches an answer to the batch it answers: every tx exactly once.
+fn outcomes_from_wire(batch: &[VcTx], answer: pb::TxStatusBatch) -> std::result::Result<Vec<TxOutcome>, String> {
+    let mut out = Vec::with_capacity(answer.statuses.len());
+    for s in answer.statuses {
+        let (id, status, height): (TxId, Status, Height) =
+            s.try_into().map_err(|e: wire::Error| format!("bad status in answer: {e}"))?;
+        out.push(TxOutcome { id, status, height });
+    }
+    let mut asked: Vec<&str> = batch.iter().map(|t| t.id.0.as_str()).collect();
+    let mut got: Vec<&str> = out.iter().map(|o| o.id.0.as_str()).collect();
+    asked.sort_unstable();
+    got.sort_unstable();
+    if asked != got {
+        return Err(format!(
+            "answer covers {} txs, the batch has {} (or other ids)",
+            got.len(),
+            asked.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// vcservice endpoints with failover. Each batch is one short `Commit` stream, so a lost
+/// call never shares a stream with other batches.
+pub struct VcPool {
+    inner: Failover<VcServiceClient<Channel>>,
+}
+
+impl VcPool {
+    /// A pool over `endpoints` (`host:port` or URLs); connections are made lazily.
+    pub fn new(endpoints: &[String], config: RemoteConfig) -> Result<VcPool> {
+        if endpoints.is_empty() {
+            return Err(no_endpoints("vcservice"));
+        }
+        let clients = endpoints
+            .iter()
+            .map(|a| {
+                let c = VcServiceClient::new(channel(a)?).max_decoding_message_size(256 << 20);
+                Ok((a.clone(), c))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(VcPool {
+            inner: Failover {
+                what: "vcservice",
+                clients,
+                next: AtomicUsize::new(0),
+                config,
+            },
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl CommitStage for VcPool {
+    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let req = pb::VcBatch {
+            txs: batch.iter().map(vc_tx_to_wire).collect(),
+        };
+        let batch = &batch;
+        self.inner
+            .call(|mut c| {
+                let req = req.clone();
+                async move {
+                    let mut answers = c.commit(tokio_stream::once(req)).await?.into_inner();
+                    let answer = answers
+                        .message()
+                        .await?
+                        .ok_or_else(|| tonic::Status::unavailable("stream ended without an answer"))?;
+                    outcomes_from_wire(batch, answer).map_err(tonic::Status::internal)
+                }
+            })
+            .await
+    }
+
+    async fn set_last_committed(&self, block: u64) -> Result<()> {
+        self.inner
+            .call(|mut c| async move {
+                c.set_last_committed(pb::SetLastCommittedRequest { number: block })
+                    .await
+                    .map(|_| ())
+            })
+            .await
+    }
+
+    async fn last_committed(&self) -> Result<Option<u64>> {
+        let next = self
+            .inner
+            .call(|mut c| async move {
+                Ok(c.get_next_block(pb::LastCommittedRequest {}).await?.into_inner().number)
+            })
+            .await?;
+        Ok(next.checked_sub(1))
+    }
+
+    async fn policies(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        let list = self
+            .inner
+            .call(|mut c| async move { Ok(c.get_policies(pb::PoliciesRequest {}).await?.into_inner()) })
+            .await?;
+        Ok(list.policies.into_iter().map(|p| (p.namespace, p.policy)).collect())
+    }
+}
+
+/// sigverifier endpoints with failover. Each endpoint has at most one live multiplexed
+/// stream; a broken one is replaced on next use, and the new stream first receives every
+/// policy set so far, so a batch is always verified under every earlier policy update.
+pub struct VerifierPool {
+    endpoints: Vec<String>,
+    slots: Vec<tokio::sync::Mutex<Option<VerifierClient>>>,
+    policies: std::sync::Mutex<BTreeMap<String, NamespacePolicy>>,
+    next: AtomicUsize,
+    config: RemoteConfig,
+}
+
+impl VerifierPool {
+    /// A pool over `endpoints`; connections are made on first use.
+    pub fn new(endpoints: &[String], config: RemoteConfig) -> Result<VerifierPool> {
+        if endpoints.is_empty() {
+            return Err(no_endpoints("sigverifier"));
+        }
+        Ok(VerifierPool {
+            endpoints: endpoints.to_vec(),
+            slots: endpoints.iter().map(|_| tokio::sync::Mutex::new(None)).collect(),
+            policies: std::sync::Mutex::new(BTreeMap::new()),
+            next: AtomicUsize::new(0),
+            config,
+        })
+    }
+
+    fn policy_snapshot(&self) -> Vec<(String, NamespacePolicy)> {
+        let guard = match self.policies.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        guard.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The live client of endpoint `i`, connecting (and sending every policy) if needed.
+    async fn client(&self, i: usize) -> std::result::Result<VerifierClient, String> {
+        let mut slot = self.slots[i].lock().await;
+        if let Some(c) = slot.as_ref()
+            && !c.is_disconnected()
+        {
+            return Ok(c.clone());
+        }
+        *slot = None;
+        let c = tokio::time::timeout(self.config.call_timeout, VerifierClient::connect(&self.endpoints[i]))
+            .await
+            .map_err(|_| "connect timed out".to_string())?
+            .map_err(|e| e.to_string())?;
+        for (ns, p) in self.policy_snapshot() {
+            c.set_policy(&ns, &p).await.map_err(|e| e.to_string())?;
+        }
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+}
+
+#[tonic::async_trait]
+impl VerifyStage for VerifierPool {
+    async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
+        let n = self.endpoints.len();
+        let start = Instant::now();
+        let mut backoff = self.config.backoff;
+        let mut failures = 0usize;
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
+            let reason = match self.client(i).await {
+                Err(e) => e,
+                Ok(c) => match tokio::time::timeout(self.config.call_timeout, c.verify(batch.clone())).await {
+                    Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
+                    Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+                },
+            };
+            // Drop the stream: a late answer on it is never read.
+            *self.slots[i].lock().await = None;
+            warn!(service = "sigverifier", endpoint = %self.endpoints[i], %reason, "call lost; resubmitting");
+            failures += 1;
+            if let Some(limit) = self.config.give_up_after
+                && start.elapsed() > limit
+            {
+                return Err(Error::Unavailable {
+                    service: "sigverifier",
+                    detail: reason,
+                });
+            }
+            if failures.is_multiple_of(n) {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+
+    async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()> {
+        // Refuse what no verifier would accept before recording it.
+        sigverifier::Policies::new().set(ns, policy)?;
+        {
+            let mut guard = match self.policies.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            guard.insert(ns.to_string(), policy.clone());
+        }
+        for slot in &self.slots {
+            let mut slot = slot.lock().await;
+            if let Some(c) = slot.as_ref()
+                && c.set_policy(ns, policy).await.is_err()
+            {
+                // Broken: the next use reconnects and sends every policy.
+                *slot = None;
+            }
+        }
+        Ok(())
+    }
+}
