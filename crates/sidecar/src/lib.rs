@@ -12,6 +12,7 @@ pub mod oracle;
 pub mod pipeline;
 pub mod remote;
 pub mod stages;
+pub mod store;
 
 /// Errors of the sidecar.
 #[derive(Debug, thiserror::Error)]
