@@ -191,6 +191,17 @@ impl Verifier {
             .install(|| batch::verify_batch(policies, txs, self.chunk))
     }
 
+    /// [`Policies::verify_tx`] tx by tx, in parallel on this verifier's threads, without
+    /// batch signature verification (a baseline for benchmarks; same verdicts).
+    pub fn verify_each(&self, policies: &Policies, txs: &[(TxId, Arc<Tx>)]) -> Vec<Option<Status>> {
+        use rayon::prelude::*;
+        self.pool.install(|| {
+            txs.par_iter()
+                .map(|(id, tx)| policies.verify_tx(id, tx).err())
+                .collect()
+        })
+    }
+
     /// Runs [`Verifier::verify`] on the pool without blocking the caller; `done` gets
     /// the verdicts.
     pub fn spawn(

@@ -249,6 +249,8 @@ fn known_cases() {
         .collect();
     assert_eq!(oracle(&k.policies, &txs), want);
     for threads in [1, 2, 3] {
-        assert_eq!(Verifier::new(threads).unwrap().verify(&k.policies, &txs), want);
+        let verifier = Verifier::new(threads).unwrap();
+        assert_eq!(verifier.verify(&k.policies, &txs), want);
+        assert_eq!(verifier.verify_each(&k.policies, &txs), want);
     }
 }
