@@ -26,6 +26,13 @@ use crate::{Error, Result};
 pub trait Transport: Send + Sync + 'static {
     /// Sends `msg` to replica `to`.
     fn send(&self, to: ReplicaId, msg: Message);
+    /// Sends `msg` to every replica but `me`. The default clones it per peer; a
+    /// transport that encodes messages can override it to encode once.
+    fn broadcast(&self, me: ReplicaId, msg: Message) {
+        for to in (0..self.n()).filter(|t| *t != me) {
+            self.send(to, msg.clone());
+        }
+    }
     /// Number of replicas (broadcast goes to all but `me`).
     fn n(&self) -> u32;
 }
@@ -37,6 +44,32 @@ pub struct ShellConfig {
     pub me: ReplicaId,
     /// How often the replica receives `Input::Tick`.
     pub tick: Duration,
+}
+
+/// What the replica looks like from outside, published after every input that
+/// changed it (for status endpoints and tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShellStatus {
+    /// Current (last installed) view.
+    pub view: crate::types::View,
+    /// Leader of that view.
+    pub leader: ReplicaId,
+    /// Highest decided sequence number.
+    pub last_decided: crate::types::Seq,
+    /// True while the replica waits for a new view.
+    pub view_changing: bool,
+}
+
+impl ShellStatus {
+    /// The status of `replica` now.
+    pub fn of<A: Application>(replica: &Replica<A>) -> ShellStatus {
+        ShellStatus {
+            view: replica.view(),
+            leader: replica.config().leader(replica.view()),
+            last_decided: replica.last_decided(),
+            view_changing: replica.status() != crate::replica::Status::Normal,
+        }
+    }
 }
 
 /// What the shell task drives and talks to.
@@ -53,6 +86,8 @@ pub struct ShellDeps<A: Application, W, T> {
     pub rx_requests: mpsc::Receiver<Vec<u8>>,
     /// Decisions in order (bounded: a slow consumer slows the replica down).
     pub tx_decisions: mpsc::Sender<Arc<Decision>>,
+    /// Where to publish [`ShellStatus`] changes, if anyone listens.
+    pub tx_status: Option<tokio::sync::watch::Sender<ShellStatus>>,
 }
 
 /// Spawns the shell task. It ends when both input channels are closed, or with an
@@ -79,6 +114,7 @@ where
         mut rx_net,
         mut rx_requests,
         tx_decisions,
+        tx_status,
     } = deps;
     let mut wal = Some(wal);
     let start = Instant::now();
@@ -93,6 +129,10 @@ where
         };
         let outputs = replica.handle(input);
         execute(&cfg, outputs, &mut wal, &transport, &tx_decisions).await?;
+        if let Some(tx) = &tx_status {
+            let now = ShellStatus::of(&replica);
+            tx.send_if_modified(|s| std::mem::replace(s, now) != now);
+        }
     }
 }
 
@@ -114,11 +154,7 @@ async fn execute<W: Wal + Send + 'static, T: Transport>(
         flush(wal, &mut batch).await?;
         match out {
             Output::Send { to, msg } => transport.send(to, msg),
-            Output::Broadcast(msg) => {
-                for to in (0..transport.n()).filter(|t| *t != cfg.me) {
-                    transport.send(to, msg.clone());
-                }
-            }
+            Output::Broadcast(msg) => transport.broadcast(cfg.me, msg),
             Output::Deliver(d) => tx_decisions
                 .send(d)
                 .await

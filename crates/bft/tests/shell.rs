@@ -69,6 +69,7 @@ fn start(
             rx_net,
             rx_requests,
             tx_decisions,
+            tx_status: None,
         },
     );
     Node {

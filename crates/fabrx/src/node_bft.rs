@@ -1,12 +1,80 @@
-//! `fabrx node bft`: one replica of a BFT consensus cluster.
+//! `fabrx node bft`: one replica of a BFT consensus cluster that orders opaque client
+//! requests (crates/consenter; protocol in docs/bft.md).
 
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
 use clap::Args;
 
-/// Arguments (being written).
+/// Arguments of `fabrx node bft`.
 #[derive(Debug, Args)]
-pub struct BftArgs {}
+pub struct BftArgs {
+    /// This replica's id (index into --peers).
+    #[arg(long)]
+    id: u32,
+    /// `host:port` of every replica, comma separated (index = replica id); this
+    /// replica listens on its own entry (peer streams, Submit and Status).
+    #[arg(long, value_delimiter = ',', required = true)]
+    peers: Vec<String>,
+    /// Directory of the write-ahead log (created if missing).
+    #[arg(long)]
+    wal: PathBuf,
+    /// Decisions log: one JSON line per decided sequence (seq, view, digest, requests).
+    #[arg(long)]
+    decisions: PathBuf,
+    /// Replica i's Ed25519 key is derived from the seed "<prefix><i>".
+    #[arg(long)]
+    seed_prefix: String,
+    /// The leader cuts a batch at this many requests.
+    #[arg(long, default_value_t = 1000)]
+    batch_max: usize,
+    /// The leader cuts a non-empty batch after this many milliseconds.
+    #[arg(long, default_value_t = 20)]
+    batch_interval_ms: u64,
+    /// A request not ordered within this time makes a replica complain (view change).
+    #[arg(long, default_value_t = 3000)]
+    request_timeout_ms: u64,
+    /// Heartbeat interval.
+    #[arg(long, default_value_t = 200)]
+    heartbeat_interval_ms: u64,
+    /// A follower that hears nothing from the leader this long starts a view change.
+    #[arg(long, default_value_t = 2000)]
+    heartbeat_timeout_ms: u64,
+    /// Base time to wait for a new view (doubles per attempt).
+    #[arg(long, default_value_t = 2000)]
+    view_change_timeout_ms: u64,
+    /// Clock tick of the replica.
+    #[arg(long, default_value_t = 10)]
+    tick_ms: u64,
+    /// Messages kept per peer while it is slow or down (oldest dropped beyond).
+    #[arg(long, default_value_t = 4096)]
+    peer_queue: usize,
+}
 
-/// Runs the command.
-pub async fn run(_args: BftArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+/// Runs the replica until it fails or the process is stopped.
+pub async fn run(args: BftArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.wal).with_context(|| format!("creating {}", args.wal.display()))?;
+    let n = args.peers.len() as u32;
+    let mut engine = bft::Config::new(args.id, n);
+    engine.max_batch_count = args.batch_max;
+    engine.batch_interval_ms = args.batch_interval_ms;
+    engine.request_timeout_ms = args.request_timeout_ms;
+    engine.heartbeat_interval_ms = args.heartbeat_interval_ms;
+    engine.heartbeat_timeout_ms = args.heartbeat_timeout_ms;
+    engine.view_change_timeout_ms = args.view_change_timeout_ms;
+    let cfg = consenter::node::NodeConfig {
+        engine,
+        peers: args.peers,
+        seed_prefix: args.seed_prefix,
+        wal: args.wal.join("replica.wal"),
+        decisions: args.decisions,
+        tick: Duration::from_millis(args.tick_ms.max(1)),
+        peer_queue: args.peer_queue,
+        channel_capacity: 4096,
+    };
+    tokio::select! {
+        r = consenter::node::run(cfg) => r.context("bft replica failed"),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
 }

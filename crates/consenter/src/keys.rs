@@ -1,0 +1,230 @@
+//! The consenter set's keys and the two uses of them: the engine's vote and
+//! view-change signatures (through `bft::Signer`/`Verifier`) and the per-message
+//! envelope signatures of the transport. Both go through crates/crypto's
+//! purpose-named functions, so a signature made for one use never verifies for the
+//! other: commit votes (the decision certificate) are signed as
+//! `DecisionCertificate`, every other engine signature and every envelope as
+//! `ConsensusMessage` (the engine's own `fabrx/bft/v1/…` tags and the envelope tag
+//! below keep those apart too).
+
+use std::sync::Arc;
+
+use crypto::{PublicKey, Scheme, SigningKey};
+use sha2::{Digest as _, Sha256};
+use wire::pb;
+
+use crate::{Error, Result};
+
+/// Domain tag at the start of an envelope's signed bytes.
+pub const ENVELOPE_TAG: &[u8] = b"fabrx/consenter/v1/envelope";
+/// Domain tag of the cluster id hash.
+const CLUSTER_TAG: &[u8] = b"fabrx/consenter/v1/cluster";
+
+/// Public keys of the consenter set (index = replica id) and the cluster id derived
+/// from them.
+#[derive(Clone)]
+pub struct ClusterKeys {
+    keys: Arc<Vec<PublicKey>>,
+    cluster: [u8; 32],
+}
+
+impl ClusterKeys {
+    /// The set of `keys` (index = replica id).
+    pub fn new(keys: Vec<PublicKey>) -> ClusterKeys {
+        let mut h = Sha256::new();
+        h.update(CLUSTER_TAG);
+        h.update((keys.len() as u64).to_le_bytes());
+        for k in &keys {
+            let b = k.to_bytes();
+            h.update((b.len() as u64).to_le_bytes());
+            h.update(&b);
+        }
+        ClusterKeys {
+            keys: Arc::new(keys),
+            cluster: h.finalize().into(),
+        }
+    }
+
+    /// Number of replicas.
+    pub fn n(&self) -> u32 {
+        self.keys.len() as u32
+    }
+
+    /// Hash of the key set; envelopes carry it so two clusters never mix.
+    pub fn cluster_id(&self) -> [u8; 32] {
+        self.cluster
+    }
+
+    /// Replica `id`'s public key.
+    pub fn key(&self, id: bft::ReplicaId) -> Option<&PublicKey> {
+        self.keys.get(id as usize)
+    }
+}
+
+/// Ed25519 keys derived from seeds `"{prefix}{i}"` for `i in 0..n` (tests, local
+/// clusters): the secret of replica `me` and the public keys of all.
+pub fn keys_from_seed_prefix(prefix: &str, me: bft::ReplicaId, n: u32) -> (SigningKey, ClusterKeys) {
+    let secrets: Vec<SigningKey> = (0..n)
+        .map(|i| crypto::derive_signing_key(Scheme::Ed25519, &format!("{prefix}{i}")))
+        .collect();
+    let public = secrets.iter().map(SigningKey::public_key).collect();
+    (secrets[me as usize].clone(), ClusterKeys::new(public))
+}
+
+fn is_commit_vote(msg: &[u8]) -> bool {
+    msg.starts_with(bft::tags::COMMIT)
+}
+
+/// The engine's signer over a crates/crypto key.
+pub struct EngineSigner {
+    key: SigningKey,
+}
+
+impl EngineSigner {
+    /// Signs with `key`.
+    pub fn new(key: SigningKey) -> EngineSigner {
+        EngineSigner { key }
+    }
+}
+
+impl bft::Signer for EngineSigner {
+    fn sign(&self, msg: &[u8]) -> bft::Signature {
+        let sig = if is_commit_vote(msg) {
+            crypto::sign_decision_certificate(&self.key, msg)
+        } else {
+            crypto::sign_consensus_message(&self.key, msg)
+        };
+        bft::Signature(sig.into_bytes())
+    }
+}
+
+/// The engine's verifier over the cluster's public keys.
+pub struct EngineVerifier {
+    keys: ClusterKeys,
+}
+
+impl EngineVerifier {
+    /// Verifies against `keys`.
+    pub fn new(keys: ClusterKeys) -> EngineVerifier {
+        EngineVerifier { keys }
+    }
+}
+
+impl bft::Verifier for EngineVerifier {
+    fn verify(&self, replica: bft::ReplicaId, msg: &[u8], sig: &bft::Signature) -> bool {
+        let Some(key) = self.keys.key(replica) else {
+            return false;
+        };
+        let sig = crypto::Signature::from_bytes(sig.0.clone());
+        if is_commit_vote(msg) {
+            crypto::verify_decision_certificate(key, msg, &sig).is_ok()
+        } else {
+            crypto::verify_consensus_message(key, msg, &sig).is_ok()
+        }
+    }
+}
+
+/// The bytes an envelope's signature covers:
+/// `ENVELOPE_TAG ‖ cluster ‖ from (u32 LE) ‖ to (u32 LE) ‖ payload`.
+pub fn envelope_bytes(cluster: &[u8], from: u32, to: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_TAG.len() + cluster.len() + 8 + payload.len());
+    out.extend_from_slice(ENVELOPE_TAG);
+    out.extend_from_slice(cluster);
+    out.extend_from_slice(&from.to_le_bytes());
+    out.extend_from_slice(&to.to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Wraps an encoded message for `to` and signs it.
+pub fn seal(key: &SigningKey, keys: &ClusterKeys, from: u32, to: u32, payload: Vec<u8>) -> pb::BftEnvelope {
+    let cluster = keys.cluster_id();
+    let sig = crypto::sign_consensus_message(key, &envelope_bytes(&cluster, from, to, &payload));
+    pb::BftEnvelope {
+        cluster: cluster.to_vec(),
+        from,
+        to,
+        payload,
+        signature: sig.into_bytes(),
+    }
+}
+
+/// Checks an envelope addressed to `me` (cluster, addressee, known sender other than
+/// `me`, signature) and decodes its message. Verification comes before decoding.
+pub fn open(keys: &ClusterKeys, me: u32, env: pb::BftEnvelope) -> Result<(bft::ReplicaId, bft::Message)> {
+    let reject = |reason: &'static str| Error::Rejected {
+        from: env.from,
+        reason,
+    };
+    if env.cluster != keys.cluster_id() {
+        return Err(reject("another cluster"));
+    }
+    if env.to != me {
+        return Err(reject("addressed to another replica"));
+    }
+    if env.from == me {
+        return Err(reject("claims to come from the receiver"));
+    }
+    let key = keys.key(env.from).ok_or(reject("unknown sender"))?;
+    let bytes = envelope_bytes(&env.cluster, env.from, env.to, &env.payload);
+    let sig = crypto::Signature::from_bytes(env.signature.clone());
+    crypto::verify_consensus_message(key, &bytes, &sig).map_err(|_| reject("invalid signature"))?;
+    let msg = <pb::BftMessage as prost::Message>::decode(env.payload.as_slice())
+        .map_err(|_| reject("undecodable payload"))?;
+    Ok((env.from, crate::codec::message_from_pb(msg)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bft::{Signer as _, Verifier as _};
+
+    #[test]
+    fn envelopes_verify_only_for_their_sender_addressee_and_bytes() {
+        let (k0, keys) = keys_from_seed_prefix("t-", 0, 4);
+        let msg = bft::Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view: 3,
+            last_decided: 9,
+        };
+        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&msg));
+        let env = seal(&k0, &keys, 0, 2, payload);
+        assert_eq!(open(&keys, 2, env.clone()).expect("valid"), (0, msg));
+        // wrong addressee
+        assert!(open(&keys, 1, env.clone()).is_err());
+        // claims another sender
+        let mut forged = env.clone();
+        forged.from = 1;
+        assert!(matches!(
+            open(&keys, 2, forged),
+            Err(Error::Rejected {
+                reason: "invalid signature",
+                ..
+            })
+        ));
+        // tampered payload
+        let mut tampered = env.clone();
+        tampered.payload[0] ^= 1;
+        assert!(open(&keys, 2, tampered).is_err());
+        // another cluster
+        let (_, other) = keys_from_seed_prefix("u-", 0, 4);
+        assert!(open(&other, 2, env).is_err());
+    }
+
+    #[test]
+    fn commit_votes_and_other_signatures_are_not_interchangeable() {
+        let (k1, keys) = keys_from_seed_prefix("t-", 1, 4);
+        let signer = EngineSigner::new(k1.clone());
+        let verifier = EngineVerifier::new(keys);
+        let commit = [bft::tags::COMMIT, b"x"].concat();
+        let prepare = [bft::tags::PREPARE, b"x"].concat();
+        let s = signer.sign(&commit);
+        assert!(verifier.verify(1, &commit, &s));
+        assert!(!verifier.verify(0, &commit, &s));
+        let p = signer.sign(&prepare);
+        assert!(verifier.verify(1, &prepare, &p));
+        // A commit vote signed under the wrong purpose does not count.
+        let wrong = bft::Signature(crypto::sign_consensus_message(&k1, &commit).into_bytes());
+        assert!(!verifier.verify(1, &commit, &wrong));
+    }
+}

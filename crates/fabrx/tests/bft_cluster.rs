@@ -1,0 +1,308 @@
+//! Four real `fabrx node bft` processes on loopback: they order the same requests in
+//! the same sequence; after the leader is SIGKILLed the others change view and keep
+//! deciding; the killed replica, restarted from its WAL with the same argv, catches up
+//! to the same decisions and takes part again. Forged envelopes are dropped and
+//! counted. Every wait polls with a generous deadline; nothing asserts on timing.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use consenter::decisions::{DecisionLine, read_log};
+use tokio::time::{Instant, sleep, timeout};
+use wire::pb;
+use wire::pb::bft_consensus_client::BftConsensusClient;
+
+const N: usize = 4;
+const SEED_PREFIX: &str = "bft-cluster-test-";
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// The child processes; all of them are killed when this is dropped (also on panic).
+struct Cluster {
+    dir: tempfile::TempDir,
+    addrs: Vec<String>,
+    children: Vec<Option<Child>>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().expect("addr").port())
+        .collect()
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let addrs = free_ports(N)
+            .into_iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        Cluster {
+            dir: tempfile::tempdir().expect("tempdir"),
+            addrs,
+            children: (0..N).map(|_| None).collect(),
+        }
+    }
+
+    fn decisions_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("decisions-{i}.jsonl"))
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("replica-{i}.log"))
+    }
+
+    fn start(&mut self, i: usize) {
+        let wal = self.dir.path().join(format!("wal-{i}"));
+        let stderr = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))
+            .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_fabrx"))
+            .args(["node", "bft", "--id", &i.to_string(), "--peers"])
+            .arg(self.addrs.join(","))
+            .arg("--wal")
+            .arg(&wal)
+            .arg("--decisions")
+            .arg(self.decisions_path(i))
+            .args(["--seed-prefix", SEED_PREFIX, "--batch-max", "8"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn fabrx node bft");
+        self.children[i] = Some(child);
+    }
+
+    fn kill(&mut self, i: usize) {
+        let mut child = self.children[i].take().expect("running");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+    }
+
+    fn decisions(&self, i: usize) -> Vec<DecisionLine> {
+        read_log(&self.decisions_path(i)).unwrap_or_default()
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for i in 0..N {
+            let text = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            out.push_str(&format!("--- replica {i} (last lines, newest first)\n"));
+            for l in tail {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Polls `check` until it holds or the deadline passes (then fails with logs).
+    async fn wait_for(&self, what: &str, mut check: impl AsyncFnMut(&Cluster) -> bool) {
+        let deadline = Instant::now() + DEADLINE;
+        while Instant::now() < deadline {
+            if check(self).await {
+                return;
+            }
+            sleep(Duration::from_millis(200)).await;
+        }
+        panic!("timed out waiting for: {what}\n{}", self.logs());
+    }
+}
+
+async fn client(addr: &str) -> Option<BftConsensusClient<tonic::transport::Channel>> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .ok()?
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(5));
+    endpoint.connect().await.ok().map(BftConsensusClient::new)
+}
+
+async fn status(addr: &str) -> Option<pb::BftStatusResponse> {
+    let mut c = client(addr).await?;
+    let r = timeout(Duration::from_secs(5), c.status(pb::BftStatusRequest {}));
+    r.await.ok()?.ok().map(|r| r.into_inner())
+}
+
+/// Submits `request` to every replica in `to`; true iff at least one accepted it.
+async fn submit(cluster: &Cluster, to: &[usize], request: &str) -> bool {
+    let mut accepted = false;
+    for &i in to {
+        if let Some(mut c) = client(&cluster.addrs[i]).await {
+            let req = pb::BftSubmitRequest {
+                request: request.as_bytes().to_vec(),
+            };
+            accepted |= c.submit(req).await.is_ok_and(|r| r.into_inner().accepted);
+        }
+    }
+    accepted
+}
+
+async fn submit_all(cluster: &Cluster, to: &[usize], requests: &[String]) {
+    for r in requests {
+        let deadline = Instant::now() + DEADLINE;
+        while !submit(cluster, to, r).await {
+            assert!(
+                Instant::now() < deadline,
+                "no replica accepted {r}\n{}",
+                cluster.logs()
+            );
+            sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// What must agree across replicas: sequence, proposal digest, requests (the view of
+/// the certificate may legitimately differ for a proposal carried into a new view).
+fn agreed(lines: &[DecisionLine]) -> Vec<(u64, String, Vec<String>)> {
+    lines
+        .iter()
+        .map(|l| (l.seq, l.digest.clone(), l.requests.clone()))
+        .collect()
+}
+
+/// The decisions log writes requests in hex.
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ordered_requests(lines: &[DecisionLine]) -> Vec<String> {
+    lines.iter().flat_map(|l| l.requests.iter().cloned()).collect()
+}
+
+/// True iff replica `i` ordered every request of `want`, each exactly once.
+fn has_all(cluster: &Cluster, i: usize, want: &[String]) -> bool {
+    let got = ordered_requests(&cluster.decisions(i));
+    let set: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(set.len(), got.len(), "replica {i} ordered a request twice");
+    want.iter().all(|w| set.contains(&hex(w)))
+}
+
+fn assert_same_decisions(cluster: &Cluster, replicas: &[usize]) {
+    let first = agreed(&cluster.decisions(replicas[0]));
+    for &i in &replicas[1..] {
+        assert_eq!(
+            agreed(&cluster.decisions(i)),
+            first,
+            "replica {i} differs from replica {}",
+            replicas[0]
+        );
+    }
+}
+
+fn requests(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}-{i:03}")).collect()
+}
+
+fn all_have(cluster: &Cluster, replicas: &[usize], want: &[String]) -> bool {
+    replicas.iter().all(|&i| has_all(cluster, i, want))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_order_survive_leader_kill_and_catch_up() {
+    let mut cluster = Cluster::new();
+    for i in 0..N {
+        cluster.start(i);
+    }
+    let everyone: Vec<usize> = (0..N).collect();
+    cluster
+        .wait_for("every replica answers Status", async |c| {
+            for a in &c.addrs {
+                if status(a).await.is_none() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+
+    // 1. All four order the same requests in the same sequence.
+    let mut want = requests("a", 20);
+    submit_all(&cluster, &everyone, &want).await;
+    cluster
+        .wait_for("all replicas order batch a", async |c| {
+            all_have(c, &everyone, &want)
+        })
+        .await;
+    assert_same_decisions(&cluster, &everyone);
+
+    // 2. A forged envelope (right sender id, wrong key) is dropped and counted.
+    let (evil_key, _) = consenter::keys::keys_from_seed_prefix("not-the-cluster-", 0, N as u32);
+    let (_, real_keys) = consenter::keys::keys_from_seed_prefix(SEED_PREFIX, 0, N as u32);
+    let forged = consenter::keys::seal(&evil_key, &real_keys, 0, 1, b"forged".to_vec());
+    let summary = consenter::transport::send_envelopes(&cluster.addrs[1], vec![forged])
+        .await
+        .expect("exchange");
+    assert_eq!((summary.accepted, summary.rejected), (0, 1));
+    let s1 = status(&cluster.addrs[1]).await.expect("status of replica 1");
+    assert!(s1.rejected >= 1, "rejected envelopes are counted: {s1:?}");
+
+    // 3. SIGKILL the leader; the others change view and keep deciding.
+    let before = status(&cluster.addrs[0]).await.expect("status of replica 0");
+    let leader = before.leader as usize;
+    cluster.kill(leader);
+    let live: Vec<usize> = everyone.iter().copied().filter(|&i| i != leader).collect();
+    let batch_b = requests("b", 20);
+    submit_all(&cluster, &live, &batch_b).await;
+    want.extend(batch_b);
+    cluster
+        .wait_for("the live replicas order batch b", async |c| {
+            all_have(c, &live, &want)
+        })
+        .await;
+    cluster
+        .wait_for("the live replicas left the killed leader's view", async |c| {
+            for &i in &live {
+                match status(&c.addrs[i]).await {
+                    Some(s) if s.view > before.view && s.leader as usize != leader => {}
+                    _ => return false,
+                }
+            }
+            true
+        })
+        .await;
+    assert_same_decisions(&cluster, &live);
+
+    // 4. Restart it with the same argv: it recovers its WAL and catches up.
+    cluster.start(leader);
+    cluster
+        .wait_for("the restarted replica catches up", async |c| {
+            has_all(c, leader, &want) && agreed(&c.decisions(leader)) == agreed(&c.decisions(live[0]))
+        })
+        .await;
+    assert_same_decisions(&cluster, &everyone);
+
+    // 5. And it takes part again: everyone orders a last batch identically.
+    let batch_c = requests("c", 10);
+    submit_all(&cluster, &everyone, &batch_c).await;
+    want.extend(batch_c);
+    cluster
+        .wait_for("all replicas order batch c", async |c| {
+            all_have(c, &everyone, &want)
+        })
+        .await;
+    cluster
+        .wait_for("all decision logs are equal", async |c| {
+            let first = agreed(&c.decisions(0));
+            (1..N).all(|i| agreed(&c.decisions(i)) == first)
+        })
+        .await;
+    let total: usize = cluster.decisions(0).iter().map(|l| l.requests.len()).sum();
+    assert_eq!(total, want.len(), "every request ordered exactly once");
+}
