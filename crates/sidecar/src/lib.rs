@@ -8,9 +8,11 @@
 
 pub mod blockfile;
 pub mod intake;
+pub mod notify;
 pub mod oracle;
 pub mod pipeline;
 pub mod remote;
+pub mod service;
 pub mod stages;
 pub mod store;
 
@@ -125,6 +127,15 @@ pub enum Error {
         /// Its encoded size.
         bytes: usize,
     },
+    /// A subscription was dropped because it did not read its events in time.
+    #[error("subscription dropped: more than {capacity} events were not read")]
+    SubscriptionLagged {
+        /// The subscription's channel capacity.
+        capacity: usize,
+    },
+    /// The notifier is gone (the sidecar is shutting down).
+    #[error("notifier closed")]
+    NotifierClosed,
 }
 
 /// Result alias of the sidecar.

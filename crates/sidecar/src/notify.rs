@@ -1,0 +1,549 @@
+//! Status notifications (FX §3.1): clients watch tx ids and receive each one's final
+//! status once.
+//!
+//! - [`NotifyCore`] is the pure, deterministic part: who waits for which id, and which
+//!   subscriber gets which event when a block's statuses are published.
+//! - [`Notifier`] is the shell: subscriptions with bounded channels, the lookup of
+//!   statuses that are already final (the block store), and the slow-subscriber rule.
+//!
+//! # Semantics
+//! - A watched id is answered exactly once per subscription: at once if its status is
+//!   already final (the lookup knows it), otherwise by the first published status for it.
+//!   Watching an id that is still pending in the same subscription is a no-op; watching it
+//!   again after it was answered answers it again.
+//! - The sidecar appends a block to the store *before* publishing it. A watch looks the
+//!   id up and registers it under one lock, and publishing takes that lock too, so an id
+//!   whose block completes concurrently is answered by exactly one of the two paths.
+//! - Statuses that are never stored (100–102) are delivered when published but cannot be
+//!   answered from the store later; statuses decided before the store's first block are
+//!   unknown to it (the node may combine lookups).
+//! - A subscriber's channel holds [`NotifierConfig::capacity`] events. Publishing never
+//!   waits: a subscriber whose channel is full is dropped, and after its buffered events
+//!   its [`Subscription::recv`] returns [`Error::SubscriptionLagged`]. Dropping a
+//!   [`Subscription`] unsubscribes it.
+
+use crate::store::StoreReader;
+use crate::{Error, Result};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use types::{Height, Status, TxId};
+
+/// Identifies a subscriber.
+pub type SubId = u64;
+
+/// The final status of a tx, as sent to subscribers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxEvent {
+    /// The tx id.
+    pub id: TxId,
+    /// Its final status ([`Status::name`] is the reason shown to clients).
+    pub status: Status,
+    /// Where it was decided.
+    pub height: Height,
+}
+
+/// Where already final statuses are looked up.
+pub trait StatusLookup: Send + Sync {
+    /// The final status of `id`, if known.
+    fn lookup(&self, id: &TxId) -> Option<(Status, Height)>;
+}
+
+impl StatusLookup for StoreReader {
+    fn lookup(&self, id: &TxId) -> Option<(Status, Height)> {
+        self.tx_status(id)
+    }
+}
+
+/// Who waits for what. Pure and deterministic: events come out in tx order, then in
+/// subscriber order.
+#[derive(Debug, Default)]
+pub struct NotifyCore {
+    waiting: HashMap<TxId, BTreeSet<SubId>>,
+    by_sub: HashMap<SubId, HashSet<TxId>>,
+}
+
+impl NotifyCore {
+    /// A core with no subscriptions.
+    pub fn new() -> NotifyCore {
+        NotifyCore::default()
+    }
+
+    /// `sub` watches `id`, whose final status is `known` if already decided. Returns the
+    /// event to send at once, or `None` if `id` is now (or was already) pending for `sub`.
+    pub fn watch(&mut self, sub: SubId, id: TxId, known: Option<(Status, Height)>) -> Option<TxEvent> {
+        if let Some((status, height)) = known {
+            // Answered now: a pending registration (if any) must not answer it again.
+            self.unregister(sub, &id);
+            return Some(TxEvent { id, status, height });
+        }
+        self.waiting.entry(id.clone()).or_default().insert(sub);
+        self.by_sub.entry(sub).or_default().insert(id);
+        None
+    }
+
+    /// The final statuses of block `block`, in tx order: the events to send. Every
+    /// answered registration is removed; an id occurring twice is answered by the first.
+    pub fn publish(&mut self, block: u64, statuses: &[(TxId, Status)]) -> Vec<(SubId, TxEvent)> {
+        let mut out = Vec::new();
+        for (i, (id, status)) in statuses.iter().enumerate() {
+            let Some(subs) = self.waiting.remove(id) else {
+                continue;
+            };
+            for sub in subs {
+                if let Some(ids) = self.by_sub.get_mut(&sub) {
+                    ids.remove(id);
+                    if ids.is_empty() {
+                        self.by_sub.remove(&sub);
+                    }
+                }
+                out.push((
+                    sub,
+                    TxEvent {
+                        id: id.clone(),
+                        status: *status,
+                        height: Height::new(block, i as u32),
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    /// Forgets every registration of `sub`; returns how many ids it was waiting for.
+    pub fn remove(&mut self, sub: SubId) -> usize {
+        let ids = self.by_sub.remove(&sub).unwrap_or_default();
+        for id in &ids {
+            self.unregister_waiting(sub, id);
+        }
+        ids.len()
+    }
+
+    /// Ids `sub` waits for.
+    pub fn pending(&self, sub: SubId) -> usize {
+        self.by_sub.get(&sub).map_or(0, HashSet::len)
+    }
+
+    /// Distinct ids anybody waits for.
+    pub fn watched(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn unregister(&mut self, sub: SubId, id: &TxId) {
+        if let Some(ids) = self.by_sub.get_mut(&sub)
+            && ids.remove(id)
+        {
+            if ids.is_empty() {
+                self.by_sub.remove(&sub);
+            }
+            self.unregister_waiting(sub, id);
+        }
+    }
+
+    fn unregister_waiting(&mut self, sub: SubId, id: &TxId) {
+        if let Some(subs) = self.waiting.get_mut(id) {
+            subs.remove(&sub);
+            if subs.is_empty() {
+                self.waiting.remove(id);
+            }
+        }
+    }
+}
+
+/// Configuration of a [`Notifier`].
+#[derive(Debug, Clone, Copy)]
+pub struct NotifierConfig {
+    /// Events buffered per subscriber before it counts as lagging and is dropped.
+    pub capacity: usize,
+}
+
+impl Default for NotifierConfig {
+    fn default() -> Self {
+        NotifierConfig { capacity: 4096 }
+    }
+}
+
+/// What one [`Notifier::publish`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishReport {
+    /// Events handed to subscriber channels.
+    pub delivered: usize,
+    /// Subscribers dropped because their channel was full.
+    pub dropped: Vec<SubId>,
+}
+
+struct Sink {
+    tx: mpsc::Sender<TxEvent>,
+    lagged: Arc<AtomicBool>,
+}
+
+struct Shared {
+    core: NotifyCore,
+    sinks: HashMap<SubId, Sink>,
+    next: SubId,
+}
+
+/// The notification hub. Cheap to clone; subscriptions end when every clone is dropped.
+#[derive(Clone)]
+pub struct Notifier {
+    shared: Arc<Mutex<Shared>>,
+    lookup: Arc<dyn StatusLookup>,
+    config: NotifierConfig,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("subscribers", &self.subscribers())
+            .finish()
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Notifier {
+    /// A notifier answering already final statuses from `lookup` (usually the block
+    /// store's [`StoreReader`]).
+    pub fn new(config: NotifierConfig, lookup: Arc<dyn StatusLookup>) -> Notifier {
+        Notifier {
+            shared: Arc::new(Mutex::new(Shared {
+                core: NotifyCore::new(),
+                sinks: HashMap::new(),
+                next: 0,
+            })),
+            lookup,
+            config,
+        }
+    }
+
+    /// A new subscription, watching nothing yet.
+    pub fn subscribe(&self) -> Subscription {
+        let (tx, rx) = mpsc::channel(self.config.capacity.max(1));
+        let lagged = Arc::new(AtomicBool::new(false));
+        let mut shared = lock(&self.shared);
+        let id = shared.next;
+        shared.next += 1;
+        shared.sinks.insert(
+            id,
+            Sink {
+                tx,
+                lagged: lagged.clone(),
+            },
+        );
+        Subscription {
+            id,
+            rx,
+            lagged,
+            capacity: self.config.capacity.max(1),
+            shared: Arc::downgrade(&self.shared),
+            lookup: self.lookup.clone(),
+        }
+    }
+
+    /// Delivers the final statuses of block `block` (in tx order) to the subscribers
+    /// waiting for them. Never waits: a subscriber whose channel is full is dropped.
+    /// Call it after the block is appended to the store.
+    pub fn publish(&self, block: u64, statuses: &[(TxId, Status)]) -> PublishReport {
+        let mut shared = lock(&self.shared);
+        let events = shared.core.publish(block, statuses);
+        let mut report = PublishReport::default();
+        for (sub, event) in events {
+            let Some(sink) = shared.sinks.get(&sub) else {
+                continue;
+            };
+            match sink.tx.try_send(event) {
+                Ok(()) => report.delivered += 1,
+                Err(TrySendError::Full(_)) => {
+                    sink.lagged.store(true, Ordering::Release);
+                    report.dropped.push(sub);
+                    tracing::warn!(sub, block, "subscriber not reading; dropped");
+                }
+                Err(TrySendError::Closed(_)) => report.dropped.push(sub),
+            }
+        }
+        for sub in &report.dropped {
+            shared.sinks.remove(sub);
+            shared.core.remove(*sub);
+        }
+        report
+    }
+
+    /// Live subscriptions.
+    pub fn subscribers(&self) -> usize {
+        lock(&self.shared).sinks.len()
+    }
+
+    /// Distinct ids awaited by some subscription.
+    pub fn watched(&self) -> usize {
+        lock(&self.shared).core.watched()
+    }
+}
+
+/// One client's subscription: add ids with [`Subscription::watch`], receive published
+/// statuses with [`Subscription::recv`]. Dropping it unsubscribes.
+pub struct Subscription {
+    id: SubId,
+    rx: mpsc::Receiver<TxEvent>,
+    lagged: Arc<AtomicBool>,
+    capacity: usize,
+    shared: Weak<Mutex<Shared>>,
+    lookup: Arc<dyn StatusLookup>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").field("id", &self.id).finish()
+    }
+}
+
+impl Subscription {
+    /// This subscription's id.
+    pub fn id(&self) -> SubId {
+        self.id
+    }
+
+    /// Watches `ids`. Returns the events of ids whose status is already final (to send
+    /// now, in the order given); the others arrive later through [`Subscription::recv`].
+    /// Fails if the subscription was dropped for lagging or the notifier is gone.
+    pub fn watch(&self, ids: impl IntoIterator<Item = TxId>) -> Result<Vec<TxEvent>> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Err(Error::NotifierClosed);
+        };
+        let mut shared = lock(&shared);
+        if !shared.sinks.contains_key(&self.id) {
+            return Err(Error::SubscriptionLagged {
+                capacity: self.capacity,
+            });
+        }
+        let mut now = Vec::new();
+        for id in ids {
+            let known = self.lookup.lookup(&id);
+            now.extend(shared.core.watch(self.id, id, known));
+        }
+        Ok(now)
+    }
+
+    /// The next published event. `Ok(None)` once the notifier is gone;
+    /// [`Error::SubscriptionLagged`] (after the buffered events) if this subscription was
+    /// dropped for not reading.
+    pub async fn recv(&mut self) -> Result<Option<TxEvent>> {
+        match self.rx.recv().await {
+            Some(e) => Ok(Some(e)),
+            None => self.closed(),
+        }
+    }
+
+    /// Like [`Subscription::recv`] without waiting: `Ok(None)` if nothing is buffered.
+    pub fn try_recv(&mut self) -> Result<Option<TxEvent>> {
+        match self.rx.try_recv() {
+            Ok(e) => Ok(Some(e)),
+            Err(mpsc::error::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::error::TryRecvError::Disconnected) => self.closed(),
+        }
+    }
+
+    fn closed(&self) -> Result<Option<TxEvent>> {
+        if self.lagged.load(Ordering::Acquire) {
+            Err(Error::SubscriptionLagged {
+                capacity: self.capacity,
+            })
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Ids watched and not answered yet.
+    pub fn pending(&self) -> usize {
+        self.shared
+            .upgrade()
+            .map_or(0, |s| lock(&s).core.pending(self.id))
+    }
+
+    /// Whether published events are buffered, not yet received.
+    pub fn has_buffered(&self) -> bool {
+        !self.rx.is_empty()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            let mut shared = lock(&shared);
+            shared.sinks.remove(&self.id);
+            shared.core.remove(self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> TxId {
+        TxId(s.into())
+    }
+
+    fn ev(i: &str, status: Status, block: u64, index: u32) -> TxEvent {
+        TxEvent {
+            id: id(i),
+            status,
+            height: Height::new(block, index),
+        }
+    }
+
+    enum Step {
+        Watch(SubId, &'static str, Option<(Status, Height)>, Option<TxEvent>),
+        Publish(u64, Vec<(&'static str, Status)>, Vec<(SubId, TxEvent)>),
+        Remove(SubId, usize),
+    }
+
+    #[test]
+    fn core_table() {
+        use Status::*;
+        let known = Some((AbortedMvccConflict, Height::new(1, 4)));
+        let steps = vec![
+            Step::Watch(1, "a", None, None),
+            Step::Watch(2, "a", None, None),
+            Step::Watch(1, "a", None, None), // pending: no-op
+            Step::Watch(1, "old", known, Some(ev("old", AbortedMvccConflict, 1, 4))),
+            Step::Watch(3, "b", None, None),
+            Step::Watch(3, "c", None, None),
+            // First occurrence answers; the duplicate in the same block answers nobody.
+            Step::Publish(
+                7,
+                vec![
+                    ("x", Committed),
+                    ("a", Committed),
+                    ("a", RejectedDuplicateTxId),
+                    ("c", MalformedNoWrites),
+                ],
+                vec![
+                    (1, ev("a", Committed, 7, 1)),
+                    (2, ev("a", Committed, 7, 1)),
+                    (3, ev("c", MalformedNoWrites, 7, 3)),
+                ],
+            ),
+            Step::Publish(8, vec![("a", Committed)], vec![]),
+            // Known at watch time while pending (store appended, not yet published).
+            Step::Watch(
+                3,
+                "b",
+                Some((Committed, Height::new(9, 0))),
+                Some(ev("b", Committed, 9, 0)),
+            ),
+            Step::Publish(9, vec![("b", Committed)], vec![]),
+            Step::Watch(4, "d", None, None),
+            Step::Watch(4, "e", None, None),
+            Step::Remove(4, 2),
+            Step::Remove(4, 0),
+            Step::Publish(10, vec![("d", Committed), ("e", Committed)], vec![]),
+            // Re-watching after an answer answers again.
+            Step::Watch(1, "a", None, None),
+            Step::Publish(
+                11,
+                vec![("a", RejectedDuplicateTxId)],
+                vec![(1, ev("a", RejectedDuplicateTxId, 11, 0))],
+            ),
+        ];
+        let mut core = NotifyCore::new();
+        for (i, step) in steps.into_iter().enumerate() {
+            match step {
+                Step::Watch(sub, tx, known, want) => {
+                    assert_eq!(core.watch(sub, id(tx), known), want, "step {i}")
+                }
+                Step::Publish(block, st, want) => {
+                    let st: Vec<(TxId, Status)> = st.into_iter().map(|(t, s)| (id(t), s)).collect();
+                    assert_eq!(core.publish(block, &st), want, "step {i}");
+                }
+                Step::Remove(sub, want) => assert_eq!(core.remove(sub), want, "step {i}"),
+            }
+        }
+        assert_eq!(core.watched(), 0);
+        assert!(core.by_sub.is_empty());
+    }
+
+    struct Fixed(HashMap<TxId, (Status, Height)>);
+
+    impl StatusLookup for Fixed {
+        fn lookup(&self, id: &TxId) -> Option<(Status, Height)> {
+            self.0.get(id).copied()
+        }
+    }
+
+    fn notifier(capacity: usize) -> Notifier {
+        let known = HashMap::from([(id("old"), (Status::Committed, Height::new(0, 0)))]);
+        Notifier::new(NotifierConfig { capacity }, Arc::new(Fixed(known)))
+    }
+
+    #[test]
+    fn shell_delivers_once_and_unsubscribes_on_drop() {
+        let n = notifier(8);
+        let mut s = n.subscribe();
+        let now = s.watch([id("old"), id("new")]).unwrap();
+        assert_eq!(now, vec![ev("old", Status::Committed, 0, 0)]);
+        assert_eq!(s.pending(), 1);
+        assert_eq!(
+            n.publish(3, &[(id("new"), Status::AbortedSignatureInvalid)])
+                .delivered,
+            1
+        );
+        assert_eq!(
+            s.try_recv().unwrap(),
+            Some(ev("new", Status::AbortedSignatureInvalid, 3, 0))
+        );
+        assert_eq!(n.publish(4, &[(id("new"), Status::Committed)]).delivered, 0);
+        assert_eq!(s.try_recv().unwrap(), None);
+        s.watch([id("later")]).unwrap();
+        assert_eq!((n.subscribers(), n.watched()), (1, 1));
+        drop(s);
+        assert_eq!((n.subscribers(), n.watched()), (0, 0));
+        assert_eq!(n.publish(5, &[(id("later"), Status::Committed)]).delivered, 0);
+    }
+
+    #[test]
+    fn full_subscriber_is_dropped_without_stalling_others() {
+        let n = notifier(2);
+        let mut slow = n.subscribe();
+        let mut fast = n.subscribe();
+        let ids: Vec<TxId> = (0..5).map(|i| id(&format!("t{i}"))).collect();
+        slow.watch(ids.clone()).unwrap();
+        fast.watch(ids.clone()).unwrap();
+        let mut got = Vec::new();
+        for (b, i) in ids.iter().enumerate() {
+            let report = n.publish(b as u64, &[(i.clone(), Status::Committed)]);
+            if b == 2 {
+                assert_eq!(report.dropped, vec![slow.id()]);
+            }
+            got.push(fast.try_recv().unwrap().unwrap().id);
+        }
+        assert_eq!(got, ids);
+        // The slow one gets what was buffered, then the error; watching fails too.
+        assert_eq!(slow.try_recv().unwrap().unwrap().id, ids[0]);
+        assert_eq!(slow.try_recv().unwrap().unwrap().id, ids[1]);
+        assert!(matches!(
+            slow.try_recv(),
+            Err(Error::SubscriptionLagged { capacity: 2 })
+        ));
+        assert!(matches!(
+            slow.watch([id("x")]),
+            Err(Error::SubscriptionLagged { .. })
+        ));
+        assert_eq!(n.subscribers(), 1);
+    }
+
+    #[tokio::test]
+    async fn recv_ends_when_the_notifier_is_gone() {
+        let n = notifier(4);
+        let mut s = n.subscribe();
+        s.watch([id("a")]).unwrap();
+        n.publish(0, &[(id("a"), Status::Committed)]);
+        drop(n);
+        assert_eq!(s.recv().await.unwrap().unwrap().id, id("a"));
+        assert_eq!(s.recv().await.unwrap(), None);
+        assert!(matches!(s.watch([id("b")]), Err(Error::NotifierClosed)));
+    }
+}
