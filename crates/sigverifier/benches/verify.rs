@@ -8,10 +8,12 @@
 //! - `batch_Nt`: `Verifier` with one thread per core (batch equation and parallelism);
 //! - `batch_Nt_1pct_bad`: the same with 5 bad signatures spread over the batch.
 //!
+//! `chunks_500/*` varies the chunk size (signatures per crypto batch call).
 //! `raw/<scheme>` is one `crypto::verify_namespace_endorsement` call: the per-core ceiling.
 //! Results are recorded in `docs/benchmarks.md` ("## Signature verifier").
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use sigverifier::batch::Chunks;
 use sigverifier::{Policies, Verifier};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -98,6 +100,7 @@ fn verify_500(c: &mut Criterion) {
     for scheme in crypto::Scheme::ALL {
         let mut group = c.benchmark_group(format!("verify_500/{scheme}"));
         group.throughput(Throughput::Elements(BATCH as u64));
+        group.sampling_mode(SamplingMode::Flat);
         let (policies, batch) = setup(scheme, &[]);
         let (_, bad_batch) = setup(scheme, &bad);
         assert!(all.verify(&policies, &batch).iter().all(Option::is_none));
@@ -138,6 +141,32 @@ fn verify_500(c: &mut Criterion) {
     }
 }
 
+/// Chunk sizes (signatures per crypto batch call) with and without 5 bad signatures.
+fn chunks(c: &mut Criterion) {
+    let n = cores();
+    let bad: Vec<usize> = (0..5).map(|k| 50 + k * 100).collect();
+    let mut group = c.benchmark_group("chunks_500");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sampling_mode(SamplingMode::Flat);
+    for (scheme, sizes) in [
+        (crypto::Scheme::Ed25519, [32usize, 64, 128]),
+        (crypto::Scheme::Bls12381, [16, 32, 128]),
+    ] {
+        let (policies, batch) = setup(scheme, &[]);
+        let (_, bad_batch) = setup(scheme, &bad);
+        for size in sizes {
+            let v = Verifier::new(n).unwrap().with_chunks(Chunks::uniform(size));
+            group.bench_function(BenchmarkId::new(format!("{scheme}/good"), size), |b| {
+                b.iter(|| v.verify(black_box(&policies), &batch))
+            });
+            group.bench_function(BenchmarkId::new(format!("{scheme}/1pct_bad"), size), |b| {
+                b.iter(|| v.verify(black_box(&policies), &bad_batch))
+            });
+        }
+    }
+    group.finish();
+}
+
 fn raw(c: &mut Criterion) {
     let mut group = c.benchmark_group("raw");
     group.throughput(Throughput::Elements(1));
@@ -164,7 +193,7 @@ mod harness {
             .sample_size(10)
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
-        targets = raw, verify_500
+        targets = raw, verify_500, chunks
     }
 }
 criterion_main!(harness::benches);

@@ -16,10 +16,53 @@ use std::sync::Arc;
 use types::endorsement::namespace_signing_bytes;
 use types::{Endorsement, Status, Tx, TxId};
 
-/// Largest number of signatures handed to one `crypto` batch call. A batch that fails
-/// (one bad signature) is re-checked one by one, so smaller chunks bound what one bad
-/// signature costs; larger chunks amortise more. Chunks run in parallel on rayon.
-pub const DEFAULT_CHUNK: usize = 128;
+/// Largest number of signatures of one scheme handed to one `crypto` batch call. A batch
+/// that fails (one bad signature) is re-checked one by one inside `crypto`, so smaller
+/// chunks bound what one bad signature costs, larger chunks amortise more of the batch
+/// equation. Chunks run in parallel on rayon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunks {
+    /// Ed25519 (batch equation; `crypto` splits a chunk once more per rayon thread).
+    pub ed25519: usize,
+    /// ECDSA P-256 (no batch equation: only the unit of parallel work).
+    pub ecdsa_p256: usize,
+    /// BLS12-381 (one multi-pairing per chunk).
+    pub bls12_381: usize,
+}
+
+impl Chunks {
+    /// The same chunk size for every scheme (at least 1).
+    pub fn uniform(n: usize) -> Chunks {
+        let n = n.max(1);
+        Chunks {
+            ed25519: n,
+            ecdsa_p256: n,
+            bls12_381: n,
+        }
+    }
+
+    fn of(&self, scheme: crypto::Scheme) -> usize {
+        match scheme {
+            crypto::Scheme::Ed25519 => self.ed25519,
+            crypto::Scheme::EcdsaP256 => self.ecdsa_p256,
+            crypto::Scheme::Bls12381 => self.bls12_381,
+        }
+        .max(1)
+    }
+}
+
+impl Default for Chunks {
+    /// Measured on 2 cores at batch 500 (docs/benchmarks.md, "Signature verifier"): a BLS
+    /// single verification costs ~2 batched ones, so small BLS chunks keep a bad signature
+    /// cheap while the final exponentiation stays amortised.
+    fn default() -> Chunks {
+        Chunks {
+            ed25519: 64,
+            ecdsa_p256: 64,
+            bls12_381: 16,
+        }
+    }
+}
 
 /// What must verify for one namespace of a tx.
 struct NsCheck<'a> {
@@ -55,10 +98,9 @@ type Slot = (usize, usize);
 /// `ThreadPool::install`, or use [`crate::Verifier`]). `result[i]` is `None` when
 /// `txs[i]` is valid, else `Some(Status::AbortedSignatureInvalid)`; exactly
 /// `policies.verify_tx(id, tx).err()` for each tx.
-pub fn verify_batch(policies: &Policies, txs: &[(TxId, Arc<Tx>)], chunk: usize) -> Vec<Option<Status>> {
+pub fn verify_batch(policies: &Policies, txs: &[(TxId, Arc<Tx>)], chunks: Chunks) -> Vec<Option<Status>> {
     let mut plans: Vec<Option<Vec<NsCheck<'_>>>> =
         txs.par_iter().map(|(id, tx)| plan(policies, id, tx)).collect();
-    let chunk = chunk.max(1);
     for round in 0.. {
         let mut slots: Vec<Slot> = Vec::new();
         for (t, p) in plans.iter_mut().enumerate() {
@@ -82,7 +124,7 @@ pub fn verify_batch(policies: &Policies, txs: &[(TxId, Arc<Tx>)], chunk: usize) 
         if slots.is_empty() {
             break;
         }
-        let verdicts = check_round(&plans, &slots, round, chunk);
+        let verdicts = check_round(&plans, &slots, round, chunks);
         for ((t, n), ok) in slots.into_iter().zip(verdicts) {
             if ok && let Some(checks) = &mut plans[t] {
                 checks[n].endorsed = true;
@@ -99,24 +141,56 @@ pub fn verify_batch(policies: &Policies, txs: &[(TxId, Arc<Tx>)], chunk: usize) 
 }
 
 /// Checks endorsement `round` of every slot; verdicts in slot order.
-fn check_round(plans: &[Option<Vec<NsCheck<'_>>>], slots: &[Slot], round: usize, chunk: usize) -> Vec<bool> {
-    let check = |&(t, n): &Slot| {
-        let c = &plans[t].as_ref().expect("slots only name planned txs")[n];
-        (c, Signature::from_bytes(c.endorsements[round].signature.clone()))
-    };
-    let owned: Vec<(&NsCheck<'_>, Signature)> = slots.iter().map(check).collect();
-    owned
-        .par_chunks(chunk)
+fn check_round(
+    plans: &[Option<Vec<NsCheck<'_>>>],
+    slots: &[Slot],
+    round: usize,
+    chunks: Chunks,
+) -> Vec<bool> {
+    // (slot index, check, signature), grouped by scheme so each chunk is one scheme.
+    let mut owned: Vec<(usize, &NsCheck<'_>, Signature)> = slots
+        .iter()
+        .enumerate()
+        .map(|(i, &(t, n))| {
+            let c = &plans[t].as_ref().expect("slots only name planned txs")[n];
+            (
+                i,
+                c,
+                Signature::from_bytes(c.endorsements[round].signature.clone()),
+            )
+        })
+        .collect();
+    owned.sort_by_key(|(i, c, _)| (scheme_rank(c.key.scheme()), *i));
+    let mut work: Vec<&[(usize, &NsCheck<'_>, Signature)]> = Vec::new();
+    for group in owned.chunk_by(|a, b| a.1.key.scheme() == b.1.key.scheme()) {
+        work.extend(group.chunks(chunks.of(group[0].1.key.scheme())));
+    }
+    let checked: Vec<(usize, bool)> = work
+        .par_iter()
         .flat_map_iter(|part| {
             let items: Vec<SignedMessage<'_>> = part
                 .iter()
-                .map(|(c, sig)| SignedMessage {
+                .map(|(_, c, sig)| SignedMessage {
                     public_key: c.key,
                     message: &c.message,
                     signature: sig,
                 })
                 .collect();
-            crypto::verify_namespace_endorsements(&items)
+            let verdicts = crypto::verify_namespace_endorsements(&items);
+            part.iter().map(|(i, _, _)| *i).zip(verdicts).collect::<Vec<_>>()
         })
-        .collect()
+        .collect();
+    let mut verdicts = vec![false; slots.len()];
+    for (i, ok) in checked {
+        verdicts[i] = ok;
+    }
+    verdicts
+}
+
+fn scheme_rank(s: crypto::Scheme) -> u8 {
+    match s {
+        crypto::Scheme::Ed25519 => 0,
+        crypto::Scheme::EcdsaP256 => 1,
+        crypto::Scheme::Bls12381 => 2,
+    }
 }

@@ -109,7 +109,7 @@ impl Policies {
     /// same verdicts as [`Policies::verify_tx`] per tx (`None` = valid). See
     /// [`Verifier`] for a dedicated pool.
     pub fn verify_batch(&self, txs: &[(TxId, Arc<Tx>)]) -> Vec<Option<Status>> {
-        batch::verify_batch(self, txs, batch::DEFAULT_CHUNK)
+        batch::verify_batch(self, txs, batch::Chunks::default())
     }
 
     /// Verifies every namespace endorsement of `tx`: `Ok` when all verify, else
@@ -152,7 +152,7 @@ impl Policies {
 #[derive(Debug, Clone)]
 pub struct Verifier {
     pool: Arc<rayon::ThreadPool>,
-    chunk: usize,
+    chunks: batch::Chunks,
 }
 
 impl Verifier {
@@ -168,13 +168,13 @@ impl Verifier {
             })?;
         Ok(Verifier {
             pool: Arc::new(pool),
-            chunk: batch::DEFAULT_CHUNK,
+            chunks: batch::Chunks::default(),
         })
     }
 
-    /// The same verifier with at most `chunk` signatures per crypto batch call.
-    pub fn with_chunk(mut self, chunk: usize) -> Verifier {
-        self.chunk = chunk.max(1);
+    /// The same verifier with other chunk sizes (signatures per crypto batch call).
+    pub fn with_chunks(mut self, chunks: batch::Chunks) -> Verifier {
+        self.chunks = chunks;
         self
     }
 
@@ -188,7 +188,7 @@ impl Verifier {
     /// `result[i]` is `policies.verify_tx(&txs[i].0, &txs[i].1).err()`.
     pub fn verify(&self, policies: &Policies, txs: &[(TxId, Arc<Tx>)]) -> Vec<Option<Status>> {
         self.pool
-            .install(|| batch::verify_batch(policies, txs, self.chunk))
+            .install(|| batch::verify_batch(policies, txs, self.chunks))
     }
 
     /// [`Policies::verify_tx`] tx by tx, in parallel on this verifier's threads, without
@@ -210,9 +210,9 @@ impl Verifier {
         txs: Vec<(TxId, Arc<Tx>)>,
         done: impl FnOnce(Vec<Option<Status>>) + Send + 'static,
     ) {
-        let chunk = self.chunk;
+        let chunks = self.chunks;
         self.pool
-            .spawn(move || done(batch::verify_batch(&policies, &txs, chunk)));
+            .spawn(move || done(batch::verify_batch(&policies, &txs, chunks)));
     }
 }
 

@@ -184,7 +184,7 @@ proptest! {
         let txs: Vec<_> = specs.iter().enumerate().map(|(i, s)| build(i, s)).collect();
         let want = oracle(&k.policies, &txs);
         prop_assert_eq!(&k.policies.verify_batch(&txs), &want);
-        let verifier = Verifier::new(2).unwrap().with_chunk(chunk);
+        let verifier = Verifier::new(2).unwrap().with_chunks(sigverifier::batch::Chunks::uniform(chunk));
         prop_assert_eq!(&verifier.verify(&k.policies, &txs), &want);
     }
 }
