@@ -1,12 +1,302 @@
-//! `fabrx loadgen`: drives load at a target.
+//! `fabrx loadgen`: drives load at a target (docs/loadgen.md). The workload, the driver,
+//! the oracle and the baselines live in the `loadgen` crate; this is the shell: flags,
+//! database, progress on a terminal, the summary on stdout.
 
-use clap::Args;
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use loadgen::committer::{self, Progress, RunInfo};
+use loadgen::summary::Baseline;
+use loadgen::{Scheme, Summary, Workload, WorkloadSpec};
+use sidecar::pipeline::PipelineConfig;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vcservice::config::{DbTarget, open_backend};
+use vcservice::{Backend, Engine, EngineConfig};
 
-/// Arguments (being written).
+/// What the load generator drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// The in-process committer pipeline; the load generator acts as the orderer.
+    Committer,
+}
+
+/// Arguments of `fabrx loadgen`.
 #[derive(Debug, Args)]
-pub struct LoadgenArgs {}
+pub struct LoadgenArgs {
+    /// What to load.
+    #[arg(long, value_enum)]
+    target: Target,
+    /// Load blocks (the genesis blocks come on top).
+    #[arg(long, default_value_t = 200)]
+    blocks: usize,
+    /// Txs per load block.
+    #[arg(long, default_value_t = 500)]
+    block_size: usize,
+    /// Keys each tx reads (spent coins count as reads).
+    #[arg(long, default_value_t = 1)]
+    reads: usize,
+    /// Keys each tx writes (spent coins count as writes).
+    #[arg(long, default_value_t = 2)]
+    writes: usize,
+    /// Token namespace policy: ed25519, ecdsa-p256 or bls-threshold (3 of 5).
+    #[arg(long, default_value = "ed25519")]
+    scheme: String,
+    /// Probability that a tx double-spends a coin an earlier tx of its window spends.
+    #[arg(long, default_value_t = 0.0)]
+    conflict_rate: f64,
+    /// Probability that a tx carries a bad signature.
+    #[arg(long, default_value_t = 0.0)]
+    invalid_sig_rate: f64,
+    /// Seed of the workload planner.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Run tag: namespace `tok_<tag>`, tx ids `<tag>-…` (default: from the clock and pid,
+    /// unique per run).
+    #[arg(long)]
+    tag: Option<String>,
+    /// `embedded:DIR` or `postgres://…` (default: a fresh embedded store, deleted after).
+    #[arg(long)]
+    db: Option<String>,
+    /// Compare every status and the final state with a serial oracle.
+    #[arg(long)]
+    verify_serial: bool,
+    /// Print only the JSON summary line on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Concurrent verify-and-commit jobs of the pipeline.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Largest batch the pipeline hands to the validator-committer.
+    #[arg(long, default_value_t = 500)]
+    max_batch: usize,
+    /// Back-pressure: the pipeline pulls no further block while this many txs are
+    /// unfinished in its dependency graph (default: the pipeline's own default).
+    #[arg(long)]
+    max_pending: Option<usize>,
+    /// Also measure the signature-verify ceiling and a one-tx-at-a-time commit.
+    #[arg(long)]
+    baseline: bool,
+    /// Txs of the serial commit baseline (and of the verify sample).
+    #[arg(long, default_value_t = 2000)]
+    baseline_txs: usize,
+}
 
 /// Runs the command.
-pub async fn run(_args: LoadgenArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
+    match args.target {
+        Target::Committer => committer_load(args).await,
+    }
+}
+
+fn default_tag() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("r{secs:x}{:x}", std::process::id())
+}
+
+fn spec_of(args: &LoadgenArgs) -> anyhow::Result<WorkloadSpec> {
+    for (flag, v) in [
+        ("--workers", args.workers),
+        ("--max-batch", args.max_batch),
+        ("--baseline-txs", args.baseline_txs),
+        ("--max-pending", args.max_pending.unwrap_or(1)),
+    ] {
+        anyhow::ensure!(v > 0, "invalid {flag}: must be at least 1");
+    }
+    let spec = WorkloadSpec {
+        blocks: args.blocks,
+        block_size: args.block_size,
+        reads: args.reads,
+        writes: args.writes,
+        scheme: args.scheme.parse::<Scheme>()?,
+        conflict_rate: args.conflict_rate,
+        invalid_sig_rate: args.invalid_sig_rate,
+        seed: args.seed,
+        tag: args.tag.clone().unwrap_or_else(default_tag),
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// A backend for `db` (or a fresh embedded store in `tmp`) with its schema.
+async fn open(
+    db: Option<&str>,
+    tmp: &tempfile::TempDir,
+    pool: u32,
+) -> anyhow::Result<(Arc<dyn Backend>, String)> {
+    let db = db.map_or_else(|| format!("embedded:{}", tmp.path().display()), str::to_string);
+    let kind = match DbTarget::parse(&db)? {
+        DbTarget::Embedded(_) => "embedded",
+        DbTarget::Postgres(_) => "postgres",
+    };
+    let backend = open_backend(&db, pool, 0, true)?;
+    backend.init_schema().await.context("creating the schema")?;
+    Ok((backend, kind.to_string()))
+}
+
+async fn prebuild(spec: WorkloadSpec) -> anyhow::Result<(Arc<Workload>, f64)> {
+    let t = Instant::now();
+    let w = tokio::task::spawn_blocking(move || Workload::generate(&spec)).await??;
+    Ok((Arc::new(w), t.elapsed().as_secs_f64()))
+}
+
+/// Prints progress on stderr at most every 250 ms, only on a terminal.
+fn progress_printer() -> impl FnMut(&Progress) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now() - Duration::from_secs(1);
+    move |p: &Progress| {
+        let done = p.blocks == p.of_blocks;
+        if !tty || (!done && last.elapsed() < Duration::from_millis(250)) {
+            return;
+        }
+        last = Instant::now();
+        let secs = p.elapsed.as_secs_f64().max(1e-9);
+        eprint!(
+            "\rblock {}/{} · {} txs · {:.0} tx/s · {} committed   {}",
+            p.blocks,
+            p.of_blocks,
+            p.txs,
+            p.txs as f64 / secs,
+            p.committed,
+            if done { "\n" } else { "" }
+        );
+    }
+}
+
+async fn committer_load(args: LoadgenArgs) -> anyhow::Result<()> {
+    let spec = spec_of(&args)?;
+    let tmp = tempfile::tempdir()?;
+    let pool = (2 * args.workers).clamp(4, 64) as u32;
+    let (backend, kind) = open(args.db.as_deref(), &tmp, pool).await?;
+    let (workload, prebuild_seconds) = prebuild(spec.clone()).await?;
+    eprintln!(
+        "prebuilt {} load blocks ({} txs) and {} genesis blocks, signed ({}), in {prebuild_seconds:.2} s",
+        workload.load.len(),
+        workload.load_txs(),
+        workload.genesis.len(),
+        spec.scheme
+    );
+    let mut config = PipelineConfig {
+        workers: args.workers,
+        max_batch: args.max_batch,
+        ..PipelineConfig::default()
+    };
+    if let Some(m) = args.max_pending {
+        config.graph.max_pending = m;
+    }
+    let max_pending = config.graph.max_pending;
+    let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
+    let mut progress = progress_printer();
+    let run = committer::run(engine, &workload, config, &mut progress).await?;
+    let info = RunInfo {
+        backend: kind,
+        workers: args.workers,
+        max_batch: args.max_batch,
+        max_pending,
+        prebuild_seconds,
+    };
+    let mut summary = committer::summarize(&workload, &run, &info);
+    if args.verify_serial {
+        let (statuses, state) = committer::verify_serial(&backend, workload.clone(), &run).await?;
+        summary.serial_mismatches = Some(statuses);
+        summary.state_mismatches = Some(state);
+    }
+    if args.baseline {
+        summary.baseline = Some(baseline(&args, &spec, &workload, &summary).await?);
+    }
+    if !args.json {
+        print_human(&summary);
+    }
+    println!("{}", serde_json::to_string(&summary)?);
+    let (statuses, state) = (
+        summary.serial_mismatches.unwrap_or(0),
+        summary.state_mismatches.unwrap_or(0),
+    );
+    anyhow::ensure!(
+        statuses == 0 && state == 0,
+        "the committer disagrees with the serial oracle: {statuses} statuses and {state} rows differ"
+    );
+    Ok(())
+}
+
+/// The verify ceiling on the load's txs, then a serial commit of a workload of its own
+/// (tag `<tag>s`) on a fresh embedded store or the same PostgreSQL database.
+async fn baseline(
+    args: &LoadgenArgs,
+    spec: &WorkloadSpec,
+    workload: &Arc<Workload>,
+    summary: &Summary,
+) -> anyhow::Result<Baseline> {
+    let w = workload.clone();
+    let sample = args.baseline_txs;
+    let rates = tokio::task::spawn_blocking(move || loadgen::baseline::verify_rates(&w, sample)).await??;
+    let serial_spec = WorkloadSpec {
+        blocks: args.baseline_txs.div_ceil(spec.block_size),
+        tag: format!("{}s", spec.tag),
+        ..spec.clone()
+    };
+    let (serial_workload, _) = prebuild(serial_spec).await?;
+    let tmp = tempfile::tempdir()?;
+    let (backend, _) = open(args.db.as_deref(), &tmp, 4).await?;
+    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let serial = loadgen::baseline::serial_commit(engine, serial_workload, args.baseline_txs).await?;
+    let serial_tps = if serial.seconds > 0.0 {
+        serial.txs as f64 / serial.seconds
+    } else {
+        0.0
+    };
+    Ok(Baseline {
+        cores: rates.cores as u64,
+        verify_per_s_one_core: rates.one_core_per_s,
+        verify_ceiling_per_s: rates.one_core_per_s * rates.cores as f64,
+        verify_per_s_all_cores: rates.all_cores_per_s,
+        serial_txs: serial.txs,
+        serial_committed: serial.committed,
+        serial_seconds: serial.seconds,
+        serial_tps,
+        pipeline_speedup: if serial_tps > 0.0 {
+            summary.tps / serial_tps
+        } else {
+            0.0
+        },
+    })
+}
+
+fn print_human(s: &Summary) {
+    println!(
+        "loadgen committer ({}, {}, {} blocks × {}, {}r/{}w, conflict {}, bad sig {}, max pending {}): {} txs in {:.2} s = {:.0} tx/s, goodput {:.0} tx/s",
+        s.backend,
+        s.scheme,
+        s.blocks,
+        s.block_size,
+        s.reads,
+        s.writes,
+        s.conflict_rate,
+        s.invalid_sig_rate,
+        s.max_pending,
+        s.txs,
+        s.seconds,
+        s.tps,
+        s.goodput_tps
+    );
+    println!(
+        "  committed {} · mvcc conflict {} · signature invalid {} · other {}",
+        s.committed, s.mvcc_conflict, s.signature_invalid, s.other
+    );
+    println!("  latency p50 {:.1} ms · p99 {:.1} ms", s.p50_ms, s.p99_ms);
+    if let (Some(a), Some(b)) = (s.serial_mismatches, s.state_mismatches) {
+        println!("  serial oracle: {a} status mismatches, {b} state mismatches");
+    }
+    if let Some(b) = &s.baseline {
+        println!(
+            "  verify: {:.0}/s on one core, ceiling {:.0}/s on {} cores, measured {:.0}/s in parallel",
+            b.verify_per_s_one_core, b.verify_ceiling_per_s, b.cores, b.verify_per_s_all_cores
+        );
+        println!(
+            "  serial commit: {} txs in {:.2} s = {:.0} tx/s; pipeline speedup {:.1}×",
+            b.serial_txs, b.serial_seconds, b.serial_tps, b.pipeline_speedup
+        );
+    }
 }
