@@ -9,6 +9,7 @@
 //! - `batch_Nt_1pct_bad`: the same with 5 bad signatures spread over the batch.
 //!
 //! `chunks_500/*` varies the chunk size (signatures per crypto batch call).
+//! `service_500/*` goes through the gRPC service and client on loopback.
 //! `raw/<scheme>` is one `crypto::verify_namespace_endorsement` call: the per-core ceiling.
 //! Results are recorded in `docs/benchmarks.md` ("## Signature verifier").
 
@@ -167,6 +168,61 @@ fn chunks(c: &mut Criterion) {
     group.finish();
 }
 
+/// Through the gRPC service on loopback: one client, 1 or 4 batches of 500 in flight.
+fn service(c: &mut Criterion) {
+    use sigverifier::client::VerifierClient;
+    use sigverifier::service::{ServiceConfig, VerifierService};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = VerifierService::new(Verifier::new(cores()).unwrap(), ServiceConfig::default(), None);
+    rt.spawn(svc.serve(listener, std::future::pending()));
+    let client = rt.block_on(VerifierClient::connect(&addr.to_string())).unwrap();
+    let mut group = c.benchmark_group("service_500");
+    group.sampling_mode(SamplingMode::Flat);
+    for scheme in [crypto::Scheme::Ed25519, crypto::Scheme::Bls12381] {
+        let (_, batch) = setup(scheme, &[]);
+        rt.block_on(async {
+            for i in 0..NAMESPACES {
+                let sk = crypto::derive_signing_key(scheme, &format!("ns{i}"));
+                let p = NamespacePolicy {
+                    scheme: policy_scheme(scheme),
+                    public_key: sk.public_key().to_bytes(),
+                };
+                client.set_policy(&format!("ns{i}"), &p).await.unwrap();
+            }
+        });
+        for in_flight in [1usize, 4] {
+            group.throughput(Throughput::Elements((BATCH * in_flight) as u64));
+            group.bench_function(
+                BenchmarkId::new(scheme.to_string(), format!("{in_flight}_in_flight")),
+                |b| {
+                    b.iter(|| {
+                        rt.block_on(async {
+                            let calls: Vec<_> = (0..in_flight)
+                                .map(|_| {
+                                    let client = client.clone();
+                                    let batch = batch.clone();
+                                    tokio::spawn(async move { client.verify(batch).await })
+                                })
+                                .collect();
+                            for call in calls {
+                                let verdicts = call.await.unwrap().unwrap();
+                                assert!(verdicts.iter().all(Option::is_none));
+                            }
+                        })
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
 fn raw(c: &mut Criterion) {
     let mut group = c.benchmark_group("raw");
     group.throughput(Throughput::Elements(1));
@@ -193,7 +249,7 @@ mod harness {
             .sample_size(10)
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
-        targets = raw, verify_500, chunks
+        targets = raw, verify_500, chunks, service
     }
 }
 criterion_main!(harness::benches);
