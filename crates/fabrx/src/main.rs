@@ -6,6 +6,7 @@ mod loadgen_cmd;
 mod metrics_http;
 mod node;
 mod node_bft;
+mod node_sidecar;
 mod node_sigverifier;
 
 use clap::{Parser, Subcommand};

@@ -18,6 +18,8 @@ pub enum Role {
         #[arg(long)]
         config: std::path::PathBuf,
     },
+    /// The committer's sidecar (with the coordinator's dependency graph in-process).
+    Sidecar(crate::node_sidecar::SidecarArgs),
     /// The stateless signature verifier.
     Sigverifier(crate::node_sigverifier::SigverifierArgs),
     /// One replica of a BFT consensus cluster.
@@ -47,6 +49,7 @@ pub async fn init_db(args: InitDbArgs) -> anyhow::Result<()> {
 pub async fn run(role: Role) -> anyhow::Result<()> {
     match role {
         Role::Vcservice { config } => run_vcservice(&config).await,
+        Role::Sidecar(args) => crate::node_sidecar::run(args).await,
         Role::Sigverifier(args) => crate::node_sigverifier::run(args).await,
         Role::Bft(args) => crate::node_bft::run(args).await,
     }

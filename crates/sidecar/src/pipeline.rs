@@ -12,7 +12,7 @@
 use crate::blockfile::FileBlock;
 use crate::intake::{Intake, Route};
 use crate::{Error, Result};
-use coordinator::{BlockTx, DependencyGraph, GraphConfig};
+use coordinator::{BlockTx, DependencyGraph, GraphConfig, LocalGraph, build_parallel};
 use crate::stages::{CommitStage, LocalVerifier, VerifyStage};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +29,8 @@ pub struct PipelineConfig {
     pub max_batch: usize,
     /// Dependency graph configuration (capacity = back-pressure).
     pub graph: GraphConfig,
+    /// Blocks admitted together, whose local graphs are built in parallel.
+    pub parallel_blocks: usize,
 }
 
 impl Default for PipelineConfig {
@@ -37,6 +39,7 @@ impl Default for PipelineConfig {
             workers: 4,
             max_batch: 500,
             graph: GraphConfig::default(),
+            parallel_blocks: 4,
         }
     }
 }
@@ -159,12 +162,28 @@ impl Pipeline {
         let mut blocks = blocks.into_iter();
         let mut exhausted = false;
         loop {
-            while !exhausted && self.graph.has_capacity() && self.ready.len() < 4 * self.config.max_batch {
+            // Admit up to `parallel_blocks` blocks at a time: intake in order, local graphs
+            // built in parallel, merged strictly in block order.
+            // The graph refuses a block once it is full, so count the admitted but not
+            // yet merged txs against its limits.
+            let mut admitted: Vec<(u64, Vec<BlockTx>)> = Vec::new();
+            let mut unmerged = 0usize;
+            while !exhausted
+                && self.graph.pending() + unmerged < self.config.graph.max_pending
+                && self.graph.window() + unmerged < self.config.graph.max_window
+                && self.ready.len() < 4 * self.config.max_batch
+                && admitted.len() < self.config.parallel_blocks.max(1)
+            {
                 match blocks.next() {
-                    Some(b) => self.admit(b)?,
+                    Some(b) => {
+                        let (number, txs) = self.admit(b)?;
+                        unmerged += txs.len();
+                        admitted.push((number, txs));
+                    }
                     None => exhausted = true,
                 }
             }
+            self.merge(admitted)?;
             self.dispatch();
             self.emit_finished(&mut emit).await?;
             if exhausted && self.jobs.is_empty() && self.ready.is_empty() {
@@ -186,7 +205,27 @@ impl Pipeline {
         Ok(())
     }
 
-    fn admit(&mut self, block: FileBlock) -> Result<()> {
+    /// Builds the local graphs of admitted blocks (in parallel when there are several)
+    /// and merges them in block order.
+    fn merge(&mut self, admitted: Vec<(u64, Vec<BlockTx>)>) -> Result<()> {
+        let locals = match admitted.len() {
+            0 => return Ok(()),
+            1 => admitted
+                .into_iter()
+                .map(|(n, txs)| LocalGraph::build(self.graph.key_hasher(), n, txs))
+                .collect(),
+            _ => build_parallel(self.graph.key_hasher(), admitted),
+        };
+        for local in locals {
+            let released = self.graph.merge(local?)?;
+            self.ready.extend(released.into_iter().map(Work::released));
+        }
+        Ok(())
+    }
+
+    /// Intake of one block: answers and storable statuses are queued; returns the txs to
+    /// schedule through the graph.
+    fn admit(&mut self, block: FileBlock) -> Result<(u64, Vec<BlockTx>)> {
         if block.number != self.next_block {
             return Err(Error::OutOfOrder {
                 expected: self.next_block,
@@ -224,9 +263,7 @@ impl Pipeline {
             }
         }
         self.agg.insert(block.number, agg);
-        let released = self.graph.add_block(block.number, scheduled)?;
-        self.ready.extend(released.into_iter().map(Work::released));
-        Ok(())
+        Ok((block.number, scheduled))
     }
 
     fn dispatch(&mut self) {
@@ -281,10 +318,10 @@ impl Pipeline {
             }
             for ns in tx.namespaces.iter().filter(|n| n.ns_id == META_NAMESPACE) {
                 for rw in &ns.read_writes {
-                    if let (Ok(name), Some(p)) = (std::str::from_utf8(&rw.key), decode_policy(&rw.value)) {
-                        if let Err(e) = self.verify.set_policy(name, &p).await {
-                            tracing::warn!(ns = %name, error = %e, "committed policy unusable");
-                        }
+                    if let (Ok(name), Some(p)) = (std::str::from_utf8(&rw.key), decode_policy(&rw.value))
+                        && let Err(e) = self.verify.set_policy(name, &p).await
+                    {
+                        tracing::warn!(ns = %name, error = %e, "committed policy unusable");
                     }
                 }
             }

@@ -1,0 +1,321 @@
+//! Recovery of the committer as separate processes (FX §3.6): two sigverifiers, two
+//! vcservices over one PostgreSQL database and a sidecar (with the coordinator's graph)
+//! run a random high-conflict workload; one service, or a pair, is killed with SIGKILL
+//! mid-stream and restarted. Afterwards every stored block's statuses and the final
+//! state must equal the serial oracle exactly: nothing lost, nothing committed twice.
+
+use sidecar::blockfile;
+use sidecar::oracle::{Rows, serial, workload};
+use sidecar::remote::{RemoteConfig, VcPool};
+use sidecar::stages::CommitStage;
+use sidecar::store::BlockStore;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use types::Status;
+use vcservice::{Backend, PgBackend, PgOptions};
+
+const BLOCKS: usize = 1500;
+const DEADLINE: Duration = Duration::from_secs(240);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A service process that can be killed and started again with the same arguments.
+struct Proc {
+    name: String,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+    /// The address it serves, for services.
+    addr: Option<String>,
+}
+
+impl Proc {
+    fn new(name: &str, dir: &Path, args: Vec<String>) -> Proc {
+        Proc {
+            name: name.to_string(),
+            args,
+            log: dir.join(format!("{name}.log")),
+            child: None,
+            addr: None,
+        }
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_fabrx"))
+            .args(&self.args)
+            .env("RUST_LOG", "info,sqlx=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("spawning fabrx");
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The exit status once the process ended.
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("  ")).collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    store: PathBuf,
+    pg_url: String,
+    procs: BTreeMap<String, Proc>,
+    vc_endpoints: Vec<String>,
+}
+
+impl Cluster {
+    /// `verifiers` = 0: the sidecar verifies in-process.
+    async fn start(blocks_file: &Path, verifiers: usize) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pg_url = testkit::pg::cluster().fresh_database("recovery").await;
+        let store = dir.path().join("store");
+        let mut procs = BTreeMap::new();
+        let mut verifier_addrs = Vec::new();
+        for i in 0..verifiers {
+            let addr = format!("127.0.0.1:{}", free_port());
+            let mut p = Proc::new(
+                &format!("verifier{i}"),
+                dir.path(),
+                vec!["node".into(), "sigverifier".into(), "--listen".into(), addr.clone()],
+            );
+            p.addr = Some(addr.clone());
+            procs.insert(p.name.clone(), p);
+            verifier_addrs.push(addr);
+        }
+        let mut vc_endpoints = Vec::new();
+        for i in 0..2 {
+            let addr = format!("127.0.0.1:{}", free_port());
+            let config = dir.path().join(format!("vc{i}.toml"));
+            std::fs::write(
+                &config,
+                format!("listen = \"{addr}\"\ndb = \"{pg_url}\"\npool_size = 4\nworkers = 2\n"),
+            )
+            .expect("vcservice config");
+            let mut p = Proc::new(
+                &format!("vc{i}"),
+                dir.path(),
+                vec![
+                    "node".into(),
+                    "vcservice".into(),
+                    "--config".into(),
+                    config.display().to_string(),
+                ],
+            );
+            p.addr = Some(addr.clone());
+            procs.insert(p.name.clone(), p);
+            vc_endpoints.push(addr);
+        }
+        let mut args: Vec<String> = vec![
+                "node".into(),
+                "sidecar".into(),
+                "--blocks".into(),
+                blocks_file.display().to_string(),
+                "--store".into(),
+                store.display().to_string(),
+                "--vcservice".into(),
+                vc_endpoints.join(","),
+                "--max-batch".into(),
+                "20".into(),
+                "--max-pending".into(),
+                "200".into(),
+                "--call-timeout-ms".into(),
+                "10000".into(),
+                "--exit-when-done".into(),
+            ];
+        if !verifier_addrs.is_empty() {
+            args.push("--verifier".into());
+            args.push(verifier_addrs.join(","));
+        }
+        procs.insert("sidecar".into(), Proc::new("sidecar", dir.path(), args));
+        // The vcservices create the schema; start them first so the sidecar's first
+        // calls find them (it retries anyway).
+        for p in procs.values_mut() {
+            p.start();
+        }
+        Cluster {
+            _dir: dir,
+            store,
+            pg_url,
+            procs,
+            vc_endpoints,
+        }
+    }
+
+    fn logs(&self) -> String {
+        self.procs
+            .values()
+            .map(|p| format!("---- {} ----\n{}", p.name, p.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+async fn state(backend: &Arc<dyn Backend>) -> Rows {
+    let mut out = BTreeMap::new();
+    for ns in ["_meta", "alpha", "beta"] {
+        for r in backend.scan(ns).await.expect("scan") {
+            out.insert((ns.to_string(), r.key), (r.value, r.version));
+        }
+    }
+    out
+}
+
+async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
+    let text = workload(seed, BLOCKS);
+    let file = blockfile::parse(&text).expect("workload parses");
+    let (want, want_rows) = serial(&file);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let blocks_file = dir.path().join("blocks.jsonl");
+    std::fs::write(&blocks_file, &text).expect("block file");
+    let mut cluster = Cluster::start(&blocks_file, verifiers).await;
+    let progress = VcPool::new(
+        &cluster.vc_endpoints,
+        RemoteConfig {
+            call_timeout: Duration::from_secs(5),
+            give_up_after: Some(Duration::from_secs(60)),
+            ..RemoteConfig::default()
+        },
+    )
+    .expect("pool");
+    let started = Instant::now();
+    // Kill mid-stream: once a fifth of the blocks is final, and well before the end.
+    let kill_at = (BLOCKS / 5) as u64;
+    loop {
+        let last = progress.last_committed().await.expect("progress");
+        if last.is_some_and(|b| b >= kill_at) {
+            assert!(
+                last.is_some_and(|b| b + 1 < BLOCKS as u64),
+                "{kill:?}: the run finished before the kill; make the workload larger"
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{kill:?}: no progress to block {kill_at}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for name in kill {
+        cluster.procs.get_mut(*name).expect("known process").kill();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for name in kill {
+        cluster.procs.get_mut(*name).expect("known process").start();
+    }
+    loop {
+        let sidecar = cluster.procs.get_mut("sidecar").expect("sidecar");
+        if let Some(status) = sidecar.exited() {
+            assert!(status.success(), "{kill:?}: sidecar failed: {status}\n{}", cluster.logs());
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{kill:?}: the sidecar did not finish\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for p in cluster.procs.values_mut() {
+        p.kill();
+    }
+    // The kill was felt: the sidecar resubmitted calls lost with each killed service, or
+    // started twice.
+    let sidecar_log = std::fs::read_to_string(&cluster.procs["sidecar"].log).unwrap_or_default();
+    for name in kill {
+        match &cluster.procs[*name].addr {
+            Some(addr) => assert!(
+                sidecar_log
+                    .lines()
+                    .any(|l| l.contains("resubmitting") && l.contains(addr.as_str())),
+                "{kill:?}: no call to {name} was resubmitted"
+            ),
+            None => assert_eq!(
+                sidecar_log.matches("sidecar starting").count(),
+                2,
+                "{kill:?}: the sidecar did not restart"
+            ),
+        }
+    }
+    // Every block is stored once, in order, with the oracle's statuses.
+    let store = BlockStore::open(&cluster.store).expect("store opens");
+    assert_eq!(store.next_block(), BLOCKS as u64, "{kill:?}: stored blocks");
+    let mut committed = 0usize;
+    for (n, want_block) in want.iter().enumerate() {
+        let got = store.get_block(n as u64).expect("read").expect("block stored");
+        let got: Vec<Status> = got.statuses.into_iter().map(|s| s.1).collect();
+        assert_eq!(&got, want_block, "{kill:?}: block {n} differs from the serial oracle");
+        committed += got.iter().filter(|s| **s == Status::Committed).count();
+    }
+    let want_committed = want.iter().flatten().filter(|s| **s == Status::Committed).count();
+    assert_eq!(committed, want_committed, "{kill:?}: committed count");
+    // The workload's conflict rate is high; a few hundred commits still make the state
+    // comparison meaningful.
+    assert!(
+        want_committed > BLOCKS / 10,
+        "the workload commits too little to be a check: {want_committed}"
+    );
+    let backend: Arc<dyn Backend> =
+        Arc::new(PgBackend::connect(&PgOptions::new(cluster.pg_url.clone())).expect("connect"));
+    assert_eq!(state(&backend).await, want_rows, "{kill:?}: final state differs");
+    assert_eq!(
+        backend.last_committed_block().await.expect("last committed"),
+        Some(BLOCKS as u64 - 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_verification_survives_vcservice_kill() {
+    scenario(&["vc0"], 0, 6999).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_each_service_and_pairs_mid_stream() {
+    let scenarios: [&[&str]; 7] = [
+        &["sidecar"],
+        &["verifier0"],
+        &["vc0"],
+        &["verifier0", "vc1"],
+        &["sidecar", "vc0"],
+        &["vc0", "vc1"],
+        &["verifier0", "verifier1"],
+    ];
+    for (i, kill) in scenarios.iter().enumerate() {
+        scenario(kill, 2, 7000 + i as u64).await;
+    }
+}
