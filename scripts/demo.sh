@@ -9,4 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps no
 if [ $# -eq 0 ]; then set -- --blocks examples/blocks.jsonl --print-state; fi
-exec cargo run -q -p fabrx -- committer apply "$@"
+# Build the whole workspace rather than `cargo run -p fabrx`: the same feature resolution as
+# `scripts/test.sh`, so RocksDB (the slow part of a first build) is compiled once for both.
+cargo build -q --workspace
+exec "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" committer apply "$@"

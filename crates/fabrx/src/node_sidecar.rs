@@ -14,11 +14,11 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use sidecar::blockfile::{self, FileBlock};
+use sidecar::notify::{Notifier, NotifierConfig};
 use sidecar::pipeline::{Pipeline, PipelineConfig};
 use sidecar::remote::{RemoteConfig, VcPool, VerifierPool};
-use sidecar::stages::{CommitStage, LocalVerifier, VerifyStage};
-use sidecar::notify::{Notifier, NotifierConfig};
 use sidecar::service::{ServiceConfig, SidecarGrpc};
+use sidecar::stages::{CommitStage, LocalVerifier, VerifyStage};
 use sidecar::store::BlockStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,23 +111,29 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     };
     let reader = store.reader();
     let notifier = Notifier::new(NotifierConfig::default(), Arc::new(reader.clone()));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut server = None;
     if let Some(listen) = &args.listen {
-        let addr: std::net::SocketAddr = listen.parse().with_context(|| format!("listen address {listen}"))?;
+        let addr: std::net::SocketAddr = listen
+            .parse()
+            .with_context(|| format!("listen address {listen}"))?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
         let svc = SidecarGrpc::new(reader, notifier.clone(), ServiceConfig::default());
         info!(%addr, "sidecar service listening");
-        tokio::spawn(async move {
+        server = Some(tokio::spawn(async move {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             if let Err(e) = tonic::transport::Server::builder()
                 .add_service(svc.into_server())
-                .serve_with_incoming(incoming)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop_rx.await;
+                })
                 .await
             {
                 tracing::error!(error = %e, "sidecar service stopped");
             }
-        });
+        }));
     }
     let db_next = commit.last_committed().await?.map_or(0, |b| b + 1);
     info!(store_next = start, db_next, "sidecar starting");
@@ -183,6 +189,16 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     );
     if !args.exit_when_done {
         tokio::signal::ctrl_c().await?;
+    }
+    // Stop accepting calls, and give open notification streams a moment to deliver what
+    // was published (a stream ends once its client closed and every watched id is answered).
+    let _ = stop_tx.send(());
+    if let Some(server) = server
+        && tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .is_err()
+    {
+        tracing::warn!("notification streams still open after 5 s; exiting");
     }
     Ok(())
 }

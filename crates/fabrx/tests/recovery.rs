@@ -96,6 +96,7 @@ struct Cluster {
     pg_url: String,
     procs: BTreeMap<String, Proc>,
     vc_endpoints: Vec<String>,
+    sidecar_addr: String,
 }
 
 impl Cluster {
@@ -111,7 +112,12 @@ impl Cluster {
             let mut p = Proc::new(
                 &format!("verifier{i}"),
                 dir.path(),
-                vec!["node".into(), "sigverifier".into(), "--listen".into(), addr.clone()],
+                vec![
+                    "node".into(),
+                    "sigverifier".into(),
+                    "--listen".into(),
+                    addr.clone(),
+                ],
             );
             p.addr = Some(addr.clone());
             procs.insert(p.name.clone(), p);
@@ -140,23 +146,26 @@ impl Cluster {
             procs.insert(p.name.clone(), p);
             vc_endpoints.push(addr);
         }
+        let sidecar_addr = format!("127.0.0.1:{}", free_port());
         let mut args: Vec<String> = vec![
-                "node".into(),
-                "sidecar".into(),
-                "--blocks".into(),
-                blocks_file.display().to_string(),
-                "--store".into(),
-                store.display().to_string(),
-                "--vcservice".into(),
-                vc_endpoints.join(","),
-                "--max-batch".into(),
-                "20".into(),
-                "--max-pending".into(),
-                "200".into(),
-                "--call-timeout-ms".into(),
-                "10000".into(),
-                "--exit-when-done".into(),
-            ];
+            "node".into(),
+            "sidecar".into(),
+            "--listen".into(),
+            sidecar_addr.clone(),
+            "--blocks".into(),
+            blocks_file.display().to_string(),
+            "--store".into(),
+            store.display().to_string(),
+            "--vcservice".into(),
+            vc_endpoints.join(","),
+            "--max-batch".into(),
+            "20".into(),
+            "--max-pending".into(),
+            "200".into(),
+            "--call-timeout-ms".into(),
+            "10000".into(),
+            "--exit-when-done".into(),
+        ];
         if !verifier_addrs.is_empty() {
             args.push("--verifier".into());
             args.push(verifier_addrs.join(","));
@@ -173,6 +182,7 @@ impl Cluster {
             pg_url,
             procs,
             vc_endpoints,
+            sidecar_addr,
         }
     }
 
@@ -183,6 +193,48 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// (id, code, block, index) of a notification.
+type Event = (String, u32, u64, u32);
+
+/// Subscribes to `ids` at the sidecar's service (retrying until it is up) and collects one
+/// event per id.
+async fn watch(addr: String, ids: Vec<String>) -> Vec<Event> {
+    use wire::pb::sidecar_client::SidecarClient;
+    let started = Instant::now();
+    let mut client = loop {
+        match SidecarClient::connect(format!("http://{addr}")).await {
+            Ok(c) => break c,
+            Err(e) if started.elapsed() < DEADLINE => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("sidecar service never came up: {e}"),
+        }
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(wire::pb::SubscribeRequest { tx_ids: ids.clone() })
+        .await
+        .expect("request queued");
+    let mut events = client
+        .subscribe(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("subscribe")
+        .into_inner();
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let e = tokio::time::timeout(DEADLINE, events.message())
+            .await
+            .expect("notification in time")
+            .expect("stream healthy")
+            .expect("stream open");
+        let s = e.status.expect("a status");
+        got.push((s.tx_id, s.code, s.block, s.index));
+    }
+    drop(tx);
+    got.sort();
+    got
 }
 
 async fn state(backend: &Arc<dyn Backend>) -> Rows {
@@ -203,6 +255,25 @@ async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
     let blocks_file = dir.path().join("blocks.jsonl");
     std::fs::write(&blocks_file, &text).expect("block file");
     let mut cluster = Cluster::start(&blocks_file, verifiers).await;
+    // Notifications: subscribe to the last blocks' txs (ids used once in the workload)
+    // while the run goes on, unless the sidecar itself is killed (which ends the stream).
+    let watched: Vec<Event> = file.blocks[BLOCKS - 3..]
+        .iter()
+        .flat_map(|b| {
+            b.txs
+                .iter()
+                .enumerate()
+                .map(move |(i, (id, _))| (b.number, i as u32, id.0.clone()))
+        })
+        .filter(|(b, i, id)| *id == format!("t{b}-{i}") && text.matches(&format!("\"{id}\"")).count() == 1)
+        .map(|(b, i, id)| (id, want[b as usize][i as usize].code(), b, i))
+        .collect();
+    let watcher = (!kill.contains(&"sidecar")).then(|| {
+        tokio::spawn(watch(
+            cluster.sidecar_addr.clone(),
+            watched.iter().map(|w| w.0.clone()).collect(),
+        ))
+    });
     let progress = VcPool::new(
         &cluster.vc_endpoints,
         RemoteConfig {
@@ -241,7 +312,11 @@ async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
     loop {
         let sidecar = cluster.procs.get_mut("sidecar").expect("sidecar");
         if let Some(status) = sidecar.exited() {
-            assert!(status.success(), "{kill:?}: sidecar failed: {status}\n{}", cluster.logs());
+            assert!(
+                status.success(),
+                "{kill:?}: sidecar failed: {status}\n{}",
+                cluster.logs()
+            );
             break;
         }
         assert!(
@@ -254,11 +329,14 @@ async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
     for p in cluster.procs.values_mut() {
         p.kill();
     }
-    // The kill was felt: the sidecar resubmitted calls lost with each killed service, or
-    // started twice.
+    // The kill was felt: the sidecar started twice, or it resubmitted calls lost with each
+    // killed service.
     let sidecar_log = std::fs::read_to_string(&cluster.procs["sidecar"].log).unwrap_or_default();
+    let sidecar_killed = kill.contains(&"sidecar");
     for name in kill {
         match &cluster.procs[*name].addr {
+            // With the sidecar killed too, the new sidecar may never see the other down.
+            Some(_) if sidecar_killed => {}
             Some(addr) => assert!(
                 sidecar_log
                     .lines()
@@ -272,6 +350,12 @@ async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
             ),
         }
     }
+    if let Some(w) = watcher {
+        let mut want_events = watched.clone();
+        want_events.sort();
+        assert!(!want_events.is_empty(), "nothing to watch");
+        assert_eq!(w.await.expect("watcher"), want_events, "{kill:?}: notifications");
+    }
     // Every block is stored once, in order, with the oracle's statuses.
     let store = BlockStore::open(&cluster.store).expect("store opens");
     assert_eq!(store.next_block(), BLOCKS as u64, "{kill:?}: stored blocks");
@@ -279,7 +363,10 @@ async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
     for (n, want_block) in want.iter().enumerate() {
         let got = store.get_block(n as u64).expect("read").expect("block stored");
         let got: Vec<Status> = got.statuses.into_iter().map(|s| s.1).collect();
-        assert_eq!(&got, want_block, "{kill:?}: block {n} differs from the serial oracle");
+        assert_eq!(
+            &got, want_block,
+            "{kill:?}: block {n} differs from the serial oracle"
+        );
         committed += got.iter().filter(|s| **s == Status::Committed).count();
     }
     let want_committed = want.iter().flatten().filter(|s| **s == Status::Committed).count();
