@@ -11,9 +11,9 @@
 
 use crate::blockfile::FileBlock;
 use crate::intake::{Intake, Route};
+use crate::stages::{CommitStage, LocalVerifier, VerifyStage};
 use crate::{Error, Result};
 use coordinator::{BlockTx, DependencyGraph, GraphConfig, LocalGraph, build_parallel};
-use crate::stages::{CommitStage, LocalVerifier, VerifyStage};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -82,7 +82,6 @@ struct Agg {
 
 type JobResult = Result<Vec<(TxOutcome, bool, Arc<types::Tx>)>>;
 
-
 /// The in-process committer.
 pub struct Pipeline {
     verify: Arc<dyn VerifyStage>,
@@ -112,7 +111,13 @@ impl Pipeline {
         meta_policy: &NamespacePolicy,
         config: PipelineConfig,
     ) -> Result<Pipeline> {
-        Pipeline::with_stages(Arc::new(LocalVerifier::new()), Arc::new(engine), meta_policy, config).await
+        Pipeline::with_stages(
+            Arc::new(LocalVerifier::new()),
+            Arc::new(engine),
+            meta_policy,
+            config,
+        )
+        .await
     }
 
     /// A pipeline over any verification and commit stages (in-process or remote pools).

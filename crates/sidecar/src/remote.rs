@@ -11,9 +11,9 @@
 //! surfaces as [`Error::Remote`].
 
 use crate::stages::{CommitStage, VerifyBatch, VerifyStage};
+use crate::{Error, Result};
 use sigverifier::client::VerifierClient;
 use std::collections::BTreeMap;
-use crate::{Error, Result};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -145,11 +145,15 @@ pub fn vc_tx_to_wire(t: &VcTx) -> pb::VcTx {
 }
 
 /// Matches an answer to the batch it answers: every tx exactly once.
-fn outcomes_from_wire(batch: &[VcTx], answer: pb::TxStatusBatch) -> std::result::Result<Vec<TxOutcome>, String> {
+fn outcomes_from_wire(
+    batch: &[VcTx],
+    answer: pb::TxStatusBatch,
+) -> std::result::Result<Vec<TxOutcome>, String> {
     let mut out = Vec::with_capacity(answer.statuses.len());
     for s in answer.statuses {
-        let (id, status, height): (TxId, Status, Height) =
-            s.try_into().map_err(|e: wire::Error| format!("bad status in answer: {e}"))?;
+        let (id, status, height): (TxId, Status, Height) = s
+            .try_into()
+            .map_err(|e: wire::Error| format!("bad status in answer: {e}"))?;
         out.push(TxOutcome { id, status, height });
     }
     let mut asked: Vec<&str> = batch.iter().map(|t| t.id.0.as_str()).collect();
@@ -235,7 +239,10 @@ impl CommitStage for VcPool {
         let next = self
             .inner
             .call(|mut c| async move {
-                Ok(c.get_next_block(pb::LastCommittedRequest {}).await?.into_inner().number)
+                Ok(c.get_next_block(pb::LastCommittedRequest {})
+                    .await?
+                    .into_inner()
+                    .number)
             })
             .await?;
         Ok(next.checked_sub(1))
@@ -246,7 +253,11 @@ impl CommitStage for VcPool {
             .inner
             .call(|mut c| async move { Ok(c.get_policies(pb::PoliciesRequest {}).await?.into_inner()) })
             .await?;
-        Ok(list.policies.into_iter().map(|p| (p.namespace, p.policy)).collect())
+        Ok(list
+            .policies
+            .into_iter()
+            .map(|p| (p.namespace, p.policy))
+            .collect())
     }
 }
 
@@ -293,10 +304,13 @@ impl VerifierPool {
             return Ok(c.clone());
         }
         *slot = None;
-        let c = tokio::time::timeout(self.config.call_timeout, VerifierClient::connect(&self.endpoints[i]))
-            .await
-            .map_err(|_| "connect timed out".to_string())?
-            .map_err(|e| e.to_string())?;
+        let c = tokio::time::timeout(
+            self.config.call_timeout,
+            VerifierClient::connect(&self.endpoints[i]),
+        )
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())?;
         for (ns, p) in self.policy_snapshot() {
             c.set_policy(&ns, &p).await.map_err(|e| e.to_string())?;
         }
@@ -316,12 +330,14 @@ impl VerifyStage for VerifierPool {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let reason = match self.client(i).await {
                 Err(e) => e,
-                Ok(c) => match tokio::time::timeout(self.config.call_timeout, c.verify(batch.clone())).await {
-                    Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
-                    Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no answer within {:?}", self.config.call_timeout),
-                },
+                Ok(c) => {
+                    match tokio::time::timeout(self.config.call_timeout, c.verify(batch.clone())).await {
+                        Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
+                        Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+                    }
+                }
             };
             // Drop the stream: a late answer on it is never read.
             *self.slots[i].lock().await = None;
