@@ -250,7 +250,7 @@ async fn state(backend: &Arc<dyn Backend>) -> Rows {
 async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
     let text = workload(seed, BLOCKS);
     let file = blockfile::parse(&text).expect("workload parses");
-    let (want, want_rows) = serial(&file);
+    let (want, want_rows) = serial(&file).expect("oracle");
     let dir = tempfile::tempdir().expect("temp dir");
     let blocks_file = dir.path().join("blocks.jsonl");
     std::fs::write(&blocks_file, &text).expect("block file");
