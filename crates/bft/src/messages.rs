@@ -1,7 +1,7 @@
-//! Messages exchanged between replicas. Channels are assumed authenticated (mutual
-//! TLS in the shell), so the transport tells the receiver who sent a message;
-//! signatures are only needed where a message must convince a third party: votes
-//! (they form certificates) and view changes (they form new-view proofs).
+//! Messages exchanged between replicas. Channels are assumed authenticated (the
+//! consenter transport signs every envelope), so the transport tells the receiver who
+//! sent a message; signatures are only needed where a message must convince a third
+//! party: votes (they form certificates) and view changes (they form new-view proofs).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -21,6 +21,8 @@ const DEADLINE: Duration = Duration::from_secs(90);
 
 /// The child processes; all of them are killed when this is dropped (also on panic).
 struct Cluster {
+    n: usize,
+    batch_max: usize,
     dir: tempfile::TempDir,
     addrs: Vec<String>,
     children: Vec<Option<Child>>,
@@ -46,15 +48,17 @@ fn free_ports(n: usize) -> Vec<u16> {
 }
 
 impl Cluster {
-    fn new() -> Cluster {
-        let addrs = free_ports(N)
+    fn new(n: usize, batch_max: usize) -> Cluster {
+        let addrs = free_ports(n)
             .into_iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
         Cluster {
+            n,
+            batch_max,
             dir: tempfile::tempdir().expect("tempdir"),
             addrs,
-            children: (0..N).map(|_| None).collect(),
+            children: (0..n).map(|_| None).collect(),
         }
     }
 
@@ -73,14 +77,17 @@ impl Cluster {
             .append(true)
             .open(self.log_path(i))
             .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_fabrx"))
+        // FABRX_BIN lets a measurement use a release build.
+        let bin = std::env::var("FABRX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fabrx").to_owned());
+        let child = Command::new(bin)
             .args(["node", "bft", "--id", &i.to_string(), "--peers"])
             .arg(self.addrs.join(","))
             .arg("--wal")
             .arg(&wal)
             .arg("--decisions")
             .arg(self.decisions_path(i))
-            .args(["--seed-prefix", SEED_PREFIX, "--batch-max", "8"])
+            .args(["--seed-prefix", SEED_PREFIX, "--batch-max"])
+            .arg(self.batch_max.to_string())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -101,7 +108,7 @@ impl Cluster {
 
     fn logs(&self) -> String {
         let mut out = String::new();
-        for i in 0..N {
+        for i in 0..self.n {
             let text = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(15).collect();
             out.push_str(&format!("--- replica {i} (last lines, newest first)\n"));
@@ -216,7 +223,7 @@ fn all_have(cluster: &Cluster, replicas: &[usize], want: &[String]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_order_survive_leader_kill_and_catch_up() {
-    let mut cluster = Cluster::new();
+    let mut cluster = Cluster::new(N, 8);
     for i in 0..N {
         cluster.start(i);
     }
@@ -305,4 +312,77 @@ async fn four_processes_order_survive_leader_kill_and_catch_up() {
         .await;
     let total: usize = cluster.decisions(0).iter().map(|l| l.requests.len()).sum();
     assert_eq!(total, want.len(), "every request ordered exactly once");
+}
+
+/// Multi-process throughput: `n` replicas on this machine, 200-byte requests submitted
+/// by 8 concurrent clients to the leader with unary `Submit` calls, timed until every
+/// replica's decisions log holds them all. A measurement, not a check:
+/// `BFT_N=4 BFT_BATCH=1000 BFT_REQUESTS=20000 cargo test --workspace --test bft_cluster
+/// -- --ignored --nocapture` (see docs/bft.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement; run with --ignored --nocapture"]
+async fn cluster_throughput() {
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (n, batch, total) = (
+        env("BFT_N", 4),
+        env("BFT_BATCH", 1000),
+        env("BFT_REQUESTS", 20_000),
+    );
+    let mut cluster = Cluster::new(n, batch);
+    for i in 0..n {
+        cluster.start(i);
+    }
+    cluster
+        .wait_for("every replica answers Status", async |c| {
+            for a in &c.addrs {
+                if status(a).await.is_none() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    let leader = cluster.addrs[0].clone();
+    let clients = 8;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..clients {
+        let addr = leader.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = client(&addr).await.expect("client");
+            for i in (t..total).step_by(clients) {
+                let mut request = format!("req-{i:09}-").into_bytes();
+                request.resize(200, b'x');
+                c.submit(pb::BftSubmitRequest { request }).await.expect("submit");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let submitted = start.elapsed();
+    let count = |c: &Cluster, i: usize| -> usize { c.decisions(i).iter().map(|l| l.requests.len()).sum() };
+    let mut next_report = Instant::now();
+    cluster
+        .wait_for("every replica ordered all requests", async |c| {
+            if Instant::now() >= next_report {
+                next_report = Instant::now() + Duration::from_secs(5);
+                for i in 0..n {
+                    let s = status(&c.addrs[i]).await;
+                    eprintln!("replica {i}: {} ordered, {s:?}", count(c, i));
+                }
+            }
+            (0..n).all(|i| count(c, i) >= total)
+        })
+        .await;
+    let elapsed = start.elapsed().as_secs_f64();
+    let decisions = cluster.decisions(0).len();
+    assert_eq!(count(&cluster, 0), total);
+    println!(
+        "{{\"n\":{n},\"batch_max\":{batch},\"requests\":{total},\"decisions\":{decisions},\
+         \"submit_s\":{:.2},\"seconds\":{elapsed:.2},\"requests_per_s\":{:.0},\"decisions_per_s\":{:.1}}}",
+        submitted.as_secs_f64(),
+        total as f64 / elapsed,
+        decisions as f64 / elapsed
+    );
 }
