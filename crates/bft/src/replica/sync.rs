@@ -21,11 +21,16 @@ use crate::types::{ReplicaId, Seq, View};
 
 impl<A: Application> Replica<A> {
     pub(super) fn send_heartbeat(&mut self) {
-        self.broadcast(Message::Heartbeat {
-            instance: self.cfg.instance,
-            view: self.view,
-            last_decided: self.last_decided(),
-        });
+        // A replica that left its view no longer vouches for it: a leader that suspects
+        // itself (its own backlog timed out) falls silent, so the followers' heartbeat
+        // timers join its view change even when they hold none of its requests.
+        if self.status == Status::Normal {
+            self.broadcast(Message::Heartbeat {
+                instance: self.cfg.instance,
+                view: self.view,
+                last_decided: self.last_decided(),
+            });
+        }
         match self.status {
             Status::ViewChanging { .. } => self.broadcast_view_change(),
             Status::Normal => {
