@@ -114,6 +114,19 @@ fn seeds_second_half() {
     run_range(seed_base() + 1_000_000_000 + total / 2, total - total / 2);
 }
 
+/// Seeds that once failed, kept so their schedules run on every CI run: a leader that
+/// suspected its own backlog kept vouching for the view (fixed by silencing heartbeats),
+/// and a proven decided height only a lying replica would serve (fixed by deciding from
+/// the new-view proof).
+#[test]
+fn former_failures() {
+    for seed in [1_000_013_525, 1_000_020_254] {
+        if let Err(e) = run_seed(seed, false) {
+            panic!("{e}");
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_run() {
     let a = run_seed(42, false).expect("seed 42");

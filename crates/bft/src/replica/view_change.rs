@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::{Output, Replica, Slot, Status};
 use crate::app::Application;
+use crate::certificate::{Decision, verify_decision};
 use crate::messages::{Message, NewView, ViewChange};
 use crate::types::{ReplicaId, View};
 use crate::wal::WalEntry;
@@ -194,8 +195,49 @@ impl<A: Application> Replica<A> {
             view,
             leader: self.cfg.leader(view),
         });
+        if let Some(nv) = self.new_view_proof.clone() {
+            self.decide_from_proof(&nv);
+        }
         self.replay_future();
         self.maybe_propose();
         self.maybe_sync();
+    }
+
+    /// Decides what the new-view proof itself proves: a commit certificate for the next
+    /// sequence (from one view change) whose proposal another view change carries as
+    /// prepared, with the same digest, is a complete decision. Without this, a height
+    /// proven only by a replica that then refuses state transfer would block the leader
+    /// (it must not propose below the proven height) in every view.
+    fn decide_from_proof(&mut self, nv: &NewView) {
+        loop {
+            let next = self.next_seq();
+            let Some(certificate) = nv
+                .view_changes
+                .iter()
+                .filter_map(|vc| vc.last_decided.as_ref())
+                .find(|c| c.seq == next)
+            else {
+                return;
+            };
+            let Some(proposal) = nv
+                .view_changes
+                .iter()
+                .filter_map(|vc| vc.prepared.as_ref())
+                .map(|p| &p.proposal)
+                .find(|p| p.seq == next && p.digest() == certificate.digest)
+            else {
+                return;
+            };
+            let decision = Arc::new(Decision {
+                proposal: proposal.clone(),
+                certificate: certificate.clone(),
+            });
+            if decision.proposal.instance != self.cfg.instance
+                || verify_decision(&decision, self.verifier.as_ref(), self.cfg.n).is_err()
+            {
+                return;
+            }
+            self.decide(decision);
+        }
     }
 }
