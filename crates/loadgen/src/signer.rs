@@ -1,12 +1,12 @@
 //! Namespace endorsers of a workload: one key per scheme, usable from many threads.
 
 use crate::{Error, Result};
-use types::{NamespacePolicy, PolicyScheme};
+use types::NamespacePolicy;
 
 /// Signs namespace endorsements for one policy.
 pub(crate) enum Signer {
     /// Ed25519 or ECDSA P-256: one key.
-    Single(Box<crypto::SigningKey>, PolicyScheme),
+    Single(Box<crypto::SigningKey>),
     /// t-of-n threshold BLS: the first t shares sign, their partials are aggregated.
     Threshold(Box<crypto::ThresholdKeySet>),
 }
@@ -14,12 +14,7 @@ pub(crate) enum Signer {
 impl Signer {
     /// Ed25519 or ECDSA P-256 key derived from `seed`.
     pub(crate) fn single(scheme: crypto::Scheme, seed: &str) -> Signer {
-        let ps = match scheme {
-            crypto::Scheme::Ed25519 => PolicyScheme::Ed25519,
-            crypto::Scheme::EcdsaP256 => PolicyScheme::EcdsaP256,
-            crypto::Scheme::Bls12381 => PolicyScheme::Bls12381,
-        };
-        Signer::Single(Box::new(crypto::derive_signing_key(scheme, seed)), ps)
+        Signer::Single(Box::new(crypto::derive_signing_key(scheme, seed)))
     }
 
     /// A t-of-n group dealt from `seed`.
@@ -33,21 +28,15 @@ impl Signer {
     /// The namespace policy this signer satisfies.
     pub(crate) fn policy(&self) -> NamespacePolicy {
         match self {
-            Signer::Single(key, scheme) => NamespacePolicy {
-                scheme: *scheme,
-                public_key: key.public_key().to_bytes(),
-            },
-            Signer::Threshold(set) => NamespacePolicy {
-                scheme: PolicyScheme::Bls12381,
-                public_key: set.public.group_public_key().to_bytes(),
-            },
+            Signer::Single(key) => sigverifier::policy_of(&key.public_key()),
+            Signer::Threshold(set) => sigverifier::policy_of(set.public.group_public_key()),
         }
     }
 
     /// An endorsement of `msg` (the canonical namespace bytes).
     pub(crate) fn sign(&self, msg: &[u8]) -> Result<Vec<u8>> {
         match self {
-            Signer::Single(key, _) => Ok(crypto::sign_namespace_endorsement(key, msg).into_bytes()),
+            Signer::Single(key) => Ok(crypto::sign_namespace_endorsement(key, msg).into_bytes()),
             Signer::Threshold(set) => {
                 let t = set.public.threshold() as usize;
                 let partials: Vec<_> = set

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use types::endorsement::namespace_signing_bytes;
-use types::{Endorsement, NamespacePolicy, PolicyScheme, Read, ReadWrite, Tx, TxId, TxNamespace, Write};
+use types::{Endorsement, NamespacePolicy, Read, ReadWrite, Tx, TxId, TxNamespace, Write};
 
 /// A key or signer description: `{"scheme":"ed25519"|"ecdsa-p256","seed":…}` or
 /// `{"scheme":"bls-threshold","seed":…,"t":3,"n":5[,"shares":[1,2,3]]}`.
@@ -162,26 +162,19 @@ impl Keyring {
     pub fn policy(&mut self, spec: &KeySpec) -> std::result::Result<NamespacePolicy, String> {
         match spec.scheme.as_str() {
             "ed25519" | "ecdsa-p256" => {
-                let (scheme, ps) = if spec.scheme == "ed25519" {
-                    (crypto::Scheme::Ed25519, PolicyScheme::Ed25519)
+                let scheme = if spec.scheme == "ed25519" {
+                    crypto::Scheme::Ed25519
                 } else {
-                    (crypto::Scheme::EcdsaP256, PolicyScheme::EcdsaP256)
+                    crypto::Scheme::EcdsaP256
                 };
-                let pk = crypto::derive_signing_key(scheme, &spec.seed)
-                    .public_key()
-                    .to_bytes();
-                Ok(NamespacePolicy {
-                    scheme: ps,
-                    public_key: pk,
-                })
+                Ok(sigverifier::policy_of(
+                    &crypto::derive_signing_key(scheme, &spec.seed).public_key(),
+                ))
             }
             "bls-threshold" => {
                 let (t, n) = threshold_params(spec)?;
                 let set = self.deal(&spec.seed, t, n)?;
-                Ok(NamespacePolicy {
-                    scheme: PolicyScheme::Bls12381,
-                    public_key: set.public.group_public_key().to_bytes(),
-                })
+                Ok(sigverifier::policy_of(set.public.group_public_key()))
             }
             other => Err(format!("unknown scheme {other:?}")),
         }
@@ -351,7 +344,7 @@ mod tests {
 {"block":1,"txs":[{"id":"t1","namespaces":[{"ns":"token","reads":[{"key":"k1","version":0},{"key":"k2"}],"read_writes":[{"key":"0x6b33","version":1,"value":"v"}],"blind_writes":[{"key":"k4","value":"0xff"}],"signer":{"scheme":"bls-threshold","seed":"grp","t":2,"n":3,"shares":[1,3]}}],"metadata":["m"]}]}
 "#;
         let f = parse(text).unwrap();
-        assert_eq!(f.meta_policy.scheme, PolicyScheme::EcdsaP256);
+        assert_eq!(f.meta_policy.scheme, types::PolicyScheme::EcdsaP256);
         assert_eq!(f.blocks.len(), 2);
         let (id, tx) = &f.blocks[1].txs[0];
         assert_eq!(id.as_str(), "t1");

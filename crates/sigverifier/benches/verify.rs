@@ -20,19 +20,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 use types::endorsement::namespace_signing_bytes;
-use types::{Endorsement, NamespacePolicy, PolicyScheme, Tx, TxId, TxNamespace, Write};
+use types::{Endorsement, Tx, TxId, TxNamespace, Write};
 
 const BATCH: usize = 500;
 /// Namespaces (and so policy keys) per scheme in a batch.
 const NAMESPACES: usize = 8;
-
-fn policy_scheme(s: crypto::Scheme) -> PolicyScheme {
-    match s {
-        crypto::Scheme::Ed25519 => PolicyScheme::Ed25519,
-        crypto::Scheme::EcdsaP256 => PolicyScheme::EcdsaP256,
-        crypto::Scheme::Bls12381 => PolicyScheme::Bls12381,
-    }
-}
 
 type Batch = Vec<(TxId, Arc<Tx>)>;
 
@@ -43,10 +35,7 @@ fn setup(scheme: crypto::Scheme, bad: &[usize]) -> (Policies, Batch) {
     let keys: Vec<crypto::SigningKey> = (0..NAMESPACES)
         .map(|i| {
             let sk = crypto::derive_signing_key(scheme, &format!("ns{i}"));
-            let p = NamespacePolicy {
-                scheme: policy_scheme(scheme),
-                public_key: sk.public_key().to_bytes(),
-            };
+            let p = sigverifier::policy_of(&sk.public_key());
             policies.set(&format!("ns{i}"), &p).unwrap();
             sk
         })
@@ -189,10 +178,7 @@ fn service(c: &mut Criterion) {
         rt.block_on(async {
             for i in 0..NAMESPACES {
                 let sk = crypto::derive_signing_key(scheme, &format!("ns{i}"));
-                let p = NamespacePolicy {
-                    scheme: policy_scheme(scheme),
-                    public_key: sk.public_key().to_bytes(),
-                };
+                let p = sigverifier::policy_of(&sk.public_key());
                 client.set_policy(&format!("ns{i}"), &p).await.unwrap();
             }
         });

@@ -56,6 +56,24 @@ pub fn scheme_of(s: PolicyScheme) -> crypto::Scheme {
     }
 }
 
+/// The policy scheme of a crypto scheme (the inverse of [`scheme_of`]).
+pub fn policy_scheme_of(s: crypto::Scheme) -> PolicyScheme {
+    match s {
+        crypto::Scheme::Ed25519 => PolicyScheme::Ed25519,
+        crypto::Scheme::EcdsaP256 => PolicyScheme::EcdsaP256,
+        crypto::Scheme::Bls12381 => PolicyScheme::Bls12381,
+    }
+}
+
+/// The namespace policy satisfied by signatures of `key` (for a threshold group: its
+/// group key).
+pub fn policy_of(key: &crypto::PublicKey) -> NamespacePolicy {
+    NamespacePolicy {
+        scheme: policy_scheme_of(key.scheme()),
+        public_key: key.to_bytes(),
+    }
+}
+
 /// Parses a policy's key (used to reject unusable policies structurally, 114).
 pub fn parse_policy_key(p: &NamespacePolicy) -> Option<crypto::PublicKey> {
     crypto::PublicKey::from_bytes(scheme_of(p.scheme), &p.public_key).ok()
@@ -223,15 +241,7 @@ mod tests {
 
     fn policy(scheme: crypto::Scheme, seed: &str) -> (crypto::SigningKey, NamespacePolicy) {
         let sk = crypto::derive_signing_key(scheme, seed);
-        let ps = match scheme {
-            crypto::Scheme::Ed25519 => PolicyScheme::Ed25519,
-            crypto::Scheme::EcdsaP256 => PolicyScheme::EcdsaP256,
-            crypto::Scheme::Bls12381 => PolicyScheme::Bls12381,
-        };
-        let p = NamespacePolicy {
-            scheme: ps,
-            public_key: sk.public_key().to_bytes(),
-        };
+        let p = policy_of(&sk.public_key());
         (sk, p)
     }
 

@@ -7,7 +7,7 @@ use proptest::strategy::ValueTree;
 use sigverifier::{Policies, Verifier};
 use std::sync::{Arc, OnceLock};
 use types::endorsement::namespace_signing_bytes;
-use types::{Endorsement, NamespacePolicy, PolicyScheme, Status, Tx, TxId, TxNamespace, Write};
+use types::{Endorsement, Status, Tx, TxId, TxNamespace, Write};
 
 /// Namespaces with a policy, by scheme; `nopolicy` has none.
 const NAMESPACES: [(&str, Option<crypto::Scheme>); 5] = [
@@ -34,11 +34,8 @@ fn keys() -> &'static Keys {
             .iter()
             .map(|(ns, scheme)| {
                 let sk = crypto::derive_signing_key(scheme.unwrap_or(crypto::Scheme::Ed25519), ns);
-                if let Some(s) = scheme {
-                    let p = NamespacePolicy {
-                        scheme: policy_scheme(*s),
-                        public_key: sk.public_key().to_bytes(),
-                    };
+                if scheme.is_some() {
+                    let p = sigverifier::policy_of(&sk.public_key());
                     policies.set(ns, &p).unwrap();
                 }
                 sk
@@ -54,14 +51,6 @@ fn keys() -> &'static Keys {
             policies,
         }
     })
-}
-
-fn policy_scheme(s: crypto::Scheme) -> PolicyScheme {
-    match s {
-        crypto::Scheme::Ed25519 => PolicyScheme::Ed25519,
-        crypto::Scheme::EcdsaP256 => PolicyScheme::EcdsaP256,
-        crypto::Scheme::Bls12381 => PolicyScheme::Bls12381,
-    }
 }
 
 /// How one endorsement is made.

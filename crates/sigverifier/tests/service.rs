@@ -71,15 +71,7 @@ impl Drop for TestServer {
 
 fn key(scheme: crypto::Scheme, seed: &str) -> (crypto::SigningKey, NamespacePolicy) {
     let sk = crypto::derive_signing_key(scheme, seed);
-    let ps = match scheme {
-        crypto::Scheme::Ed25519 => PolicyScheme::Ed25519,
-        crypto::Scheme::EcdsaP256 => PolicyScheme::EcdsaP256,
-        crypto::Scheme::Bls12381 => PolicyScheme::Bls12381,
-    };
-    let p = NamespacePolicy {
-        scheme: ps,
-        public_key: sk.public_key().to_bytes(),
-    };
+    let p = sigverifier::policy_of(&sk.public_key());
     (sk, p)
 }
 
