@@ -121,6 +121,22 @@ impl Cluster {
     }
 
     /// Polls `check` until it holds or the deadline passes (then fails with logs).
+    /// Starts every replica and waits until each answers `Status`.
+    async fn start_all(&mut self) {
+        for i in 0..self.addrs.len() {
+            self.start(i);
+        }
+        self.wait_for("every replica answers Status", async |c| {
+            for a in &c.addrs {
+                if status(a).await.is_none() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
     async fn wait_for(&self, what: &str, mut check: impl AsyncFnMut(&Cluster) -> bool) {
         let deadline = Instant::now() + DEADLINE;
         while Instant::now() < deadline {
@@ -224,20 +240,8 @@ fn all_have(cluster: &Cluster, replicas: &[usize], want: &[String]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_order_survive_leader_kill_and_catch_up() {
     let mut cluster = Cluster::new(N, 8);
-    for i in 0..N {
-        cluster.start(i);
-    }
+    cluster.start_all().await;
     let everyone: Vec<usize> = (0..N).collect();
-    cluster
-        .wait_for("every replica answers Status", async |c| {
-            for a in &c.addrs {
-                if status(a).await.is_none() {
-                    return false;
-                }
-            }
-            true
-        })
-        .await;
 
     // 1. All four order the same requests in the same sequence.
     let mut want = requests("a", 20);
@@ -329,19 +333,7 @@ async fn cluster_throughput() {
         env("BFT_REQUESTS", 20_000),
     );
     let mut cluster = Cluster::new(n, batch);
-    for i in 0..n {
-        cluster.start(i);
-    }
-    cluster
-        .wait_for("every replica answers Status", async |c| {
-            for a in &c.addrs {
-                if status(a).await.is_none() {
-                    return false;
-                }
-            }
-            true
-        })
-        .await;
+    cluster.start_all().await;
     let leader = cluster.addrs[0].clone();
     let clients = 8;
     let start = Instant::now();

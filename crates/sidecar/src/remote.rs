@@ -61,7 +61,51 @@ fn retryable(s: &tonic::Status) -> bool {
     )
 }
 
-/// Round-robin endpoint selection with failover, shared by both pools.
+/// The failover bookkeeping of one call: after a lost attempt, log it, give up once
+/// `give_up_after` has passed, and back off (50 ms doubling to 2 s by default) each time
+/// every endpoint failed in a row.
+struct Retry<'a> {
+    what: &'static str,
+    endpoints: usize,
+    config: &'a RemoteConfig,
+    start: Instant,
+    backoff: Duration,
+    failures: usize,
+}
+
+impl<'a> Retry<'a> {
+    fn new(what: &'static str, endpoints: usize, config: &'a RemoteConfig) -> Retry<'a> {
+        Retry {
+            what,
+            endpoints,
+            config,
+            start: Instant::now(),
+            backoff: config.backoff,
+            failures: 0,
+        }
+    }
+
+    /// Records an attempt lost at `endpoint`; `Err` when it is time to give up.
+    async fn lost(&mut self, endpoint: &str, reason: String) -> Result<()> {
+        warn!(service = self.what, %endpoint, %reason, "call lost; resubmitting");
+        self.failures += 1;
+        if let Some(limit) = self.config.give_up_after
+            && self.start.elapsed() > limit
+        {
+            return Err(Error::Unavailable {
+                service: self.what,
+                detail: reason,
+            });
+        }
+        if self.failures.is_multiple_of(self.endpoints) {
+            tokio::time::sleep(self.backoff).await;
+            self.backoff = (self.backoff * 2).min(Duration::from_secs(2));
+        }
+        Ok(())
+    }
+}
+
+/// Round-robin endpoint selection with failover (the vcservice pool).
 struct Failover<C> {
     what: &'static str,
     clients: Vec<(String, C)>,
@@ -76,9 +120,7 @@ impl<C: Clone> Failover<C> {
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
     {
         let n = self.clients.len();
-        let start = Instant::now();
-        let mut backoff = self.config.backoff;
-        let mut failures = 0usize;
+        let mut retry = Retry::new(self.what, n, &self.config);
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let (addr, client) = &self.clients[i];
@@ -94,20 +136,7 @@ impl<C: Clone> Failover<C> {
                 Ok(Err(s)) => s.to_string(),
                 Err(_) => format!("no answer within {:?}", self.config.call_timeout),
             };
-            warn!(service = self.what, endpoint = %addr, %reason, "call lost; resubmitting");
-            failures += 1;
-            if let Some(limit) = self.config.give_up_after
-                && start.elapsed() > limit
-            {
-                return Err(Error::Unavailable {
-                    service: self.what,
-                    detail: reason,
-                });
-            }
-            if failures.is_multiple_of(n) {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
+            retry.lost(addr, reason).await?;
         }
     }
 }
@@ -323,9 +352,7 @@ impl VerifierPool {
 impl VerifyStage for VerifierPool {
     async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
         let n = self.endpoints.len();
-        let start = Instant::now();
-        let mut backoff = self.config.backoff;
-        let mut failures = 0usize;
+        let mut retry = Retry::new("sigverifier", n, &self.config);
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let reason = match self.client(i).await {
@@ -341,20 +368,7 @@ impl VerifyStage for VerifierPool {
             };
             // Drop the stream: a late answer on it is never read.
             *self.slots[i].lock().await = None;
-            warn!(service = "sigverifier", endpoint = %self.endpoints[i], %reason, "call lost; resubmitting");
-            failures += 1;
-            if let Some(limit) = self.config.give_up_after
-                && start.elapsed() > limit
-            {
-                return Err(Error::Unavailable {
-                    service: "sigverifier",
-                    detail: reason,
-                });
-            }
-            if failures.is_multiple_of(n) {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
+            retry.lost(&self.endpoints[i], reason).await?;
         }
     }
 
