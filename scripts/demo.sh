@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps no
 if [ $# -eq 0 ]; then set -- --blocks examples/blocks.jsonl --print-state; fi
-# Build the whole workspace rather than `cargo run -p fabrx`: the same feature resolution as
-# `scripts/test.sh`, so RocksDB (the slow part of a first build) is compiled once for both.
-cargo build -q --workspace
+# Build exactly what `scripts/test.sh` builds (dev-dependencies change the feature
+# resolution, so `cargo build` or `cargo run -p fabrx` would compile RocksDB, the slow part
+# of a first build, a second time); the fabrx binary is part of that build.
+cargo test -q --workspace --no-run
 exec "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" committer apply "$@"
