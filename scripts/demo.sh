@@ -10,7 +10,11 @@ source scripts/deps.sh
 ensure_system_deps no
 if [ $# -eq 0 ]; then set -- --blocks examples/blocks.jsonl --print-state; fi
 # Build exactly what `scripts/test.sh` builds (dev-dependencies change the feature
-# resolution, so `cargo build` or `cargo run -p fabrx` would compile RocksDB, the slow part
-# of a first build, a second time); the fabrx binary is part of that build.
-cargo test -q --workspace --no-run
+# resolution, so `cargo build` would compile some dependencies a second time); the fabrx
+# binary is part of that build. Cargo shows its progress (a bar on a terminal, one line
+# per crate otherwise).
+if [ ! -x "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" ]; then
+  echo "fabrx: first build of the workspace (about 5-8 minutes on 2 cores; later builds take seconds)" >&2
+fi
+cargo test --workspace --no-run
 exec "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" committer apply "$@"

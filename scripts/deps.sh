@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages fabrx needs when they are missing, on Debian/Ubuntu:
-#   libclang-dev  bindgen reads RocksDB's C headers when building the embedded store
-#   g++           compiles RocksDB
-#   postgresql    server binaries (initdb, postgres) for the throwaway test clusters
+#   librocksdb-dev  RocksDB 7.8, linked by the embedded store (ADR 0005); no C++ build
+#   libclang-dev    bindgen reads RocksDB's C headers when building the embedded store
+#   g++             the C parts of a few dependencies (blst)
+#   postgresql      server binaries (initdb, postgres) for the throwaway test clusters
 # Sourced by scripts/test.sh and scripts/demo.sh; does nothing when all are present.
 ensure_system_deps() {
   local want_pg=${1:-no} missing=()
@@ -13,6 +14,9 @@ ensure_system_deps() {
      ! compgen -G "/usr/lib/*-linux-gnu/libclang.so*" >/dev/null; then
     missing+=(libclang-dev)
   fi
+  # .cargo/config.toml points ROCKSDB_LIB_DIR here.
+  [ -e /usr/lib/x86_64-linux-gnu/librocksdb.so ] && [ -e /usr/include/rocksdb/c.h ] ||
+    missing+=(librocksdb-dev)
   command -v c++ >/dev/null 2>&1 || missing+=(g++)
   command -v cc >/dev/null 2>&1 || missing+=(gcc)
   if [ "$want_pg" = yes ] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null &&

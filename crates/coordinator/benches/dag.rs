@@ -71,7 +71,7 @@ fn workload(conflict: f64, reads: usize, writes: usize) -> Vec<Vec<BlockTx>> {
                         namespaces: vec![ns],
                         ..Tx::default()
                     };
-                    (format!("tx-{b}-{i}").into(), Height::new(b, i), Arc::new(tx))
+                    BlockTx::new(format!("tx-{b}-{i}").into(), Height::new(b, i), Arc::new(tx))
                 })
                 .collect()
         })
@@ -152,7 +152,13 @@ fn phases(c: &mut Criterion) {
                 let number = g.next_block();
                 let txs = blocks[number as usize % BLOCKS]
                     .iter()
-                    .map(|(id, h, tx)| (id.clone(), Height::new(number, h.index), Arc::clone(tx)))
+                    .map(|t| {
+                        BlockTx::new(
+                            t.id.clone(),
+                            Height::new(number, t.height.index),
+                            Arc::clone(&t.tx),
+                        )
+                    })
                     .collect();
                 let local = LocalGraph::build(g.key_hasher(), number, txs).expect("valid");
                 let start = Instant::now();

@@ -8,8 +8,8 @@ use crate::key::KeyHasher;
 use crate::local::{BlockTx, HEAD, LocalGraph, TAIL};
 use smallvec::SmallVec;
 use std::collections::VecDeque;
-use std::sync::Arc;
-use types::{Height, Status, Tx, TxId};
+
+use types::{Height, Status};
 
 /// Configuration of a [`DependencyGraph`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,16 +42,9 @@ impl Default for GraphConfig {
 }
 
 /// A tx whose every earlier conflicting tx has finished: it may be verified and
-/// committed now, concurrently with every other released tx.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Released {
-    /// The tx id.
-    pub id: TxId,
-    /// Where the tx sits in the ledger; pass it back to [`DependencyGraph::complete`].
-    pub height: Height,
-    /// The tx.
-    pub tx: Arc<Tx>,
-}
+/// committed now, concurrently with every other released tx. Pass its height back to
+/// [`DependencyGraph::complete`].
+pub type Released = BlockTx;
 
 /// An input of the graph as a state machine (see [`DependencyGraph::handle`]).
 #[derive(Debug)]
@@ -98,7 +91,7 @@ struct Node {
     /// Unfinished txs this one waits for (with multiplicity of edges).
     waiting_on: u32,
     /// Moved out when the tx is released.
-    payload: Option<(TxId, Height, Arc<Tx>)>,
+    payload: Option<BlockTx>,
     /// Later txs waiting for this one.
     dependents: Vec<u64>,
     /// Keys whose index entry points at this tx.
@@ -291,8 +284,12 @@ impl DependencyGraph {
     }
 
     fn push_block_rec(&mut self, local: &LocalGraph, first_seq: u64) {
-        let dense = local.txs.iter().enumerate().all(|(i, t)| t.1.index as usize == i);
-        let sparse = (!dense).then(|| local.txs.iter().map(|t| t.1.index).collect());
+        let dense = local
+            .txs
+            .iter()
+            .enumerate()
+            .all(|(i, t)| t.height.index as usize == i);
+        let sparse = (!dense).then(|| local.txs.iter().map(|t| t.height.index).collect());
         let len = local.len() as u32;
         self.blocks.push_back(BlockRec {
             number: local.block_number,
@@ -371,8 +368,8 @@ impl DependencyGraph {
         let node = self.node_mut(seq);
         debug_assert_eq!(node.state, NodeState::Waiting);
         node.state = NodeState::Released;
-        if let Some((id, height, tx)) = node.payload.take() {
-            out.push(Released { id, height, tx });
+        if let Some(released) = node.payload.take() {
+            out.push(released);
         }
         self.waiting -= 1;
         self.in_flight += 1;
@@ -456,7 +453,8 @@ impl DependencyGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use types::{ReadWrite, TxNamespace};
+    use std::sync::Arc;
+    use types::{ReadWrite, Tx, TxId, TxNamespace};
 
     fn tx(ns: &str, rw: &[&str]) -> Arc<Tx> {
         let ns = TxNamespace {
@@ -487,7 +485,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                (
+                BlockTx::new(
                     TxId::from(*k),
                     Height::new(0, i as u32),
                     tx(if i == 1 { "other" } else { "ns" }, &[k]),

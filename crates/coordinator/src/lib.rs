@@ -14,7 +14,7 @@
 //! ```
 //! use coordinator::{DependencyGraph, GraphConfig};
 //! use std::sync::Arc;
-//! use types::{Height, Status, Tx, TxNamespace, Write};
+//! use types::{BlockTx, Height, Status, Tx, TxNamespace, Write};
 //!
 //! let write = |key: &[u8]| {
 //!     let ns = TxNamespace {
@@ -26,8 +26,8 @@
 //! };
 //! let mut graph = DependencyGraph::new(GraphConfig::default());
 //! let block = vec![
-//!     ("t0".into(), Height::new(0, 0), write(b"k")),
-//!     ("t1".into(), Height::new(0, 1), write(b"k")), // write-write conflict with t0
+//!     BlockTx::new("t0".into(), Height::new(0, 0), write(b"k")),
+//!     BlockTx::new("t1".into(), Height::new(0, 1), write(b"k")), // write-write conflict with t0
 //! ];
 //! let ready = graph.add_block(0, block).unwrap();
 //! assert_eq!(ready.len(), 1);

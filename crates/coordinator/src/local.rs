@@ -10,11 +10,11 @@
 use crate::error::{Error, Result};
 use crate::key::{FpMap, KeyAccess, KeyHasher, collect_accesses};
 use rayon::prelude::*;
-use std::sync::Arc;
-use types::{Height, Tx, TxId};
+
+use types::Height;
 
 /// One tx handed to the coordinator: id, height (block, index) and the decoded tx.
-pub type BlockTx = (TxId, Height, Arc<Tx>);
+pub use types::BlockTx;
 
 /// Marks "no tx" / "no access" in the `u32` links below.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -80,7 +80,7 @@ impl LocalGraph {
         let mut keys_of: Vec<KeyAccess> = Vec::with_capacity(n * 4);
         let mut access_start = Vec::with_capacity(n + 1);
         access_start.push(0u32);
-        for (_, _, tx) in &txs {
+        for BlockTx { tx, .. } in &txs {
             collect_accesses(hasher, tx, &mut keys_of);
             access_start.push(keys_of.len() as u32);
         }
@@ -213,7 +213,7 @@ impl LocalGraph {
 
 fn check_heights(block_number: u64, txs: &[BlockTx]) -> Result<()> {
     let mut previous: Option<Height> = None;
-    for (_, height, _) in txs {
+    for BlockTx { height, .. } in txs {
         if height.block != block_number {
             return Err(Error::HeightOutsideBlock {
                 block_number,

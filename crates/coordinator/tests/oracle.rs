@@ -262,7 +262,7 @@ fn drive(
     let input = |b: usize| -> Vec<BlockTx> {
         blocks[b]
             .iter()
-            .map(|t| (format!("{:?}", t.height).into(), t.height, t.tx.clone()))
+            .map(|t| BlockTx::new(format!("{:?}", t.height).into(), t.height, t.tx.clone()))
             .collect()
     };
     let mut locals: VecDeque<LocalGraph> = if prebuilt {

@@ -5,8 +5,9 @@
 use clap::{Args, Subcommand};
 use std::sync::Arc;
 use std::time::Instant;
+use types::VcTx;
 use types::{Endorsement, Height, Read, ReadWrite, Tx, TxId, TxNamespace, Write};
-use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, SqlMode, VcTx};
+use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, SqlMode};
 
 /// Benchmarks.
 #[derive(Debug, Subcommand)]

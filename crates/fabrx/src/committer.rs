@@ -2,9 +2,9 @@
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use committer::blockfile::{self, encode_bytes};
 use serde_json::json;
-use sidecar::blockfile::{self, encode_bytes};
-use sidecar::pipeline::{Pipeline, PipelineConfig};
+use sidecar::pipeline::PipelineConfig;
 use vcservice::config::open_backend;
 use vcservice::{Engine, EngineConfig};
 
@@ -56,8 +56,8 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
         workers: args.workers,
         ..PipelineConfig::default()
     };
-    config.graph.first_block = file.blocks.first().map_or(0, |b| b.number);
-    let mut pipeline = Pipeline::new(engine, &file.meta_policy, config).await?;
+    config.graph.first_block = file.blocks.first().map_or(0, |b| b.number());
+    let mut pipeline = committer::in_process(engine, &file.meta_policy, config).await?;
     pipeline
         .run(file.blocks, |block| {
             for (index, (id, status)) in block.statuses.iter().enumerate() {
@@ -69,6 +69,7 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
                     status.code()
                 );
             }
+            Ok(())
         })
         .await?;
     if args.print_state {

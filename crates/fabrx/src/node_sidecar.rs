@@ -13,16 +13,18 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
-use sidecar::blockfile::{self, FileBlock};
+use committer::blockfile;
+use committer::{LocalCommitter, LocalVerifier};
 use sidecar::notify::{Notifier, NotifierConfig};
 use sidecar::pipeline::{Pipeline, PipelineConfig};
 use sidecar::remote::{RemoteConfig, VcPool, VerifierPool};
 use sidecar::service::{ServiceConfig, SidecarGrpc};
-use sidecar::stages::{CommitStage, LocalVerifier, VerifyStage};
+use sidecar::stages::{CommitStage, VerifyStage};
 use sidecar::store::BlockStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::info;
+use types::Block;
 use vcservice::config::open_backend;
 use vcservice::{Engine, EngineConfig};
 
@@ -48,6 +50,9 @@ pub struct SidecarArgs {
     /// Address of the sidecar's gRPC service (notifications and lookups).
     #[arg(long)]
     listen: Option<String>,
+    /// Prometheus `/metrics` listen address (off when absent).
+    #[arg(long)]
+    metrics: Option<String>,
     /// Concurrent verify-and-commit jobs.
     #[arg(long, default_value_t = 8)]
     workers: usize,
@@ -66,21 +71,9 @@ pub struct SidecarArgs {
 }
 
 /// The stored form of a block: its txs as a `VcBatch` (id, height, body).
-fn encode_block(b: &FileBlock) -> Vec<u8> {
+fn encode_block(b: &Block) -> anyhow::Result<Vec<u8>> {
     use prost::Message;
-    let txs = b
-        .txs
-        .iter()
-        .enumerate()
-        .map(|(i, (id, tx))| wire::pb::VcTx {
-            tx_id: id.0.clone(),
-            block: b.number,
-            index: i as u32,
-            tx: Some(wire::pb::Tx::from(tx.as_ref())),
-            prelim_status: 0,
-        })
-        .collect();
-    wire::pb::VcBatch { txs }.encode_to_vec()
+    Ok(wire::convert::block_to_vc_batch(b)?.encode_to_vec())
 }
 
 /// Runs the sidecar until the source is done (`--exit-when-done`) or it is stopped.
@@ -104,7 +97,11 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         (Some(db), _) => {
             let backend = open_backend(db, 8, 0, true)?;
             backend.init_schema().await.context("creating schema")?;
-            Arc::new(Engine::new(backend, EngineConfig::default(), None))
+            Arc::new(LocalCommitter::new(Engine::new(
+                backend,
+                EngineConfig::default(),
+                None,
+            )))
         }
         (None, false) => Arc::new(VcPool::new(&args.vcservice, remote)?),
         (None, true) => bail!("give --vcservice endpoints or --db"),
@@ -138,11 +135,11 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let db_next = commit.last_committed().await?.map_or(0, |b| b + 1);
     info!(store_next = start, db_next, "sidecar starting");
     if let Some(first) = file.blocks.first()
-        && first.number > start
+        && first.number() > start
     {
         bail!(
             "the block source starts at block {}, the store needs block {start}",
-            first.number
+            first.number()
         );
     }
     let mut config = PipelineConfig {
@@ -155,32 +152,35 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         config.graph.max_pending = p.max(1);
     }
     let mut pipeline = Pipeline::with_stages(verify, commit, &file.meta_policy, config).await?;
-    let blocks: Vec<FileBlock> = file.blocks.into_iter().filter(|b| b.number >= start).collect();
-    let encoded: std::collections::HashMap<u64, Vec<u8>> =
-        blocks.iter().map(|b| (b.number, encode_block(b))).collect();
+    if let Some(addr) = &args.metrics {
+        let registry = prometheus::Registry::new();
+        pipeline = pipeline.with_metrics(sidecar::metrics::Metrics::register(&registry)?);
+        crate::metrics_http::serve(addr.clone(), registry).await?;
+    }
+    let blocks: Vec<Block> = file.blocks.into_iter().filter(|b| b.number() >= start).collect();
+    let encoded: std::collections::HashMap<u64, Vec<u8>> = blocks
+        .iter()
+        .map(|b| Ok((b.number(), encode_block(b)?)))
+        .collect::<anyhow::Result<_>>()?;
     let total = blocks.len();
     let began = Instant::now();
-    let mut failure: Option<anyhow::Error> = None;
+    // A block is stored before it is published; a failed append stops the sidecar at
+    // once (the pipeline returns the error): nothing after it is stored or published, and
+    // a restart resumes at the store's next block, replaying what the database already
+    // decided (idempotent resubmission).
     pipeline
         .run(blocks, |result| {
-            if failure.is_some() {
-                return;
-            }
             let bytes = encoded.get(&result.number).map_or(&[][..], |v| v.as_slice());
-            if let Err(e) = store.append(result.number, bytes, &result.statuses) {
-                failure = Some(anyhow::Error::new(e).context(format!("appending block {}", result.number)));
-                return;
-            }
+            store.append(result.number, bytes, &result.statuses)?;
             notifier.publish(result.number, &result.statuses);
-            let n = result.number + 1 - start;
+            let n = result.number.saturating_add(1).saturating_sub(start);
             if n % 50 == 0 || n as usize == total {
                 info!(block = result.number, done = n, total, "blocks final");
             }
+            Ok(())
         })
-        .await?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
+        .await
+        .context("the sidecar stopped")?;
     info!(
         blocks = total,
         seconds = began.elapsed().as_secs_f64(),

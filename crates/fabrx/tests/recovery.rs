@@ -4,8 +4,7 @@
 //! mid-stream and restarted. Afterwards every stored block's statuses and the final
 //! state must equal the serial oracle exactly: nothing lost, nothing committed twice.
 
-use sidecar::blockfile;
-use sidecar::oracle::{Rows, serial, workload};
+use committer::blockfile;
 use sidecar::remote::{RemoteConfig, VcPool};
 use sidecar::stages::CommitStage;
 use sidecar::store::BlockStore;
@@ -14,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit::oracle::{Rows, serial, workload};
 use types::Status;
 use vcservice::{Backend, PgBackend, PgOptions};
 
@@ -250,7 +250,7 @@ async fn state(backend: &Arc<dyn Backend>) -> Rows {
 async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
     let text = workload(seed, BLOCKS);
     let file = blockfile::parse(&text).expect("workload parses");
-    let (want, want_rows) = serial(&file).expect("oracle");
+    let (want, want_rows) = serial(&file.meta_policy, &file.blocks).expect("oracle");
     let dir = tempfile::tempdir().expect("temp dir");
     let blocks_file = dir.path().join("blocks.jsonl");
     std::fs::write(&blocks_file, &text).expect("block file");
@@ -263,7 +263,7 @@ async fn scenario(kill: &[&str], verifiers: usize, seed: u64) {
             b.txs
                 .iter()
                 .enumerate()
-                .map(move |(i, (id, _))| (b.number, i as u32, id.0.clone()))
+                .map(move |(i, (id, _))| (b.number(), i as u32, id.0.clone()))
         })
         .filter(|(b, i, id)| *id == format!("t{b}-{i}") && text.matches(&format!("\"{id}\"")).count() == 1)
         .map(|(b, i, id)| (id, want[b as usize][i as usize].code(), b, i))

@@ -14,8 +14,8 @@ use sidecar::pipeline::PipelineConfig;
 use std::sync::Arc;
 use std::time::Instant;
 use types::check::check_tx;
-use types::{Height, META_NAMESPACE, Status};
-use vcservice::{Engine, VcTx};
+use types::{META_NAMESPACE, Status, VcTx};
+use vcservice::Engine;
 
 /// Verification rates over a sample of the workload's txs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,11 +44,13 @@ pub struct SerialRun {
 /// Measures verification on the first `sample` load txs (one namespace endorsement
 /// each). CPU-bound: call it on a blocking thread.
 pub fn verify_rates(workload: &Workload, sample: usize) -> Result<VerifyRates> {
-    let mut policies = sigverifier::Policies::new();
+    let mut policies = policy::Policies::new();
     policies
         .set(META_NAMESPACE, &workload.meta_policy)
         .and_then(|()| policies.set(&workload.spec.namespace(), &workload.ns_policy))
-        .map_err(sidecar::Error::from)?;
+        .map_err(|e| Error::Keys {
+            detail: e.to_string(),
+        })?;
     let txs: Vec<_> = workload
         .load
         .iter()
@@ -84,28 +86,28 @@ pub async fn serial_commit(engine: Engine, workload: Arc<Workload>, max_txs: usi
     let handle = tokio::runtime::Handle::current();
     let job = tokio::task::spawn_blocking(move || -> Result<SerialRun> {
         let decoder = wire::ProstDecoder {
-            key_ok: |p| sigverifier::parse_policy_key(p).is_some(),
+            key_ok: |p| policy::parse_policy_key(p).is_some(),
         };
-        let mut policies = sigverifier::Policies::new();
+        let mut policies = policy::Policies::new();
         policies
             .set(META_NAMESPACE, &workload.meta_policy)
             .and_then(|()| policies.set(&workload.spec.namespace(), &workload.ns_policy))
-            .map_err(sidecar::Error::from)?;
+            .map_err(|e| Error::Keys {
+                detail: e.to_string(),
+            })?;
         let (mut txs, mut committed) = (0u64, 0u64);
         let start = Instant::now();
         'blocks: for block in &workload.load {
-            for (i, (id, tx)) in block.txs.iter().enumerate() {
+            for t in block.block_txs()? {
                 if txs as usize >= max_txs {
                     break 'blocks;
                 }
-                let prelim = check_tx(id, tx, &decoder)
-                    .and_then(|()| policies.verify_tx(id, tx))
+                let prelim = check_tx(&t.id, &t.tx, &decoder)
+                    .and_then(|()| policies.verify_tx(&t.id, &t.tx))
                     .err();
                 let vtx = VcTx {
-                    id: id.clone(),
-                    height: Height::new(block.number, i as u32),
-                    tx: tx.clone(),
                     prelim,
+                    ..VcTx::from(t)
                 };
                 let out = handle.block_on(engine.process(vec![vtx]))?;
                 txs += 1;

@@ -10,11 +10,11 @@ use crate::oracle::SerialOracle;
 use crate::summary::Summary;
 use crate::workload::Workload;
 use crate::{Error, Histogram, Result};
-use sidecar::blockfile::FileBlock;
 use sidecar::pipeline::{BlockResult, Pipeline, PipelineConfig};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use types::Block;
 use types::{META_NAMESPACE, Status};
 use vcservice::{Backend, Engine};
 
@@ -63,11 +63,14 @@ pub async fn setup(engine: Engine, workload: &Workload, config: PipelineConfig) 
     }
     let mut config = config;
     config.graph.first_block = 0;
-    let mut pipeline = Pipeline::new(engine, &workload.meta_policy, config).await?;
+    let mut pipeline = committer::in_process(engine, &workload.meta_policy, config).await?;
     let started = Instant::now();
     let mut genesis: Vec<BlockResult> = Vec::new();
     pipeline
-        .run(workload.genesis.clone(), |b| genesis.push(b))
+        .run(workload.genesis.clone(), |b| {
+            genesis.push(b);
+            Ok(())
+        })
         .await?;
     for (id, status) in genesis.iter().flat_map(|b| &b.statuses) {
         if *status != Status::Committed {
@@ -91,7 +94,7 @@ pub async fn run(
 
     let pulls: Arc<Mutex<VecDeque<Instant>>> = Arc::new(Mutex::new(VecDeque::new()));
     let pulled = pulls.clone();
-    let blocks = workload.load.iter().map(move |b: &FileBlock| {
+    let blocks = workload.load.iter().map(move |b: &Block| {
         pulled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -113,9 +116,9 @@ pub async fn run(
             let pulled_at = pulls.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
             let i = out.statuses.len();
             let expected = workload.load.get(i);
-            if expected.is_none_or(|e| e.number != b.number || e.txs.len() != b.statuses.len()) {
+            if expected.is_none_or(|e| e.number() != b.number || e.txs.len() != b.statuses.len()) {
                 bad.get_or_insert(Error::UnexpectedBlock {
-                    expected: expected.map_or(u64::MAX, |e| e.number),
+                    expected: expected.map_or(u64::MAX, |e| e.number()),
                     got: b.number,
                     txs: b.statuses.len(),
                 });
@@ -133,6 +136,7 @@ pub async fn run(
                 committed,
                 elapsed: start.elapsed(),
             });
+            Ok(())
         })
         .await?;
     out.seconds = start.elapsed().as_secs_f64();

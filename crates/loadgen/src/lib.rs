@@ -45,6 +45,12 @@ pub enum Error {
     /// The committer pipeline failed (no status was decided).
     #[error("committer pipeline: {0}")]
     Pipeline(#[from] sidecar::Error),
+    /// A block of the workload cannot be addressed by heights.
+    #[error("workload: {0}")]
+    Block(#[from] types::Error),
+    /// A namespace policy of the workload is unusable.
+    #[error("policy: {0}")]
+    Policy(#[from] policy::Error),
     /// The validator-committer failed (no status was decided).
     #[error("validator-committer: {0}")]
     Vcservice(#[from] vcservice::Error),

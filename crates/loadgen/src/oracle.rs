@@ -1,4 +1,4 @@
-//! The serial oracle lives with the committer (`sidecar::oracle`), so that the pipeline's
-//! tests, the recovery check and `--verify-serial` check against one implementation.
+//! The serial oracle lives in `testkit::oracle`, so that the pipeline's tests, the
+//! recovery check and `--verify-serial` check against one implementation.
 
-pub use sidecar::oracle::{Rows, SerialOracle};
+pub use testkit::oracle::{Rows, SerialOracle};

@@ -28,8 +28,8 @@ impl Signer {
     /// The namespace policy this signer satisfies.
     pub(crate) fn policy(&self) -> NamespacePolicy {
         match self {
-            Signer::Single(key) => sigverifier::policy_of(&key.public_key()),
-            Signer::Threshold(set) => sigverifier::policy_of(set.public.group_public_key()),
+            Signer::Single(key) => policy::policy_of(&key.public_key()),
+            Signer::Threshold(set) => policy::policy_of(set.public.group_public_key()),
         }
     }
 

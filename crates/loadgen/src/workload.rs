@@ -25,13 +25,14 @@ use crate::signer::Signer;
 use crate::{Error, Result};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
-use sidecar::blockfile::FileBlock;
 use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use types::endorsement::namespace_signing_bytes;
-use types::{Endorsement, META_NAMESPACE, NamespacePolicy, Read, ReadWrite, Status, Tx, TxId, TxNamespace};
+use types::{
+    Block, Endorsement, META_NAMESPACE, NamespacePolicy, Read, ReadWrite, Status, Tx, TxId, TxNamespace,
+};
 
 /// Blocks after its creation that a coin becomes spendable.
 pub const MATURITY: usize = 2;
@@ -267,9 +268,9 @@ pub struct Workload {
     /// The token namespace's policy.
     pub ns_policy: NamespacePolicy,
     /// Genesis blocks, numbered from 0.
-    pub genesis: Vec<FileBlock>,
+    pub genesis: Vec<Block>,
     /// Load blocks, numbered after the genesis.
-    pub load: Vec<FileBlock>,
+    pub load: Vec<Block>,
     /// The intent of every load tx, by block and index.
     pub intents: Vec<Vec<Intent>>,
 }
@@ -504,14 +505,11 @@ impl Plan {
                 })
                 .collect()
         };
-        let number = |blocks: Vec<Vec<(TxId, Arc<Tx>)>>, first: usize| -> Vec<FileBlock> {
+        let number = |blocks: Vec<Vec<(TxId, Arc<Tx>)>>, first: usize| -> Vec<Block> {
             blocks
                 .into_iter()
                 .enumerate()
-                .map(|(i, txs)| FileBlock {
-                    number: (first + i) as u64,
-                    txs,
-                })
+                .map(|(i, txs)| Block::unordered((first + i) as u64, txs))
                 .collect()
         };
         let genesis = self.genesis.iter().map(sign_block).collect::<Result<Vec<_>>>()?;

@@ -1,9 +1,8 @@
 //! Block intake (FX §3.2), pure: structural checks and duplicate ids in flight.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use types::check::{PayloadDecoder, check_tx};
-use types::{Height, Status, Tx, TxId};
+use types::{BlockTx, Status, TxId};
 
 /// What the pipeline does with one tx of a block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,12 +18,8 @@ pub enum Route {
 /// A tx of a block with its route.
 #[derive(Debug, Clone)]
 pub struct Admitted {
-    /// The id.
-    pub id: TxId,
-    /// Its height.
-    pub height: Height,
-    /// The body (decoded once, shared by reference down the pipeline).
-    pub tx: Arc<Tx>,
+    /// The tx at its height (the body decoded once, shared by reference down the pipeline).
+    pub tx: BlockTx,
     /// What to do with it.
     pub route: Route,
 }
@@ -41,33 +36,27 @@ impl Intake {
         Intake::default()
     }
 
-    /// Routes every tx of block `number`. An id already in flight (this block or an
-    /// earlier unfinished one) is `REJECTED_DUPLICATE_TX_ID`; an id already committed is
-    /// recognised by the vcservice's status lookup.
-    pub fn admit(&mut self, number: u64, txs: &[(TxId, Arc<Tx>)], dec: &dyn PayloadDecoder) -> Vec<Admitted> {
-        txs.iter()
-            .enumerate()
-            .map(|(i, (id, tx))| {
+    /// Routes every tx of a block (`txs` with their heights, in order). An id already in
+    /// flight (this block or an earlier unfinished one) is `REJECTED_DUPLICATE_TX_ID`; an
+    /// id already committed is recognised by the vcservice's status lookup.
+    pub fn admit(&mut self, txs: Vec<BlockTx>, dec: &dyn PayloadDecoder) -> Vec<Admitted> {
+        txs.into_iter()
+            .map(|t| {
                 // The in-flight check comes before storing a malformed status: an earlier
                 // tx with this id will store its own status, and a malformed duplicate
                 // stored first (it bypasses the graph) would turn the original into a
                 // duplicate.
-                let route = match check_tx(id, tx, dec) {
+                let route = match check_tx(&t.id, &t.tx, dec) {
                     Err(s) if !s.is_stored() => Route::Answer(s),
-                    _ if self.in_flight.contains(id) => Route::Answer(Status::RejectedDuplicateTxId),
+                    _ if self.in_flight.contains(&t.id) => Route::Answer(Status::RejectedDuplicateTxId),
                     Err(s) => Route::Store(s),
                     Ok(()) => Route::Schedule,
                 };
                 // Answered txs (no id, bad id, duplicate) never occupy their id.
                 if !matches!(route, Route::Answer(_)) {
-                    self.in_flight.insert(id.clone());
+                    self.in_flight.insert(t.id.clone());
                 }
-                Admitted {
-                    id: id.clone(),
-                    height: Height::new(number, i as u32),
-                    tx: tx.clone(),
-                    route,
-                }
+                Admitted { tx: t, route }
             })
             .collect()
     }
@@ -86,7 +75,12 @@ impl Intake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use types::{Endorsement, TxNamespace, Write};
+    use std::sync::Arc;
+    use types::{Block, Endorsement, Tx, TxNamespace, Write};
+
+    fn txs(number: u64, txs: Vec<(TxId, Arc<Tx>)>) -> Vec<BlockTx> {
+        Block::unordered(number, txs).block_txs().unwrap()
+    }
 
     fn tx(ns: &str, signed: bool) -> Arc<Tx> {
         let n = TxNamespace {
@@ -124,7 +118,7 @@ mod tests {
             (TxId("c".into()), tx("token", false)),
         ];
         let routes: Vec<Route> = intake
-            .admit(0, &block, &dec)
+            .admit(txs(0, block), &dec)
             .into_iter()
             .map(|a| a.route)
             .collect();
@@ -143,15 +137,15 @@ mod tests {
         // finished.
         let next = vec![(TxId("a".into()), tx("token", true))];
         assert_eq!(
-            intake.admit(1, &next, &dec)[0].route,
+            intake.admit(txs(1, next.clone()), &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         let malformed = vec![(TxId("a".into()), tx("token", false))];
         assert_eq!(
-            intake.admit(1, &malformed, &dec)[0].route,
+            intake.admit(txs(1, malformed), &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         intake.finished(&TxId("a".into()));
-        assert_eq!(intake.admit(2, &next, &dec)[0].route, Route::Schedule);
+        assert_eq!(intake.admit(txs(2, next), &dec)[0].route, Route::Schedule);
     }
 }

@@ -1,15 +1,18 @@
-//! The committer's sidecar (FX §3.2) and the in-process committer pipeline:
-//! blocks in, structural checks, the coordinator's dependency graph, signature
-//! verification, the validator-committer, statuses out per block, in block order.
+//! The committer's sidecar (FX §3.2): blocks in, structural checks, the coordinator's
+//! dependency graph, signature verification and validate-and-commit through stages,
+//! statuses out per block, in block order; the block store, notifications and lookups.
 //!
-//! - [`blockfile`] reads the JSON Lines block format of `fabrx committer apply`;
+//! - [`core`] is the deciding logic as a pure state machine (intake, graph, aggregation,
+//!   policy updates, job limit), [`pipeline`] its shell;
 //! - [`intake`] decides what a block's txs need (structural status, duplicate id);
-//! - [`pipeline`] wires intake → coordinator → sigverifier → vcservice in one process.
+//! - [`stages`] are the two stages as traits, [`remote`] their gRPC pools with failover
+//!   (in-process stages are wired by the `committer` composition crate);
+//! - [`store`], [`notify`] and [`service`] keep and serve what was committed.
 
-pub mod blockfile;
+pub mod core;
 pub mod intake;
+pub mod metrics;
 pub mod notify;
-pub mod oracle;
 pub mod pipeline;
 pub mod remote;
 pub mod service;
@@ -19,14 +22,6 @@ pub mod store;
 /// Errors of the sidecar.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A line of a block file is not valid.
-    #[error("line {line}: {detail}")]
-    BlockFile {
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        detail: String,
-    },
     /// Blocks must arrive in order.
     #[error("expected block {expected}, got {got}")]
     OutOfOrder {
@@ -38,12 +33,21 @@ pub enum Error {
     /// The dependency graph refused an input.
     #[error("coordinator: {0}")]
     Coordinator(#[from] coordinator::Error),
-    /// The validator-committer failed (no status was decided).
-    #[error("vcservice: {0}")]
-    Vcservice(#[from] vcservice::Error),
+    /// The in-process validator-committer failed (no status was decided).
+    #[error("vcservice: {source}")]
+    Commit {
+        /// The validator-committer's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A policy key does not parse.
     #[error("policy: {0}")]
-    Policy(#[from] sigverifier::Error),
+    Policy(#[from] policy::Error),
+    /// Metrics could not be created or registered.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// A block cannot be admitted (e.g. more txs than a height can address).
+    #[error("block: {0}")]
+    Block(#[from] types::Error),
     /// A pipeline stage failed outside of any status (a task died).
     #[error("{stage}: {detail}")]
     Stage {

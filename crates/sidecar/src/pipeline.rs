@@ -9,92 +9,26 @@
 //! applied before any tx released after them is verified; the graph guarantees that txs
 //! on a namespace are released only after an earlier `_meta` tx on it finished.
 
-use crate::blockfile::FileBlock;
-use crate::intake::{Intake, Route};
-use crate::stages::{CommitStage, LocalVerifier, VerifyStage};
+use crate::core::{CommitterCore, Finished, Input, Job, Output};
+use crate::metrics::Metrics;
+use crate::stages::{CommitStage, VerifyStage};
 use crate::{Error, Result};
-use coordinator::{BlockTx, DependencyGraph, GraphConfig, LocalGraph, build_parallel};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::task::JoinSet;
-use types::{META_NAMESPACE, NamespacePolicy, Status, TxId};
-use vcservice::{Engine, TxOutcome, VcTx};
+use types::{Block, META_NAMESPACE, NamespacePolicy};
 
-/// Sizes of the pipeline.
-#[derive(Debug, Clone)]
-pub struct PipelineConfig {
-    /// Concurrent verify-and-commit jobs.
-    pub workers: usize,
-    /// Largest batch handed to the vcservice.
-    pub max_batch: usize,
-    /// Dependency graph configuration (capacity = back-pressure).
-    pub graph: GraphConfig,
-    /// Blocks admitted together, whose local graphs are built in parallel.
-    pub parallel_blocks: usize,
-}
+pub use crate::core::{BlockResult, PipelineConfig};
 
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        PipelineConfig {
-            workers: 4,
-            max_batch: 500,
-            graph: GraphConfig::default(),
-            parallel_blocks: 4,
-        }
-    }
-}
+type JobResult = Result<Vec<Finished>>;
 
-/// The final statuses of one block, in tx order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockResult {
-    /// Block number.
-    pub number: u64,
-    /// (id, status) of every tx, by index.
-    pub statuses: Vec<(TxId, Status)>,
-}
-
-struct Work {
-    vtx: VcTx,
-    verify: bool,
-    in_graph: bool,
-}
-
-impl Work {
-    /// A tx the graph released: verify its signatures, then commit.
-    fn released(r: coordinator::Released) -> Work {
-        Work {
-            vtx: VcTx {
-                id: r.id,
-                height: r.height,
-                tx: r.tx,
-                prelim: None,
-            },
-            verify: true,
-            in_graph: true,
-        }
-    }
-}
-
-struct Agg {
-    statuses: Vec<Option<(TxId, Status)>>,
-    remaining: usize,
-}
-
-type JobResult = Result<Vec<(TxOutcome, bool, Arc<types::Tx>)>>;
-
-/// The in-process committer.
+/// The committer pipeline: the shell around [`CommitterCore`]. It owns the stages and the
+/// job tasks and carries out the core's outputs in order.
 pub struct Pipeline {
     verify: Arc<dyn VerifyStage>,
     commit: Arc<dyn CommitStage>,
-    graph: DependencyGraph,
-    intake: Intake,
-    decoder: wire::ProstDecoder,
-    config: PipelineConfig,
-    ready: Vec<Work>,
+    core: CommitterCore,
     jobs: JoinSet<JobResult>,
-    agg: BTreeMap<u64, Agg>,
-    next_block: u64,
-    next_emit: u64,
+    metrics: Metrics,
 }
 
 /// Decodes a stored `_meta` value.
@@ -104,22 +38,6 @@ fn decode_policy(v: &[u8]) -> Option<NamespacePolicy> {
 }
 
 impl Pipeline {
-    /// A pipeline over `engine`, with the policy that endorses `_meta` txs and the
-    /// policies already committed in the state (loaded from `_meta` rows).
-    pub async fn new(
-        engine: Engine,
-        meta_policy: &NamespacePolicy,
-        config: PipelineConfig,
-    ) -> Result<Pipeline> {
-        Pipeline::with_stages(
-            Arc::new(LocalVerifier::new()),
-            Arc::new(engine),
-            meta_policy,
-            config,
-        )
-        .await
-    }
-
     /// A pipeline over any verification and commit stages (in-process or remote pools).
     /// Sets the meta policy and every committed namespace policy on the verifier first.
     pub async fn with_stages(
@@ -138,229 +56,166 @@ impl Pipeline {
                 }
             }
         }
-        let first = config.graph.first_block;
         Ok(Pipeline {
             verify,
             commit,
-            graph: DependencyGraph::new(config.graph.clone()),
-            intake: Intake::new(),
-            decoder: wire::ProstDecoder {
-                key_ok: |p| sigverifier::parse_policy_key(p).is_some(),
-            },
-            config,
-            ready: Vec::new(),
+            core: CommitterCore::new(config),
             jobs: JoinSet::new(),
-            agg: BTreeMap::new(),
-            next_block: first,
-            next_emit: first,
+            metrics: Metrics::new()?,
         })
+    }
+
+    /// The same pipeline reporting to `metrics` (registered by the node).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Pipeline {
+        self.metrics = metrics;
+        self
     }
 
     /// Runs `blocks` (consecutive numbers from the configured first block) to completion,
     /// calling `emit` once per block, in block order, when all its txs are final. The
-    /// last fully committed block is recorded in the state after each emitted block.
+    /// last fully committed block is recorded in the state before each block is emitted.
+    /// An error from `emit` (e.g. the block store could not append) stops the pipeline
+    /// at once and is returned: nothing after that block is emitted.
     pub async fn run<I, F>(&mut self, blocks: I, mut emit: F) -> Result<()>
     where
-        I: IntoIterator<Item = FileBlock>,
-        F: FnMut(BlockResult),
+        I: IntoIterator<Item = Block>,
+        F: FnMut(BlockResult) -> Result<()>,
     {
         let mut blocks = blocks.into_iter();
         let mut exhausted = false;
         loop {
-            // Admit up to `parallel_blocks` blocks at a time: intake in order, local graphs
-            // built in parallel, merged strictly in block order.
-            // The graph refuses a block once it is full, so count the admitted but not
-            // yet merged txs against its limits.
-            let mut admitted: Vec<(u64, Vec<BlockTx>)> = Vec::new();
+            // Admit up to `parallel_blocks` blocks at a time while the graph has room
+            // (counting the txs chosen but not yet merged against its limits). A block is
+            // taken from the source only when it is admitted (sources may time-stamp it).
+            let mut chosen = Vec::new();
             let mut unmerged = 0usize;
-            while !exhausted
-                && self.graph.pending() + unmerged < self.config.graph.max_pending
-                && self.graph.window() + unmerged < self.config.graph.max_window
-                && self.ready.len() < 4 * self.config.max_batch
-                && admitted.len() < self.config.parallel_blocks.max(1)
-            {
+            while !exhausted && self.core.has_room(chosen.len(), unmerged) {
                 match blocks.next() {
                     Some(b) => {
-                        let (number, txs) = self.admit(b)?;
-                        unmerged += txs.len();
-                        admitted.push((number, txs));
+                        unmerged = unmerged.saturating_add(b.txs.len());
+                        chosen.push(b);
                     }
                     None => exhausted = true,
                 }
             }
-            self.merge(admitted)?;
-            self.dispatch();
-            self.emit_finished(&mut emit).await?;
-            if exhausted && self.jobs.is_empty() && self.ready.is_empty() {
+            let outputs = self.core.handle(Input::Blocks(chosen))?;
+            self.carry_out(outputs, &mut emit).await?;
+            self.observe();
+            if exhausted && self.core.is_idle() {
                 break;
             }
             match self.jobs.join_next().await {
                 Some(joined) => {
-                    let outcomes = joined.map_err(|e| Error::Stage {
+                    let finished = joined.map_err(|e| Error::Stage {
                         stage: "pipeline",
                         detail: e.to_string(),
                     })??;
-                    self.on_done(outcomes).await?;
+                    let outputs = self.core.handle(Input::JobDone(finished))?;
+                    self.carry_out(outputs, &mut emit).await?;
                 }
-                None if exhausted && self.ready.is_empty() => break,
+                None if exhausted => {
+                    return Err(Error::Stage {
+                        stage: "pipeline",
+                        detail: "blocks are pending but no job is running".into(),
+                    });
+                }
                 None => {}
             }
         }
-        self.emit_finished(&mut emit).await?;
+        self.observe();
         Ok(())
     }
 
-    /// Builds the local graphs of admitted blocks (in parallel when there are several)
-    /// and merges them in block order.
-    fn merge(&mut self, admitted: Vec<(u64, Vec<BlockTx>)>) -> Result<()> {
-        let locals = match admitted.len() {
-            0 => return Ok(()),
-            1 => admitted
-                .into_iter()
-                .map(|(n, txs)| LocalGraph::build(self.graph.key_hasher(), n, txs))
-                .collect(),
-            _ => build_parallel(self.graph.key_hasher(), admitted),
-        };
-        for local in locals {
-            let released = self.graph.merge(local?)?;
-            self.ready.extend(released.into_iter().map(Work::released));
-        }
-        Ok(())
-    }
-
-    /// Intake of one block: answers and storable statuses are queued; returns the txs to
-    /// schedule through the graph.
-    fn admit(&mut self, block: FileBlock) -> Result<(u64, Vec<BlockTx>)> {
-        if block.number != self.next_block {
-            return Err(Error::OutOfOrder {
-                expected: self.next_block,
-                got: block.number,
-            });
-        }
-        self.next_block += 1;
-        let admitted = self.intake.admit(block.number, &block.txs, &self.decoder);
-        let mut agg = Agg {
-            statuses: vec![None; admitted.len()],
-            remaining: 0,
-        };
-        let mut scheduled: Vec<BlockTx> = Vec::new();
-        for a in admitted {
-            match a.route {
-                Route::Answer(s) => agg.statuses[a.height.index as usize] = Some((a.id, s)),
-                Route::Store(s) => {
-                    agg.remaining += 1;
-                    let vtx = VcTx {
-                        id: a.id,
-                        height: a.height,
-                        tx: a.tx,
-                        prelim: Some(s),
-                    };
-                    self.ready.push(Work {
-                        vtx,
-                        verify: false,
-                        in_graph: false,
-                    });
+    /// Carries out the core's outputs, in order.
+    async fn carry_out<F>(&mut self, outputs: Vec<Output>, emit: &mut F) -> Result<()>
+    where
+        F: FnMut(BlockResult) -> Result<()>,
+    {
+        for output in outputs {
+            match output {
+                Output::SetPolicy { ns, policy } => {
+                    if let Err(e) = self.verify.set_policy(&ns, &policy).await {
+                        tracing::warn!(%ns, error = %e, "committed policy unusable");
+                    }
                 }
-                Route::Schedule => {
-                    agg.remaining += 1;
-                    scheduled.push((a.id, a.height, a.tx));
-                }
-            }
-        }
-        self.agg.insert(block.number, agg);
-        Ok((block.number, scheduled))
-    }
-
-    fn dispatch(&mut self) {
-        while !self.ready.is_empty() && self.jobs.len() < self.config.workers.max(1) {
-            let take = self.ready.len().min(self.config.max_batch.max(1));
-            let mut work: Vec<Work> = self.ready.drain(..take).collect();
-            let verify = self.verify.clone();
-            let commit = self.commit.clone();
-            self.jobs.spawn(async move {
-                let to_verify: Vec<usize> = (0..work.len()).filter(|&i| work[i].verify).collect();
-                if !to_verify.is_empty() {
-                    let batch = to_verify
+                Output::Dispatch(job) => self.spawn_job(job),
+                Output::BlockFinal(block) => {
+                    self.commit.set_last_committed(block.number).await?;
+                    self.metrics.blocks.inc();
+                    self.metrics.txs.inc_by(block.statuses.len() as u64);
+                    let committed = block
+                        .statuses
                         .iter()
-                        .map(|&i| (work[i].vtx.id.clone(), work[i].vtx.tx.clone()))
-                        .collect();
-                    let verdicts = verify.verify(batch).await?;
-                    if verdicts.len() != to_verify.len() {
-                        return Err(Error::Stage {
-                            stage: "verify",
-                            detail: format!("{} verdicts for {} txs", verdicts.len(), to_verify.len()),
-                        });
-                    }
-                    for (&i, v) in to_verify.iter().zip(verdicts) {
-                        if v.is_some() {
-                            work[i].vtx.prelim = v;
-                        }
-                    }
+                        .filter(|(_, s)| *s == types::Status::Committed)
+                        .count();
+                    self.metrics.committed.inc_by(committed as u64);
+                    emit(block)?;
                 }
-                let meta: Vec<(bool, Arc<types::Tx>)> =
-                    work.iter().map(|w| (w.in_graph, w.vtx.tx.clone())).collect();
-                let outcomes = commit.process(work.into_iter().map(|w| w.vtx).collect()).await?;
-                if outcomes.len() != meta.len() {
+            }
+        }
+        Ok(())
+    }
+
+    /// One verify-and-commit job: verifies the txs marked for it, then commits the batch.
+    fn spawn_job(&mut self, job: Job) {
+        let verify = self.verify.clone();
+        let commit = self.commit.clone();
+        self.jobs.spawn(async move {
+            let mut txs = job.txs;
+            let to_verify: Vec<usize> = (0..txs.len()).filter(|&i| txs[i].verify).collect();
+            if !to_verify.is_empty() {
+                let batch = to_verify
+                    .iter()
+                    .map(|&i| (txs[i].vtx.id.clone(), txs[i].vtx.tx.clone()))
+                    .collect();
+                let verdicts = verify.verify(batch).await?;
+                if verdicts.len() != to_verify.len() {
                     return Err(Error::Stage {
-                        stage: "commit",
-                        detail: format!("{} outcomes for {} txs", outcomes.len(), meta.len()),
+                        stage: "verify",
+                        detail: format!("{} verdicts for {} txs", verdicts.len(), to_verify.len()),
                     });
                 }
-                Ok(outcomes
-                    .into_iter()
-                    .zip(meta)
-                    .map(|(o, (g, tx))| (o, g, tx))
-                    .collect())
-            });
-        }
-    }
-
-    async fn on_done(&mut self, outcomes: Vec<(TxOutcome, bool, Arc<types::Tx>)>) -> Result<()> {
-        // Policies first, so txs released below are verified under them.
-        for (o, _, tx) in &outcomes {
-            if o.status != Status::Committed {
-                continue;
-            }
-            for ns in tx.namespaces.iter().filter(|n| n.ns_id == META_NAMESPACE) {
-                for rw in &ns.read_writes {
-                    if let (Ok(name), Some(p)) = (std::str::from_utf8(&rw.key), decode_policy(&rw.value))
-                        && let Err(e) = self.verify.set_policy(name, &p).await
-                    {
-                        tracing::warn!(ns = %name, error = %e, "committed policy unusable");
+                for (&i, v) in to_verify.iter().zip(verdicts) {
+                    if v.is_some() {
+                        txs[i].vtx.prelim = v;
                     }
                 }
             }
-        }
-        for (o, in_graph, _) in outcomes {
-            self.intake.finished(&o.id);
-            if let Some(agg) = self.agg.get_mut(&o.height.block) {
-                agg.statuses[o.height.index as usize] = Some((o.id.clone(), o.status));
-                agg.remaining -= 1;
+            let meta: Vec<(bool, Arc<types::Tx>)> =
+                txs.iter().map(|t| (t.in_graph, t.vtx.tx.clone())).collect();
+            let outcomes = commit.process(txs.into_iter().map(|t| t.vtx).collect()).await?;
+            if outcomes.len() != meta.len() {
+                return Err(Error::Stage {
+                    stage: "commit",
+                    detail: format!("{} outcomes for {} txs", outcomes.len(), meta.len()),
+                });
             }
-            if in_graph {
-                let released = self.graph.complete(o.height, o.status)?;
-                self.ready.extend(released.into_iter().map(Work::released));
-            }
-        }
-        Ok(())
+            Ok(outcomes
+                .into_iter()
+                .zip(meta)
+                .map(|(outcome, (in_graph, tx))| Finished {
+                    outcome,
+                    in_graph,
+                    tx,
+                })
+                .collect())
+        });
     }
 
-    async fn emit_finished<F: FnMut(BlockResult)>(&mut self, emit: &mut F) -> Result<()> {
-        while let Some(agg) = self.agg.get(&self.next_emit) {
-            if agg.remaining > 0 {
-                break;
-            }
-            let Some(agg) = self.agg.remove(&self.next_emit) else {
-                break;
-            };
-            let statuses = agg.statuses.into_iter().flatten().collect();
-            self.commit.set_last_committed(self.next_emit).await?;
-            emit(BlockResult {
-                number: self.next_emit,
-                statuses,
-            });
-            self.next_emit += 1;
-        }
-        Ok(())
+    /// Sets the gauges from the current state.
+    fn observe(&self) {
+        let m = &self.metrics;
+        let (pending, window, ready) = self.core.gauges();
+        m.graph_pending.set(gauge(pending));
+        m.graph_window.set(gauge(window));
+        m.ready.set(gauge(ready));
+        m.jobs_in_flight.set(gauge(self.core.jobs()));
+        m.next_block
+            .set(i64::try_from(self.core.next_block()).unwrap_or(i64::MAX));
     }
+}
+
+/// A gauge value from a count.
+fn gauge(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

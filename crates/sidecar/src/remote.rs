@@ -12,15 +12,14 @@
 
 use crate::stages::{CommitStage, VerifyBatch, VerifyStage};
 use crate::{Error, Result};
-use sigverifier::client::VerifierClient;
+use clients::verifier::VerifierClient;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint};
 use tracing::warn;
-use types::{Height, NamespacePolicy, Status, TxId};
-use vcservice::{TxOutcome, VcTx};
+use types::{NamespacePolicy, Status, TxOutcome, VcTx};
 use wire::pb;
 use wire::pb::vc_service_client::VcServiceClient;
 
@@ -162,17 +161,6 @@ fn no_endpoints(what: &str) -> Error {
     }
 }
 
-/// The wire form of a tx for the vcservice.
-pub fn vc_tx_to_wire(t: &VcTx) -> pb::VcTx {
-    pb::VcTx {
-        tx_id: t.id.0.clone(),
-        block: t.height.block,
-        index: t.height.index,
-        tx: Some(pb::Tx::from(t.tx.as_ref())),
-        prelim_status: t.prelim.map_or(0, |s| s.code()),
-    }
-}
-
 /// Matches an answer to the batch it answers: every tx exactly once.
 fn outcomes_from_wire(
     batch: &[VcTx],
@@ -180,10 +168,7 @@ fn outcomes_from_wire(
 ) -> std::result::Result<Vec<TxOutcome>, String> {
     let mut out = Vec::with_capacity(answer.statuses.len());
     for s in answer.statuses {
-        let (id, status, height): (TxId, Status, Height) = s
-            .try_into()
-            .map_err(|e: wire::Error| format!("bad status in answer: {e}"))?;
-        out.push(TxOutcome { id, status, height });
+        out.push(TxOutcome::try_from(s).map_err(|e| format!("bad status in answer: {e}"))?);
     }
     let mut asked: Vec<&str> = batch.iter().map(|t| t.id.0.as_str()).collect();
     let mut got: Vec<&str> = out.iter().map(|o| o.id.0.as_str()).collect();
@@ -236,7 +221,7 @@ impl CommitStage for VcPool {
             return Ok(Vec::new());
         }
         let req = pb::VcBatch {
-            txs: batch.iter().map(vc_tx_to_wire).collect(),
+            txs: batch.iter().map(pb::VcTx::from).collect(),
         };
         let batch = &batch;
         self.inner
@@ -374,7 +359,7 @@ impl VerifyStage for VerifierPool {
 
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()> {
         // Refuse what no verifier would accept before recording it.
-        sigverifier::Policies::new().set(ns, policy)?;
+        policy::Policies::new().set(ns, policy)?;
         {
             let mut guard = match self.policies.lock() {
                 Ok(g) => g,

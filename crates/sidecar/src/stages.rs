@@ -1,12 +1,11 @@
 //! The two stages the pipeline hands released txs to — signature verification and
-//! validate-and-commit — as traits, with in-process implementations. Remote
-//! implementations with failover live in [`crate::remote`].
+//! validate-and-commit — as traits. Remote implementations with failover live in
+//! [`crate::remote`]; in-process implementations (the verifier and the validator-committer
+//! in the sidecar's process) are wired by the `committer` composition crate.
 
-use crate::{Error, Result};
-use sigverifier::Policies;
-use std::sync::{Arc, RwLock};
-use types::{NamespacePolicy, Status, Tx, TxId};
-use vcservice::{Engine, TxOutcome, VcTx};
+use crate::Result;
+use std::sync::Arc;
+use types::{NamespacePolicy, Status, Tx, TxId, TxOutcome, VcTx};
 
 /// A batch of txs to verify.
 pub type VerifyBatch = Vec<(TxId, Arc<Tx>)>;
@@ -31,73 +30,4 @@ pub trait CommitStage: Send + Sync {
     async fn last_committed(&self) -> Result<Option<u64>>;
     /// Committed namespace policies (`_meta` rows: namespace, encoded policy).
     async fn policies(&self) -> Result<Vec<(String, Vec<u8>)>>;
-}
-
-/// In-process verification with a copy-on-write policy cache, batched and parallel, off
-/// the async workers.
-#[derive(Default)]
-pub struct LocalVerifier {
-    policies: RwLock<Arc<Policies>>,
-}
-
-impl LocalVerifier {
-    /// A verifier with no policies.
-    pub fn new() -> LocalVerifier {
-        LocalVerifier::default()
-    }
-
-    fn snapshot(&self) -> Arc<Policies> {
-        match self.policies.read() {
-            Ok(p) => p.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl VerifyStage for LocalVerifier {
-    async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
-        let policies = self.snapshot();
-        // Batched (Ed25519 and BLS batch equations) and parallel over the rayon pool;
-        // equal to `verify_tx` per tx (crates/sigverifier/tests/equivalence.rs).
-        tokio::task::spawn_blocking(move || policies.verify_batch(&batch))
-            .await
-            .map_err(|e| Error::Stage {
-                stage: "verify",
-                detail: e.to_string(),
-            })
-    }
-
-    async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()> {
-        let mut guard = match self.policies.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        Arc::make_mut(&mut guard).set(ns, policy)?;
-        Ok(())
-    }
-}
-
-/// The in-process validator-committer.
-#[tonic::async_trait]
-impl CommitStage for Engine {
-    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
-        Ok(Engine::process(self, batch).await?)
-    }
-
-    async fn set_last_committed(&self, block: u64) -> Result<()> {
-        Ok(self.backend().set_last_committed_block(block).await?)
-    }
-
-    async fn last_committed(&self) -> Result<Option<u64>> {
-        Ok(self.backend().last_committed_block().await?)
-    }
-
-    async fn policies(&self) -> Result<Vec<(String, Vec<u8>)>> {
-        let rows = self.backend().scan(types::META_NAMESPACE).await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| String::from_utf8(r.key).ok().map(|ns| (ns, r.value)))
-            .collect())
-    }
 }

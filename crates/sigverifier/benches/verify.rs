@@ -159,7 +159,7 @@ fn chunks(c: &mut Criterion) {
 
 /// Through the gRPC service on loopback: one client, 1 or 4 batches of 500 in flight.
 fn service(c: &mut Criterion) {
-    use sigverifier::client::VerifierClient;
+    use clients::verifier::VerifierClient;
     use sigverifier::service::{ServiceConfig, VerifierService};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -34,7 +34,7 @@ use wire::pb;
 use wire::pb::verify_stream_request::Kind;
 
 /// Largest gRPC message accepted or sent (a batch of txs).
-pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+pub use wire::limits::SIGVERIFIER_MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES;
 
 /// Per-stream limits of the service.
 #[derive(Debug, Clone, Copy)]

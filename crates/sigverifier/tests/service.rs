@@ -1,7 +1,7 @@
 //! The verifier service and client over loopback: real tonic servers on 127.0.0.1:0,
 //! each on its own runtime so a test can kill it (dropping every task and socket).
 
-use sigverifier::client::{ClientError, VerifierClient};
+use clients::verifier::{ClientError, VerifierClient};
 use sigverifier::service::{ServiceConfig, VerifierService};
 use sigverifier::{Policies, Verifier};
 use std::net::SocketAddr;

@@ -41,6 +41,12 @@ pub enum Error {
         /// The name seen.
         name: String,
     },
+    /// A block holds more txs than a height can address.
+    #[error("block {block} holds more than u32::MAX txs")]
+    TooManyTxs {
+        /// The block number.
+        block: u64,
+    },
 }
 
 /// Result alias of the `types` crate.

@@ -4,6 +4,7 @@
 //! Everything here is pure: no I/O, no clock, no runtime. Protobuf types live in the
 //! `wire` crate and convert into these types at the edge.
 
+pub mod block;
 pub mod check;
 pub mod digest;
 pub mod endorsement;
@@ -15,6 +16,7 @@ pub mod status;
 pub mod tx;
 pub mod txid;
 
+pub use block::{BatchId, Block, BlockHeader, BlockMetadata, BlockTx, PartyId, ShardId, TxOutcome, VcTx};
 pub use error::{Error, Result};
 pub use height::Height;
 pub use policy::{NamespacePolicy, PolicyScheme};

@@ -1,33 +1,9 @@
 //! What flows into and out of the validator-committer.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use types::{Height, Status, Tx, TxId};
 
-/// A transaction handed to the vcservice: id, height, body, and an optional status that
-/// was decided upstream (structural or signature check).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VcTx {
-    /// The tx id.
-    pub id: TxId,
-    /// Where the tx sits in the ledger.
-    pub height: Height,
-    /// The decoded transaction.
-    pub tx: Arc<Tx>,
-    /// A status decided upstream: the vcservice stores it (when storable) and nothing else.
-    pub prelim: Option<Status>,
-}
-
-/// The final status of one transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TxOutcome {
-    /// The tx id.
-    pub id: TxId,
-    /// Its status.
-    pub status: Status,
-    /// The height the status belongs to (the stored one for a resubmission).
-    pub height: Height,
-}
+use types::{Height, Status, TxId};
+pub use types::{TxOutcome, VcTx};
 
 /// Keys whose committed versions a batch needs: namespace → keys.
 pub type ReadSet = BTreeMap<String, Vec<Vec<u8>>>;

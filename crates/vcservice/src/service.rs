@@ -12,7 +12,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status as GrpcStatus, Streaming};
 use tracing::{error, instrument};
-use types::{Height, Status, TxId};
+use types::TxId;
 use wire::pb;
 
 /// Pipeline sizes.
@@ -49,37 +49,11 @@ impl VcGrpc {
 
 /// Converts a wire tx into the engine's form.
 pub fn vc_tx_from_wire(t: pb::VcTx) -> Result<VcTx, GrpcStatus> {
-    let prelim = match t.prelim_status {
-        0 => None,
-        code => Some(
-            Status::from_code(code)
-                .map_err(|e| GrpcStatus::invalid_argument(format!("tx {}: {e}", t.tx_id)))?,
-        ),
-    };
-    let tx =
-        t.tx.ok_or_else(|| GrpcStatus::invalid_argument(format!("tx {}: no body", t.tx_id)))?;
-    Ok(VcTx {
-        id: TxId(t.tx_id),
-        height: Height::new(t.block, t.index),
-        tx: Arc::new(tx.into()),
-        prelim,
-    })
+    let id = t.tx_id.clone();
+    VcTx::try_from(t).map_err(|e| GrpcStatus::invalid_argument(format!("tx {id}: {e}")))
 }
 
-/// Converts outcomes to the wire.
-pub fn outcomes_to_wire(outcomes: &[TxOutcome]) -> pb::TxStatusBatch {
-    pb::TxStatusBatch {
-        statuses: outcomes
-            .iter()
-            .map(|o| pb::TxStatus {
-                tx_id: o.id.0.clone(),
-                code: o.status.code(),
-                block: o.height.block,
-                index: o.height.index,
-            })
-            .collect(),
-    }
-}
+pub use wire::convert::outcomes_to_wire;
 
 fn internal(e: crate::Error) -> GrpcStatus {
     GrpcStatus::unavailable(e.to_string())

@@ -2,7 +2,8 @@
 
 use crate::pb;
 use crate::{Error, Result};
-use types::{Endorsement, NamespacePolicy, Read, ReadWrite, Tx, TxNamespace, Write};
+use std::sync::Arc;
+use types::{Endorsement, Height, NamespacePolicy, Read, ReadWrite, Tx, TxNamespace, TxOutcome, VcTx, Write};
 
 impl From<pb::Tx> for Tx {
     fn from(tx: pb::Tx) -> Tx {
@@ -156,14 +157,77 @@ impl From<&NamespacePolicy> for pb::NamespacePolicy {
     }
 }
 
-impl TryFrom<pb::TxStatus> for (types::TxId, types::Status, types::Height) {
+impl TryFrom<pb::TxStatus> for TxOutcome {
     type Error = Error;
-    fn try_from(s: pb::TxStatus) -> Result<Self> {
-        Ok((
+    fn try_from(s: pb::TxStatus) -> Result<TxOutcome> {
+        Ok(TxOutcome::new(
             types::TxId(s.tx_id),
             types::Status::from_code(s.code)?,
-            types::Height::new(s.block, s.index),
+            Height::new(s.block, s.index),
         ))
+    }
+}
+
+impl From<&TxOutcome> for pb::TxStatus {
+    fn from(o: &TxOutcome) -> pb::TxStatus {
+        pb::TxStatus {
+            tx_id: o.id.0.clone(),
+            code: o.status.code(),
+            block: o.height.block,
+            index: o.height.index,
+        }
+    }
+}
+
+/// The wire form of a batch of outcomes.
+pub fn outcomes_to_wire(outcomes: &[TxOutcome]) -> pb::TxStatusBatch {
+    pb::TxStatusBatch {
+        statuses: outcomes.iter().map(pb::TxStatus::from).collect(),
+    }
+}
+
+/// The stored form of a block without an orderer (the sidecar's block store): its txs
+/// with their heights as a `VcBatch`. Fails only for a block of more than `u32::MAX` txs.
+pub fn block_to_vc_batch(block: &types::Block) -> Result<pb::VcBatch> {
+    let txs = block
+        .block_txs()?
+        .into_iter()
+        .map(|t| pb::VcTx::from(&VcTx::from(t)))
+        .collect();
+    Ok(pb::VcBatch { txs })
+}
+
+impl TryFrom<pb::VcTx> for VcTx {
+    type Error = Error;
+    /// Rejects a tx without a body or with an undefined preliminary status code
+    /// (0 = none: validate and commit).
+    fn try_from(t: pb::VcTx) -> Result<VcTx> {
+        let prelim = match t.prelim_status {
+            0 => None,
+            code => Some(types::Status::from_code(code)?),
+        };
+        let tx = t.tx.ok_or(Error::MissingField {
+            message: "VcTx",
+            field: "tx",
+        })?;
+        Ok(VcTx {
+            id: types::TxId(t.tx_id),
+            height: Height::new(t.block, t.index),
+            tx: Arc::new(tx.into()),
+            prelim,
+        })
+    }
+}
+
+impl From<&VcTx> for pb::VcTx {
+    fn from(t: &VcTx) -> pb::VcTx {
+        pb::VcTx {
+            tx_id: t.id.0.clone(),
+            block: t.height.block,
+            index: t.height.index,
+            tx: Some(pb::Tx::from(t.tx.as_ref())),
+            prelim_status: t.prelim.map_or(0, |s| s.code()),
+        }
     }
 }
 

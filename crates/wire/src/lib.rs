@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod decode;
+pub mod limits;
 
 /// Generated code of package `fabrx.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

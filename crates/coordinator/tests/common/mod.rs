@@ -61,7 +61,7 @@ pub fn blind(keys: &[&str]) -> Arc<Tx> {
 pub fn block(number: u64, txs: Vec<Arc<Tx>>) -> Vec<BlockTx> {
     txs.into_iter()
         .enumerate()
-        .map(|(i, t)| (format!("b{number}t{i}").into(), Height::new(number, i as u32), t))
+        .map(|(i, t)| BlockTx::new(format!("b{number}t{i}").into(), Height::new(number, i as u32), t))
         .collect()
 }
 

@@ -1,5 +1,6 @@
 //! The serial oracle and a random workload, for checking the committer pipeline (tests,
-//! the recovery check, `fabrx loadgen --verify-serial`). The oracle applies txs one at a
+//! the recovery check, `fabrx loadgen --verify-serial`). The workload is text in the
+//! block-file format of `fabrx committer apply` (crate `committer`). The oracle applies txs one at a
 //! time, in block order, against a plain map, with the committer's rules (FX §3.5, §3.6):
 //!
 //! 1. structural checks (`MALFORMED_*`, 101, 102); an id that was already stored turns a
@@ -15,14 +16,15 @@
 //! Signatures of a block without `_meta` txs are checked in parallel up front (the
 //! policies cannot change inside such a block); the decisions stay serial.
 
-use crate::Result;
-use crate::blockfile::{BlockFile, FileBlock};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use types::check::{PayloadDecoder, check_tx};
-use types::{META_NAMESPACE, NamespacePolicy, Status, Tx, TxId};
+use types::{Block, META_NAMESPACE, NamespacePolicy, Status, Tx, TxId};
+
+/// Result alias of the oracle: only a meta policy whose key does not parse fails.
+pub type Result<T> = std::result::Result<T, policy::Error>;
 
 /// Committed state: (namespace, key) → (value, version).
 pub type Rows = BTreeMap<(String, Vec<u8>), (Vec<u8>, u64)>;
@@ -106,18 +108,18 @@ pub fn workload(seed: u64, blocks: usize) -> String {
     lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")
 }
 
-/// The serial oracle over a whole block file: every tx's status by block, and the final
-/// state.
-pub fn serial(file: &BlockFile) -> Result<(Vec<Vec<Status>>, Rows)> {
-    let mut oracle = SerialOracle::new(&file.meta_policy)?;
-    let statuses = file.blocks.iter().map(|b| oracle.apply_block(b)).collect();
+/// The serial oracle over whole blocks (e.g. of a block file): every tx's status by block,
+/// and the final state. `_meta` txs are endorsed under `meta_policy`.
+pub fn serial(meta_policy: &NamespacePolicy, blocks: &[Block]) -> Result<(Vec<Vec<Status>>, Rows)> {
+    let mut oracle = SerialOracle::new(meta_policy)?;
+    let statuses = blocks.iter().map(|b| oracle.apply_block(b)).collect();
     Ok((statuses, oracle.rows))
 }
 
 /// Applies blocks one tx at a time.
 pub struct SerialOracle {
     decoder: wire::ProstDecoder,
-    policies: sigverifier::Policies,
+    policies: policy::Policies,
     rows: Rows,
     stored: HashSet<TxId>,
 }
@@ -125,11 +127,11 @@ pub struct SerialOracle {
 impl SerialOracle {
     /// An empty state whose `_meta` txs are endorsed under `meta_policy`.
     pub fn new(meta_policy: &NamespacePolicy) -> Result<SerialOracle> {
-        let mut policies = sigverifier::Policies::new();
+        let mut policies = policy::Policies::new();
         policies.set(META_NAMESPACE, meta_policy)?;
         Ok(SerialOracle {
             decoder: wire::ProstDecoder {
-                key_ok: |p| sigverifier::parse_policy_key(p).is_some(),
+                key_ok: |p| policy::parse_policy_key(p).is_some(),
             },
             policies,
             rows: Rows::new(),
@@ -152,7 +154,7 @@ impl SerialOracle {
     }
 
     /// Applies one block and returns the status of each tx, by index.
-    pub fn apply_block(&mut self, block: &FileBlock) -> Vec<Status> {
+    pub fn apply_block(&mut self, block: &Block) -> Vec<Status> {
         let touches_meta = block
             .txs
             .iter()
@@ -300,9 +302,9 @@ mod tests {
             ..Default::default()
         };
         let mut o = SerialOracle::new(&meta_policy).unwrap();
-        let b0 = FileBlock {
-            number: 0,
-            txs: vec![
+        let b0 = Block::unordered(
+            0,
+            vec![
                 // Before the namespace exists it has no policy: no signature verifies.
                 tx("early", ns(vec![], vec![rwk("a", None)], vec![]), Some(&alice)),
                 tx("create", create, Some(&admin)),
@@ -312,7 +314,7 @@ mod tests {
                     Some(&alice),
                 ),
             ],
-        };
+        );
         assert_eq!(
             o.apply_block(&b0),
             vec![
@@ -321,9 +323,9 @@ mod tests {
                 Status::Committed
             ]
         );
-        let b1 = FileBlock {
-            number: 1,
-            txs: vec![
+        let b1 = Block::unordered(
+            1,
+            vec![
                 tx("spend", ns(vec![], vec![rwk("a", Some(0))], vec![]), Some(&alice)),
                 tx(
                     "double",
@@ -362,7 +364,7 @@ mod tests {
                     Some(&alice),
                 ),
             ],
-        };
+        );
         assert_eq!(
             o.apply_block(&b1),
             vec![

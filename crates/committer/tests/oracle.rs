@@ -3,11 +3,11 @@
 //! and `_meta` policy changes give exactly the statuses and final state of applying the
 //! txs one by one in block order.
 
-use sidecar::blockfile::{self, BlockFile};
-use sidecar::oracle::{Rows, serial as oracle, workload};
-use sidecar::pipeline::{Pipeline, PipelineConfig};
+use committer::blockfile::{self, BlockFile};
+use sidecar::pipeline::PipelineConfig;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use testkit::oracle::{Rows, serial, workload};
 use types::Status;
 use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions};
 
@@ -24,12 +24,15 @@ async fn run_pipeline(
         ..PipelineConfig::default()
     };
     config.graph.max_pending = 16; // exercise back-pressure
-    let mut pipeline = Pipeline::new(engine, &file.meta_policy, config).await.unwrap();
+    let mut pipeline = committer::in_process(engine, &file.meta_policy, config)
+        .await
+        .unwrap();
     let mut got = Vec::new();
     pipeline
         .run(file.blocks.clone(), |b| {
             assert_eq!(b.number as usize, got.len(), "blocks emitted in order");
             got.push(b.statuses.into_iter().map(|s| s.1).collect());
+            Ok(())
         })
         .await
         .unwrap();
@@ -48,7 +51,7 @@ async fn state(backend: &Arc<dyn Backend>) -> Rows {
 
 async fn check(backend: Arc<dyn Backend>, seed: u64) {
     let file = blockfile::parse(&workload(seed, 25)).unwrap();
-    let (want, want_rows) = oracle(&file).unwrap();
+    let (want, want_rows) = serial(&file.meta_policy, &file.blocks).unwrap();
     let got = run_pipeline(backend.clone(), &file, 4, 5).await;
     assert_eq!(got, want, "seed {seed}: statuses differ from the serial oracle");
     assert_eq!(state(&backend).await, want_rows, "seed {seed}: state differs");
@@ -96,7 +99,7 @@ async fn example_file_statuses() {
     let dir = tempfile::tempdir().unwrap();
     let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), false).unwrap());
     let got = run_pipeline(backend, &file, 4, 3).await;
-    assert_eq!(got, oracle(&file).unwrap().0);
+    assert_eq!(got, serial(&file.meta_policy, &file.blocks).unwrap().0);
     let codes: Vec<u32> = got.iter().flatten().map(|s| s.code()).collect();
     assert_eq!(
         codes,

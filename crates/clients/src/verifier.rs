@@ -8,7 +8,6 @@
 //! [`ClientError::Disconnected`] at once; the caller resubmits to another verifier
 //! (answers are pure functions of policies and txs, so a resubmission is harmless).
 
-use crate::service::MAX_MESSAGE_BYTES;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tracing::{debug, warn};
 use types::{NamespacePolicy, Status, Tx, TxId};
+use wire::limits::SIGVERIFIER_MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES;
 use wire::pb;
 use wire::pb::verify_stream_request::Kind;
 
@@ -49,7 +49,7 @@ pub enum ClientError {
         /// The namespace.
         ns: String,
         /// Why the policy was refused.
-        source: crate::Error,
+        source: policy::Error,
     },
     /// The stream is broken: the call was not (or not entirely) answered. Resubmit
     /// elsewhere.
@@ -177,7 +177,7 @@ impl VerifierClient {
     /// sent after this returns. A policy whose key does not parse is refused here
     /// ([`ClientError::BadPolicy`]) instead of ending the stream for every caller.
     pub async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<(), ClientError> {
-        if let Err(source) = crate::Policies::new().set(ns, policy) {
+        if let Err(source) = policy::Policies::new().set(ns, policy) {
             return Err(ClientError::BadPolicy {
                 ns: ns.to_string(),
                 source,

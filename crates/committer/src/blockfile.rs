@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use types::endorsement::namespace_signing_bytes;
-use types::{Endorsement, NamespacePolicy, Read, ReadWrite, Tx, TxId, TxNamespace, Write};
+use types::{Block, Endorsement, NamespacePolicy, Read, ReadWrite, Tx, TxId, TxNamespace, Write};
 
 /// A key or signer description: `{"scheme":"ed25519"|"ecdsa-p256","seed":…}` or
 /// `{"scheme":"bls-threshold","seed":…,"t":3,"n":5[,"shares":[1,2,3]]}`.
@@ -108,22 +108,13 @@ enum ValueSpec {
     Policy { policy: KeySpec },
 }
 
-/// One block of a file: its number and its txs (id, body).
-#[derive(Debug, Clone)]
-pub struct FileBlock {
-    /// Block number.
-    pub number: u64,
-    /// The txs in order.
-    pub txs: Vec<(TxId, Arc<Tx>)>,
-}
-
 /// A parsed block file.
 #[derive(Debug, Clone)]
 pub struct BlockFile {
     /// The policy that endorses `_meta` txs.
     pub meta_policy: NamespacePolicy,
     /// The blocks in file order.
-    pub blocks: Vec<FileBlock>,
+    pub blocks: Vec<Block>,
 }
 
 /// Decodes a key, value or metadata string: hex after `0x`, else UTF-8 bytes.
@@ -167,14 +158,14 @@ impl Keyring {
                 } else {
                     crypto::Scheme::EcdsaP256
                 };
-                Ok(sigverifier::policy_of(
+                Ok(policy::policy_of(
                     &crypto::derive_signing_key(scheme, &spec.seed).public_key(),
                 ))
             }
             "bls-threshold" => {
                 let (t, n) = threshold_params(spec)?;
                 let set = self.deal(&spec.seed, t, n)?;
-                Ok(sigverifier::policy_of(set.public.group_public_key()))
+                Ok(policy::policy_of(set.public.group_public_key()))
             }
             other => Err(format!("unknown scheme {other:?}")),
         }
@@ -255,7 +246,7 @@ pub fn parse(text: &str) -> Result<BlockFile> {
         for t in b.txs {
             txs.push(build_tx(&mut keys, t).map_err(err)?);
         }
-        blocks.push(FileBlock { number: b.block, txs });
+        blocks.push(Block::unordered(b.block, txs));
     }
     let meta_policy = keys
         .policy(&meta_spec)
@@ -354,7 +345,7 @@ mod tests {
         assert_eq!(ns.blind_writes[0].value, vec![0xff]);
         assert_eq!(tx.metadata, vec![b"m".to_vec()]);
         // The threshold signature verifies under the group key of the policy.
-        let mut policies = sigverifier::Policies::new();
+        let mut policies = policy::Policies::new();
         let group = Keyring::default()
             .policy(&KeySpec {
                 scheme: "bls-threshold".into(),
