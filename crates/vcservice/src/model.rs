@@ -37,7 +37,7 @@ impl NsWrites {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommitSet {
     /// Status rows to store; a row that exists by now is a conflict.
-    pub statuses: Vec<(TxId, Status, Height)>,
+    pub statuses: Vec<TxOutcome>,
     /// Namespaces created by this commit (their `_meta` row is inserted here too).
     pub new_namespaces: Vec<String>,
     /// Writes per namespace.

@@ -175,7 +175,8 @@ pub fn decide(chunk: &[VcTx], disp: &[Disposition], versions: &VersionMap) -> (C
                 }
             }
         };
-        set.statuses.push((vtx.id.clone(), status, vtx.height));
+        set.statuses
+            .push(TxOutcome::new(vtx.id.clone(), status, vtx.height));
         outcomes.push(TxOutcome {
             id: vtx.id.clone(),
             status,

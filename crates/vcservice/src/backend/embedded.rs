@@ -18,7 +18,7 @@ use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use types::check::is_valid_namespace_id;
-use types::{Height, META_NAMESPACE, Status, TxId};
+use types::{Height, META_NAMESPACE, Status, TxId, TxOutcome};
 
 const LAST_COMMITTED: &[u8] = b"mlast_committed_block";
 
@@ -141,7 +141,7 @@ impl Inner {
 
     /// Checks every condition of `set`; fills `batch` when all hold.
     fn stage(&self, set: &CommitSet, batch: &mut WriteBatch) -> Result<bool> {
-        for (id, status, height) in &set.statuses {
+        for TxOutcome { id, status, height } in &set.statuses {
             let k = status_key(id.as_str());
             if self.db.get_pinned(&k)?.is_some() {
                 return Ok(false);

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use types::check::is_valid_namespace_id;
-use types::{Height, META_NAMESPACE, Status, TxId};
+use types::{Height, META_NAMESPACE, Status, TxId, TxOutcome};
 
 /// How statements are issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -271,14 +271,19 @@ impl PgBackend {
             .bind(
                 set.statuses
                     .iter()
-                    .map(|s| s.0.as_str().to_string())
+                    .map(|s| s.id.as_str().to_string())
                     .collect::<Vec<_>>(),
             )
-            .bind(set.statuses.iter().map(|s| s.1.code() as i32).collect::<Vec<_>>())
             .bind(
                 set.statuses
                     .iter()
-                    .map(|s| s.2.to_bytes().to_vec())
+                    .map(|s| s.status.code() as i32)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                set.statuses
+                    .iter()
+                    .map(|s| s.height.to_bytes().to_vec())
                     .collect::<Vec<_>>(),
             );
         for w in set.writes.values() {
@@ -305,7 +310,7 @@ impl PgBackend {
         tx: &mut sqlx::Transaction<'_, Postgres>,
         set: &CommitSet,
     ) -> Result<bool> {
-        for (id, status, height) in &set.statuses {
+        for TxOutcome { id, status, height } in &set.statuses {
             let r = sqlx::query(
                 "INSERT INTO tx_status (tx_id, status, height) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             )
