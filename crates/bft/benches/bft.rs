@@ -7,6 +7,13 @@
 //!
 //! `cargo bench -p bft`
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::sync::Arc;

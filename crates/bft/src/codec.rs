@@ -48,16 +48,19 @@ impl<'a> Reader<'a> {
     pub(crate) fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
     }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, tail) = self.buf.split_first_chunk::<N>()?;
+        self.buf = tail;
+        Some(*head)
+    }
     pub(crate) fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        self.array().map(u32::from_le_bytes)
     }
     pub(crate) fn u64(&mut self) -> Option<u64> {
-        self.take(8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        self.array().map(u64::from_le_bytes)
     }
     pub(crate) fn array32(&mut self) -> Option<[u8; 32]> {
-        self.take(32).map(|b| b.try_into().expect("32 bytes"))
+        self.array()
     }
     pub(crate) fn bytes(&mut self) -> Option<Vec<u8>> {
         let n = self.u32()? as usize;

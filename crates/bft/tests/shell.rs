@@ -1,6 +1,13 @@
 //! The tokio shell over the in-process loopback transport: four replicas with file
 //! WALs and Ed25519 order the same requests in the same order; a replica stopped and
 //! restarted from its WAL catches up.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 #![cfg(feature = "shell")]
 
 use std::sync::Arc;

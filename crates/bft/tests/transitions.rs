@@ -2,6 +2,13 @@
 //! `{ input, expected outputs }` run against one replica without any runtime.
 //! Outputs are compared through a compact one-line summary of each output.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 mod common;
 
 use std::sync::Arc;

@@ -1,5 +1,12 @@
 //! File WAL: round trip, reopen, torn last record, mid-file corruption.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::sync::Arc;

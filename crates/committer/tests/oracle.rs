@@ -3,6 +3,13 @@
 //! and `_meta` policy changes give exactly the statuses and final state of applying the
 //! txs one by one in block order.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use committer::blockfile::{self, BlockFile};
 use sidecar::pipeline::PipelineConfig;
 use std::collections::BTreeMap;

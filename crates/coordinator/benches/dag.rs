@@ -3,6 +3,12 @@
 //!
 //! Run: `cargo bench -p coordinator -- --warm-up-time 1 --measurement-time 3`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 // criterion_group!/criterion_main! generate undocumented items.
 #![allow(missing_docs)]
 

@@ -3,6 +3,13 @@
 //! once and only after its earlier conflicting txs finished, and committing in release
 //! order gives the same statuses and state as the serial vcservice oracle in block order.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 mod common;
 
 use common::{Key, State, commit, reads_of, writes_of};

@@ -1,5 +1,12 @@
 //! Table tests of the dependency graph's transitions.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 mod common;
 
 use common::{blind, block, ns, rw, tx};

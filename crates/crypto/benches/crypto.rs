@@ -2,6 +2,13 @@
 //!
 //! Results and the machine they ran on are recorded in `docs/benchmarks.md` ("## Crypto").
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

@@ -14,6 +14,10 @@ pub(crate) const PUBLIC_KEY_LEN: usize = 48;
 pub(crate) const SIGNATURE_LEN: usize = 96;
 
 /// IETF BLS `KeyGen` with a 32-byte IKM and empty key info.
+#[allow(
+    clippy::expect_used,
+    reason = "blst rejects only IKM shorter than 32 bytes; the type rules it out"
+)]
 pub(crate) fn key_gen(ikm: &[u8; 32]) -> SecretKey {
     // blst rejects only IKM shorter than 32 bytes.
     SecretKey::key_gen(ikm, &[]).expect("a 32-byte IKM is always accepted")

@@ -13,6 +13,14 @@ pub enum CryptoError {
         /// The name that was given.
         name: String,
     },
+    /// A key file that cannot be written, read or trusted.
+    #[error("key file {path}: {detail}")]
+    KeyFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// Public-key bytes that do not encode a valid key of the scheme.
     #[error("malformed {scheme} public key: {reason}")]
     MalformedPublicKey {

@@ -10,6 +10,7 @@ mod bls;
 mod ecdsa;
 mod ed25519;
 mod error;
+mod keyfile;
 mod keys;
 mod multisig;
 pub mod purpose;
@@ -17,6 +18,7 @@ mod sign;
 mod threshold;
 
 pub use error::{CryptoError, Result};
+pub use keyfile::{read_key_file, write_key_file};
 pub use keys::{PublicKey, Scheme, Signature, SigningKey, derive_signing_key};
 pub use multisig::{
     aggregate_signatures, prove_possession, verify_aggregate_batch_attestation,

@@ -1,6 +1,13 @@
 //! Ed25519 verification: agreement with RFC 8032 strict verification on honest and
 //! tampered signatures, and batch/single agreement on crafted torsion signatures.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use crypto::*;
 use curve25519_dalek::constants::{ED25519_BASEPOINT_POINT, EIGHT_TORSION};
 use curve25519_dalek::edwards::EdwardsPoint;

@@ -1,5 +1,12 @@
 //! BLS multi-signature aggregation and proofs of possession.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use blst::min_pk::{AggregatePublicKey, PublicKey as BlsPublicKey};
 use crypto::*;
 

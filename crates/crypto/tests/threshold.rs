@@ -1,5 +1,12 @@
 //! t-of-n threshold BLS: dealing, partial signatures, aggregation.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use crypto::*;
 use proptest::prelude::*;
 use rand::SeedableRng;

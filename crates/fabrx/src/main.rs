@@ -2,6 +2,7 @@
 
 mod bench;
 mod committer;
+mod keygen;
 mod loadgen_cmd;
 mod metrics_http;
 mod node;
@@ -37,6 +38,8 @@ enum Command {
     },
     /// Create the committer's schema in a database (idempotent).
     InitDb(node::InitDbArgs),
+    /// Create a node's key file and print its public key.
+    Keygen(keygen::KeygenArgs),
     /// Load generator (see docs/loadgen.md).
     Loadgen(loadgen_cmd::LoadgenArgs),
     /// Run one node of a fabrx network.
@@ -61,6 +64,7 @@ fn main() -> anyhow::Result<()> {
             Command::Bench { what } => bench::run(what).await,
             Command::Committer { cmd } => committer::run(cmd).await,
             Command::InitDb(args) => node::init_db(args).await,
+            Command::Keygen(args) => keygen::run(args),
             Command::Loadgen(args) => loadgen_cmd::run(args).await,
             Command::Node { role } => node::run(role).await,
         }

@@ -4,6 +4,13 @@
 //! to the same decisions and takes part again. Forged envelopes are dropped and
 //! counted. Every wait polls with a generous deadline; nothing asserts on timing.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::PathBuf;

@@ -2,6 +2,13 @@
 //! and bad signatures: every status and the final state equal the serial oracle's, and
 //! the counts equal what the planner meant.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use loadgen::committer::{self, LoadRun, RunInfo};
 use loadgen::{Scheme, Workload, WorkloadSpec};
 use sidecar::pipeline::PipelineConfig;

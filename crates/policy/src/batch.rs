@@ -151,13 +151,11 @@ fn check_round(
     let mut owned: Vec<(usize, &NsCheck<'_>, Signature)> = slots
         .iter()
         .enumerate()
-        .map(|(i, &(t, n))| {
-            let c = &plans[t].as_ref().expect("slots only name planned txs")[n];
-            (
-                i,
-                c,
-                Signature::from_bytes(c.endorsements[round].signature.clone()),
-            )
+        // Slots name only planned txs; a slot that did not would stay unverified (false).
+        .filter_map(|(i, &(t, n))| {
+            let c = plans.get(t)?.as_ref()?.get(n)?;
+            let sig = c.endorsements.get(round)?;
+            Some((i, c, Signature::from_bytes(sig.signature.clone())))
         })
         .collect();
     owned.sort_by_key(|(i, c, _)| (scheme_rank(c.key.scheme()), *i));

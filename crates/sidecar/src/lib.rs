@@ -7,11 +7,13 @@
 //! - [`intake`] decides what a block's txs need (structural status, duplicate id);
 //! - [`stages`] are the two stages as traits, [`remote`] their gRPC pools with failover
 //!   (in-process stages are wired by the `committer` composition crate);
-//! - [`store`], [`notify`] and [`service`] keep and serve what was committed.
+//! - [`store`], [`notify`] and [`service`] keep and serve what was committed;
+//! - [`node`] is the sidecar as a process: `Config`, `spawn(config, deps) -> Handle`.
 
 pub mod core;
 pub mod intake;
 pub mod metrics;
+pub mod node;
 pub mod notify;
 pub mod pipeline;
 pub mod remote;
@@ -45,6 +47,17 @@ pub enum Error {
     /// Metrics could not be created or registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// A message could not be converted to or from the wire.
+    #[error("wire: {0}")]
+    Wire(#[from] wire::Error),
+    /// The service could not listen.
+    #[error("listen {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// A block cannot be admitted (e.g. more txs than a height can address).
     #[error("block: {0}")]
     Block(#[from] types::Error),

@@ -1,6 +1,13 @@
 //! Table tests of the committer's pure core: each step is an input and the exact outputs
 //! it must produce, run without a runtime.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use sidecar::core::{BlockResult, CommitterCore, Finished, Input, Job, JobTx, Output, PipelineConfig};
 use std::sync::Arc;
 use types::{

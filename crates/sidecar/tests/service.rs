@@ -2,6 +2,13 @@
 //! answered once (before and after the status is final), half-close, unsubscribe on
 //! disconnect, a lagging client dropped, and watches racing with block completion.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use sidecar::notify::{Notifier, NotifierConfig};
 use sidecar::service::{ServiceConfig, SidecarGrpc};
 use sidecar::store::BlockStore;

@@ -1,6 +1,13 @@
 //! The block store on disk: append and reopen, torn tails at every byte, corruption in
 //! the middle, order, segments, first block, many blocks.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use sidecar::Error;
 use sidecar::store::{BlockStore, HEADER_LEN, StoreConfig, StoredBlock};
 use std::path::{Path, PathBuf};

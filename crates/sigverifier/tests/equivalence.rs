@@ -2,6 +2,13 @@
 //! random batches mixing schemes, good and bad signatures, missing policies and
 //! endorsements, multi-namespace txs and several endorsements per namespace.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use sigverifier::{Policies, Verifier};

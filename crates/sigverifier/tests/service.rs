@@ -1,6 +1,13 @@
 //! The verifier service and client over loopback: real tonic servers on 127.0.0.1:0,
 //! each on its own runtime so a test can kill it (dropping every task and socket).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use clients::verifier::{ClientError, VerifierClient};
 use sigverifier::service::{ServiceConfig, VerifierService};
 use sigverifier::{Policies, Verifier};

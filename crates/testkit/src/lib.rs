@@ -5,5 +5,15 @@
 //! a role crate, so that every role may use it as a dev-dependency.
 
 pub mod oracle;
+#[allow(
+    clippy::panic,
+    clippy::expect_used,
+    reason = "a test fixture that cannot start fails the test using it, saying why"
+)]
 pub mod pg;
+#[allow(
+    clippy::panic,
+    clippy::expect_used,
+    reason = "simulation harness: a broken invariant fails the seed, saying which"
+)]
 pub mod sim;

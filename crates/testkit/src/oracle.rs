@@ -288,6 +288,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines, reason = "one block of cases per rule")]
     fn statuses_follow_the_serial_rules() {
         let (admin, meta_policy) = key("admin");
         let (alice, alice_policy) = key("alice");

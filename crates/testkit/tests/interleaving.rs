@@ -2,6 +2,13 @@
 //! client submissions and crash-restarts keeps agreement and validity. Proptest picks
 //! the schedule step by step (and shrinks a failing one to a minimal schedule).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use std::sync::Arc;
 
 use bft::crypto::TestKeys;

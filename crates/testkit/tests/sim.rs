@@ -5,6 +5,13 @@
 //! * `SIM_SEED=<seed>` with the `reproduce` test — runs one seed (`SIM_TRACE=1`
 //!   prints every event).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 use std::time::Instant;
 
 use testkit::sim::{Report, run_seed};

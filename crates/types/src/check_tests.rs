@@ -86,6 +86,7 @@ fn with(f: impl FnOnce(&mut Tx)) -> Tx {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one row per structural rule")]
 fn transaction_table() {
     let rows: Vec<(&str, &str, Tx, Result<(), Status>)> = vec![
         ("valid", "t1", valid_tx(), Ok(())),

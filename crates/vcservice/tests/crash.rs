@@ -2,6 +2,13 @@
 //! batch is never visible, and a lost database connection during commit leaves nothing
 //! half-written.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,13 @@
 //! The gRPC service end to end: batches streamed in, statuses streamed out, several
 //! vcservice instances sharing one database.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
 mod common;
 
 use common::*;

@@ -214,59 +214,7 @@ impl PgBackend {
         tx: &mut sqlx::Transaction<'_, Postgres>,
         set: &CommitSet,
     ) -> Result<bool> {
-        let mut ctes = Vec::new();
-        let mut expected: Vec<i64> = Vec::new();
-        let mut p = 0usize;
-        let mut next = || {
-            p += 1;
-            p
-        };
-        let (a, b, c) = (next(), next(), next());
-        ctes.push(format!(
-            "c0 AS (INSERT INTO tx_status (tx_id, status, height) SELECT * FROM \
-             unnest(${a}::TEXT[], ${b}::INT4[], ${c}::BYTEA[]) ON CONFLICT DO NOTHING RETURNING 1)"
-        ));
-        expected.push(set.statuses.len() as i64);
-        for (ns, w) in &set.writes {
-            let t = table(ns)?;
-            if !w.inserts.is_empty() {
-                let (k, v) = (next(), next());
-                ctes.push(format!(
-                    "c{} AS (INSERT INTO {t} (key, value, version) SELECT k, v, 0 FROM \
-                     unnest(${k}::BYTEA[], ${v}::BYTEA[]) AS u(k, v) ON CONFLICT DO NOTHING RETURNING 1)",
-                    ctes.len()
-                ));
-                expected.push(w.inserts.len() as i64);
-            }
-            if !w.updates.is_empty() {
-                let (k, v, ver) = (next(), next(), next());
-                ctes.push(format!(
-                    "c{} AS (UPDATE {t} AS t SET value = u.v, version = u.ver + 1 FROM \
-                     unnest(${k}::BYTEA[], ${v}::BYTEA[], ${ver}::INT8[]) AS u(k, v, ver) \
-                     WHERE t.key = u.k AND t.version = u.ver RETURNING 1)",
-                    ctes.len()
-                ));
-                expected.push(w.updates.len() as i64);
-            }
-            if !w.upserts.is_empty() {
-                let (k, v) = (next(), next());
-                ctes.push(format!(
-                    "c{} AS (INSERT INTO {t} AS t (key, value, version) SELECT k, v, 0 FROM \
-                     unnest(${k}::BYTEA[], ${v}::BYTEA[]) AS u(k, v) ON CONFLICT (key) DO UPDATE \
-                     SET value = EXCLUDED.value, version = t.version + 1 RETURNING 1)",
-                    ctes.len()
-                ));
-                expected.push(w.upserts.len() as i64);
-            }
-        }
-        let counts: Vec<String> = (0..ctes.len())
-            .map(|i| format!("(SELECT count(*) FROM c{i})"))
-            .collect();
-        let sql = format!(
-            "WITH {} SELECT ARRAY[{}]::INT8[]",
-            ctes.join(", "),
-            counts.join(", ")
-        );
+        let (sql, expected) = set_based_statement(set)?;
         let mut q = sqlx::query_scalar::<_, Vec<i64>>(AssertSqlSafe(sql))
             .bind(
                 set.statuses
@@ -511,4 +459,64 @@ impl Backend for PgBackend {
             })
             .collect()
     }
+}
+
+/// The set-based commit statement of [`PgBackend`]'s set-based mode: one data-modifying
+/// CTE per status batch, insert, update and upsert group, and the row count each must
+/// affect for the commit to hold. Parameters are bound in the same order by the caller.
+fn set_based_statement(set: &CommitSet) -> Result<(String, Vec<i64>)> {
+    let mut ctes = Vec::new();
+    let mut expected: Vec<i64> = Vec::new();
+    let mut p = 0usize;
+    let mut next = || {
+        p += 1;
+        p
+    };
+    let (a, b, c) = (next(), next(), next());
+    ctes.push(format!(
+        "c0 AS (INSERT INTO tx_status (tx_id, status, height) SELECT * FROM \
+         unnest(${a}::TEXT[], ${b}::INT4[], ${c}::BYTEA[]) ON CONFLICT DO NOTHING RETURNING 1)"
+    ));
+    expected.push(set.statuses.len() as i64);
+    for (ns, w) in &set.writes {
+        let t = table(ns)?;
+        if !w.inserts.is_empty() {
+            let (k, v) = (next(), next());
+            ctes.push(format!(
+                "c{} AS (INSERT INTO {t} (key, value, version) SELECT k, v, 0 FROM \
+                 unnest(${k}::BYTEA[], ${v}::BYTEA[]) AS u(k, v) ON CONFLICT DO NOTHING RETURNING 1)",
+                ctes.len()
+            ));
+            expected.push(w.inserts.len() as i64);
+        }
+        if !w.updates.is_empty() {
+            let (k, v, ver) = (next(), next(), next());
+            ctes.push(format!(
+                "c{} AS (UPDATE {t} AS t SET value = u.v, version = u.ver + 1 FROM \
+                 unnest(${k}::BYTEA[], ${v}::BYTEA[], ${ver}::INT8[]) AS u(k, v, ver) \
+                 WHERE t.key = u.k AND t.version = u.ver RETURNING 1)",
+                ctes.len()
+            ));
+            expected.push(w.updates.len() as i64);
+        }
+        if !w.upserts.is_empty() {
+            let (k, v) = (next(), next());
+            ctes.push(format!(
+                "c{} AS (INSERT INTO {t} AS t (key, value, version) SELECT k, v, 0 FROM \
+                 unnest(${k}::BYTEA[], ${v}::BYTEA[]) AS u(k, v) ON CONFLICT (key) DO UPDATE \
+                 SET value = EXCLUDED.value, version = t.version + 1 RETURNING 1)",
+                ctes.len()
+            ));
+            expected.push(w.upserts.len() as i64);
+        }
+    }
+    let counts: Vec<String> = (0..ctes.len())
+        .map(|i| format!("(SELECT count(*) FROM c{i})"))
+        .collect();
+    let sql = format!(
+        "WITH {} SELECT ARRAY[{}]::INT8[]",
+        ctes.join(", "),
+        counts.join(", ")
+    );
+    Ok((sql, expected))
 }
