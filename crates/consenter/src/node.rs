@@ -31,9 +31,9 @@ pub struct NodeConfig {
     pub peers: Vec<String>,
     /// Keys are derived from seeds `"{seed_prefix}{i}"` (Ed25519).
     pub seed_prefix: String,
-    /// WAL file.
+    /// WAL directory (a journal).
     pub wal: PathBuf,
-    /// Decisions log (JSON lines).
+    /// Decisions log directory (a journal of JSON records).
     pub decisions: PathBuf,
     /// Clock tick of the shell.
     pub tick: Duration,
