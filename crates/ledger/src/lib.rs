@@ -115,8 +115,12 @@ pub struct TxLocation {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The journal failed (I/O, corruption, lock, poisoned).
-    #[error(transparent)]
-    Journal(#[from] journal::Error),
+    #[error("ledger journal: {source}")]
+    Journal {
+        /// The journal's error.
+        #[from]
+        source: journal::Error,
+    },
     /// An I/O operation on an index file failed.
     #[error("ledger index i/o on {}: {source}", path.display())]
     Io {

@@ -198,7 +198,9 @@ fn corruption_before_the_tail_is_refused() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(matches!(
         Ledger::open(dir.path(), LedgerConfig::default()),
-        Err(Error::Journal(journal::Error::Corrupt { seq: 0, .. }))
+        Err(Error::Journal {
+            source: journal::Error::Corrupt { seq: 0, .. }
+        })
     ));
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
@@ -261,7 +263,9 @@ fn one_writer_many_readers() {
     let mut l = Ledger::open(dir.path(), small()).unwrap();
     assert!(matches!(
         Ledger::open(dir.path(), small()),
-        Err(Error::Journal(journal::Error::Locked { .. }))
+        Err(Error::Journal {
+            source: journal::Error::Locked { .. }
+        })
     ));
     let reader = l.reader();
     let handle = std::thread::spawn(move || {

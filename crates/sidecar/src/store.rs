@@ -69,27 +69,33 @@ pub struct StoredBlock {
 fn store_error(e: ledger::Error) -> Error {
     use journal::Error as J;
     match e {
-        ledger::Error::Journal(J::Io { path, source }) | ledger::Error::Io { path, source } => {
-            Error::StoreIo {
-                path: path.display().to_string(),
-                source,
-            }
+        ledger::Error::Journal {
+            source: J::Io { path, source },
         }
-        ledger::Error::Journal(J::Corrupt {
-            segment,
-            offset,
-            detail,
-            ..
-        }) => Error::StoreCorrupt {
+        | ledger::Error::Io { path, source } => Error::StoreIo {
+            path: path.display().to_string(),
+            source,
+        },
+        ledger::Error::Journal {
+            source:
+                J::Corrupt {
+                    segment,
+                    offset,
+                    detail,
+                    ..
+                },
+        } => Error::StoreCorrupt {
             path: segment.display().to_string(),
             offset,
             detail,
         },
-        ledger::Error::Journal(J::Locked { dir }) => Error::StoreLocked {
+        ledger::Error::Journal {
+            source: J::Locked { dir },
+        } => Error::StoreLocked {
             path: dir.display().to_string(),
         },
-        ledger::Error::Journal(J::Poisoned) | ledger::Error::Poisoned => Error::StorePoisoned,
-        ledger::Error::Journal(other) => Error::Config {
+        ledger::Error::Journal { source: J::Poisoned } | ledger::Error::Poisoned => Error::StorePoisoned,
+        ledger::Error::Journal { source: other } => Error::Config {
             detail: format!("block store: {other}"),
         },
         ledger::Error::Corrupt { path, detail } => Error::StoreCorrupt {
