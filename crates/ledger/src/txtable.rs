@@ -282,4 +282,34 @@ mod tests {
         assert_eq!(fingerprint("x"), fingerprint("x"));
         assert_ne!(fingerprint("x"), fingerprint("y"));
     }
+
+    #[test]
+    fn a_torn_slot_is_skipped_not_an_end_of_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TxTable::open(dir.path().join("txs.idx")).unwrap();
+        let slot = |number| Slot {
+            fingerprint: 7,
+            number,
+            tx_index: 0,
+            tx_offset: 12,
+        };
+        let is = |n: u64| move |s: &Slot| Ok((s.number == n).then_some(()));
+        t.insert(slot(1), is(1)).unwrap();
+        t.insert(slot(2), is(2)).unwrap();
+        // The first slot of the chain is torn (a power loss in the middle of its write).
+        t.file.write_all_at(&[0xff; 8], 7 * SLOT + 8).unwrap();
+        assert_eq!(t.lookup(7, |s| Ok(Some(s.number))).unwrap(), Some(2));
+        assert_eq!(t.lookup(7, |s| Ok((s.number == 1).then_some(1))).unwrap(), None);
+        // Indexing block 1 again puts its slot after the chain; growing drops the torn one.
+        assert!(matches!(
+            t.insert(slot(1), is(1)).unwrap(),
+            Some(Insert::Inserted)
+        ));
+        let (g, count) = t.rebuild(INITIAL_SLOTS, u64::MAX, false).unwrap();
+        assert_eq!(count, 2);
+        assert_eq!(
+            g.lookup(7, |s| Ok((s.number == 1).then_some(1))).unwrap(),
+            Some(1)
+        );
+    }
 }
