@@ -1,11 +1,12 @@
 //! The signing seam. The engine signs and verifies through two small traits so the
 //! application can plug in its own key management; [`Ed25519Signer`] /
-//! [`Ed25519Verifier`] are the production implementation and [`TestKeys`] a cheap,
-//! deterministic (and insecure) one for simulations and tests.
+//! [`Ed25519Verifier`] are the production implementation and `TestKeys` (feature
+//! `testing`) a cheap, deterministic (and insecure) one for simulations and tests.
 
 use std::fmt;
 
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+#[cfg(any(test, feature = "testing"))]
 use sha2::{Digest as _, Sha256};
 
 use crate::types::ReplicaId;
@@ -93,12 +94,14 @@ impl Verifier for Ed25519Verifier {
     }
 }
 
-/// Deterministic Ed25519 keys for replica `id` derived from a seed (tests, benches).
+/// Deterministic Ed25519 keys for replica `id` derived from a seed (tests, benches; only
+/// with the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
 pub fn ed25519_keys(seed: u64, n: u32) -> (Vec<Ed25519Signer>, Ed25519Verifier) {
     let signers: Vec<Ed25519Signer> = (0..n)
         .map(|i| {
             let mut h = Sha256::new();
-            h.update(b"fabrx/bft/v1/test-key");
+            h.update(::types::tags::bft::TEST_KEY);
             h.update(seed.to_le_bytes());
             h.update(i.to_le_bytes());
             Ed25519Signer::from_seed(h.finalize().into())
@@ -111,12 +114,15 @@ pub fn ed25519_keys(seed: u64, n: u32) -> (Vec<Ed25519Signer>, Ed25519Verifier) 
 /// INSECURE keyed-hash "signatures" for simulations: replica `i`'s signature over `m`
 /// is the first 8 bytes of `SHA-256(secret ‖ i ‖ m)`. Whoever holds the secret can sign
 /// for everyone, so this only models honest key ownership inside one test process:
-/// a simulated Byzantine replica only ever gets its own [`TestSigner`].
+/// a simulated Byzantine replica only ever gets its own [`TestSigner`]. Only with the
+/// `testing` feature.
+#[cfg(any(test, feature = "testing"))]
 #[derive(Clone, Debug)]
 pub struct TestKeys {
     secret: u64,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl TestKeys {
     /// Keys derived from `secret`.
     pub fn new(secret: u64) -> TestKeys {
@@ -140,6 +146,7 @@ impl TestKeys {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Verifier for TestKeys {
     fn verify(&self, replica: ReplicaId, msg: &[u8], sig: &Signature) -> bool {
         self.mac(replica, msg) == *sig
@@ -147,12 +154,14 @@ impl Verifier for TestKeys {
 }
 
 /// The signer of one replica under [`TestKeys`].
+#[cfg(any(test, feature = "testing"))]
 #[derive(Clone, Debug)]
 pub struct TestSigner {
     keys: TestKeys,
     id: ReplicaId,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Signer for TestSigner {
     fn sign(&self, msg: &[u8]) -> Signature {
         self.keys.mac(self.id, msg)

@@ -45,6 +45,15 @@ pub enum Error {
         /// Offset of the bad record.
         offset: u64,
     },
+    /// The WAL's journal failed otherwise (locked by another writer, an entry over
+    /// the record limit, a failed write that poisoned it).
+    #[error("wal {path}: {source}")]
+    Wal {
+        /// WAL directory.
+        path: String,
+        /// The journal's error.
+        source: journal::Error,
+    },
     /// The WAL contradicts itself or the configuration (e.g. another instance).
     #[error("wal replay failed: {reason}")]
     WalReplay {

@@ -3,23 +3,26 @@
 //! that follow. On restart, [`crate::Replica::restore`] replays the entries so the
 //! replica never contradicts what it signed or accepted before the crash.
 //!
-//! File format: a sequence of records `len: u32 LE ‖ crc32(payload): u32 LE ‖ payload`.
-//! A torn last record (short or failing its CRC at the end of the file) is the trace of
-//! a crash during an append that was never acknowledged: it is cut off on open. A bad
-//! record followed by more data is corruption and makes `open` fail loudly.
+//! [`FileWal`] is a [`journal`] directory (segment files `*.wal`), one record per entry,
+//! synced once per [`Wal::append`] call. The journal's torn-tail rule applies: a torn
+//! tail (an append that was never acknowledged) is cut off on open; a bad record before
+//! the tail, a corrupted length field included, makes `open` fail with
+//! [`Error::WalCorrupt`] instead of dropping what follows. A record whose CRC holds but
+//! that does not decode as an entry is corruption too.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use journal::{Durability, Journal};
 
 use crate::certificate::{Certificate, Decision, Phase, Prepared};
 use crate::codec::{Reader, Writer};
 use crate::types::{InstanceId, Proposal, Seq, View};
 use crate::{Error, Result};
 
-const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
-const HEADER: usize = 8;
+/// Largest WAL entry (a proposal with its requests and certificate).
+const MAX_ENTRY_BYTES: u32 = 1 << 30;
 
 /// One durable fact about this replica.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,38 +78,59 @@ impl Wal for MemWal {
     }
 }
 
-/// Append-only, fsync'ed file WAL.
+/// Append-only, fsync'ed WAL on a [`journal`] directory.
 #[derive(Debug)]
 pub struct FileWal {
-    file: File,
+    journal: Journal,
     path: PathBuf,
 }
 
-impl FileWal {
-    /// Opens (or creates) the WAL at `path`, returns it with the entries it holds.
-    /// A torn last record is truncated away.
-    pub fn open(path: &Path) -> Result<(FileWal, Vec<WalEntry>)> {
-        let io = |e: std::io::Error| Error::Io {
+/// The journal configuration of a WAL: the caller syncs once per batch of entries.
+fn journal_config() -> journal::Config {
+    journal::Config {
+        segment_bytes: NonZeroU64::new(64 << 20).unwrap_or(NonZeroU64::MIN),
+        max_record_bytes: NonZeroU32::new(MAX_ENTRY_BYTES).unwrap_or(NonZeroU32::MIN),
+        durability: Durability::Manual,
+        first_seq: 0,
+        extension: "wal",
+    }
+}
+
+/// The engine's error for a journal error of the WAL at `path`.
+fn wal_error(path: &Path, e: journal::Error) -> Error {
+    match e {
+        journal::Error::Corrupt { segment, offset, .. } => Error::WalCorrupt {
+            path: segment.display().to_string(),
+            offset,
+        },
+        journal::Error::Io { path, source } => Error::Io {
             path: path.display().to_string(),
-            source: e,
-        };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io)?;
-        let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(io)?;
-        let (entries, valid) = decode_records(&buf, path)?;
-        if valid < buf.len() {
-            file.set_len(valid as u64).map_err(io)?;
-            file.sync_all().map_err(io)?;
+            source,
+        },
+        other => Error::Wal {
+            path: path.display().to_string(),
+            source: other,
+        },
+    }
+}
+
+impl FileWal {
+    /// Opens (or creates) the WAL in directory `path`, returns it with the entries it
+    /// holds. A torn tail is truncated away; corruption before it is an error.
+    pub fn open(path: &Path) -> Result<(FileWal, Vec<WalEntry>)> {
+        let journal = Journal::open(path, journal_config()).map_err(|e| wal_error(path, e))?;
+        let mut entries = Vec::new();
+        for record in journal.reader().replay(journal.first_seq()) {
+            let record = record.map_err(|e| wal_error(path, e))?;
+            let entry = decode_entry(&record.payload).ok_or_else(|| Error::WalCorrupt {
+                path: path.display().to_string(),
+                offset: record.position.offset,
+            })?;
+            entries.push(entry);
         }
-        file.seek(SeekFrom::End(0)).map_err(io)?;
         Ok((
             FileWal {
-                file,
+                journal,
                 path: path.to_path_buf(),
             },
             entries,
@@ -116,53 +140,13 @@ impl FileWal {
 
 impl Wal for FileWal {
     fn append(&mut self, entries: &[WalEntry]) -> Result<()> {
-        let mut buf = Vec::new();
         for e in entries {
-            let payload = encode_entry(e);
-            buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&CRC32.checksum(&payload).to_le_bytes());
-            buf.extend_from_slice(&payload);
+            self.journal
+                .append(&encode_entry(e))
+                .map_err(|err| wal_error(&self.path, err))?;
         }
-        let io = |e: std::io::Error| Error::Io {
-            path: self.path.display().to_string(),
-            source: e,
-        };
-        self.file.write_all(&buf).map_err(io)?;
-        self.file.sync_data().map_err(io)
+        self.journal.sync().map_err(|err| wal_error(&self.path, err))
     }
-}
-
-/// Decodes records; returns the entries and the length of the valid prefix.
-fn decode_records(buf: &[u8], path: &Path) -> Result<(Vec<WalEntry>, usize)> {
-    let mut entries = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        if buf.len() - pos < HEADER {
-            break; // torn header
-        }
-        let len = u32::from_le_bytes(buf[pos..pos + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(buf[pos + 4..pos + 8].try_into().expect("4 bytes"));
-        let end = pos + HEADER + len;
-        if end > buf.len() {
-            break; // torn payload
-        }
-        let payload = &buf[pos + HEADER..end];
-        let decoded = (CRC32.checksum(payload) == crc)
-            .then(|| decode_entry(payload))
-            .flatten();
-        match decoded {
-            Some(e) => entries.push(e),
-            None if end == buf.len() => break, // torn last record
-            None => {
-                return Err(Error::WalCorrupt {
-                    path: path.display().to_string(),
-                    offset: pos as u64,
-                });
-            }
-        }
-        pos = end;
-    }
-    Ok((entries, pos))
 }
 
 fn encode_proposal(w: &mut Writer, p: &Proposal) {

@@ -1,4 +1,5 @@
-//! File WAL: round trip, reopen, torn last record, mid-file corruption.
+//! File WAL: round trip, reopen, torn last record, mid-file corruption (a corrupted
+//! length field included), zero-filled tail.
 
 #![allow(
     clippy::unwrap_used,
@@ -9,6 +10,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bft::certificate::{Certificate, Phase, Prepared};
@@ -62,6 +64,11 @@ fn entries() -> Vec<WalEntry> {
     ]
 }
 
+/// The WAL is a journal directory; its (only) segment file.
+fn segment(wal: &Path) -> PathBuf {
+    wal.join(format!("{:020}.wal", 0))
+}
+
 #[test]
 fn round_trip_and_reopen_appends() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -88,17 +95,20 @@ fn torn_last_record_is_cut_at_every_length() {
     let (mut wal, _) = FileWal::open(&path).expect("open");
     wal.append(&entries()[..2]).expect("append");
     drop(wal);
-    let good = std::fs::read(&path).expect("read");
+    let good = std::fs::read(segment(&path)).expect("read");
     let (mut wal, _) = FileWal::open(&path).expect("open");
     wal.append(&entries()[2..3]).expect("append");
     drop(wal);
-    let full = std::fs::read(&path).expect("read");
+    let full = std::fs::read(segment(&path)).expect("read");
     // A crash can leave any prefix of the last record on disk.
     for cut in good.len()..full.len() {
-        std::fs::write(&path, &full[..cut]).expect("write");
+        std::fs::write(segment(&path), &full[..cut]).expect("write");
         let (mut wal, found) = FileWal::open(&path).expect("open torn");
         assert_eq!(found, entries()[..2], "cut at {cut}");
-        assert_eq!(std::fs::metadata(&path).expect("meta").len() as usize, good.len());
+        assert_eq!(
+            std::fs::metadata(segment(&path)).expect("meta").len() as usize,
+            good.len()
+        );
         // The log keeps working after the repair.
         wal.append(&entries()[3..4]).expect("append after repair");
         drop(wal);
@@ -114,10 +124,10 @@ fn garbage_tail_with_bad_crc_is_cut() {
     let (mut wal, _) = FileWal::open(&path).expect("open");
     wal.append(&entries()).expect("append");
     drop(wal);
-    let mut bytes = std::fs::read(&path).expect("read");
+    let mut bytes = std::fs::read(segment(&path)).expect("read");
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff; // flip a bit in the last record's payload
-    std::fs::write(&path, &bytes).expect("write");
+    std::fs::write(segment(&path), &bytes).expect("write");
     let (_, found) = FileWal::open(&path).expect("open");
     assert_eq!(found, entries()[..entries().len() - 1]);
 }
@@ -129,9 +139,9 @@ fn corruption_before_the_end_fails_loudly() {
     let (mut wal, _) = FileWal::open(&path).expect("open");
     wal.append(&entries()).expect("append");
     drop(wal);
-    let mut bytes = std::fs::read(&path).expect("read");
+    let mut bytes = std::fs::read(segment(&path)).expect("read");
     bytes[10] ^= 0xff; // inside the first record's payload
-    std::fs::write(&path, &bytes).expect("write");
+    std::fs::write(segment(&path), &bytes).expect("write");
     let err = FileWal::open(&path).expect_err("corrupt wal must not open");
     assert!(matches!(err, bft::Error::WalCorrupt { offset: 0, .. }), "{err}");
     // Appending garbage after a valid log is also detected as a torn tail.
@@ -140,10 +150,57 @@ fn corruption_before_the_end_fails_loudly() {
     drop(wal);
     let mut f = OpenOptions::new()
         .append(true)
-        .open(dir.path().join("other.wal"))
+        .open(segment(&dir.path().join("other.wal")))
         .expect("open");
     f.write_all(&[200, 0, 0]).expect("write");
     drop(f);
     let (_, found) = FileWal::open(&dir.path().join("other.wal")).expect("open");
     assert_eq!(found, entries()[..1]);
+}
+
+#[test]
+fn corrupted_length_field_in_the_middle_fails_loudly_and_cuts_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bft.wal");
+    let (mut wal, _) = FileWal::open(&path).expect("open");
+    wal.append(&entries()[..1]).expect("append");
+    drop(wal);
+    let first_len = std::fs::read(segment(&path)).expect("read").len() as u64;
+    let (mut wal, _) = FileWal::open(&path).expect("open");
+    wal.append(&entries()[1..]).expect("append");
+    drop(wal);
+    let mut bytes = std::fs::read(segment(&path)).expect("read");
+    // Shrink the second record's length: a length-prefixed log without a CRC over the
+    // length would take what follows for a torn tail and cut it.
+    bytes[first_len as usize] ^= 0x01;
+    std::fs::write(segment(&path), &bytes).expect("write");
+    let err = FileWal::open(&path).expect_err("corrupt wal must not open");
+    assert!(
+        matches!(err, bft::Error::WalCorrupt { offset, .. } if offset == first_len),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(segment(&path)).expect("read"), bytes);
+}
+
+#[test]
+fn zero_filled_tail_after_power_loss_is_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bft.wal");
+    let (mut wal, _) = FileWal::open(&path).expect("open");
+    wal.append(&entries()[..3]).expect("append");
+    drop(wal);
+    let good = std::fs::read(segment(&path)).expect("read");
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(segment(&path))
+        .expect("open");
+    f.write_all(&[0u8; 4096]).expect("zeros");
+    drop(f);
+    let (mut wal, found) = FileWal::open(&path).expect("a zero-filled tail is torn");
+    assert_eq!(found, entries()[..3]);
+    assert_eq!(std::fs::read(segment(&path)).expect("read"), good);
+    wal.append(&entries()[3..]).expect("append");
+    drop(wal);
+    let (_, found) = FileWal::open(&path).expect("reopen");
+    assert_eq!(found, entries());
 }

@@ -1,15 +1,19 @@
-//! The decisions log of the test application: one JSON line per decided sequence,
+//! The decisions log of the test application: one record per decided sequence in a
+//! [`journal`] directory (segments `*.decisions`; the record's sequence number is the
+//! decision's), whose payload is the JSON object
 //! `{"seq":…,"view":…,"digest":"<hex>","requests":["<hex>",…]}`, appended in order.
 //! It is the application's durable state: on restart its last sequence number is
 //! `Application::applied()`, and the engine re-delivers from its WAL whatever the log
-//! lost. Lines are written without fsync — a lost tail is re-delivered from the WAL,
-//! which is synced — and a torn last line is cut off when the log is opened.
+//! lost. Records are written without fsync — a lost tail is re-delivered from the WAL,
+//! which is synced — and the journal's torn-tail rule applies on open: a torn tail is
+//! cut off, a bad record before it (or a gap) is [`Error::CorruptLog`]. The old JSON
+//! lines file is not read (nothing was deployed).
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 
 use bft::{Decision, Seq};
+use journal::{Durability, Journal, JournalReader};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -41,56 +45,68 @@ impl DecisionLine {
     }
 }
 
-/// Appends decision lines to the log file.
+/// The journal configuration of a decisions log.
+fn journal_config() -> journal::Config {
+    journal::Config {
+        segment_bytes: NonZeroU64::new(64 << 20).unwrap_or(NonZeroU64::MIN),
+        max_record_bytes: NonZeroU32::new(1 << 30).unwrap_or(NonZeroU32::MIN),
+        durability: Durability::Manual,
+        first_seq: 1,
+        extension: "decisions",
+    }
+}
+
+/// The node's error for a journal error of the log at `path`.
+fn log_error(path: &Path, e: journal::Error) -> Error {
+    match e {
+        journal::Error::Corrupt { seq, .. } => Error::CorruptLog {
+            path: path.display().to_string(),
+            after_seq: seq.saturating_sub(1),
+        },
+        journal::Error::Io { path, source } => Error::Io {
+            path: path.display().to_string(),
+            source,
+        },
+        other => Error::Log {
+            path: path.display().to_string(),
+            source: other,
+        },
+    }
+}
+
+/// The line of a record, if it is the line of decision `seq`.
+fn parse(payload: &[u8], seq: Seq) -> Option<DecisionLine> {
+    serde_json::from_slice::<DecisionLine>(payload)
+        .ok()
+        .filter(|l| l.seq == seq)
+}
+
+/// Appends decision lines to the log.
 pub struct DecisionLog {
-    out: BufWriter<File>,
+    journal: Journal,
     path: PathBuf,
     last: Seq,
 }
 
 impl DecisionLog {
-    /// Opens (or creates) the log, cuts a torn last line, and returns it with the
-    /// highest sequence number it holds. A gap or a bad line before the last one is
+    /// Opens (or creates) the log directory, cuts a torn tail, and returns it with the
+    /// highest sequence number it holds. A gap or a bad record before the tail is
     /// corruption.
     pub fn open(path: &Path) -> Result<DecisionLog> {
-        let io = |e: std::io::Error| Error::Io {
-            path: path.display().to_string(),
-            source: e,
-        };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io)?;
-        let mut text = Vec::new();
-        file.read_to_end(&mut text).map_err(io)?;
+        let journal = Journal::open(path, journal_config()).map_err(|e| log_error(path, e))?;
         let mut last = 0;
-        let mut valid = 0;
-        for line in text.split_inclusive(|b| *b == b'\n') {
-            let parsed = line
-                .ends_with(b"\n")
-                .then(|| serde_json::from_slice::<DecisionLine>(line).ok())
-                .flatten();
-            match parsed {
-                Some(l) if l.seq == last + 1 => {
-                    last = l.seq;
-                    valid += line.len();
-                }
-                _ if valid + line.len() == text.len() => break, // torn last line
-                _ => {
-                    return Err(Error::CorruptLog {
-                        path: path.display().to_string(),
-                        after_seq: last,
-                    });
-                }
+        for record in journal.reader().replay(journal.first_seq()) {
+            let record = record.map_err(|e| log_error(path, e))?;
+            if record.seq != last + 1 || parse(&record.payload, record.seq).is_none() {
+                return Err(Error::CorruptLog {
+                    path: path.display().to_string(),
+                    after_seq: last,
+                });
             }
-        }
-        if valid < text.len() {
-            file.set_len(valid as u64).map_err(io)?;
+            last = record.seq;
         }
         Ok(DecisionLog {
-            out: BufWriter::new(file),
+            journal,
             path: path.to_path_buf(),
             last,
         })
@@ -113,38 +129,41 @@ impl DecisionLog {
                 after_seq: self.last,
             });
         }
-        let mut line = serde_json::to_vec(&DecisionLine::of(d)).expect("serializable");
-        line.push(b'\n');
-        self.out.write_all(&line).map_err(|e| self.io(e))?;
+        let line = serde_json::to_vec(&DecisionLine::of(d)).map_err(|e| Error::Io {
+            path: self.path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        self.journal.append(&line).map_err(|e| log_error(&self.path, e))?;
         self.last = d.seq();
         Ok(())
     }
 
-    /// Hands buffered lines to the OS.
+    /// Kept for callers that batch: every append is already handed to the OS (the log
+    /// is not fsynced; the WAL is).
     pub fn flush(&mut self) -> Result<()> {
-        self.out.flush().map_err(|e| self.io(e))
-    }
-
-    fn io(&self, e: std::io::Error) -> Error {
-        Error::Io {
-            path: self.path.display().to_string(),
-            source: e,
-        }
+        Ok(())
     }
 }
 
-/// Reads a decisions log (for tests and tools).
+/// Reads a decisions log (for tests and tools), also while a node is writing it: the
+/// lines of the whole records present now, up to the first that does not parse.
 pub fn read_log(path: &Path) -> Result<Vec<DecisionLine>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
-    Ok(text.lines().map_while(|l| serde_json::from_str(l).ok()).collect())
+    let reader = JournalReader::open_read_only(path, &journal_config()).map_err(|e| log_error(path, e))?;
+    let mut lines = Vec::new();
+    for record in reader.replay(reader.first_seq()) {
+        let record = record.map_err(|e| log_error(path, e))?;
+        match parse(&record.payload, record.seq) {
+            Some(line) => lines.push(line),
+            None => break,
+        }
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
     use std::sync::Arc;
 
     fn decision(seq: Seq) -> Decision {
@@ -170,7 +189,7 @@ mod tests {
     #[test]
     fn reopen_cuts_a_torn_line_and_rejects_gaps() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("d.jsonl");
+        let path = dir.path().join("decisions");
         let mut log = DecisionLog::open(&path).expect("open");
         for s in 1..=3 {
             log.append(&decision(s)).expect("append");
@@ -179,20 +198,64 @@ mod tests {
         assert!(log.append(&decision(5)).is_err(), "gap");
         log.flush().expect("flush");
         drop(log);
-        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
-        f.write_all(b"{\"seq\":4,\"vi").expect("torn write");
+        let segment = path.join(format!("{:020}.decisions", 1));
+        // A crash in the middle of appending decision 4 leaves a prefix of its record.
+        let good = std::fs::metadata(&segment).expect("meta").len();
+        let mut raw = Journal::open(&path, journal_config()).expect("journal");
+        let line = serde_json::to_vec(&DecisionLine::of(&decision(4))).expect("json");
+        raw.append(&line).expect("append");
+        drop(raw);
+        let f = OpenOptions::new().write(true).open(&segment).expect("open");
+        f.set_len(good + 20).expect("torn write");
         drop(f);
         let log = DecisionLog::open(&path).expect("reopen");
         assert_eq!(log.last(), 3);
+        assert_eq!(std::fs::metadata(&segment).expect("meta").len(), good);
         let lines = read_log(&path).expect("read");
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[2], DecisionLine::of(&decision(3)));
+        drop(log);
         // corruption in the middle fails loudly
-        let text = std::fs::read_to_string(&path).expect("read");
-        std::fs::write(&path, text.replacen("\"seq\":2", "\"seq\":7", 1)).expect("write");
+        let bytes = std::fs::read(&segment).expect("read");
+        let at = bytes
+            .windows(7)
+            .position(|w| w == b"\"seq\":2")
+            .expect("record 2");
+        let mut bad = bytes.clone();
+        bad[at + 6] = b'7';
+        std::fs::write(&segment, &bad).expect("write");
         assert!(matches!(
             DecisionLog::open(&path),
             Err(Error::CorruptLog { after_seq: 1, .. })
         ));
+        assert_eq!(std::fs::read(&segment).expect("read"), bad, "nothing cut");
+        // a whole record that is not the next decision is corruption too
+        std::fs::write(&segment, &bytes).expect("write");
+        let mut raw = Journal::open(&path, journal_config()).expect("journal");
+        let line = serde_json::to_vec(&DecisionLine::of(&decision(9))).expect("json");
+        raw.append(&line).expect("append");
+        drop(raw);
+        assert!(matches!(
+            DecisionLog::open(&path),
+            Err(Error::CorruptLog { after_seq: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn read_log_reads_while_the_node_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("decisions");
+        assert!(read_log(&path).is_err(), "no log yet");
+        let mut log = DecisionLog::open(&path).expect("open");
+        for s in 1..=2 {
+            log.append(&decision(s)).expect("append");
+        }
+        let lines = read_log(&path).expect("read while open");
+        assert_eq!(
+            lines,
+            vec![DecisionLine::of(&decision(1)), DecisionLine::of(&decision(2))]
+        );
+        log.append(&decision(3)).expect("append");
+        assert_eq!(read_log(&path).expect("read").len(), 3);
     }
 }

@@ -39,6 +39,14 @@ pub enum Error {
         /// Last good sequence number.
         after_seq: u64,
     },
+    /// The decisions log's journal failed otherwise (locked, poisoned).
+    #[error("decisions log {path}: {source}")]
+    Log {
+        /// The log directory.
+        path: String,
+        /// The journal's error.
+        source: journal::Error,
+    },
     /// The engine failed (WAL error, restore error).
     #[error(transparent)]
     Engine(#[from] bft::Error),

@@ -16,9 +16,9 @@ use wire::pb;
 use crate::{Error, Result};
 
 /// Domain tag at the start of an envelope's signed bytes.
-pub const ENVELOPE_TAG: &[u8] = b"fabrx/consenter/v1/envelope";
+pub const ENVELOPE_TAG: &[u8] = types::tags::consenter::ENVELOPE;
 /// Domain tag of the cluster id hash.
-const CLUSTER_TAG: &[u8] = b"fabrx/consenter/v1/cluster";
+const CLUSTER_TAG: &[u8] = types::tags::consenter::CLUSTER;
 
 /// Public keys of the consenter set (index = replica id) and the cluster id derived
 /// from them.
@@ -59,6 +59,68 @@ impl ClusterKeys {
     pub fn key(&self, id: bft::ReplicaId) -> Option<&PublicKey> {
         self.keys.get(id as usize)
     }
+}
+
+/// Where a replica's keys come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKeys {
+    /// Production: this replica's key file (`fabrx keygen`) and a peer-keys file with one
+    /// public key per line, `<scheme> <hex>`, in replica order (blank lines and `#`
+    /// comments ignored). The key file's public key must be this replica's line.
+    Files {
+        /// This replica's key file.
+        key: std::path::PathBuf,
+        /// Every replica's public key, in replica order.
+        peers: std::path::PathBuf,
+    },
+    /// Tests and demos: Ed25519 keys derived from seeds `"{prefix}{i}"` (anyone who knows
+    /// the prefix has every key).
+    Seeded {
+        /// The seed prefix.
+        prefix: String,
+    },
+}
+
+impl NodeKeys {
+    /// This replica's signing key and the cluster's public keys.
+    pub fn load(&self, me: bft::ReplicaId, n: u32) -> Result<(SigningKey, ClusterKeys)> {
+        match self {
+            NodeKeys::Seeded { prefix } => Ok(keys_from_seed_prefix(prefix, me, n)),
+            NodeKeys::Files { key, peers } => {
+                let config = |reason: String| Error::Config { reason };
+                let own = crypto::read_key_file(key).map_err(|e| config(e.to_string()))?;
+                let text = std::fs::read_to_string(peers)
+                    .map_err(|e| config(format!("peer keys {}: {e}", peers.display())))?;
+                let public = parse_peer_keys(&text)
+                    .map_err(|e| config(format!("peer keys {}: {e}", peers.display())))?;
+                if public.len() != n as usize {
+                    return Err(config(format!("{} peer keys for {n} replicas", public.len())));
+                }
+                if public.get(me as usize) != Some(&own.public_key()) {
+                    return Err(config(format!(
+                        "the key file is not replica {me}'s key in the peer list"
+                    )));
+                }
+                Ok((own, ClusterKeys::new(public)))
+            }
+        }
+    }
+}
+
+/// Parses a peer-keys file: `<scheme> <hex>` per line, in replica order.
+pub fn parse_peer_keys(text: &str) -> std::result::Result<Vec<PublicKey>, String> {
+    text.lines()
+        .map(str::trim)
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| {
+            let (scheme, hex) = l
+                .split_once(' ')
+                .ok_or_else(|| format!("line {}: expected \"<scheme> <hex>\"", i + 1))?;
+            let scheme: Scheme = scheme.parse().map_err(|e| format!("line {}: {e}", i + 1))?;
+            PublicKey::from_hex(scheme, hex.trim()).map_err(|e| format!("line {}: {e}", i + 1))
+        })
+        .collect()
 }
 
 /// Ed25519 keys derived from seeds `"{prefix}{i}"` for `i in 0..n` (tests, local
@@ -226,5 +288,38 @@ mod tests {
         // A commit vote signed under the wrong purpose does not count.
         let wrong = bft::Signature(crypto::sign_consensus_message(&k1, &commit).into_bytes());
         assert!(!verifier.verify(1, &commit, &wrong));
+    }
+}
+
+#[cfg(test)]
+mod key_file_tests {
+    use super::*;
+
+    #[test]
+    fn key_files_load_and_mismatches_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut peers = String::from("# replica keys\n");
+        for i in 0..4 {
+            let key = crypto::derive_signing_key(Scheme::Ed25519, &format!("kf-{i}"));
+            crypto::write_key_file(&dir.path().join(format!("{i}.key")), &key).unwrap();
+            peers.push_str(&format!("ed25519 {}\n\n", key.public_key().to_hex()));
+        }
+        let peers_path = dir.path().join("peers.txt");
+        std::fs::write(&peers_path, &peers).unwrap();
+        let files = |i: u32| NodeKeys::Files {
+            key: dir.path().join(format!("{i}.key")),
+            peers: peers_path.clone(),
+        };
+        let (key, cluster) = files(2).load(2, 4).unwrap();
+        assert_eq!(cluster.key(2), Some(&key.public_key()));
+        assert_eq!(cluster.n(), 4);
+        // The same keys as the seeded set with the same seeds: one cluster id.
+        let (_, seeded) = NodeKeys::Seeded { prefix: "kf-".into() }.load(0, 4).unwrap();
+        assert_eq!(seeded.cluster_id(), cluster.cluster_id());
+        // Replica 1's key file claimed by replica 2; a wrong count; a bad line.
+        assert!(files(1).load(2, 4).is_err());
+        assert!(files(2).load(2, 5).is_err());
+        assert!(parse_peer_keys("ed25519 zz").is_err());
+        assert!(parse_peer_keys("nonsense").is_err());
     }
 }

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::info;
 
 use crate::decisions::DecisionLog;
-use crate::keys::{EngineSigner, EngineVerifier, keys_from_seed_prefix};
+use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier, NodeKeys};
 use crate::service::{ConsensusService, ServiceDeps};
 use crate::transport::{GrpcTransport, Stats, TransportConfig};
 use crate::{Error, Result};
@@ -29,11 +29,11 @@ pub struct NodeConfig {
     /// `host:port` of every replica (index = replica id); this replica listens on
     /// its own entry.
     pub peers: Vec<String>,
-    /// Keys are derived from seeds `"{seed_prefix}{i}"` (Ed25519).
-    pub seed_prefix: String,
-    /// WAL file.
+    /// Where this replica's key and the cluster's public keys come from.
+    pub keys: NodeKeys,
+    /// WAL directory (a journal).
     pub wal: PathBuf,
-    /// Decisions log (JSON lines).
+    /// Decisions log directory (a journal of JSON records).
     pub decisions: PathBuf,
     /// Clock tick of the shell.
     pub tick: Duration,
@@ -46,7 +46,7 @@ pub struct NodeConfig {
 /// Runs the replica until a component fails (a WAL or log write error stops it).
 pub async fn run(cfg: NodeConfig) -> Result<()> {
     let me: ReplicaId = cfg.engine.id;
-    let n = cfg.peers.len() as u32;
+    let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
     if n != cfg.engine.n || me >= n {
         return Err(Error::Config {
             reason: format!("replica {me} of {} peers, engine n = {}", n, cfg.engine.n),
@@ -55,36 +55,8 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
     let listen: SocketAddr = cfg.peers[me as usize].parse().map_err(|_| Error::Config {
         reason: format!("listen address {:?} is not ip:port", cfg.peers[me as usize]),
     })?;
-    let (key, keys) = keys_from_seed_prefix(&cfg.seed_prefix, me, n);
-    let (wal, entries) = FileWal::open(&cfg.wal)?;
-    let mut log = DecisionLog::open(&cfg.decisions)?;
-    let app = NullApp {
-        applied: log.last(),
-        requests: 0,
-    };
-    let verifier = Arc::new(EngineVerifier::new(keys.clone()));
-    let (replica, replayed) = Replica::restore(
-        cfg.engine.clone(),
-        app,
-        Box::new(EngineSigner::new(key.clone())),
-        verifier,
-        &entries,
-    )?;
-    // Decisions the log lost (crash before the write) come back from the WAL.
-    for out in &replayed {
-        if let Output::Deliver(d) = out {
-            log.append(d)?;
-        }
-    }
-    log.flush()?;
-    info!(
-        id = me,
-        n,
-        wal_entries = entries.len(),
-        decided = replica.last_decided(),
-        view = replica.view(),
-        "replica restored"
-    );
+    let (key, keys) = cfg.keys.load(me, n)?;
+    let (replica, wal, log) = restore(&cfg, key.clone(), keys.clone())?;
 
     let stats = Arc::new(Stats::default());
     let (tx_net, rx_net) = mpsc::channel(cfg.channel_capacity);
@@ -112,19 +84,7 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
         stats,
         max_request_bytes: cfg.engine.max_request_bytes,
     });
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| Error::Io {
-            path: format!("listen {listen}"),
-            source: e,
-        })?;
-    info!(id = me, %listen, "consensus service listening");
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .tcp_nodelay(true)
-            .add_service(service.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let server = serve(me, listen, service).await?;
     let writer = std::thread::Builder::new()
         .name(format!("decisions-{me}"))
         .spawn(move || write_decisions(log, rx_decisions))
@@ -161,6 +121,63 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
             }
         }
     }
+}
+
+/// The replica restored from its WAL, with the decisions log caught up: decisions the
+/// log lost (a crash before the write) come back from the WAL.
+fn restore(
+    cfg: &NodeConfig,
+    key: crypto::SigningKey,
+    keys: ClusterKeys,
+) -> Result<(Replica<NullApp>, FileWal, DecisionLog)> {
+    let (wal, entries) = FileWal::open(&cfg.wal)?;
+    let mut log = DecisionLog::open(&cfg.decisions)?;
+    let app = NullApp {
+        applied: log.last(),
+        requests: 0,
+    };
+    let verifier = Arc::new(EngineVerifier::new(keys));
+    let (replica, replayed) = Replica::restore(
+        cfg.engine.clone(),
+        app,
+        Box::new(EngineSigner::new(key)),
+        verifier,
+        &entries,
+    )?;
+    for out in &replayed {
+        if let Output::Deliver(d) = out {
+            log.append(d)?;
+        }
+    }
+    log.flush()?;
+    info!(
+        id = cfg.engine.id,
+        n = cfg.engine.n,
+        wal_entries = entries.len(),
+        decided = replica.last_decided(),
+        view = replica.view(),
+        "replica restored"
+    );
+    Ok((replica, wal, log))
+}
+
+type ServerTask = tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>;
+
+/// Binds `listen` and serves the consensus service on it.
+async fn serve(me: ReplicaId, listen: SocketAddr, service: ConsensusService) -> Result<ServerTask> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Error::Io {
+            path: format!("listen {listen}"),
+            source: e,
+        })?;
+    info!(id = me, %listen, "consensus service listening");
+    Ok(tokio::spawn(
+        tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_service(service.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    ))
 }
 
 /// The decisions writer thread: appends each decision in order, flushes whenever the

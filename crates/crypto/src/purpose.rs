@@ -6,6 +6,8 @@
 //! - BLS12-381 hashes the raw message to G2 with [`Purpose::bls_dst`] as the
 //!   hash-to-curve domain-separation tag (RFC 9380), one DST per purpose.
 
+use types::tags::crypto as tags;
+
 use std::fmt;
 
 /// Why something is signed. Each purpose has its own domain-separation tag.
@@ -27,13 +29,13 @@ pub enum Purpose {
 }
 
 /// DST of BLS proofs of possession (the message is the 48-byte compressed public key).
-pub(crate) const POP_DST: &[u8] = b"FABRX-V1-PROOF-OF-POSSESSION-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
+pub(crate) const POP_DST: &[u8] = tags::BLS_POP;
 
 /// Prefix of the hash input of deterministic key derivation (see `docs/crypto.md`).
-pub(crate) const KEYGEN_PREFIX: &[u8] = b"fabrx/keygen/v1/";
+pub(crate) const KEYGEN_PREFIX: &[u8] = tags::KEYGEN_PREFIX;
 
 /// Prefix of the seed hash of deterministic threshold dealing (see `docs/crypto.md`).
-pub(crate) const THRESHOLD_DEAL_PREFIX: &[u8] = b"fabrx/threshold-deal/v1/";
+pub(crate) const THRESHOLD_DEAL_PREFIX: &[u8] = tags::THRESHOLD_DEAL_PREFIX;
 
 impl Purpose {
     /// Every purpose, in declaration order.
@@ -49,32 +51,24 @@ impl Purpose {
     /// The message-prefix tag used by Ed25519 and ECDSA P-256.
     pub const fn tag(self) -> &'static str {
         match self {
-            Purpose::NamespaceEndorsement => "fabrx/v1/namespace-endorsement",
-            Purpose::ClientRequest => "fabrx/v1/client-request",
-            Purpose::BatchAttestation => "fabrx/v1/batch-attestation",
-            Purpose::ConsensusMessage => "fabrx/v1/consensus-message",
-            Purpose::DecisionCertificate => "fabrx/v1/decision-certificate",
-            Purpose::BlockHeader => "fabrx/v1/block-header",
+            Purpose::NamespaceEndorsement => tags::NAMESPACE_ENDORSEMENT,
+            Purpose::ClientRequest => tags::CLIENT_REQUEST,
+            Purpose::BatchAttestation => tags::BATCH_ATTESTATION,
+            Purpose::ConsensusMessage => tags::CONSENSUS_MESSAGE,
+            Purpose::DecisionCertificate => tags::DECISION_CERTIFICATE,
+            Purpose::BlockHeader => tags::BLOCK_HEADER,
         }
     }
 
     /// The BLS hash-to-curve domain-separation tag for this purpose.
     pub const fn bls_dst(self) -> &'static [u8] {
         match self {
-            Purpose::NamespaceEndorsement => {
-                b"FABRX-V1-NAMESPACE-ENDORSEMENT-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-            }
-            Purpose::ClientRequest => b"FABRX-V1-CLIENT-REQUEST-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_",
-            Purpose::BatchAttestation => {
-                b"FABRX-V1-BATCH-ATTESTATION-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-            }
-            Purpose::ConsensusMessage => {
-                b"FABRX-V1-CONSENSUS-MESSAGE-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-            }
-            Purpose::DecisionCertificate => {
-                b"FABRX-V1-DECISION-CERTIFICATE-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-            }
-            Purpose::BlockHeader => b"FABRX-V1-BLOCK-HEADER-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_",
+            Purpose::NamespaceEndorsement => tags::BLS_NAMESPACE_ENDORSEMENT,
+            Purpose::ClientRequest => tags::BLS_CLIENT_REQUEST,
+            Purpose::BatchAttestation => tags::BLS_BATCH_ATTESTATION,
+            Purpose::ConsensusMessage => tags::BLS_CONSENSUS_MESSAGE,
+            Purpose::DecisionCertificate => tags::BLS_DECISION_CERTIFICATE,
+            Purpose::BlockHeader => tags::BLS_BLOCK_HEADER,
         }
     }
 

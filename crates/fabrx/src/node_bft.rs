@@ -1,6 +1,7 @@
 //! `fabrx node bft`: one replica of a BFT consensus cluster that orders opaque client
 //! requests (crates/consenter; protocol in docs/bft.md).
 
+use consenter::keys::NodeKeys;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,12 +21,21 @@ pub struct BftArgs {
     /// Directory of the write-ahead log (created if missing).
     #[arg(long)]
     wal: PathBuf,
-    /// Decisions log: one JSON line per decided sequence (seq, view, digest, requests).
+    /// Decisions log directory: a journal of one JSON record per decided sequence (seq,
+    /// view, digest, requests).
     #[arg(long)]
     decisions: PathBuf,
-    /// Replica i's Ed25519 key is derived from the seed "<prefix><i>".
-    #[arg(long)]
-    seed_prefix: String,
+    /// This replica's key file (`fabrx keygen --out FILE`); needs `--peer-keys`.
+    #[arg(long, requires = "peer_keys", conflicts_with = "seed_prefix")]
+    key_file: Option<PathBuf>,
+    /// Every replica's public key, one `<scheme> <hex>` line each in replica order (the
+    /// lines `fabrx keygen` prints).
+    #[arg(long, requires = "key_file")]
+    peer_keys: Option<PathBuf>,
+    /// Tests and demos only: replica i's Ed25519 key is derived from the seed
+    /// "<prefix><i>" (anyone who knows the prefix has every key).
+    #[arg(long, required_unless_present = "key_file")]
+    seed_prefix: Option<String>,
     /// The leader cuts a batch at this many requests.
     #[arg(long, default_value_t = 1000)]
     batch_max: usize,
@@ -66,7 +76,11 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
     let cfg = consenter::node::NodeConfig {
         engine,
         peers: args.peers,
-        seed_prefix: args.seed_prefix,
+        keys: match (args.key_file, args.peer_keys, args.seed_prefix) {
+            (Some(key), Some(peers), _) => NodeKeys::Files { key, peers },
+            (_, _, Some(prefix)) => NodeKeys::Seeded { prefix },
+            _ => anyhow::bail!("give --key-file with --peer-keys, or --seed-prefix"),
+        },
         wal: args.wal.join("replica.wal"),
         decisions: args.decisions,
         tick: Duration::from_millis(args.tick_ms.max(1)),

@@ -398,3 +398,43 @@ fn many_blocks() {
     );
     assert!(segments(dir.path()).len() > 1);
 }
+
+#[test]
+fn zero_filled_tail_after_power_loss_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = BlockStore::open(dir.path()).unwrap();
+        fill(&mut store, 0, 3);
+    }
+    let path = segments(dir.path()).pop().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    std::fs::write(&path, [good.clone(), vec![0u8; 4096]].concat()).unwrap();
+    let mut store = BlockStore::open(dir.path()).unwrap();
+    assert_eq!(store.next_block(), 3);
+    assert_eq!(std::fs::read(&path).unwrap(), good);
+    fill(&mut store, 3, 5);
+    drop(store);
+    let store = BlockStore::open(dir.path()).unwrap();
+    for n in 0..5 {
+        expect_block(&store, n);
+    }
+}
+
+#[test]
+fn corrupted_length_field_in_the_middle_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = BlockStore::open(dir.path()).unwrap();
+        fill(&mut store, 0, 4);
+    }
+    let path = segments(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The first record's length field (the first bytes of the segment), made shorter.
+    bytes[0] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        BlockStore::open(dir.path()),
+        Err(Error::StoreCorrupt { offset: 0, .. })
+    ));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing was cut");
+}

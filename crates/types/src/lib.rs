@@ -13,6 +13,7 @@ pub mod height;
 pub mod policy;
 pub mod quorum;
 pub mod status;
+pub mod tags;
 pub mod tx;
 pub mod txid;
 

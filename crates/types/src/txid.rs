@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 pub const MAX_TX_ID_LEN: usize = 256;
 
 /// Domain-separation tag of the tx id derivation.
-pub const TX_ID_TAG: &[u8] = b"fabrx/txid/v1";
+pub const TX_ID_TAG: &[u8] = crate::tags::TX_ID;
 
 /// Derives the tx id of a request from its nonce and serialized creator identity.
 pub fn derive_tx_id(nonce: &[u8], creator: &[u8]) -> String {

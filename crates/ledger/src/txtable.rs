@@ -1,0 +1,333 @@
+//! `txs.idx`: an on-disk open-addressing hash table of tx-id fingerprints, read and
+//! written slot by slot with `read_at`/`write_at`.
+//!
+//! A slot is 32 bytes: `fingerprint: u64 ‖ number: u64 ‖ tx_index: u32 ‖ tx_offset: u32
+//! ‖ crc32c(previous 24 bytes): u32 ‖ 0: u32`; all zeros is empty. The table has a
+//! power-of-two number of slots and probes linearly from `fingerprint mod capacity`. A
+//! fingerprint is only a hint: every hit is verified against the tx id stored in the
+//! block (the caller's `verify`), so collisions and torn slots (CRC mismatch: skipped)
+//! cost a probe, never a wrong answer. The table is grown (rebuilt from its own slots
+//! into a file twice as large, then renamed over) beyond 70 % load.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::files::{CRC32C, io_err, sync_dir};
+use crate::{Error, Result};
+
+const SLOT: u64 = 32;
+/// Slots of a new table.
+pub(crate) const INITIAL_SLOTS: u64 = 1024;
+
+/// One occupied slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub fingerprint: u64,
+    pub number: u64,
+    pub tx_index: u32,
+    /// Offset of the tx's `code ‖ id_len ‖ id` in the block's payload.
+    pub tx_offset: u32,
+}
+
+impl Slot {
+    fn encode(&self) -> [u8; SLOT as usize] {
+        let mut s = [0u8; SLOT as usize];
+        s[..8].copy_from_slice(&self.fingerprint.to_le_bytes());
+        s[8..16].copy_from_slice(&self.number.to_le_bytes());
+        s[16..20].copy_from_slice(&self.tx_index.to_le_bytes());
+        s[20..24].copy_from_slice(&self.tx_offset.to_le_bytes());
+        let crc = CRC32C.checksum(&s[..24]);
+        s[24..28].copy_from_slice(&crc.to_le_bytes());
+        s
+    }
+}
+
+/// What a slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Empty,
+    /// Not empty and failing its CRC (torn): skipped.
+    Torn,
+    Occupied(Slot),
+}
+
+fn decode(s: &[u8]) -> Read {
+    if s.iter().all(|b| *b == 0) {
+        return Read::Empty;
+    }
+    let u32_at = |i: usize| u32_le(&s[i..i + 4]);
+    let u64_at = |i: usize| u64_le(&s[i..i + 8]);
+    if CRC32C.checksum(&s[..24]) != u32_at(24) {
+        return Read::Torn;
+    }
+    Read::Occupied(Slot {
+        fingerprint: u64_at(0),
+        number: u64_at(8),
+        tx_index: u32_at(16),
+        tx_offset: u32_at(20),
+    })
+}
+
+/// The fingerprint of a tx id: a stable 64-bit hash (FNV-1a, then a finalizer), never 0.
+pub(crate) fn fingerprint(id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h.max(1)
+}
+
+/// The table file.
+#[derive(Debug)]
+pub(crate) struct TxTable {
+    path: PathBuf,
+    file: File,
+    capacity: u64,
+}
+
+/// Outcome of a probe for a place to insert.
+pub(crate) enum Insert {
+    /// A verified slot for this id exists (the first occurrence wins).
+    Present,
+    /// The slot was written.
+    Inserted,
+}
+
+impl TxTable {
+    /// Opens `path`, creating an empty table if it does not exist.
+    pub fn open(path: PathBuf) -> Result<TxTable> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let len = file.metadata().map_err(io_err(&path))?.len();
+        if len == 0 {
+            file.set_len(INITIAL_SLOTS * SLOT).map_err(io_err(&path))?;
+        } else if len % SLOT != 0 || !(len / SLOT).is_power_of_two() {
+            return Err(Error::Corrupt {
+                path,
+                detail: format!("tx table of {len} bytes is not a power of two of slots"),
+            });
+        }
+        let capacity = file.metadata().map_err(io_err(&path))?.len() / SLOT;
+        Ok(TxTable { path, file, capacity })
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn read(&self, i: u64) -> Result<Read> {
+        let mut s = [0u8; SLOT as usize];
+        self.file
+            .read_exact_at(&mut s, i * SLOT)
+            .map_err(io_err(&self.path))?;
+        Ok(decode(&s))
+    }
+
+    /// Probes for `fingerprint`; returns the first occupied slot with that fingerprint
+    /// for which `verify` gives `Some`, or `Err(empty slot index)` where it could go
+    /// (`None` if the table is full).
+    fn probe<T>(
+        &self,
+        fingerprint: u64,
+        mut verify: impl FnMut(&Slot) -> Result<Option<T>>,
+    ) -> Result<std::result::Result<T, Option<u64>>> {
+        let mask = self.capacity - 1;
+        let start = fingerprint & mask;
+        for step in 0..self.capacity {
+            let i = (start + step) & mask;
+            match self.read(i)? {
+                Read::Empty => return Ok(Err(Some(i))),
+                Read::Torn => {}
+                Read::Occupied(slot) if slot.fingerprint == fingerprint => {
+                    if let Some(found) = verify(&slot)? {
+                        return Ok(Ok(found));
+                    }
+                }
+                Read::Occupied(_) => {}
+            }
+        }
+        Ok(Err(None))
+    }
+
+    /// The first slot for `fingerprint` that `verify` accepts.
+    pub fn lookup<T>(
+        &self,
+        fingerprint: u64,
+        verify: impl FnMut(&Slot) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        Ok(self.probe(fingerprint, verify)?.ok())
+    }
+
+    /// Inserts `slot` unless `verify` accepts a slot already there. `Ok(None)` if the
+    /// table is full (grow it and retry).
+    pub fn insert(
+        &self,
+        slot: Slot,
+        verify: impl FnMut(&Slot) -> Result<Option<()>>,
+    ) -> Result<Option<Insert>> {
+        match self.probe(slot.fingerprint, verify)? {
+            Ok(()) => Ok(Some(Insert::Present)),
+            Err(None) => Ok(None),
+            Err(Some(i)) => {
+                self.file
+                    .write_all_at(&slot.encode(), i * SLOT)
+                    .map_err(io_err(&self.path))?;
+                Ok(Some(Insert::Inserted))
+            }
+        }
+    }
+
+    /// A table with `capacity` slots holding this one's slots of blocks below `below`
+    /// (torn slots dropped), renamed over this one's file; returns it with its number
+    /// of occupied slots. Used to grow the table and to drop the slots of blocks the
+    /// journal lost (clearing them in place would break probe chains).
+    pub fn rebuild(&self, capacity: u64, below: u64, sync: bool) -> Result<(TxTable, u64)> {
+        let mut old = vec![0u8; (self.capacity * SLOT) as usize];
+        self.file.read_exact_at(&mut old, 0).map_err(io_err(&self.path))?;
+        let mut new = vec![0u8; (capacity * SLOT) as usize];
+        let mask = capacity - 1;
+        let mut count = 0;
+        for s in old.chunks(SLOT as usize) {
+            let Read::Occupied(slot) = decode(s) else { continue };
+            if slot.number >= below {
+                continue;
+            }
+            let mut i = slot.fingerprint & mask;
+            while new[(i * SLOT) as usize..][..SLOT as usize]
+                .iter()
+                .any(|b| *b != 0)
+            {
+                i = (i + 1) & mask;
+            }
+            new[(i * SLOT) as usize..][..SLOT as usize].copy_from_slice(&slot.encode());
+            count += 1;
+        }
+        let tmp = self.path.with_extension("idx.tmp");
+        let write = || -> std::io::Result<File> {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            f.write_all_at(&new, 0)?;
+            if sync {
+                f.sync_all()?;
+            }
+            std::fs::rename(&tmp, &self.path)?;
+            Ok(f)
+        };
+        let file = write().map_err(io_err(&self.path))?;
+        if sync {
+            sync_dir(self.path.parent().unwrap_or(Path::new(".")))?;
+        }
+        let table = TxTable {
+            path: self.path.clone(),
+            file,
+            capacity,
+        };
+        Ok((table, count))
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(io_err(&self.path))
+    }
+}
+
+/// Little-endian `u32` of exactly 4 bytes (callers slice 4 bytes; shorter input reads as
+/// if zero-padded, longer is cut: never a panic).
+fn u32_le(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    let n = b.len().min(4);
+    a[..n].copy_from_slice(&b[..n]);
+    u32::from_le_bytes(a)
+}
+
+/// Little-endian `u64` of exactly 8 bytes (callers slice 8 bytes; shorter input reads as
+/// if zero-padded, longer is cut: never a panic).
+fn u64_le(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_lookup_collide_grow_purge() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TxTable::open(dir.path().join("txs.idx")).unwrap();
+        assert_eq!(t.capacity(), INITIAL_SLOTS);
+        // Two slots with one fingerprint: the verifier tells them apart.
+        let a = Slot {
+            fingerprint: 5,
+            number: 1,
+            tx_index: 0,
+            tx_offset: 12,
+        };
+        let b = Slot { number: 2, ..a };
+        let is = |n: u64| move |s: &Slot| Ok((s.number == n).then_some(()));
+        assert!(matches!(t.insert(a, is(1)).unwrap(), Some(Insert::Inserted)));
+        assert!(matches!(t.insert(a, is(1)).unwrap(), Some(Insert::Present)));
+        assert!(matches!(t.insert(b, is(2)).unwrap(), Some(Insert::Inserted)));
+        assert_eq!(
+            t.lookup(5, |s| Ok((s.number == 2).then_some(s.number))).unwrap(),
+            Some(2)
+        );
+        assert_eq!(t.lookup(6, |s| Ok(Some(s.number))).unwrap(), None);
+        let (g, count) = t.rebuild(4096, u64::MAX, false).unwrap();
+        assert_eq!((g.capacity(), count), (4096, 2));
+        assert_eq!(
+            g.lookup(5, |s| Ok((s.number == 2).then_some(s.number))).unwrap(),
+            Some(2)
+        );
+        let (p, count) = g.rebuild(4096, 2, false).unwrap();
+        assert_eq!(count, 1);
+        assert_eq!(p.lookup(5, |s| Ok(Some(s.number))).unwrap(), Some(1));
+        assert_eq!(fingerprint("x"), fingerprint("x"));
+        assert_ne!(fingerprint("x"), fingerprint("y"));
+    }
+
+    #[test]
+    fn a_torn_slot_is_skipped_not_an_end_of_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TxTable::open(dir.path().join("txs.idx")).unwrap();
+        let slot = |number| Slot {
+            fingerprint: 7,
+            number,
+            tx_index: 0,
+            tx_offset: 12,
+        };
+        let is = |n: u64| move |s: &Slot| Ok((s.number == n).then_some(()));
+        t.insert(slot(1), is(1)).unwrap();
+        t.insert(slot(2), is(2)).unwrap();
+        // The first slot of the chain is torn (a power loss in the middle of its write).
+        t.file.write_all_at(&[0xff; 8], 7 * SLOT + 8).unwrap();
+        assert_eq!(t.lookup(7, |s| Ok(Some(s.number))).unwrap(), Some(2));
+        assert_eq!(t.lookup(7, |s| Ok((s.number == 1).then_some(1))).unwrap(), None);
+        // Indexing block 1 again puts its slot after the chain; growing drops the torn one.
+        assert!(matches!(
+            t.insert(slot(1), is(1)).unwrap(),
+            Some(Insert::Inserted)
+        ));
+        let (g, count) = t.rebuild(INITIAL_SLOTS, u64::MAX, false).unwrap();
+        assert_eq!(count, 2);
+        assert_eq!(
+            g.lookup(7, |s| Ok((s.number == 1).then_some(1))).unwrap(),
+            Some(1)
+        );
+    }
+}
