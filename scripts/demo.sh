@@ -9,12 +9,11 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps no
 if [ $# -eq 0 ]; then set -- --blocks examples/blocks.jsonl --print-state; fi
-# Build exactly what `scripts/test.sh` builds (dev-dependencies change the feature
-# resolution, so `cargo build` would compile some dependencies a second time); the fabrx
-# binary is part of that build. Cargo shows its progress (a bar on a terminal, one line
-# per crate otherwise).
+# Build only the fabrx binary (scripts/test.sh builds the test binaries on top; a few
+# crates whose features differ with dev-dependencies are compiled again then). Cargo shows
+# its progress (a bar on a terminal, one line per crate otherwise).
 if [ ! -x "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" ]; then
-  echo "fabrx: first build of the workspace (about 5-8 minutes on 2 cores; later builds take seconds)" >&2
+  echo "fabrx: first build (about FIRST_BUILD on 2 idle cores; later builds take seconds)" >&2
 fi
-cargo test --workspace --no-run
+cargo build --bin fabrx
 exec "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" committer apply "$@"

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use testkit::oracle::{Rows, serial, workload};
 use types::Status;
-use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions};
+use vcservice::{Backend, Durability, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions};
 
 async fn run_pipeline(
     backend: Arc<dyn Backend>,
@@ -81,7 +81,11 @@ async fn check(backend: Arc<dyn Backend>, seed: u64) {
 async fn embedded_matches_serial_oracle() {
     for seed in 0..6 {
         let dir = tempfile::tempdir().unwrap();
-        check(Arc::new(EmbeddedBackend::open(dir.path(), false).unwrap()), seed).await;
+        check(
+            Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap()),
+            seed,
+        )
+        .await;
     }
 }
 
@@ -104,7 +108,7 @@ async fn example_file_statuses() {
     .unwrap();
     let file = blockfile::parse(&text).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), false).unwrap());
+    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
     let got = run_pipeline(backend, &file, 4, 3).await;
     assert_eq!(got, serial(&file.meta_policy, &file.blocks).unwrap().0);
     let codes: Vec<u32> = got.iter().flatten().map(|s| s.code()).collect();
@@ -113,5 +117,35 @@ async fn example_file_statuses() {
         vec![
             1, 1, 1, 1, 1, 3, 2, 1, 102, 106, 107, 108, 111, 112, 110, 113, 109, 114, 100
         ]
+    );
+}
+
+/// A failing `emit` (the sidecar node appends to its block store there) stops the
+/// pipeline at once: the error comes back and no later block is emitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_emit_stops_the_pipeline() {
+    let file = blockfile::parse(&workload(7, 12)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
+    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let mut pipeline = committer::in_process(engine, &file.meta_policy, PipelineConfig::default())
+        .await
+        .unwrap();
+    let mut emitted = Vec::new();
+    let err = pipeline
+        .run(file.blocks.clone(), |b| {
+            emitted.push(b.number);
+            if b.number == 3 {
+                return Err(sidecar::Error::StorePoisoned);
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, sidecar::Error::StorePoisoned), "{err}");
+    assert_eq!(
+        emitted,
+        vec![0, 1, 2, 3],
+        "nothing after the failed block is emitted"
     );
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use types::VcTx;
 use types::{Endorsement, Height, Read, ReadWrite, Tx, TxId, TxNamespace, Write};
-use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, SqlMode};
+use vcservice::{Backend, Durability, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, SqlMode};
 
 /// Benchmarks.
 #[derive(Debug, Subcommand)]
@@ -167,7 +167,7 @@ async fn run_vc(args: VcBenchArgs) -> anyhow::Result<()> {
     let population = 1000;
     let dir = tempfile::tempdir()?;
     let mut configs: Vec<(String, Arc<dyn Backend>, usize)> = Vec::new();
-    let embedded: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), true)?);
+    let embedded: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::SyncEachCommit)?);
     for &b in &args.batch_sizes {
         configs.push(("embedded (RocksDB, synced)".into(), embedded.clone(), b));
     }

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use committer::blockfile::{self, encode_bytes};
 use serde_json::json;
 use sidecar::pipeline::PipelineConfig;
-use vcservice::config::open_backend;
+use vcservice::config::{BackendOptions, open_backend};
 use vcservice::{Engine, EngineConfig};
 
 /// Committer tools.
@@ -49,7 +49,7 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
     let db = args
         .db
         .unwrap_or_else(|| format!("embedded:{}", tmp.path().display()));
-    let backend = open_backend(&db, 8, 0, true)?;
+    let backend = open_backend(&db, &BackendOptions::default())?;
     backend.init_schema().await.context("creating schema")?;
     let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
     let mut config = PipelineConfig {

@@ -9,9 +9,10 @@ use loadgen::summary::Baseline;
 use loadgen::{Scheme, Summary, Workload, WorkloadSpec};
 use sidecar::pipeline::PipelineConfig;
 use std::io::IsTerminal;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vcservice::config::{DbTarget, open_backend};
+use vcservice::config::{BackendOptions, DbTarget, open_backend};
 use vcservice::{Backend, Engine, EngineConfig};
 
 /// What the load generator drives.
@@ -131,7 +132,10 @@ async fn open(
         DbTarget::Embedded(_) => "embedded",
         DbTarget::Postgres(_) => "postgres",
     };
-    let backend = open_backend(&db, pool, 0, true)?;
+    let backend = open_backend(
+        &db,
+        &BackendOptions::with_pool(NonZeroU32::new(pool).unwrap_or(NonZeroU32::MIN)),
+    )?;
     backend.init_schema().await.context("creating the schema")?;
     Ok((backend, kind.to_string()))
 }

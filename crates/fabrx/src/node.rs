@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::sync::Arc;
 use tracing::info;
-use vcservice::config::{VcConfig, open_backend};
+use vcservice::config::{BackendOptions, VcConfig, open_backend};
 use vcservice::metrics::Metrics;
 use vcservice::service::{PipelineConfig, VcGrpc};
 use vcservice::{Engine, EngineConfig};
@@ -32,14 +32,21 @@ pub struct InitDbArgs {
     /// `postgres://…` URL (or `embedded:DIR`).
     #[arg(long)]
     db: String,
-    /// YugabyteDB: pre-split tables into this many tablets.
-    #[arg(long, default_value_t = 0)]
-    tablets: u32,
+    /// YugabyteDB: pre-split tables into this many tablets (absent: do not pre-split).
+    #[arg(long)]
+    tablets: Option<std::num::NonZeroU32>,
 }
 
 /// Creates the schema.
 pub async fn init_db(args: InitDbArgs) -> anyhow::Result<()> {
-    let backend = open_backend(&args.db, 1, args.tablets, true)?;
+    let backend = open_backend(
+        &args.db,
+        &BackendOptions {
+            pool_size: std::num::NonZeroU32::MIN,
+            tablets: args.tablets,
+            ..BackendOptions::default()
+        },
+    )?;
     backend.init_schema().await.context("creating schema")?;
     println!("schema ready");
     Ok(())
@@ -63,7 +70,14 @@ async fn run_vcservice(path: &std::path::Path) -> anyhow::Result<()> {
         db.push(',');
         db.push_str(extra);
     }
-    let backend = open_backend(&db, cfg.pool_size, cfg.tablets, cfg.sync)?;
+    let backend = open_backend(
+        &db,
+        &BackendOptions {
+            pool_size: cfg.pool_size,
+            tablets: cfg.tablets,
+            durability: cfg.durability,
+        },
+    )?;
     backend.init_schema().await.context("creating schema")?;
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(Metrics::register(&registry)?);
@@ -74,8 +88,8 @@ async fn run_vcservice(path: &std::path::Path) -> anyhow::Result<()> {
     let svc = VcGrpc::new(
         engine,
         PipelineConfig {
-            workers: cfg.workers,
-            queue: cfg.queue,
+            workers: cfg.workers.get(),
+            queue: cfg.queue.get(),
         },
         Some(metrics),
     );

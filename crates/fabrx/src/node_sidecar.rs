@@ -15,7 +15,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::info;
-use vcservice::config::open_backend;
+use vcservice::config::{BackendOptions, open_backend};
 use vcservice::{Engine, EngineConfig};
 /// Arguments of `fabrx node sidecar`.
 #[derive(Debug, Args)]
@@ -119,7 +119,7 @@ async fn stages(args: &SidecarArgs) -> anyhow::Result<(Arc<dyn VerifyStage>, Arc
     };
     let commit: Arc<dyn CommitStage> = match (&args.db, args.vcservice.is_empty()) {
         (Some(db), _) => {
-            let backend = open_backend(db, 8, 0, true)?;
+            let backend = open_backend(db, &BackendOptions::default())?;
             backend.init_schema().await.context("creating schema")?;
             Arc::new(LocalCommitter::new(Engine::new(
                 backend,

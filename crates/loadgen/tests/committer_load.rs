@@ -14,7 +14,7 @@ use loadgen::{Scheme, Workload, WorkloadSpec};
 use sidecar::pipeline::PipelineConfig;
 use std::sync::Arc;
 use types::Status;
-use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions};
+use vcservice::{Backend, Durability, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions};
 
 fn spec(seed: u64, tag: &str) -> WorkloadSpec {
     WorkloadSpec {
@@ -105,7 +105,7 @@ async fn check(backend: Arc<dyn Backend>, spec: &WorkloadSpec) {
 
 fn embedded() -> (tempfile::TempDir, Arc<dyn Backend>) {
     let dir = tempfile::tempdir().unwrap();
-    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), false).unwrap());
+    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
     (dir, backend)
 }
 

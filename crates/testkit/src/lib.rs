@@ -16,4 +16,5 @@ pub mod pg;
     clippy::expect_used,
     reason = "simulation harness: a broken invariant fails the seed, saying which"
 )]
+#[cfg(feature = "sim")]
 pub mod sim;

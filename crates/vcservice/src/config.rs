@@ -6,17 +6,18 @@
 //! db = "embedded:./data/vc"          # or "postgres://user@host:5432/db"
 //! extra_db_urls = []                 # more endpoints of the same database
 //! pool_size = 16                     # connections per endpoint
-//! tablets = 0                        # YugabyteDB: pre-split tables (0 = off)
+//! # tablets = 8                      # YugabyteDB: pre-split tables (absent = off)
 //! workers = 4                        # concurrent commit workers
 //! queue = 16                         # bounded queue depth between stages
-//! sync = true                        # embedded: fsync every commit
+//! durability = "sync-each-commit"    # embedded: fsync every commit (or "no-sync")
 //! ```
 
 use crate::backend::Backend;
-use crate::backend::embedded::EmbeddedBackend;
+use crate::backend::embedded::{Durability, EmbeddedBackend};
 use crate::backend::postgres::{PgBackend, PgOptions, SqlMode};
 use crate::{Error, Result};
 use serde::Deserialize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -75,32 +76,60 @@ pub struct VcConfig {
     pub extra_db_urls: Vec<String>,
     /// Connections per endpoint.
     #[serde(default = "default_pool")]
-    pub pool_size: u32,
-    /// YugabyteDB tablets per table (0 = do not pre-split).
+    pub pool_size: NonZeroU32,
+    /// YugabyteDB tablets per table; absent: do not pre-split.
     #[serde(default)]
-    pub tablets: u32,
+    pub tablets: Option<NonZeroU32>,
     /// Concurrent commit workers.
     #[serde(default = "default_workers")]
-    pub workers: usize,
+    pub workers: NonZeroUsize,
     /// Depth of each bounded queue.
     #[serde(default = "default_queue")]
-    pub queue: usize,
-    /// Embedded store: fsync every commit.
-    #[serde(default = "default_true")]
-    pub sync: bool,
+    pub queue: NonZeroUsize,
+    /// Embedded store: whether every commit is fsync'ed.
+    #[serde(default)]
+    pub durability: Durability,
 }
 
-fn default_pool() -> u32 {
-    16
+fn default_pool() -> NonZeroU32 {
+    NonZeroU32::new(16).unwrap_or(NonZeroU32::MIN)
 }
-fn default_workers() -> usize {
-    4
+fn default_workers() -> NonZeroUsize {
+    NonZeroUsize::new(4).unwrap_or(NonZeroUsize::MIN)
 }
-fn default_queue() -> usize {
-    16
+fn default_queue() -> NonZeroUsize {
+    NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN)
 }
-fn default_true() -> bool {
-    true
+
+/// How to open a backend besides its address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendOptions {
+    /// PostgreSQL: connections per endpoint.
+    pub pool_size: NonZeroU32,
+    /// YugabyteDB: tablets per table; none: do not pre-split.
+    pub tablets: Option<NonZeroU32>,
+    /// Embedded store: whether every commit is fsync'ed.
+    pub durability: Durability,
+}
+
+impl Default for BackendOptions {
+    fn default() -> Self {
+        BackendOptions {
+            pool_size: NonZeroU32::new(8).unwrap_or(NonZeroU32::MIN),
+            tablets: None,
+            durability: Durability::SyncEachCommit,
+        }
+    }
+}
+
+impl BackendOptions {
+    /// The default options with `pool_size` connections per endpoint.
+    pub fn with_pool(pool_size: NonZeroU32) -> BackendOptions {
+        BackendOptions {
+            pool_size,
+            ..BackendOptions::default()
+        }
+    }
 }
 
 impl VcConfig {
@@ -113,19 +142,19 @@ impl VcConfig {
 }
 
 /// Opens the backend a database string names (`embedded:DIR` or PostgreSQL URLs).
-pub fn open_backend(db: &str, pool_size: u32, tablets: u32, sync: bool) -> Result<Arc<dyn Backend>> {
+pub fn open_backend(db: &str, opts: &BackendOptions) -> Result<Arc<dyn Backend>> {
     Ok(match DbTarget::parse(db)? {
         DbTarget::Embedded(dir) => {
             std::fs::create_dir_all(&dir).map_err(|e| Error::Config {
                 detail: format!("create {}: {e}", dir.display()),
             })?;
-            Arc::new(EmbeddedBackend::open(&dir, sync)?)
+            Arc::new(EmbeddedBackend::open(&dir, opts.durability)?)
         }
         DbTarget::Postgres(urls) => Arc::new(PgBackend::connect(&PgOptions {
             urls,
-            pool_size,
+            pool_size: opts.pool_size.get(),
             mode: SqlMode::SetBased,
-            tablets: (tablets > 0).then_some(tablets),
+            tablets: opts.tablets.map(NonZeroU32::get),
         })?),
     })
 }
@@ -152,7 +181,15 @@ mod tests {
     #[test]
     fn parses_config_with_defaults() {
         let c = VcConfig::from_toml("listen = \"127.0.0.1:1\"\ndb = \"embedded:/tmp/v\"\n").unwrap();
-        assert_eq!((c.workers, c.queue, c.pool_size, c.sync), (4, 16, 16, true));
+        assert_eq!(
+            (c.workers.get(), c.queue.get(), c.pool_size.get(), c.durability, c.tablets),
+            (4, 16, 16, Durability::SyncEachCommit, None)
+        );
         assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\nbogus = 1\n").is_err());
+        // Named values, not "0 means none": zero is refused, absence means off.
+        let c = VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\ntablets = 8\ndurability = \"no-sync\"\n").unwrap();
+        assert_eq!((c.tablets.map(|t| t.get()), c.durability), (Some(8), Durability::NoSync));
+        assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\ntablets = 0\n").is_err());
+        assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\nworkers = 0\n").is_err());
     }
 }

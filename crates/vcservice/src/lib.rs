@@ -16,7 +16,7 @@ pub mod plan;
 pub mod service;
 
 pub use backend::Backend;
-pub use backend::embedded::EmbeddedBackend;
+pub use backend::embedded::{Durability, EmbeddedBackend};
 pub use backend::postgres::{PgBackend, PgOptions, SqlMode};
 pub use engine::{Engine, EngineConfig};
 pub use model::{CommitResult, CommitSet, NsWrites, Row, TxOutcome, VcTx};

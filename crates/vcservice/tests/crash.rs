@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use types::{Status, TxId};
-use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, VcTx};
+use vcservice::{Backend, Durability, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, VcTx};
 
 const TXS_PER_BATCH: u32 = 20;
 
@@ -41,7 +41,8 @@ async fn crash_child() {
     let Ok(dir) = std::env::var("FABRX_CRASH_CHILD") else {
         return;
     };
-    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.as_ref(), true).unwrap());
+    let backend: Arc<dyn Backend> =
+        Arc::new(EmbeddedBackend::open(dir.as_ref(), Durability::SyncEachCommit).unwrap());
     let engine = Engine::new(backend, EngineConfig::default(), None);
     engine
         .process(vec![meta("create", 0, 0, "token", None)])
@@ -119,7 +120,8 @@ async fn embedded_survives_kill_9() {
     for round in 0..3u64 {
         let dir = tempfile::tempdir().unwrap();
         let acked = run_child_and_kill(dir.path(), 5 + round * 7);
-        let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), true).unwrap());
+        let backend: Arc<dyn Backend> =
+            Arc::new(EmbeddedBackend::open(dir.path(), Durability::SyncEachCommit).unwrap());
         let committed = check_atomic(&backend, acked + 50).await;
         // Every acknowledged batch is durable.
         for b in 1..=acked {
@@ -159,7 +161,8 @@ async fn embedded_torn_wal_tail_is_atomic() {
     let f = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
     f.set_len(len.saturating_sub(37)).unwrap();
     drop(f);
-    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), true).unwrap());
+    let backend: Arc<dyn Backend> =
+        Arc::new(EmbeddedBackend::open(dir.path(), Durability::SyncEachCommit).unwrap());
     let committed = check_atomic(&backend, 60).await;
     assert!(
         !committed.is_empty(),

@@ -100,10 +100,23 @@ fn encode_status(status: Status, height: Height) -> Vec<u8> {
     out
 }
 
+/// Whether the embedded store makes each commit durable before answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    /// Every commit is an fsync'ed write: a committed batch survives a crash or power loss.
+    #[default]
+    SyncEachCommit,
+    /// No fsync (tests, throwaway benchmarks): a power loss may lose recent commits.
+    NoSync,
+}
+
 impl EmbeddedBackend {
-    /// Opens (creating if needed) the store at `path`. `sync` makes every commit an
-    /// fsync'ed write (on by default in services; tests may turn it off).
-    pub fn open(path: &Path, sync: bool) -> Result<EmbeddedBackend> {
+    /// Opens (creating if needed) the store at `path`. [`Durability::SyncEachCommit`]
+    /// makes every commit an fsync'ed write (services); tests may choose
+    /// [`Durability::NoSync`].
+    pub fn open(path: &Path, durability: Durability) -> Result<EmbeddedBackend> {
+        let sync = durability == Durability::SyncEachCommit;
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.increase_parallelism(2);

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use types::{
     Endorsement, Height, NamespacePolicy, PolicyScheme, Read, ReadWrite, Status, Tx, TxId, TxNamespace, Write,
 };
-use vcservice::{Backend, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, TxOutcome, VcTx};
+use vcservice::{
+    Backend, Durability, EmbeddedBackend, Engine, EngineConfig, PgBackend, PgOptions, TxOutcome, VcTx,
+};
 
 /// A backend under test and what keeps it alive.
 pub struct Harness {
@@ -38,7 +40,7 @@ pub async fn postgres() -> Harness {
 
 pub async fn embedded() -> Harness {
     let dir = tempfile::tempdir().unwrap();
-    let b: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), false).unwrap());
+    let b: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
     b.init_schema().await.unwrap();
     Harness {
         engine: engine(b.clone()),
