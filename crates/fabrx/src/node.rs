@@ -3,11 +3,8 @@
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::sync::Arc;
-use tracing::info;
 use vcservice::config::{BackendOptions, VcConfig, open_backend};
 use vcservice::metrics::Metrics;
-use vcservice::service::{PipelineConfig, VcGrpc};
-use vcservice::{Engine, EngineConfig};
 
 /// Roles a node can run.
 #[derive(Debug, Subcommand)]
@@ -65,44 +62,24 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
 async fn run_vcservice(path: &std::path::Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg = VcConfig::from_toml(&text)?;
-    let mut db = cfg.db.clone();
-    for extra in &cfg.extra_db_urls {
-        db.push(',');
-        db.push_str(extra);
-    }
-    let backend = open_backend(
-        &db,
-        &BackendOptions {
-            pool_size: cfg.pool_size,
-            tablets: cfg.tablets,
-            durability: cfg.durability,
-        },
-    )?;
-    backend.init_schema().await.context("creating schema")?;
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(Metrics::register(&registry)?);
     if let Some(addr) = &cfg.metrics_listen {
         crate::metrics_http::serve(addr.clone(), registry.clone()).await?;
     }
-    let engine = Engine::new(backend, EngineConfig::default(), Some(metrics.clone()));
-    let svc = VcGrpc::new(
-        engine,
-        PipelineConfig {
-            workers: cfg.workers.get(),
-            queue: cfg.queue.get(),
+    let mut node = vcservice::node::spawn(
+        cfg,
+        vcservice::node::Deps {
+            metrics: Some(metrics),
         },
-        Some(metrics),
-    );
-    let addr = cfg
-        .listen
-        .parse()
-        .with_context(|| format!("listen address {}", cfg.listen))?;
-    info!(%addr, "vcservice listening");
-    tonic::transport::Server::builder()
-        .add_service(svc.into_server())
-        .serve_with_shutdown(addr, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
-    Ok(())
+    )
+    .await
+    .context("starting the vcservice")?;
+    tokio::select! {
+        r = node.failed() => r.context("the vcservice stopped"),
+        _ = tokio::signal::ctrl_c() => {
+            node.stop().await;
+            Ok(())
+        }
+    }
 }

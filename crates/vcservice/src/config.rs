@@ -182,13 +182,23 @@ mod tests {
     fn parses_config_with_defaults() {
         let c = VcConfig::from_toml("listen = \"127.0.0.1:1\"\ndb = \"embedded:/tmp/v\"\n").unwrap();
         assert_eq!(
-            (c.workers.get(), c.queue.get(), c.pool_size.get(), c.durability, c.tablets),
+            (
+                c.workers.get(),
+                c.queue.get(),
+                c.pool_size.get(),
+                c.durability,
+                c.tablets
+            ),
             (4, 16, 16, Durability::SyncEachCommit, None)
         );
         assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\nbogus = 1\n").is_err());
         // Named values, not "0 means none": zero is refused, absence means off.
-        let c = VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\ntablets = 8\ndurability = \"no-sync\"\n").unwrap();
-        assert_eq!((c.tablets.map(|t| t.get()), c.durability), (Some(8), Durability::NoSync));
+        let c = VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\ntablets = 8\ndurability = \"no-sync\"\n")
+            .unwrap();
+        assert_eq!(
+            (c.tablets.map(|t| t.get()), c.durability),
+            (Some(8), Durability::NoSync)
+        );
         assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\ntablets = 0\n").is_err());
         assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\nworkers = 0\n").is_err());
     }

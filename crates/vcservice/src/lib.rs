@@ -12,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod metrics;
 pub mod model;
+pub mod node;
 pub mod plan;
 pub mod service;
 
