@@ -13,7 +13,7 @@ if [ $# -eq 0 ]; then set -- --blocks examples/blocks.jsonl --print-state; fi
 # crates whose features differ with dev-dependencies are compiled again then). Cargo shows
 # its progress (a bar on a terminal, one line per crate otherwise).
 if [ ! -x "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" ]; then
-  echo "fabrx: first build (about FIRST_BUILD on 2 idle cores; later builds take seconds)" >&2
+  echo "fabrx: first build (about 7-8 minutes on 2 idle cores; later builds take seconds)" >&2
 fi
 cargo build --bin fabrx
 exec "${CARGO_TARGET_DIR:-$PWD/target}/debug/fabrx" committer apply "$@"

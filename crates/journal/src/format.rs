@@ -3,6 +3,8 @@
 //! A record is `len: u32 LE ‖ len_crc: u32 LE ‖ crc: u32 LE ‖ payload`, where
 //! `len_crc = crc32c(len)` and `crc = crc32c(len ‖ payload)` (see the crate docs).
 
+use crate::le::u32_le;
+
 /// CRC-32C (Castagnoli), the checksum of every frame.
 pub(crate) const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -137,15 +139,6 @@ pub(crate) fn scan(buf: &[u8], max_len: u32) -> Result<Scan, Corruption> {
         records,
         valid: pos as u64,
     })
-}
-
-/// Little-endian `u32` of exactly 4 bytes (callers slice 4 bytes; shorter input reads as
-/// if zero-padded, longer is cut: never a panic).
-fn u32_le(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    let n = b.len().min(4);
-    a[..n].copy_from_slice(&b[..n]);
-    u32::from_le_bytes(a)
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@
 //! [`JournalReader::open_read_only`] reads a journal another process writes.
 
 mod format;
+pub mod le;
 mod reader;
 mod segments;
 mod writer;

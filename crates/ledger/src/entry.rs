@@ -6,6 +6,7 @@
 //!
 //! integers little-endian; `code` is the tx's status code, `u32::MAX` for none.
 
+use journal::le::{u32_le, u64_le};
 use types::{Status, TxId};
 
 use crate::{BlockEntry, LedgerTx};
@@ -106,24 +107,6 @@ pub(crate) fn decode(p: &[u8]) -> Result<Decoded, String> {
         txs,
         block_at: pos,
     })
-}
-
-/// Little-endian `u32` of exactly 4 bytes (callers slice 4 bytes; shorter input reads as
-/// if zero-padded, longer is cut: never a panic).
-/// Little-endian `u64` of the bytes `take` returned (exactly 8; never a panic).
-fn u64_le(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = b.len().min(8);
-    a[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(a)
-}
-
-/// Little-endian `u32` (see [`u64_le`]).
-fn u32_le(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    let n = b.len().min(4);
-    a[..n].copy_from_slice(&b[..n]);
-    u32::from_le_bytes(a)
 }
 
 #[cfg(test)]

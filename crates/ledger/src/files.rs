@@ -1,6 +1,7 @@
 //! The index files next to the journal: the block-number index (`blocks.idx`) and
 //! the index watermark (`index.meta`).
 
+use journal::le::{u32_le, u64_le};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -164,22 +165,4 @@ impl Meta {
         }
         Ok(())
     }
-}
-
-/// Little-endian `u32` of exactly 4 bytes (callers slice 4 bytes; shorter input reads as
-/// if zero-padded, longer is cut: never a panic).
-fn u32_le(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    let n = b.len().min(4);
-    a[..n].copy_from_slice(&b[..n]);
-    u32::from_le_bytes(a)
-}
-
-/// Little-endian `u64` of exactly 8 bytes (callers slice 8 bytes; shorter input reads as
-/// if zero-padded, longer is cut: never a panic).
-fn u64_le(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = b.len().min(8);
-    a[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(a)
 }

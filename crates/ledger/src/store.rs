@@ -1,5 +1,6 @@
 //! The writer and its readers.
 
+use journal::le::u32_le;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -421,15 +422,6 @@ impl Drop for Ledger {
             tracing::warn!(error = %e, "ledger index checkpoint on close failed; the next open re-indexes");
         }
     }
-}
-
-/// Little-endian `u32` of exactly 4 bytes (callers slice 4 bytes; shorter input reads as
-/// if zero-padded, longer is cut: never a panic).
-fn u32_le(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    let n = b.len().min(4);
-    a[..n].copy_from_slice(&b[..n]);
-    u32::from_le_bytes(a)
 }
 
 #[cfg(test)]

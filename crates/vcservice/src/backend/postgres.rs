@@ -87,6 +87,24 @@ fn sql_version(v: u64) -> i64 {
 }
 
 impl PgBackend {
+    /// Creates the committer's tables when missing (idempotent).
+    async fn create_schema(&self) -> Result<()> {
+        let mut conn = self.pool().acquire().await?;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS tx_status (tx_id TEXT PRIMARY KEY, status INT4 NOT NULL, \
+             height BYTEA NOT NULL)",
+        )
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS vc_metadata (name TEXT PRIMARY KEY, value INT8 NOT NULL)")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(AssertSqlSafe(self.create_table_sql(&table(META_NAMESPACE)?)))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
     /// Connects to every endpoint (lazily: connections open on first use).
     pub fn connect(opts: &PgOptions) -> Result<PgBackend> {
         if opts.urls.is_empty() {
@@ -327,20 +345,21 @@ impl PgBackend {
 #[async_trait::async_trait]
 impl Backend for PgBackend {
     async fn init_schema(&self) -> Result<()> {
-        let mut conn = self.pool().acquire().await?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS tx_status (tx_id TEXT PRIMARY KEY, status INT4 NOT NULL, \
-             height BYTEA NOT NULL)",
-        )
-        .execute(&mut *conn)
-        .await?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS vc_metadata (name TEXT PRIMARY KEY, value INT8 NOT NULL)")
-            .execute(&mut *conn)
-            .await?;
-        sqlx::query(AssertSqlSafe(self.create_table_sql(&table(META_NAMESPACE)?)))
-            .execute(&mut *conn)
-            .await?;
-        Ok(())
+        // `CREATE TABLE IF NOT EXISTS` is not atomic in PostgreSQL: two vcservices starting
+        // together against one database can both try to create a table, and the loser
+        // fails with a unique violation on the catalog (23505) or "relation exists"
+        // (42P07). The statements are idempotent, so the loser tries again and then finds
+        // the tables.
+        let mut attempt = 0u32;
+        loop {
+            match self.create_schema().await {
+                Err(Error::Postgres { source }) if attempt < 5 && is_concurrent_ddl(&source) => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn statuses(&self, ids: &[TxId]) -> Result<StatusMap> {
@@ -519,4 +538,12 @@ fn set_based_statement(set: &CommitSet) -> Result<(String, Vec<i64>)> {
         counts.join(", ")
     );
     Ok((sql, expected))
+}
+
+/// Whether a PostgreSQL error is the loser's side of two sessions creating the same
+/// table at once (unique violation on the catalog, or the relation now exists).
+fn is_concurrent_ddl(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "23505" || c == "42P07")
 }
