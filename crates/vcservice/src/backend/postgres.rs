@@ -347,9 +347,9 @@ impl Backend for PgBackend {
     async fn init_schema(&self) -> Result<()> {
         // `CREATE TABLE IF NOT EXISTS` is not atomic in PostgreSQL: two vcservices starting
         // together against one database can both try to create a table, and the loser
-        // fails with a unique violation on the catalog (23505) or "relation exists"
-        // (42P07). The statements are idempotent, so the loser tries again and then finds
-        // the tables.
+        // fails with a unique violation on the catalog (23505), "relation exists" (42P07)
+        // or "type exists" (42710). The statements are idempotent, so the loser tries
+        // again and then finds the tables.
         let mut attempt = 0u32;
         loop {
             match self.create_schema().await {
@@ -541,9 +541,10 @@ fn set_based_statement(set: &CommitSet) -> Result<(String, Vec<i64>)> {
 }
 
 /// Whether a PostgreSQL error is the loser's side of two sessions creating the same
-/// table at once (unique violation on the catalog, or the relation now exists).
+/// table at once: a unique violation on the catalog (23505), the relation (42P07) or its
+/// row type (42710) exists by now.
 fn is_concurrent_ddl(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|d| d.code())
-        .is_some_and(|c| c == "23505" || c == "42P07")
+        .is_some_and(|c| matches!(c.as_ref(), "23505" | "42P07" | "42710"))
 }
