@@ -224,7 +224,8 @@ async fn serve(
     let bound = listener.local_addr().map_err(io)?;
     info!(addr = %bound, "sidecar service listening");
     let server = tokio::spawn(async move {
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // TCP_NODELAY: small notifications must not wait for Nagle's delay.
+        let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         if let Err(e) = tonic::transport::Server::builder()
             .add_service(svc.into_server())
             .serve_with_incoming_shutdown(incoming, async {

@@ -87,9 +87,13 @@ pub async fn spawn(config: VcConfig, deps: Deps) -> Result<Handle> {
     let server = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(svc.into_server())
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
-                let _ = stopped.await;
-            }),
+            // TCP_NODELAY: small request/answer pairs must not wait for Nagle's delay.
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                async {
+                    let _ = stopped.await;
+                },
+            ),
     );
     Ok(Handle { addr, server, stop })
 }
