@@ -20,6 +20,10 @@ pub use backend::Backend;
 pub use backend::embedded::{Durability, EmbeddedBackend};
 pub use backend::postgres::{PgBackend, PgOptions, SqlMode};
 pub use engine::{Engine, EngineConfig};
+
+/// The largest block number a validator-committer stores (PostgreSQL `INT8`); larger
+/// numbers from the wire are refused, never stored truncated.
+pub const MAX_BLOCK_NUMBER: u64 = i64::MAX as u64;
 pub use model::{CommitResult, CommitSet, NsWrites, Row, TxOutcome, VcTx};
 
 /// Errors of the vcservice.

@@ -145,9 +145,14 @@ impl pb::vc_service_server::VcService for VcGrpc {
             .last_committed_block()
             .await
             .map_err(internal)?;
-        Ok(Response::new(pb::NextBlock {
-            number: last.map_or(0, |b| b + 1),
-        }))
+        // Checked: a stored number at the top of the range must never panic a handler.
+        let number = match last {
+            None => 0,
+            Some(b) => b.checked_add(1).ok_or_else(|| {
+                GrpcStatus::failed_precondition(format!("last committed block {b} has no successor"))
+            })?,
+        };
+        Ok(Response::new(pb::NextBlock { number }))
     }
 
     async fn set_last_committed(
@@ -155,6 +160,13 @@ impl pb::vc_service_server::VcService for VcGrpc {
         request: Request<pb::SetLastCommittedRequest>,
     ) -> Result<Response<pb::Ack>, GrpcStatus> {
         let n = request.into_inner().number;
+        // Both backends store block numbers as signed 64-bit values (PostgreSQL INT8).
+        if n > crate::MAX_BLOCK_NUMBER {
+            return Err(GrpcStatus::invalid_argument(format!(
+                "block number {n} is above the largest storable block number {}",
+                crate::MAX_BLOCK_NUMBER
+            )));
+        }
         self.engine
             .backend()
             .set_last_committed_block(n)

@@ -177,3 +177,29 @@ async fn two_instances_on_one_database_write_each_row_once() {
     );
     assert_eq!(rows.len(), 6);
 }
+
+/// A block number at the top of the u64 range is refused with a clear error instead of
+/// being stored (it used to make every later GetNextBlock panic on `+ 1`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_last_committed_is_refused_and_next_block_keeps_answering() {
+    let h = embedded().await;
+    let url = serve(h.engine.clone()).await;
+    let mut client = VcServiceClient::connect(url).await.unwrap();
+    for bad in [u64::MAX, vcservice::MAX_BLOCK_NUMBER + 1] {
+        let err = client
+            .set_last_committed(pb::SetLastCommittedRequest { number: bad })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    }
+    client
+        .set_last_committed(pb::SetLastCommittedRequest { number: 7 })
+        .await
+        .unwrap();
+    let next = client
+        .get_next_block(pb::LastCommittedRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(next.number, 8);
+}
