@@ -18,6 +18,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
-    tonic_prost_build::configure().compile_with_config(config, &paths, &[root])?;
+    tonic_prost_build::configure()
+        // Every service and client decodes through the bounded codec (docs/limits.md).
+        .codec_path("crate::codec::BoundedCodec")
+        .compile_with_config(config, &paths, &[root])?;
     Ok(())
 }

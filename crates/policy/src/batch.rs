@@ -73,8 +73,12 @@ struct NsCheck<'a> {
 }
 
 /// The namespace checks of a tx, or `None` when it fails without any signature check
-/// (a namespace without policy or without endorsements).
+/// (no namespace at all, a namespace without policy or without endorsements).
 fn plan<'a>(policies: &'a Policies, id: &TxId, tx: &'a Tx) -> Option<Vec<NsCheck<'a>>> {
+    if tx.namespaces.is_empty() {
+        // Nothing is endorsed, so nothing is valid (see `Policies::verify_tx`).
+        return None;
+    }
     tx.namespaces
         .iter()
         .enumerate()

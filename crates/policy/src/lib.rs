@@ -120,8 +120,12 @@ impl Policies {
     }
 
     /// Verifies every namespace endorsement of `tx`: `Ok` when all verify, else
-    /// `ABORTED_SIGNATURE_INVALID` (a missing policy counts as a failure).
+    /// `ABORTED_SIGNATURE_INVALID` (a missing policy counts as a failure, and so does a tx
+    /// without namespaces: it carries no endorsement, so nothing vouches for it).
     pub fn verify_tx(&self, id: &TxId, tx: &Tx) -> std::result::Result<(), Status> {
+        if tx.namespaces.is_empty() {
+            return Err(Status::AbortedSignatureInvalid);
+        }
         for (i, ns) in tx.namespaces.iter().enumerate() {
             let key = self.keys.get(&ns.ns_id).ok_or(Status::AbortedSignatureInvalid)?;
             let endorsements = tx.endorsements.get(i).ok_or(Status::AbortedSignatureInvalid)?;
@@ -184,6 +188,26 @@ mod tests {
             }]],
             metadata: vec![],
         }
+    }
+
+    #[test]
+    fn a_tx_without_namespaces_is_invalid() {
+        // Found by the hostile-input review: nothing endorses such a tx, yet it was
+        // judged valid.
+        let (_, p) = policy(crypto::Scheme::Ed25519, "owner");
+        let mut policies = Policies::new();
+        policies.set("token", &p).unwrap();
+        let id = TxId("t-empty".into());
+        let empty = Tx::default();
+        assert_eq!(
+            policies.verify_tx(&id, &empty),
+            Err(Status::AbortedSignatureInvalid)
+        );
+        let batch = vec![(id, Arc::new(empty))];
+        assert_eq!(
+            policies.verify_batch(&batch),
+            vec![Some(Status::AbortedSignatureInvalid)]
+        );
     }
 
     #[test]

@@ -150,6 +150,19 @@ pub enum Error {
         /// The subscription's channel capacity.
         capacity: usize,
     },
+    /// A watch would exceed the memory allowed for subscriptions.
+    #[error(
+        "subscriptions full: watching one more id would hold {bytes} bytes of registrations \
+         for {which}, over the limit of {limit}"
+    )]
+    SubscriptionsFull {
+        /// "this subscription" or "all subscriptions".
+        which: &'static str,
+        /// Bytes that would be held.
+        bytes: usize,
+        /// The limit crossed.
+        limit: usize,
+    },
     /// The notifier is gone (the sidecar is shutting down).
     #[error("notifier closed")]
     NotifierClosed,

@@ -224,9 +224,11 @@ async fn serve(
     let bound = listener.local_addr().map_err(io)?;
     info!(addr = %bound, "sidecar service listening");
     let server = tokio::spawn(async move {
-        // TCP_NODELAY: small notifications must not wait for Nagle's delay.
-        let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-        if let Err(e) = tonic::transport::Server::builder()
+        // The connections set TCP_NODELAY: small notifications must not wait for Nagle's
+        // delay.
+        let limits = wire::server::ServerLimits::default();
+        let (incoming, _stats) = wire::server::incoming(listener, &limits);
+        if let Err(e) = wire::server::builder(&limits)
             .add_service(svc.into_server())
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop.await;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tracing::warn;
 use types::{NamespacePolicy, Status, TxOutcome, VcTx};
 use wire::pb;
@@ -146,13 +146,11 @@ fn channel(addr: &str) -> Result<Channel> {
     } else {
         format!("http://{addr}")
     };
-    let ep = Endpoint::from_shared(uri).map_err(|e| Error::Config {
+    // Keepalive pings while idle: servers close connections without traffic.
+    let ep = wire::server::client_endpoint(uri).map_err(|e| Error::Config {
         detail: format!("endpoint {addr}: {e}"),
     })?;
-    Ok(ep
-        .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
-        .connect_lazy())
+    Ok(ep.connect_timeout(Duration::from_secs(2)).connect_lazy())
 }
 
 fn no_endpoints(what: &str) -> Error {
@@ -199,7 +197,9 @@ impl VcPool {
         let clients = endpoints
             .iter()
             .map(|a| {
-                let c = VcServiceClient::new(channel(a)?).max_decoding_message_size(256 << 20);
+                let c = VcServiceClient::new(channel(a)?)
+                    .max_decoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
+                    .max_encoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES);
                 Ok((a.clone(), c))
             })
             .collect::<Result<Vec<_>>>()?;

@@ -61,7 +61,9 @@ impl SidecarGrpc {
 
     /// The tonic server wrapper.
     pub fn into_server(self) -> pb::sidecar_server::SidecarServer<SidecarGrpc> {
-        pb::sidecar_server::SidecarServer::new(self).max_encoding_message_size(256 << 20)
+        pb::sidecar_server::SidecarServer::new(self)
+            .max_decoding_message_size(wire::limits::SIDECAR_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
     }
 }
 
@@ -100,7 +102,9 @@ pub fn block_to_wire(b: StoredBlock) -> pb::CommittedBlock {
 fn to_grpc(e: Error) -> GrpcStatus {
     match e {
         Error::StoreCorrupt { .. } => GrpcStatus::data_loss(e.to_string()),
-        Error::SubscriptionLagged { .. } => GrpcStatus::resource_exhausted(e.to_string()),
+        Error::SubscriptionLagged { .. } | Error::SubscriptionsFull { .. } => {
+            GrpcStatus::resource_exhausted(e.to_string())
+        }
         Error::NotifierClosed => GrpcStatus::unavailable(e.to_string()),
         e => GrpcStatus::internal(e.to_string()),
     }
@@ -134,9 +138,10 @@ async fn run_subscription(mut incoming: Streaming<pb::SubscribeRequest>, mut sub
                 open = false;
                 continue;
             }
+            // Bytes that do not decode or a message over its limit: the client learns why.
             Step::Request(Err(e)) => {
                 debug!(error = %e, "subscribe request stream failed");
-                return;
+                Err(e)
             }
             Step::Event(Ok(Some(e))) => Ok(vec![e]),
             Step::Event(Ok(None)) => Err(to_grpc(Error::NotifierClosed)),
@@ -162,6 +167,13 @@ async fn run_subscription(mut incoming: Streaming<pb::SubscribeRequest>, mut sub
 fn on_request(sub: &Subscription, req: pb::SubscribeRequest) -> Result<Vec<TxEvent>, GrpcStatus> {
     if req.tx_ids.iter().any(String::is_empty) {
         return Err(GrpcStatus::invalid_argument("empty tx id in subscribe request"));
+    }
+    if let Some(bad) = req.tx_ids.iter().find(|id| !types::txid::is_well_formed(id)) {
+        let shown: String = bad.chars().take(64).collect();
+        return Err(GrpcStatus::invalid_argument(format!(
+            "tx id {shown:?} is not well formed (1 to {} printable ASCII characters)",
+            types::txid::MAX_TX_ID_LEN
+        )));
     }
     sub.watch(req.tx_ids.into_iter().map(TxId)).map_err(to_grpc)
 }

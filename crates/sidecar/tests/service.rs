@@ -47,9 +47,23 @@ impl Node {
 }
 
 async fn serve(capacity: usize, stream_buffer: usize) -> Node {
+    serve_with(
+        NotifierConfig {
+            capacity,
+            // Room for the large subscriptions of the lagging-client test; the limits have
+            // tests of their own.
+            max_bytes_per_subscription: 256 << 20,
+            max_bytes_total: 512 << 20,
+        },
+        stream_buffer,
+    )
+    .await
+}
+
+async fn serve_with(config: NotifierConfig, stream_buffer: usize) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let store = BlockStore::open(dir.path()).unwrap();
-    let notifier = Notifier::new(NotifierConfig { capacity }, Arc::new(store.reader()));
+    let notifier = Notifier::new(config, Arc::new(store.reader()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let svc =
@@ -100,6 +114,13 @@ async fn next(events: &mut tonic::Streaming<pb::TxStatusEvent>) -> (String, u32,
         .unwrap()
         .expect("stream open");
     flat(e)
+}
+
+async fn next_error(events: &mut tonic::Streaming<pb::TxStatusEvent>) -> tonic::Status {
+    tokio::time::timeout(Duration::from_secs(10), events.message())
+        .await
+        .expect("an answer in time")
+        .unwrap_err()
 }
 
 async fn wait_until(what: &str, f: impl Fn() -> bool) {
@@ -206,6 +227,99 @@ async fn empty_id_is_refused() {
 }
 
 #[tokio::test]
+async fn ill_formed_id_is_refused() {
+    let node = serve(64, 16).await;
+    let mut client = node.client().await;
+    for bad in ["has space", "nul\0byte", &"a".repeat(3000)] {
+        let (tx, mut events) = subscribe(&mut client).await;
+        watch(&tx, &["ok", bad]).await;
+        let err = events.message().await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+    }
+    wait_until("nothing watched", || node.notifier.watched() == 0).await;
+}
+
+#[tokio::test]
+async fn garbage_on_subscribe_ends_the_stream_with_an_error() {
+    // Found by the hostile-input review: bytes that do not decode ended the stream with
+    // OK and no message. `NextBlock { number }` is a varint in field 1, where
+    // `SubscribeRequest` has a string.
+    let node = serve(64, 16).await;
+    let channel = Channel::from_shared(node.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = wire::codec::BoundedCodec::<pb::NextBlock, pb::TxStatusEvent>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fabrx.v1.Sidecar/Subscribe");
+    let garbage = tokio_stream::iter(vec![pb::NextBlock { number: 5 }]);
+    let mut events = grpc
+        .streaming(tonic::Request::new(garbage), path, codec)
+        .await
+        .unwrap()
+        .into_inner();
+    let err = tokio::time::timeout(Duration::from_secs(10), events.message())
+        .await
+        .expect("an answer in time")
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+}
+
+#[tokio::test]
+async fn subscriptions_are_bounded_in_bytes() {
+    // Found by the hostile-input review: a Subscribe naming 4 M ids added 1.19 GB in 10 s.
+    // Here a subscription may hold 100 KB of registrations and all together 120 KB.
+    let node = serve_with(
+        NotifierConfig {
+            capacity: 64,
+            max_bytes_per_subscription: 100_000,
+            max_bytes_total: 120_000,
+        },
+        16,
+    )
+    .await;
+    let mut client = node.client().await;
+    let id = |i: usize| format!("{i:064}");
+    let cost = sidecar::notify::registration_bytes(&TxId(id(0)));
+    let per_sub = 100_000 / cost;
+    // One subscription: up to its limit, then RESOURCE_EXHAUSTED and its ids released.
+    let (tx, mut events) = subscribe(&mut client).await;
+    let ids: Vec<String> = (0..per_sub).map(id).collect();
+    tx.send(pb::SubscribeRequest { tx_ids: ids }).await.unwrap();
+    wait_until("the first watches", || node.notifier.watched() == per_sub).await;
+    tx.send(pb::SubscribeRequest {
+        tx_ids: vec![id(per_sub)],
+    })
+    .await
+    .unwrap();
+    let err = next_error(&mut events).await;
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    assert!(err.message().contains("this subscription"), "{}", err.message());
+    wait_until("released", || node.notifier.watched() == 0).await;
+    // Two subscriptions under their own limit but over the total.
+    let (tx_a, _events_a) = subscribe(&mut client).await;
+    let (tx_b, mut events_b) = subscribe(&mut client).await;
+    let half = per_sub * 3 / 4;
+    tx_a.send(pb::SubscribeRequest {
+        tx_ids: (0..half).map(id).collect(),
+    })
+    .await
+    .unwrap();
+    wait_until("a's watches", || node.notifier.watched() == half).await;
+    tx_b.send(pb::SubscribeRequest {
+        tx_ids: (half..2 * half).map(id).collect(),
+    })
+    .await
+    .unwrap();
+    let err = next_error(&mut events_b).await;
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    assert!(err.message().contains("all subscriptions"), "{}", err.message());
+    wait_until("b released, a kept", || node.notifier.watched() == half).await;
+}
+
+#[tokio::test]
 async fn disconnect_unsubscribes() {
     let node = serve(64, 16).await;
     let mut client = node.client().await;
@@ -228,8 +342,9 @@ async fn lagging_client_is_dropped_and_publishing_never_waits() {
     let (mut slow_client, mut fast_client) = (node.client().await, node.client().await);
     let (slow_tx, mut slow) = subscribe(&mut slow_client).await;
     let (fast_tx, mut fast) = subscribe(&mut fast_client).await;
-    // 1 KB ids: 20 MB of events, more than HTTP/2 windows and socket buffers hold.
-    let ids: Vec<String> = (0..20_000).map(|i| format!("t{i:0>999}")).collect();
+    // Ids of the longest allowed length (256): 20 MB of events, more than HTTP/2 windows
+    // and socket buffers hold.
+    let ids: Vec<String> = (0..80_000).map(|i| format!("t{i:0>255}")).collect();
     for chunk in ids.chunks(1000) {
         let req = pb::SubscribeRequest {
             tx_ids: chunk.to_vec(),

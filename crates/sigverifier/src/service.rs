@@ -44,6 +44,12 @@ pub struct ServiceConfig {
     pub max_in_flight: usize,
     /// Answers buffered for the client before verification pauses.
     pub out_queue: usize,
+    /// Batches of all streams together verified or waiting at once; a stream does not
+    /// read its next message until it holds a permit, so decoded batches in memory are
+    /// bounded by this times the decoded-batch limit (`docs/limits.md`).
+    pub max_in_flight_total: usize,
+    /// Connection-level limits of the server.
+    pub server: wire::server::ServerLimits,
 }
 
 impl Default for ServiceConfig {
@@ -51,6 +57,8 @@ impl Default for ServiceConfig {
         ServiceConfig {
             max_in_flight: 8,
             out_queue: 16,
+            max_in_flight_total: 8,
+            server: wire::server::ServerLimits::default(),
         }
     }
 }
@@ -59,6 +67,7 @@ impl Default for ServiceConfig {
 #[derive(Debug, Clone)]
 pub struct VerifierService {
     verifier: Verifier,
+    total: Arc<Semaphore>,
     config: ServiceConfig,
     metrics: Option<Arc<Metrics>>,
 }
@@ -70,6 +79,7 @@ impl VerifierService {
     pub fn new(verifier: Verifier, config: ServiceConfig, metrics: Option<Arc<Metrics>>) -> VerifierService {
         VerifierService {
             verifier,
+            total: Arc::new(Semaphore::new(config.max_in_flight_total.max(1))),
             config,
             metrics,
         }
@@ -88,8 +98,9 @@ impl VerifierService {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), tonic::transport::Error> {
-        let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-        tonic::transport::Server::builder()
+        let limits = self.config.server;
+        let (incoming, _stats) = wire::server::incoming(listener, &limits);
+        wire::server::builder(&limits)
             .add_service(self.into_server())
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await
@@ -112,6 +123,7 @@ impl pb::sig_verifier_server::SigVerifier for VerifierService {
             verifier: self.verifier.clone(),
             max_in_flight: self.config.max_in_flight.max(1),
             in_flight: Arc::new(Semaphore::new(self.config.max_in_flight.max(1))),
+            total: self.total.clone(),
             policies: Arc::new(Policies::new()),
             metrics: self.metrics.clone(),
             tx_out,
@@ -121,11 +133,18 @@ impl pb::sig_verifier_server::SigVerifier for VerifierService {
     }
 }
 
+/// A batch's room in its stream and in the whole service, released once it is answered.
+struct Permits {
+    _total: OwnedSemaphorePermit,
+    _stream: OwnedSemaphorePermit,
+}
+
 /// The state of one verify stream.
 struct StreamTask {
     verifier: Verifier,
     max_in_flight: usize,
     in_flight: Arc<Semaphore>,
+    total: Arc<Semaphore>,
     policies: Arc<Policies>,
     metrics: Option<Arc<Metrics>>,
     tx_out: mpsc::Sender<Answer>,
@@ -137,26 +156,24 @@ impl StreamTask {
             m.streams.inc();
         }
         loop {
-            let kind = match incoming.message().await {
-                Ok(Some(req)) => req.kind,
+            // Hold the permits before reading: a batch is decoded only when there is room.
+            let Ok(permits) = self.permits().await else { break };
+            let outcome = match incoming.message().await {
+                Ok(Some(req)) => Ok(req.kind),
                 Ok(None) => break,
-                Err(e) => {
-                    debug!(error = %e, "verify stream broke");
-                    break;
-                }
+                // Bytes that do not decode, or a message over its limit: the client learns
+                // why (never a silent OK).
+                Err(e) => Err(e),
             };
-            let outcome = match kind {
-                Some(Kind::Policy(update)) => self.on_policy(update),
-                Some(Kind::Batch(batch)) => {
-                    self.on_batch(batch).await;
-                    Ok(())
+            let outcome = match outcome {
+                Err(e) => {
+                    drop(permits);
+                    Err(e)
                 }
-                None => Err(GrpcStatus::invalid_argument(
-                    "VerifyStreamRequest carries neither a policy nor a batch",
-                )),
+                Ok(kind) => self.on_message(kind, permits).await,
             };
             if let Err(status) = outcome {
-                warn!(error = %status.message(), "ending verify stream");
+                warn!(code = ?status.code(), error = %status.message(), "ending verify stream");
                 // Answer what came before, then end the stream with the error.
                 let _ = self.in_flight.acquire_many(self.max_in_flight as u32).await;
                 let _ = self.tx_out.send(Err(status)).await;
@@ -165,6 +182,28 @@ impl StreamTask {
         }
         if let Some(m) = &self.metrics {
             m.streams.dec();
+        }
+    }
+
+    async fn permits(&self) -> Result<Permits, tokio::sync::AcquireError> {
+        let total = self.total.clone().acquire_owned().await?;
+        let stream = self.in_flight.clone().acquire_owned().await?;
+        Ok(Permits {
+            _total: total,
+            _stream: stream,
+        })
+    }
+
+    async fn on_message(&mut self, kind: Option<Kind>, permits: Permits) -> Result<(), GrpcStatus> {
+        match kind {
+            Some(Kind::Policy(update)) => self.on_policy(update),
+            Some(Kind::Batch(batch)) => {
+                self.on_batch(batch, permits);
+                Ok(())
+            }
+            None => Err(GrpcStatus::invalid_argument(
+                "VerifyStreamRequest carries neither a policy nor a batch",
+            )),
         }
     }
 
@@ -180,10 +219,7 @@ impl StreamTask {
         Ok(())
     }
 
-    async fn on_batch(&mut self, batch: pb::VerifyBatch) {
-        let Ok(permit) = self.in_flight.clone().acquire_owned().await else {
-            return; // never closed
-        };
+    fn on_batch(&mut self, batch: pb::VerifyBatch, permit: Permits) {
         let request_id = batch.request_id;
         let mut missing = Vec::new();
         let txs: Vec<(TxId, Arc<Tx>)> = batch
@@ -234,7 +270,7 @@ async fn answer(
     request_id: u64,
     rx_done: oneshot::Receiver<Vec<Option<Status>>>,
     tx_out: mpsc::Sender<Answer>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Permits,
     metrics: Option<Arc<Metrics>>,
     started: Instant,
 ) {

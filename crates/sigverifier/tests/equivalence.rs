@@ -221,7 +221,8 @@ fn known_cases() {
         (spec(vec![(0, vec![Sig::Good]), (2, vec![Sig::Flipped])]), false),
         (spec(vec![(0, vec![]), (2, vec![Sig::Good])]), false),
         (spec(vec![(4, vec![Sig::Good])]), false),
-        (spec(vec![]), true),
+        // No namespace: nothing endorses the tx, so it is not valid (a hostile-input finding).
+        (spec(vec![]), false),
         (
             TxSpec {
                 drop_last_set: true,

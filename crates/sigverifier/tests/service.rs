@@ -453,3 +453,62 @@ async fn tx_without_body_is_answered_invalid() {
     assert_eq!((a.request_id, a.codes), (7, vec![0, 2]));
     assert!(answers.message().await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn garbage_on_verify_ends_the_stream_with_an_error() {
+    // Found by the hostile-input review: after bytes that do not decode, the stream ended
+    // with OK and no message, so the client could not tell garbage from a clean end.
+    // `NextBlock { number }` is a varint in field 1, where `VerifyStreamRequest` has a
+    // message: not a `VerifyStreamRequest`.
+    let server = TestServer::start(1);
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = wire::codec::BoundedCodec::<pb::NextBlock, pb::VerifyResult>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fabrx.v1.SigVerifier/Verify");
+    let garbage = tokio_stream::iter(vec![pb::NextBlock { number: 5 }]);
+    let mut answers = grpc
+        .streaming(tonic::Request::new(garbage), path, codec)
+        .await
+        .unwrap()
+        .into_inner();
+    let err = tokio::time::timeout(Duration::from_secs(10), answers.message())
+        .await
+        .expect("an answer in time")
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    // The server keeps serving honest clients.
+    let client = client_with_policies(server.addr).await;
+    let (batch, want) = mixed_batch("after-garbage");
+    assert_eq!(client.verify(batch).await.unwrap(), want);
+}
+
+#[tokio::test]
+async fn an_amplifying_batch_is_refused_before_decoding() {
+    // Found by the hostile-input review: a 32 MiB message of tiny txs took the sigverifier
+    // to 3.8 GB. A batch of 2 Mi empty txs (4 MiB on the wire) is refused unread.
+    let server = TestServer::start(1);
+    let mut grpc = pb::sig_verifier_client::SigVerifierClient::connect(format!("http://{}", server.addr))
+        .await
+        .unwrap();
+    let req = pb::VerifyStreamRequest {
+        kind: Some(Kind::Batch(pb::VerifyBatch {
+            request_id: 1,
+            txs: vec![pb::VerifyTx::default(); 2 << 20],
+        })),
+    };
+    let mut answers = grpc
+        .verify(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let err = answers.message().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err}");
+    let client = client_with_policies(server.addr).await;
+    let (batch, want) = mixed_batch("after-amplifying");
+    assert_eq!(client.verify(batch).await.unwrap(), want);
+}

@@ -89,6 +89,25 @@ pub struct VcConfig {
     /// Embedded store: whether every commit is fsync'ed.
     #[serde(default)]
     pub durability: Durability,
+    /// Batches of all streams together in memory at once (decoded, queued or committing).
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: NonZeroUsize,
+    /// Most client connections open at once.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: NonZeroUsize,
+    /// A connection without traffic for this many milliseconds is closed.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+}
+
+fn default_max_in_flight() -> NonZeroUsize {
+    NonZeroUsize::new(8).unwrap_or(NonZeroUsize::MIN)
+}
+fn default_max_connections() -> NonZeroUsize {
+    NonZeroUsize::new(wire::server::ServerLimits::default().max_connections).unwrap_or(NonZeroUsize::MIN)
+}
+fn default_idle_timeout_ms() -> u64 {
+    u64::try_from(wire::server::ServerLimits::default().idle_timeout.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn default_pool() -> NonZeroU32 {
@@ -133,6 +152,15 @@ impl BackendOptions {
 }
 
 impl VcConfig {
+    /// The connection-level limits of the server.
+    pub fn server_limits(&self) -> wire::server::ServerLimits {
+        wire::server::ServerLimits {
+            max_connections: self.max_connections.get(),
+            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms.max(1)),
+            ..wire::server::ServerLimits::default()
+        }
+    }
+
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<VcConfig> {
         toml::from_str(text).map_err(|e| Error::Config {

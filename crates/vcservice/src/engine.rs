@@ -141,7 +141,13 @@ impl Engine {
     }
 
     async fn plan(&self, chunk: &[VcTx]) -> Result<(crate::model::CommitSet, Vec<TxOutcome>)> {
-        let ids: Vec<_> = chunk.iter().map(|t| t.id.clone()).collect();
+        // An id that is not well formed is never stored (intake answers it 101/102), and
+        // PostgreSQL refuses some of them (a NUL byte) outright: do not look them up.
+        let ids: Vec<_> = chunk
+            .iter()
+            .filter(|t| types::txid::is_well_formed(t.id.as_str()))
+            .map(|t| t.id.clone())
+            .collect();
         let t = Instant::now();
         let stored = self.backend.statuses(&ids).await?;
         self.observe("statuses", t);

@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod config;
 pub mod engine;
+pub mod intake;
 pub mod metrics;
 pub mod model;
 pub mod node;

@@ -68,6 +68,7 @@ pub async fn spawn(config: VcConfig, deps: Deps) -> Result<Handle> {
         PipelineConfig {
             workers: config.workers.get(),
             queue: config.queue.get(),
+            max_in_flight: config.max_in_flight.get(),
         },
         deps.metrics,
     );
@@ -84,16 +85,16 @@ pub async fn spawn(config: VcConfig, deps: Deps) -> Result<Handle> {
     })?;
     info!(%addr, "vcservice listening");
     let (stop, stopped) = oneshot::channel::<()>();
+    let limits = config.server_limits();
+    // The incoming connections set TCP_NODELAY: small request/answer pairs must not wait
+    // for Nagle's delay.
+    let (incoming, _stats) = wire::server::incoming(listener, &limits);
     let server = tokio::spawn(
-        tonic::transport::Server::builder()
+        wire::server::builder(&limits)
             .add_service(svc.into_server())
-            // TCP_NODELAY: small request/answer pairs must not wait for Nagle's delay.
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                async {
-                    let _ = stopped.await;
-                },
-            ),
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            }),
     );
     Ok(Handle { addr, server, stop })
 }

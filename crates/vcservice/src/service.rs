@@ -7,7 +7,7 @@ use crate::metrics::Metrics;
 use crate::model::{TxOutcome, VcTx};
 use std::pin::Pin;
 use std::sync::Arc;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status as GrpcStatus, Streaming};
@@ -22,11 +22,16 @@ pub struct PipelineConfig {
     pub workers: usize,
     /// Depth of each bounded queue.
     pub queue: usize,
+    /// Batches of all streams together decoded, queued or being committed at once; a
+    /// stream does not read its next batch until it holds a permit, so batches in memory
+    /// are bounded by this times the batch limit (`docs/limits.md`).
+    pub max_in_flight: usize,
 }
 
 /// The tonic service.
 pub struct VcGrpc {
     engine: Engine,
+    in_flight: Arc<Semaphore>,
     pipeline: PipelineConfig,
     metrics: Option<Arc<Metrics>>,
 }
@@ -36,6 +41,7 @@ impl VcGrpc {
     pub fn new(engine: Engine, pipeline: PipelineConfig, metrics: Option<Arc<Metrics>>) -> VcGrpc {
         VcGrpc {
             engine,
+            in_flight: Arc::new(Semaphore::new(pipeline.max_in_flight.max(1))),
             pipeline,
             metrics,
         }
@@ -43,14 +49,15 @@ impl VcGrpc {
 
     /// The tonic server wrapper.
     pub fn into_server(self) -> pb::vc_service_server::VcServiceServer<VcGrpc> {
-        pb::vc_service_server::VcServiceServer::new(self).max_decoding_message_size(256 << 20)
+        pb::vc_service_server::VcServiceServer::new(self)
+            .max_decoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
     }
 }
 
-/// Converts a wire tx into the engine's form.
+/// Converts and checks a wire tx (see [`crate::intake`]).
 pub fn vc_tx_from_wire(t: pb::VcTx) -> Result<VcTx, GrpcStatus> {
-    let id = t.tx_id.clone();
-    VcTx::try_from(t).map_err(|e| GrpcStatus::invalid_argument(format!("tx {id}: {e}")))
+    crate::intake::admit_tx(t)
 }
 
 pub use wire::convert::outcomes_to_wire;
@@ -71,7 +78,9 @@ impl pb::vc_service_server::VcService for VcGrpc {
         request: Request<Streaming<pb::VcBatch>>,
     ) -> Result<Response<Self::CommitStream>, GrpcStatus> {
         let mut incoming = request.into_inner();
-        let (tx_prepared, rx_prepared) = mpsc::channel::<Prepared>(self.pipeline.queue.max(1));
+        let (tx_prepared, rx_prepared) =
+            mpsc::channel::<(Prepared, OwnedSemaphorePermit)>(self.pipeline.queue.max(1));
+        let in_flight = self.in_flight.clone();
         let (tx_out, rx_out) = mpsc::channel(self.pipeline.queue.max(1));
         let engine = self.engine.clone();
         let metrics = self.metrics.clone();
@@ -79,6 +88,10 @@ impl pb::vc_service_server::VcService for VcGrpc {
         // Stage 1: decode, precheck, read and validate.
         tokio::spawn(async move {
             loop {
+                // Room first: a batch is read and decoded only when the service can hold it.
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    break;
+                };
                 let batch = match incoming.message().await {
                     Ok(Some(b)) => b,
                     Ok(None) => break,
@@ -87,8 +100,7 @@ impl pb::vc_service_server::VcService for VcGrpc {
                         break;
                     }
                 };
-                let txs: Result<Vec<VcTx>, GrpcStatus> = batch.txs.into_iter().map(vc_tx_from_wire).collect();
-                let txs = match txs {
+                let txs = match crate::intake::admit_batch(batch) {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = tx_err.send(Err(e)).await;
@@ -99,7 +111,7 @@ impl pb::vc_service_server::VcService for VcGrpc {
                 if let Some(m) = &metrics {
                     m.queue_depth.with_label_values(&["commit"]).inc();
                 }
-                if tx_prepared.send(prepared).await.is_err() {
+                if tx_prepared.send((prepared, permit)).await.is_err() {
                     break;
                 }
             }
@@ -114,7 +126,7 @@ impl pb::vc_service_server::VcService for VcGrpc {
             tokio::spawn(async move {
                 loop {
                     let next = rx.lock().await.recv().await;
-                    let Some(prepared) = next else { break };
+                    let Some((prepared, permit)) = next else { break };
                     if let Some(m) = &metrics {
                         m.queue_depth.with_label_values(&["commit"]).dec();
                     }
@@ -126,7 +138,9 @@ impl pb::vc_service_server::VcService for VcGrpc {
                             error!(error = %e, "batch failed; no status decided");
                             internal(e)
                         });
-                    if tx_out.send(reply).await.is_err() {
+                    let sent = tx_out.send(reply).await;
+                    drop(permit);
+                    if sent.is_err() {
                         break;
                     }
                 }
@@ -179,7 +193,15 @@ impl pb::vc_service_server::VcService for VcGrpc {
         &self,
         request: Request<pb::StatusQuery>,
     ) -> Result<Response<pb::TxStatusBatch>, GrpcStatus> {
-        let ids: Vec<TxId> = request.into_inner().tx_ids.into_iter().map(TxId).collect();
+        // An id that is not well formed is never stored: it has no status to look up (and a
+        // NUL byte would only make the database refuse the query).
+        let ids: Vec<TxId> = request
+            .into_inner()
+            .tx_ids
+            .into_iter()
+            .filter(|id| types::txid::is_well_formed(id))
+            .map(TxId)
+            .collect();
         let found = self.engine.backend().statuses(&ids).await.map_err(internal)?;
         let outcomes: Vec<TxOutcome> = ids
             .into_iter()

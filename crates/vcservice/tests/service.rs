@@ -22,7 +22,16 @@ use wire::pb::vc_service_client::VcServiceClient;
 async fn serve(engine: Engine) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let svc = VcGrpc::new(engine, PipelineConfig { workers: 3, queue: 4 }, None).into_server();
+    let svc = VcGrpc::new(
+        engine,
+        PipelineConfig {
+            workers: 3,
+            queue: 4,
+            max_in_flight: 4,
+        },
+        None,
+    )
+    .into_server();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(svc)

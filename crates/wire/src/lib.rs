@@ -2,9 +2,12 @@
 //! domain types of crate `types`. Generated structs stay at this edge: the rest of fabrx
 //! works with `types`.
 
+pub mod budget;
+pub mod codec;
 pub mod convert;
 pub mod decode;
 pub mod limits;
+pub mod server;
 
 /// Generated code of package `fabrx.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

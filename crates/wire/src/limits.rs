@@ -1,5 +1,114 @@
-//! Message-size limits that a service and its clients must agree on.
+//! Message limits that a service and its clients agree on, per message type: the most
+//! bytes on the wire and the most memory once decoded. `docs/limits.md` lists them with
+//! every other bound of fabrx.
 
-/// Largest gRPC message a sigverifier accepts or sends (a batch of txs), and so the
-/// largest its clients send.
-pub const SIGVERIFIER_MAX_MESSAGE_BYTES: usize = 256 << 20;
+use crate::budget::{self, Budget, Schema};
+use crate::pb;
+use std::any::TypeId;
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+
+/// The limit of one message type.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageLimit {
+    /// Its schema.
+    pub schema: &'static Schema,
+    /// The most bytes on the wire.
+    pub max_bytes: usize,
+    /// The most it may cost decoded.
+    pub budget: Budget,
+}
+
+const fn limit(schema: &'static Schema, max_bytes: usize, decoded: usize, items: usize) -> MessageLimit {
+    MessageLimit {
+        schema,
+        max_bytes,
+        budget: Budget {
+            max_decoded_bytes: decoded,
+            max_items: items,
+        },
+    }
+}
+
+/// A batch of txs to a vcservice (`VcService.Commit`): 8 MiB on the wire, 16 MiB and
+/// 256 Ki elements decoded. The sidecar sends batches of at most 500 txs (about 0.5 MiB
+/// decoded for typical txs).
+pub const VC_BATCH: MessageLimit = limit(&budget::VC_BATCH, 8 * MIB, 16 * MIB, 256 * KIB);
+/// A block to the coordinator: as a vcservice batch.
+pub const COORDINATOR_BLOCK: MessageLimit = limit(&budget::COORDINATOR_BLOCK, 8 * MIB, 16 * MIB, 256 * KIB);
+/// A message of the sigverifier's `Verify` stream: as a vcservice batch.
+pub const VERIFY_STREAM_REQUEST: MessageLimit =
+    limit(&budget::VERIFY_STREAM_REQUEST, 8 * MIB, 16 * MIB, 256 * KIB);
+/// A status lookup: 4 MiB, at most 65,536 ids.
+pub const STATUS_QUERY: MessageLimit = limit(&budget::STATUS_QUERY, 4 * MIB, 16 * MIB, 64 * KIB);
+/// One message of a sidecar `Subscribe` stream: 1 MiB, at most 16,384 ids (the stream as a
+/// whole is bounded by the sidecar's subscription limits).
+pub const SUBSCRIBE_REQUEST: MessageLimit = limit(&budget::SUBSCRIBE_REQUEST, MIB, 4 * MIB, 16 * KIB);
+/// Statuses returned by a vcservice or a sidecar.
+pub const TX_STATUS_BATCH: MessageLimit = limit(&budget::TX_STATUS_BATCH, 32 * MIB, 96 * MIB, 4 * MIB);
+/// Verification results.
+pub const VERIFY_RESULT: MessageLimit = limit(&budget::VERIFY_RESULT, 4 * MIB, 32 * MIB, 16);
+/// Committed policies returned by a vcservice.
+pub const POLICY_LIST: MessageLimit = limit(&budget::POLICY_LIST, 32 * MIB, 64 * MIB, MIB);
+/// Requests without content (`GetNextBlock`, `SetLastCommitted`, `GetBlock`,
+/// `GetPolicies`): a few bytes.
+pub const SMALL_REQUEST: usize = 64;
+
+/// Largest message a vcservice accepts (its largest request type).
+pub const VCSERVICE_MAX_MESSAGE_BYTES: usize = VC_BATCH.max_bytes;
+/// Largest message a sigverifier accepts or sends, and so the largest its clients send.
+pub const SIGVERIFIER_MAX_MESSAGE_BYTES: usize = VERIFY_STREAM_REQUEST.max_bytes;
+/// Largest message a sidecar accepts.
+pub const SIDECAR_MAX_MESSAGE_BYTES: usize = STATUS_QUERY.max_bytes;
+/// Largest answer a client of the committer accepts.
+pub const COMMITTER_MAX_ANSWER_BYTES: usize = TX_STATUS_BATCH.max_bytes;
+
+macro_rules! small {
+    ($name:ident, $ty:ty) => {
+        static $name: Schema = Schema {
+            name: stringify!($ty),
+            base: std::mem::size_of::<$ty>(),
+            fields: &[],
+        };
+    };
+}
+small!(LAST_COMMITTED_REQUEST, pb::LastCommittedRequest);
+small!(SET_LAST_COMMITTED_REQUEST, pb::SetLastCommittedRequest);
+small!(BLOCK_QUERY, pb::BlockQuery);
+small!(POLICIES_REQUEST, pb::PoliciesRequest);
+small!(NEXT_BLOCK, pb::NextBlock);
+
+const fn small_limit(schema: &'static Schema) -> MessageLimit {
+    limit(schema, SMALL_REQUEST, 4 * KIB, 0)
+}
+
+/// The limit of the message type `id`, when fabrx has one (every request type of the
+/// committer's services); `None`: only the service's message size limit applies.
+pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
+    let table: [(TypeId, MessageLimit); 13] = [
+        (TypeId::of::<pb::VcBatch>(), VC_BATCH),
+        (TypeId::of::<pb::CoordinatorBlock>(), COORDINATOR_BLOCK),
+        (TypeId::of::<pb::VerifyStreamRequest>(), VERIFY_STREAM_REQUEST),
+        (TypeId::of::<pb::StatusQuery>(), STATUS_QUERY),
+        (TypeId::of::<pb::SubscribeRequest>(), SUBSCRIBE_REQUEST),
+        (TypeId::of::<pb::TxStatusBatch>(), TX_STATUS_BATCH),
+        (TypeId::of::<pb::VerifyResult>(), VERIFY_RESULT),
+        (TypeId::of::<pb::PolicyList>(), POLICY_LIST),
+        (
+            TypeId::of::<pb::LastCommittedRequest>(),
+            small_limit(&LAST_COMMITTED_REQUEST),
+        ),
+        (
+            TypeId::of::<pb::SetLastCommittedRequest>(),
+            small_limit(&SET_LAST_COMMITTED_REQUEST),
+        ),
+        (TypeId::of::<pb::BlockQuery>(), small_limit(&BLOCK_QUERY)),
+        (
+            TypeId::of::<pb::PoliciesRequest>(),
+            small_limit(&POLICIES_REQUEST),
+        ),
+        (TypeId::of::<pb::NextBlock>(), small_limit(&NEXT_BLOCK)),
+    ];
+    table.into_iter().find(|(t, _)| *t == id).map(|(_, l)| l)
+}

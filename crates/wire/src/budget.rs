@@ -1,0 +1,260 @@
+//! What a message will cost once decoded, computed from its bytes before decoding.
+//!
+//! A protobuf message of many tiny elements decodes into far more memory than it occupies
+//! on the wire: an empty `Read` is 2 bytes on the wire and a 40-byte struct (plus the
+//! spare capacity of the vector holding it) in memory, so a 64 MiB message of them once
+//! became 5.7 GB. [`scan`] walks the encoded bytes with a small schema of the message
+//! (which fields are nested messages), without allocating, and returns an upper bound of
+//! the decoded size and the number of elements; [`check`] refuses a message over its
+//! [`Budget`] before a single element is allocated. The codec of every fabrx gRPC service
+//! ([`crate::codec::BoundedCodec`]) runs it on each incoming message whose type has a
+//! schema here.
+//!
+//! The bound counts, per nested message, twice its struct size (a vector may hold up to
+//! twice the capacity it needs while growing), and per bytes or string field its length
+//! plus twice a vector header when repeated. Fields the schema does not know are skipped
+//! by the decoder too, and cost nothing.
+
+use crate::pb;
+use std::mem::size_of;
+
+/// How a field of a message is decoded.
+#[derive(Debug)]
+pub enum Kind {
+    /// A nested message, singular or repeated.
+    Message(&'static Schema),
+    /// A bytes or string field, singular or repeated.
+    Bytes,
+    /// A packed repeated scalar: each encoded byte may become `elem` bytes.
+    Packed {
+        /// Size of one decoded element.
+        elem: usize,
+    },
+}
+
+/// One field of interest of a message.
+#[derive(Debug)]
+pub struct Field {
+    /// The field number.
+    pub number: u32,
+    /// How it decodes.
+    pub kind: Kind,
+}
+
+/// The shape of a message type, as far as memory is concerned.
+#[derive(Debug)]
+pub struct Schema {
+    /// The message name, for error messages.
+    pub name: &'static str,
+    /// Size of the decoded struct.
+    pub base: usize,
+    /// Its length-delimited fields (all others are scalars and cost nothing extra).
+    pub fields: &'static [Field],
+}
+
+/// The most a single decoded message may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Upper bound of the decoded size, in bytes.
+    pub max_decoded_bytes: usize,
+    /// Most nested messages and repeated bytes elements, at every depth together.
+    pub max_items: usize,
+}
+
+/// The decoded cost of a message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// Upper bound of the decoded size, in bytes.
+    pub bytes: usize,
+    /// Nested messages and repeated bytes elements.
+    pub items: usize,
+}
+
+/// Why a message was refused before decoding.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// The bytes are not a well-formed protobuf encoding.
+    #[error("{message}: malformed protobuf at byte {offset}")]
+    Malformed {
+        /// The message type.
+        message: &'static str,
+        /// Where the walk stopped.
+        offset: usize,
+    },
+    /// The decoded message would exceed its budget.
+    #[error(
+        "{message}: decoding would take at least {bytes} bytes in {items} elements; \
+         the limit is {max_bytes} bytes and {max_items} elements"
+    )]
+    OverBudget {
+        /// The message type.
+        message: &'static str,
+        /// Decoded bytes counted when the limit was crossed.
+        bytes: usize,
+        /// Elements counted when the limit was crossed.
+        items: usize,
+        /// The byte limit.
+        max_bytes: usize,
+        /// The element limit.
+        max_items: usize,
+    },
+}
+
+/// Refuses `buf` (an encoded `schema` message) when decoding it would exceed `budget`.
+pub fn check(buf: &[u8], schema: &'static Schema, budget: Budget) -> Result<Cost, BudgetError> {
+    let mut walk = Walk {
+        top: schema.name,
+        budget,
+        cost: Cost {
+            bytes: schema.base,
+            items: 0,
+        },
+    };
+    walk.message(buf, 0, schema)?;
+    Ok(walk.cost)
+}
+
+/// The decoded cost of `buf` without a limit (for tests and tools).
+pub fn scan(buf: &[u8], schema: &'static Schema) -> Result<Cost, BudgetError> {
+    check(
+        buf,
+        schema,
+        Budget {
+            max_decoded_bytes: usize::MAX,
+            max_items: usize::MAX,
+        },
+    )
+}
+
+struct Walk {
+    top: &'static str,
+    budget: Budget,
+    cost: Cost,
+}
+
+impl Walk {
+    fn malformed(&self, offset: usize) -> BudgetError {
+        BudgetError::Malformed {
+            message: self.top,
+            offset,
+        }
+    }
+
+    fn charge(&mut self, bytes: usize, items: usize) -> Result<(), BudgetError> {
+        self.cost.bytes = self.cost.bytes.saturating_add(bytes);
+        self.cost.items = self.cost.items.saturating_add(items);
+        if self.cost.bytes > self.budget.max_decoded_bytes || self.cost.items > self.budget.max_items {
+            return Err(BudgetError::OverBudget {
+                message: self.top,
+                bytes: self.cost.bytes,
+                items: self.cost.items,
+                max_bytes: self.budget.max_decoded_bytes,
+                max_items: self.budget.max_items,
+            });
+        }
+        Ok(())
+    }
+
+    /// Walks the fields of one message occupying `buf`, which starts at `base` of the
+    /// whole buffer (for error offsets).
+    fn message(&mut self, buf: &[u8], base: usize, schema: &'static Schema) -> Result<(), BudgetError> {
+        let mut pos = 0usize;
+        while pos < buf.len() {
+            let key = varint(buf, &mut pos).ok_or_else(|| self.malformed(base + pos))?;
+            let number = u32::try_from(key >> 3).map_err(|_| self.malformed(base + pos))?;
+            match key & 7 {
+                0 => {
+                    varint(buf, &mut pos).ok_or_else(|| self.malformed(base + pos))?;
+                }
+                1 => pos = skip(buf, pos, 8).ok_or_else(|| self.malformed(base + pos))?,
+                5 => pos = skip(buf, pos, 4).ok_or_else(|| self.malformed(base + pos))?,
+                2 => {
+                    let len = varint(buf, &mut pos).ok_or_else(|| self.malformed(base + pos))?;
+                    let len = usize::try_from(len).map_err(|_| self.malformed(base + pos))?;
+                    let start = pos;
+                    pos = skip(buf, pos, len).ok_or_else(|| self.malformed(base + start))?;
+                    let field = schema.fields.iter().find(|f| f.number == number);
+                    if let Some(f) = field {
+                        self.field(&buf[start..pos], base + start, &f.kind)?;
+                    }
+                }
+                // Groups (3, 4) and undefined wire types: prost refuses them too.
+                _ => return Err(self.malformed(base + pos)),
+            }
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, body: &[u8], at: usize, kind: &Kind) -> Result<(), BudgetError> {
+        match kind {
+            Kind::Message(child) => {
+                self.charge(child.base.saturating_mul(2), 1)?;
+                self.message(body, at, child)
+            }
+            Kind::Bytes => self.charge(body.len().saturating_add(2 * size_of::<Vec<u8>>()), 1),
+            Kind::Packed { elem } => self.charge(body.len().saturating_mul(*elem).saturating_mul(2), 0),
+        }
+    }
+}
+
+/// Reads a varint at `*pos`, advancing it; `None` when truncated or longer than 10 bytes.
+fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+fn skip(buf: &[u8], pos: usize, len: usize) -> Option<usize> {
+    let end = pos.checked_add(len)?;
+    (end <= buf.len()).then_some(end)
+}
+
+macro_rules! schema {
+    ($name:ident, $ty:ty, [$($num:literal => $kind:expr),* $(,)?]) => {
+        #[doc = concat!("The schema of `", stringify!($ty), "`.")]
+        pub static $name: Schema = Schema {
+            name: stringify!($ty),
+            base: size_of::<$ty>(),
+            fields: &[$(Field { number: $num, kind: $kind }),*],
+        };
+    };
+}
+
+use Kind::{Bytes, Message, Packed};
+
+schema!(READ, pb::Read, [1 => Bytes]);
+schema!(READ_WRITE, pb::ReadWrite, [1 => Bytes, 3 => Bytes]);
+schema!(WRITE, pb::Write, [1 => Bytes, 2 => Bytes]);
+schema!(IDENTITY, pb::Identity, [1 => Bytes, 2 => Bytes, 3 => Bytes]);
+schema!(ENDORSEMENT, pb::EndorsementWithIdentity, [1 => Bytes, 2 => Message(&IDENTITY)]);
+schema!(ENDORSEMENTS, pb::Endorsements, [1 => Message(&ENDORSEMENT)]);
+schema!(TX_NAMESPACE, pb::TxNamespace, [
+    1 => Bytes,
+    3 => Message(&READ),
+    4 => Message(&READ_WRITE),
+    5 => Message(&WRITE),
+]);
+schema!(TX, pb::Tx, [1 => Message(&TX_NAMESPACE), 2 => Message(&ENDORSEMENTS), 3 => Bytes]);
+schema!(VC_TX, pb::VcTx, [1 => Bytes, 4 => Message(&TX)]);
+schema!(VC_BATCH, pb::VcBatch, [1 => Message(&VC_TX)]);
+schema!(VERIFY_TX, pb::VerifyTx, [1 => Bytes, 2 => Message(&TX)]);
+schema!(POLICY_UPDATE, pb::PolicyUpdate, [1 => Bytes, 2 => Bytes]);
+schema!(VERIFY_BATCH, pb::VerifyBatch, [2 => Message(&VERIFY_TX)]);
+schema!(VERIFY_STREAM_REQUEST, pb::VerifyStreamRequest, [
+    1 => Message(&POLICY_UPDATE),
+    2 => Message(&VERIFY_BATCH),
+]);
+schema!(VERIFY_RESULT, pb::VerifyResult, [2 => Packed { elem: size_of::<u32>() }]);
+schema!(STATUS_QUERY, pb::StatusQuery, [1 => Bytes]);
+schema!(SUBSCRIBE_REQUEST, pb::SubscribeRequest, [1 => Bytes]);
+schema!(TX_STATUS, pb::TxStatus, [1 => Bytes]);
+schema!(TX_STATUS_BATCH, pb::TxStatusBatch, [1 => Message(&TX_STATUS)]);
+schema!(POLICY_LIST, pb::PolicyList, [1 => Message(&POLICY_UPDATE)]);
+schema!(COORDINATOR_BLOCK, pb::CoordinatorBlock, [2 => Message(&VC_TX)]);

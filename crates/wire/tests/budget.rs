@@ -1,0 +1,225 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+// A counting global allocator is the only way to see what decoding allocates.
+#![allow(unsafe_code)]
+//! The decoded-cost bound of `wire::budget` against the memory prost really allocates
+//! (counted by a global allocator), for honest messages and for the shapes that amplify
+//! memory the most, and the refusal of the amplification attack before decoding.
+
+use prost::Message;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use wire::budget::{self, BudgetError};
+use wire::{limits, pb};
+
+struct Counting;
+
+thread_local! {
+    /// Bytes allocated by this thread (tests run on parallel threads).
+    static ALLOCATED: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count(n: usize) {
+    let _ = ALLOCATED.try_with(|c| c.set(c.get().saturating_add(n)));
+}
+
+fn allocated() -> usize {
+    ALLOCATED.try_with(Cell::get).unwrap_or(0)
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Count growth as a fresh allocation of the new size: an upper bound of the peak.
+        count(new_size);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Bytes allocated while decoding `bytes` (allocations only: an upper bound of the peak).
+fn allocated_by_decode<M: Message + Default>(bytes: &[u8]) -> usize {
+    let before = allocated();
+    let m = M::decode(bytes).unwrap();
+    let after = allocated();
+    drop(m);
+    after - before
+}
+
+fn honest_tx(i: usize) -> pb::VcTx {
+    pb::VcTx {
+        tx_id: format!("{i:064x}"),
+        block: 7,
+        index: i as u32,
+        tx: Some(pb::Tx {
+            namespaces: vec![pb::TxNamespace {
+                ns_id: "token".into(),
+                ns_version: 0,
+                reads_only: vec![pb::Read {
+                    key: format!("in-{i}").into_bytes(),
+                    version: Some(3),
+                }],
+                read_writes: vec![pb::ReadWrite {
+                    key: format!("spent-{i}").into_bytes(),
+                    version: Some(1),
+                    value: vec![7; 40],
+                }],
+                blind_writes: vec![pb::Write {
+                    key: format!("out-{i}").into_bytes(),
+                    value: vec![9; 80],
+                }],
+            }],
+            endorsements: vec![pb::Endorsements {
+                endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                    endorsement: vec![1; 64],
+                    identity: Some(pb::Identity {
+                        msp_id: "org1".into(),
+                        creator: Some(pb::identity::Creator::CertificateId("c1".into())),
+                    }),
+                }],
+            }],
+            metadata: vec![b"m".to_vec()],
+        }),
+        prelim_status: 0,
+    }
+}
+
+/// A batch of one tx whose namespace holds `n` empty reads: 2 bytes each on the wire.
+fn empty_reads(n: usize) -> pb::VcBatch {
+    let mut tx = honest_tx(0);
+    tx.tx.as_mut().unwrap().namespaces[0].reads_only = vec![pb::Read::default(); n];
+    pb::VcBatch { txs: vec![tx] }
+}
+
+/// A batch of `n` txs that are empty on the wire.
+fn empty_txs(n: usize) -> pb::VcBatch {
+    pb::VcBatch {
+        txs: vec![pb::VcTx::default(); n],
+    }
+}
+
+/// A batch of one tx of `n` empty namespaces.
+fn empty_namespaces(n: usize) -> pb::VcBatch {
+    let mut tx = honest_tx(0);
+    tx.tx.as_mut().unwrap().namespaces = vec![pb::TxNamespace::default(); n];
+    pb::VcBatch { txs: vec![tx] }
+}
+
+#[test]
+fn the_bound_covers_what_decoding_allocates() {
+    let shapes: Vec<(&str, pb::VcBatch)> = vec![
+        (
+            "honest 500",
+            pb::VcBatch {
+                txs: (0..500).map(honest_tx).collect(),
+            },
+        ),
+        (
+            "honest 1",
+            pb::VcBatch {
+                txs: vec![honest_tx(1)],
+            },
+        ),
+        ("empty reads", empty_reads(50_000)),
+        ("empty txs", empty_txs(50_000)),
+        ("empty namespaces", empty_namespaces(20_000)),
+        ("empty batch", pb::VcBatch::default()),
+    ];
+    for (name, batch) in shapes {
+        let bytes = batch.encode_to_vec();
+        let cost = budget::scan(&bytes, &budget::VC_BATCH).unwrap();
+        let real = allocated_by_decode::<pb::VcBatch>(&bytes);
+        assert!(
+            cost.bytes >= real,
+            "{name}: bound {} below the {real} bytes decoding allocated",
+            cost.bytes
+        );
+        // And not absurdly above it: the bound must not refuse honest traffic.
+        assert!(
+            cost.bytes <= real * 4 + 4096,
+            "{name}: bound {} vs real {real}",
+            cost.bytes
+        );
+    }
+}
+
+#[test]
+fn the_verify_stream_bound_covers_what_decoding_allocates() {
+    let req = pb::VerifyStreamRequest {
+        kind: Some(pb::verify_stream_request::Kind::Batch(pb::VerifyBatch {
+            request_id: 1,
+            txs: (0..300)
+                .map(|i| {
+                    let t = honest_tx(i);
+                    pb::VerifyTx {
+                        tx_id: t.tx_id,
+                        tx: t.tx,
+                    }
+                })
+                .collect(),
+        })),
+    };
+    let bytes = req.encode_to_vec();
+    let cost = budget::scan(&bytes, &budget::VERIFY_STREAM_REQUEST).unwrap();
+    let real = allocated_by_decode::<pb::VerifyStreamRequest>(&bytes);
+    assert!(cost.bytes >= real, "bound {} below {real}", cost.bytes);
+}
+
+#[test]
+fn an_amplifying_message_is_refused_before_decoding() {
+    // 4 Mi empty reads: 8 MiB on the wire would decode into hundreds of MiB.
+    let bytes = empty_reads(3 << 20).encode_to_vec();
+    assert!(bytes.len() <= limits::VC_BATCH.max_bytes, "{}", bytes.len());
+    let before = allocated();
+    let err = budget::check(&bytes, limits::VC_BATCH.schema, limits::VC_BATCH.budget).unwrap_err();
+    let during = allocated() - before;
+    assert!(matches!(err, BudgetError::OverBudget { .. }), "{err}");
+    assert!(during < 4096, "the check allocated {during} bytes");
+    // The honest 500-tx batch the sidecar sends is far below the limit.
+    let honest = pb::VcBatch {
+        txs: (0..500).map(honest_tx).collect(),
+    }
+    .encode_to_vec();
+    let cost = budget::check(&honest, limits::VC_BATCH.schema, limits::VC_BATCH.budget).unwrap();
+    assert!(
+        cost.bytes < limits::VC_BATCH.budget.max_decoded_bytes / 8,
+        "{cost:?}"
+    );
+}
+
+#[test]
+fn malformed_bytes_are_refused_and_never_panic() {
+    let honest = pb::VcBatch {
+        txs: (0..20).map(honest_tx).collect(),
+    }
+    .encode_to_vec();
+    // Truncations at every length and a few corruptions: the walk answers, never panics,
+    // and agrees with prost on what is malformed at the top level.
+    for cut in 0..honest.len() {
+        let _ = budget::scan(&honest[..cut], &budget::VC_BATCH);
+    }
+    for bad in [
+        vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+        vec![0x0b],
+        vec![0x0a, 0x05, 0x00],
+        vec![0x80; 11],
+    ] {
+        assert!(matches!(
+            budget::scan(&bad, &budget::VC_BATCH),
+            Err(BudgetError::Malformed { .. })
+        ));
+        assert!(pb::VcBatch::decode(bad.as_slice()).is_err());
+    }
+}
