@@ -1,0 +1,916 @@
+//! Hostile input over every RPC of the committer's gRPC services (issue "hostile input"):
+//! random bytes and mutated valid encodings (`testkit::rpcfuzz`) sent for a time budget
+//! over every method of the vcservice (embedded store and PostgreSQL), the sigverifier
+//! and the sidecar, each served in-process on a loopback port by its public serve API.
+//!
+//! Each test asserts, after every round of fuzzing and at the end:
+//! - no panic anywhere in the process (a panic hook counts panics of every thread and
+//!   spawned task; panics located in this file, i.e. failed assertions, are not counted);
+//! - every call ended with a response or a gRPC status before its deadline (no hang);
+//!   a subscription of valid ids may stay open (it waits for events) and is closed;
+//! - the service still answers honest requests correctly;
+//! - state stored before fuzzing is unchanged (statuses of honest txs, stored blocks).
+//!
+//! Streams that end with OK although a request message did not decode (the server stops
+//! reading silently, so the client cannot tell garbage from a clean end) are recorded as
+//! `ok_undecodable`, not asserted: the stream limits are being reworked. The summary
+//! printed per service gives calls, OK, the suspicious kinds and a histogram of status
+//! codes per method, with reproducible examples (call seed and message bytes in hex).
+//!
+//! Run (CI mode, 3 s of fuzzing per service):
+//!     cargo test -p committer --test rpc_fuzz -- --nocapture
+//! Long mode: `FUZZ_SECS=<seconds per service>` (fractions allowed), e.g.
+//!     FUZZ_SECS=600 cargo test --release -p committer --test rpc_fuzz -- --nocapture
+//! Reproduce a run: `FUZZ_SEED=<seed from the summary>` (decimal or 0x-hex); without it
+//! every run draws a new seed from the clock and prints it.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
+use prost::Message;
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use testkit::rpcfuzz::{self, FuzzConfig, Fuzzer, Rpc};
+use tonic::transport::Channel;
+use types::endorsement::namespace_signing_bytes;
+use types::{Endorsement, NamespacePolicy, Status, Tx, TxId, TxNamespace, Write};
+use wire::pb;
+
+/// Fuzzing per service when `FUZZ_SECS` is not set.
+const CI_BUDGET: Duration = Duration::from_secs(3);
+/// Fuzzing between two checks of the service.
+const ROUND: Duration = Duration::from_millis(500);
+/// A fuzzed call not finished after this long is a hang.
+const CALL_DEADLINE: Duration = Duration::from_secs(10);
+/// An honest request not answered after this long fails the test.
+const HONEST_DEADLINE: Duration = Duration::from_secs(20);
+
+fn seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        let seed = rpcfuzz::seed_from_env();
+        eprintln!("rpc fuzz: FUZZ_SEED={seed} (set it to reproduce this run)");
+        seed
+    })
+}
+
+fn fuzz_config() -> FuzzConfig {
+    FuzzConfig {
+        seed: seed(),
+        call_deadline: CALL_DEADLINE,
+        open_grace: Duration::from_millis(150),
+    }
+}
+
+fn decodes<M: Message + Default>(bytes: &[u8]) -> bool {
+    M::decode(bytes).is_ok()
+}
+
+fn enc<M: Message>(m: &M) -> Vec<u8> {
+    m.encode_to_vec()
+}
+
+/// Panics outside this test file: in the services under test or their libraries.
+fn service_panics() -> Vec<rpcfuzz::PanicRecord> {
+    rpcfuzz::panics()
+        .into_iter()
+        .filter(|p| !p.location.contains("rpc_fuzz.rs"))
+        .collect()
+}
+
+async fn channel(addr: std::net::SocketAddr) -> Channel {
+    Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+async fn honest<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(HONEST_DEADLINE, f)
+        .await
+        .unwrap_or_else(|_| panic!("honest request {what} not answered in {HONEST_DEADLINE:?}"))
+}
+
+/// Fuzzes for the budget (`FUZZ_SECS`, else [`CI_BUDGET`]) in rounds; after each round
+/// asserts that nothing panicked and no call hung, then runs `probe` (honest requests
+/// with their expected answers). Prints the summary and the resident memory growth.
+async fn fuzz_rounds<F, Fut>(service: &str, fuzzer: &mut Fuzzer, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let budget = rpcfuzz::budget_from_env(CI_BUDGET);
+    let rss_before = rpcfuzz::rss_kib();
+    let started = Instant::now();
+    loop {
+        fuzzer.run_for(ROUND.min(budget)).await;
+        let panics = service_panics();
+        assert!(
+            panics.is_empty(),
+            "{service}: the service panicked (FUZZ_SEED={}): {panics:#?}\n{}",
+            seed(),
+            fuzzer.summary()
+        );
+        if fuzzer.timed_out() > 0 {
+            // Asserted by `assert_no_hangs` once the honest checks have run too.
+            eprintln!(
+                "{service}: {} calls hung past {CALL_DEADLINE:?} so far",
+                fuzzer.timed_out()
+            );
+        }
+        probe().await;
+        if started.elapsed() >= budget {
+            break;
+        }
+    }
+    eprintln!(
+        "{service}: {} calls in {:.1} s; resident memory {:?} KiB -> {:?} KiB\n{}",
+        fuzzer.calls(),
+        started.elapsed().as_secs_f64(),
+        rss_before,
+        rpcfuzz::rss_kib(),
+        fuzzer.summary()
+    );
+}
+
+/// (b) every fuzzed call ended with a response or a status before its deadline.
+fn assert_no_hangs(service: &str, fuzzer: &Fuzzer) {
+    assert_eq!(
+        fuzzer.timed_out(),
+        0,
+        "{service}: fuzzed calls hung past {CALL_DEADLINE:?} (FUZZ_SEED={}); examples `timed-out` below\n{}",
+        seed(),
+        fuzzer.summary()
+    );
+}
+
+fn rpc(
+    name: &'static str,
+    path: &'static str,
+    streaming: bool,
+    corpus: Vec<Vec<u8>>,
+    decodes: fn(&[u8]) -> bool,
+) -> Rpc {
+    Rpc {
+        name,
+        path,
+        streaming,
+        may_stay_open: false,
+        corpus,
+        decodes,
+    }
+}
+
+// ------------------------------------------------------------------ vcservice
+
+mod vc {
+    use super::*;
+    use wire::pb::vc_service_client::VcServiceClient;
+
+    pub fn policy_bytes() -> Vec<u8> {
+        wire::encode_policy(&NamespacePolicy {
+            scheme: types::PolicyScheme::Ed25519,
+            public_key: vec![7; 32],
+        })
+    }
+
+    fn wire_tx(id: &str, block: u64, index: u32, namespaces: Vec<TxNamespace>, prelim: u32) -> pb::VcTx {
+        let endorsements = namespaces
+            .iter()
+            .map(|_| {
+                vec![Endorsement {
+                    signature: vec![1; 64],
+                    ..Default::default()
+                }]
+            })
+            .collect();
+        let tx = Tx {
+            namespaces,
+            endorsements,
+            metadata: vec![],
+        };
+        pb::VcTx {
+            tx_id: id.into(),
+            block,
+            index,
+            tx: Some(pb::Tx::from(&tx)),
+            prelim_status: prelim,
+        }
+    }
+
+    /// `_meta` tx creating namespace `ns`.
+    pub fn create_ns(id: &str, block: u64, ns: &str) -> pb::VcTx {
+        let n = TxNamespace {
+            ns_id: types::META_NAMESPACE.into(),
+            read_writes: vec![types::ReadWrite {
+                key: ns.as_bytes().to_vec(),
+                version: None,
+                value: policy_bytes(),
+            }],
+            ..Default::default()
+        };
+        wire_tx(id, block, 0, vec![n], 0)
+    }
+
+    /// A blind write of `key` in `ns` (version 0 of the namespace).
+    pub fn write(id: &str, block: u64, ns: &str, key: &str) -> pb::VcTx {
+        let n = TxNamespace {
+            ns_id: ns.into(),
+            blind_writes: vec![Write {
+                key: key.as_bytes().to_vec(),
+                value: id.as_bytes().to_vec(),
+            }],
+            ..Default::default()
+        };
+        wire_tx(id, block, 0, vec![n], 0)
+    }
+
+    fn reads_and_writes(id: &str, block: u64, index: u32) -> pb::VcTx {
+        let n = TxNamespace {
+            ns_id: "fz_pre".into(),
+            ns_version: 0,
+            reads_only: vec![types::Read {
+                key: b"k".to_vec(),
+                version: Some(0),
+            }],
+            read_writes: vec![types::ReadWrite {
+                key: b"rw".to_vec(),
+                version: Some(3),
+                value: b"x".to_vec(),
+            }],
+            blind_writes: vec![Write {
+                key: b"b".to_vec(),
+                value: vec![0; 40],
+            }],
+        };
+        let other = TxNamespace {
+            ns_id: "fz_other".into(),
+            blind_writes: vec![Write {
+                key: b"o".to_vec(),
+                value: b"v".to_vec(),
+            }],
+            ..Default::default()
+        };
+        wire_tx(id, block, index, vec![n, other], 0)
+    }
+
+    /// One batch per call, its one reply.
+    pub async fn commit(client: &mut VcServiceClient<Channel>, txs: Vec<pb::VcTx>) -> Vec<pb::TxStatus> {
+        let batch = pb::VcBatch { txs };
+        let mut replies = client
+            .commit(tokio_stream::iter(vec![batch]))
+            .await
+            .unwrap()
+            .into_inner();
+        let reply = replies.message().await.unwrap().expect("one reply per batch");
+        assert!(replies.message().await.unwrap().is_none(), "one reply per batch");
+        reply.statuses
+    }
+
+    /// Creates namespace `ns` and writes one key in it; both txs must commit.
+    pub async fn honest_commit(
+        client: &mut VcServiceClient<Channel>,
+        ns: &str,
+        block: u64,
+    ) -> Vec<pb::TxStatus> {
+        let meta_id = format!("honest-{ns}-meta");
+        let data_id = format!("honest-{ns}-data");
+        let mut got = commit(client, vec![create_ns(&meta_id, block, ns)]).await;
+        got.extend(commit(client, vec![write(&data_id, block + 1, ns, "k")]).await);
+        let want = vec![
+            pb::TxStatus {
+                tx_id: meta_id,
+                code: Status::Committed.code(),
+                block,
+                index: 0,
+            },
+            pb::TxStatus {
+                tx_id: data_id,
+                code: Status::Committed.code(),
+                block: block + 1,
+                index: 0,
+            },
+        ];
+        assert_eq!(got, want, "honest commit in namespace {ns}");
+        got
+    }
+
+    pub async fn statuses(client: &mut VcServiceClient<Channel>, of: &[pb::TxStatus]) -> Vec<pb::TxStatus> {
+        let query = pb::StatusQuery {
+            tx_ids: of.iter().map(|s| s.tx_id.clone()).collect(),
+        };
+        client.get_statuses(query).await.unwrap().into_inner().statuses
+    }
+
+    pub fn rpcs() -> Vec<Rpc> {
+        let batches = [
+            pb::VcBatch {
+                txs: vec![create_ns("fz-meta", 5, "fz_new")],
+            },
+            pb::VcBatch {
+                txs: vec![
+                    write("honest-fz_pre-data", 9, "fz_pre", "k"),
+                    reads_and_writes("fz-rw", 9, 1),
+                    wire_tx("fz-prelim", 9, 2, vec![], Status::MalformedNoWrites.code()),
+                ],
+            },
+            pb::VcBatch {
+                txs: vec![write("honest-fz_pre-meta", 7, "fz_pre", "k2")],
+            },
+            pb::VcBatch::default(),
+            // Values a decoder accepts but storage may not: NUL in ids and namespace
+            // names, names outside `^[a-z0-9_]{1,60}$`, the largest heights.
+            pb::VcBatch {
+                txs: vec![write("nul\0id", u64::MAX, "fz_pre", "k")],
+            },
+            pb::VcBatch {
+                txs: vec![
+                    create_ns("fz-bad-ns", 6, "Bad-NS\0"),
+                    write("fz-bad-write", 6, "Bad-NS\0", "k"),
+                ],
+            },
+        ];
+        let commit = batches.iter().map(enc).collect();
+        let numbers = [0, 1, 41, i64::MAX as u64]
+            .map(|number| enc(&pb::SetLastCommittedRequest { number }))
+            .to_vec();
+        let queries = vec![
+            enc(&pb::StatusQuery {
+                tx_ids: vec![
+                    "honest-fz_pre-meta".into(),
+                    "honest-fz_pre-data".into(),
+                    "nope".into(),
+                ],
+            }),
+            enc(&pb::StatusQuery::default()),
+            enc(&pb::StatusQuery {
+                tx_ids: vec!["a\0b".into()],
+            }),
+        ];
+        vec![
+            rpc(
+                "VcService/Commit",
+                "/fabrx.v1.VcService/Commit",
+                true,
+                commit,
+                decodes::<pb::VcBatch>,
+            ),
+            rpc(
+                "VcService/GetNextBlock",
+                "/fabrx.v1.VcService/GetNextBlock",
+                false,
+                vec![enc(&pb::LastCommittedRequest {})],
+                decodes::<pb::LastCommittedRequest>,
+            ),
+            rpc(
+                "VcService/SetLastCommitted",
+                "/fabrx.v1.VcService/SetLastCommitted",
+                false,
+                numbers,
+                decodes::<pb::SetLastCommittedRequest>,
+            ),
+            rpc(
+                "VcService/GetStatuses",
+                "/fabrx.v1.VcService/GetStatuses",
+                false,
+                queries,
+                decodes::<pb::StatusQuery>,
+            ),
+            rpc(
+                "VcService/GetPolicies",
+                "/fabrx.v1.VcService/GetPolicies",
+                false,
+                vec![enc(&pb::PoliciesRequest {})],
+                decodes::<pb::PoliciesRequest>,
+            ),
+        ]
+    }
+
+    /// Serves a vcservice on `db` (`embedded:DIR` or a PostgreSQL URL), commits honest txs,
+    /// fuzzes every method, and checks the honest txs and a new honest commit afterwards.
+    pub async fn fuzz(service: &str, db: &str) {
+        rpcfuzz::install_panic_counter();
+        let config = vcservice::config::VcConfig::from_toml(&format!(
+            "listen = \"127.0.0.1:0\"\ndb = \"{db}\"\npool_size = 4\nworkers = 2\nqueue = 4\ndurability = \"no-sync\"\n"
+        ))
+        .unwrap();
+        let node = vcservice::node::spawn(config, vcservice::node::Deps::default())
+            .await
+            .unwrap();
+        let ch = channel(node.addr).await;
+        let mut client = VcServiceClient::new(ch.clone());
+        let before = honest("commit before fuzzing", honest_commit(&mut client, "fz_pre", 1)).await;
+        let mut fuzzer = Fuzzer::new(ch.clone(), rpcs(), fuzz_config());
+        fuzz_rounds(service, &mut fuzzer, || {
+            let mut client = client.clone();
+            let before = before.clone();
+            async move {
+                // (d) whatever the fuzzer committed, the honest txs keep their statuses.
+                let now = honest("GetStatuses", statuses(&mut client, &before)).await;
+                assert_eq!(now, before, "{service}: stored statuses changed by fuzzing");
+                honest("GetNextBlock", client.get_next_block(pb::LastCommittedRequest {}))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+        // (c) honest requests after fuzzing.
+        let ns = format!("fz_post_{}", seed() % 1_000_000);
+        let after = honest("commit after fuzzing", honest_commit(&mut client, &ns, 100)).await;
+        assert_eq!(honest("GetStatuses", statuses(&mut client, &after)).await, after);
+        assert_eq!(
+            honest("GetStatuses", statuses(&mut client, &before)).await,
+            before
+        );
+        let policies = honest("GetPolicies", client.get_policies(pb::PoliciesRequest {}))
+            .await
+            .unwrap()
+            .into_inner()
+            .policies;
+        for name in ["fz_pre", ns.as_str()] {
+            let found = policies.iter().find(|p| p.namespace == name);
+            assert_eq!(
+                found.map(|p| p.policy.clone()),
+                Some(policy_bytes()),
+                "policy of {name}"
+            );
+        }
+        check_next_block(&mut client).await;
+        assert!(service_panics().is_empty(), "{:#?}", service_panics());
+        // KNOWN FINDING (PostgreSQL only, fails deterministically until the vcservice is
+        // fixed): a Commit batch whose tx id contains NUL (the `nul\0id` corpus batch)
+        // never answers within the deadline: PostgreSQL TEXT refuses 0x00, the engine
+        // takes the deterministic error for a transient one and retries it 20 times with
+        // backoff (~28 s) before UNAVAILABLE. The embedded store takes such ids.
+        assert_no_hangs(service, &fuzzer);
+        node.stop().await;
+    }
+
+    /// SetLastCommitted keeps the largest number (GREATEST), so after fuzzing: the next
+    /// block n is answered, and recording n moves it to n + 1 (or is refused when n is
+    /// not storable).
+    async fn check_next_block(client: &mut VcServiceClient<Channel>) {
+        let next = honest("GetNextBlock", client.get_next_block(pb::LastCommittedRequest {}))
+            .await
+            .unwrap()
+            .into_inner()
+            .number;
+        let set = honest(
+            "SetLastCommitted",
+            client.set_last_committed(pb::SetLastCommittedRequest { number: next }),
+        )
+        .await;
+        if next <= vcservice::MAX_BLOCK_NUMBER {
+            set.unwrap();
+            let after = client
+                .get_next_block(pb::LastCommittedRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .number;
+            assert_eq!(after, next + 1, "next block after recording {next}");
+        } else {
+            assert_eq!(set.unwrap_err().code(), tonic::Code::InvalidArgument);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcservice_embedded_survives_hostile_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("embedded:{}", dir.path().join("vc").display());
+    vc::fuzz("vcservice (embedded)", &db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcservice_postgres_survives_hostile_input() {
+    let url = testkit::pg::cluster().fresh_database("rpcfuzz").await;
+    vc::fuzz("vcservice (postgres)", &url).await;
+}
+
+// ------------------------------------------------------------------ sigverifier
+
+mod sv {
+    use super::*;
+    use pb::verify_stream_request::Kind;
+    use wire::pb::sig_verifier_client::SigVerifierClient;
+
+    fn key(scheme: crypto::Scheme, seed: &str) -> (crypto::SigningKey, NamespacePolicy) {
+        let sk = crypto::derive_signing_key(scheme, seed);
+        let p = sigverifier::policy_of(&sk.public_key());
+        (sk, p)
+    }
+
+    fn policy_update(ns: &str, p: &NamespacePolicy) -> pb::VerifyStreamRequest {
+        pb::VerifyStreamRequest {
+            kind: Some(Kind::Policy(pb::PolicyUpdate {
+                namespace: ns.into(),
+                policy: wire::encode_policy(p),
+            })),
+        }
+    }
+
+    fn signed(id: &str, ns: &str, sk: &crypto::SigningKey) -> pb::VerifyTx {
+        let tx_id = TxId(id.into());
+        let n = TxNamespace {
+            ns_id: ns.into(),
+            blind_writes: vec![Write {
+                key: b"k".to_vec(),
+                value: id.as_bytes().to_vec(),
+            }],
+            ..Default::default()
+        };
+        let sig = crypto::sign_namespace_endorsement(sk, &namespace_signing_bytes(&tx_id, &n, &[]));
+        let tx = Tx {
+            namespaces: vec![n],
+            endorsements: vec![vec![Endorsement {
+                signature: sig.into_bytes(),
+                ..Default::default()
+            }]],
+            metadata: vec![],
+        };
+        pb::VerifyTx {
+            tx_id: id.into(),
+            tx: Some(pb::Tx::from(&tx)),
+        }
+    }
+
+    fn batch(request_id: u64, txs: Vec<pb::VerifyTx>) -> pb::VerifyStreamRequest {
+        pb::VerifyStreamRequest {
+            kind: Some(Kind::Batch(pb::VerifyBatch { request_id, txs })),
+        }
+    }
+
+    /// A policy, then a batch of a validly signed tx and a forged one: [valid, invalid].
+    pub async fn honest_verify(client: &mut SigVerifierClient<Channel>, request_id: u64) {
+        let (owner, policy) = key(crypto::Scheme::Ed25519, "fz-owner");
+        let (stranger, _) = key(crypto::Scheme::Ed25519, "fz-stranger");
+        let requests = vec![
+            policy_update("fz", &policy),
+            batch(
+                request_id,
+                vec![signed("good", "fz", &owner), signed("forged", "fz", &stranger)],
+            ),
+        ];
+        let mut answers = client
+            .verify(tokio_stream::iter(requests))
+            .await
+            .unwrap()
+            .into_inner();
+        let answer = answers.message().await.unwrap().expect("an answer to the batch");
+        assert_eq!(
+            answer,
+            pb::VerifyResult {
+                request_id,
+                codes: vec![0, Status::AbortedSignatureInvalid.code()],
+            }
+        );
+        assert!(
+            answers.message().await.unwrap().is_none(),
+            "stream ends after its batch"
+        );
+    }
+
+    pub fn rpcs() -> Vec<Rpc> {
+        let mut corpus = Vec::new();
+        let mut keys = Vec::new();
+        for (ns, scheme) in [
+            ("eda", crypto::Scheme::Ed25519),
+            ("ec", crypto::Scheme::EcdsaP256),
+            ("bls", crypto::Scheme::Bls12381),
+        ] {
+            let (sk, p) = key(scheme, ns);
+            corpus.push(enc(&policy_update(ns, &p)));
+            keys.push((ns, sk));
+        }
+        let txs: Vec<pb::VerifyTx> = keys
+            .iter()
+            .map(|(ns, sk)| signed(&format!("t-{ns}"), ns, sk))
+            .collect();
+        corpus.push(enc(&batch(1, txs.clone())));
+        corpus.push(enc(&batch(u64::MAX, txs[..1].to_vec())));
+        corpus.push(enc(&batch(
+            2,
+            vec![pb::VerifyTx {
+                tx_id: "no-body".into(),
+                tx: None,
+            }],
+        )));
+        corpus.push(enc(&batch(3, vec![])));
+        vec![rpc(
+            "SigVerifier/Verify",
+            "/fabrx.v1.SigVerifier/Verify",
+            true,
+            corpus,
+            decodes::<pb::VerifyStreamRequest>,
+        )]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigverifier_survives_hostile_input() {
+    use sigverifier::service::{ServiceConfig, VerifierService};
+    rpcfuzz::install_panic_counter();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let svc = VerifierService::new(
+        sigverifier::Verifier::new(2).unwrap(),
+        ServiceConfig::default(),
+        None,
+    );
+    let server = tokio::spawn(svc.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    let ch = channel(addr).await;
+    let mut client = pb::sig_verifier_client::SigVerifierClient::new(ch.clone());
+    honest("Verify before fuzzing", sv::honest_verify(&mut client, 1)).await;
+    let mut fuzzer = Fuzzer::new(ch.clone(), sv::rpcs(), fuzz_config());
+    fuzz_rounds("sigverifier", &mut fuzzer, || {
+        let mut client = client.clone();
+        async move { honest("Verify", sv::honest_verify(&mut client, 7)).await }
+    })
+    .await;
+    honest("Verify after fuzzing", sv::honest_verify(&mut client, 9)).await;
+    assert!(service_panics().is_empty(), "{:#?}", service_panics());
+    assert_no_hangs("sigverifier", &fuzzer);
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
+
+// ------------------------------------------------------------------ sidecar
+
+mod sc {
+    use super::*;
+    use wire::pb::sidecar_client::SidecarClient;
+
+    /// Every stored block, by lookup.
+    pub async fn blocks(client: &mut SidecarClient<Channel>, next: u64) -> Vec<pb::CommittedBlock> {
+        let mut out = Vec::new();
+        for number in 0..next {
+            out.push(
+                client
+                    .get_block(pb::BlockQuery { number })
+                    .await
+                    .unwrap()
+                    .into_inner(),
+            );
+        }
+        out
+    }
+
+    pub async fn tx_statuses(client: &mut SidecarClient<Channel>, ids: &[String]) -> Vec<pb::TxStatus> {
+        let query = pb::StatusQuery { tx_ids: ids.to_vec() };
+        client.get_tx_status(query).await.unwrap().into_inner().statuses
+    }
+
+    pub async fn next_block(client: &mut SidecarClient<Channel>) -> u64 {
+        client
+            .get_next_block(pb::LastCommittedRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .number
+    }
+
+    /// Subscribes to a final id: answered at once with its status, then the stream ends.
+    pub async fn subscribe_final(client: &mut SidecarClient<Channel>, want: &pb::TxStatus) {
+        let request = pb::SubscribeRequest {
+            tx_ids: vec![want.tx_id.clone()],
+        };
+        let mut events = client
+            .subscribe(tokio_stream::iter(vec![request]))
+            .await
+            .unwrap()
+            .into_inner();
+        let event = events.message().await.unwrap().expect("the final status");
+        assert_eq!(event.status.as_ref(), Some(want));
+        assert!(events.message().await.unwrap().is_none());
+    }
+
+    pub fn rpcs(ids: &[String], next: u64) -> Vec<Rpc> {
+        let subscribe = vec![
+            enc(&pb::SubscribeRequest {
+                tx_ids: ids.iter().take(3).cloned().collect(),
+            }),
+            enc(&pb::SubscribeRequest {
+                tx_ids: vec!["never-seen".into()],
+            }),
+            enc(&pb::SubscribeRequest::default()),
+        ];
+        let blocks = [0, 1, next - 1, next, u64::MAX]
+            .map(|number| enc(&pb::BlockQuery { number }))
+            .to_vec();
+        let queries = vec![
+            enc(&pb::StatusQuery {
+                tx_ids: ids.iter().take(4).cloned().collect(),
+            }),
+            enc(&pb::StatusQuery {
+                tx_ids: vec![String::new(), "x".into()],
+            }),
+        ];
+        let mut subscribe_rpc = rpc(
+            "Sidecar/Subscribe",
+            "/fabrx.v1.Sidecar/Subscribe",
+            true,
+            subscribe,
+            decodes::<pb::SubscribeRequest>,
+        );
+        subscribe_rpc.may_stay_open = true;
+        vec![
+            subscribe_rpc,
+            rpc(
+                "Sidecar/GetBlock",
+                "/fabrx.v1.Sidecar/GetBlock",
+                false,
+                blocks,
+                decodes::<pb::BlockQuery>,
+            ),
+            rpc(
+                "Sidecar/GetTxStatus",
+                "/fabrx.v1.Sidecar/GetTxStatus",
+                false,
+                queries,
+                decodes::<pb::StatusQuery>,
+            ),
+            rpc(
+                "Sidecar/GetNextBlock",
+                "/fabrx.v1.Sidecar/GetNextBlock",
+                false,
+                vec![enc(&pb::LastCommittedRequest {})],
+                decodes::<pb::LastCommittedRequest>,
+            ),
+        ]
+    }
+}
+
+/// A sidecar node (in-process verifier and embedded vcservice) that has run a random
+/// workload: its stored blocks, statuses and next block must survive the fuzzing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecar_survives_hostile_input() {
+    use wire::pb::sidecar_client::SidecarClient;
+    rpcfuzz::install_panic_counter();
+    let dir = tempfile::tempdir().unwrap();
+    let file = committer::blockfile::parse(&testkit::oracle::workload(seed(), 12)).unwrap();
+    let (want_statuses, _) = testkit::oracle::serial(&file.meta_policy, &file.blocks).unwrap();
+    let backend =
+        vcservice::EmbeddedBackend::open(&dir.path().join("vc"), vcservice::Durability::NoSync).unwrap();
+    let backend: std::sync::Arc<dyn vcservice::Backend> = std::sync::Arc::new(backend);
+    backend.init_schema().await.unwrap();
+    let engine = vcservice::Engine::new(backend, vcservice::EngineConfig::default(), None);
+    let mut config = sidecar::node::Config::new(dir.path().join("store"));
+    config.listen = Some("127.0.0.1:0".parse().unwrap());
+    let deps = sidecar::node::Deps {
+        verify: std::sync::Arc::new(committer::LocalVerifier::new()),
+        commit: std::sync::Arc::new(committer::LocalCommitter::new(engine)),
+        meta_policy: file.meta_policy.clone(),
+        blocks: file.blocks.clone(),
+        metrics: None,
+    };
+    let mut node = sidecar::node::spawn(config, deps).await.unwrap();
+    let summary = honest("the workload", node.source_done()).await.unwrap();
+    assert_eq!(summary.next_block, file.blocks.len() as u64);
+    let ch = channel(node.listen.unwrap()).await;
+    let mut client = SidecarClient::new(ch.clone());
+    let next = sc::next_block(&mut client).await;
+    assert_eq!(next, summary.next_block);
+    let stored = sc::blocks(&mut client, next).await;
+    let codes: Vec<Vec<u32>> = stored
+        .iter()
+        .map(|b| b.statuses.iter().map(|s| s.code).collect())
+        .collect();
+    let want: Vec<Vec<u32>> = want_statuses
+        .iter()
+        .map(|b| b.iter().map(|s| s.code()).collect())
+        .collect();
+    assert_eq!(codes, want, "the workload's statuses (serial oracle)");
+    let ids: Vec<String> = stored
+        .iter()
+        .flat_map(|b| b.statuses.iter().map(|s| s.tx_id.clone()))
+        .collect();
+    let statuses = sc::tx_statuses(&mut client, &ids).await;
+    assert_eq!(statuses.len(), ids.len());
+
+    let mut fuzzer = Fuzzer::new(ch.clone(), sc::rpcs(&ids, next), fuzz_config());
+    fuzz_rounds("sidecar", &mut fuzzer, || {
+        let mut client = client.clone();
+        let (ids, statuses) = (ids.clone(), statuses.clone());
+        async move {
+            assert_eq!(honest("GetNextBlock", sc::next_block(&mut client)).await, next);
+            let now = honest("GetTxStatus", sc::tx_statuses(&mut client, &ids)).await;
+            assert_eq!(now, statuses, "stored statuses changed by fuzzing");
+        }
+    })
+    .await;
+    assert_eq!(honest("GetBlock", sc::blocks(&mut client, next)).await, stored);
+    assert_eq!(
+        honest("GetTxStatus", sc::tx_statuses(&mut client, &ids)).await,
+        statuses
+    );
+    honest("Subscribe", sc::subscribe_final(&mut client, &statuses[0])).await;
+    assert!(service_panics().is_empty(), "{:#?}", service_panics());
+    assert_no_hangs("sidecar", &fuzzer);
+    node.stop(Duration::from_secs(5)).await;
+}
+
+// ------------------------------------------------------------------ the fuzzer itself
+
+/// The mutator is deterministic per seed, and its wire helpers agree with prost.
+#[test]
+fn mutator_is_seeded_and_wire_aware() {
+    let corpus = vec![
+        enc(&vc::create_ns("t", 3, "ns")),
+        enc(&pb::SetLastCommittedRequest { number: 5 }),
+    ];
+    let run = |seed| {
+        let mut m = rpcfuzz::Mutator::new(seed);
+        (0..200)
+            .map(|_| m.mutate(&corpus[0], &corpus))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7), run(8));
+    assert!(run(7).iter().any(|b| b != &corpus[0]));
+
+    // Top-level fields of a VcTx: tx_id (1), block (2), tx (4).
+    let fields = rpcfuzz::scan_fields(&corpus[0]);
+    assert_eq!(
+        fields.iter().map(|f| (f.number, f.wire_type)).collect::<Vec<_>>(),
+        vec![(1, 2), (2, 0), (4, 2)]
+    );
+    assert_eq!(fields.last().unwrap().end, corpus[0].len());
+    for v in rpcfuzz::EDGE_VALUES {
+        let mut b = Vec::new();
+        rpcfuzz::put_varint(&mut b, v);
+        assert_eq!(rpcfuzz::read_varint(&b, 0), Some((v, b.len())));
+        assert_eq!(
+            pb::SetLastCommittedRequest::decode([&[0x08u8][..], &b].concat().as_slice())
+                .unwrap()
+                .number,
+            v
+        );
+    }
+    // Deep nesting: one field whose length covers the rest, or groups prost refuses.
+    let mut m = rpcfuzz::Mutator::new(1);
+    for _ in 0..50 {
+        let deep = m.deep_nesting();
+        let fields = rpcfuzz::scan_fields(&deep);
+        if deep[0] & 7 == 2 {
+            assert_eq!(fields.len(), 1);
+            assert_eq!(fields[0].end, deep.len());
+        }
+    }
+}
+
+/// The raw codec delivers bytes unchanged in both directions: a valid encoding sent raw
+/// is answered like a typed call, and garbage reaches the server's decoder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_calls_reach_the_decoder() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("embedded:{}", dir.path().join("vc").display());
+    let config = vcservice::config::VcConfig::from_toml(&format!(
+        "listen = \"127.0.0.1:0\"\ndb = \"{db}\"\ndurability = \"no-sync\"\n"
+    ))
+    .unwrap();
+    let node = vcservice::node::spawn(config, vcservice::node::Deps::default())
+        .await
+        .unwrap();
+    let ch = channel(node.addr).await;
+    let set = enc(&pb::SetLastCommittedRequest { number: 41 });
+    let path = "/fabrx.v1.VcService/SetLastCommitted";
+    let got = rpcfuzz::call(&ch, path, vec![set.into()], CALL_DEADLINE).await;
+    assert_eq!(got, rpcfuzz::Outcome::Ok { responses: 1 });
+    let next = rpcfuzz::call(
+        &ch,
+        "/fabrx.v1.VcService/GetNextBlock",
+        vec![bytes::Bytes::new()],
+        CALL_DEADLINE,
+    )
+    .await;
+    assert_eq!(next, rpcfuzz::Outcome::Ok { responses: 1 });
+    let mut client = pb::vc_service_client::VcServiceClient::new(ch.clone());
+    let n = client
+        .get_next_block(pb::LastCommittedRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .number;
+    assert_eq!(n, 42);
+    // A truncated varint does not decode.
+    let (garbage, message) = rpcfuzz::call_detailed(
+        &ch,
+        path,
+        vec![bytes::Bytes::from_static(&[0x08, 0xff])],
+        CALL_DEADLINE,
+    )
+    .await;
+    assert!(matches!(garbage, rpcfuzz::Outcome::Failed { .. }), "{garbage:?}");
+    assert!(message.contains("decode"), "{message}");
+    node.stop().await;
+}
