@@ -381,6 +381,9 @@ const MUTATIONS: [Mutation; 12] = [
     Mutation::DeepNesting,
 ];
 
+/// The largest message [`Mutator::mutate`] returns.
+pub const MAX_MUTATED_LEN: usize = 6 << 20;
+
 /// Seeded mutations of valid encodings, and random bytes.
 #[derive(Debug, Clone)]
 pub struct Mutator {
@@ -406,12 +409,15 @@ impl Mutator {
         (0..len).map(|_| self.rng.r#gen::<u8>()).collect()
     }
 
-    /// `template` after 1–4 stacked mutations; `corpus` feeds splicing.
+    /// `template` after 1–4 stacked mutations; `corpus` feeds splicing. Repeating
+    /// mutations multiply sizes, so the result is cut at [`MAX_MUTATED_LEN`] (above the
+    /// 4 MiB default limit of tonic servers: the limits themselves get exercised).
     pub fn mutate(&mut self, template: &[u8], corpus: &[Vec<u8>]) -> Vec<u8> {
         let mut data = template.to_vec();
         for _ in 0..self.rng.gen_range(1..=4) {
             let m = MUTATIONS[self.rng.gen_range(0..MUTATIONS.len())];
             self.mutate_once(m, &mut data, corpus, 0);
+            data.truncate(MAX_MUTATED_LEN);
         }
         data
     }
