@@ -3,13 +3,16 @@
 //! over every method of the vcservice (embedded store and PostgreSQL), the sigverifier
 //! and the sidecar, each served in-process on a loopback port by its public serve API.
 //!
-//! Each test asserts, after every round of fuzzing and at the end:
+//! Each test asserts, after every round of fuzzing (500 ms) and at the end:
 //! - no panic anywhere in the process (a panic hook counts panics of every thread and
 //!   spawned task; panics located in this file, i.e. failed assertions, are not counted);
-//! - every call ended with a response or a gRPC status before its deadline (no hang);
-//!   a subscription of valid ids may stay open (it waits for events) and is closed;
 //! - the service still answers honest requests correctly;
-//! - state stored before fuzzing is unchanged (statuses of honest txs, stored blocks).
+//! - state stored before fuzzing is unchanged (statuses of honest txs, stored blocks);
+//!
+//! and at the end, after the honest checks (so that a hang does not hide a corruption;
+//! hangs are printed after every round): every fuzzed call ended with a response or a
+//! gRPC status before its deadline. A subscription of valid ids may stay open (it waits
+//! for events): it is given 150 ms, then closed.
 //!
 //! Streams that end with OK although a request message did not decode (the server stops
 //! reading silently, so the client cannot tell garbage from a clean end) are recorded as
@@ -19,8 +22,9 @@
 //!
 //! Run (CI mode, 3 s of fuzzing per service):
 //!     cargo test -p committer --test rpc_fuzz -- --nocapture
-//! Long mode: `FUZZ_SECS=<seconds per service>` (fractions allowed), e.g.
-//!     FUZZ_SECS=600 cargo test --release -p committer --test rpc_fuzz -- --nocapture
+//! Long mode: `FUZZ_SECS=<seconds per service>` (fractions allowed; the four services
+//! run in parallel), e.g.
+//!     FUZZ_SECS=600 cargo test -p committer --test rpc_fuzz -- --nocapture
 //! Reproduce a run: `FUZZ_SEED=<seed from the summary>` (decimal or 0x-hex); without it
 //! every run draws a new seed from the clock and prints it.
 
