@@ -11,6 +11,8 @@ pub mod oracle;
     reason = "a test fixture that cannot start fails the test using it, saying why"
 )]
 pub mod pg;
+#[cfg(feature = "rpcfuzz")]
+pub mod rpcfuzz;
 #[allow(
     clippy::panic,
     clippy::expect_used,
