@@ -854,6 +854,11 @@ impl Fuzzer {
         self.tallies.iter().map(|t| t.timed_out).sum()
     }
 
+    /// Streams ended with OK although a request message did not decode, over every method.
+    pub fn ok_undecodable(&self) -> u64 {
+        self.tallies.iter().map(|t| t.ok_undecodable).sum()
+    }
+
     /// Calls made, over every method.
     pub fn calls(&self) -> u64 {
         self.tallies.iter().map(|t| t.calls).sum()

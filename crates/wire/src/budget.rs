@@ -74,7 +74,7 @@ pub struct Cost {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
     /// The bytes are not a well-formed protobuf encoding.
-    #[error("{message}: malformed protobuf at byte {offset}")]
+    #[error("{message} does not decode: malformed protobuf at byte {offset}")]
     Malformed {
         /// The message type.
         message: &'static str,
