@@ -3,11 +3,12 @@
 //!
 //! [`incoming`] accepts from a listener and hands tonic connections that close themselves
 //! when no byte has moved in either direction for [`ServerLimits::idle_timeout`]. When
-//! [`ServerLimits::max_connections`] are open, a new connection evicts the one idle the
-//! longest if it has been idle for at least [`ServerLimits::evict_after`]; otherwise the
-//! new connection is closed at once. Idle connections therefore cannot lock honest
-//! clients out, and an honest client that keeps a connection open while idle sends
-//! HTTP/2 keepalive pings (every fabrx client does, see [`client_endpoint`]).
+//! [`ServerLimits::max_connections`] are open, a new connection evicts an open one:
+//! first one that never sent a byte, else the one idle the longest, provided it has been
+//! idle for at least [`ServerLimits::evict_after`] (otherwise the new connection is closed
+//! at once). Idle connections therefore cannot lock honest clients out, and an honest
+//! client that keeps a connection open while idle sends HTTP/2 keepalive pings (every
+//! fabrx client does, see [`client_endpoint`]).
 
 use futures::task::AtomicWaker;
 use std::collections::HashMap;
@@ -32,7 +33,8 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// A connection with no traffic for this long is closed.
     pub idle_timeout: Duration,
-    /// At the connection bound, a connection idle this long may be evicted for a new one.
+    /// At the connection bound, a connection idle this long may be evicted for a new one
+    /// (zero: the best candidate is always evicted).
     pub evict_after: Duration,
     /// Most concurrent HTTP/2 streams (calls) per connection.
     pub max_concurrent_streams: u32,
@@ -52,7 +54,7 @@ impl Default for ServerLimits {
         ServerLimits {
             max_connections: 256,
             idle_timeout: Duration::from_secs(120),
-            evict_after: Duration::from_secs(5),
+            evict_after: Duration::ZERO,
             max_concurrent_streams: 64,
             stream_window: 1 << 20,
             connection_window: 2 << 20,
@@ -152,6 +154,8 @@ async fn accept_loop(
 
 struct Slot {
     last_active_ms: AtomicU64,
+    /// Whether the peer ever sent a byte.
+    spoke: AtomicBool,
     closed: AtomicBool,
     waker: AtomicWaker,
 }
@@ -190,12 +194,16 @@ impl Table {
         let mut slots = self.lock();
         if slots.len() >= limits.max_connections {
             let evict_ms = u64::try_from(limits.evict_after.as_millis()).unwrap_or(u64::MAX);
+            // Silent connections first (never sent a byte), then the longest idle.
             let oldest = slots
                 .iter()
-                .map(|(id, s)| (*id, s.last_active_ms.load(Ordering::Relaxed)))
-                .min_by_key(|(_, t)| *t)
-                .filter(|(_, t)| now.saturating_sub(*t) >= evict_ms);
-            match oldest.and_then(|(id, _)| slots.remove(&id)) {
+                .map(|(id, s)| {
+                    let spoke = s.spoke.load(Ordering::Relaxed);
+                    (*id, spoke, s.last_active_ms.load(Ordering::Relaxed))
+                })
+                .min_by_key(|(_, spoke, t)| (*spoke, *t))
+                .filter(|(_, _, t)| now.saturating_sub(*t) >= evict_ms);
+            match oldest.and_then(|(id, _, _)| slots.remove(&id)) {
                 Some(victim) => {
                     victim.close();
                     self.stats.evicted.fetch_add(1, Ordering::Relaxed);
@@ -212,6 +220,7 @@ impl Table {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
             last_active_ms: AtomicU64::new(now),
+            spoke: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             waker: AtomicWaker::new(),
         });
@@ -281,6 +290,7 @@ impl AsyncRead for LimitedConn {
         let r = Pin::new(&mut self.io).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.touch();
+            self.slot.spoke.store(true, Ordering::Relaxed);
         }
         r
     }
