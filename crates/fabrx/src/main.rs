@@ -9,6 +9,7 @@ mod node;
 mod node_bft;
 mod node_sidecar;
 mod node_sigverifier;
+mod server_args;
 
 use clap::{Parser, Subcommand};
 

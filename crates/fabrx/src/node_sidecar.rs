@@ -57,6 +57,8 @@ pub struct SidecarArgs {
     /// Exit once every block of the source is final (otherwise keep serving).
     #[arg(long)]
     exit_when_done: bool,
+    #[command(flatten)]
+    server: crate::server_args::ServerArgs,
 }
 
 /// Runs the sidecar until the source is done (`--exit-when-done`) or it is stopped.
@@ -80,6 +82,8 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         workers: args.workers,
         max_batch: args.max_batch,
         max_pending: args.max_pending,
+        max_connections: NonZeroUsize::new(args.server.max_connections),
+        idle_timeout_ms: Some(args.server.idle_timeout_ms),
     };
     let deps = Deps {
         verify,

@@ -23,6 +23,11 @@ pub struct SigverifierArgs {
     /// Batches of one stream verified or queued at once.
     #[arg(long, default_value_t = ServiceConfig::default().max_in_flight)]
     max_in_flight: usize,
+    /// Batches of all streams together verified or queued at once.
+    #[arg(long, default_value_t = ServiceConfig::default().max_in_flight_total)]
+    max_in_flight_total: usize,
+    #[command(flatten)]
+    server: crate::server_args::ServerArgs,
 }
 
 /// Runs the verifier until Ctrl-C.
@@ -44,6 +49,8 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
     info!(%addr, threads = verifier.threads(), "sigverifier listening");
     let config = ServiceConfig {
         max_in_flight: args.max_in_flight.max(1),
+        max_in_flight_total: args.max_in_flight_total.max(1),
+        server: args.server.limits(),
         ..ServiceConfig::default()
     };
     VerifierService::new(verifier, config, metrics)

@@ -42,6 +42,13 @@ pub struct Config {
     /// Limit on txs waiting in the dependency graph (back-pressure on intake); none: the
     /// graph's default.
     pub max_pending: Option<NonZeroUsize>,
+    /// Most client connections of the service; none: the default (docs/limits.md).
+    #[serde(default)]
+    pub max_connections: Option<NonZeroUsize>,
+    /// A service connection without traffic for this many milliseconds is closed; none:
+    /// the default.
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
 }
 
 impl Config {
@@ -53,6 +60,20 @@ impl Config {
             workers: NonZeroUsize::MIN.saturating_add(7),
             max_batch: NonZeroUsize::MIN.saturating_add(499),
             max_pending: None,
+            max_connections: None,
+            idle_timeout_ms: None,
+        }
+    }
+
+    /// The connection-level limits of the service.
+    pub fn server_limits(&self) -> wire::server::ServerLimits {
+        let d = wire::server::ServerLimits::default();
+        wire::server::ServerLimits {
+            max_connections: self.max_connections.map_or(d.max_connections, NonZeroUsize::get),
+            idle_timeout: self
+                .idle_timeout_ms
+                .map_or(d.idle_timeout, |ms| std::time::Duration::from_millis(ms.max(1))),
+            ..d
         }
     }
 
@@ -150,7 +171,7 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let (server, listen) = match config.listen {
         Some(addr) => {
             let svc = SidecarGrpc::new(reader, notifier.clone(), ServiceConfig::default());
-            let (server, bound) = serve(addr, svc, stop_rx).await?;
+            let (server, bound) = serve(addr, svc, config.server_limits(), stop_rx).await?;
             (Some(server), Some(bound))
         }
         None => (None, None),
@@ -214,6 +235,7 @@ fn encode_block(b: &Block) -> Result<(u64, Vec<u8>)> {
 async fn serve(
     addr: SocketAddr,
     svc: SidecarGrpc,
+    limits: wire::server::ServerLimits,
     stop: oneshot::Receiver<()>,
 ) -> Result<(JoinHandle<()>, SocketAddr)> {
     let io = |source| Error::Listen {
@@ -226,7 +248,6 @@ async fn serve(
     let server = tokio::spawn(async move {
         // The connections set TCP_NODELAY: small notifications must not wait for Nagle's
         // delay.
-        let limits = wire::server::ServerLimits::default();
         let (incoming, _stats) = wire::server::incoming(listener, &limits);
         if let Err(e) = wire::server::builder(&limits)
             .add_service(svc.into_server())
