@@ -214,16 +214,9 @@ impl VcPool {
     }
 }
 
-#[tonic::async_trait]
-impl CommitStage for VcPool {
-    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let req = pb::VcBatch {
-            txs: batch.iter().map(pb::VcTx::from).collect(),
-        };
-        let batch = &batch;
+impl VcPool {
+    /// Commits one batch that fits the limits, with failover.
+    async fn process_part(&self, batch: &[VcTx], req: pb::VcBatch) -> Result<Vec<TxOutcome>> {
         self.inner
             .call(|mut c| {
                 let req = req.clone();
@@ -237,6 +230,50 @@ impl CommitStage for VcPool {
                 }
             })
             .await
+    }
+}
+
+/// Whether `txs` as one batch fits the vcservice's batch limits (`wire::limits::VC_BATCH`).
+fn fits(txs: &[pb::VcTx]) -> bool {
+    let limit = wire::limits::VC_BATCH;
+    let bytes = prost::Message::encode_to_vec(&pb::VcBatch { txs: txs.to_vec() });
+    bytes.len() <= limit.max_bytes && wire::budget::check(&bytes, limit.schema, limit.budget).is_ok()
+}
+
+/// Lengths of consecutive parts of `txs` that each fit the batch limits, halving what does
+/// not fit. A single tx is its own part even when it does not fit (the vcservice then
+/// refuses it with `RESOURCE_EXHAUSTED`). Processing the parts one after the other is
+/// what the vcservice does with a batch's conflict-free chunks anyway.
+fn part_lengths(txs: &[pb::VcTx], out: &mut Vec<usize>) {
+    if txs.len() <= 1 || fits(txs) {
+        out.push(txs.len());
+        return;
+    }
+    let (first, second) = txs.split_at(txs.len() / 2);
+    part_lengths(first, out);
+    part_lengths(second, out);
+}
+
+#[tonic::async_trait]
+impl CommitStage for VcPool {
+    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let txs: Vec<pb::VcTx> = batch.iter().map(pb::VcTx::from).collect();
+        let mut lengths = Vec::new();
+        part_lengths(&txs, &mut lengths);
+        let mut out = Vec::with_capacity(batch.len());
+        let mut start = 0;
+        for len in lengths {
+            let end = start + len;
+            let part = pb::VcBatch {
+                txs: txs[start..end].to_vec(),
+            };
+            out.extend(self.process_part(&batch[start..end], part).await?);
+            start = end;
+        }
+        Ok(out)
     }
 
     async fn set_last_committed(&self, block: u64) -> Result<()> {
@@ -377,5 +414,62 @@ impl VerifyStage for VerifierPool {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    fn tx(i: usize, values: usize, value_len: usize) -> pb::VcTx {
+        pb::VcTx {
+            tx_id: format!("t{i}"),
+            block: 1,
+            index: i as u32,
+            tx: Some(pb::Tx {
+                namespaces: vec![pb::TxNamespace {
+                    ns_id: "token".into(),
+                    blind_writes: (0..values)
+                        .map(|v| pb::Write {
+                            key: format!("k{i}-{v}").into_bytes(),
+                            value: vec![1; value_len],
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            prelim_status: 0,
+        }
+    }
+
+    fn parts(txs: &[pb::VcTx]) -> Vec<usize> {
+        let mut out = Vec::new();
+        part_lengths(txs, &mut out);
+        out
+    }
+
+    #[test]
+    fn batches_are_split_to_fit_the_vcservice_limits() {
+        // The usual batch: one part.
+        let small: Vec<_> = (0..500).map(|i| tx(i, 2, 100)).collect();
+        assert_eq!(parts(&small), vec![500]);
+        // Three txs of ~3 MiB: 9 MiB is over the 8 MiB limit; halves are sent in order.
+        let big: Vec<_> = (0..3).map(|i| tx(i, 3, 1 << 20)).collect();
+        let p = parts(&big);
+        assert_eq!(p.iter().sum::<usize>(), 3);
+        assert!(p.len() >= 2, "{p:?}");
+        let mut start = 0;
+        for len in p {
+            assert!(fits(&big[start..start + len]));
+            start += len;
+        }
+        // Many writes per tx: within the wire limit but over the decoded budget.
+        let dense: Vec<_> = (0..2000).map(|i| tx(i, 100, 0)).collect();
+        let p = parts(&dense);
+        assert!(p.len() >= 2, "{p:?}");
+        assert_eq!(p.iter().sum::<usize>(), 2000);
+        // A single tx over the limit stays alone (the vcservice refuses it).
+        assert_eq!(parts(&[tx(0, 9, 1 << 20)]), vec![1]);
     }
 }

@@ -10,10 +10,11 @@
 //! ([`crate::codec::BoundedCodec`]) runs it on each incoming message whose type has a
 //! schema here.
 //!
-//! The bound counts, per nested message, twice its struct size (a vector may hold up to
-//! twice the capacity it needs while growing), and per bytes or string field its length
-//! plus twice a vector header when repeated. Fields the schema does not know are skipped
-//! by the decoder too, and cost nothing.
+//! The bound follows how prost allocates: a repeated field of `c` elements is a vector
+//! whose capacity is at least 4 and at most the next power of two of `c`, and growing it
+//! briefly holds the old buffer too (1.5× the capacity); a bytes or string field takes its
+//! length (at least 8 bytes); a singular nested message lives inside its parent. Fields
+//! the schema does not know are skipped by the decoder too, and cost nothing.
 
 use crate::pb;
 use std::mem::size_of;
@@ -21,11 +22,15 @@ use std::mem::size_of;
 /// How a field of a message is decoded.
 #[derive(Debug)]
 pub enum Kind {
-    /// A nested message, singular or repeated.
+    /// A singular nested message (held inline in its parent's struct).
     Message(&'static Schema),
-    /// A bytes or string field, singular or repeated.
+    /// A repeated nested message (a vector of structs).
+    Repeated(&'static Schema),
+    /// A singular bytes or string field.
     Bytes,
-    /// A packed repeated scalar: each encoded byte may become `elem` bytes.
+    /// A repeated bytes or string field (a vector of vectors).
+    RepeatedBytes,
+    /// A packed repeated scalar of `elem`-byte elements.
     Packed {
         /// Size of one decoded element.
         elem: usize,
@@ -158,6 +163,8 @@ impl Walk {
     /// Walks the fields of one message occupying `buf`, which starts at `base` of the
     /// whole buffer (for error offsets).
     fn message(&mut self, buf: &[u8], base: usize, schema: &'static Schema) -> Result<(), BudgetError> {
+        // Occurrences of each schema field in this message instance (schemas are small).
+        let mut counts = [0usize; MAX_FIELDS];
         let mut pos = 0usize;
         while pos < buf.len() {
             let key = varint(buf, &mut pos).ok_or_else(|| self.malformed(base + pos))?;
@@ -173,13 +180,23 @@ impl Walk {
                     let len = usize::try_from(len).map_err(|_| self.malformed(base + pos))?;
                     let start = pos;
                     pos = skip(buf, pos, len).ok_or_else(|| self.malformed(base + start))?;
-                    let field = schema.fields.iter().find(|f| f.number == number);
-                    if let Some(f) = field {
+                    let field = schema.fields.iter().enumerate().find(|(_, f)| f.number == number);
+                    if let Some((i, f)) = field {
+                        if let Some(c) = counts.get_mut(i) {
+                            *c = c.saturating_add(1);
+                        }
                         self.field(&buf[start..pos], base + start, &f.kind)?;
                     }
                 }
-                // Groups (3, 4) and undefined wire types: prost refuses them too.
+                // Groups (3, 4) and undefined wire types.
                 _ => return Err(self.malformed(base + pos)),
+            }
+        }
+        for (f, &count) in schema.fields.iter().zip(counts.iter()) {
+            match f.kind {
+                Kind::Repeated(child) => self.charge(vec_bytes(count, child.base), 0)?,
+                Kind::RepeatedBytes => self.charge(vec_bytes(count, size_of::<Vec<u8>>()), 0)?,
+                _ => {}
             }
         }
         Ok(())
@@ -187,14 +204,30 @@ impl Walk {
 
     fn field(&mut self, body: &[u8], at: usize, kind: &Kind) -> Result<(), BudgetError> {
         match kind {
-            Kind::Message(child) => {
-                self.charge(child.base.saturating_mul(2), 1)?;
+            Kind::Message(child) | Kind::Repeated(child) => {
+                self.charge(0, 1)?;
                 self.message(body, at, child)
             }
-            Kind::Bytes => self.charge(body.len().saturating_add(2 * size_of::<Vec<u8>>()), 1),
-            Kind::Packed { elem } => self.charge(body.len().saturating_mul(*elem).saturating_mul(2), 0),
+            Kind::Bytes => self.charge(body.len().max(8), 0),
+            Kind::RepeatedBytes => self.charge(body.len().max(8), 1),
+            // At most one element per encoded byte.
+            Kind::Packed { elem } => self.charge(vec_bytes(body.len(), *elem), 0),
         }
     }
+}
+
+/// Most fields a schema lists.
+const MAX_FIELDS: usize = 8;
+
+/// The most a vector of `count` elements of `elem` bytes holds while prost fills it:
+/// its capacity (at least 4, at most the next power of two) plus the half-size buffer it
+/// grew from.
+fn vec_bytes(count: usize, elem: usize) -> usize {
+    if count == 0 {
+        return 0;
+    }
+    let cap = count.checked_next_power_of_two().unwrap_or(usize::MAX).max(4);
+    cap.saturating_add(cap / 2).saturating_mul(elem)
 }
 
 /// Reads a varint at `*pos`, advancing it; `None` when truncated or longer than 10 bytes.
@@ -227,34 +260,34 @@ macro_rules! schema {
     };
 }
 
-use Kind::{Bytes, Message, Packed};
+use Kind::{Bytes, Message, Packed, Repeated, RepeatedBytes};
 
 schema!(READ, pb::Read, [1 => Bytes]);
 schema!(READ_WRITE, pb::ReadWrite, [1 => Bytes, 3 => Bytes]);
 schema!(WRITE, pb::Write, [1 => Bytes, 2 => Bytes]);
 schema!(IDENTITY, pb::Identity, [1 => Bytes, 2 => Bytes, 3 => Bytes]);
 schema!(ENDORSEMENT, pb::EndorsementWithIdentity, [1 => Bytes, 2 => Message(&IDENTITY)]);
-schema!(ENDORSEMENTS, pb::Endorsements, [1 => Message(&ENDORSEMENT)]);
+schema!(ENDORSEMENTS, pb::Endorsements, [1 => Repeated(&ENDORSEMENT)]);
 schema!(TX_NAMESPACE, pb::TxNamespace, [
     1 => Bytes,
-    3 => Message(&READ),
-    4 => Message(&READ_WRITE),
-    5 => Message(&WRITE),
+    3 => Repeated(&READ),
+    4 => Repeated(&READ_WRITE),
+    5 => Repeated(&WRITE),
 ]);
-schema!(TX, pb::Tx, [1 => Message(&TX_NAMESPACE), 2 => Message(&ENDORSEMENTS), 3 => Bytes]);
+schema!(TX, pb::Tx, [1 => Repeated(&TX_NAMESPACE), 2 => Repeated(&ENDORSEMENTS), 3 => RepeatedBytes]);
 schema!(VC_TX, pb::VcTx, [1 => Bytes, 4 => Message(&TX)]);
-schema!(VC_BATCH, pb::VcBatch, [1 => Message(&VC_TX)]);
+schema!(VC_BATCH, pb::VcBatch, [1 => Repeated(&VC_TX)]);
 schema!(VERIFY_TX, pb::VerifyTx, [1 => Bytes, 2 => Message(&TX)]);
 schema!(POLICY_UPDATE, pb::PolicyUpdate, [1 => Bytes, 2 => Bytes]);
-schema!(VERIFY_BATCH, pb::VerifyBatch, [2 => Message(&VERIFY_TX)]);
+schema!(VERIFY_BATCH, pb::VerifyBatch, [2 => Repeated(&VERIFY_TX)]);
 schema!(VERIFY_STREAM_REQUEST, pb::VerifyStreamRequest, [
     1 => Message(&POLICY_UPDATE),
     2 => Message(&VERIFY_BATCH),
 ]);
 schema!(VERIFY_RESULT, pb::VerifyResult, [2 => Packed { elem: size_of::<u32>() }]);
-schema!(STATUS_QUERY, pb::StatusQuery, [1 => Bytes]);
-schema!(SUBSCRIBE_REQUEST, pb::SubscribeRequest, [1 => Bytes]);
+schema!(STATUS_QUERY, pb::StatusQuery, [1 => RepeatedBytes]);
+schema!(SUBSCRIBE_REQUEST, pb::SubscribeRequest, [1 => RepeatedBytes]);
 schema!(TX_STATUS, pb::TxStatus, [1 => Bytes]);
-schema!(TX_STATUS_BATCH, pb::TxStatusBatch, [1 => Message(&TX_STATUS)]);
-schema!(POLICY_LIST, pb::PolicyList, [1 => Message(&POLICY_UPDATE)]);
-schema!(COORDINATOR_BLOCK, pb::CoordinatorBlock, [2 => Message(&VC_TX)]);
+schema!(TX_STATUS_BATCH, pb::TxStatusBatch, [1 => Repeated(&TX_STATUS)]);
+schema!(POLICY_LIST, pb::PolicyList, [1 => Repeated(&POLICY_UPDATE)]);
+schema!(COORDINATOR_BLOCK, pb::CoordinatorBlock, [2 => Repeated(&VC_TX)]);

@@ -16,46 +16,66 @@ use std::cell::Cell;
 use wire::budget::{self, BudgetError};
 use wire::{limits, pb};
 
-struct Counting;
-
 thread_local! {
-    /// Bytes allocated by this thread (tests run on parallel threads).
-    static ALLOCATED: Cell<usize> = const { Cell::new(0) };
+    /// Bytes this thread holds now, and the most it held since the last reset (tests run
+    /// on parallel threads).
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+    static PEAK: Cell<usize> = const { Cell::new(0) };
 }
 
-fn count(n: usize) {
-    let _ = ALLOCATED.try_with(|c| c.set(c.get().saturating_add(n)));
+fn grow(n: usize) {
+    let _ = LIVE.try_with(|l| {
+        let now = l.get().saturating_add(n);
+        l.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
 }
 
-fn allocated() -> usize {
-    ALLOCATED.try_with(Cell::get).unwrap_or(0)
+fn shrink(n: usize) {
+    let _ = LIVE.try_with(|l| l.set(l.get().saturating_sub(n)));
 }
+
+/// Starts a measurement: the peak is reset to what is held now.
+fn reset() -> usize {
+    let now = LIVE.try_with(Cell::get).unwrap_or(0);
+    let _ = PEAK.try_with(|p| p.set(now));
+    now
+}
+
+fn peak() -> usize {
+    PEAK.try_with(Cell::get).unwrap_or(0)
+}
+
+struct Counting;
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
+        grow(layout.size());
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrink(layout.size());
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Count growth as a fresh allocation of the new size: an upper bound of the peak.
-        count(new_size);
-        unsafe { System.realloc(ptr, layout, new_size) }
+        // While moving, both buffers may exist.
+        grow(new_size);
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        shrink(layout.size());
+        p
     }
 }
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Bytes allocated while decoding `bytes` (allocations only: an upper bound of the peak).
+/// The most memory decoding `bytes` held at once (the decoded value included).
 fn allocated_by_decode<M: Message + Default>(bytes: &[u8]) -> usize {
-    let before = allocated();
+    let before = reset();
     let m = M::decode(bytes).unwrap();
-    let after = allocated();
+    let held = peak() - before;
     drop(m);
-    after - before
+    held
 }
 
 fn honest_tx(i: usize) -> pb::VcTx {
@@ -182,9 +202,9 @@ fn an_amplifying_message_is_refused_before_decoding() {
     // 4 Mi empty reads: 8 MiB on the wire would decode into hundreds of MiB.
     let bytes = empty_reads(3 << 20).encode_to_vec();
     assert!(bytes.len() <= limits::VC_BATCH.max_bytes, "{}", bytes.len());
-    let before = allocated();
+    let before = reset();
     let err = budget::check(&bytes, limits::VC_BATCH.schema, limits::VC_BATCH.budget).unwrap_err();
-    let during = allocated() - before;
+    let during = peak() - before;
     assert!(matches!(err, BudgetError::OverBudget { .. }), "{err}");
     assert!(during < 4096, "the check allocated {during} bytes");
     // The honest 500-tx batch the sidecar sends is far below the limit.
