@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crypto::SigningKey;
-use types::digest::{Digest32, shard_of};
+use types::digest::{Digest32, batch_digest, shard_of};
 use types::{BatchId, PartyId, Quorum};
 
 use crate::mempool::{Entry, Mempool, OrderedMemory};
@@ -50,13 +50,14 @@ pub enum Input {
     Baf(Baf),
     /// The consenters moved the shard to a new term.
     TermChanged(TermInfo),
-    /// The consenters ordered the batch `id` with this digest (one per ordered header of
-    /// this shard, in decision order, before the term changes of the same decision).
+    /// The consenters ordered the batch `id`, whose requests the party's ledger delivers
+    /// (one per block of this shard, in block order, before the term changes of the same
+    /// decision).
     Ordered {
         /// The ordered batch.
         id: BatchId,
-        /// Its digest.
-        digest: Digest32,
+        /// Its requests, in order.
+        requests: Vec<Request>,
     },
     /// The shell made the batch `id` with this digest durable.
     Persisted {
@@ -135,6 +136,8 @@ pub enum Output {
 pub(crate) struct InFlight {
     pub batch: Arc<SignedBatch>,
     pub digests: Vec<RequestDigest>,
+    /// Whether each request was pending here (admitted by this batcher) when the batch came.
+    pub own: Vec<bool>,
     pub bytes: u64,
     pub persisted: bool,
     /// Parties whose ack (BAF) the primary holds, itself included once persisted.
@@ -160,8 +163,11 @@ pub struct Batcher {
     pub(crate) in_flight_bytes: u64,
     pub(crate) ordered: OrderedMemory,
     pub(crate) complained: bool,
-    /// Insertion key from which pending requests have not been forwarded in this term.
+    /// Insertion key from which pending requests have not been forwarded in this round.
     pub(crate) forward_cursor: u64,
+    /// When the current forwarding round started: a new round, every `forward_timeout_ms`,
+    /// forwards the overdue requests again (a primary with a full mempool drops forwards).
+    pub(crate) forward_round_ms: u64,
     pub(crate) pull: Option<BatchId>,
     pub(crate) out: Vec<Output>,
 }
@@ -191,6 +197,7 @@ impl Batcher {
             ordered: OrderedMemory::new(cfg.ordered_memory.get()),
             complained: false,
             forward_cursor: 0,
+            forward_round_ms: 0,
             pull: None,
             out: Vec::new(),
             cfg,
@@ -206,7 +213,7 @@ impl Batcher {
             Input::Batch { from, batch } => self.on_batch(from, batch),
             Input::Baf(baf) => self.on_baf(baf),
             Input::TermChanged(info) => self.on_term_changed(info),
-            Input::Ordered { id, digest } => self.on_ordered(id, digest),
+            Input::Ordered { id, requests } => self.on_ordered(id, &requests),
             Input::Persisted { id, digest } => self.on_persisted(id, digest),
         }
         if self.is_primary() {
@@ -326,10 +333,11 @@ impl Batcher {
     pub(crate) fn add_in_flight(&mut self, batch: Arc<SignedBatch>) {
         let id = batch.id();
         let mut digests = Vec::with_capacity(batch.requests.len());
+        let mut own = Vec::with_capacity(batch.requests.len());
         let mut bytes = 0u64;
         for request in &batch.requests {
             let digest = RequestDigest::of(request);
-            self.mempool.remove(&digest);
+            own.push(self.mempool.remove(&digest));
             self.in_flight_digests.entry(digest).or_insert(id);
             bytes = bytes.saturating_add(request.len() as u64);
             digests.push(digest);
@@ -342,6 +350,7 @@ impl Batcher {
             InFlight {
                 batch,
                 digests,
+                own,
                 bytes,
                 persisted: false,
                 acks: BTreeSet::new(),
@@ -362,19 +371,28 @@ impl Batcher {
         Some(b)
     }
 
-    fn on_ordered(&mut self, id: BatchId, digest: Digest32) {
-        let known = self
-            .in_flight
-            .get(&id)
-            .is_some_and(|b| b.batch.header.digest == digest);
-        if !known {
-            // A batch this batcher does not hold: docs/batcher.md "Ordered requests".
+    /// An ordered batch: its requests leave the mempool (whether or not this batcher held
+    /// the batch) and are remembered as ordered; a lagging secondary skips past it.
+    fn on_ordered(&mut self, id: BatchId, requests: &[Request]) {
+        if id.shard != self.cfg.shard {
             return;
         }
-        if let Some(b) = self.remove_in_flight(id) {
-            for d in b.digests {
-                self.ordered.insert(d);
-            }
+        let digest = batch_digest(requests);
+        if self
+            .in_flight
+            .get(&id)
+            .is_some_and(|b| b.batch.header.digest == digest)
+        {
+            self.remove_in_flight(id);
+        }
+        for request in requests {
+            let d = RequestDigest::of(request);
+            self.mempool.remove(&d);
+            self.ordered.insert(d);
+        }
+        let behind = self.next_seq.is_some_and(|next| next <= id.seq);
+        if id.primary == self.primary && !self.is_primary() && behind {
+            self.next_seq = id.seq.checked_add(1);
         }
     }
 
@@ -412,32 +430,54 @@ impl Batcher {
                 returned.push(b);
             }
         }
-        for b in returned.iter().rev() {
-            for (request, digest) in b.batch.requests.iter().zip(&b.digests).rev() {
-                self.give_back(*digest, Arc::clone(request));
-            }
-        }
+        self.give_back(&returned);
         self.term = info.term;
         self.primary = self.cfg.primary_of(info.term);
         self.term_started_ms = self.now;
         self.next_seq = info.last_ordered_seq.checked_add(1);
         self.complained = false;
         self.forward_cursor = 0;
+        self.forward_round_ms = self.now;
         self.pull = None;
     }
 
-    fn give_back(&mut self, digest: RequestDigest, request: Request) {
-        if self.knows(&digest) {
-            return;
+    /// Puts the requests of abandoned batches back at the front of the mempool, in batch
+    /// order. The ones this batcher had admitted always fit (the bounds counted them while
+    /// in flight); requests it only saw in a pulled batch come back while room remains.
+    fn give_back(&mut self, returned: &[InFlight]) {
+        let mut count = self.mempool.len();
+        let mut bytes = self.mempool.bytes();
+        let mut keep = Vec::new();
+        for own_pass in [true, false] {
+            for (bi, b) in returned.iter().enumerate() {
+                for (ri, request) in b.batch.requests.iter().enumerate() {
+                    let (Some(&own), Some(digest)) = (b.own.get(ri), b.digests.get(ri)) else {
+                        continue;
+                    };
+                    let len = request.len() as u64;
+                    let fits = count < self.cfg.mempool_max_requests.get()
+                        && bytes.saturating_add(len) <= self.cfg.mempool_max_bytes.get();
+                    if own != own_pass || !fits || self.knows(digest) {
+                        continue;
+                    }
+                    count = count.saturating_add(1);
+                    bytes = bytes.saturating_add(len);
+                    keep.push((bi, ri));
+                }
+            }
         }
-        let fits_count = self.mempool.len() < self.cfg.mempool_max_requests.get();
-        let bytes = self.mempool.bytes().saturating_add(request.len() as u64);
-        if fits_count && bytes <= self.cfg.mempool_max_bytes.get() {
-            self.mempool.push_front(Entry {
-                digest,
-                request,
-                arrival_ms: self.now,
-            });
+        keep.sort_unstable();
+        for (bi, ri) in keep.into_iter().rev() {
+            let Some(b) = returned.get(bi) else { continue };
+            if let (Some(request), Some(digest)) = (b.batch.requests.get(ri), b.digests.get(ri))
+                && !self.mempool.contains(digest)
+            {
+                self.mempool.push_front(Entry {
+                    digest: *digest,
+                    request: Arc::clone(request),
+                    arrival_ms: self.now,
+                });
+            }
         }
     }
 

@@ -95,7 +95,7 @@ impl Mempool {
     }
 
     /// Pending requests from insertion key `from` on, oldest first, with their keys.
-    pub(crate) fn from_key(&self, from: u64) -> impl Iterator<Item = (u64, &Entry)> {
+    pub(crate) fn starting_at(&self, from: u64) -> impl Iterator<Item = (u64, &Entry)> {
         self.order.range(from..).map(|(k, e)| (*k, e))
     }
 
@@ -182,7 +182,7 @@ mod tests {
         m.push_back(entry(2, 20));
         m.push_front(entry(3, 5));
         assert_eq!((m.len(), m.bytes()), (3, 35));
-        let order: Vec<u8> = m.from_key(0).map(|(_, e)| e.request[0]).collect();
+        let order: Vec<u8> = m.starting_at(0).map(|(_, e)| e.request[0]).collect();
         assert_eq!(order, vec![3, 1, 2]);
         assert!(m.remove(&entry(1, 10).digest));
         assert!(!m.remove(&entry(1, 10).digest));

@@ -55,14 +55,19 @@ impl Batcher {
         }
     }
 
-    /// Forwards requests pending `forward_timeout_ms` in the term (once each) and complains
-    /// once per term when one is pending `complain_timeout_ms` (SmartBFT-style).
+    /// Forwards requests pending `forward_timeout_ms` in the term (once per round of
+    /// `forward_timeout_ms`) and complains once per term when one is pending
+    /// `complain_timeout_ms` (SmartBFT-style).
     pub(crate) fn watch_censorship(&mut self) {
+        if self.now.saturating_sub(self.forward_round_ms) >= self.cfg.forward_timeout_ms {
+            self.forward_round_ms = self.now;
+            self.forward_cursor = 0;
+        }
         let started = self.term_started_ms;
         let waited = |arrival: u64, now: u64| now.saturating_sub(arrival.max(started));
         let mut cursor = self.forward_cursor;
         let mut forwards = Vec::new();
-        for (key, entry) in self.mempool.from_key(self.forward_cursor) {
+        for (key, entry) in self.mempool.starting_at(self.forward_cursor) {
             if waited(entry.arrival_ms, self.now) < self.cfg.forward_timeout_ms {
                 break;
             }

@@ -304,7 +304,7 @@ fn secondary_pulls_verifies_persists_then_attests_and_acks() {
             step(
                 Input::Ordered {
                     id: b1.id(),
-                    digest: b1.header.digest,
+                    requests: b1.requests.clone(),
                 },
                 vec![],
             ),
@@ -449,7 +449,7 @@ fn a_request_of_another_shard_in_a_batch_is_bogus() {
 }
 
 #[test]
-fn censorship_forwards_once_then_complains_once() {
+fn censorship_forwards_each_round_and_complains_once_per_term() {
     let mut b = batcher(2);
     let r0 = req(0, 10);
     let r1 = req(1, 10);
@@ -468,12 +468,16 @@ fn censorship_forwards_once_then_complains_once() {
             step(Input::Tick(100), vec![fwd(&r0)]),
             step(Input::Tick(149), vec![]),
             step(Input::Tick(150), vec![fwd(&r1)]),
+            step(Input::Tick(199), vec![]),
+            // A new forwarding round every 100 ms: a full primary may have dropped them.
+            step(Input::Tick(200), vec![fwd(&r0), fwd(&r1)]),
             step(Input::Tick(299), vec![]),
             step(
                 Input::Tick(300),
-                vec![complaint(2, 0, ComplaintReason::Censorship)],
+                vec![fwd(&r0), fwd(&r1), complaint(2, 0, ComplaintReason::Censorship)],
             ),
-            step(Input::Tick(10_000), vec![]),
+            step(Input::Tick(350), vec![]),
+            step(Input::Tick(400), vec![fwd(&r0), fwd(&r1)]),
             // Time never goes back.
             step(Input::Tick(5), vec![]),
         ],
@@ -507,7 +511,7 @@ fn a_term_change_hands_pending_and_unordered_requests_to_the_new_primary() {
     // b1 was ordered, b2 was not; the term moves on after seq 1.
     let _ = b.handle(Input::Ordered {
         id: b1.id(),
-        digest: b1.header.digest,
+        requests: b1.requests.clone(),
     });
     let cut = signed(2, 2, vec![r[2].clone(), r[3].clone()]);
     run(
