@@ -696,3 +696,129 @@ fn signed_bytes_are_stable_and_separated() {
     other_term.term = 6;
     assert!(!other_term.verifies(&key(3).public_key()));
 }
+
+#[test]
+fn ordered_batches_drop_their_requests_even_unseen_and_a_lagging_secondary_skips_them() {
+    let mut b = batcher(3);
+    let r: Vec<_> = (0..3).map(|i| req(i, 10)).collect();
+    let b1 = signed(1, 1, r[0..2].to_vec());
+    let _ = b.handle(Input::Tick(0));
+    for x in &r {
+        let _ = b.handle(Input::Request(x.clone()));
+    }
+    run(
+        &mut b,
+        vec![
+            // Another shard's block: nothing changes.
+            step(
+                Input::Ordered {
+                    id: BatchId::new(1, 1, 1),
+                    requests: r[0..2].to_vec(),
+                },
+                vec![],
+            ),
+            // This batcher never pulled seq 1: its requests go, and it pulls seq 2 next.
+            step(
+                Input::Ordered {
+                    id: b1.id(),
+                    requests: b1.requests.clone(),
+                },
+                vec![pull(1, 2)],
+            ),
+            step(
+                Input::Request(r[0].clone()),
+                vec![refused(&r[0], RefuseReason::Duplicate)],
+            ),
+            // The skipped batch, served late, is ignored.
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*b1).clone(),
+                },
+                vec![],
+            ),
+        ],
+    );
+    assert_eq!(b.pending(), (1, 10));
+    assert_eq!(b.next_seq(), Some(2));
+}
+
+#[test]
+fn the_unordered_bound_stops_cutting_and_pulling() {
+    // Window 4 = unordered bound 4; acks confirm every batch, ordering frees them.
+    let mut cfg = config(1, 1);
+    cfg.window = std::num::NonZeroU32::new(4).unwrap();
+    cfg.mempool_max_requests = std::num::NonZeroUsize::new(100).unwrap();
+    cfg.mempool_max_bytes = std::num::NonZeroU64::new(10_000).unwrap();
+    let mut p = Batcher::new(
+        cfg,
+        key(1),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    let mut batches = Vec::new();
+    for i in 0..15u32 {
+        let out = p.handle(Input::Request(req(i, 4)));
+        for o in out {
+            if let Output::Persist(b) = o {
+                batches.push(b);
+            }
+        }
+    }
+    assert_eq!(batches.len(), 4, "window 4 then the unordered bound");
+    for b in &batches {
+        let _ = p.handle(persisted(b));
+        let _ = p.handle(Input::Baf(baf(b, 2)));
+    }
+    assert_eq!(p.unconfirmed_batches(), 0);
+    assert_eq!(p.unordered_batches(), 4);
+    assert_eq!(
+        p.handle(Input::Tick(1000)),
+        vec![],
+        "confirmed but unordered: no cut"
+    );
+    let out = p.handle(Input::Ordered {
+        id: batches[0].id(),
+        requests: batches[0].requests.clone(),
+    });
+    let next = signed(5, 1, (12..15).map(|i| req(i, 4)).collect());
+    assert_eq!(out, vec![Output::Persist(next)]);
+
+    // A secondary at the bound stops pulling, and pulls again once a batch is ordered.
+    let mut s = batcher(2);
+    assert_eq!(s.handle(Input::Tick(0)), vec![pull(1, 1)]);
+    let mut held = Vec::new();
+    for seq in 1..=4u64 {
+        let b = signed(seq, 1, vec![req(100 + seq as u32, 4)]);
+        let expect = if seq < 4 {
+            vec![Output::Persist(b.clone()), pull(1, seq + 1)]
+        } else {
+            vec![Output::Persist(b.clone())]
+        };
+        assert_eq!(
+            s.handle(Input::Batch {
+                from: 1,
+                batch: (*b).clone()
+            }),
+            expect,
+            "seq {seq}"
+        );
+        held.push(b);
+    }
+    let fifth = signed(5, 1, vec![req(105, 4)]);
+    assert_eq!(
+        s.handle(Input::Batch {
+            from: 1,
+            batch: (*fifth).clone()
+        }),
+        vec![]
+    );
+    let out = s.handle(Input::Ordered {
+        id: held[0].id(),
+        requests: held[0].requests.clone(),
+    });
+    assert_eq!(out, vec![pull(1, 5)]);
+}
