@@ -340,3 +340,83 @@ proptest! {
         }
     }
 }
+
+#[derive(Debug, Clone)]
+enum Tamper {
+    /// Flip one bit of one request's bytes.
+    FlipRequestBit { request: usize, bit: usize },
+    /// Drop one request.
+    DropRequest(usize),
+    /// Repeat one request at the end.
+    RepeatRequest(usize),
+    /// Change the header's tx count.
+    TxCount(u32),
+    /// Flip one bit of the header digest.
+    FlipDigestBit(usize),
+    /// Flip one bit of the signature.
+    FlipSignatureBit(usize),
+    /// Claim another seq (the signature covers it).
+    Seq(u64),
+}
+
+fn tamper() -> impl Strategy<Value = Tamper> {
+    prop_oneof![
+        (0usize..8, 0usize..800).prop_map(|(request, bit)| Tamper::FlipRequestBit { request, bit }),
+        (0usize..8).prop_map(Tamper::DropRequest),
+        (0usize..8).prop_map(Tamper::RepeatRequest),
+        (0u32..10).prop_map(Tamper::TxCount),
+        (0usize..256).prop_map(Tamper::FlipDigestBit),
+        (0usize..512).prop_map(Tamper::FlipSignatureBit),
+        (0u64..4).prop_map(Tamper::Seq),
+    ]
+}
+
+fn apply_tamper(b: &mut SignedBatch, t: &Tamper) {
+    let n = b.requests.len();
+    match *t {
+        Tamper::FlipRequestBit { request, bit } => {
+            let r = &mut b.requests[request % n];
+            let mut bytes = r.to_vec();
+            let i = bit / 8 % bytes.len();
+            bytes[i] ^= 1 << (bit % 8);
+            *r = Arc::from(bytes);
+        }
+        Tamper::DropRequest(i) => {
+            b.requests.remove(i % n);
+        }
+        Tamper::RepeatRequest(i) => {
+            let r = b.requests[i % n].clone();
+            b.requests.push(r);
+        }
+        Tamper::TxCount(c) => b.header.tx_count = c,
+        Tamper::FlipDigestBit(bit) => b.header.digest[bit / 8] ^= 1 << (bit % 8),
+        Tamper::FlipSignatureBit(bit) => {
+            let mut sig = b.signature.as_bytes().to_vec();
+            let i = bit / 8 % sig.len();
+            sig[i] ^= 1 << (bit % 8);
+            b.signature = crypto::Signature::from_bytes(sig);
+        }
+        Tamper::Seq(s) => b.header.id.seq = s,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A signed batch verifies, and any tampering that changes it makes it fail.
+    #[test]
+    fn tampered_batches_never_verify(
+        lens in proptest::collection::vec(4usize..80, 1..=3),
+        t in tamper(),
+    ) {
+        let cfg = config(2, 1);
+        let requests: Vec<_> = lens.iter().enumerate().map(|(i, l)| req(i as u32, *l)).collect();
+        let good = SignedBatch::sign(BatchId::new(0, 1, 1), requests, &common::key(1));
+        prop_assert_eq!(batcher::verify_batch(&cfg, &good), Ok(()));
+        let mut bad = good.clone();
+        apply_tamper(&mut bad, &t);
+        if bad != good {
+            prop_assert!(batcher::verify_batch(&cfg, &bad).is_err(), "{:?} verified", t);
+        }
+    }
+}
