@@ -692,6 +692,14 @@ fn signed_bytes_are_stable_and_separated() {
     assert!(!baf(&b, 2).verifies(&key(3).public_key()));
     let c = Complaint::sign(0, 5, 3, ComplaintReason::Censorship, &key(3));
     assert!(c.verifies(&key(3).public_key()));
+    // The batcher's tags joined the workspace's list, and none prefixes another tag.
+    let all = types::tags::all();
+    assert!(all.contains(&types::tags::batcher::BAF));
+    for (i, a) in all.iter().enumerate() {
+        for (j, b) in all.iter().enumerate() {
+            assert!(i == j || !b.starts_with(a), "{a:?} prefixes {b:?}");
+        }
+    }
     let mut other_term = c.clone();
     other_term.term = 6;
     assert!(!other_term.verifies(&key(3).public_key()));
