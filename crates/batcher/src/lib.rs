@@ -1,1 +1,32 @@
-//! Arma batcher: cuts batches per shard and emits batch attestation fragments (not yet implemented).
+//! Arma batcher, the pure core (Arma §4.3; docs/batcher.md).
+//!
+//! One [`Batcher`] per party and shard. It admits its router's requests into a bounded,
+//! deduplicated mempool; as the shard's primary it cuts batches (count, bytes, timeout)
+//! within a window of unconfirmed batches, has them persisted and signs a BAF for each; as
+//! a secondary it pulls the primary's batches, verifies them, has them persisted and signs
+//! a BAF and an ack, forwards requests the primary ignores and complains about a
+//! censoring or lying primary. Terms and ordered batches are learned from the consenters'
+//! decisions.
+//!
+//! No I/O: `Batcher::handle(Input) -> Vec<Output>`; the shell (not written yet) executes
+//! outputs in order, persists batches and feeds back time, pulls and decisions.
+//!
+//! * `core.rs` — state, inputs, outputs, admission, terms, ordered and persisted batches.
+//! * `primary.rs` — cutting batches and counting acks.
+//! * `secondary.rs` — verifying pulled batches, forwarding, complaints.
+//! * `mempool.rs` — the pending queue and the memory of ordered requests.
+//! * `messages.rs` — batches, BAFs, complaints and their signed bytes.
+
+mod config;
+mod core;
+mod error;
+mod mempool;
+mod messages;
+mod primary;
+mod secondary;
+
+pub use crate::core::{Batcher, Input, Output, RefuseReason, TermInfo};
+pub use config::{Config, primary_of};
+pub use error::{Error, Result};
+pub use messages::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
+pub use secondary::verify_batch;

@@ -37,6 +37,20 @@ pub mod consenter {
     pub const CLUSTER: &[u8] = b"fabrx/consenter/v1/cluster";
 }
 
+/// Tags of the Arma batcher (crates/batcher, docs/batcher.md). The signed ones are signed
+/// under the crypto purpose `BatchAttestation`, so these tags separate the three statements
+/// a batcher signs from one another.
+pub mod batcher {
+    /// Digest of one client request (mempool dedup): `SHA-256(REQUEST ‖ request bytes)`.
+    pub const REQUEST: &[u8] = b"fabrx/batcher/v1/request";
+    /// A primary's signed batch header: "I cut this batch".
+    pub const BATCH_HEADER: &[u8] = b"fabrx/batcher/v1/batch-header";
+    /// A batch attestation fragment: "I persisted and checked this batch".
+    pub const BAF: &[u8] = b"fabrx/batcher/v1/baf";
+    /// A complaint against a shard's primary for one term.
+    pub const COMPLAINT: &[u8] = b"fabrx/batcher/v1/complaint";
+}
+
 /// Tags of crates/crypto: signature purposes and key derivation.
 pub mod crypto {
     /// Prefix of the hash input of deterministic key derivation (tests and demos).
@@ -90,6 +104,10 @@ pub fn all() -> Vec<&'static [u8]> {
         bft::TEST_KEY,
         consenter::ENVELOPE,
         consenter::CLUSTER,
+        batcher::REQUEST,
+        batcher::BATCH_HEADER,
+        batcher::BAF,
+        batcher::COMPLAINT,
         crypto::KEYGEN_PREFIX,
         crypto::THRESHOLD_DEAL_PREFIX,
         crypto::NAMESPACE_ENDORSEMENT.as_bytes(),

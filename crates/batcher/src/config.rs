@@ -1,0 +1,141 @@
+//! The batcher's configuration, validated once by [`Config::validate`].
+
+use std::collections::BTreeMap;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+
+use crypto::PublicKey;
+use types::{PartyId, ShardId};
+
+use crate::{Error, Result};
+
+/// Everything the core needs to know about its network and its bounds.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This batcher's party (`1..=parties`).
+    pub party: PartyId,
+    /// This batcher's shard (`0..shards`).
+    pub shard: ShardId,
+    /// Number of parties N (one batcher of this shard per party).
+    pub parties: u32,
+    /// Number of shards S (requests map to shards with `types::digest::shard_of`).
+    pub shards: u32,
+    /// The batcher public key of every party, for this shard: checks batch headers and BAFs.
+    pub keys: BTreeMap<PartyId, PublicKey>,
+    /// Largest request accepted, in bytes (the router checks it first; the core checks
+    /// again, and a secondary checks every request of a pulled batch).
+    pub max_request_bytes: NonZeroUsize,
+    /// Most requests in one batch.
+    pub max_batch_requests: NonZeroU32,
+    /// Most request bytes in one batch (at least `max_request_bytes`).
+    pub max_batch_bytes: NonZeroU64,
+    /// A primary cuts a non-full batch once its oldest pending request waited this long.
+    pub batch_timeout_ms: u64,
+    /// Most batches a primary has cut but not yet seen confirmed (f+1 acks, its own included).
+    pub window: NonZeroU32,
+    /// Most batches this batcher holds persisted but not yet ordered (at least `window`):
+    /// a primary stops cutting and a secondary stops pulling at this bound.
+    pub max_unordered_batches: NonZeroU32,
+    /// Most requests held: pending ones plus those in unordered batches.
+    pub mempool_max_requests: NonZeroUsize,
+    /// Most request bytes held, counted like `mempool_max_requests` (at least
+    /// `max_request_bytes`).
+    pub mempool_max_bytes: NonZeroU64,
+    /// How many ordered request digests are remembered to refuse resubmissions.
+    pub ordered_memory: NonZeroUsize,
+    /// A secondary forwards a request to the primary once it waited this long in the term.
+    pub forward_timeout_ms: u64,
+    /// A secondary complains once a request waited this long in the term (at least
+    /// `forward_timeout_ms`).
+    pub complain_timeout_ms: u64,
+}
+
+impl Config {
+    /// Checks ranges, keys and the relations between limits.
+    pub fn validate(&self) -> Result<()> {
+        if self.parties == 0 {
+            return Err(Error::NoParties);
+        }
+        if self.shards == 0 {
+            return Err(Error::NoShards);
+        }
+        if self.party == 0 || self.party > self.parties {
+            return Err(Error::PartyOutOfRange {
+                party: self.party,
+                parties: self.parties,
+            });
+        }
+        if self.shard >= self.shards {
+            return Err(Error::ShardOutOfRange {
+                shard: self.shard,
+                shards: self.shards,
+            });
+        }
+        for party in 1..=self.parties {
+            if !self.keys.contains_key(&party) {
+                return Err(Error::MissingKey { party });
+            }
+        }
+        if let Some(&party) = self.keys.keys().find(|p| **p == 0 || **p > self.parties) {
+            return Err(Error::UnknownKeyParty {
+                party,
+                parties: self.parties,
+            });
+        }
+        self.validate_limits()
+    }
+
+    fn validate_limits(&self) -> Result<()> {
+        let request = self.max_request_bytes.get() as u64;
+        let pairs = [
+            (
+                "max_batch_bytes",
+                self.max_batch_bytes.get(),
+                "max_request_bytes",
+                request,
+            ),
+            (
+                "mempool_max_bytes",
+                self.mempool_max_bytes.get(),
+                "max_request_bytes",
+                request,
+            ),
+            (
+                "max_unordered_batches",
+                u64::from(self.max_unordered_batches.get()),
+                "window",
+                u64::from(self.window.get()),
+            ),
+            (
+                "complain_timeout_ms",
+                self.complain_timeout_ms,
+                "forward_timeout_ms",
+                self.forward_timeout_ms,
+            ),
+        ];
+        for (field, value, other, minimum) in pairs {
+            if value < minimum {
+                return Err(Error::LimitTooSmall {
+                    field,
+                    value,
+                    other,
+                    minimum,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The primary of this shard in `term`: party `((shard + term) mod N) + 1` (DESIGN.md).
+    pub fn primary_of(&self, term: u64) -> PartyId {
+        primary_of(self.shard, term, self.parties)
+    }
+}
+
+/// The primary of shard `shard` in `term` among `parties` parties:
+/// `((shard + term) mod parties) + 1`; `parties` must be at least 1.
+pub fn primary_of(shard: ShardId, term: u64, parties: u32) -> PartyId {
+    let n = u64::from(parties.max(1));
+    let index = (u64::from(shard) % n + term % n) % n;
+    // index < n ≤ u32::MAX, so the conversion and the +1 cannot fail.
+    u32::try_from(index).unwrap_or(0).saturating_add(1)
+}

@@ -1,0 +1,492 @@
+//! The batcher state machine: `handle(Input) -> Vec<Output>`, no I/O inside.
+//!
+//! The shell executes the outputs in order. `Persist` asks for an fsync that the shell
+//! confirms with `Input::Persisted`; nothing that attests to a batch (BAF, ack) is emitted
+//! before that confirmation (Arma §4: a batcher signs a BAF only for a batch it persisted).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crypto::SigningKey;
+use types::digest::{Digest32, batch_digest, shard_of};
+use types::{BatchId, PartyId, Quorum};
+
+use crate::mempool::{Entry, Mempool, OrderedMemory};
+use crate::messages::{Baf, Complaint, Request, RequestDigest, SignedBatch};
+use crate::{Config, Error, Result};
+
+/// Where the shard's ordering stands, as learned from the consenters' decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermInfo {
+    /// The shard's term (its primary is party `((shard + term) mod N) + 1`).
+    pub term: u64,
+    /// The seq of the shard's last ordered batch, 0 if none: the term's first batch is
+    /// `last_ordered_seq + 1`.
+    pub last_ordered_seq: u64,
+}
+
+/// What drives the batcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// The clock advanced to `now` ms (monotonic; only differences matter).
+    Tick(u64),
+    /// A client request from this party's router (answered `Admitted` or `Refused`).
+    Request(Request),
+    /// A request a secondary forwarded to this batcher as primary (not answered).
+    Forwarded {
+        /// The forwarding party (authenticated by the transport).
+        from: PartyId,
+        /// The request.
+        request: Request,
+    },
+    /// A batch pulled from party `from` (authenticated by the transport).
+    Batch {
+        /// The party that served it.
+        from: PartyId,
+        /// The batch.
+        batch: SignedBatch,
+    },
+    /// A BAF another batcher of the shard sent this primary as its ack.
+    Baf(Baf),
+    /// The consenters moved the shard to a new term.
+    TermChanged(TermInfo),
+    /// The consenters ordered the batch `id`, whose requests the party's ledger delivers
+    /// (one per block of this shard, in block order, before the term changes of the same
+    /// decision).
+    Ordered {
+        /// The ordered batch.
+        id: BatchId,
+        /// Its requests, in order.
+        requests: Vec<Request>,
+    },
+    /// The shell made the batch `id` with this digest durable.
+    Persisted {
+        /// The batch.
+        id: BatchId,
+        /// Its digest (a primary may cut a new batch under an id it cut in an earlier term).
+        digest: Digest32,
+    },
+}
+
+/// Why a request from the router was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefuseReason {
+    /// The request is pending, in an unordered batch, or was ordered recently.
+    Duplicate,
+    /// The batcher holds `mempool_max_requests` requests.
+    MempoolFullRequests,
+    /// The request would take the held bytes over `mempool_max_bytes`.
+    MempoolFullBytes,
+    /// The request is larger than `max_request_bytes`.
+    TooLarge,
+    /// The request maps to another shard.
+    WrongShard,
+}
+
+/// What the batcher asks its shell to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Make the batch durable, then answer `Input::Persisted`.
+    Persist(Arc<SignedBatch>),
+    /// The batch is persisted: serve it to secondaries and assemblers that pull it.
+    Serve(Arc<SignedBatch>),
+    /// Send the BAF to the consenters.
+    SendBaf(Baf),
+    /// Send the BAF to the primary `to` as this secondary's ack.
+    AckPrimary {
+        /// The primary.
+        to: PartyId,
+        /// The ack.
+        baf: Baf,
+    },
+    /// Forward a request the primary seems to ignore.
+    ForwardToPrimary {
+        /// The primary.
+        to: PartyId,
+        /// The request.
+        request: Request,
+    },
+    /// Send the complaint to the consenters.
+    Complain(Complaint),
+    /// Pull the batch `id` from its primary (replaces any earlier pull).
+    Pull(BatchId),
+    /// The router's request was admitted.
+    Admitted {
+        /// The request's digest.
+        digest: RequestDigest,
+    },
+    /// The router's request was refused.
+    Refused {
+        /// The request's digest.
+        digest: RequestDigest,
+        /// Why.
+        reason: RefuseReason,
+    },
+    /// A pulled batch failed verification (a complaint follows if none was sent this term).
+    BatchRejected {
+        /// The party that served it.
+        from: PartyId,
+        /// What is wrong with it.
+        error: Error,
+    },
+}
+
+/// A batch this batcher cut or accepted in the current term and that is not ordered yet.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub batch: Arc<SignedBatch>,
+    pub digests: Vec<RequestDigest>,
+    /// Whether each request was pending here (admitted by this batcher) when the batch came.
+    pub own: Vec<bool>,
+    pub bytes: u64,
+    pub persisted: bool,
+    /// Parties whose ack (BAF) the primary holds, itself included once persisted.
+    pub acks: BTreeSet<PartyId>,
+}
+
+/// The batcher of one party for one shard.
+pub struct Batcher {
+    pub(crate) cfg: Config,
+    pub(crate) key: SigningKey,
+    pub(crate) quorum: Quorum,
+    pub(crate) now: u64,
+    pub(crate) term: u64,
+    pub(crate) primary: PartyId,
+    pub(crate) term_started_ms: u64,
+    /// Primary: the seq of the next batch to cut; secondary: of the next batch to accept.
+    /// `None` once the seq space is exhausted.
+    pub(crate) next_seq: Option<u64>,
+    pub(crate) mempool: Mempool,
+    pub(crate) in_flight: BTreeMap<BatchId, InFlight>,
+    pub(crate) in_flight_digests: HashMap<RequestDigest, BatchId>,
+    pub(crate) in_flight_requests: usize,
+    pub(crate) in_flight_bytes: u64,
+    pub(crate) ordered: OrderedMemory,
+    pub(crate) complained: bool,
+    /// Insertion key from which pending requests have not been forwarded in this round.
+    pub(crate) forward_cursor: u64,
+    /// When the current forwarding round started: a new round, every `forward_timeout_ms`,
+    /// forwards the overdue requests again (a primary with a full mempool drops forwards).
+    pub(crate) forward_round_ms: u64,
+    pub(crate) pull: Option<BatchId>,
+    pub(crate) out: Vec<Output>,
+}
+
+impl Batcher {
+    /// A batcher starting at `start` (term 0 and seq 0 at genesis; after a restart, what the
+    /// decisions say). Fails if the config is invalid or `key` is not the party's key.
+    pub fn new(cfg: Config, key: SigningKey, start: TermInfo) -> Result<Batcher> {
+        cfg.validate()?;
+        if cfg.keys.get(&cfg.party) != Some(&key.public_key()) {
+            return Err(Error::SigningKeyMismatch { party: cfg.party });
+        }
+        let quorum = Quorum::new(cfg.parties as usize).map_err(|_| Error::NoParties)?;
+        Ok(Batcher {
+            quorum,
+            key,
+            now: 0,
+            term: start.term,
+            primary: cfg.primary_of(start.term),
+            term_started_ms: 0,
+            next_seq: start.last_ordered_seq.checked_add(1),
+            mempool: Mempool::new(),
+            in_flight: BTreeMap::new(),
+            in_flight_digests: HashMap::new(),
+            in_flight_requests: 0,
+            in_flight_bytes: 0,
+            ordered: OrderedMemory::new(cfg.ordered_memory.get()),
+            complained: false,
+            forward_cursor: 0,
+            forward_round_ms: 0,
+            pull: None,
+            out: Vec::new(),
+            cfg,
+        })
+    }
+
+    /// Feeds one input and returns the outputs to execute in order.
+    pub fn handle(&mut self, input: Input) -> Vec<Output> {
+        match input {
+            Input::Tick(now) => self.now = self.now.max(now),
+            Input::Request(request) => self.on_request(request),
+            Input::Forwarded { from, request } => self.on_forwarded(from, request),
+            Input::Batch { from, batch } => self.on_batch(from, batch),
+            Input::Baf(baf) => self.on_baf(baf),
+            Input::TermChanged(info) => self.on_term_changed(info),
+            Input::Ordered { id, requests } => self.on_ordered(id, &requests),
+            Input::Persisted { id, digest } => self.on_persisted(id, digest),
+        }
+        if self.is_primary() {
+            self.cut_batches();
+        } else {
+            self.watch_censorship();
+            self.request_pull();
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Whether this batcher is its shard's primary in the current term.
+    pub fn is_primary(&self) -> bool {
+        self.primary == self.cfg.party
+    }
+
+    /// The current term.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The current primary.
+    pub fn primary(&self) -> PartyId {
+        self.primary
+    }
+
+    /// The seq of the next batch to cut (primary) or accept (secondary).
+    pub fn next_seq(&self) -> Option<u64> {
+        self.next_seq
+    }
+
+    /// Pending requests: (count, bytes).
+    pub fn pending(&self) -> (usize, u64) {
+        (self.mempool.len(), self.mempool.bytes())
+    }
+
+    /// Requests in unordered batches of the term: (count, bytes).
+    pub fn in_flight(&self) -> (usize, u64) {
+        (self.in_flight_requests, self.in_flight_bytes)
+    }
+
+    /// Batches of the term not ordered yet.
+    pub fn unordered_batches(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Batches this primary cut that lack f+1 acks (its own included).
+    pub fn unconfirmed_batches(&self) -> usize {
+        self.in_flight
+            .values()
+            .filter(|b| b.batch.id().primary == self.cfg.party && !self.confirmed(b))
+            .count()
+    }
+
+    /// Whether the request with this digest is pending, in flight or recently ordered.
+    pub fn knows(&self, digest: &RequestDigest) -> bool {
+        self.mempool.contains(digest)
+            || self.in_flight_digests.contains_key(digest)
+            || self.ordered.contains(digest)
+    }
+
+    pub(crate) fn confirmed(&self, b: &InFlight) -> bool {
+        b.acks.len() >= self.quorum.baf_threshold()
+    }
+
+    fn on_request(&mut self, request: Request) {
+        let digest = RequestDigest::of(&request);
+        let answer = match self.admit(digest, request) {
+            Ok(()) => Output::Admitted { digest },
+            Err(reason) => Output::Refused { digest, reason },
+        };
+        self.out.push(answer);
+    }
+
+    fn on_forwarded(&mut self, from: PartyId, request: Request) {
+        if self.is_primary() && from != self.cfg.party && self.cfg.keys.contains_key(&from) {
+            let digest = RequestDigest::of(&request);
+            // A refused forward is dropped: the forwarder keeps the request and complains.
+            let _ = self.admit(digest, request);
+        }
+    }
+
+    /// Checks a request and appends it to the mempool. The bounds count the pending
+    /// requests and those in unordered batches, so giving the latter back after a term
+    /// change never overflows the mempool.
+    fn admit(&mut self, digest: RequestDigest, request: Request) -> std::result::Result<(), RefuseReason> {
+        if request.len() > self.cfg.max_request_bytes.get() {
+            return Err(RefuseReason::TooLarge);
+        }
+        if shard_of(&request, self.cfg.shards).ok() != Some(self.cfg.shard) {
+            return Err(RefuseReason::WrongShard);
+        }
+        if self.knows(&digest) {
+            return Err(RefuseReason::Duplicate);
+        }
+        let held = self.mempool.len().saturating_add(self.in_flight_requests);
+        if held >= self.cfg.mempool_max_requests.get() {
+            return Err(RefuseReason::MempoolFullRequests);
+        }
+        let bytes = self
+            .mempool
+            .bytes()
+            .saturating_add(self.in_flight_bytes)
+            .saturating_add(request.len() as u64);
+        if bytes > self.cfg.mempool_max_bytes.get() {
+            return Err(RefuseReason::MempoolFullBytes);
+        }
+        self.mempool.push_back(Entry {
+            digest,
+            request,
+            arrival_ms: self.now,
+        });
+        Ok(())
+    }
+
+    /// Records a batch of the term as in flight (its requests leave the pending queue).
+    pub(crate) fn add_in_flight(&mut self, batch: Arc<SignedBatch>) {
+        let id = batch.id();
+        let mut digests = Vec::with_capacity(batch.requests.len());
+        let mut own = Vec::with_capacity(batch.requests.len());
+        let mut bytes = 0u64;
+        for request in &batch.requests {
+            let digest = RequestDigest::of(request);
+            own.push(self.mempool.remove(&digest));
+            self.in_flight_digests.entry(digest).or_insert(id);
+            bytes = bytes.saturating_add(request.len() as u64);
+            digests.push(digest);
+        }
+        self.in_flight_requests = self.in_flight_requests.saturating_add(digests.len());
+        self.in_flight_bytes = self.in_flight_bytes.saturating_add(bytes);
+        self.out.push(Output::Persist(Arc::clone(&batch)));
+        self.in_flight.insert(
+            id,
+            InFlight {
+                batch,
+                digests,
+                own,
+                bytes,
+                persisted: false,
+                acks: BTreeSet::new(),
+            },
+        );
+    }
+
+    /// Forgets a batch of the flight; its requests are no longer held.
+    fn remove_in_flight(&mut self, id: BatchId) -> Option<InFlight> {
+        let b = self.in_flight.remove(&id)?;
+        for d in &b.digests {
+            if self.in_flight_digests.get(d) == Some(&id) {
+                self.in_flight_digests.remove(d);
+            }
+        }
+        self.in_flight_requests = self.in_flight_requests.saturating_sub(b.digests.len());
+        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(b.bytes);
+        Some(b)
+    }
+
+    /// An ordered batch: its requests leave the mempool (whether or not this batcher held
+    /// the batch) and are remembered as ordered; a lagging secondary skips past it.
+    fn on_ordered(&mut self, id: BatchId, requests: &[Request]) {
+        if id.shard != self.cfg.shard {
+            return;
+        }
+        let digest = batch_digest(requests);
+        if self
+            .in_flight
+            .get(&id)
+            .is_some_and(|b| b.batch.header.digest == digest)
+        {
+            self.remove_in_flight(id);
+        }
+        for request in requests {
+            let d = RequestDigest::of(request);
+            self.mempool.remove(&d);
+            self.ordered.insert(d);
+        }
+        let behind = self.next_seq.is_some_and(|next| next <= id.seq);
+        if id.primary == self.primary && !self.is_primary() && behind {
+            self.next_seq = id.seq.checked_add(1);
+        }
+    }
+
+    fn on_persisted(&mut self, id: BatchId, digest: Digest32) {
+        let party = self.cfg.party;
+        let Some(b) = self.in_flight.get_mut(&id) else {
+            return;
+        };
+        if b.persisted || b.batch.header.digest != digest {
+            return;
+        }
+        b.persisted = true;
+        let batch = Arc::clone(&b.batch);
+        let baf = Baf::sign(batch.header, party, &self.key);
+        if id.primary == party {
+            b.acks.insert(party);
+        }
+        self.out.push(Output::Serve(batch));
+        self.out.push(Output::SendBaf(baf.clone()));
+        if id.primary != party {
+            self.out.push(Output::AckPrimary { to: id.primary, baf });
+        }
+    }
+
+    /// A new term: the batches of the old term that were not ordered are abandoned and
+    /// their requests go back to the front of the mempool (docs/batcher.md "Terms").
+    fn on_term_changed(&mut self, info: TermInfo) {
+        if info.term <= self.term {
+            return;
+        }
+        let abandoned: Vec<BatchId> = self.in_flight.keys().copied().collect();
+        let mut returned = Vec::new();
+        for id in abandoned {
+            if let Some(b) = self.remove_in_flight(id) {
+                returned.push(b);
+            }
+        }
+        self.give_back(&returned);
+        self.term = info.term;
+        self.primary = self.cfg.primary_of(info.term);
+        self.term_started_ms = self.now;
+        self.next_seq = info.last_ordered_seq.checked_add(1);
+        self.complained = false;
+        self.forward_cursor = 0;
+        self.forward_round_ms = self.now;
+        self.pull = None;
+    }
+
+    /// Puts the requests of abandoned batches back at the front of the mempool, in batch
+    /// order. The ones this batcher had admitted always fit (the bounds counted them while
+    /// in flight); requests it only saw in a pulled batch come back while room remains.
+    fn give_back(&mut self, returned: &[InFlight]) {
+        let mut count = self.mempool.len();
+        let mut bytes = self.mempool.bytes();
+        let mut keep = Vec::new();
+        for own_pass in [true, false] {
+            for (bi, b) in returned.iter().enumerate() {
+                for (ri, request) in b.batch.requests.iter().enumerate() {
+                    let (Some(&own), Some(digest)) = (b.own.get(ri), b.digests.get(ri)) else {
+                        continue;
+                    };
+                    let len = request.len() as u64;
+                    let fits = count < self.cfg.mempool_max_requests.get()
+                        && bytes.saturating_add(len) <= self.cfg.mempool_max_bytes.get();
+                    if own != own_pass || !fits || self.knows(digest) {
+                        continue;
+                    }
+                    count = count.saturating_add(1);
+                    bytes = bytes.saturating_add(len);
+                    keep.push((bi, ri));
+                }
+            }
+        }
+        keep.sort_unstable();
+        for (bi, ri) in keep.into_iter().rev() {
+            let Some(b) = returned.get(bi) else { continue };
+            if let (Some(request), Some(digest)) = (b.batch.requests.get(ri), b.digests.get(ri))
+                && !self.mempool.contains(digest)
+            {
+                self.mempool.push_front(Entry {
+                    digest: *digest,
+                    request: Arc::clone(request),
+                    arrival_ms: self.now,
+                });
+            }
+        }
+    }
+
+    pub(crate) fn complain(&mut self, reason: crate::ComplaintReason) {
+        if self.complained || self.is_primary() {
+            return;
+        }
+        self.complained = true;
+        let complaint = Complaint::sign(self.cfg.shard, self.term, self.cfg.party, reason, &self.key);
+        self.out.push(Output::Complain(complaint));
+    }
+}

@@ -1,0 +1,161 @@
+//! The crate's error type: invalid configurations and the reasons a pulled batch is
+//! rejected (each of the latter is also the evidence behind a complaint).
+
+use types::{BatchId, PartyId, ShardId};
+
+/// Errors of the batcher core.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The network has no parties.
+    #[error("the network needs at least one party")]
+    NoParties,
+    /// The network has no shards.
+    #[error("the network needs at least one shard")]
+    NoShards,
+    /// This batcher's party is not one of `1..=parties`.
+    #[error("party {party} is not in 1..={parties}")]
+    PartyOutOfRange {
+        /// The configured party.
+        party: PartyId,
+        /// Number of parties.
+        parties: u32,
+    },
+    /// This batcher's shard is not one of `0..shards`.
+    #[error("shard {shard} is not in 0..{shards}")]
+    ShardOutOfRange {
+        /// The configured shard.
+        shard: ShardId,
+        /// Number of shards.
+        shards: u32,
+    },
+    /// A party of the network has no batcher public key.
+    #[error("no batcher public key for party {party}")]
+    MissingKey {
+        /// The party without a key.
+        party: PartyId,
+    },
+    /// A public key is given for a party outside `1..=parties`.
+    #[error("a batcher public key is given for party {party}, outside 1..={parties}")]
+    UnknownKeyParty {
+        /// The party named by the key.
+        party: PartyId,
+        /// Number of parties.
+        parties: u32,
+    },
+    /// The signing key does not match the party's configured public key.
+    #[error("the signing key does not match party {party}'s public key")]
+    SigningKeyMismatch {
+        /// This batcher's party.
+        party: PartyId,
+    },
+    /// Two limits contradict each other.
+    #[error("config: {field} = {value} must be at least {other} = {minimum}")]
+    LimitTooSmall {
+        /// The field that is too small.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The field it is compared with.
+        other: &'static str,
+        /// The minimum it must reach.
+        minimum: u64,
+    },
+
+    /// A batch names another shard.
+    #[error("batch {id} is not for shard {expected}")]
+    BatchOfAnotherShard {
+        /// The batch's id.
+        id: BatchId,
+        /// This batcher's shard.
+        expected: ShardId,
+    },
+    /// A party served a batch that names another primary.
+    #[error("batch {id} was served by party {from}, not by its primary")]
+    NotFromItsPrimary {
+        /// The batch's id.
+        id: BatchId,
+        /// The party that served it.
+        from: PartyId,
+    },
+    /// A batch holds no request (a primary never cuts an empty batch).
+    #[error("batch {id} is empty")]
+    EmptyBatch {
+        /// The batch's id.
+        id: BatchId,
+    },
+    /// A batch holds more requests than a batch may.
+    #[error("batch {id} holds {count} requests, more than {max}")]
+    TooManyRequests {
+        /// The batch's id.
+        id: BatchId,
+        /// Requests in it.
+        count: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// A batch's requests add up to more bytes than a batch may.
+    #[error("batch {id} holds {bytes} bytes of requests, more than {max}")]
+    BatchTooLarge {
+        /// The batch's id.
+        id: BatchId,
+        /// Its request bytes.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The header's tx count is not the number of requests.
+    #[error("batch {id} claims {claimed} requests but holds {count}")]
+    TxCountMismatch {
+        /// The batch's id.
+        id: BatchId,
+        /// The header's count.
+        claimed: u32,
+        /// Requests in it.
+        count: usize,
+    },
+    /// The header's digest is not the batch digest of the requests.
+    #[error("batch {id}: the header digest is not the digest of its requests")]
+    DigestMismatch {
+        /// The batch's id.
+        id: BatchId,
+    },
+    /// The primary's signature over the header does not verify.
+    #[error("batch {id}: the primary's signature does not verify")]
+    BadBatchSignature {
+        /// The batch's id.
+        id: BatchId,
+    },
+    /// A request of the batch belongs to another shard.
+    #[error("batch {id}: request {index} belongs to shard {shard}")]
+    RequestOfAnotherShard {
+        /// The batch's id.
+        id: BatchId,
+        /// The request's index in the batch.
+        index: usize,
+        /// The shard it maps to.
+        shard: ShardId,
+    },
+    /// A request of the batch is larger than a request may be.
+    #[error("batch {id}: request {index} has {bytes} bytes, more than {max}")]
+    RequestTooLarge {
+        /// The batch's id.
+        id: BatchId,
+        /// The request's index in the batch.
+        index: usize,
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A request appears twice in the batch.
+    #[error("batch {id}: request {index} repeats an earlier request of the batch")]
+    DuplicateRequestInBatch {
+        /// The batch's id.
+        id: BatchId,
+        /// The index of the repetition.
+        index: usize,
+    },
+}
+
+/// Result alias of the crate.
+pub type Result<T> = std::result::Result<T, Error>;

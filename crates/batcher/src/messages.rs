@@ -1,0 +1,207 @@
+//! What batchers exchange and sign: requests, batches with their signed header, batch
+//! attestation fragments (BAFs, which double as acks to the primary) and complaints.
+//!
+//! Every signature is made under the crypto purpose `BatchAttestation` over bytes that
+//! start with one of the tags of `types::tags::batcher`, so the three statements a batcher
+//! signs ("I cut it", "I persisted and checked it", "I complain") never stand for another.
+//! All integers are big-endian.
+
+use std::sync::Arc;
+
+use crypto::{PublicKey, Signature, SigningKey, sign_batch_attestation, verify_batch_attestation};
+use sha2::{Digest as _, Sha256};
+use types::digest::Digest32;
+use types::tags::batcher as tags;
+use types::{BatchId, PartyId, ShardId};
+
+/// A client request as the router handed it over (already size-checked by the router).
+pub type Request = Arc<[u8]>;
+
+/// Digest of a request, the mempool's dedup key: `SHA-256(tags::REQUEST ‖ bytes)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestDigest(pub Digest32);
+
+impl RequestDigest {
+    /// The digest of `request`.
+    pub fn of(request: &[u8]) -> RequestDigest {
+        let mut h = Sha256::new();
+        h.update(tags::REQUEST);
+        h.update(request);
+        RequestDigest(h.finalize().into())
+    }
+}
+
+/// The statement a primary signs about a batch it cut, and a BAF's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchHeader {
+    /// (shard, primary, seq).
+    pub id: BatchId,
+    /// `types::digest::batch_digest` of the requests.
+    pub digest: Digest32,
+    /// Number of requests.
+    pub tx_count: u32,
+}
+
+impl BatchHeader {
+    /// `tag ‖ u32 shard ‖ u32 primary ‖ u64 seq ‖ digest[32] ‖ u32 tx_count`.
+    fn bytes(&self, tag: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(tag.len() + 4 + 4 + 8 + 32 + 4);
+        out.extend_from_slice(tag);
+        out.extend_from_slice(&self.id.shard.to_be_bytes());
+        out.extend_from_slice(&self.id.primary.to_be_bytes());
+        out.extend_from_slice(&self.id.seq.to_be_bytes());
+        out.extend_from_slice(&self.digest);
+        out.extend_from_slice(&self.tx_count.to_be_bytes());
+        out
+    }
+
+    /// The bytes a primary signs for its batch: the header under `tags::BATCH_HEADER`.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        self.bytes(tags::BATCH_HEADER)
+    }
+
+    /// The bytes of a BAF: the header under `tags::BAF` (the signer is implied by the key).
+    pub fn baf_bytes(&self) -> Vec<u8> {
+        self.bytes(tags::BAF)
+    }
+}
+
+/// A batch cut by a shard's primary, with the primary's signature over its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedBatch {
+    /// The header the primary signed.
+    pub header: BatchHeader,
+    /// The requests, in order.
+    pub requests: Vec<Request>,
+    /// The primary's signature over [`BatchHeader::signed_bytes`].
+    pub signature: Signature,
+}
+
+impl SignedBatch {
+    /// Cuts and signs a batch of `requests` as `id.primary`.
+    pub fn sign(id: BatchId, requests: Vec<Request>, key: &SigningKey) -> SignedBatch {
+        let header = BatchHeader {
+            id,
+            digest: types::digest::batch_digest(&requests),
+            tx_count: u32::try_from(requests.len()).unwrap_or(u32::MAX),
+        };
+        let signature = sign_batch_attestation(key, &header.signed_bytes());
+        SignedBatch {
+            header,
+            requests,
+            signature,
+        }
+    }
+
+    /// The batch id.
+    pub fn id(&self) -> BatchId {
+        self.header.id
+    }
+
+    /// Whether the header signature is `key`'s.
+    pub fn signature_verifies(&self, key: &PublicKey) -> bool {
+        verify_batch_attestation(key, &self.header.signed_bytes(), &self.signature).is_ok()
+    }
+}
+
+/// A batch attestation fragment: `signer` persisted the batch of `header` and checked
+/// every request in it. Sent to the consenters, and to the primary as its ack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Baf {
+    /// The attested batch.
+    pub header: BatchHeader,
+    /// The attesting party.
+    pub signer: PartyId,
+    /// `signer`'s signature over [`BatchHeader::baf_bytes`].
+    pub signature: Signature,
+}
+
+impl Baf {
+    /// Signs a BAF for `header` as `signer`.
+    pub fn sign(header: BatchHeader, signer: PartyId, key: &SigningKey) -> Baf {
+        let signature = sign_batch_attestation(key, &header.baf_bytes());
+        Baf {
+            header,
+            signer,
+            signature,
+        }
+    }
+
+    /// Whether the signature is `key`'s.
+    pub fn verifies(&self, key: &PublicKey) -> bool {
+        verify_batch_attestation(key, &self.header.baf_bytes(), &self.signature).is_ok()
+    }
+}
+
+/// Why a secondary complains about the primary (Arma §4: censorship or bogus batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ComplaintReason {
+    /// A request waited longer than `complain_timeout_ms` in the term.
+    Censorship,
+    /// The primary served a batch that fails verification.
+    BogusBatch,
+}
+
+impl ComplaintReason {
+    /// The stable string of the reason (the proto's `Complaint.reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComplaintReason::Censorship => "censorship",
+            ComplaintReason::BogusBatch => "bogus-batch",
+        }
+    }
+}
+
+/// A signed complaint of `signer` against the primary of `shard` in `term`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Complaint {
+    /// The shard.
+    pub shard: ShardId,
+    /// The term whose primary is blamed.
+    pub term: u64,
+    /// The complaining party.
+    pub signer: PartyId,
+    /// Why.
+    pub reason: ComplaintReason,
+    /// `signer`'s signature over [`Complaint::signed_bytes`].
+    pub signature: Signature,
+}
+
+impl Complaint {
+    /// `tags::COMPLAINT ‖ u32 shard ‖ u64 term ‖ u32 signer ‖ u32 len(reason) ‖ reason`.
+    pub fn signed_bytes(shard: ShardId, term: u64, signer: PartyId, reason: ComplaintReason) -> Vec<u8> {
+        let text = reason.as_str().as_bytes();
+        let mut out = Vec::with_capacity(tags::COMPLAINT.len() + 20 + text.len());
+        out.extend_from_slice(tags::COMPLAINT);
+        out.extend_from_slice(&shard.to_be_bytes());
+        out.extend_from_slice(&term.to_be_bytes());
+        out.extend_from_slice(&signer.to_be_bytes());
+        out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(text);
+        out
+    }
+
+    /// Signs a complaint.
+    pub fn sign(
+        shard: ShardId,
+        term: u64,
+        signer: PartyId,
+        reason: ComplaintReason,
+        key: &SigningKey,
+    ) -> Complaint {
+        let signature = sign_batch_attestation(key, &Complaint::signed_bytes(shard, term, signer, reason));
+        Complaint {
+            shard,
+            term,
+            signer,
+            reason,
+            signature,
+        }
+    }
+
+    /// Whether the signature is `key`'s.
+    pub fn verifies(&self, key: &PublicKey) -> bool {
+        let bytes = Complaint::signed_bytes(self.shard, self.term, self.signer, self.reason);
+        verify_batch_attestation(key, &bytes, &self.signature).is_ok()
+    }
+}

@@ -1,0 +1,180 @@
+//! The secondary's side: pulling and verifying the primary's batches, forwarding ignored
+//! requests and complaining about a censoring or lying primary (Arma §4.3).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use types::BatchId;
+use types::digest::{batch_digest, shard_of};
+
+use crate::core::{Batcher, Output};
+use crate::messages::{ComplaintReason, RequestDigest, SignedBatch};
+use crate::{Config, Error, Result};
+
+impl Batcher {
+    /// A batch served by `from`: accepted if it is the current primary's next batch and it
+    /// verifies; a bogus one is rejected with a complaint.
+    pub(crate) fn on_batch(&mut self, from: types::PartyId, batch: SignedBatch) {
+        if self.is_primary() || from != self.primary {
+            return;
+        }
+        if let Err(error) = check_origin(&self.cfg, from, &batch) {
+            self.reject(from, error);
+            return;
+        }
+        let at_bound = self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize;
+        if self.next_seq != Some(batch.id().seq) || at_bound {
+            // Stale, early or a repeat: not the batch this secondary asked for.
+            return;
+        }
+        if let Err(error) = verify_batch(&self.cfg, &batch) {
+            self.reject(from, error);
+            return;
+        }
+        self.next_seq = batch.id().seq.checked_add(1);
+        self.add_in_flight(Arc::new(batch));
+    }
+
+    fn reject(&mut self, from: types::PartyId, error: Error) {
+        self.out.push(Output::BatchRejected { from, error });
+        self.complain(ComplaintReason::BogusBatch);
+    }
+
+    /// Asks the shell to pull the next batch of the term, once per batch.
+    pub(crate) fn request_pull(&mut self) {
+        let Some(seq) = self.next_seq else {
+            return;
+        };
+        if self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize {
+            return;
+        }
+        let want = BatchId::new(self.cfg.shard, self.primary, seq);
+        if self.pull != Some(want) {
+            self.pull = Some(want);
+            self.out.push(Output::Pull(want));
+        }
+    }
+
+    /// Forwards requests pending `forward_timeout_ms` in the term (once per round of
+    /// `forward_timeout_ms`) and complains once per term when one is pending
+    /// `complain_timeout_ms` (SmartBFT-style).
+    pub(crate) fn watch_censorship(&mut self) {
+        if self.now.saturating_sub(self.forward_round_ms) >= self.cfg.forward_timeout_ms {
+            self.forward_round_ms = self.now;
+            self.forward_cursor = 0;
+        }
+        let started = self.term_started_ms;
+        let waited = |arrival: u64, now: u64| now.saturating_sub(arrival.max(started));
+        let mut cursor = self.forward_cursor;
+        let mut forwards = Vec::new();
+        for (key, entry) in self.mempool.starting_at(self.forward_cursor) {
+            if waited(entry.arrival_ms, self.now) < self.cfg.forward_timeout_ms {
+                break;
+            }
+            forwards.push(Output::ForwardToPrimary {
+                to: self.primary,
+                request: Arc::clone(&entry.request),
+            });
+            cursor = key.saturating_add(1);
+        }
+        self.forward_cursor = cursor;
+        self.out.extend(forwards);
+        let overdue = self
+            .mempool
+            .oldest()
+            .is_some_and(|e| waited(e.arrival_ms, self.now) >= self.cfg.complain_timeout_ms);
+        if overdue {
+            self.complain(ComplaintReason::Censorship);
+        }
+    }
+}
+
+/// The batch claims this shard and the primary that served it.
+fn check_origin(cfg: &Config, from: types::PartyId, batch: &SignedBatch) -> Result<()> {
+    let id = batch.id();
+    if id.shard != cfg.shard {
+        return Err(Error::BatchOfAnotherShard {
+            id,
+            expected: cfg.shard,
+        });
+    }
+    if id.primary != from {
+        return Err(Error::NotFromItsPrimary { id, from });
+    }
+    Ok(())
+}
+
+/// Checks a batch as a secondary must before persisting it: limits, tx count, digest,
+/// every request's size, shard and uniqueness, and the primary's signature.
+pub fn verify_batch(cfg: &Config, batch: &SignedBatch) -> Result<()> {
+    let id = batch.id();
+    let count = batch.requests.len();
+    if id.shard != cfg.shard {
+        return Err(Error::BatchOfAnotherShard {
+            id,
+            expected: cfg.shard,
+        });
+    }
+    if count == 0 {
+        return Err(Error::EmptyBatch { id });
+    }
+    let max = cfg.max_batch_requests.get();
+    if count > max as usize {
+        return Err(Error::TooManyRequests { id, count, max });
+    }
+    if usize::try_from(batch.header.tx_count).ok() != Some(count) {
+        return Err(Error::TxCountMismatch {
+            id,
+            claimed: batch.header.tx_count,
+            count,
+        });
+    }
+    let bytes = batch
+        .requests
+        .iter()
+        .try_fold(0u64, |acc, r| acc.checked_add(r.len() as u64))
+        .unwrap_or(u64::MAX);
+    if bytes > cfg.max_batch_bytes.get() {
+        return Err(Error::BatchTooLarge {
+            id,
+            bytes,
+            max: cfg.max_batch_bytes.get(),
+        });
+    }
+    verify_requests(cfg, batch)?;
+    if batch_digest(&batch.requests) != batch.header.digest {
+        return Err(Error::DigestMismatch { id });
+    }
+    let signed = cfg
+        .keys
+        .get(&id.primary)
+        .is_some_and(|key| batch.signature_verifies(key));
+    if !signed {
+        return Err(Error::BadBatchSignature { id });
+    }
+    Ok(())
+}
+
+fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<()> {
+    let id = batch.id();
+    let max = cfg.max_request_bytes.get();
+    let mut seen = HashSet::with_capacity(batch.requests.len());
+    for (index, request) in batch.requests.iter().enumerate() {
+        if request.len() > max {
+            return Err(Error::RequestTooLarge {
+                id,
+                index,
+                bytes: request.len(),
+                max,
+            });
+        }
+        let shard = shard_of(request, cfg.shards).unwrap_or(u32::MAX);
+        if shard != cfg.shard {
+            return Err(Error::RequestOfAnotherShard { id, index, shard });
+        }
+        if !seen.insert(RequestDigest::of(request)) {
+            return Err(Error::DuplicateRequestInBatch { id, index });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,832 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+//! Transition tables of the batcher core: one table per input kind, values compared.
+
+mod common;
+
+use std::sync::Arc;
+
+use batcher::{
+    Baf, Batcher, Complaint, ComplaintReason, Error, Input, Output, RefuseReason, RequestDigest, SignedBatch,
+    TermInfo,
+};
+use common::{N, Step, batcher, config, key, req, run, step};
+use types::BatchId;
+use types::digest::shard_of;
+
+fn admitted(r: &batcher::Request) -> Output {
+    Output::Admitted {
+        digest: RequestDigest::of(r),
+    }
+}
+
+fn refused(r: &batcher::Request, reason: RefuseReason) -> Output {
+    Output::Refused {
+        digest: RequestDigest::of(r),
+        reason,
+    }
+}
+
+fn signed(seq: u64, primary: u32, requests: Vec<batcher::Request>) -> Arc<SignedBatch> {
+    Arc::new(SignedBatch::sign(
+        BatchId::new(0, primary, seq),
+        requests,
+        &key(primary),
+    ))
+}
+
+fn persisted(b: &SignedBatch) -> Input {
+    Input::Persisted {
+        id: b.id(),
+        digest: b.header.digest,
+    }
+}
+
+fn baf(b: &SignedBatch, signer: u32) -> Baf {
+    Baf::sign(b.header, signer, &key(signer))
+}
+
+fn pull(primary: u32, seq: u64) -> Output {
+    Output::Pull(BatchId::new(0, primary, seq))
+}
+
+#[test]
+fn requests_are_admitted_deduplicated_and_bounded() {
+    // Party 2 is a secondary in term 0: it pulls from party 1 and never cuts.
+    let mut b = batcher(2);
+    let r: Vec<_> = (0..8).map(|i| req(i, 60)).collect();
+    let big = req(100, 101);
+    let mut steps = vec![step(
+        Input::Request(r[0].clone()),
+        vec![admitted(&r[0]), pull(1, 1)],
+    )];
+    steps.push(step(
+        Input::Request(r[0].clone()),
+        vec![refused(&r[0], RefuseReason::Duplicate)],
+    ));
+    steps.push(step(
+        Input::Request(big.clone()),
+        vec![refused(&big, RefuseReason::TooLarge)],
+    ));
+    for x in &r[1..6] {
+        steps.push(step(Input::Request(x.clone()), vec![admitted(x)]));
+    }
+    // Six requests held: the count bound refuses the seventh.
+    steps.push(step(
+        Input::Request(r[6].clone()),
+        vec![refused(&r[6], RefuseReason::MempoolFullRequests)],
+    ));
+    run(&mut b, steps);
+    assert_eq!(b.pending(), (6, 360));
+
+    // The byte bound: 500 bytes; 4 × 100 + 100 fits, one more byte does not.
+    let mut b = batcher(2);
+    let _ = b.handle(Input::Tick(0));
+    let mut steps = Vec::new();
+    for i in 0..5 {
+        let x = req(i, 100);
+        steps.push(step(Input::Request(x.clone()), vec![admitted(&x)]));
+    }
+    let x = req(9, 4);
+    steps.push(step(
+        Input::Request(x.clone()),
+        vec![refused(&x, RefuseReason::MempoolFullBytes)],
+    ));
+    run(&mut b, steps);
+    assert_eq!(b.pending(), (5, 500));
+}
+
+#[test]
+fn requests_of_another_shard_are_refused() {
+    let cfg = config(2, 2);
+    let mut b = Batcher::new(
+        cfg,
+        key(2),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    let other = (0..)
+        .map(|i| req(i, 8))
+        .find(|r| shard_of(r, 2).unwrap() == 1)
+        .unwrap();
+    let mine = (0..)
+        .map(|i| req(i, 8))
+        .find(|r| shard_of(r, 2).unwrap() == 0)
+        .unwrap();
+    run(
+        &mut b,
+        vec![
+            step(
+                Input::Request(other.clone()),
+                vec![refused(&other, RefuseReason::WrongShard), pull(1, 1)],
+            ),
+            step(Input::Request(mine.clone()), vec![admitted(&mine)]),
+        ],
+    );
+}
+
+#[test]
+fn primary_cuts_at_count_bytes_and_timeout_and_attests_only_after_persisted() {
+    let mut b = batcher(1);
+    let r: Vec<_> = (0..6).map(|i| req(i, 90)).collect();
+    let b1 = signed(1, 1, r[0..2].to_vec()); // 180 bytes: a third would pass 250
+    let b2 = signed(2, 1, r[2..3].to_vec()); // cut by timeout
+    run(
+        &mut b,
+        vec![
+            step(Input::Tick(10), vec![]),
+            step(Input::Request(r[0].clone()), vec![admitted(&r[0])]),
+            step(Input::Request(r[1].clone()), vec![admitted(&r[1])]),
+            // 270 bytes pending ≥ 250: a batch of what fits (two requests).
+            step(
+                Input::Request(r[2].clone()),
+                vec![admitted(&r[2]), Output::Persist(b1.clone())],
+            ),
+            step(Input::Tick(59), vec![]),
+            step(Input::Tick(60), vec![Output::Persist(b2.clone())]),
+            // A wrong digest does not count as persisted.
+            step(
+                Input::Persisted {
+                    id: b1.id(),
+                    digest: [7; 32],
+                },
+                vec![],
+            ),
+            step(
+                persisted(&b1),
+                vec![Output::Serve(b1.clone()), Output::SendBaf(baf(&b1, 1))],
+            ),
+            // Persisted twice: nothing more.
+            step(persisted(&b1), vec![]),
+        ],
+    );
+    assert_eq!(b.unconfirmed_batches(), 2);
+    assert_eq!(b.pending(), (0, 0));
+    assert_eq!(b.in_flight(), (3, 270));
+    // Count bound: three small requests make a full batch at once.
+    let mut b = batcher(1);
+    let s: Vec<_> = (10..13).map(|i| req(i, 4)).collect();
+    let full = signed(1, 1, s.clone());
+    run(
+        &mut b,
+        vec![
+            step(Input::Request(s[0].clone()), vec![admitted(&s[0])]),
+            step(Input::Request(s[1].clone()), vec![admitted(&s[1])]),
+            step(
+                Input::Request(s[2].clone()),
+                vec![admitted(&s[2]), Output::Persist(full)],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn primary_window_waits_for_f_plus_one_acks() {
+    // Room for nine requests: the mempool bound counts the unordered batches too.
+    let mut cfg = config(1, 1);
+    cfg.mempool_max_requests = std::num::NonZeroUsize::new(9).unwrap();
+    let mut b = Batcher::new(
+        cfg,
+        key(1),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    let r: Vec<_> = (0..9).map(|i| req(i, 4)).collect();
+    let b1 = signed(1, 1, r[0..3].to_vec());
+    let b2 = signed(2, 1, r[3..6].to_vec());
+    let b3 = signed(3, 1, r[6..9].to_vec());
+    let mut forged = baf(&b1, 2);
+    forged.signer = 3; // party 2's signature claimed by party 3
+    let mut steps: Vec<Step> = Vec::new();
+    for (i, x) in r.iter().enumerate() {
+        let mut expect = vec![admitted(x)];
+        if i == 2 {
+            expect.push(Output::Persist(b1.clone()));
+        }
+        if i == 5 {
+            expect.push(Output::Persist(b2.clone()));
+        }
+        steps.push(step(Input::Request(x.clone()), expect));
+    }
+    steps.extend([
+        // Window 2 is full: the third full batch waits.
+        step(Input::Tick(1000), vec![]),
+        // An ack before the primary's own Persisted: counted, but f+1 = 2 needs the primary too.
+        step(Input::Baf(baf(&b1, 2)), vec![]),
+        step(Input::Baf(forged), vec![]),
+        step(Input::Baf(baf(&b2, 1)), vec![]), // its own signature from outside: ignored
+        step(
+            persisted(&b1),
+            vec![
+                Output::Serve(b1.clone()),
+                Output::SendBaf(baf(&b1, 1)),
+                Output::Persist(b3.clone()),
+            ],
+        ),
+    ]);
+    run(&mut b, steps);
+    assert_eq!(b.unconfirmed_batches(), 2);
+}
+
+#[test]
+fn secondary_pulls_verifies_persists_then_attests_and_acks() {
+    let mut b = batcher(2);
+    let r: Vec<_> = (0..3).map(|i| req(i, 20)).collect();
+    let b1 = signed(1, 1, r.clone());
+    let b2 = signed(2, 1, vec![req(50, 20)]);
+    run(
+        &mut b,
+        vec![
+            step(Input::Tick(0), vec![pull(1, 1)]),
+            step(Input::Request(r[0].clone()), vec![admitted(&r[0])]),
+            // Seq 2 before seq 1, or from a party that is not the primary: ignored.
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*b2).clone(),
+                },
+                vec![],
+            ),
+            step(
+                Input::Batch {
+                    from: 3,
+                    batch: (*b1).clone(),
+                },
+                vec![],
+            ),
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*b1).clone(),
+                },
+                vec![Output::Persist(b1.clone()), pull(1, 2)],
+            ),
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*b1).clone(),
+                },
+                vec![],
+            ),
+            step(
+                persisted(&b1),
+                vec![
+                    Output::Serve(b1.clone()),
+                    Output::SendBaf(baf(&b1, 2)),
+                    Output::AckPrimary {
+                        to: 1,
+                        baf: baf(&b1, 2),
+                    },
+                ],
+            ),
+        ],
+    );
+    // The request left the pending queue and stays known until ordered.
+    assert_eq!(b.pending(), (0, 0));
+    assert!(b.knows(&RequestDigest::of(&r[0])));
+    run(
+        &mut b,
+        vec![
+            step(
+                Input::Request(r[1].clone()),
+                vec![refused(&r[1], RefuseReason::Duplicate)],
+            ),
+            step(
+                Input::Ordered {
+                    id: b1.id(),
+                    requests: b1.requests.clone(),
+                },
+                vec![],
+            ),
+            step(
+                Input::Request(r[1].clone()),
+                vec![refused(&r[1], RefuseReason::Duplicate)],
+            ),
+        ],
+    );
+    assert_eq!(b.in_flight(), (0, 0));
+}
+
+fn complaint(signer: u32, term: u64, reason: ComplaintReason) -> Output {
+    Output::Complain(Complaint::sign(0, term, signer, reason, &key(signer)))
+}
+
+#[test]
+fn bogus_batches_are_rejected_with_one_complaint_per_term() {
+    let good = signed(1, 1, vec![req(1, 10), req(2, 10)]);
+    let mut bad_digest = (*good).clone();
+    bad_digest.requests[1] = req(3, 10);
+    let mut bad_signature = (*good).clone();
+    bad_signature.signature = signed(1, 2, good.requests.clone()).signature.clone();
+    let mut bad_count = (*good).clone();
+    bad_count.header.tx_count = 3;
+    let dup = signed(1, 1, vec![req(1, 10), req(1, 10)]);
+    let too_big = signed(1, 1, vec![req(1, 101)]);
+    let empty = signed(1, 1, vec![]);
+    let other_shard = Arc::new(SignedBatch::sign(
+        BatchId::new(1, 1, 1),
+        vec![req(1, 10)],
+        &key(1),
+    ));
+    let id = good.id();
+    let cases: Vec<(SignedBatch, Error)> = vec![
+        (bad_digest, Error::DigestMismatch { id }),
+        (bad_signature, Error::BadBatchSignature { id }),
+        (
+            bad_count,
+            Error::TxCountMismatch {
+                id,
+                claimed: 3,
+                count: 2,
+            },
+        ),
+        ((*dup).clone(), Error::DuplicateRequestInBatch { id, index: 1 }),
+        (
+            (*too_big).clone(),
+            Error::RequestTooLarge {
+                id,
+                index: 0,
+                bytes: 101,
+                max: 100,
+            },
+        ),
+        ((*empty).clone(), Error::EmptyBatch { id }),
+        (
+            (*other_shard).clone(),
+            Error::BatchOfAnotherShard {
+                id: other_shard.id(),
+                expected: 0,
+            },
+        ),
+    ];
+    for (batch, error) in cases {
+        let mut b = batcher(3);
+        let _ = b.handle(Input::Tick(0));
+        run(
+            &mut b,
+            vec![
+                step(
+                    Input::Batch {
+                        from: 1,
+                        batch: batch.clone(),
+                    },
+                    vec![
+                        Output::BatchRejected {
+                            from: 1,
+                            error: error.clone(),
+                        },
+                        complaint(3, 0, ComplaintReason::BogusBatch),
+                    ],
+                ),
+                // A second bogus batch: rejected, no second complaint in the term.
+                step(
+                    Input::Batch { from: 1, batch },
+                    vec![Output::BatchRejected { from: 1, error }],
+                ),
+                // The good batch is still accepted.
+                step(
+                    Input::Batch {
+                        from: 1,
+                        batch: (*good).clone(),
+                    },
+                    vec![Output::Persist(good.clone()), pull(1, 2)],
+                ),
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_request_of_another_shard_in_a_batch_is_bogus() {
+    let cfg = config(2, 2);
+    let mut b = Batcher::new(
+        cfg,
+        key(2),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    let other = (0..)
+        .map(|i| req(i, 8))
+        .find(|r| shard_of(r, 2).unwrap() == 1)
+        .unwrap();
+    let batch = signed(1, 1, vec![other]);
+    run(
+        &mut b,
+        vec![
+            step(Input::Tick(0), vec![pull(1, 1)]),
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*batch).clone(),
+                },
+                vec![
+                    Output::BatchRejected {
+                        from: 1,
+                        error: Error::RequestOfAnotherShard {
+                            id: batch.id(),
+                            index: 0,
+                            shard: 1,
+                        },
+                    },
+                    complaint(2, 0, ComplaintReason::BogusBatch),
+                ],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn censorship_forwards_each_round_and_complains_once_per_term() {
+    let mut b = batcher(2);
+    let r0 = req(0, 10);
+    let r1 = req(1, 10);
+    let fwd = |r: &batcher::Request| Output::ForwardToPrimary {
+        to: 1,
+        request: r.clone(),
+    };
+    run(
+        &mut b,
+        vec![
+            step(Input::Tick(0), vec![pull(1, 1)]),
+            step(Input::Request(r0.clone()), vec![admitted(&r0)]),
+            step(Input::Tick(50), vec![]),
+            step(Input::Request(r1.clone()), vec![admitted(&r1)]),
+            step(Input::Tick(99), vec![]),
+            step(Input::Tick(100), vec![fwd(&r0)]),
+            step(Input::Tick(149), vec![]),
+            step(Input::Tick(150), vec![fwd(&r1)]),
+            step(Input::Tick(199), vec![]),
+            // A new forwarding round every 100 ms: a full primary may have dropped them.
+            step(Input::Tick(200), vec![fwd(&r0), fwd(&r1)]),
+            step(Input::Tick(299), vec![]),
+            step(
+                Input::Tick(300),
+                vec![fwd(&r0), fwd(&r1), complaint(2, 0, ComplaintReason::Censorship)],
+            ),
+            step(Input::Tick(350), vec![]),
+            step(Input::Tick(400), vec![fwd(&r0), fwd(&r1)]),
+            // Time never goes back.
+            step(Input::Tick(5), vec![]),
+        ],
+    );
+    // The primary neither forwards nor complains; it cuts.
+    let mut p = batcher(1);
+    let _ = p.handle(Input::Request(r0.clone()));
+    let out = p.handle(Input::Tick(10_000));
+    assert_eq!(out, vec![Output::Persist(signed(1, 1, vec![r0]))]);
+}
+
+#[test]
+fn a_term_change_hands_pending_and_unordered_requests_to_the_new_primary() {
+    // Party 2 is a secondary in term 0 and the primary of term 1.
+    let mut b = batcher(2);
+    let r: Vec<_> = (0..4).map(|i| req(i, 10)).collect();
+    let b1 = signed(1, 1, r[0..2].to_vec());
+    let b2 = signed(2, 1, r[2..3].to_vec());
+    let _ = b.handle(Input::Tick(0));
+    for x in &r {
+        let _ = b.handle(Input::Request(x.clone()));
+    }
+    for batch in [&b1, &b2] {
+        let _ = b.handle(Input::Batch {
+            from: 1,
+            batch: (**batch).clone(),
+        });
+        let _ = b.handle(persisted(batch));
+    }
+    assert_eq!(b.pending(), (1, 10));
+    // b1 was ordered, b2 was not; the term moves on after seq 1.
+    let _ = b.handle(Input::Ordered {
+        id: b1.id(),
+        requests: b1.requests.clone(),
+    });
+    let cut = signed(2, 2, vec![r[2].clone(), r[3].clone()]);
+    run(
+        &mut b,
+        vec![
+            step(
+                Input::TermChanged(TermInfo {
+                    term: 1,
+                    last_ordered_seq: 1,
+                }),
+                vec![],
+            ),
+            // The new primary cuts b2's request first, then the pending one, at seq 2.
+            step(Input::Tick(50), vec![Output::Persist(cut.clone())]),
+            // A stale term change is ignored; a late batch from the old primary too.
+            step(
+                Input::TermChanged(TermInfo {
+                    term: 1,
+                    last_ordered_seq: 0,
+                }),
+                vec![],
+            ),
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*signed(3, 1, vec![req(9, 10)])).clone(),
+                },
+                vec![],
+            ),
+            // An ack of the old primary's batch means nothing to the new one.
+            step(Input::Baf(baf(&b2, 3)), vec![]),
+        ],
+    );
+    assert!(b.is_primary());
+    assert_eq!((b.term(), b.primary(), b.next_seq()), (1, 2, Some(3)));
+    // Ordered requests stay refused.
+    run(
+        &mut b,
+        vec![step(
+            Input::Request(r[0].clone()),
+            vec![refused(&r[0], RefuseReason::Duplicate)],
+        )],
+    );
+}
+
+#[test]
+fn the_old_primary_stops_cutting_and_pulls_from_the_new_one() {
+    let mut b = batcher(1);
+    let r: Vec<_> = (0..2).map(|i| req(i, 10)).collect();
+    let b1 = signed(1, 1, r.clone());
+    let _ = b.handle(Input::Request(r[0].clone()));
+    let _ = b.handle(Input::Request(r[1].clone()));
+    assert_eq!(b.handle(Input::Tick(50)), vec![Output::Persist(b1.clone())]);
+    run(
+        &mut b,
+        vec![
+            step(
+                Input::TermChanged(TermInfo {
+                    term: 1,
+                    last_ordered_seq: 0,
+                }),
+                vec![pull(2, 1)],
+            ),
+            // The fsync of the abandoned batch completes: no BAF for it any more.
+            step(persisted(&b1), vec![]),
+            step(
+                Input::Tick(10_000),
+                vec![
+                    Output::ForwardToPrimary {
+                        to: 2,
+                        request: r[0].clone(),
+                    },
+                    Output::ForwardToPrimary {
+                        to: 2,
+                        request: r[1].clone(),
+                    },
+                    complaint(1, 1, ComplaintReason::Censorship),
+                ],
+            ),
+        ],
+    );
+    assert!(!b.is_primary());
+    assert_eq!(b.pending(), (2, 20));
+}
+
+#[test]
+fn forwarded_requests_reach_only_a_primary() {
+    let r = req(1, 10);
+    let mut p = batcher(1);
+    let mut s = batcher(2);
+    assert_eq!(
+        p.handle(Input::Forwarded {
+            from: 2,
+            request: r.clone()
+        }),
+        vec![]
+    );
+    assert_eq!(p.pending(), (1, 10));
+    assert_eq!(
+        p.handle(Input::Forwarded {
+            from: 9,
+            request: req(2, 10)
+        }),
+        vec![]
+    );
+    assert_eq!(p.pending(), (1, 10));
+    let _ = s.handle(Input::Forwarded { from: 3, request: r });
+    assert_eq!(s.pending(), (0, 0));
+}
+
+#[test]
+fn configs_are_validated() {
+    let mut c = config(1, 1);
+    c.party = N + 1;
+    assert_eq!(
+        c.validate(),
+        Err(Error::PartyOutOfRange {
+            party: N + 1,
+            parties: N
+        })
+    );
+    let mut c = config(1, 1);
+    c.keys.remove(&3);
+    assert_eq!(c.validate(), Err(Error::MissingKey { party: 3 }));
+    let mut c = config(1, 1);
+    c.complain_timeout_ms = 10;
+    assert!(matches!(
+        c.validate(),
+        Err(Error::LimitTooSmall {
+            field: "complain_timeout_ms",
+            ..
+        })
+    ));
+    let mut c = config(1, 1);
+    c.max_batch_bytes = std::num::NonZeroU64::new(99).unwrap();
+    assert!(matches!(
+        c.validate(),
+        Err(Error::LimitTooSmall {
+            field: "max_batch_bytes",
+            ..
+        })
+    ));
+    let err = Batcher::new(
+        config(1, 1),
+        key(2),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .err();
+    assert_eq!(err, Some(Error::SigningKeyMismatch { party: 1 }));
+    assert_eq!(batcher::primary_of(0, 0, 4), 1);
+    assert_eq!(batcher::primary_of(3, 2, 4), 2);
+    assert_eq!(batcher::primary_of(1, u64::MAX, 4), 1);
+}
+
+#[test]
+fn signed_bytes_are_stable_and_separated() {
+    let b = signed(7, 2, vec![req(1, 10)]);
+    let header = b.header.signed_bytes();
+    let baf_bytes = b.header.baf_bytes();
+    assert!(header.starts_with(b"fabrx/batcher/v1/batch-header"));
+    assert!(baf_bytes.starts_with(b"fabrx/batcher/v1/baf"));
+    assert_eq!(header.len(), b"fabrx/batcher/v1/batch-header".len() + 52);
+    assert_eq!(
+        &header[header.len() - 52..header.len() - 36],
+        &[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 7]
+    );
+    // A batch header signature is not a BAF, and a BAF of party 2 does not verify as party 3's.
+    let as_baf = Baf {
+        header: b.header,
+        signer: 2,
+        signature: b.signature.clone(),
+    };
+    assert!(!as_baf.verifies(&key(2).public_key()));
+    assert!(baf(&b, 2).verifies(&key(2).public_key()));
+    assert!(!baf(&b, 2).verifies(&key(3).public_key()));
+    let c = Complaint::sign(0, 5, 3, ComplaintReason::Censorship, &key(3));
+    assert!(c.verifies(&key(3).public_key()));
+    // The batcher's tags joined the workspace's list, and none prefixes another tag.
+    let all = types::tags::all();
+    assert!(all.contains(&types::tags::batcher::BAF));
+    for (i, a) in all.iter().enumerate() {
+        for (j, b) in all.iter().enumerate() {
+            assert!(i == j || !b.starts_with(a), "{a:?} prefixes {b:?}");
+        }
+    }
+    let mut other_term = c.clone();
+    other_term.term = 6;
+    assert!(!other_term.verifies(&key(3).public_key()));
+}
+
+#[test]
+fn ordered_batches_drop_their_requests_even_unseen_and_a_lagging_secondary_skips_them() {
+    let mut b = batcher(3);
+    let r: Vec<_> = (0..3).map(|i| req(i, 10)).collect();
+    let b1 = signed(1, 1, r[0..2].to_vec());
+    let _ = b.handle(Input::Tick(0));
+    for x in &r {
+        let _ = b.handle(Input::Request(x.clone()));
+    }
+    run(
+        &mut b,
+        vec![
+            // Another shard's block: nothing changes.
+            step(
+                Input::Ordered {
+                    id: BatchId::new(1, 1, 1),
+                    requests: r[0..2].to_vec(),
+                },
+                vec![],
+            ),
+            // This batcher never pulled seq 1: its requests go, and it pulls seq 2 next.
+            step(
+                Input::Ordered {
+                    id: b1.id(),
+                    requests: b1.requests.clone(),
+                },
+                vec![pull(1, 2)],
+            ),
+            step(
+                Input::Request(r[0].clone()),
+                vec![refused(&r[0], RefuseReason::Duplicate)],
+            ),
+            // The skipped batch, served late, is ignored.
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*b1).clone(),
+                },
+                vec![],
+            ),
+        ],
+    );
+    assert_eq!(b.pending(), (1, 10));
+    assert_eq!(b.next_seq(), Some(2));
+}
+
+#[test]
+fn the_unordered_bound_stops_cutting_and_pulling() {
+    // Window 4 = unordered bound 4; acks confirm every batch, ordering frees them.
+    let mut cfg = config(1, 1);
+    cfg.window = std::num::NonZeroU32::new(4).unwrap();
+    cfg.mempool_max_requests = std::num::NonZeroUsize::new(100).unwrap();
+    cfg.mempool_max_bytes = std::num::NonZeroU64::new(10_000).unwrap();
+    let mut p = Batcher::new(
+        cfg,
+        key(1),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    let mut batches = Vec::new();
+    for i in 0..15u32 {
+        let out = p.handle(Input::Request(req(i, 4)));
+        for o in out {
+            if let Output::Persist(b) = o {
+                batches.push(b);
+            }
+        }
+    }
+    assert_eq!(batches.len(), 4, "window 4 then the unordered bound");
+    for b in &batches {
+        let _ = p.handle(persisted(b));
+        let _ = p.handle(Input::Baf(baf(b, 2)));
+    }
+    assert_eq!(p.unconfirmed_batches(), 0);
+    assert_eq!(p.unordered_batches(), 4);
+    assert_eq!(
+        p.handle(Input::Tick(1000)),
+        vec![],
+        "confirmed but unordered: no cut"
+    );
+    let out = p.handle(Input::Ordered {
+        id: batches[0].id(),
+        requests: batches[0].requests.clone(),
+    });
+    let next = signed(5, 1, (12..15).map(|i| req(i, 4)).collect());
+    assert_eq!(out, vec![Output::Persist(next)]);
+
+    // A secondary at the bound stops pulling, and pulls again once a batch is ordered.
+    let mut s = batcher(2);
+    assert_eq!(s.handle(Input::Tick(0)), vec![pull(1, 1)]);
+    let mut held = Vec::new();
+    for seq in 1..=4u64 {
+        let b = signed(seq, 1, vec![req(100 + seq as u32, 4)]);
+        let expect = if seq < 4 {
+            vec![Output::Persist(b.clone()), pull(1, seq + 1)]
+        } else {
+            vec![Output::Persist(b.clone())]
+        };
+        assert_eq!(
+            s.handle(Input::Batch {
+                from: 1,
+                batch: (*b).clone()
+            }),
+            expect,
+            "seq {seq}"
+        );
+        held.push(b);
+    }
+    let fifth = signed(5, 1, vec![req(105, 4)]);
+    assert_eq!(
+        s.handle(Input::Batch {
+            from: 1,
+            batch: (*fifth).clone()
+        }),
+        vec![]
+    );
+    let out = s.handle(Input::Ordered {
+        id: held[0].id(),
+        requests: held[0].requests.clone(),
+    });
+    assert_eq!(out, vec![pull(1, 5)]);
+}
