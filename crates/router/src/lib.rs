@@ -1,1 +1,25 @@
-//! Arma router: validates client requests and forwards them to the batcher of their shard (not yet implemented).
+//! Arma router (DESIGN.md "The flow of one transaction", `docs/router.md`): a client
+//! stream service that checks each request, maps it to its shard and forwards it to its
+//! own party's batcher of that shard, acking the client only once the batcher admitted it.
+//!
+//! The deciding logic is pure (no tokio): [`admission`] (the checks of one request),
+//! [`inflight`] (per-shard bounds of forwarded, unanswered requests), [`backoff`] (the
+//! reconnect schedule) and [`answer`] (what a batcher answers and the gRPC code a client
+//! sees). The shells are [`service`] (the tonic `Router` service), [`link`] (the
+//! [`link::BatcherLink`] seam and its gRPC implementation) and [`node`] (serving it).
+
+pub mod admission;
+pub mod answer;
+pub mod backoff;
+pub mod config;
+pub mod error;
+pub mod inflight;
+pub mod link;
+pub mod node;
+pub mod service;
+
+pub use admission::{Admitted, Refusal, RequestDigest, check_request};
+pub use answer::{BatcherAnswer, BatcherRefusal};
+pub use backoff::Backoff;
+pub use config::{ClientAuth, ClientKeys, RouterConfig};
+pub use error::{Error, Result};

@@ -51,6 +51,23 @@ pub const TX_STATUS_BATCH: MessageLimit = limit(&budget::TX_STATUS_BATCH, 32 * M
 pub const VERIFY_RESULT: MessageLimit = limit(&budget::VERIFY_RESULT, 4 * MIB, 32 * MIB, 16);
 /// Committed policies returned by a vcservice.
 pub const POLICY_LIST: MessageLimit = limit(&budget::POLICY_LIST, 32 * MIB, 64 * MIB, MIB);
+/// One client request of a router's `Submit` stream: 2 MiB on the wire and decoded (one
+/// bytes field). The router refuses, one by one, envelopes over its configured maximum
+/// (1 MiB by default, at most [`ROUTER_MAX_ENVELOPE_BYTES`]); a message over this limit
+/// ends the stream.
+pub const SUBMIT_REQUEST: MessageLimit = limit(&budget::SUBMIT_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// The answer to one client request: an id, a code and a reason of at most a few hundred
+/// bytes.
+pub const SUBMIT_RESPONSE: MessageLimit = limit(&budget::SUBMIT_RESPONSE, 64 * KIB, 128 * KIB, 0);
+/// One request a router forwards on a batcher's `Intake` stream: as a client request.
+pub const INTAKE_REQUEST: MessageLimit = limit(&budget::INTAKE_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// The largest envelope a router may be configured to accept: what fits in a
+/// [`SUBMIT_REQUEST`] and an [`INTAKE_REQUEST`] with their id and framing.
+pub const ROUTER_MAX_ENVELOPE_BYTES: usize = 2 * MIB - 64;
+/// Largest message a router accepts (its largest request type).
+pub const ROUTER_MAX_MESSAGE_BYTES: usize = SUBMIT_REQUEST.max_bytes;
+/// Largest message a batcher's intake accepts.
+pub const BATCHER_INTAKE_MAX_MESSAGE_BYTES: usize = INTAKE_REQUEST.max_bytes;
 /// Requests without content (`GetNextBlock`, `SetLastCommitted`, `GetBlock`,
 /// `GetPolicies`): a few bytes.
 pub const SMALL_REQUEST: usize = 64;
@@ -78,15 +95,16 @@ small!(SET_LAST_COMMITTED_REQUEST, pb::SetLastCommittedRequest);
 small!(BLOCK_QUERY, pb::BlockQuery);
 small!(POLICIES_REQUEST, pb::PoliciesRequest);
 small!(NEXT_BLOCK, pb::NextBlock);
+small!(INTAKE_RESPONSE, pb::IntakeResponse);
 
 const fn small_limit(schema: &'static Schema) -> MessageLimit {
     limit(schema, SMALL_REQUEST, 4 * KIB, 0)
 }
 
 /// The limit of the message type `id`, when fabrx has one (every request type of the
-/// committer's services); `None`: only the service's message size limit applies.
+/// committer's and the ordering services); `None`: only the service's message size limit applies.
 pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
-    let table: [(TypeId, MessageLimit); 13] = [
+    let table: [(TypeId, MessageLimit); 17] = [
         (TypeId::of::<pb::VcBatch>(), VC_BATCH),
         (TypeId::of::<pb::CoordinatorBlock>(), COORDINATOR_BLOCK),
         (TypeId::of::<pb::VerifyStreamRequest>(), VERIFY_STREAM_REQUEST),
@@ -109,6 +127,10 @@ pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
             small_limit(&POLICIES_REQUEST),
         ),
         (TypeId::of::<pb::NextBlock>(), small_limit(&NEXT_BLOCK)),
+        (TypeId::of::<pb::SubmitRequest>(), SUBMIT_REQUEST),
+        (TypeId::of::<pb::SubmitResponse>(), SUBMIT_RESPONSE),
+        (TypeId::of::<pb::IntakeRequest>(), INTAKE_REQUEST),
+        (TypeId::of::<pb::IntakeResponse>(), small_limit(&INTAKE_RESPONSE)),
     ];
     table.into_iter().find(|(t, _)| *t == id).map(|(_, l)| l)
 }

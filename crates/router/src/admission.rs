@@ -1,0 +1,134 @@
+//! The router's checks of one request (Arma §4.2; `docs/router.md` "Checks"): not empty,
+//! not over the configured size, an envelope that decodes and passes the structural
+//! checks of `types::check`, and, when the network requires it, the client's signature
+//! over the payload. An admitted request gets its shard (`types::digest::shard_of` of the
+//! request bytes, what the batcher checks) and its digest (the batcher's dedup key).
+
+use crate::config::{ClientAuth, RouterConfig};
+use prost::Message;
+use sha2::{Digest as _, Sha256};
+use types::ShardId;
+use types::check::{EnvelopeParts, PayloadKind, check_envelope};
+use types::digest::Digest32;
+use wire::pb;
+
+/// The digest a batcher dedups a request by: `SHA-256("fabrx/batcher/v1/request" ‖ bytes)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestDigest(pub Digest32);
+
+impl RequestDigest {
+    /// The digest of `request`.
+    pub fn of(request: &[u8]) -> RequestDigest {
+        let mut h = Sha256::new();
+        h.update(types::tags::batcher::REQUEST);
+        h.update(request);
+        RequestDigest(h.finalize().into())
+    }
+}
+
+/// A request that passed the router's checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    /// Its shard.
+    pub shard: ShardId,
+    /// Its digest.
+    pub digest: RequestDigest,
+}
+
+/// Why the router refused a request before forwarding it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The request has no bytes.
+    #[error("empty request")]
+    Empty,
+    /// The request is larger than the configured maximum.
+    #[error("request of {size} bytes is over the maximum of {max} bytes")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The envelope does not decode or fails a structural check.
+    #[error("malformed envelope: {status}")]
+    Malformed {
+        /// The status the committer would give it (`MALFORMED_*`).
+        status: types::Status,
+    },
+    /// Signatures are required and the envelope names no identity of the network.
+    #[error("the envelope's identity is not a client of the network")]
+    UnknownClient,
+    /// The signature over the payload does not verify with the client's key.
+    #[error("the client signature over the payload does not verify")]
+    BadSignature,
+}
+
+impl Refusal {
+    /// The gRPC code a client sees.
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            Refusal::UnknownClient => tonic::Code::PermissionDenied,
+            Refusal::Empty | Refusal::TooLarge { .. } | Refusal::Malformed { .. } | Refusal::BadSignature => {
+                tonic::Code::InvalidArgument
+            }
+        }
+    }
+}
+
+/// Checks one request against `cfg` (see the module doc); the cheap checks come first.
+pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refusal> {
+    if bytes.is_empty() {
+        return Err(Refusal::Empty);
+    }
+    let max = cfg.max_request_bytes.get();
+    if bytes.len() > max {
+        return Err(Refusal::TooLarge {
+            size: bytes.len(),
+            max,
+        });
+    }
+    let env = pb::Envelope::decode(bytes).map_err(|_| Refusal::Malformed {
+        status: types::Status::MalformedBadEnvelope,
+    })?;
+    check_structure(&env)?;
+    if let ClientAuth::Signed(keys) = &cfg.client_auth {
+        let creator = env
+            .identity
+            .as_ref()
+            .map(Message::encode_to_vec)
+            .ok_or(Refusal::UnknownClient)?;
+        let key = keys.get(&creator).ok_or(Refusal::UnknownClient)?;
+        let sig = crypto::Signature::from_bytes(env.signature.as_slice());
+        crypto::verify_client_request(key, &env.payload, &sig).map_err(|_| Refusal::BadSignature)?;
+    }
+    // `shards` is non-zero, so `shard_of` cannot fail; fall back to shard 0 regardless.
+    let shard = types::digest::shard_of(bytes, cfg.shards.get()).unwrap_or(0);
+    Ok(Admitted {
+        shard,
+        digest: RequestDigest::of(bytes),
+    })
+}
+
+/// The structural checks of `types::check` (those the committer's sidecar makes).
+fn check_structure(env: &pb::Envelope) -> Result<(), Refusal> {
+    let creator = env
+        .identity
+        .as_ref()
+        .map(Message::encode_to_vec)
+        .unwrap_or_default();
+    let kind = match pb::PayloadType::try_from(env.payload_type) {
+        Ok(pb::PayloadType::Tx) => PayloadKind::Tx,
+        Ok(pb::PayloadType::Config) => PayloadKind::Config,
+        _ => PayloadKind::Unsupported(env.payload_type),
+    };
+    let parts = EnvelopeParts {
+        kind,
+        tx_id: &env.tx_id,
+        nonce: &env.nonce,
+        creator: &creator,
+        payload: &env.payload,
+    };
+    check_envelope(&parts, &wire::ProstDecoder::default())
+        .map(|_| ())
+        .map_err(|status| Refusal::Malformed { status })
+}

@@ -1,0 +1,134 @@
+//! The router's configuration, validated once ([`RouterConfig::validate`]). The network
+//! config file that will fill it is not written yet (`docs/router.md` "Not done").
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crypto::PublicKey;
+use std::collections::HashMap;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::time::Duration;
+use types::PartyId;
+
+/// One MiB: the default largest envelope.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// The public keys of the network's clients, by serialized `Identity` (the protobuf
+/// encoding of the envelope's `identity` field, the "creator" of the tx id rule).
+#[derive(Debug, Clone, Default)]
+pub struct ClientKeys {
+    keys: HashMap<Vec<u8>, PublicKey>,
+}
+
+impl ClientKeys {
+    /// No clients.
+    pub fn new() -> ClientKeys {
+        ClientKeys::default()
+    }
+
+    /// Adds (or replaces) the key of the client whose serialized identity is `creator`.
+    pub fn insert(&mut self, creator: Vec<u8>, key: PublicKey) {
+        self.keys.insert(creator, key);
+    }
+
+    /// The key of `creator`.
+    pub fn get(&self, creator: &[u8]) -> Option<&PublicKey> {
+        self.keys.get(creator)
+    }
+
+    /// Number of clients.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// Whether the network requires client signatures.
+#[derive(Debug, Clone, Default)]
+pub enum ClientAuth {
+    /// Any client may submit; `Envelope.signature` is not checked.
+    #[default]
+    Open,
+    /// `Envelope.signature` must be the client-request signature
+    /// (`crypto::verify_client_request`) over `Envelope.payload` by the key of the
+    /// envelope's identity, which must be one of these.
+    Signed(ClientKeys),
+}
+
+/// What a router needs to know.
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// This router's party (for logs).
+    pub party: PartyId,
+    /// Number of shards of the network: the number of batcher links.
+    pub shards: NonZeroU32,
+    /// Largest envelope accepted (default 1 MiB, at most
+    /// `wire::limits::ROUTER_MAX_ENVELOPE_BYTES`).
+    pub max_request_bytes: NonZeroUsize,
+    /// Client signatures.
+    pub client_auth: ClientAuth,
+    /// Most requests forwarded to one shard's batcher and not yet answered (default 1,024).
+    pub shard_max_in_flight: NonZeroUsize,
+    /// Most bytes of such requests per shard (default 64 MiB, at least `max_request_bytes`).
+    pub shard_max_in_flight_bytes: NonZeroU64,
+    /// Most requests of one client stream awaiting their answer; the stream is not read
+    /// beyond it (default 256).
+    pub stream_max_in_flight: NonZeroUsize,
+    /// How long a forwarded request may wait for the batcher's answer before the client is
+    /// answered `DEADLINE_EXCEEDED` (default 10 s; positive).
+    pub answer_timeout: Duration,
+    /// Reconnect schedule of the batcher links.
+    pub backoff: Backoff,
+}
+
+impl RouterConfig {
+    /// A config with the defaults above for a network of `shards` shards.
+    pub fn new(party: PartyId, shards: NonZeroU32) -> RouterConfig {
+        RouterConfig {
+            party,
+            shards,
+            max_request_bytes: NonZeroUsize::MIN.saturating_add(DEFAULT_MAX_REQUEST_BYTES - 1),
+            client_auth: ClientAuth::Open,
+            shard_max_in_flight: NonZeroUsize::MIN.saturating_add(1023),
+            shard_max_in_flight_bytes: NonZeroU64::MIN.saturating_add((64 << 20) - 1),
+            stream_max_in_flight: NonZeroUsize::MIN.saturating_add(255),
+            answer_timeout: Duration::from_secs(10),
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Checks the ranges and the relations between fields.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |field, problem: String| Err(Error::InvalidConfig { field, problem });
+        let max = wire::limits::ROUTER_MAX_ENVELOPE_BYTES;
+        if self.max_request_bytes.get() > max {
+            return invalid(
+                "max_request_bytes",
+                format!("= {} is over the wire limit {max}", self.max_request_bytes),
+            );
+        }
+        let request = u64::try_from(self.max_request_bytes.get()).unwrap_or(u64::MAX);
+        if self.shard_max_in_flight_bytes.get() < request {
+            return invalid(
+                "shard_max_in_flight_bytes",
+                format!(
+                    "= {} is below max_request_bytes = {request}",
+                    self.shard_max_in_flight_bytes
+                ),
+            );
+        }
+        if self.answer_timeout.is_zero() {
+            return invalid("answer_timeout", "must be positive".into());
+        }
+        if self.backoff.initial.is_zero() {
+            return invalid("backoff.initial", "must be positive".into());
+        }
+        if self.backoff.max < self.backoff.initial {
+            return invalid("backoff.max", "must be at least backoff.initial".into());
+        }
+        Ok(())
+    }
+}
