@@ -46,7 +46,13 @@ fn admission_table() {
     let mut not_a_tx = envelope_signed_by(&alice, &alice.key, 7);
     not_a_tx.payload = vec![0xff; 8];
     let big = vec![0x0a; (1 << 20) + 1];
-    let cases: Vec<(&str, Vec<u8>, &router::RouterConfig, Result<Admitted, Refusal>)> = vec![
+    type Case<'a> = (
+        &'a str,
+        Vec<u8>,
+        &'a router::RouterConfig,
+        Result<Admitted, Refusal>,
+    );
+    let cases: Vec<Case> = vec![
         ("empty", vec![], &open, Err(Refusal::Empty)),
         (
             "over 1 MiB",
@@ -287,7 +293,9 @@ fn in_flight_table() {
             max: 2,
         })
     };
-    let steps: Vec<(Op, Result<(), Error>, (usize, u64))> = vec![
+    /// An operation, its result, and shard 0's load after it.
+    type Step = (Op, Result<(), Error>, (usize, u64));
+    let steps: Vec<Step> = vec![
         (Op::Admit(0, 60), Ok(()), (1, 60)),
         (
             Op::Admit(0, 41),
