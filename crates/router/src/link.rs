@@ -39,7 +39,7 @@ pub struct LinkConfig {
     pub max_pending: NonZeroUsize,
     /// Reconnect schedule.
     pub backoff: Backoff,
-    /// Bound on establishing a connection.
+    /// Bound on establishing a connection and opening the stream.
     pub connect_timeout: Duration,
 }
 
@@ -195,7 +195,17 @@ impl BatcherLink for GrpcLink {
 async fn run(cfg: LinkConfig, shared: Arc<Shared>) {
     let mut attempt = 0u32;
     loop {
-        let reason = match open(&cfg).await {
+        // A batcher that accepts the connection but never answers the stream's headers
+        // must not stall the link: opening is bounded too.
+        let opened = tokio::time::timeout(cfg.connect_timeout, open(&cfg))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "opening the intake stream took over {:?}",
+                    cfg.connect_timeout
+                ))
+            });
+        let reason = match opened {
             Ok((sender, responses)) => {
                 attempt = 0;
                 shared.state.lock().sender = Some(sender);

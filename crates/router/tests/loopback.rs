@@ -495,3 +495,34 @@ async fn garbage_bytes_end_the_stream_with_an_error() {
     assert!(b.seen().is_empty());
     r.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_batcher_that_accepts_but_never_speaks_does_not_stall_the_link() {
+    // A listener that accepts connections and never answers: opening the stream must
+    // time out and the link must keep retrying with its backoff.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let held = accepted.clone();
+    let silent = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            held.lock().push(sock);
+        }
+    });
+    let link = GrpcLink::spawn(LinkConfig {
+        shard: 0,
+        uri: format!("http://{addr}"),
+        max_pending: NonZeroUsize::new(4).unwrap(),
+        backoff: router::Backoff {
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(20),
+        },
+        connect_timeout: Duration::from_millis(100),
+    });
+    eventually("the link to try again", || accepted.lock().len() >= 3).await;
+    assert!(!link.is_up());
+    let err = link.submit(1, signed(&Client::new("erin"), 1)).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    assert_eq!(link.pending(), 0);
+    silent.abort();
+}
