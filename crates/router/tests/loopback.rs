@@ -526,3 +526,34 @@ async fn a_batcher_that_accepts_but_never_speaks_does_not_stall_the_link() {
     assert_eq!(link.pending(), 0);
     silent.abort();
 }
+
+#[tokio::test]
+async fn a_stream_is_not_read_beyond_its_in_flight_bound() {
+    let mut cfg = fast(config(1, &[]));
+    cfg.stream_max_in_flight = NonZeroUsize::new(2).unwrap();
+    let b = BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Hold).await;
+    let r = router(cfg, &[&b]).await;
+    let frank = Client::new("frank");
+    let mut s = Session::open(&r).await;
+    for id in 0..6 {
+        s.send(id, signed(&frank, id)).await;
+    }
+    eventually("2 requests at the batcher", || b.seen().len() == 2).await;
+    // The other four stay unread (in the client's queue and the HTTP/2 window), neither
+    // forwarded nor refused.
+    assert!(s.silent_for(Duration::from_millis(200)).await);
+    assert_eq!(b.seen().len(), 2);
+    assert_eq!(r.service.in_flight(0).0, 2);
+    b.set_mode(Mode::Admit);
+    b.release().await;
+    let mut acked: Vec<u64> = Vec::new();
+    for _ in 0..6 {
+        let a = s.next().await;
+        assert_eq!(code(&a), Code::Ok, "{}", a.reason);
+        acked.push(a.id);
+    }
+    acked.sort_unstable();
+    assert_eq!(acked, (0..6).collect::<Vec<u64>>());
+    assert_eq!(b.seen().len(), 6);
+    r.shutdown().await;
+}
