@@ -16,6 +16,14 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// The router cannot listen on its address.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The system's reason.
+        reason: String,
+    },
     /// The request failed the router's own checks.
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -101,9 +109,10 @@ impl Error {
             }
             Error::LinkDown { .. } => Code::Unavailable,
             Error::NoAnswer { .. } => Code::DeadlineExceeded,
-            Error::InvalidConfig { .. } | Error::UnknownShard { .. } | Error::DuplicateLinkId { .. } => {
-                Code::Internal
-            }
+            Error::InvalidConfig { .. }
+            | Error::Listen { .. }
+            | Error::UnknownShard { .. }
+            | Error::DuplicateLinkId { .. } => Code::Internal,
         }
     }
 }

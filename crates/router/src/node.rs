@@ -76,16 +76,12 @@ impl Handle {
 /// Validates the config, binds the listener and serves until [`Handle::shutdown`].
 pub async fn spawn(config: NodeConfig, deps: Deps) -> Result<Handle> {
     let service = RouterService::new(config.router, deps.links)?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| Error::InvalidConfig {
-            field: "listen",
-            problem: format!("cannot bind {}: {e}", config.listen),
-        })?;
-    let addr = listener.local_addr().map_err(|e| Error::InvalidConfig {
-        field: "listen",
-        problem: e.to_string(),
-    })?;
+    let listen_error = |e: std::io::Error| Error::Listen {
+        addr: config.listen,
+        reason: e.to_string(),
+    };
+    let listener = TcpListener::bind(config.listen).await.map_err(listen_error)?;
+    let addr = listener.local_addr().map_err(listen_error)?;
     let (incoming, _stats) = wire::server::incoming(listener, &config.server);
     let (tx, rx) = oneshot::channel();
     let server = wire::server::builder(&config.server).add_service(service.clone().into_server());

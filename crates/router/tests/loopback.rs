@@ -466,7 +466,15 @@ async fn invalid_requests_are_refused_and_never_forwarded() {
 #[tokio::test]
 async fn garbage_bytes_end_the_stream_with_an_error() {
     let b = BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await;
-    let r = router(fast(config(1, &[])), &[&b]).await;
+    // The node as a binary would build it: links from addresses, not waited for.
+    let cfg = fast(config(1, &[]));
+    let deps = Deps::grpc(&cfg, vec![b.uri()]);
+    let node_cfg = NodeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        server: wire::server::ServerLimits::default(),
+        router: cfg,
+    };
+    let r = node::spawn(node_cfg, deps).await.unwrap();
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", r.addr))
         .unwrap()
         .connect()
@@ -556,4 +564,30 @@ async fn a_stream_is_not_read_beyond_its_in_flight_bound() {
     assert_eq!(acked, (0..6).collect::<Vec<u64>>());
     assert_eq!(b.seen().len(), 6);
     r.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_node_refuses_a_wrong_config() {
+    let b = BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await;
+    let node_cfg = |router| NodeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        server: wire::server::ServerLimits::default(),
+        router,
+    };
+    // Two shards, one link.
+    let cfg = config(2, &[]);
+    let deps = Deps::grpc(&cfg, vec![b.uri()]);
+    match node::spawn(node_cfg(cfg), deps).await {
+        Err(router::Error::InvalidConfig { field, .. }) => assert_eq!(field, "links"),
+        other => panic!("{:?}", other.map(|h| h.addr)),
+    }
+    // An address already in use.
+    let cfg = config(1, &[]);
+    let deps = Deps::grpc(&cfg, vec![b.uri()]);
+    let mut taken = node_cfg(cfg);
+    taken.listen = b.addr;
+    match node::spawn(taken, deps).await {
+        Err(router::Error::Listen { addr, .. }) => assert_eq!(addr, b.addr),
+        other => panic!("{:?}", other.map(|h| h.addr)),
+    }
 }
