@@ -119,9 +119,19 @@ impl<A: Application> Replica<A> {
         if from_seq == 0 || from_seq > self.last_decided() {
             return;
         }
-        let start = (from_seq - 1) as usize;
-        let end = (start + self.cfg.sync_batch.max(1)).min(self.decisions.len());
-        let decisions = self.decisions[start..end].to_vec();
+        // Bounded by count and by bytes (`sync_max_bytes`, kept below the transport's
+        // message limit); at least one decision, so a laggard always makes progress.
+        let start = usize::try_from(from_seq - 1).unwrap_or(usize::MAX);
+        let mut decisions = Vec::new();
+        let mut bytes = 0usize;
+        for d in self.decisions.iter().skip(start).take(self.cfg.sync_batch.max(1)) {
+            let size = super::decision_bytes(d);
+            if !decisions.is_empty() && bytes.saturating_add(size) > self.cfg.sync_max_bytes {
+                break;
+            }
+            bytes = bytes.saturating_add(size);
+            decisions.push(d.clone());
+        }
         let instance = self.cfg.instance;
         self.send(from, Message::SyncResponse { instance, decisions });
     }
@@ -138,7 +148,7 @@ impl<A: Application> Replica<A> {
             }
             if d.seq() > next
                 || d.proposal.instance != self.cfg.instance
-                || verify_decision(&d, self.verifier.as_ref(), self.cfg.n).is_err()
+                || verify_decision(&d, &self.cfg.chain, self.verifier.as_ref(), self.cfg.n).is_err()
             {
                 break;
             }

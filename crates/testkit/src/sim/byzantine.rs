@@ -80,7 +80,14 @@ pub fn corrupt(
         (ByzMode::ConflictingVotes, Message::Vote(v)) if rng.gen_bool(0.6) => {
             let mut digest = Digest::default();
             rng.fill(&mut digest.0[..]);
-            let bytes = vote_bytes(v.phase, v.instance, v.view, v.seq, &digest);
+            let bytes = vote_bytes(
+                &bft::ChainId::default(),
+                v.phase,
+                v.instance,
+                v.view,
+                v.seq,
+                &digest,
+            );
             vec![Message::Vote(Vote {
                 digest,
                 signature: signer.sign(&bytes),
@@ -89,7 +96,7 @@ pub fn corrupt(
         }
         (ByzMode::ConflictingVotes, Message::Heartbeat { instance, view, .. }) if rng.gen_bool(0.2) => {
             let target = view + rng.gen_range(1..4);
-            let bytes = ViewChange::signed_bytes(instance, me, target, None, None);
+            let bytes = ViewChange::signed_bytes(&bft::ChainId::default(), instance, me, target, None, None);
             vec![Message::ViewChange(Arc::new(ViewChange {
                 instance,
                 from: me,
@@ -136,6 +143,13 @@ fn sign_vote(signer: &TestSigner, phase: bft::Phase, p: &Proposal, view: u64, d:
         view,
         seq: p.seq,
         digest: d,
-        signature: signer.sign(&vote_bytes(phase, p.instance, view, p.seq, &d)),
+        signature: signer.sign(&vote_bytes(
+            &bft::ChainId::default(),
+            phase,
+            p.instance,
+            view,
+            p.seq,
+            &d,
+        )),
     }
 }

@@ -274,7 +274,7 @@ impl World {
                         self.checker.on_deliver(id, &d)?;
                     }
                 }
-                Output::ViewInstalled { .. } => {}
+                Output::ViewInstalled { .. } | Output::Refused { .. } => {}
             }
         }
         Ok(())
