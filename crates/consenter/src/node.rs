@@ -124,8 +124,9 @@ fn check_sizes(cfg: &NodeConfig) -> Result<()> {
     Ok(())
 }
 
-/// Runs the replica until a component fails (a WAL or log write error stops it).
-pub async fn run(cfg: NodeConfig) -> Result<()> {
+/// Validates the configuration and loads the keys; the engine's chain id is set from
+/// the chain name and the keys.
+fn checked(mut cfg: NodeConfig) -> Result<(NodeConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
     let me: ReplicaId = cfg.engine.id;
     let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
     if n != cfg.engine.n || me >= n {
@@ -139,9 +140,14 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
     check_sizes(&cfg)?;
     let (key, keys) = cfg.keys.load(me, n)?;
     let keys = keys.with_chain(&cfg.chain);
-    let mut cfg = cfg;
     cfg.engine.chain = keys.chain_id();
-    let cfg = cfg;
+    Ok((cfg, listen, key, keys))
+}
+
+/// Runs the replica until a component fails (a WAL or log write error stops it).
+pub async fn run(cfg: NodeConfig) -> Result<()> {
+    let (cfg, listen, key, keys) = checked(cfg)?;
+    let me = cfg.engine.id;
     let (replica, wal, log) = restore(&cfg, key.clone(), keys.clone())?;
     let epoch = crate::epoch::next_boot_epoch(&cfg.wal.with_extension("epoch"))?;
     let limits = &cfg.limits;
@@ -211,6 +217,16 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
             tx_refused: Some(tx_refused),
         },
     );
+    supervise(shell, server, writer).await
+}
+
+/// Waits for the first component to stop; the node never stops on its own, so that
+/// is an error (the component's own, or `Stopped`).
+async fn supervise(
+    shell: tokio::task::JoinHandle<bft::Result<()>>,
+    server: ServerTask,
+    writer: std::thread::JoinHandle<Result<()>>,
+) -> Result<()> {
     tokio::select! {
         r = shell => {
             r.map_err(|_| Error::Stopped { what: "replica task" })??;
