@@ -63,7 +63,8 @@ pub struct ServiceLimits {
     pub inbound_bytes_per_peer: usize,
 }
 
-/// The `BftConsensus` gRPC service of one replica.
+/// The `BftConsensus` gRPC service of one replica (clones share all state).
+#[derive(Clone)]
 pub struct ConsensusService {
     deps: Arc<ServiceDeps>,
     guard: Arc<ReplayGuard>,
@@ -85,13 +86,23 @@ impl ConsensusService {
         }
     }
 
-    /// Wraps it into a tonic server with fabrx's message size limits: the largest
-    /// message of any call is a peer envelope (`MAX_MESSAGE_BYTES`); `Submit` checks
-    /// its own bound after decoding.
-    pub fn into_server(self) -> BftConsensusServer<ConsensusService> {
-        BftConsensusServer::new(self)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    /// Wraps it into a tonic server with per-call message size limits: `Exchange`
+    /// envelopes up to `MAX_MESSAGE_BYTES`, `Submit` requests up to
+    /// `max_request_bytes` plus 1 KiB of framing, `Status` 1 KiB. A larger message
+    /// ends the call with `OUT_OF_RANGE` before it is decoded.
+    pub fn into_server(self) -> PerCallLimits {
+        let small = self.deps.limits.max_request_bytes.saturating_add(1 << 10);
+        PerCallLimits {
+            exchange: BftConsensusServer::new(self.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(1 << 10),
+            submit: BftConsensusServer::new(self.clone())
+                .max_decoding_message_size(small)
+                .max_encoding_message_size(1 << 10),
+            status: BftConsensusServer::new(self)
+                .max_decoding_message_size(1 << 10)
+                .max_encoding_message_size(1 << 10),
+        }
     }
 
     /// Takes `size` bytes of `from`'s inbound budget (waits while it is spent).
@@ -110,6 +121,47 @@ impl ConsensusService {
             .acquire_many_owned(permits)
             .await
             .map_err(|_| Status::unavailable("replica stopped"))
+    }
+}
+
+/// The `BftConsensus` service with a message size limit per call: tonic sets one
+/// decoding limit per service, so each call is routed to a copy of the service
+/// (sharing its state) configured with that call's limit.
+#[derive(Clone)]
+pub struct PerCallLimits {
+    exchange: BftConsensusServer<ConsensusService>,
+    submit: BftConsensusServer<ConsensusService>,
+    status: BftConsensusServer<ConsensusService>,
+}
+
+type Inner = BftConsensusServer<ConsensusService>;
+type HttpRequest = tonic::codegen::http::Request<tonic::body::Body>;
+
+impl tonic::server::NamedService for PerCallLimits {
+    const NAME: &'static str = <Inner as tonic::server::NamedService>::NAME;
+}
+
+impl tonic::codegen::Service<HttpRequest> for PerCallLimits {
+    type Response = <Inner as tonic::codegen::Service<HttpRequest>>::Response;
+    type Error = <Inner as tonic::codegen::Service<HttpRequest>>::Error;
+    type Future = <Inner as tonic::codegen::Service<HttpRequest>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::result::Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: HttpRequest) -> Self::Future {
+        let path = req.uri().path();
+        if path.ends_with("/Exchange") {
+            self.exchange.call(req)
+        } else if path.ends_with("/Submit") {
+            self.submit.call(req)
+        } else {
+            self.status.call(req)
+        }
     }
 }
 

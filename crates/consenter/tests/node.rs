@@ -108,6 +108,11 @@ fn submit_answers_when_decided_and_the_wal_keeps_it() {
             submit(&addr, &big).await.unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
+        // Far over Submit's own message limit (not the 64 MiB of peer envelopes):
+        // refused before it is decoded.
+        let huge = vec![1u8; 4 << 20];
+        let status = submit(&addr, &huge).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
         seqs
     });
     assert_eq!(seqs, [1, 2, 3]);
