@@ -192,7 +192,7 @@ impl World {
                 }
                 // The idle window starts once the links carry nothing but heartbeats
                 // (a large proposal still crossing a slow link is not idleness).
-                if self.idle.is_none() && self.links.drained(self.now) {
+                if self.idle.is_none() && self.links.drained(self.now) && self.now >= self.idle_not_before() {
                     self.idle = Some((self.now, self.settled_view()));
                 }
                 if let Some((start, view)) = self.idle
@@ -204,6 +204,21 @@ impl World {
             }
         }
         Err("event queue ran dry".into())
+    }
+
+    /// Timers armed before GST (a leader not heard during a partition) may still fire
+    /// right after it: the idle window starts once two (backed-off) heartbeat
+    /// timeouts have passed since GST.
+    fn idle_not_before(&self) -> u64 {
+        let backoff = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref())
+            .map(Replica::backoff)
+            .max()
+            .unwrap_or(0)
+            .min(5);
+        self.sc.gst_ms + 2 * self.config(0).heartbeat_timeout_ms * (1 << backoff)
     }
 
     /// The view every correct replica works in, if they agree and its leader is
