@@ -141,7 +141,7 @@ fn new_view(view: u64) -> Input {
 }
 
 #[test]
-fn timeouts_double_per_view_change_and_reset_after_a_decision() {
+fn timeouts_double_per_view_change_and_reset_after_progress() {
     // heartbeat timeout 500 ms (common::config)
     let mut r = replica(3);
     r.handle(Input::Tick(1));
@@ -156,7 +156,14 @@ fn timeouts_double_per_view_change_and_reset_after_a_decision() {
     assert!(out.contains(&"persist view-change 2".to_string()), "{out:?}");
     r.handle(new_view(2));
     assert_eq!(r.backoff(), 2);
-    // A decision is progress: the backoff is reset.
+    // A decision in a view that has worked for a full (backed-off, 4 × 1000 ms)
+    // request timeout is progress: the backoff is reset. (The leader keeps
+    // heartbeating meanwhile.)
+    for t in (1600..6000).step_by(100) {
+        r.handle(heartbeat(2, 2));
+        r.handle(Input::Tick(t));
+    }
+    assert_eq!((r.view(), r.status()), (2, Status::Normal));
     let p = proposal(1, &["a"]);
     r.handle(msg(
         1,
@@ -381,4 +388,72 @@ fn a_decision_is_persisted_before_it_is_delivered() {
         .iter()
         .position(|o| matches!(o, Output::Deliver(d) if d.seq() == 1));
     assert!(persisted.is_some() && persisted < delivered, "{all:?}");
+}
+
+#[test]
+fn the_leader_retransmits_its_proposal_only_to_replicas_that_have_not_voted() {
+    let mut r = replica(0);
+    r.handle(Input::Tick(1));
+    r.handle(Input::Request(b"a".to_vec()));
+    r.handle(Input::Request(b"b".to_vec()));
+    r.handle(vote(Phase::Prepare, 1, 0, &proposal(1, &["a", "b"])));
+    let out: Vec<String> = r.handle(Input::Tick(150)).iter().map(summary).collect();
+    assert!(
+        out.contains(&"send r2 pre-prepare v0 s1 n=2".to_string()),
+        "{out:?}"
+    );
+    assert!(
+        out.contains(&"send r3 pre-prepare v0 s1 n=2".to_string()),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter()
+            .any(|o| o.contains("r1 pre-prepare") || o.starts_with("broadcast pre-prepare")),
+        "{out:?}"
+    );
+}
+
+/// Decides `p` at follower `r` in view 0 (the leader's proposal and quorum votes).
+fn decide_at(r: &mut Replica<NullApp>, p: &Arc<Proposal>) {
+    r.handle(pre_prepare(0, 0, p));
+    for phase in [Phase::Prepare, Phase::Commit] {
+        r.handle(vote(phase, 0, 0, p));
+        r.handle(vote(phase, 2, 0, p));
+    }
+    assert_eq!(r.last_decided(), p.seq);
+}
+
+#[test]
+fn a_backlog_served_in_order_is_not_censorship_but_a_skipped_request_is() {
+    // Request timeout 1000 ms. Replica 1's request "x" waits behind other requests
+    // while the leader decides one every 400 ms: no complaint.
+    let mut r = replica(1);
+    r.handle(Input::Tick(1));
+    r.handle(Input::Request(b"x".to_vec()));
+    let mut seq = 0;
+    for t in (100..3000).step_by(100) {
+        if t % 400 == 0 {
+            seq += 1;
+            decide_at(&mut r, &proposal(seq, &[&format!("other-{seq}")]));
+        }
+        let out: Vec<String> = r.handle(Input::Tick(t)).iter().map(summary).collect();
+        assert!(!out.iter().any(|o| o.contains("view-change")), "t={t}: {out:?}");
+    }
+    // The leader stops deciding: the request is complained about a timeout later.
+    let out: Vec<String> = r.handle(Input::Tick(2800 + 1001)).iter().map(summary).collect();
+    assert!(out.contains(&"persist view-change 1".to_string()), "{out:?}");
+
+    // "y" arrived after "x" and was decided first: "x" was skipped, its clock runs
+    // from its arrival however busy the leader is.
+    let mut r = replica(1);
+    r.handle(Input::Tick(1));
+    r.handle(Input::Request(b"x".to_vec()));
+    r.handle(Input::Tick(10));
+    r.handle(Input::Request(b"y".to_vec()));
+    r.handle(Input::Tick(400));
+    decide_at(&mut r, &proposal(1, &["y"]));
+    r.handle(Input::Tick(800));
+    decide_at(&mut r, &proposal(2, &["z"]));
+    let out: Vec<String> = r.handle(Input::Tick(1002)).iter().map(summary).collect();
+    assert!(out.contains(&"persist view-change 1".to_string()), "{out:?}");
 }

@@ -153,12 +153,16 @@ pub struct Replica<A: Application> {
     status: Status,
     /// Proof of the current view (none for view 0 or after a restart).
     new_view_proof: Option<Arc<NewView>>,
+    /// When the proof was last sent to each straggler.
+    nv_sent: BTreeMap<ReplicaId, u64>,
     /// Obligations of the current view.
     carry: Carry,
     vc_deadline: Option<u64>,
     /// View changes since the last decision: every timeout is doubled this many times
     /// (capped by `Config::max_backoff_exponent`); a decision resets it.
     backoff: u32,
+    /// When the current view was installed (or the clock started).
+    view_since: u64,
     /// The target and reason of the last view change this replica started.
     last_complaint: Option<(View, Complaint)>,
     /// Latest verified view change of each replica (including this one).
@@ -191,12 +195,14 @@ impl<A: Application> Replica<A> {
             view: 0,
             status: Status::Normal,
             new_view_proof: None,
+            nv_sent: BTreeMap::new(),
             carry: Carry {
                 decided: 0,
                 proposal: None,
             },
             vc_deadline: None,
             backoff: 0,
+            view_since: 0,
             last_complaint: None,
             view_changes: BTreeMap::new(),
             decisions: Vec::new(),
@@ -248,6 +254,7 @@ impl<A: Application> Replica<A> {
             // before the replica ran.
             self.clock_started = true;
             self.last_leader_heard = now;
+            self.view_since = now;
             self.pending.rebase(now);
         }
         self.now = self.now.max(now);

@@ -304,7 +304,12 @@ impl<A: Application> Replica<A> {
         // the `Deliver` below, and durable application effects belong to `Deliver`.
         self.persist(WalEntry::Decided(decision.clone()));
         self.app.apply(&decision);
-        self.backoff = 0;
+        // Progress resets the backoff once the view has worked for a full (backed-off)
+        // request timeout: a view that decides once and then stalls again (a backlog
+        // larger than one timeout's worth, a slow link) keeps its longer timeouts.
+        if self.now.saturating_sub(self.view_since) >= self.backed_off(self.cfg.request_timeout_ms) {
+            self.backoff = 0;
+        }
         let known = self
             .slot
             .accepted
@@ -321,10 +326,14 @@ impl<A: Application> Replica<A> {
                 .map(|r| Digest::of_request(r))
                 .collect()
         };
+        let mut served = None;
         for d in digests {
-            self.pending.remove(&d);
+            if let Some(arrived) = self.pending.remove(&d) {
+                served = served.max(Some(arrived));
+            }
             self.decided_requests.insert(d);
         }
+        self.pending.progress(served, self.now);
         self.decisions.push(decision.clone());
         self.out.push(Output::Deliver(decision));
         self.slot = Slot::default();
@@ -352,9 +361,14 @@ impl<A: Application> Replica<A> {
             self.complain(Complaint::LeaderSilent);
             return;
         }
-        if let Some(oldest) = self.pending.oldest_ms() {
-            let age = now.saturating_sub(oldest);
-            if age > request_timeout {
+        if let Some((start, arrived)) = self.pending.timer_start() {
+            let age = now.saturating_sub(start);
+            // However busy the leader, a request waiting this long is complained about.
+            let cap = self
+                .cfg
+                .request_timeout_ms
+                .saturating_mul(1 << self.cfg.max_backoff_exponent.min(20));
+            if age > request_timeout || now.saturating_sub(arrived) > cap.max(request_timeout) {
                 self.complain(Complaint::RequestTimeout);
                 return;
             }

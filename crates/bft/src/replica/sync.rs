@@ -32,19 +32,46 @@ impl<A: Application> Replica<A> {
             });
         }
         match self.status {
-            Status::ViewChanging { .. } => self.broadcast_view_change(),
+            Status::ViewChanging { .. } => self.retransmit_view_change(),
             Status::Normal => {
-                if self.is_leader()
-                    && let Some(accepted) = &self.slot.accepted
-                {
-                    let msg = Message::PrePrepare {
-                        view: self.view,
-                        proposal: accepted.proposal.clone(),
-                    };
-                    self.broadcast(msg);
-                }
+                self.retransmit_pre_prepare();
                 self.broadcast_my_votes_from(0);
             }
+        }
+    }
+
+    /// Leader: re-sends the in-flight proposal only to the replicas that have not voted
+    /// for anything in the slot (a vote shows the proposal arrived), so a large
+    /// proposal is not sent again to everyone with every heartbeat.
+    fn retransmit_pre_prepare(&mut self) {
+        let Some(accepted) = self.slot.accepted.as_ref().filter(|_| self.is_leader()) else {
+            return;
+        };
+        let msg = Message::PrePrepare {
+            view: self.view,
+            proposal: accepted.proposal.clone(),
+        };
+        let missing: Vec<ReplicaId> = (0..self.cfg.n)
+            .filter(|p| *p != self.cfg.id && !self.slot.voted.keys().any(|(v, _)| v == p))
+            .collect();
+        for p in missing {
+            self.send(p, msg.clone());
+        }
+    }
+
+    /// Sends the current new-view proof to a replica in a lower view, at most once per
+    /// heartbeat timeout per replica (the proof carries up to a quorum of proposals).
+    pub(super) fn pull_forward(&mut self, peer: ReplicaId) {
+        let Some(nv) = self.new_view_proof.clone() else {
+            return;
+        };
+        let due = self
+            .nv_sent
+            .get(&peer)
+            .is_none_or(|t| self.now.saturating_sub(*t) >= self.cfg.heartbeat_timeout_ms);
+        if due {
+            self.nv_sent.insert(peer, self.now);
+            self.send(peer, Message::NewView(nv));
         }
     }
 
@@ -52,10 +79,8 @@ impl<A: Application> Replica<A> {
         if view == self.view && from == self.cfg.leader(view) {
             self.last_leader_heard = self.now;
         }
-        if view < self.view
-            && let Some(nv) = self.new_view_proof.clone()
-        {
-            self.send(from, Message::NewView(nv));
+        if view < self.view {
+            self.pull_forward(from);
         }
         self.note_height(from, last_decided);
     }

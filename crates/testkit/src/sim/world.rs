@@ -190,10 +190,16 @@ impl World {
                 if self.sc.idle_ms == 0 {
                     return Ok(self.report);
                 }
-                // The idle window starts once the links carry nothing but heartbeats
-                // (a large proposal still crossing a slow link is not idleness).
-                if self.idle.is_none() && self.links.drained(self.now) && self.now >= self.idle_not_before() {
-                    self.idle = Some((self.now, self.settled_view()));
+                // The idle window starts after the grace period; it checks the view
+                // only if the links carry nothing but heartbeats then (a large message
+                // still crossing a slow link is not idleness).
+                if self.idle.is_none() && self.now >= self.idle_not_before() {
+                    let view = self
+                        .links
+                        .drained(self.now)
+                        .then(|| self.settled_view())
+                        .flatten();
+                    self.idle = Some((self.now, view));
                 }
                 if let Some((start, view)) = self.idle
                     && self.now >= start + self.sc.idle_ms
