@@ -229,3 +229,20 @@ async fn replayed_and_forged_envelopes_end_their_stream_with_an_error() {
     }
     let _ = Arc::new(nodes);
 }
+
+#[test]
+fn byte_bounds_that_do_not_fit_the_message_limit_refuse_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let peers: Vec<String> = (0..4).map(|_| free_addr()).collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A new-view proof carries up to a quorum (3) of proposals of 30 MiB: over 64 MiB.
+    let mut cfg = config(0, &peers, dir.path());
+    cfg.engine.max_batch_bytes = 30 << 20;
+    let r = rt.block_on(consenter::node::run(cfg));
+    assert!(matches!(r, Err(consenter::Error::Config { .. })), "{r:?}");
+    // A state-transfer response of up to 80 MiB.
+    let mut cfg = config(0, &peers, dir.path());
+    cfg.engine.sync_max_bytes = 80 << 20;
+    let r = rt.block_on(consenter::node::run(cfg));
+    assert!(matches!(r, Err(consenter::Error::Config { .. })), "{r:?}");
+}
