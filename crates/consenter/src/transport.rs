@@ -393,7 +393,10 @@ impl PeerLink {
     /// Streams queued messages until the call ends (peer gone or stream broken). Every
     /// envelope gets the next position of this link (`counter` survives reconnects).
     async fn stream(&self, mut client: BftConsensusClient<tonic::transport::Channel>, counter: &mut u64) {
-        let (tx_stream, rx_stream) = mpsc::channel::<pb::BftEnvelope>(64);
+        // One envelope between the queue and the stream: a deeper buffer would hold
+        // messages outside the queue's byte bounds, and copies of a retransmitted
+        // message that the queue's de-duplication no longer sees.
+        let (tx_stream, rx_stream) = mpsc::channel::<pb::BftEnvelope>(1);
         let mut call = tokio::spawn(async move { client.exchange(ReceiverStream::new(rx_stream)).await });
         loop {
             let payload = tokio::select! {
