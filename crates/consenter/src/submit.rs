@@ -47,9 +47,24 @@ pub struct SubmitLimits {
     pub max_waiting: usize,
 }
 
+/// The waiting clients by request digest, and how many there are.
+#[derive(Default)]
+struct Waiting {
+    map: HashMap<Digest, Vec<oneshot::Sender<Outcome>>>,
+    count: usize,
+}
+
+impl Waiting {
+    fn take(&mut self, digest: &Digest) -> Vec<oneshot::Sender<Outcome>> {
+        let txs = self.map.remove(digest).unwrap_or_default();
+        self.count = self.count.saturating_sub(txs.len());
+        txs
+    }
+}
+
 /// Clients waiting for their requests, by request digest.
 pub struct Waiters {
-    map: Mutex<HashMap<Digest, Vec<oneshot::Sender<Outcome>>>>,
+    map: Mutex<Waiting>,
     bytes: Arc<Semaphore>,
     limits: SubmitLimits,
 }
@@ -67,7 +82,7 @@ impl Waiters {
     /// No one waiting yet.
     pub fn new(limits: SubmitLimits) -> Arc<Waiters> {
         Arc::new(Waiters {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Waiting::default()),
             bytes: Arc::new(Semaphore::new(limits.max_bytes.min(Semaphore::MAX_PERMITS))),
             limits,
         })
@@ -85,14 +100,14 @@ impl Waiters {
             .try_acquire_many_owned(permits)
             .map_err(|_| full_bytes)?;
         let (tx, rx) = oneshot::channel();
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let waiting: usize = map.values().map(Vec::len).sum();
-        if waiting >= self.limits.max_waiting {
+        let mut waiting = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if waiting.count >= self.limits.max_waiting {
             return Err(Full::Waiting {
                 limit: self.limits.max_waiting,
             });
         }
-        map.entry(digest).or_default().push(tx);
+        waiting.map.entry(digest).or_default().push(tx);
+        waiting.count += 1;
         Ok(Ticket {
             rx,
             digest,
@@ -103,35 +118,28 @@ impl Waiters {
 
     /// Answers everyone waiting for a request of `decision`.
     pub fn decided(&self, decision: &Decision) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.is_empty() {
+        let mut waiting = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if waiting.map.is_empty() {
             return;
         }
         for r in &decision.proposal.requests {
-            if let Some(txs) = map.remove(&Digest::of_request(r)) {
-                for tx in txs {
-                    let _ = tx.send(Outcome::Decided { seq: decision.seq() });
-                }
+            for tx in waiting.take(&Digest::of_request(r)) {
+                let _ = tx.send(Outcome::Decided { seq: decision.seq() });
             }
         }
     }
 
     /// Answers everyone waiting for `digest` with a refusal.
     pub fn refused(&self, digest: Digest, reason: Refusal) {
-        let txs = self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&digest);
-        for tx in txs.into_iter().flatten() {
+        let txs = self.map.lock().unwrap_or_else(|e| e.into_inner()).take(&digest);
+        for tx in txs {
             let _ = tx.send(Outcome::Refused(reason));
         }
     }
 
     /// Clients waiting now.
     pub fn waiting(&self) -> usize {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(Vec::len)
-            .sum()
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).count
     }
 }
 
@@ -145,9 +153,12 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.rx.close();
-        let mut map = self.waiters.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiting = self.waiters.map.lock().unwrap_or_else(|e| e.into_inner());
+        let Waiting { map, count } = &mut *waiting;
         if let Some(txs) = map.get_mut(&self.digest) {
+            let before = txs.len();
             txs.retain(|tx| !tx.is_closed());
+            *count = count.saturating_sub(before - txs.len());
             if txs.is_empty() {
                 map.remove(&self.digest);
             }
