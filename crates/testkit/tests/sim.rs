@@ -129,10 +129,12 @@ fn seeds_second_half() {
 /// Seeds that once failed, kept so their schedules run on every CI run: a leader that
 /// suspected its own backlog kept vouching for the view (fixed by silencing heartbeats),
 /// and a proven decided height only a lying replica would serve (fixed by deciding from
-/// the new-view proof).
+/// the new-view proof); view changes re-sent only to the replicas that had not asked
+/// for the target themselves, which left replicas that never saw a quorum (4794,
+/// 1000052445); and two idle-window checks that started too early (1118, 1000051328).
 #[test]
 fn former_failures() {
-    for seed in [1_000_013_525, 1_000_020_254] {
+    for seed in [1_000_013_525, 1_000_020_254, 4794, 1_000_052_445, 1118, 1_000_051_328] {
         if let Err(e) = run_seed(seed, false) {
             panic!("{e}");
         }

@@ -32,7 +32,7 @@ impl<A: Application> Replica<A> {
             });
         }
         match self.status {
-            Status::ViewChanging { .. } => self.retransmit_view_change(),
+            Status::ViewChanging { .. } => self.broadcast_view_change(),
             Status::Normal => {
                 self.retransmit_pre_prepare();
                 self.broadcast_my_votes_from(0);

@@ -51,39 +51,6 @@ impl<A: Application> Replica<A> {
         self.check_view_change_quorum();
     }
 
-    /// Heartbeat retransmission of this replica's view change: to the target's leader
-    /// (it needs a quorum for exactly the target) and to the replicas that have not
-    /// asked for the target or a later view themselves (they need it to join), not to
-    /// everyone: the message may carry a large prepared proposal.
-    pub(super) fn retransmit_view_change(&mut self) {
-        let Status::ViewChanging { target } = self.status else {
-            return;
-        };
-        let Some(vc) = self
-            .view_changes
-            .get(&self.cfg.id)
-            .filter(|vc| vc.target == target)
-            .cloned()
-        else {
-            self.broadcast_view_change();
-            return;
-        };
-        let leader = self.cfg.leader(target);
-        let peers: Vec<ReplicaId> = (0..self.cfg.n)
-            .filter(|p| *p != self.cfg.id)
-            .filter(|p| {
-                *p == leader
-                    || self
-                        .view_changes
-                        .get(p)
-                        .is_none_or(|theirs| theirs.target < target)
-            })
-            .collect();
-        for p in peers {
-            self.send(p, Message::ViewChange(vc.clone()));
-        }
-    }
-
     /// (Re)builds, records and broadcasts this replica's view change for its target.
     pub(super) fn broadcast_view_change(&mut self) {
         let Status::ViewChanging { target } = self.status else {
