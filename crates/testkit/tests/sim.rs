@@ -134,7 +134,14 @@ fn seeds_second_half() {
 /// 1000052445); and two idle-window checks that started too early (1118, 1000051328).
 #[test]
 fn former_failures() {
-    for seed in [1_000_013_525, 1_000_020_254, 4794, 1_000_052_445, 1118, 1_000_051_328] {
+    for seed in [
+        1_000_013_525,
+        1_000_020_254,
+        4794,
+        1_000_052_445,
+        1118,
+        1_000_051_328,
+    ] {
         if let Err(e) = run_seed(seed, false) {
             panic!("{e}");
         }
