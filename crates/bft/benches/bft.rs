@@ -69,7 +69,7 @@ impl Cluster {
                     delivered += 1;
                     self.last = Some(d);
                 }
-                Output::Persist(_) | Output::ViewInstalled { .. } => {}
+                Output::Persist(_) | Output::ViewInstalled { .. } | Output::Refused { .. } => {}
             }
         }
         delivered
@@ -123,9 +123,11 @@ fn bench_certificate(c: &mut Criterion) {
         cluster.decide_one(1);
         let decision = cluster.last.clone().expect("a decision");
         let (_, verifier) = ed25519_keys(1, n);
-        verify_decision(&decision, &verifier, n).expect("valid certificate");
+        verify_decision(&decision, &bft::ChainId::default(), &verifier, n).expect("valid certificate");
         group.bench_function(BenchmarkId::new(format!("n{n}"), "q_signatures"), |b| {
-            b.iter(|| verify_decision(black_box(&decision), &verifier, n).expect("valid"))
+            b.iter(|| {
+                verify_decision(black_box(&decision), &bft::ChainId::default(), &verifier, n).expect("valid")
+            })
         });
     }
     group.finish();
@@ -147,8 +149,14 @@ fn bench_certificate_schemes(c: &mut Criterion) {
         cluster.decide_one(1);
         let decision = cluster.last.clone().expect("a decision");
         let cert = &decision.certificate;
-        let bytes =
-            bft::certificate::vote_bytes(cert.phase, cert.instance, cert.view, cert.seq, &cert.digest);
+        let bytes = bft::certificate::vote_bytes(
+            &bft::ChainId::default(),
+            cert.phase,
+            cert.instance,
+            cert.view,
+            cert.seq,
+            &cert.digest,
+        );
 
         let (signers, _) = ed25519_keys(1, n);
         let pks: Vec<ed25519_dalek::VerifyingKey> = cert

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::crypto::{Signature, Verifier};
 use crate::tags;
-use crate::types::{Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+use crate::types::{ChainId, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
 use crate::{Error, Result};
 
 /// The two voting phases.
@@ -20,14 +20,23 @@ pub enum Phase {
     Commit,
 }
 
-/// The byte string a replica signs when voting `phase` for `digest` at `(view, seq)`.
-pub fn vote_bytes(phase: Phase, instance: InstanceId, view: View, seq: Seq, d: &Digest) -> Vec<u8> {
+/// The byte string a replica signs when voting `phase` for `digest` at `(view, seq)` in
+/// cluster `chain`: `tag ‖ chain ‖ instance ‖ view ‖ seq ‖ digest`.
+pub fn vote_bytes(
+    chain: &ChainId,
+    phase: Phase,
+    instance: InstanceId,
+    view: View,
+    seq: Seq,
+    d: &Digest,
+) -> Vec<u8> {
     let tag = match phase {
         Phase::Prepare => tags::PREPARE,
         Phase::Commit => tags::COMMIT,
     };
-    let mut out = Vec::with_capacity(tag.len() + 4 + 8 + 8 + 32);
+    let mut out = Vec::with_capacity(tag.len() + 32 + 4 + 8 + 8 + 32);
     out.extend_from_slice(tag);
+    out.extend_from_slice(&chain.0);
     out.extend_from_slice(&instance.0.to_le_bytes());
     out.extend_from_slice(&view.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
@@ -54,10 +63,17 @@ pub struct Certificate {
 
 impl Certificate {
     /// Checks that the certificate holds at least `q` valid signatures of distinct
-    /// replicas `< n`.
-    pub fn verify(&self, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    /// replicas `< n`, signed for cluster `chain`.
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
         let quorum = Quorum::new(n);
-        let bytes = vote_bytes(self.phase, self.instance, self.view, self.seq, &self.digest);
+        let bytes = vote_bytes(
+            chain,
+            self.phase,
+            self.instance,
+            self.view,
+            self.seq,
+            &self.digest,
+        );
         let mut seen = BTreeSet::new();
         for (replica, sig) in &self.signatures {
             if *replica >= n || !seen.insert(*replica) {
@@ -95,7 +111,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Verifies the prepare quorum and that it is for this proposal.
-    pub fn verify(&self, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
         let c = &self.certificate;
         if c.phase != Phase::Prepare
             || c.seq != self.proposal.seq
@@ -107,7 +123,7 @@ impl Prepared {
                 reason: "prepared certificate does not match its proposal".into(),
             });
         }
-        c.verify(verifier, n)
+        c.verify(chain, verifier, n)
     }
 }
 
@@ -129,8 +145,9 @@ impl Decision {
 }
 
 /// Verifies a decision certificate: a quorum of distinct replicas of an `n`-replica set
-/// signed a commit vote for exactly this proposal (same instance, sequence and digest).
-pub fn verify_decision(decision: &Decision, verifier: &dyn Verifier, n: u32) -> Result<()> {
+/// signed a commit vote for exactly this proposal (same instance, sequence and digest)
+/// in cluster `chain`.
+pub fn verify_decision(decision: &Decision, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
     let c = &decision.certificate;
     let p = &decision.proposal;
     if c.phase != Phase::Commit || c.seq != p.seq || c.instance != p.instance {
@@ -145,7 +162,7 @@ pub fn verify_decision(decision: &Decision, verifier: &dyn Verifier, n: u32) -> 
             reason: "digest mismatch".into(),
         });
     }
-    c.verify(verifier, n)
+    c.verify(chain, verifier, n)
 }
 
 #[cfg(test)]
@@ -161,7 +178,7 @@ mod tests {
             metadata: vec![],
         };
         let d = p.digest();
-        let bytes = vote_bytes(Phase::Commit, InstanceId(2), 1, 5, &d);
+        let bytes = vote_bytes(&ChainId::default(), Phase::Commit, InstanceId(2), 1, 5, &d);
         Decision {
             proposal: Arc::new(p),
             certificate: Certificate {
@@ -181,22 +198,25 @@ mod tests {
     #[test]
     fn verify_decision_cases() {
         let keys = TestKeys::new(1);
-        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), &keys, 4).is_ok());
+        let c = &ChainId::default();
+        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), c, &keys, 4).is_ok());
+        // the same certificate does not verify for another cluster
+        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), &ChainId([7; 32]), &keys, 4).is_err());
         // too few signers
-        assert!(verify_decision(&decision(&keys, &[0, 1]), &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1]), c, &keys, 4).is_err());
         // duplicate signer does not count twice
-        assert!(verify_decision(&decision(&keys, &[0, 1, 1]), &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1, 1]), c, &keys, 4).is_err());
         // unknown signer
-        assert!(verify_decision(&decision(&keys, &[0, 1, 4]), &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1, 4]), c, &keys, 4).is_err());
         // tampered payload
         let mut d = decision(&keys, &[0, 1, 2]);
         Arc::make_mut(&mut d.proposal).requests.push(b"x".to_vec());
-        assert!(verify_decision(&d, &keys, 4).is_err());
+        assert!(verify_decision(&d, c, &keys, 4).is_err());
         // signatures from other keys
-        assert!(verify_decision(&decision(&TestKeys::new(9), &[0, 1, 2]), &keys, 4).is_err());
+        assert!(verify_decision(&decision(&TestKeys::new(9), &[0, 1, 2]), c, &keys, 4).is_err());
         // prepare quorum is not a decision
         let mut d = decision(&keys, &[0, 1, 2]);
         d.certificate.phase = Phase::Prepare;
-        assert!(verify_decision(&d, &keys, 4).is_err());
+        assert!(verify_decision(&d, c, &keys, 4).is_err());
     }
 }

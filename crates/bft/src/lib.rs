@@ -28,6 +28,6 @@ pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision};
 pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
 pub use messages::{Message, NewView, ViewChange, Vote};
-pub use replica::{Input, Output, Replica, Status};
-pub use types::{Config, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+pub use replica::{Complaint, Input, Output, Refusal, Replica, Status};
+pub use types::{ChainId, Config, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
 pub use wal::{FileWal, MemWal, Wal, WalEntry};

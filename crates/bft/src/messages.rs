@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::certificate::{Certificate, Decision, Phase, Prepared};
 use crate::crypto::{Signature, Verifier};
 use crate::tags;
-use crate::types::{Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+use crate::types::{ChainId, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
 use crate::{Error, Result};
 
 /// A protocol message.
@@ -115,6 +115,7 @@ impl ViewChange {
     /// The bytes the sender signs: everything but the signature, certificates by
     /// their (view, seq, digest) summary (their own signatures protect the rest).
     pub fn signed_bytes(
+        chain: &ChainId,
         instance: InstanceId,
         from: ReplicaId,
         target: View,
@@ -123,6 +124,7 @@ impl ViewChange {
     ) -> Vec<u8> {
         let mut out = Vec::with_capacity(160);
         out.extend_from_slice(tags::VIEW_CHANGE);
+        out.extend_from_slice(&chain.0);
         out.extend_from_slice(&instance.0.to_le_bytes());
         out.extend_from_slice(&from.to_le_bytes());
         out.extend_from_slice(&target.to_le_bytes());
@@ -145,9 +147,10 @@ impl ViewChange {
         self.last_decided.as_ref().map_or(0, |c| c.seq)
     }
 
-    /// Checks the signature and both certificates.
-    pub fn verify(&self, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    /// Checks the signature and both certificates (all for cluster `chain`).
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
         let bytes = Self::signed_bytes(
+            chain,
             self.instance,
             self.from,
             self.target,
@@ -167,7 +170,7 @@ impl ViewChange {
                     reason: "last decision is not a commit certificate".into(),
                 });
             }
-            c.verify(verifier, n)?;
+            c.verify(chain, verifier, n)?;
         }
         if let Some(p) = &self.prepared {
             if p.proposal.instance != self.instance {
@@ -176,7 +179,7 @@ impl ViewChange {
                     reason: "prepared certificate of another instance".into(),
                 });
             }
-            p.verify(verifier, n)?;
+            p.verify(chain, verifier, n)?;
         }
         Ok(())
     }
@@ -205,8 +208,9 @@ pub struct Carry {
 }
 
 impl NewView {
-    /// Verifies the quorum of view changes (distinct senders, all for `self.view`).
-    pub fn verify(&self, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    /// Verifies the quorum of view changes (distinct senders, all for `self.view`, all
+    /// signed for cluster `chain`).
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
         let quorum = Quorum::new(n);
         let mut senders = BTreeSet::new();
         for vc in &self.view_changes {
@@ -222,7 +226,7 @@ impl NewView {
                     reason: format!("replica {} counted twice", vc.from),
                 });
             }
-            vc.verify(verifier, n)?;
+            vc.verify(chain, verifier, n)?;
         }
         if (senders.len() as u32) < quorum.q {
             return Err(Error::BadNewView {

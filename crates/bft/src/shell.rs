@@ -16,7 +16,8 @@ use tokio::time::Instant;
 use crate::app::Application;
 use crate::certificate::Decision;
 use crate::messages::Message;
-use crate::replica::{Input, Output, Replica};
+use crate::replica::{Input, Output, Refusal, Replica};
+use crate::types::Digest;
 use crate::types::ReplicaId;
 use crate::wal::{Wal, WalEntry};
 use crate::{Error, Result};
@@ -88,6 +89,9 @@ pub struct ShellDeps<A: Application, W, T> {
     pub tx_decisions: mpsc::Sender<Arc<Decision>>,
     /// Where to publish [`ShellStatus`] changes, if anyone listens.
     pub tx_status: Option<tokio::sync::watch::Sender<ShellStatus>>,
+    /// Client requests the replica did not take (`Output::Refused`), if anyone
+    /// listens; bounded, and dropped when full (the client's deadline covers it).
+    pub tx_refused: Option<mpsc::Sender<(Digest, Refusal)>>,
 }
 
 /// Spawns the shell task. It ends when both input channels are closed, or with an
@@ -115,6 +119,7 @@ where
         mut rx_requests,
         tx_decisions,
         tx_status,
+        tx_refused,
     } = deps;
     let mut wal = Some(wal);
     let start = Instant::now();
@@ -127,13 +132,54 @@ where
             Some(request) = rx_requests.recv() => Input::Request(request),
             else => return Ok(()),
         };
+        let before = ShellStatus::of(&replica);
         let outputs = replica.handle(input);
-        execute(&cfg, outputs, &mut wal, &transport, &tx_decisions).await?;
+        let sinks = Sinks {
+            tx_decisions: &tx_decisions,
+            tx_refused: tx_refused.as_ref(),
+        };
+        execute(&cfg, outputs, &mut wal, &transport, sinks).await?;
+        let now = ShellStatus::of(&replica);
+        if now != before {
+            log_change(cfg.me, &before, &now, &replica);
+        }
         if let Some(tx) = &tx_status {
-            let now = ShellStatus::of(&replica);
             tx.send_if_modified(|s| std::mem::replace(s, now) != now);
         }
     }
+}
+
+/// Logs view changes (with the complaint that started them) and installed views.
+fn log_change<A: Application>(me: ReplicaId, before: &ShellStatus, now: &ShellStatus, replica: &Replica<A>) {
+    if now.view_changing && !before.view_changing {
+        let (target, reason) = replica
+            .last_complaint()
+            .unwrap_or((now.view + 1, crate::Complaint::Joined));
+        tracing::warn!(
+            id = me,
+            view = now.view,
+            target,
+            ?reason,
+            backoff = replica.backoff(),
+            decided = now.last_decided,
+            "view change started"
+        );
+    } else if now.view != before.view {
+        tracing::info!(
+            id = me,
+            view = now.view,
+            leader = now.leader,
+            decided = now.last_decided,
+            "view installed"
+        );
+    }
+}
+
+/// Where decisions and refusals go.
+#[derive(Clone, Copy)]
+struct Sinks<'a> {
+    tx_decisions: &'a mpsc::Sender<Arc<Decision>>,
+    tx_refused: Option<&'a mpsc::Sender<(Digest, Refusal)>>,
 }
 
 /// Executes outputs in order; consecutive `Persist` entries are appended (and synced)
@@ -143,7 +189,7 @@ async fn execute<W: Wal + Send + 'static, T: Transport>(
     outputs: Vec<Output>,
     wal: &mut Option<W>,
     transport: &T,
-    tx_decisions: &mpsc::Sender<Arc<Decision>>,
+    sinks: Sinks<'_>,
 ) -> Result<()> {
     let mut batch: Vec<WalEntry> = Vec::new();
     for out in outputs {
@@ -155,10 +201,17 @@ async fn execute<W: Wal + Send + 'static, T: Transport>(
         match out {
             Output::Send { to, msg } => transport.send(to, msg),
             Output::Broadcast(msg) => transport.broadcast(cfg.me, msg),
-            Output::Deliver(d) => tx_decisions
+            Output::Deliver(d) => sinks
+                .tx_decisions
                 .send(d)
                 .await
                 .map_err(|_| Error::ChannelClosed { what: "decisions" })?,
+            Output::Refused { request, reason } => {
+                if let Some(tx) = sinks.tx_refused {
+                    // Full: the waiting client learns the outcome at its deadline.
+                    let _ = tx.try_send((request, reason));
+                }
+            }
             Output::ViewInstalled { .. } | Output::Persist(_) => {}
         }
     }

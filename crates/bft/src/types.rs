@@ -20,6 +20,24 @@ pub type Seq = u64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct InstanceId(pub u32);
 
+/// Identifies one consenter cluster (network). It is the first field after the domain
+/// tag of every byte string the engine signs (votes, view changes, hence certificates
+/// and new-view proofs), so two clusters that share keys never accept each other's
+/// messages or certificates. The consenter derives it from the configured chain name
+/// and the cluster's public keys.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ChainId(pub [u8; 32]);
+
+impl fmt::Debug for ChainId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "chain(")?;
+        for b in &self.0[..6] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
 /// A SHA-256 digest.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Digest(pub [u8; 32]);
@@ -70,6 +88,8 @@ impl Quorum {
 pub struct Config {
     /// This replica.
     pub id: ReplicaId,
+    /// The cluster this replica belongs to; bound into every signed byte string.
+    pub chain: ChainId,
     /// Number of replicas.
     pub n: u32,
     /// The consensus instance this replica belongs to.
@@ -90,10 +110,23 @@ pub struct Config {
     pub view_change_timeout_ms: u64,
     /// Maximum number of pending requests; further requests are refused.
     pub max_pending: usize,
+    /// Maximum bytes of pending requests (client and forwarded); further requests are
+    /// refused ([`crate::Refusal::PoolFull`] for client requests).
+    pub max_pending_bytes: usize,
     /// Largest accepted request, in bytes.
     pub max_request_bytes: usize,
     /// Most decisions returned in one state-transfer response.
     pub sync_batch: usize,
+    /// Most bytes of decisions (requests, metadata and signatures) in one state-transfer
+    /// response; a response always carries at least one decision. Keep it below the
+    /// transport's message limit.
+    pub sync_max_bytes: usize,
+    /// Most bytes of messages kept per sender while they wait for a later sequence or
+    /// view (pre-prepares and verified votes); the oldest are dropped beyond it.
+    pub max_future_bytes_per_peer: usize,
+    /// Consecutive view changes without a decision double the timeouts (heartbeat,
+    /// request, stuck slot, view change) up to `2^max_backoff_exponent` times.
+    pub max_backoff_exponent: u32,
 }
 
 impl Config {
@@ -101,6 +134,7 @@ impl Config {
     pub fn new(id: ReplicaId, n: u32) -> Config {
         Config {
             id,
+            chain: ChainId::default(),
             n,
             instance: InstanceId(0),
             max_batch_count: 1000,
@@ -111,8 +145,12 @@ impl Config {
             heartbeat_timeout_ms: 2_000,
             view_change_timeout_ms: 2_000,
             max_pending: 100_000,
+            max_pending_bytes: 64 << 20,
             max_request_bytes: 1 << 20,
             sync_batch: 64,
+            sync_max_bytes: 16 << 20,
+            max_future_bytes_per_peer: 16 << 20,
+            max_backoff_exponent: 5,
         }
     }
 

@@ -77,6 +77,7 @@ fn start(
             rx_requests,
             tx_decisions,
             tx_status: None,
+            tx_refused: None,
         },
     );
     Node {

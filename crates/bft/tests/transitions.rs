@@ -123,7 +123,7 @@ fn leader_batches_by_count_and_by_interval() {
                 vote(Phase::Commit, 2, 0, &p),
                 &["persist decided s1", "deliver s1 (2 requests)"],
             ),
-            step(Input::Request(b"a".to_vec()), &[]), // already decided
+            step(Input::Request(b"a".to_vec()), &["refused AlreadyDecided"]), // already decided
         ],
     );
 }

@@ -20,8 +20,12 @@ pub const ENVELOPE_TAG: &[u8] = types::tags::consenter::ENVELOPE;
 /// Domain tag of the cluster id hash.
 const CLUSTER_TAG: &[u8] = types::tags::consenter::CLUSTER;
 
-/// Public keys of the consenter set (index = replica id) and the cluster id derived
-/// from them.
+/// The chain name used when none is configured (`fabrx node bft --chain-id`). Two
+/// clusters that share keys must use different names.
+pub const DEFAULT_CHAIN: &str = "fabrx";
+
+/// Public keys of the consenter set (index = replica id) and the chain id derived
+/// from them and the chain name.
 #[derive(Clone)]
 pub struct ClusterKeys {
     keys: Arc<Vec<PublicKey>>,
@@ -29,8 +33,14 @@ pub struct ClusterKeys {
 }
 
 impl ClusterKeys {
-    /// The set of `keys` (index = replica id).
+    /// The set of `keys` (index = replica id) on chain [`DEFAULT_CHAIN`].
     pub fn new(keys: Vec<PublicKey>) -> ClusterKeys {
+        ClusterKeys::for_chain(DEFAULT_CHAIN, keys)
+    }
+
+    /// The set of `keys` on chain `chain`: the id is
+    /// `SHA-256(CLUSTER_TAG ‖ n ‖ (len ‖ key)* ‖ len ‖ chain)`.
+    pub fn for_chain(chain: &str, keys: Vec<PublicKey>) -> ClusterKeys {
         let mut h = Sha256::new();
         h.update(CLUSTER_TAG);
         h.update((keys.len() as u64).to_le_bytes());
@@ -39,10 +49,22 @@ impl ClusterKeys {
             h.update((b.len() as u64).to_le_bytes());
             h.update(&b);
         }
+        h.update((chain.len() as u64).to_le_bytes());
+        h.update(chain.as_bytes());
         ClusterKeys {
             keys: Arc::new(keys),
             cluster: h.finalize().into(),
         }
+    }
+
+    /// The same keys on chain `chain`.
+    pub fn with_chain(&self, chain: &str) -> ClusterKeys {
+        ClusterKeys::for_chain(chain, self.keys.as_ref().clone())
+    }
+
+    /// The chain id the engine binds into its signed bytes (`bft::Config::chain`).
+    pub fn chain_id(&self) -> bft::ChainId {
+        bft::ChainId(self.cluster)
     }
 
     /// Number of replicas.
@@ -186,34 +208,98 @@ impl bft::Verifier for EngineVerifier {
     }
 }
 
+/// Where an envelope stands in its sender's stream to one receiver: the sender's boot
+/// epoch (strictly greater after each restart, see [`crate::epoch`]) and a counter
+/// of envelopes to that receiver in the epoch. Ordered lexicographically.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EnvelopeSeq {
+    /// The sender's boot epoch (≥ 1 for a running node).
+    pub epoch: u64,
+    /// Envelopes sent to this receiver before this one in the epoch.
+    pub counter: u64,
+}
+
 /// The bytes an envelope's signature covers:
-/// `ENVELOPE_TAG ‖ cluster ‖ from (u32 LE) ‖ to (u32 LE) ‖ payload`.
-pub fn envelope_bytes(cluster: &[u8], from: u32, to: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ENVELOPE_TAG.len() + cluster.len() + 8 + payload.len());
+/// `ENVELOPE_TAG ‖ cluster ‖ from (u32 LE) ‖ to (u32 LE) ‖ epoch (u64 LE) ‖ counter (u64 LE) ‖ payload`.
+pub fn envelope_bytes(cluster: &[u8], from: u32, to: u32, seq: EnvelopeSeq, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_TAG.len() + cluster.len() + 24 + payload.len());
     out.extend_from_slice(ENVELOPE_TAG);
     out.extend_from_slice(cluster);
     out.extend_from_slice(&from.to_le_bytes());
     out.extend_from_slice(&to.to_le_bytes());
+    out.extend_from_slice(&seq.epoch.to_le_bytes());
+    out.extend_from_slice(&seq.counter.to_le_bytes());
     out.extend_from_slice(payload);
     out
 }
 
-/// Wraps an encoded message for `to` and signs it.
-pub fn seal(key: &SigningKey, keys: &ClusterKeys, from: u32, to: u32, payload: Vec<u8>) -> pb::BftEnvelope {
+/// Wraps an encoded message for `to` at position `seq` of this sender's stream and
+/// signs it.
+pub fn seal_at(
+    key: &SigningKey,
+    keys: &ClusterKeys,
+    (from, to): (u32, u32),
+    seq: EnvelopeSeq,
+    payload: Vec<u8>,
+) -> pb::BftEnvelope {
     let cluster = keys.cluster_id();
-    let sig = crypto::sign_consensus_message(key, &envelope_bytes(&cluster, from, to, &payload));
+    let sig = crypto::sign_consensus_message(key, &envelope_bytes(&cluster, from, to, seq, &payload));
     pb::BftEnvelope {
         cluster: cluster.to_vec(),
         from,
         to,
         payload,
         signature: sig.into_bytes(),
+        epoch: seq.epoch,
+        counter: seq.counter,
+    }
+}
+
+/// A diagnostic envelope at position (0, 0), which no receiver accepts (epochs of
+/// running nodes start at 1): for tests of the rejection path. Nodes use [`seal_at`].
+pub fn seal(key: &SigningKey, keys: &ClusterKeys, from: u32, to: u32, payload: Vec<u8>) -> pb::BftEnvelope {
+    seal_at(key, keys, (from, to), EnvelopeSeq::default(), payload)
+}
+
+/// The last envelope position accepted from each sender: a receiver accepts an
+/// envelope only above it, so a captured envelope is accepted at most once, and only
+/// while nothing newer from its sender arrived. Memory: one entry per replica.
+#[derive(Debug)]
+pub struct ReplayGuard {
+    last: std::sync::Mutex<Vec<EnvelopeSeq>>,
+}
+
+impl ReplayGuard {
+    /// A guard for `n` senders that has accepted nothing yet.
+    pub fn new(n: u32) -> ReplayGuard {
+        ReplayGuard {
+            last: std::sync::Mutex::new(vec![EnvelopeSeq::default(); n as usize]),
+        }
+    }
+
+    /// Records `seq` from `from` if it is above the last accepted one; false if not
+    /// (a replay, a reordered older envelope or an unknown sender).
+    pub fn admit(&self, from: u32, seq: EnvelopeSeq) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        match last.get_mut(from as usize) {
+            Some(l) if seq > *l => {
+                *l = seq;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
 /// Checks an envelope addressed to `me` (cluster, addressee, known sender other than
-/// `me`, signature) and decodes its message. Verification comes before decoding.
-pub fn open(keys: &ClusterKeys, me: u32, env: pb::BftEnvelope) -> Result<(bft::ReplicaId, bft::Message)> {
+/// `me`, signature, then its position against `guard`) and decodes its message.
+/// Verification comes before decoding.
+pub fn open(
+    keys: &ClusterKeys,
+    guard: &ReplayGuard,
+    me: u32,
+    env: pb::BftEnvelope,
+) -> Result<(bft::ReplicaId, bft::Message)> {
     let reject = |reason: &'static str| Error::Rejected {
         from: env.from,
         reason,
@@ -228,9 +314,16 @@ pub fn open(keys: &ClusterKeys, me: u32, env: pb::BftEnvelope) -> Result<(bft::R
         return Err(reject("claims to come from the receiver"));
     }
     let key = keys.key(env.from).ok_or(reject("unknown sender"))?;
-    let bytes = envelope_bytes(&env.cluster, env.from, env.to, &env.payload);
+    let seq = EnvelopeSeq {
+        epoch: env.epoch,
+        counter: env.counter,
+    };
+    let bytes = envelope_bytes(&env.cluster, env.from, env.to, seq, &env.payload);
     let sig = crypto::Signature::from_bytes(env.signature.clone());
     crypto::verify_consensus_message(key, &bytes, &sig).map_err(|_| reject("invalid signature"))?;
+    if !guard.admit(env.from, seq) {
+        return Err(reject("replayed or stale envelope"));
+    }
     let msg = <pb::BftMessage as prost::Message>::decode(env.payload.as_slice())
         .map_err(|_| reject("undecodable payload"))?;
     Ok((env.from, crate::codec::message_from_pb(msg)?))
@@ -250,15 +343,17 @@ mod tests {
             last_decided: 9,
         };
         let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&msg));
-        let env = seal(&k0, &keys, 0, 2, payload);
-        assert_eq!(open(&keys, 2, env.clone()).expect("valid"), (0, msg));
+        let at = |counter| EnvelopeSeq { epoch: 5, counter };
+        let env = seal_at(&k0, &keys, (0, 2), at(1), payload);
+        let guard = || ReplayGuard::new(4);
+        assert_eq!(open(&keys, &guard(), 2, env.clone()).expect("valid"), (0, msg));
         // wrong addressee
-        assert!(open(&keys, 1, env.clone()).is_err());
+        assert!(open(&keys, &guard(), 1, env.clone()).is_err());
         // claims another sender
         let mut forged = env.clone();
         forged.from = 1;
         assert!(matches!(
-            open(&keys, 2, forged),
+            open(&keys, &guard(), 2, forged),
             Err(Error::Rejected {
                 reason: "invalid signature",
                 ..
@@ -267,10 +362,58 @@ mod tests {
         // tampered payload
         let mut tampered = env.clone();
         tampered.payload[0] ^= 1;
-        assert!(open(&keys, 2, tampered).is_err());
+        assert!(open(&keys, &guard(), 2, tampered).is_err());
+        // a position that is not the signed one
+        let mut moved = env.clone();
+        moved.counter += 1;
+        assert!(open(&keys, &guard(), 2, moved).is_err());
         // another cluster
         let (_, other) = keys_from_seed_prefix("u-", 0, 4);
-        assert!(open(&other, 2, env).is_err());
+        assert!(open(&other, &guard(), 2, env.clone()).is_err());
+        // the same keys on another chain
+        assert!(open(&keys.with_chain("other-chain"), &guard(), 2, env).is_err());
+    }
+
+    #[test]
+    fn a_captured_envelope_is_accepted_once() {
+        let (k0, keys) = keys_from_seed_prefix("t-", 0, 4);
+        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&bft::Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view: 0,
+            last_decided: 0,
+        }));
+        let guard = ReplayGuard::new(4);
+        let env = |epoch, counter| {
+            seal_at(
+                &k0,
+                &keys,
+                (0, 2),
+                EnvelopeSeq { epoch, counter },
+                payload.clone(),
+            )
+        };
+        let captured = env(7, 3);
+        assert!(open(&keys, &guard, 2, captured.clone()).is_ok());
+        let replays = (0..10_000)
+            .filter(|_| open(&keys, &guard, 2, captured.clone()).is_ok())
+            .count();
+        assert_eq!(replays, 0, "a replayed envelope was accepted");
+        // older positions of the same epoch, and anything of an older epoch, are stale
+        assert!(open(&keys, &guard, 2, env(7, 2)).is_err());
+        assert!(open(&keys, &guard, 2, env(6, 100)).is_err());
+        // the sender restarted with a higher epoch: its counter starts again
+        assert!(open(&keys, &guard, 2, env(8, 0)).is_ok());
+        assert!(open(&keys, &guard, 2, env(8, 1)).is_ok());
+        // the diagnostic position (0, 0) is never accepted
+        assert!(
+            open(
+                &keys,
+                &ReplayGuard::new(4),
+                2,
+                seal(&k0, &keys, 0, 2, payload.clone())
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -14,11 +14,14 @@
 //! will plug in as the engine's `Application`.
 
 pub mod codec;
+pub mod conn;
 pub mod decisions;
+pub mod epoch;
 mod error;
 pub mod keys;
 pub mod node;
 pub mod service;
+pub mod submit;
 pub mod transport;
 
 pub use error::{Error, Result};

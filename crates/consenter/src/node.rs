@@ -11,15 +11,66 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bft::shell::{ShellConfig, ShellDeps, ShellStatus};
-use bft::{Decision, FileWal, NullApp, Output, Replica, ReplicaId};
+use bft::{Decision, Digest, FileWal, NullApp, Output, Refusal, Replica, ReplicaId};
 use tokio::sync::{mpsc, watch};
 use tracing::info;
 
+use crate::conn::{ConnLimits, ConnStats};
 use crate::decisions::DecisionLog;
 use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier, NodeKeys};
-use crate::service::{ConsensusService, ServiceDeps};
-use crate::transport::{GrpcTransport, Stats, TransportConfig};
+use crate::service::{ConsensusService, ServiceDeps, ServiceLimits};
+use crate::submit::{SubmitLimits, Waiters};
+use crate::transport::{GrpcTransport, MAX_MESSAGE_BYTES, QueueLimits, Stats, TransportConfig};
 use crate::{Error, Result};
+
+/// The node's resource bounds (docs/bft.md "Limits"). `Default` holds the defaults
+/// of `fabrx node bft`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Outgoing messages kept per peer while it is slow or down.
+    pub peer_queue_messages: usize,
+    /// Outgoing bytes kept per peer.
+    pub peer_queue_bytes: usize,
+    /// Outgoing bytes kept over all peers.
+    pub total_queue_bytes: usize,
+    /// Verified inbound bytes per sender waiting for the replica.
+    pub inbound_bytes_per_peer: usize,
+    /// Bytes of undecided client requests waiting in `Submit` at once.
+    pub submit_bytes: usize,
+    /// Clients waiting in `Submit` at once.
+    pub submit_waiting: usize,
+    /// How long `Submit` waits for the decision.
+    pub submit_timeout: Duration,
+    /// Open gRPC connections at once.
+    pub max_connections: usize,
+    /// A connection that sends nothing this long is closed.
+    pub idle_timeout: Duration,
+    /// Concurrent HTTP/2 streams (calls) per connection.
+    pub max_streams_per_connection: u32,
+    /// Interval of the server's HTTP/2 keep-alive pings.
+    pub keepalive_interval: Duration,
+    /// A ping not answered within this closes the connection.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for NodeLimits {
+    fn default() -> NodeLimits {
+        NodeLimits {
+            peer_queue_messages: 4096,
+            peer_queue_bytes: 32 << 20,
+            total_queue_bytes: 96 << 20,
+            inbound_bytes_per_peer: 32 << 20,
+            submit_bytes: 64 << 20,
+            submit_waiting: 10_000,
+            submit_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(120),
+            max_streams_per_connection: 64,
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+        }
+    }
+}
 
 /// Everything one replica needs.
 #[derive(Clone, Debug)]
@@ -31,20 +82,51 @@ pub struct NodeConfig {
     pub peers: Vec<String>,
     /// Where this replica's key and the cluster's public keys come from.
     pub keys: NodeKeys,
+    /// The chain name; with the public keys it makes the chain id bound into every
+    /// signature (`fabrx node bft --chain-id`).
+    pub chain: String,
     /// WAL directory (a journal).
     pub wal: PathBuf,
     /// Decisions log directory (a journal of JSON records).
     pub decisions: PathBuf,
     /// Clock tick of the shell.
     pub tick: Duration,
-    /// Messages kept per peer while it is slow or down.
-    pub peer_queue: usize,
-    /// Capacity of the inbound message, request and decision channels.
+    /// Resource bounds.
+    pub limits: NodeLimits,
+    /// Capacity of the request and decision channels (the replica's input queue of
+    /// peer messages is smaller; peer bytes are bounded by `inbound_bytes_per_peer`).
     pub channel_capacity: usize,
 }
 
-/// Runs the replica until a component fails (a WAL or log write error stops it).
-pub async fn run(cfg: NodeConfig) -> Result<()> {
+/// Capacity of the replica's input queue of peer messages: every message in it may
+/// be as large as `MAX_MESSAGE_BYTES`, so it is short.
+const NET_QUEUE: usize = 8;
+
+/// Checks that the engine's byte bounds fit the transport's message limit: a
+/// state-transfer response and a new-view proof (a quorum of view changes, each with
+/// a prepared proposal) must be sendable.
+fn check_sizes(cfg: &NodeConfig) -> Result<()> {
+    let e = &cfg.engine;
+    let decision = e
+        .max_batch_bytes
+        .max(e.max_request_bytes)
+        .saturating_add(64 << 10);
+    let new_view = decision.saturating_mul(e.quorum().q as usize);
+    let sync = e.sync_max_bytes.max(decision);
+    if new_view > MAX_MESSAGE_BYTES || sync > MAX_MESSAGE_BYTES {
+        return Err(Error::Config {
+            reason: format!(
+                "a new view ({new_view} bytes) or a state-transfer response ({sync} bytes) would exceed the \
+                 transport's {MAX_MESSAGE_BYTES}-byte message limit: lower the batch or sync byte bounds"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Validates the configuration and loads the keys; the engine's chain id is set from
+/// the chain name and the keys.
+fn checked(mut cfg: NodeConfig) -> Result<(NodeConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
     let me: ReplicaId = cfg.engine.id;
     let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
     if n != cfg.engine.n || me >= n {
@@ -55,19 +137,44 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
     let listen: SocketAddr = cfg.peers[me as usize].parse().map_err(|_| Error::Config {
         reason: format!("listen address {:?} is not ip:port", cfg.peers[me as usize]),
     })?;
+    check_sizes(&cfg)?;
     let (key, keys) = cfg.keys.load(me, n)?;
+    let keys = keys.with_chain(&cfg.chain);
+    cfg.engine.chain = keys.chain_id();
+    Ok((cfg, listen, key, keys))
+}
+
+/// Runs the replica until a component fails (a WAL or log write error stops it).
+pub async fn run(cfg: NodeConfig) -> Result<()> {
+    let (cfg, listen, key, keys) = checked(cfg)?;
+    let me = cfg.engine.id;
     let (replica, wal, log) = restore(&cfg, key.clone(), keys.clone())?;
+    let epoch = crate::epoch::next_boot_epoch(&cfg.wal.with_extension("epoch"))?;
+    let limits = &cfg.limits;
 
     let stats = Arc::new(Stats::default());
-    let (tx_net, rx_net) = mpsc::channel(cfg.channel_capacity);
+    let (tx_inbound, rx_inbound) = mpsc::channel(cfg.channel_capacity);
+    let (tx_net, rx_net) = mpsc::channel(NET_QUEUE);
+    tokio::spawn(crate::service::forward_inbound(rx_inbound, tx_net));
     let (tx_requests, rx_requests) = mpsc::channel(cfg.channel_capacity);
     let (tx_decisions, rx_decisions) = mpsc::channel(cfg.channel_capacity);
+    let (tx_refused, rx_refused) = mpsc::channel(cfg.channel_capacity);
     let (tx_status, rx_status) = watch::channel(ShellStatus::of(&replica));
+    let waiters = Waiters::new(SubmitLimits {
+        max_bytes: limits.submit_bytes,
+        max_waiting: limits.submit_waiting,
+    });
+    tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
     let (transport, _links) = GrpcTransport::spawn(
         TransportConfig {
             me,
             peers: cfg.peers.clone(),
-            queue_capacity: cfg.peer_queue,
+            limits: QueueLimits {
+                messages_per_peer: limits.peer_queue_messages,
+                bytes_per_peer: limits.peer_queue_bytes,
+                total_bytes: limits.total_queue_bytes,
+            },
+            epoch,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
         },
@@ -78,16 +185,21 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
     let service = ConsensusService::new(ServiceDeps {
         me,
         keys,
-        tx_net,
+        tx_inbound,
         tx_requests,
         rx_status,
         stats,
-        max_request_bytes: cfg.engine.max_request_bytes,
+        waiters: waiters.clone(),
+        limits: ServiceLimits {
+            max_request_bytes: cfg.engine.max_request_bytes,
+            submit_timeout: limits.submit_timeout,
+            inbound_bytes_per_peer: limits.inbound_bytes_per_peer,
+        },
     });
-    let server = serve(me, listen, service).await?;
+    let server = serve(me, listen, service, limits).await?;
     let writer = std::thread::Builder::new()
         .name(format!("decisions-{me}"))
-        .spawn(move || write_decisions(log, rx_decisions))
+        .spawn(move || write_decisions(log, rx_decisions, &waiters))
         .map_err(|e| Error::Io {
             path: "decisions writer thread".into(),
             source: e,
@@ -102,8 +214,19 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
             rx_requests,
             tx_decisions,
             tx_status: Some(tx_status),
+            tx_refused: Some(tx_refused),
         },
     );
+    supervise(shell, server, writer).await
+}
+
+/// Waits for the first component to stop; the node never stops on its own, so that
+/// is an error (the component's own, or `Stopped`).
+async fn supervise(
+    shell: tokio::task::JoinHandle<bft::Result<()>>,
+    server: ServerTask,
+    writer: std::thread::JoinHandle<Result<()>>,
+) -> Result<()> {
     tokio::select! {
         r = shell => {
             r.map_err(|_| Error::Stopped { what: "replica task" })??;
@@ -132,6 +255,18 @@ fn restore(
 ) -> Result<(Replica<NullApp>, FileWal, DecisionLog)> {
     let (wal, entries) = FileWal::open(&cfg.wal)?;
     let mut log = DecisionLog::open(&cfg.decisions)?;
+    if entries.is_empty() && log.last() > 0 {
+        return Err(Error::Config {
+            reason: format!(
+                "the WAL {} is missing or empty but the decisions log {} holds decisions up to seq {}: \
+                 a fresh replica could vote again on what it decided; restore the WAL (or remove both \
+                 to rejoin as a new replica by state transfer)",
+                cfg.wal.display(),
+                cfg.decisions.display(),
+                log.last()
+            ),
+        });
+    }
     let app = NullApp {
         applied: log.last(),
         requests: 0,
@@ -158,13 +293,22 @@ fn restore(
         view = replica.view(),
         "replica restored"
     );
+    // The decoded entries are not needed once the replica is rebuilt (it keeps what it
+    // needs, sharing the decisions): free them now rather than at the end of `run`.
+    drop(entries);
     Ok((replica, wal, log))
 }
 
 type ServerTask = tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>;
 
-/// Binds `listen` and serves the consensus service on it.
-async fn serve(me: ReplicaId, listen: SocketAddr, service: ConsensusService) -> Result<ServerTask> {
+/// Binds `listen` and serves the consensus service on it, with bounded connections
+/// (`conn`), streams per connection and HTTP/2 keep-alive.
+async fn serve(
+    me: ReplicaId,
+    listen: SocketAddr,
+    service: ConsensusService,
+    limits: &NodeLimits,
+) -> Result<ServerTask> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Error::Io {
@@ -172,19 +316,39 @@ async fn serve(me: ReplicaId, listen: SocketAddr, service: ConsensusService) -> 
             source: e,
         })?;
     info!(id = me, %listen, "consensus service listening");
+    let conn_limits = ConnLimits {
+        max_connections: limits.max_connections,
+        idle_timeout: limits.idle_timeout,
+    };
+    let incoming = crate::conn::incoming(listener, conn_limits, Arc::new(ConnStats::default()));
     Ok(tokio::spawn(
         tonic::transport::Server::builder()
-            .tcp_nodelay(true)
+            .max_concurrent_streams(limits.max_streams_per_connection)
+            .http2_keepalive_interval(Some(limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(limits.keepalive_timeout))
             .add_service(service.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(incoming),
     ))
 }
 
-/// The decisions writer thread: appends each decision in order, flushes whenever the
-/// queue runs empty.
-fn write_decisions(mut log: DecisionLog, mut rx: mpsc::Receiver<Arc<Decision>>) -> Result<()> {
+/// Answers the clients waiting for requests the replica refused.
+async fn answer_refusals(mut rx: mpsc::Receiver<(Digest, Refusal)>, waiters: Arc<Waiters>) {
+    while let Some((digest, reason)) = rx.recv().await {
+        waiters.refused(digest, reason);
+    }
+}
+
+/// The decisions writer thread: appends each decision in order, answers the clients
+/// waiting for its requests (the decision is already in the WAL), flushes whenever
+/// the queue runs empty.
+fn write_decisions(
+    mut log: DecisionLog,
+    mut rx: mpsc::Receiver<Arc<Decision>>,
+    waiters: &Waiters,
+) -> Result<()> {
     while let Some(d) = rx.blocking_recv() {
         log.append(&d)?;
+        waiters.decided(&d);
         if rx.is_empty() {
             log.flush()?;
         }

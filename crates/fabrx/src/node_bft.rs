@@ -60,6 +60,32 @@ pub struct BftArgs {
     /// Messages kept per peer while it is slow or down (oldest dropped beyond).
     #[arg(long, default_value_t = 4096)]
     peer_queue: usize,
+    /// Chain name, bound with the public keys into every signature: clusters that
+    /// share keys must use different names.
+    #[arg(long, default_value = consenter::keys::DEFAULT_CHAIN)]
+    chain_id: String,
+    /// Outgoing bytes kept per peer while it is slow or down (oldest dropped beyond).
+    #[arg(long, default_value_t = 32 << 20)]
+    peer_queue_bytes: usize,
+    /// Outgoing bytes kept over all peers (the largest queue loses its oldest first).
+    #[arg(long, default_value_t = 96 << 20)]
+    total_queue_bytes: usize,
+    /// Bytes of pending requests (client and forwarded) the replica holds for ordering.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_pending_bytes: usize,
+    /// Bytes of undecided requests of clients waiting in Submit at once
+    /// (RESOURCE_EXHAUSTED beyond).
+    #[arg(long, default_value_t = 64 << 20)]
+    submit_bytes: usize,
+    /// How long Submit waits for the decision (DEADLINE_EXCEEDED beyond).
+    #[arg(long, default_value_t = 30_000)]
+    submit_timeout_ms: u64,
+    /// Open gRPC connections at once (more are closed at accept).
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// A connection that sends nothing this long is closed.
+    #[arg(long, default_value_t = 120)]
+    idle_timeout_s: u64,
 }
 
 /// Runs the replica until it fails or the process is stopped.
@@ -73,6 +99,17 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
     engine.heartbeat_interval_ms = args.heartbeat_interval_ms;
     engine.heartbeat_timeout_ms = args.heartbeat_timeout_ms;
     engine.view_change_timeout_ms = args.view_change_timeout_ms;
+    engine.max_pending_bytes = args.max_pending_bytes;
+    let limits = consenter::node::NodeLimits {
+        peer_queue_messages: args.peer_queue,
+        peer_queue_bytes: args.peer_queue_bytes,
+        total_queue_bytes: args.total_queue_bytes,
+        submit_bytes: args.submit_bytes,
+        submit_timeout: Duration::from_millis(args.submit_timeout_ms),
+        max_connections: args.max_connections,
+        idle_timeout: Duration::from_secs(args.idle_timeout_s),
+        ..consenter::node::NodeLimits::default()
+    };
     let cfg = consenter::node::NodeConfig {
         engine,
         peers: args.peers,
@@ -83,8 +120,9 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
         },
         wal: args.wal.join("replica.wal"),
         decisions: args.decisions,
+        chain: args.chain_id,
         tick: Duration::from_millis(args.tick_ms.max(1)),
-        peer_queue: args.peer_queue,
+        limits,
         channel_capacity: 4096,
     };
     tokio::select! {

@@ -39,6 +39,7 @@ struct Totals {
     view_changes: u64,
     max_settle_ms: u64,
     max_steps: u64,
+    foreign_rejected: u64,
 }
 
 impl Totals {
@@ -48,6 +49,7 @@ impl Totals {
         self.view_changes += u64::from(r.max_view > 0);
         self.max_settle_ms = self.max_settle_ms.max(r.settle_ms);
         self.max_steps = self.max_steps.max(r.steps);
+        self.foreign_rejected += r.foreign_injected;
     }
 }
 
@@ -90,10 +92,12 @@ fn run_range(first: u64, count: u64) {
         all.view_changes += t.view_changes;
         all.max_settle_ms = all.max_settle_ms.max(t.max_settle_ms);
         all.max_steps = all.max_steps.max(t.max_steps);
+        all.foreign_rejected += t.foreign_rejected;
     }
     eprintln!(
         "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
-         {} seeds with view changes, slowest settle after GST {} ms, most steps {}",
+         {} seeds with view changes, slowest settle after GST {} ms, most steps {}, \
+         {} foreign-chain decisions rejected",
         start.elapsed().as_secs_f64(),
         all.failures.len(),
         all.decided,
@@ -101,6 +105,7 @@ fn run_range(first: u64, count: u64) {
         all.view_changes,
         all.max_settle_ms,
         all.max_steps,
+        all.foreign_rejected,
     );
     assert!(
         all.failures.is_empty(),
@@ -124,10 +129,19 @@ fn seeds_second_half() {
 /// Seeds that once failed, kept so their schedules run on every CI run: a leader that
 /// suspected its own backlog kept vouching for the view (fixed by silencing heartbeats),
 /// and a proven decided height only a lying replica would serve (fixed by deciding from
-/// the new-view proof).
+/// the new-view proof); view changes re-sent only to the replicas that had not asked
+/// for the target themselves, which left replicas that never saw a quorum (4794,
+/// 1000052445); and two idle-window checks that started too early (1118, 1000051328).
 #[test]
 fn former_failures() {
-    for seed in [1_000_013_525, 1_000_020_254] {
+    for seed in [
+        1_000_013_525,
+        1_000_020_254,
+        4794,
+        1_000_052_445,
+        1118,
+        1_000_051_328,
+    ] {
         if let Err(e) = run_seed(seed, false) {
             panic!("{e}");
         }

@@ -55,6 +55,14 @@ pub enum Output {
     Broadcast(Message),
     /// A decision, in sequence order; already applied to the [`Application`].
     Deliver(Arc<Decision>),
+    /// A client request (`Input::Request`) was not taken into the pending pool. A
+    /// request that is already pending is not refused: it will be decided once.
+    Refused {
+        /// `Digest::of_request` of the request.
+        request: Digest,
+        /// Why.
+        reason: Refusal,
+    },
     /// The replica installed a new view.
     ViewInstalled {
         /// The view.
@@ -62,6 +70,38 @@ pub enum Output {
         /// Its leader.
         leader: ReplicaId,
     },
+}
+
+/// Why a client request was not taken into the pending pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Larger than `Config::max_request_bytes`.
+    TooLarge,
+    /// The pool holds `max_pending` requests or `max_pending_bytes` bytes.
+    PoolFull,
+    /// The application's `verify_request` refused it.
+    Invalid,
+    /// It is already decided (not an error: the client may treat it as ordered).
+    AlreadyDecided,
+}
+
+/// Why a replica asked for a new view (the last complaint, for logs and status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Complaint {
+    /// The leader was not heard from within the (backed-off) heartbeat timeout.
+    LeaderSilent,
+    /// A pending request waited past the (backed-off) request timeout.
+    RequestTimeout,
+    /// The accepted proposal did not decide within the (backed-off) request timeout.
+    SlotStuck,
+    /// The leader's proposal failed verification.
+    BadProposal,
+    /// The leader sent two proposals for one `(view, seq)`.
+    Equivocation,
+    /// `f+1` other replicas asked for a higher view (join rule).
+    Joined,
+    /// A quorum asked for the target view but no new view came in time.
+    NewViewTimeout,
 }
 
 /// Whether the replica works in a view or is changing views.
@@ -82,6 +122,9 @@ struct Slot {
     accepted: Option<Proposed>,
     votes: BTreeMap<(Phase, Digest), BTreeMap<ReplicaId, Signature>>,
     my_votes: Vec<Vote>,
+    /// The phases each replica voted in (a replica's first vote of a phase counts; a
+    /// second one for another digest is ignored, so junk votes cannot grow the slot).
+    voted: BTreeMap<(ReplicaId, Phase), Digest>,
     sent_commit: bool,
     started_ms: Option<u64>,
     /// Digests of the accepted proposal's requests, when already computed.
@@ -110,10 +153,18 @@ pub struct Replica<A: Application> {
     status: Status,
     /// Proof of the current view (none for view 0 or after a restart).
     new_view_proof: Option<Arc<NewView>>,
+    /// When the proof was last sent to each straggler.
+    nv_sent: BTreeMap<ReplicaId, u64>,
     /// Obligations of the current view.
     carry: Carry,
-    vc_attempts: u32,
     vc_deadline: Option<u64>,
+    /// View changes since the last decision: every timeout is doubled this many times
+    /// (capped by `Config::max_backoff_exponent`); a decision resets it.
+    backoff: u32,
+    /// When the current view was installed (or the clock started).
+    view_since: u64,
+    /// The target and reason of the last view change this replica started.
+    last_complaint: Option<(View, Complaint)>,
     /// Latest verified view change of each replica (including this one).
     view_changes: BTreeMap<ReplicaId, Arc<ViewChange>>,
     decisions: Vec<Arc<Decision>>,
@@ -121,7 +172,8 @@ pub struct Replica<A: Application> {
     slot: Slot,
     /// Highest prepared certificate for the next sequence, kept across views.
     prepared: Option<Prepared>,
-    future: VecDeque<(ReplicaId, Message)>,
+    /// Messages ahead of this replica, per sender (bounded in count and bytes each).
+    future: BTreeMap<ReplicaId, FutureQueue>,
     pending: Pending,
     last_leader_heard: u64,
     next_heartbeat: u64,
@@ -143,18 +195,21 @@ impl<A: Application> Replica<A> {
             view: 0,
             status: Status::Normal,
             new_view_proof: None,
+            nv_sent: BTreeMap::new(),
             carry: Carry {
                 decided: 0,
                 proposal: None,
             },
-            vc_attempts: 0,
             vc_deadline: None,
+            backoff: 0,
+            view_since: 0,
+            last_complaint: None,
             view_changes: BTreeMap::new(),
             decisions: Vec::new(),
             decided_requests: HashSet::new(),
             slot: Slot::default(),
             prepared: None,
-            future: VecDeque::new(),
+            future: BTreeMap::new(),
             pending: Pending::default(),
             last_leader_heard: 0,
             next_heartbeat: 0,
@@ -199,6 +254,7 @@ impl<A: Application> Replica<A> {
             // before the replica ran.
             self.clock_started = true;
             self.last_leader_heard = now;
+            self.view_since = now;
             self.pending.rebase(now);
         }
         self.now = self.now.max(now);
@@ -210,7 +266,7 @@ impl<A: Application> Replica<A> {
             Status::Normal => self.check_normal_timers(),
             Status::ViewChanging { target } => {
                 if self.vc_deadline.is_some_and(|d| self.now >= d) {
-                    self.start_view_change(target + 1);
+                    self.start_view_change(target + 1, Complaint::NewViewTimeout);
                 }
             }
         }
@@ -253,6 +309,22 @@ impl<A: Application> Replica<A> {
         seq.checked_sub(1).and_then(|i| self.decisions.get(i as usize))
     }
 
+    /// The target view and reason of the last view change this replica started.
+    pub fn last_complaint(&self) -> Option<(View, Complaint)> {
+        self.last_complaint
+    }
+
+    /// View changes since the last decision (the exponent of the timeout backoff).
+    pub fn backoff(&self) -> u32 {
+        self.backoff
+    }
+
+    /// `base_ms` doubled once per view change since the last decision (capped).
+    fn backed_off(&self, base_ms: u64) -> u64 {
+        let exp = self.backoff.min(self.cfg.max_backoff_exponent).min(20);
+        base_ms.saturating_mul(1u64 << exp)
+    }
+
     /// Number of requests waiting to be ordered.
     pub fn pending_len(&self) -> usize {
         self.pending.len()
@@ -284,7 +356,7 @@ impl<A: Application> Replica<A> {
     }
 
     fn sign_vote(&self, phase: Phase, seq: Seq, digest: Digest) -> Vote {
-        let bytes = vote_bytes(phase, self.cfg.instance, self.view, seq, &digest);
+        let bytes = vote_bytes(&self.cfg.chain, phase, self.cfg.instance, self.view, seq, &digest);
         Vote {
             phase,
             instance: self.cfg.instance,
@@ -295,19 +367,91 @@ impl<A: Application> Replica<A> {
         }
     }
 
-    /// Keeps a message that is ahead of this replica to replay it later (bounded).
+    /// Keeps a message that is ahead of this replica to replay it later. Each sender
+    /// has its own queue, bounded in count and bytes (oldest dropped first), so one
+    /// peer cannot crowd out the others; votes are verified before they get here.
     fn buffer_future(&mut self, from: ReplicaId, msg: Message) {
-        let cap = 16 * self.cfg.n as usize;
-        if self.future.len() >= cap {
-            self.future.pop_front();
+        let size = approx_bytes(&msg);
+        let max_bytes = self.cfg.max_future_bytes_per_peer;
+        let q = self.future.entry(from).or_default();
+        while !q.items.is_empty()
+            && (q.items.len() >= FUTURE_PER_PEER || q.bytes.saturating_add(size) > max_bytes)
+        {
+            if let Some((_, dropped)) = q.items.pop_front() {
+                q.bytes = q.bytes.saturating_sub(dropped);
+            }
         }
-        self.future.push_back((from, msg));
+        if size <= max_bytes {
+            q.bytes = q.bytes.saturating_add(size);
+            q.items.push_back((msg, size));
+        }
     }
 
     fn replay_future(&mut self) {
         let buffered = std::mem::take(&mut self.future);
-        for (from, msg) in buffered {
-            self.on_message(from, msg);
+        for (from, q) in buffered {
+            for (msg, _) in q.items {
+                self.on_message(from, msg);
+            }
         }
     }
+
+    /// Bytes held in the future buffer of `from` (tests and metrics).
+    pub fn future_bytes(&self, from: ReplicaId) -> usize {
+        self.future.get(&from).map_or(0, |q| q.bytes)
+    }
+}
+
+/// Most messages kept per sender in the future buffer.
+const FUTURE_PER_PEER: usize = 32;
+
+/// One sender's buffered messages with their approximate sizes.
+#[derive(Debug, Default)]
+struct FutureQueue {
+    items: VecDeque<(Message, usize)>,
+    bytes: usize,
+}
+
+/// Approximate memory held by a message: payload bytes plus a fixed overhead per
+/// request and signature.
+pub(crate) fn approx_bytes(msg: &Message) -> usize {
+    const OVERHEAD: usize = 128;
+    match msg {
+        Message::Forward { request, .. } => request.len() + OVERHEAD,
+        Message::PrePrepare { proposal, .. } => proposal_bytes(proposal),
+        Message::Vote(v) => v.signature.0.len() + OVERHEAD,
+        Message::ViewChange(vc) => view_change_bytes(vc),
+        Message::NewView(nv) => {
+            nv.view_changes
+                .iter()
+                .map(|vc| view_change_bytes(vc))
+                .sum::<usize>()
+                + OVERHEAD
+        }
+        Message::Heartbeat { .. } | Message::SyncRequest { .. } => OVERHEAD,
+        Message::SyncResponse { decisions, .. } => {
+            decisions.iter().map(|d| decision_bytes(d)).sum::<usize>() + OVERHEAD
+        }
+    }
+}
+
+fn proposal_bytes(p: &crate::Proposal) -> usize {
+    p.request_bytes() + p.requests.len() * 8 + p.metadata.len() + 128
+}
+
+fn certificate_bytes(c: &crate::Certificate) -> usize {
+    c.signatures.iter().map(|(_, s)| s.0.len() + 8).sum::<usize>() + 128
+}
+
+/// Approximate encoded size of a decision (state-transfer budgets).
+pub(crate) fn decision_bytes(d: &Decision) -> usize {
+    proposal_bytes(&d.proposal) + certificate_bytes(&d.certificate)
+}
+
+fn view_change_bytes(vc: &ViewChange) -> usize {
+    vc.last_decided.as_ref().map_or(0, certificate_bytes)
+        + vc.prepared.as_ref().map_or(0, |p| {
+            proposal_bytes(&p.proposal) + certificate_bytes(&p.certificate)
+        })
+        + 128
 }

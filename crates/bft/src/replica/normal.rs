@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{Output, Replica, Slot, Status};
+use super::{Complaint, Output, Refusal, Replica, Slot, Status};
 use crate::app::{Application, ProposalContext};
 use crate::certificate::{Certificate, Decision, Phase, Prepared};
 use crate::messages::{Message, Vote};
@@ -17,15 +17,30 @@ use crate::wal::WalEntry;
 impl<A: Application> Replica<A> {
     /// A client request (or one forwarded by a peer) enters the pending pool; a
     /// follower forwards client requests to the leader (SmartBFT request forwarding).
+    /// Admission is by count and by bytes (`max_pending`, `max_pending_bytes`); a
+    /// client request that is not admitted is answered with [`Output::Refused`].
     pub(super) fn on_request(&mut self, request: Vec<u8>, from_client: bool) {
-        if request.len() > self.cfg.max_request_bytes
-            || self.pending.len() >= self.cfg.max_pending
-            || !self.app.verify_request(&request)
-        {
+        let d = Digest::of_request(&request);
+        if self.pending.contains(&d) {
             return;
         }
-        let d = Digest::of_request(&request);
-        if self.decided_requests.contains(&d) || self.pending.contains(&d) {
+        let refusal = if self.decided_requests.contains(&d) {
+            Some(Refusal::AlreadyDecided)
+        } else if request.len() > self.cfg.max_request_bytes {
+            Some(Refusal::TooLarge)
+        } else if self.pending.len() >= self.cfg.max_pending
+            || self.pending.bytes().saturating_add(request.len()) > self.cfg.max_pending_bytes
+        {
+            Some(Refusal::PoolFull)
+        } else if !self.app.verify_request(&request) {
+            Some(Refusal::Invalid)
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            if from_client {
+                self.out.push(Output::Refused { request: d, reason });
+            }
             return;
         }
         let forward = from_client && !self.is_leader() && self.status == Status::Normal;
@@ -131,7 +146,7 @@ impl<A: Application> Replica<A> {
         if let Some(accepted) = &self.slot.accepted {
             if accepted.digest != proposed.digest {
                 // Equivocating leader: two proposals for one (view, seq).
-                self.complain();
+                self.complain(Complaint::Equivocation);
             }
             return;
         }
@@ -139,7 +154,7 @@ impl<A: Application> Replica<A> {
             return; // the new view proved a higher decision: sync first
         }
         if !self.proposal_acceptable(&proposed) {
-            self.complain();
+            self.complain(Complaint::BadProposal);
             return;
         }
         self.accept(proposed);
@@ -182,32 +197,49 @@ impl<A: Application> Replica<A> {
         true
     }
 
+    /// A vote is verified before anything else (also before it is buffered for a later
+    /// view or sequence). It starts the stuck-slot timer only when this replica accepted
+    /// the proposal or `f+1` distinct replicas voted in the slot: one Byzantine replica's
+    /// validly signed junk vote cannot make an idle cluster change views.
     pub(super) fn on_vote(&mut self, from: ReplicaId, vote: Vote) {
         let seq = self.next_seq();
         if vote.view < self.view || vote.seq < seq {
+            return;
+        }
+        let bytes = crate::certificate::vote_bytes(
+            &self.cfg.chain,
+            vote.phase,
+            vote.instance,
+            vote.view,
+            vote.seq,
+            &vote.digest,
+        );
+        if !self.verifier.verify(from, &bytes, &vote.signature) {
             return;
         }
         if vote.view > self.view || vote.seq > seq || self.status != Status::Normal {
             self.buffer_future(from, Message::Vote(vote));
             return;
         }
-        let bytes =
-            crate::certificate::vote_bytes(vote.phase, vote.instance, vote.view, vote.seq, &vote.digest);
-        if !self.verifier.verify(from, &bytes, &vote.signature) {
-            return;
-        }
         self.record_vote(from, &vote);
-        self.slot.started_ms.get_or_insert(self.now);
+        let voters: HashSet<ReplicaId> = self.slot.voted.keys().map(|(id, _)| *id).collect();
+        if voters.len() as u32 > self.quorum.f {
+            self.slot.started_ms.get_or_insert(self.now);
+        }
         self.check_slot();
     }
 
+    /// Records a replica's first vote of a phase in this slot (later ones are ignored).
     fn record_vote(&mut self, from: ReplicaId, vote: &Vote) {
+        if self.slot.voted.contains_key(&(from, vote.phase)) {
+            return;
+        }
+        self.slot.voted.insert((from, vote.phase), vote.digest);
         self.slot
             .votes
             .entry((vote.phase, vote.digest))
             .or_default()
-            .entry(from)
-            .or_insert_with(|| vote.signature.clone());
+            .insert(from, vote.signature.clone());
     }
 
     fn certificate(&self, phase: Phase, digest: Digest) -> Option<Certificate> {
@@ -267,8 +299,17 @@ impl<A: Application> Replica<A> {
     /// deliver, then move on (replay buffered messages, maybe propose).
     pub(super) fn decide(&mut self, decision: Arc<Decision>) {
         debug_assert_eq!(decision.seq(), self.next_seq());
+        // Contract (docs/bft.md "Application interface"): `apply` changes only the
+        // application's volatile state; the shell executes `Persist(Decided)` before
+        // the `Deliver` below, and durable application effects belong to `Deliver`.
         self.persist(WalEntry::Decided(decision.clone()));
         self.app.apply(&decision);
+        // Progress resets the backoff once the view has worked for a full (backed-off)
+        // request timeout: a view that decides once and then stalls again (a backlog
+        // larger than one timeout's worth, a slow link) keeps its longer timeouts.
+        if self.now.saturating_sub(self.view_since) >= self.backed_off(self.cfg.request_timeout_ms) {
+            self.backoff = 0;
+        }
         let known = self
             .slot
             .accepted
@@ -285,10 +326,14 @@ impl<A: Application> Replica<A> {
                 .map(|r| Digest::of_request(r))
                 .collect()
         };
+        let mut served = None;
         for d in digests {
-            self.pending.remove(&d);
+            if let Some(arrived) = self.pending.remove(&d) {
+                served = served.max(Some(arrived));
+            }
             self.decided_requests.insert(d);
         }
+        self.pending.progress(served, self.now);
         self.decisions.push(decision.clone());
         self.out.push(Output::Deliver(decision));
         self.slot = Slot::default();
@@ -306,22 +351,30 @@ impl<A: Application> Replica<A> {
         }
     }
 
-    /// Normal-status timers: leader silence, request censorship, stuck proposal.
+    /// Normal-status timers: leader silence, request censorship, stuck proposal. Each
+    /// timeout doubles per view change since the last decision (`backed_off`).
     pub(super) fn check_normal_timers(&mut self) {
         let now = self.now;
-        if !self.is_leader() && now.saturating_sub(self.last_leader_heard) > self.cfg.heartbeat_timeout_ms {
-            self.complain();
+        let heartbeat_timeout = self.backed_off(self.cfg.heartbeat_timeout_ms);
+        let request_timeout = self.backed_off(self.cfg.request_timeout_ms);
+        if !self.is_leader() && now.saturating_sub(self.last_leader_heard) > heartbeat_timeout {
+            self.complain(Complaint::LeaderSilent);
             return;
         }
-        if let Some(oldest) = self.pending.oldest_ms() {
-            let age = now.saturating_sub(oldest);
-            if age > self.cfg.request_timeout_ms {
-                self.complain();
+        if let Some((start, arrived)) = self.pending.timer_start() {
+            let age = now.saturating_sub(start);
+            // However busy the leader, a request waiting this long is complained about.
+            let cap = self
+                .cfg
+                .request_timeout_ms
+                .saturating_mul(1 << self.cfg.max_backoff_exponent.min(20));
+            if age > request_timeout || now.saturating_sub(arrived) > cap.max(request_timeout) {
+                self.complain(Complaint::RequestTimeout);
                 return;
             }
-            if age >= self.cfg.request_timeout_ms / 2 && !self.is_leader() {
+            if age >= request_timeout / 2 && !self.is_leader() {
                 let leader = self.cfg.leader(self.view);
-                for request in self.pending.take_stale(now, self.cfg.request_timeout_ms / 2) {
+                for request in self.pending.take_stale(now, request_timeout / 2) {
                     let instance = self.cfg.instance;
                     self.send(leader, Message::Forward { instance, request });
                 }
@@ -330,9 +383,9 @@ impl<A: Application> Replica<A> {
         if self
             .slot
             .started_ms
-            .is_some_and(|s| now.saturating_sub(s) > self.cfg.request_timeout_ms)
+            .is_some_and(|s| now.saturating_sub(s) > request_timeout)
         {
-            self.complain();
+            self.complain(Complaint::SlotStuck);
         }
     }
 }

@@ -17,6 +17,10 @@ pub(super) struct Pending {
     order: VecDeque<Digest>,
     map: HashMap<Digest, Entry>,
     bytes: usize,
+    /// Latest arrival time of a pending request that a decision served.
+    served_arrival: u64,
+    /// When a decision last served one of the pending requests.
+    progress_ms: u64,
 }
 
 impl Pending {
@@ -50,11 +54,39 @@ impl Pending {
         true
     }
 
-    pub(super) fn remove(&mut self, d: &Digest) {
-        if let Some(e) = self.map.remove(d) {
+    /// Removes a request (it was decided); returns when it arrived, if it was pending.
+    pub(super) fn remove(&mut self, d: &Digest) -> Option<u64> {
+        let arrived = self.map.remove(d).map(|e| {
             self.bytes -= e.request.len();
-        }
+            e.arrived_ms
+        });
         self.compact();
+        arrived
+    }
+
+    /// A decision at `now` served pending requests, the latest of which arrived at
+    /// `latest_arrival` (`None`: it served none of this replica's requests).
+    pub(super) fn progress(&mut self, latest_arrival: Option<u64>, now: u64) {
+        if let Some(latest) = latest_arrival {
+            self.served_arrival = self.served_arrival.max(latest);
+        }
+        self.progress_ms = now;
+    }
+
+    /// When the censorship clock of the oldest pending request started, and its
+    /// arrival. The clock runs from the arrival of a request that was skipped (a later
+    /// one of this replica was decided first); otherwise from the later of its arrival
+    /// and the last decision: while the leader keeps deciding, a backlog ordered first
+    /// come, first served is not censorship (`check_normal_timers` still caps the
+    /// total wait).
+    pub(super) fn timer_start(&self) -> Option<(u64, u64)> {
+        let oldest = self.oldest_ms()?;
+        let start = if oldest < self.served_arrival {
+            oldest
+        } else {
+            oldest.max(self.progress_ms)
+        };
+        Some((start, oldest))
     }
 
     /// Drops removed digests from the front of the order queue (lazy deletion), and
@@ -102,6 +134,8 @@ impl Pending {
             e.arrived_ms = now;
             e.reforwarded = false;
         }
+        self.served_arrival = 0;
+        self.progress_ms = now;
     }
 
     /// Requests older than `age_ms` not yet re-forwarded in this view; marks them.

@@ -54,11 +54,23 @@ impl<A: Application> Replica<A> {
         r.prepared = r.prepared.take().filter(|p| p.certificate.seq == next);
         if vc_target > r.view {
             r.status = Status::ViewChanging { target: vc_target };
-            r.vc_attempts = 1;
+            r.backoff = 1;
         } else if let Some((view, proposal)) = accepted.filter(|(v, p)| *v == r.view && p.seq == next) {
             r.restore_slot(view, proposal);
         }
         let applied = r.app.applied();
+        if applied > r.last_decided() {
+            // The application holds decisions the WAL does not: the WAL is missing or
+            // was replaced, or the application made a decision durable before the WAL
+            // did. Starting would let this replica vote again on sequences it applied.
+            return Err(Error::WalReplay {
+                reason: format!(
+                    "the application applied up to seq {applied} but the WAL holds decisions up to {} \
+                     (missing or replaced WAL?); refusing to start",
+                    r.last_decided()
+                ),
+            });
+        }
         let mut outputs = Vec::new();
         for d in r.decisions.clone() {
             if d.seq() > applied {

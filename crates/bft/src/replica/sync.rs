@@ -34,17 +34,44 @@ impl<A: Application> Replica<A> {
         match self.status {
             Status::ViewChanging { .. } => self.broadcast_view_change(),
             Status::Normal => {
-                if self.is_leader()
-                    && let Some(accepted) = &self.slot.accepted
-                {
-                    let msg = Message::PrePrepare {
-                        view: self.view,
-                        proposal: accepted.proposal.clone(),
-                    };
-                    self.broadcast(msg);
-                }
+                self.retransmit_pre_prepare();
                 self.broadcast_my_votes_from(0);
             }
+        }
+    }
+
+    /// Leader: re-sends the in-flight proposal only to the replicas that have not voted
+    /// for anything in the slot (a vote shows the proposal arrived), so a large
+    /// proposal is not sent again to everyone with every heartbeat.
+    fn retransmit_pre_prepare(&mut self) {
+        let Some(accepted) = self.slot.accepted.as_ref().filter(|_| self.is_leader()) else {
+            return;
+        };
+        let msg = Message::PrePrepare {
+            view: self.view,
+            proposal: accepted.proposal.clone(),
+        };
+        let missing: Vec<ReplicaId> = (0..self.cfg.n)
+            .filter(|p| *p != self.cfg.id && !self.slot.voted.keys().any(|(v, _)| v == p))
+            .collect();
+        for p in missing {
+            self.send(p, msg.clone());
+        }
+    }
+
+    /// Sends the current new-view proof to a replica in a lower view, at most once per
+    /// heartbeat timeout per replica (the proof carries up to a quorum of proposals).
+    pub(super) fn pull_forward(&mut self, peer: ReplicaId) {
+        let Some(nv) = self.new_view_proof.clone() else {
+            return;
+        };
+        let due = self
+            .nv_sent
+            .get(&peer)
+            .is_none_or(|t| self.now.saturating_sub(*t) >= self.cfg.heartbeat_timeout_ms);
+        if due {
+            self.nv_sent.insert(peer, self.now);
+            self.send(peer, Message::NewView(nv));
         }
     }
 
@@ -52,10 +79,8 @@ impl<A: Application> Replica<A> {
         if view == self.view && from == self.cfg.leader(view) {
             self.last_leader_heard = self.now;
         }
-        if view < self.view
-            && let Some(nv) = self.new_view_proof.clone()
-        {
-            self.send(from, Message::NewView(nv));
+        if view < self.view {
+            self.pull_forward(from);
         }
         self.note_height(from, last_decided);
     }
@@ -119,9 +144,19 @@ impl<A: Application> Replica<A> {
         if from_seq == 0 || from_seq > self.last_decided() {
             return;
         }
-        let start = (from_seq - 1) as usize;
-        let end = (start + self.cfg.sync_batch.max(1)).min(self.decisions.len());
-        let decisions = self.decisions[start..end].to_vec();
+        // Bounded by count and by bytes (`sync_max_bytes`, kept below the transport's
+        // message limit); at least one decision, so a laggard always makes progress.
+        let start = usize::try_from(from_seq - 1).unwrap_or(usize::MAX);
+        let mut decisions = Vec::new();
+        let mut bytes = 0usize;
+        for d in self.decisions.iter().skip(start).take(self.cfg.sync_batch.max(1)) {
+            let size = super::decision_bytes(d);
+            if !decisions.is_empty() && bytes.saturating_add(size) > self.cfg.sync_max_bytes {
+                break;
+            }
+            bytes = bytes.saturating_add(size);
+            decisions.push(d.clone());
+        }
         let instance = self.cfg.instance;
         self.send(from, Message::SyncResponse { instance, decisions });
     }
@@ -138,7 +173,7 @@ impl<A: Application> Replica<A> {
             }
             if d.seq() > next
                 || d.proposal.instance != self.cfg.instance
-                || verify_decision(&d, self.verifier.as_ref(), self.cfg.n).is_err()
+                || verify_decision(&d, &self.cfg.chain, self.verifier.as_ref(), self.cfg.n).is_err()
             {
                 break;
             }

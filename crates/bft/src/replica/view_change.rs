@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::{Output, Replica, Slot, Status};
+use super::{Complaint, Output, Replica, Slot, Status};
 use crate::app::Application;
 use crate::certificate::{Decision, verify_decision};
 use crate::messages::{Message, NewView, ViewChange};
@@ -33,17 +33,18 @@ impl<A: Application> Replica<A> {
     }
 
     /// Suspect the leader: ask for the next view.
-    pub(super) fn complain(&mut self) {
-        self.start_view_change(self.level() + 1);
+    pub(super) fn complain(&mut self, reason: Complaint) {
+        self.start_view_change(self.level() + 1, reason);
     }
 
-    pub(super) fn start_view_change(&mut self, target: View) {
+    pub(super) fn start_view_change(&mut self, target: View, reason: Complaint) {
         if target <= self.level() {
             return;
         }
         self.persist(WalEntry::ViewChange { target });
         self.status = Status::ViewChanging { target };
-        self.vc_attempts = self.vc_attempts.saturating_add(1);
+        self.last_complaint = Some((target, reason));
+        self.backoff = self.backoff.saturating_add(1);
         self.vc_deadline = None;
         self.slot = Slot::default();
         self.broadcast_view_change();
@@ -59,6 +60,7 @@ impl<A: Application> Replica<A> {
         let next = self.next_seq();
         let prepared = self.prepared.clone().filter(|p| p.certificate.seq == next);
         let bytes = ViewChange::signed_bytes(
+            &self.cfg.chain,
             self.cfg.instance,
             self.cfg.id,
             target,
@@ -83,9 +85,7 @@ impl<A: Application> Replica<A> {
         }
         if vc.target <= self.view {
             // A straggler: show it the proof of the view we are in.
-            if let Some(nv) = self.new_view_proof.clone() {
-                self.send(from, Message::NewView(nv));
-            }
+            self.pull_forward(from);
             return;
         }
         if self
@@ -95,7 +95,10 @@ impl<A: Application> Replica<A> {
         {
             return;
         }
-        if vc.verify(self.verifier.as_ref(), self.cfg.n).is_err() {
+        if vc
+            .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+            .is_err()
+        {
             return;
         }
         self.note_height(from, vc.decided_seq());
@@ -116,7 +119,7 @@ impl<A: Application> Replica<A> {
             .collect();
         if higher.len() as u32 > self.quorum.f {
             higher.sort_unstable();
-            self.start_view_change(higher[0]);
+            self.start_view_change(higher[0], Complaint::Joined);
         }
     }
 
@@ -134,8 +137,13 @@ impl<A: Application> Replica<A> {
             .filter(|vc| vc.target >= target)
             .count();
         if at_or_beyond as u32 >= self.quorum.q && self.vc_deadline.is_none() {
-            let backoff = 1u64 << self.vc_attempts.saturating_sub(1).min(5);
-            self.vc_deadline = Some(self.now + self.cfg.view_change_timeout_ms * backoff);
+            // Doubles per view change since the last decision (the first one waits the
+            // base timeout).
+            let timeout = self.backed_off(self.cfg.view_change_timeout_ms) / 2;
+            self.vc_deadline = Some(
+                self.now
+                    .saturating_add(timeout.max(self.cfg.view_change_timeout_ms)),
+            );
         }
         let vcs: Vec<Arc<ViewChange>> = self
             .view_changes
@@ -163,7 +171,11 @@ impl<A: Application> Replica<A> {
             Status::Normal => nv.view > self.view,
             Status::ViewChanging { target } => nv.view >= target,
         };
-        if !acceptable || nv.verify(self.verifier.as_ref(), self.cfg.n).is_err() {
+        if !acceptable
+            || nv
+                .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+                .is_err()
+        {
             return;
         }
         self.install_view(nv);
@@ -179,7 +191,6 @@ impl<A: Application> Replica<A> {
         });
         self.view = nv.view;
         self.status = Status::Normal;
-        self.vc_attempts = 0;
         self.vc_deadline = None;
         self.slot = Slot::default();
         for vc in &nv.view_changes {
@@ -190,6 +201,7 @@ impl<A: Application> Replica<A> {
         let view = self.view;
         self.view_changes.retain(|_, vc| vc.target > view);
         self.last_leader_heard = self.now;
+        self.view_since = self.now;
         self.pending.rebase(self.now);
         self.out.push(Output::ViewInstalled {
             view,
@@ -233,7 +245,7 @@ impl<A: Application> Replica<A> {
                 certificate: certificate.clone(),
             });
             if decision.proposal.instance != self.cfg.instance
-                || verify_decision(&decision, self.verifier.as_ref(), self.cfg.n).is_err()
+                || verify_decision(&decision, &self.cfg.chain, self.verifier.as_ref(), self.cfg.n).is_err()
             {
                 return;
             }

@@ -1,13 +1,15 @@
 //! Helpers of the transition table tests: signed messages and output summaries.
 
+#![allow(dead_code)]
+
 use std::sync::Arc;
 
 use bft::certificate::{Certificate, Phase, Prepared, vote_bytes};
 use bft::crypto::TestKeys;
 use bft::messages::{ViewChange, Vote};
 use bft::{
-    Config, Decision, Input, InstanceId, Message, NullApp, Output, Proposal, Replica, ReplicaId, Signer,
-    WalEntry,
+    ChainId, Config, Decision, Input, InstanceId, Message, NullApp, Output, Proposal, Replica, ReplicaId,
+    Signer, WalEntry,
 };
 
 pub const N: u32 = 4;
@@ -49,7 +51,9 @@ pub fn proposal(seq: u64, reqs: &[&str]) -> Arc<Proposal> {
 
 pub fn vote(phase: Phase, from: ReplicaId, view: u64, p: &Proposal) -> Input {
     let d = p.digest();
-    let signature = keys().signer(from).sign(&vote_bytes(phase, I, view, p.seq, &d));
+    let signature = keys()
+        .signer(from)
+        .sign(&vote_bytes(&ChainId::default(), phase, I, view, p.seq, &d));
     msg(
         from,
         Message::Vote(Vote {
@@ -65,7 +69,7 @@ pub fn vote(phase: Phase, from: ReplicaId, view: u64, p: &Proposal) -> Input {
 
 pub fn cert(phase: Phase, view: u64, p: &Proposal, signers: &[ReplicaId]) -> Certificate {
     let d = p.digest();
-    let bytes = vote_bytes(phase, I, view, p.seq, &d);
+    let bytes = vote_bytes(&ChainId::default(), phase, I, view, p.seq, &d);
     Certificate {
         phase,
         instance: I,
@@ -87,7 +91,7 @@ pub fn decision(view: u64, p: &Arc<Proposal>) -> Arc<Decision> {
 }
 
 pub fn view_change(from: ReplicaId, target: u64, prepared: Option<Prepared>) -> Arc<ViewChange> {
-    let bytes = ViewChange::signed_bytes(I, from, target, None, prepared.as_ref());
+    let bytes = ViewChange::signed_bytes(&ChainId::default(), I, from, target, None, prepared.as_ref());
     Arc::new(ViewChange {
         instance: I,
         from,
@@ -135,6 +139,7 @@ pub fn summary(o: &Output) -> String {
         Output::Broadcast(m) => format!("broadcast {}", msg_summary(m)),
         Output::Deliver(d) => format!("deliver s{} ({} requests)", d.seq(), d.proposal.requests.len()),
         Output::ViewInstalled { view, leader } => format!("installed v{view} leader r{leader}"),
+        Output::Refused { reason, .. } => format!("refused {reason:?}"),
     }
 }
 

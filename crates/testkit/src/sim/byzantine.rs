@@ -9,6 +9,9 @@ use bft::{Digest, Message, Proposal, ReplicaId, Signer, ViewChange, Vote};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+/// The simulated cluster's chain id (`Config::new`'s default).
+const CHAIN: bft::ChainId = bft::ChainId([0; 32]);
+
 /// How a Byzantine replica misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ByzMode {
@@ -80,7 +83,7 @@ pub fn corrupt(
         (ByzMode::ConflictingVotes, Message::Vote(v)) if rng.gen_bool(0.6) => {
             let mut digest = Digest::default();
             rng.fill(&mut digest.0[..]);
-            let bytes = vote_bytes(v.phase, v.instance, v.view, v.seq, &digest);
+            let bytes = vote_bytes(&CHAIN, v.phase, v.instance, v.view, v.seq, &digest);
             vec![Message::Vote(Vote {
                 digest,
                 signature: signer.sign(&bytes),
@@ -89,7 +92,7 @@ pub fn corrupt(
         }
         (ByzMode::ConflictingVotes, Message::Heartbeat { instance, view, .. }) if rng.gen_bool(0.2) => {
             let target = view + rng.gen_range(1..4);
-            let bytes = ViewChange::signed_bytes(instance, me, target, None, None);
+            let bytes = ViewChange::signed_bytes(&CHAIN, instance, me, target, None, None);
             vec![Message::ViewChange(Arc::new(ViewChange {
                 instance,
                 from: me,
@@ -136,6 +139,6 @@ fn sign_vote(signer: &TestSigner, phase: bft::Phase, p: &Proposal, view: u64, d:
         view,
         seq: p.seq,
         digest: d,
-        signature: signer.sign(&vote_bytes(phase, p.instance, view, p.seq, &d)),
+        signature: signer.sign(&vote_bytes(&CHAIN, phase, p.instance, view, p.seq, &d)),
     }
 }

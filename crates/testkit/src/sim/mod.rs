@@ -17,6 +17,7 @@
 mod app;
 mod byzantine;
 mod checker;
+mod links;
 mod world;
 
 pub use app::SimApp;
@@ -60,6 +61,21 @@ pub struct Scenario {
     pub partition: f64,
     /// Liveness bound: all requests decided within this long after GST (ms).
     pub liveness_ms: u64,
+    /// A Byzantine replica that also sends, with every heartbeat, a validly signed
+    /// prepare vote for a digest nobody proposed (a junk vote).
+    pub junk_voter: Option<u32>,
+    /// After everything is decided, the cluster idles this long (ms) and no correct
+    /// replica may change views if the view's leader is correct.
+    pub idle_ms: u64,
+    /// Links carry this many bytes per ms (each link sends one message at a time, and
+    /// a message whose copy is still queued on the link is not queued again, as in the
+    /// consenter's transport); `None`: messages are independent of their size.
+    pub bandwidth: Option<u64>,
+    /// Bytes of padding per client request (large proposals).
+    pub request_padding: usize,
+    /// The network replays, every 100 ms, a state-transfer answer captured from
+    /// another chain that uses the same keys (a decision no client submitted).
+    pub foreign_replays: bool,
 }
 
 impl Scenario {
@@ -99,7 +115,34 @@ impl Scenario {
             crash_mid_batch: if calm { 0.0 } else { rng.gen_range(0.0..0.01) },
             partition: if calm { 0.0 } else { rng.gen_range(0.0..0.002) },
             liveness_ms: 60_000,
+            junk_voter: None,
+            idle_ms: 0,
+            bandwidth: None,
+            request_padding: 0,
+            foreign_replays: false,
         }
+        .hardening(&mut rng, &ids[..byz_count as usize])
+    }
+
+    /// Draws the hardening knobs after every older field, so the scenarios of older
+    /// seeds keep their earlier fields.
+    fn hardening(mut self, rng: &mut ChaCha8Rng, byzantine: &[u32]) -> Scenario {
+        if let Some(&b) = byzantine.first()
+            && rng.gen_bool(0.4)
+        {
+            self.junk_voter = Some(b);
+        }
+        if rng.gen_bool(0.3) {
+            self.idle_ms = 1_500;
+        }
+        if rng.gen_bool(0.08) {
+            // Up to 7 requests of up to 32 KiB per proposal over 0.5–2 KiB/ms: a
+            // proposal can take longer to cross a link than the request timeout.
+            self.bandwidth = Some(rng.gen_range(512..2048));
+            self.request_padding = rng.gen_range(4_096..32_768);
+        }
+        self.foreign_replays = rng.gen_bool(0.1);
+        self
     }
 }
 
@@ -118,6 +161,8 @@ pub struct Report {
     pub crashes: u64,
     /// Highest view reached by a correct replica.
     pub max_view: u64,
+    /// Foreign-chain decisions injected (all must be rejected).
+    pub foreign_injected: u64,
 }
 
 /// Runs one seed; `Err` describes the violated property (and names the seed).

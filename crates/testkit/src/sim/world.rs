@@ -9,6 +9,7 @@ use bft::{Application, Config, Input, MemWal, Message, Output, Replica, ReplicaI
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::links::{Links, foreign_sync_response, junk_vote};
 use super::{ByzMode, Checker, Report, Scenario, SimApp, corrupt};
 
 const TICK_MS: u64 = 10;
@@ -26,6 +27,8 @@ enum Event {
     },
     Restart(ReplicaId),
     Gst,
+    /// The network replays a foreign chain's state-transfer answer.
+    Foreign,
 }
 
 struct Scheduled {
@@ -75,6 +78,11 @@ pub struct World {
     requests: Vec<Vec<u8>>,
     trace: bool,
     report: Report,
+    links: Links,
+    /// When the idle check started and the view it expects to stay in (`None`: the
+    /// view's leader is not correct or the cluster was not settled, nothing to check).
+    idle: Option<(u64, Option<bft::View>)>,
+    settled: bool,
 }
 
 impl World {
@@ -95,6 +103,9 @@ impl World {
             requests: Vec::new(),
             trace,
             report: Report::default(),
+            links: Links::default(),
+            idle: None,
+            settled: false,
             sc,
         };
         for id in 0..w.sc.n {
@@ -117,6 +128,9 @@ impl World {
         }
         w.schedule_clients();
         w.schedule(w.sc.gst_ms, Event::Gst);
+        if w.sc.foreign_replays {
+            w.schedule(100, Event::Foreign);
+        }
         w
     }
 
@@ -143,7 +157,8 @@ impl World {
 
     fn schedule_clients(&mut self) {
         for i in 0..self.sc.requests {
-            let request = format!("tx-{}-{i}", self.sc.seed).into_bytes();
+            let mut request = format!("tx-{}-{i}", self.sc.seed).into_bytes();
+            request.resize(request.len() + self.sc.request_padding, b'.');
             let at = self.rng.gen_range(0..self.sc.gst_ms);
             let k = self.rng.gen_range(1..=self.sc.n);
             let targets = (0..k).map(|_| self.rng.gen_range(0..self.sc.n)).collect();
@@ -167,12 +182,78 @@ impl World {
             }
             self.step(s.event)?;
             if self.after_gst && self.all_decided() {
-                self.report.end_ms = self.now;
-                self.report.settle_ms = self.now - self.sc.gst_ms;
-                return Ok(self.report);
+                if !self.settled {
+                    self.settled = true;
+                    self.report.end_ms = self.now;
+                    self.report.settle_ms = self.now - self.sc.gst_ms;
+                }
+                if self.sc.idle_ms == 0 {
+                    return Ok(self.report);
+                }
+                // The idle window starts after the grace period; it checks the view
+                // only if the links carry nothing but heartbeats then (a large message
+                // still crossing a slow link is not idleness).
+                if self.idle.is_none() && self.now >= self.idle_not_before() {
+                    let view = self
+                        .links
+                        .drained(self.now)
+                        .then(|| self.settled_view())
+                        .flatten();
+                    self.idle = Some((self.now, view));
+                }
+                if let Some((start, view)) = self.idle
+                    && self.now >= start + self.sc.idle_ms
+                {
+                    self.check_idle(view)?;
+                    return Ok(self.report);
+                }
             }
         }
         Err("event queue ran dry".into())
+    }
+
+    /// Timers armed before GST (a leader not heard during a partition) may still fire
+    /// right after it: the idle window starts once two (backed-off) heartbeat
+    /// timeouts have passed since GST.
+    fn idle_not_before(&self) -> u64 {
+        let backoff = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref())
+            .map(Replica::backoff)
+            .max()
+            .unwrap_or(0)
+            .min(5);
+        self.sc.gst_ms + 2 * self.config(0).heartbeat_timeout_ms * (1 << backoff)
+    }
+
+    /// The view every correct replica works in, if they agree and its leader is
+    /// correct (then an idle cluster has no reason to leave it).
+    fn settled_view(&self) -> Option<bft::View> {
+        let mut views = (0..self.sc.n).filter(|id| self.is_correct(*id)).map(|id| {
+            self.nodes[id as usize]
+                .replica
+                .as_ref()
+                .filter(|r| r.status() == bft::Status::Normal)
+                .map(Replica::view)
+        });
+        let first = views.next()??;
+        let leader = bft::types::leader_of(bft::InstanceId(0), first, self.sc.n);
+        (views.all(|v| v == Some(first)) && self.is_correct(leader)).then_some(first)
+    }
+
+    /// After the idle window: still in the settled view (no view change while idle).
+    fn check_idle(&self, view: Option<bft::View>) -> Result<(), String> {
+        let Some(view) = view else {
+            return Ok(());
+        };
+        if self.settled_view() == Some(view) {
+            return Ok(());
+        }
+        Err(format!(
+            "IDLE: the cluster left view {view} while idle with a correct leader;{}",
+            self.liveness_failure()
+        ))
     }
 
     fn liveness_failure(&self) -> String {
@@ -219,7 +300,26 @@ impl World {
             }
             Event::Restart(id) => self.restart(id),
             Event::Gst => self.gst(),
+            Event::Foreign => self.foreign(),
         }
+    }
+
+    /// Delivers a foreign chain's decision for the next sequence to a random correct
+    /// replica; every correct replica must reject it (the checker would see a request
+    /// no client submitted).
+    fn foreign(&mut self) -> Result<(), String> {
+        self.schedule(self.now + 100, Event::Foreign);
+        let id = self.rng.gen_range(0..self.sc.n);
+        let from = (id + 1) % self.sc.n;
+        let Some(r) = self.nodes[id as usize].replica.as_ref() else {
+            return Ok(());
+        };
+        if !self.is_correct(id) || from == id {
+            return Ok(());
+        }
+        let msg = foreign_sync_response(&self.keys, self.sc.n, r.last_decided() + 1);
+        self.report.foreign_injected += 1;
+        self.input(id, Input::Message { from, msg })
     }
 
     fn input(&mut self, id: ReplicaId, input: Input) -> Result<(), String> {
@@ -274,20 +374,34 @@ impl World {
                         self.checker.on_deliver(id, &d)?;
                     }
                 }
-                Output::ViewInstalled { .. } => {}
+                Output::ViewInstalled { .. } | Output::Refused { .. } => {}
             }
         }
         Ok(())
     }
 
     fn transmit(&mut self, from: ReplicaId, to: ReplicaId, msg: Message) {
-        let msgs = match self.nodes[from as usize].byz {
+        let junk = match (&msg, self.sc.junk_voter == Some(from)) {
+            (
+                Message::Heartbeat {
+                    view, last_decided, ..
+                },
+                true,
+            ) => Some(junk_vote(
+                &self.nodes[from as usize].signer,
+                *view,
+                last_decided + 1,
+            )),
+            _ => None,
+        };
+        let mut msgs = match self.nodes[from as usize].byz {
             Some(mode) => {
                 let signer = self.nodes[from as usize].signer.clone();
                 corrupt(mode, from, &signer, to, msg, &mut self.rng)
             }
             None => vec![msg],
         };
+        msgs.extend(junk);
         for msg in msgs {
             if !self.after_gst
                 && (self.side[from as usize] != self.side[to as usize] || self.rng.gen_bool(self.sc.loss))
@@ -299,13 +413,20 @@ impl World {
             } else {
                 1
             };
+            let sent = match self.sc.bandwidth {
+                Some(bw) => match self.links.send(self.now, from, to, &msg, bw) {
+                    Some(done) => done,
+                    None => continue, // its copy is still queued on the link
+                },
+                None => self.now,
+            };
             for _ in 0..copies {
                 let max = if self.after_gst {
                     self.sc.max_delay_after_gst_ms
                 } else {
                     self.sc.max_delay_ms
                 };
-                let at = self.now + self.rng.gen_range(1..=max);
+                let at = sent + self.rng.gen_range(1..=max);
                 self.schedule(
                     at,
                     Event::Deliver {
