@@ -14,7 +14,6 @@
 //! will plug in as the engine's `Application`.
 
 pub mod codec;
-pub mod conn;
 pub mod decisions;
 pub mod epoch;
 mod error;

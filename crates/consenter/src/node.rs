@@ -15,7 +15,6 @@ use bft::{Decision, Digest, FileWal, NullApp, Output, Refusal, Replica, ReplicaI
 use tokio::sync::{mpsc, watch};
 use tracing::info;
 
-use crate::conn::{ConnLimits, ConnStats};
 use crate::decisions::DecisionLog;
 use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier, NodeKeys};
 use crate::service::{ConsensusService, ServiceDeps, ServiceLimits};
@@ -47,10 +46,6 @@ pub struct NodeLimits {
     pub idle_timeout: Duration,
     /// Concurrent HTTP/2 streams (calls) per connection.
     pub max_streams_per_connection: u32,
-    /// Interval of the server's HTTP/2 keep-alive pings.
-    pub keepalive_interval: Duration,
-    /// A ping not answered within this closes the connection.
-    pub keepalive_timeout: Duration,
 }
 
 impl Default for NodeLimits {
@@ -66,8 +61,6 @@ impl Default for NodeLimits {
             max_connections: 1024,
             idle_timeout: Duration::from_secs(120),
             max_streams_per_connection: 64,
-            keepalive_interval: Duration::from_secs(30),
-            keepalive_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -301,8 +294,9 @@ fn restore(
 
 type ServerTask = tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>;
 
-/// Binds `listen` and serves the consensus service on it, with bounded connections
-/// (`conn`), streams per connection and HTTP/2 keep-alive.
+/// Binds `listen` and serves the consensus service on it with the connection-level limits
+/// every fabrx server has (`wire::server`: bounded connections, idle timeout, streams per
+/// connection, HTTP/2 windows; docs/limits.md).
 async fn serve(
     me: ReplicaId,
     listen: SocketAddr,
@@ -316,16 +310,15 @@ async fn serve(
             source: e,
         })?;
     info!(id = me, %listen, "consensus service listening");
-    let conn_limits = ConnLimits {
-        max_connections: limits.max_connections,
+    let server_limits = wire::server::ServerLimits {
+        max_connections: limits.max_connections.max(1),
         idle_timeout: limits.idle_timeout,
+        max_concurrent_streams: limits.max_streams_per_connection,
+        ..wire::server::ServerLimits::default()
     };
-    let incoming = crate::conn::incoming(listener, conn_limits, Arc::new(ConnStats::default()));
+    let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
     Ok(tokio::spawn(
-        tonic::transport::Server::builder()
-            .max_concurrent_streams(limits.max_streams_per_connection)
-            .http2_keepalive_interval(Some(limits.keepalive_interval))
-            .http2_keepalive_timeout(Some(limits.keepalive_timeout))
+        wire::server::builder(&server_limits)
             .add_service(service.into_server())
             .serve_with_incoming(incoming),
     ))
