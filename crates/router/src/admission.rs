@@ -8,7 +8,6 @@ use crate::config::{ClientAuth, RouterConfig};
 use prost::Message;
 use sha2::{Digest as _, Sha256};
 use types::ShardId;
-use types::check::{EnvelopeParts, PayloadKind, check_envelope};
 use types::digest::Digest32;
 use wire::pb;
 
@@ -111,24 +110,7 @@ pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refus
 
 /// The structural checks of `types::check` (those the committer's sidecar makes).
 fn check_structure(env: &pb::Envelope) -> Result<(), Refusal> {
-    let creator = env
-        .identity
-        .as_ref()
-        .map(Message::encode_to_vec)
-        .unwrap_or_default();
-    let kind = match pb::PayloadType::try_from(env.payload_type) {
-        Ok(pb::PayloadType::Tx) => PayloadKind::Tx,
-        Ok(pb::PayloadType::Config) => PayloadKind::Config,
-        _ => PayloadKind::Unsupported(env.payload_type),
-    };
-    let parts = EnvelopeParts {
-        kind,
-        tx_id: &env.tx_id,
-        nonce: &env.nonce,
-        creator: &creator,
-        payload: &env.payload,
-    };
-    check_envelope(&parts, &wire::ProstDecoder::default())
+    wire::check_decoded_envelope(env, &wire::ProstDecoder::default())
         .map(|_| ())
         .map_err(|status| Refusal::Malformed { status })
 }

@@ -52,6 +52,12 @@ pub fn check_envelope_bytes(raw: &[u8], dec: &ProstDecoder) -> EnvelopeCheck {
         Ok(env) => env,
         Err(_) => return (String::new(), Err(Status::MalformedBadEnvelope)),
     };
+    let outcome = check_decoded_envelope(&env, dec);
+    (env.tx_id, outcome)
+}
+
+/// Structurally checks a decoded envelope (`types::check::check_envelope` over its parts).
+pub fn check_decoded_envelope(env: &pb::Envelope, dec: &ProstDecoder) -> Result<CheckedPayload, Status> {
     let creator = env
         .identity
         .as_ref()
@@ -69,8 +75,7 @@ pub fn check_envelope_bytes(raw: &[u8], dec: &ProstDecoder) -> EnvelopeCheck {
         creator: &creator,
         payload: &env.payload,
     };
-    let outcome = check_envelope(&parts, dec);
-    (env.tx_id, outcome)
+    check_envelope(&parts, dec)
 }
 
 #[cfg(test)]

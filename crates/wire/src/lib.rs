@@ -15,7 +15,7 @@ pub mod pb {
     tonic::include_proto!("fabrx.v1");
 }
 
-pub use decode::{ProstDecoder, check_envelope_bytes, encode_policy};
+pub use decode::{ProstDecoder, check_decoded_envelope, check_envelope_bytes, encode_policy};
 
 /// Errors converting wire messages into domain types.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
