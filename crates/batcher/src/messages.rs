@@ -36,6 +36,10 @@ impl RequestDigest {
 pub struct BatchHeader {
     /// (shard, primary, seq).
     pub id: BatchId,
+    /// The term in which the primary cut the batch. A primary that returns in a later
+    /// term may reuse a seq of an abandoned batch; the term tells the two apart, and the
+    /// consenters count only BAFs of a shard's current term.
+    pub term: u64,
     /// `types::digest::batch_digest` of the requests.
     pub digest: Digest32,
     /// Number of requests.
@@ -43,11 +47,12 @@ pub struct BatchHeader {
 }
 
 impl BatchHeader {
-    /// `tag ‖ u32 shard ‖ u32 primary ‖ u64 seq ‖ digest[32] ‖ u32 tx_count`.
+    /// `tag ‖ u32 shard ‖ u64 term ‖ u32 primary ‖ u64 seq ‖ digest[32] ‖ u32 tx_count`.
     fn bytes(&self, tag: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(tag.len() + 4 + 4 + 8 + 32 + 4);
+        let mut out = Vec::with_capacity(tag.len() + 4 + 8 + 4 + 8 + 32 + 4);
         out.extend_from_slice(tag);
         out.extend_from_slice(&self.id.shard.to_be_bytes());
+        out.extend_from_slice(&self.term.to_be_bytes());
         out.extend_from_slice(&self.id.primary.to_be_bytes());
         out.extend_from_slice(&self.id.seq.to_be_bytes());
         out.extend_from_slice(&self.digest);
@@ -78,10 +83,11 @@ pub struct SignedBatch {
 }
 
 impl SignedBatch {
-    /// Cuts and signs a batch of `requests` as `id.primary`.
-    pub fn sign(id: BatchId, requests: Vec<Request>, key: &SigningKey) -> SignedBatch {
+    /// Cuts and signs a batch of `requests` as `id.primary` in `term`.
+    pub fn sign(id: BatchId, term: u64, requests: Vec<Request>, key: &SigningKey) -> SignedBatch {
         let header = BatchHeader {
             id,
+            term,
             digest: types::digest::batch_digest(&requests),
             tx_count: u32::try_from(requests.len()).unwrap_or(u32::MAX),
         };

@@ -21,7 +21,7 @@ impl Batcher {
             }
             let requests = taken.into_iter().map(|e| e.request).collect();
             let id = BatchId::new(self.cfg.shard, self.cfg.party, seq);
-            let batch = Arc::new(SignedBatch::sign(id, requests, &self.key));
+            let batch = Arc::new(SignedBatch::sign(id, self.term, requests, &self.key));
             self.next_seq = seq.checked_add(1);
             self.add_in_flight(batch);
         }

@@ -23,8 +23,9 @@ impl Batcher {
             return;
         }
         let at_bound = self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize;
-        if self.next_seq != Some(batch.id().seq) || at_bound {
-            // Stale, early or a repeat: not the batch this secondary asked for.
+        if self.next_seq != Some(batch.id().seq) || batch.header.term != self.term || at_bound {
+            // Stale, early, a repeat or of another term: not the batch this secondary
+            // asked for.
             return;
         }
         if let Err(error) = verify_batch(&self.cfg, &batch) {

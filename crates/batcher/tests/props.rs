@@ -411,7 +411,7 @@ proptest! {
     ) {
         let cfg = config(2, 1);
         let requests: Vec<_> = lens.iter().enumerate().map(|(i, l)| req(i as u32, *l)).collect();
-        let good = SignedBatch::sign(BatchId::new(0, 1, 1), requests, &common::key(1));
+        let good = SignedBatch::sign(BatchId::new(0, 1, 1), 0, requests, &common::key(1));
         prop_assert_eq!(batcher::verify_batch(&cfg, &good), Ok(()));
         let mut bad = good.clone();
         apply_tamper(&mut bad, &t);

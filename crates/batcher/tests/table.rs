@@ -32,8 +32,13 @@ fn refused(r: &batcher::Request, reason: RefuseReason) -> Output {
 }
 
 fn signed(seq: u64, primary: u32, requests: Vec<batcher::Request>) -> Arc<SignedBatch> {
+    signed_in(0, seq, primary, requests)
+}
+
+fn signed_in(term: u64, seq: u64, primary: u32, requests: Vec<batcher::Request>) -> Arc<SignedBatch> {
     Arc::new(SignedBatch::sign(
         BatchId::new(0, primary, seq),
+        term,
         requests,
         &key(primary),
     ))
@@ -264,6 +269,14 @@ fn secondary_pulls_verifies_persists_then_attests_and_acks() {
                 },
                 vec![],
             ),
+            // The primary's seq 1, but cut in another term (a reused seq): ignored.
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*signed_in(3, 1, 1, r.clone())).clone(),
+                },
+                vec![],
+            ),
             step(
                 Input::Batch {
                     from: 1,
@@ -335,6 +348,7 @@ fn bogus_batches_are_rejected_with_one_complaint_per_term() {
     let empty = signed(1, 1, vec![]);
     let other_shard = Arc::new(SignedBatch::sign(
         BatchId::new(1, 1, 1),
+        0,
         vec![req(1, 10)],
         &key(1),
     ));
@@ -513,7 +527,7 @@ fn a_term_change_hands_pending_and_unordered_requests_to_the_new_primary() {
         id: b1.id(),
         requests: b1.requests.clone(),
     });
-    let cut = signed(2, 2, vec![r[2].clone(), r[3].clone()]);
+    let cut = signed_in(1, 2, 2, vec![r[2].clone(), r[3].clone()]);
     run(
         &mut b,
         vec![
@@ -676,10 +690,15 @@ fn signed_bytes_are_stable_and_separated() {
     let baf_bytes = b.header.baf_bytes();
     assert!(header.starts_with(b"fabrx/batcher/v1/batch-header"));
     assert!(baf_bytes.starts_with(b"fabrx/batcher/v1/baf"));
-    assert_eq!(header.len(), b"fabrx/batcher/v1/batch-header".len() + 52);
+    let b = signed_in(3, 7, 2, vec![req(1, 10)]);
+    let header = b.header.signed_bytes();
+    assert_eq!(header.len(), b"fabrx/batcher/v1/batch-header".len() + 60);
+    // u32 shard ‖ u64 term ‖ u32 primary ‖ u64 seq, then the digest and the tx count.
     assert_eq!(
-        &header[header.len() - 52..header.len() - 36],
-        &[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 7]
+        &header[header.len() - 60..header.len() - 36],
+        &[
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 7
+        ]
     );
     // A batch header signature is not a BAF, and a BAF of party 2 does not verify as party 3's.
     let as_baf = Baf {

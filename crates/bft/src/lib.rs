@@ -29,5 +29,7 @@ pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
 pub use messages::{Message, NewView, ViewChange, Vote};
 pub use replica::{Complaint, Input, Output, Refusal, Replica, Status};
-pub use types::{ChainId, Config, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+pub use types::{
+    ChainId, Config, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View, proposal_digest,
+};
 pub use wal::{FileWal, MemWal, Wal, WalEntry};

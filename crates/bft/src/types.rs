@@ -187,26 +187,43 @@ pub struct Proposal {
 }
 
 impl Proposal {
-    /// The digest that votes and certificates sign (length-prefixed, domain separated).
+    /// The digest that votes and certificates sign (length-prefixed, domain separated):
+    /// `SHA-256(tag ‖ instance ‖ seq ‖ requests_root ‖ len(metadata) ‖ metadata)`.
+    ///
+    /// The requests enter through their root, so a third party holding only the root
+    /// and the metadata (for Arma: the block header hashes of the decision) can check a
+    /// commit certificate without the requests (docs/consenter.md, ADR 0009).
     pub fn digest(&self) -> Digest {
+        proposal_digest(self.instance, self.seq, &self.requests_root(), &self.metadata)
+    }
+
+    /// `SHA-256(len(requests) ‖ (len(r) ‖ r)…)`, little-endian u64 lengths.
+    pub fn requests_root(&self) -> [u8; 32] {
         let mut h = Sha256::new();
-        h.update(tags::PROPOSAL);
-        h.update(self.instance.0.to_le_bytes());
-        h.update(self.seq.to_le_bytes());
         h.update((self.requests.len() as u64).to_le_bytes());
         for r in &self.requests {
             h.update((r.len() as u64).to_le_bytes());
             h.update(r);
         }
-        h.update((self.metadata.len() as u64).to_le_bytes());
-        h.update(&self.metadata);
-        Digest(h.finalize().into())
+        h.finalize().into()
     }
 
     /// Total size of the requests in bytes.
     pub fn request_bytes(&self) -> usize {
         self.requests.iter().map(Vec::len).sum()
     }
+}
+
+/// The digest of a proposal from its parts ([`Proposal::digest`]).
+pub fn proposal_digest(instance: InstanceId, seq: Seq, requests_root: &[u8; 32], metadata: &[u8]) -> Digest {
+    let mut h = Sha256::new();
+    h.update(tags::PROPOSAL);
+    h.update(instance.0.to_le_bytes());
+    h.update(seq.to_le_bytes());
+    h.update(requests_root);
+    h.update((metadata.len() as u64).to_le_bytes());
+    h.update(metadata);
+    Digest(h.finalize().into())
 }
 
 /// A proposal with its digest computed once.
