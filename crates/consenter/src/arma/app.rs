@@ -1,0 +1,122 @@
+//! [`ArmaApp`]: the Arma state machine as the BFT engine's application.
+//!
+//! * `verify_request` — a request enters a consenter's pool only if it decodes and its
+//!   signatures verify under the network's batcher keys;
+//! * `assemble` (leader) — the metadata of a proposal is the [`Outcome::metadata`] of
+//!   executing its requests on a copy of the state;
+//! * `verify_proposal` (followers) — recomputes it byte for byte; a difference is a
+//!   faulty leader (view change);
+//! * `apply` — executes the decision on the state and queues its [`Applied`] outcome for
+//!   the shell, which persists and serves it.
+
+use bft::{Application, Decision, Proposal, ProposalContext, Seq};
+
+use super::header::Outcome;
+use super::request::{Item, decode, decode_verified};
+use super::state::{ArmaConfig, ArmaState};
+
+/// One applied decision: its number and outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// The decision's BFT sequence number.
+    pub decision: Seq,
+    /// Its view (for the proof served with it).
+    pub view: u64,
+    /// The root of its requests (for the proof).
+    pub requests_root: [u8; 32],
+    /// The metadata the certificate signs.
+    pub metadata: Vec<u8>,
+    /// The headers and term changes.
+    pub outcome: Outcome,
+}
+
+/// The Arma consenter application.
+#[derive(Clone, Debug)]
+pub struct ArmaApp {
+    cfg: ArmaConfig,
+    state: ArmaState,
+    applied: Vec<Applied>,
+    /// Decisions whose metadata differed from what this replica computes (should stay 0;
+    /// a non-zero value means diverged state, for tests and metrics).
+    pub diverged: u64,
+}
+
+impl ArmaApp {
+    /// An application starting from `state` (genesis or a persisted snapshot).
+    pub fn new(cfg: ArmaConfig, state: ArmaState) -> ArmaApp {
+        ArmaApp {
+            cfg,
+            state,
+            applied: Vec::new(),
+            diverged: 0,
+        }
+    }
+
+    /// The state (after the last applied decision).
+    pub fn state(&self) -> &ArmaState {
+        &self.state
+    }
+
+    /// The config.
+    pub fn config(&self) -> &ArmaConfig {
+        &self.cfg
+    }
+
+    /// Takes the decisions applied since the last call, in order. The shell calls it after
+    /// every engine step and persists them before serving them.
+    pub fn take_applied(&mut self) -> Vec<Applied> {
+        std::mem::take(&mut self.applied)
+    }
+
+    /// The items of `requests` that decode (signatures not checked: the engine checked
+    /// each with `verify_request`, or a quorum did for a decision).
+    fn items(&self, requests: &[Vec<u8>]) -> Vec<Item> {
+        requests
+            .iter()
+            .filter_map(|r| decode(&self.cfg, r).ok())
+            .collect()
+    }
+
+    /// The outcome of `requests` as decision `seq` on a copy of the state.
+    fn dry_run(&self, seq: Seq, requests: &[Vec<u8>]) -> Outcome {
+        let mut copy = self.state.clone();
+        copy.execute(&self.cfg, seq, &self.items(requests))
+    }
+}
+
+impl Application for ArmaApp {
+    fn verify_request(&mut self, request: &[u8]) -> bool {
+        decode_verified(&self.cfg, request).is_ok()
+    }
+
+    fn assemble(&mut self, ctx: ProposalContext, requests: &[Vec<u8>]) -> Vec<u8> {
+        self.dry_run(ctx.seq, requests).metadata()
+    }
+
+    fn verify_proposal(&mut self, proposal: &Proposal) -> bool {
+        proposal.seq == self.state.applied.saturating_add(1)
+            && self.dry_run(proposal.seq, &proposal.requests).metadata() == proposal.metadata
+    }
+
+    fn apply(&mut self, decision: &Decision) {
+        let proposal = &decision.proposal;
+        let items = self.items(&proposal.requests);
+        let outcome = self.state.execute(&self.cfg, proposal.seq, &items);
+        let metadata = outcome.metadata();
+        if metadata != proposal.metadata {
+            self.diverged = self.diverged.saturating_add(1);
+        }
+        self.state.applied = proposal.seq;
+        self.applied.push(Applied {
+            decision: proposal.seq,
+            view: decision.certificate.view,
+            requests_root: proposal.requests_root(),
+            metadata: proposal.metadata.clone(),
+            outcome,
+        });
+    }
+
+    fn applied(&self) -> Seq {
+        self.state.applied
+    }
+}
