@@ -29,4 +29,4 @@ pub use error::{ArmaError, ArmaResult};
 pub use header::{Metadata, OrderedHeader, Outcome, TermChange};
 pub use proof::DecisionProof;
 pub use request::{Item, decode, decode_verified, encode_baf, encode_complaint};
-pub use state::{ArmaConfig, ArmaState, ShardState};
+pub use state::{ArmaConfig, ArmaState, Knobs, ShardState};

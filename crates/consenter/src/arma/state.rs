@@ -28,6 +28,22 @@ pub struct ArmaConfig {
     /// ones are ignored): bounds the state at `shards × max_seqs_ahead × parties` votes.
     pub max_seqs_ahead: u64,
     batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
+    knobs: Knobs,
+}
+
+/// Defences the ordering simulation turns off to show that its invariants catch the
+/// attack each one stops (feature `testing` only; every production config has the
+/// default: all defences on).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// Order a batch with this many BAFs instead of f+1.
+    pub threshold: Option<usize>,
+    /// Do not take two primary-signed digests for one seq as equivocation.
+    pub ignore_equivocation: bool,
+    /// Followers accept any proposal metadata (no recomputation).
+    pub accept_any_metadata: bool,
+    /// As leader, put a wrong header hash into the metadata (a lying consenter).
+    pub lie_in_metadata: bool,
 }
 
 impl ArmaConfig {
@@ -60,7 +76,20 @@ impl ArmaConfig {
             shards,
             max_seqs_ahead,
             batcher_keys,
+            knobs: Knobs::default(),
         })
+    }
+
+    /// The same config with some defences off (the simulation's negative tests).
+    #[cfg(feature = "testing")]
+    pub fn with_knobs(mut self, knobs: Knobs) -> ArmaConfig {
+        self.knobs = knobs;
+        self
+    }
+
+    /// The defences in force.
+    pub fn knobs(&self) -> Knobs {
+        self.knobs
     }
 
     /// The batcher key of `party` for `shard`.
@@ -70,7 +99,9 @@ impl ArmaConfig {
 
     /// BAFs that make a batch attestation, and complaints that change a term: f+1.
     pub fn threshold(&self) -> usize {
-        ((self.parties - 1) / 3 + 1) as usize
+        self.knobs
+            .threshold
+            .unwrap_or(((self.parties - 1) / 3 + 1) as usize)
     }
 
     /// The primary of `shard` in `term` (DESIGN.md: party `((s + t) mod N) + 1`).
@@ -206,14 +237,18 @@ impl ArmaState {
                 };
                 state.votes.insert(seq, votes);
             }
-            Some(v) if v.digest != h.digest || v.tx_count != h.tx_count => {
+            Some(v)
+                if (v.digest != h.digest || v.tx_count != h.tx_count) && !cfg.knobs.ignore_equivocation =>
+            {
                 // Two headers the primary signed for one (shard, term, primary, seq).
                 self.equivocations = self.equivocations.saturating_add(1);
                 out.terms.push(state.next_term(shard));
                 return;
             }
             Some(v) => {
-                v.signers.insert(baf.signer);
+                if v.digest == h.digest {
+                    v.signers.insert(baf.signer);
+                }
             }
         }
         self.order_ready(cfg, shard, decision, out);
