@@ -24,6 +24,7 @@ impl Endpoint {
         }
         let bare = match host.strip_prefix('[') {
             Some(inner) => inner.strip_suffix(']').ok_or("has an unclosed '['")?,
+            None if host.contains(':') => return Err("has an IPv6 host without brackets ([::1]:7050)"),
             None => host,
         };
         let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');

@@ -640,3 +640,45 @@ fn text_that_is_not_a_network_config_is_a_parse_error() {
     let e = NetworkConfig::load(std::path::Path::new("/nonexistent/network-config.json")).unwrap_err();
     assert!(matches!(e, Error::Read { .. }));
 }
+
+#[test]
+fn endpoints_are_host_and_non_zero_port() {
+    use netconfig::Endpoint;
+    for good in ["127.0.0.1:7050", "router-1.example:443", "[::1]:7050", "h:65535"] {
+        let e = Endpoint::parse(good).unwrap_or_else(|r| panic!("{good}: {r}"));
+        assert_eq!(e.as_str(), good);
+        assert_eq!(e.uri(), format!("http://{good}"));
+    }
+    assert_eq!(
+        Endpoint::parse("127.0.0.1:7050")
+            .unwrap()
+            .listen_addr()
+            .to_string(),
+        "127.0.0.1:7050"
+    );
+    // A DNS name: every interface at its port.
+    assert_eq!(
+        Endpoint::parse("router-1.example:7050")
+            .unwrap()
+            .listen_addr()
+            .to_string(),
+        "0.0.0.0:7050"
+    );
+    for bad in [
+        "",
+        "7050",
+        ":7050",
+        "h:",
+        "h:0",
+        "h:65536",
+        "h:-1",
+        "http://h:1",
+        "h h:1",
+        "[::1:7050",
+        "[]:7050",
+        "::1:7050",
+        "[zz::1]:7050",
+    ] {
+        assert!(Endpoint::parse(bad).is_err(), "{bad:?} accepted");
+    }
+}
