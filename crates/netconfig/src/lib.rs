@@ -4,12 +4,12 @@
 //! batchers: one key per party and shard), and the batching, consensus and router
 //! parameters. Private keys stay in per-node key files (`crypto::keyfile`, mode 0600).
 //!
-//! * [`file`] — the JSON form, as written and read (`NetworkFile`, parameter blocks with
+//! * [`file`](mod@file) — the JSON form, as written and read (`NetworkFile`, parameter blocks with
 //!   their defaults).
 //! * [`config`] — [`NetworkConfig`]: the file validated once ([`NetworkConfig::load`]).
 //! * [`roles`] — each role's config from it (`router_setup`, `batcher_config`,
 //!   `consenter_node_config`, …).
-//! * [`generate`] — writing a new network's config and key files
+//! * [`generate`](mod@generate) — writing a new network's config and key files
 //!   (`fabrx network generate`).
 //!
 //! This crate depends on the role crates (router, batcher, consenter, bft) to produce their
