@@ -211,6 +211,7 @@ impl NetworkConfig {
     /// Builds every role's config once so that a config that loads is one every role
     /// accepts.
     fn check_roles(&self) -> Result<()> {
+        self.arma_config()?;
         for party in &self.parties {
             self.router_config(party.id)?;
             for shard in 0..self.shards.get() {

@@ -237,6 +237,12 @@ pub enum Error {
         /// The batcher's reason.
         source: batcher::Error,
     },
+    /// The Arma consenter application refuses the config built from the file.
+    #[error("consenter config: {reason}")]
+    Consenter {
+        /// The consenter's reason.
+        reason: String,
+    },
     /// A generation request is out of range (ports, counts).
     #[error("generate: {reason}")]
     Generate {

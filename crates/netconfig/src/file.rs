@@ -144,6 +144,10 @@ pub struct ConsensusParams {
     pub max_pending_bytes: u64,
     /// Clock tick of a replica (10 ms).
     pub tick_ms: u64,
+    /// How far ahead of a shard's last ordered seq the Arma application counts BAFs (256;
+    /// at least `batching.max_unordered_batches`, the most a batcher holds unordered).
+    /// Every consenter must use the same value: it decides which BAFs count.
+    pub max_seqs_ahead: u64,
 }
 
 impl Default for ConsensusParams {
@@ -160,6 +164,7 @@ impl Default for ConsensusParams {
             max_pending: 100_000,
             max_pending_bytes: 64 << 20,
             tick_ms: 10,
+            max_seqs_ahead: 256,
         }
     }
 }

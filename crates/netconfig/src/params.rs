@@ -116,6 +116,12 @@ fn consensus(file: &NetworkFile) -> Result<()> {
     positive("consensus.max_pending_bytes", c.max_pending_bytes)?;
     millis("consensus.tick_ms", c.tick_ms)?;
     at_least(
+        "consensus.max_seqs_ahead",
+        c.max_seqs_ahead,
+        "batching.max_unordered_batches",
+        u64::from(file.batching.max_unordered_batches),
+    )?;
+    at_least(
         "consensus.heartbeat_timeout_ms",
         c.heartbeat_timeout_ms,
         "consensus.heartbeat_interval_ms",

@@ -196,6 +196,26 @@ impl NetworkConfig {
         Ok(engine)
     }
 
+    /// The Arma consenter application's config: parties, shards, `consensus.max_seqs_ahead`
+    /// and the batcher key of every party and shard (the same for every consenter).
+    pub fn arma_config(&self) -> Result<consenter::arma::ArmaConfig> {
+        let mut keys = BTreeMap::new();
+        for p in &self.parties {
+            for b in &p.batchers {
+                keys.insert((p.id, b.shard), b.public_key.clone());
+            }
+        }
+        consenter::arma::ArmaConfig::new(
+            self.n(),
+            self.shards.get(),
+            self.file.consensus.max_seqs_ahead,
+            keys,
+        )
+        .map_err(|e| Error::Consenter {
+            reason: e.to_string(),
+        })
+    }
+
     /// Party `party`'s consenter key (from its key file, checked against this config) and
     /// the consenter set's keys: what `consenter::keys::NodeKeys::load` returns.
     pub fn consenter_signing_keys(

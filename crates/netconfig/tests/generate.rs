@@ -172,6 +172,10 @@ fn role_configs_come_out_of_the_network_config() {
     assert_eq!(keys.cluster_id(), cfg.cluster_keys().cluster_id());
     assert!(cfg.consenter_signing_keys(1, &key_file).is_err());
 
+    let arma = cfg.arma_config().unwrap();
+    assert_eq!((arma.parties, arma.shards), (4, 3));
+    assert_eq!(arma.max_seqs_ahead, cfg.file().consensus.max_seqs_ahead);
+
     // Seeded consenter keys are those of `fabrx node bft --seed-prefix`.
     let prefix = netconfig::generate::consenter_seed_prefix(7);
     let (_, seeded) = consenter::keys::keys_from_seed_prefix(&prefix, 0, 4);

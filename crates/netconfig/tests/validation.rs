@@ -458,6 +458,21 @@ fn each_bad_field_gives_its_typed_error() {
             },
         ),
         (
+            "seqs ahead below unordered batches",
+            |f| f.consensus.max_seqs_ahead = 99,
+            |e| {
+                matches!(
+                    e,
+                    Error::TooSmall {
+                        field: "consensus.max_seqs_ahead",
+                        value: 99,
+                        other: "batching.max_unordered_batches",
+                        minimum: 100
+                    }
+                )
+            },
+        ),
+        (
             "tick 0",
             |f| f.consensus.tick_ms = 0,
             |e| {
