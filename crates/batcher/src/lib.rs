@@ -15,13 +15,16 @@
 //! * `primary.rs` — cutting batches and counting acks.
 //! * `secondary.rs` — verifying pulled batches, forwarding, complaints.
 //! * `mempool.rs` — the pending queue and the memory of ordered requests.
-//! * `messages.rs` — batches, BAFs, complaints and their signed bytes.
+//! * batches, BAFs, complaints and their signed bytes: the shared `arma` crate.
 
 mod config;
 mod core;
 mod error;
 mod mempool;
-mod messages;
+/// The messages batchers exchange and sign live in the shared `arma` crate.
+mod messages {
+    pub use arma::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
+}
 mod primary;
 mod secondary;
 

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use batcher::{Baf, Complaint, ComplaintReason, SignedBatch};
+use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
 use bft::{Application, Certificate, Decision, InstanceId, Phase, Proposal, ProposalContext, Signer as _};
 use consenter::arma::{
     ArmaApp, ArmaConfig, ArmaError, ArmaState, DecisionProof, Item, Metadata, OrderedHeader, TermChange,
@@ -37,7 +37,7 @@ fn config() -> ArmaConfig {
 
 /// A batch of `shard` cut by `primary` in `term` at `seq`, with `tag` making its digest.
 fn batch(shard: u32, term: u64, primary: u32, seq: u64, tag: u8) -> SignedBatch {
-    let requests: Vec<batcher::Request> = vec![Arc::from(vec![tag, 1, 2, 3].as_slice())];
+    let requests: Vec<arma::Request> = vec![Arc::from(vec![tag, 1, 2, 3].as_slice())];
     SignedBatch::sign(
         BatchId::new(shard, primary, seq),
         term,

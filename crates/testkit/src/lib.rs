@@ -4,8 +4,6 @@
 //! testkit depends only on the shared crates (and the BFT engine it simulates), never on
 //! a role crate, so that every role may use it as a dev-dependency.
 
-#[cfg(feature = "sim")]
-pub mod arma;
 pub mod oracle;
 #[allow(
     clippy::panic,

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use batcher::{Baf, Complaint};
+use arma::{Baf, Complaint};
 use crypto::PublicKey;
 use serde::{Deserialize, Serialize};
 use types::digest::Digest32;
@@ -106,7 +106,7 @@ impl ArmaConfig {
 
     /// The primary of `shard` in `term` (DESIGN.md: party `((s + t) mod N) + 1`).
     pub fn primary_of(&self, shard: ShardId, term: u64) -> PartyId {
-        batcher::primary_of(shard, term, self.parties)
+        arma::primary_of(shard, term, self.parties)
     }
 
     pub(super) fn check_shard(&self, shard: ShardId) -> ArmaResult<()> {

@@ -526,7 +526,7 @@ impl World {
         let msgs = match self.byz(from + 1) {
             Some(Byzantine::CorruptConsenter(mode)) => {
                 let signer = self.keys.signer(from);
-                crate::sim::corrupt(mode, from, &signer, to, msg, &mut self.rng)
+                testkit::sim::corrupt(mode, from, &signer, to, msg, &mut self.rng)
             }
             _ => vec![msg],
         };

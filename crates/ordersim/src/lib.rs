@@ -13,7 +13,7 @@
 //! After every step the [`checker`] verifies agreement of the header chains, f+1 BAFs per
 //! ordered batch, one digest per batch id, validity of ordered requests and the
 //! equivocation rule; at the end, that every client request was ordered after GST.
-//! A failing seed reproduces: `ARMA_SEED=<seed> cargo test -p testkit --test arma_sim
+//! A failing seed reproduces: `ARMA_SEED=<seed> cargo test -p ordersim --test arma_sim
 //! reproduce -- --nocapture`.
 
 mod checker;
@@ -36,7 +36,7 @@ pub enum Byzantine {
     /// Its batcher of shard 0 cuts batches holding a request of another shard.
     BogusPrimary,
     /// Its consenter corrupts its BFT messages (the engine's Byzantine modes).
-    CorruptConsenter(crate::sim::ByzMode),
+    CorruptConsenter(testkit::sim::ByzMode),
     /// Its consenter, as leader, puts a wrong header hash into the proposal metadata.
     LyingConsenter,
 }
@@ -90,7 +90,7 @@ impl ArmaScenario {
                 0 => Byzantine::CensoringPrimary,
                 1 => Byzantine::EquivocatingPrimary,
                 2 => Byzantine::BogusPrimary,
-                3 => Byzantine::CorruptConsenter(crate::sim::ByzMode::random(&mut rng)),
+                3 => Byzantine::CorruptConsenter(testkit::sim::ByzMode::random(&mut rng)),
                 _ => Byzantine::LyingConsenter,
             };
             (party, kind)

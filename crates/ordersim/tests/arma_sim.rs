@@ -8,8 +8,8 @@
 //! consenters under faults, with Byzantine variants and the tests that show each defence
 //! is what stops its attack.
 
+use ordersim::{ArmaScenario, Byzantine, run, run_seed};
 use rayon::prelude::*;
-use testkit::arma::{ArmaScenario, Byzantine, run, run_seed};
 
 fn seeds() -> u64 {
     std::env::var("ARMA_SEEDS")
@@ -55,7 +55,7 @@ fn variant(
     count: u64,
     kind: Byzantine,
     tweak: impl Fn(&mut ArmaScenario) + Sync,
-) -> (Vec<testkit::arma::ArmaReport>, Vec<String>) {
+) -> (Vec<ordersim::ArmaReport>, Vec<String>) {
     let results: Vec<_> = (0..count)
         .into_par_iter()
         .map(|seed| {
