@@ -9,7 +9,10 @@
 //! * `apply` — executes the decision on the state and queues its [`Applied`] outcome for
 //!   the shell, which persists and serves it.
 
+use std::collections::HashSet;
+
 use bft::{Application, Decision, Proposal, ProposalContext, Seq};
+use sha2::{Digest as _, Sha256};
 
 use super::header::Outcome;
 use super::request::{Item, decode, decode_verified};
@@ -30,12 +33,38 @@ pub struct Applied {
     pub outcome: Outcome,
 }
 
+/// Requests whose signatures verified, remembered so a request is verified once when it
+/// enters the pool and not again when a proposal carries it: two generations of at most
+/// [`VERIFIED_CACHE`] digests each (bounded; the older generation is dropped whole).
+#[derive(Clone, Debug, Default)]
+struct Verified {
+    current: HashSet<[u8; 32]>,
+    previous: HashSet<[u8; 32]>,
+}
+
+/// Request digests per generation of the verification cache.
+const VERIFIED_CACHE: usize = 16_384;
+
+impl Verified {
+    fn contains(&self, d: &[u8; 32]) -> bool {
+        self.current.contains(d) || self.previous.contains(d)
+    }
+
+    fn insert(&mut self, d: [u8; 32]) {
+        if self.current.len() >= VERIFIED_CACHE {
+            self.previous = std::mem::take(&mut self.current);
+        }
+        self.current.insert(d);
+    }
+}
+
 /// The Arma consenter application.
 #[derive(Clone, Debug)]
 pub struct ArmaApp {
     cfg: ArmaConfig,
     state: ArmaState,
     applied: Vec<Applied>,
+    verified: Verified,
     /// Decisions whose metadata differed from what this replica computes (should stay 0;
     /// a non-zero value means diverged state, for tests and metrics).
     pub diverged: u64,
@@ -48,6 +77,7 @@ impl ArmaApp {
             cfg,
             state,
             applied: Vec::new(),
+            verified: Verified::default(),
             diverged: 0,
         }
     }
@@ -86,7 +116,15 @@ impl ArmaApp {
 
 impl Application for ArmaApp {
     fn verify_request(&mut self, request: &[u8]) -> bool {
-        decode_verified(&self.cfg, request).is_ok()
+        let digest: [u8; 32] = Sha256::digest(request).into();
+        if self.verified.contains(&digest) {
+            return true;
+        }
+        let ok = decode_verified(&self.cfg, request).is_ok();
+        if ok {
+            self.verified.insert(digest);
+        }
+        ok
     }
 
     fn assemble(&mut self, ctx: ProposalContext, requests: &[Vec<u8>]) -> Vec<u8> {
