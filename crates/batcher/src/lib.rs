@@ -8,20 +8,27 @@
 //! censoring or lying primary. Terms and ordered batches are learned from the consenters'
 //! decisions.
 //!
-//! No I/O: `Batcher::handle(Input) -> Vec<Output>`; the shell (not written yet) executes
-//! outputs in order, persists batches and feeds back time, pulls and decisions.
+//! No I/O in the core: `Batcher::handle(Input) -> Vec<Output>`; the shell ([`node`],
+//! feature `shell`) executes outputs in order, persists batches and feeds back time,
+//! pulls and decisions.
 //!
 //! * `core.rs` — state, inputs, outputs, admission, terms, ordered and persisted batches.
 //! * `primary.rs` — cutting batches and counting acks.
 //! * `secondary.rs` — verifying pulled batches, forwarding, complaints.
 //! * `mempool.rs` — the pending queue and the memory of ordered requests.
 //! * `messages.rs` — batches, BAFs, complaints and their signed bytes.
+//! * [`codec`] — those messages to and from `wire::pb`, and the consenter request bytes.
+//! * [`node`] (feature `shell`) — the networked node: gRPC services and clients, the
+//!   batch store, the decision follower.
 
+pub mod codec;
 mod config;
 mod core;
 mod error;
 mod mempool;
 mod messages;
+#[cfg(feature = "shell")]
+pub mod node;
 mod primary;
 mod secondary;
 
