@@ -31,7 +31,7 @@ use std::time::Duration;
 use crypto::SigningKey;
 use journal::Durability;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use types::PartyId;
 use wire::server::ServerLimits;
@@ -107,8 +107,9 @@ pub struct ShellConfig {
     pub backoff_max: Duration,
     /// Batches served from memory (older ones are read from the store by `Fetch`).
     pub served_batches: NonZeroUsize,
-    /// Durability of the batch store and the progress log (`SyncEachAppend` in
-    /// production: a BAF is signed only for an fsynced batch).
+    /// Durability of the batch store and the progress log. The node syncs after every
+    /// append itself, so `Manual` (the default) makes each batch durable before the core
+    /// hears `Persisted`; `NoSync` is for tests only.
     pub durability: Durability,
 }
 
@@ -126,7 +127,7 @@ impl Default for ShellConfig {
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
             served_batches: n(256),
-            durability: Durability::SyncEachAppend,
+            durability: Durability::Manual,
         }
     }
 }
@@ -237,13 +238,17 @@ impl Stats {
     }
 }
 
+/// How long [`Handle::shutdown`] lets the server close its connections.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// A running batcher node.
 pub struct Handle {
     /// The address it serves on.
     pub addr: SocketAddr,
     /// Its counters.
     pub stats: Arc<Stats>,
-    shutdown: Option<oneshot::Sender<()>>,
+    stop: watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     main: JoinHandle<Result<()>>,
     persister: Option<std::thread::JoinHandle<()>>,
@@ -259,8 +264,25 @@ impl Handle {
     /// data directory can be reopened), and returns the loop's error if it had stopped
     /// on one.
     pub async fn shutdown(mut self) -> Result<()> {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+        let failed = self.main.is_finished();
+        if !failed {
+            self.main.abort();
+        }
+        let result = match (&mut self.main).await {
+            Ok(result) => result,
+            Err(e) if e.is_cancelled() => Ok(()),
+            Err(e) => Err(Error::Stopped {
+                reason: e.to_string(),
+            }),
+        };
+        // Open streams end and the server closes its connections (peers must not stay
+        // attached to a stopped node); past the grace period it is aborted.
+        self.stop.send_replace(true);
+        if let Some(mut server) = self.server.take()
+            && tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.is_err()
+        {
+            server.abort();
+            let _ = server.await;
         }
         for t in &self.tasks {
             t.abort();
@@ -268,17 +290,6 @@ impl Handle {
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
-        let result = if self.main.is_finished() {
-            (&mut self.main).await.unwrap_or_else(|e| {
-                Err(Error::Stopped {
-                    reason: e.to_string(),
-                })
-            })
-        } else {
-            self.main.abort();
-            let _ = (&mut self.main).await;
-            Ok(())
-        };
         if let Some(thread) = self.persister.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tracing::{error, info, warn};
@@ -85,6 +85,13 @@ pub(super) async fn start(config: NodeConfig, listener: TcpListener) -> Result<H
     };
     let mut core = Batcher::new(config.batcher.clone(), config.key.clone(), start)?;
     let stats = Arc::new(Stats::default());
+    let party = config.batcher.party;
+    let own_highest = recovered
+        .unordered
+        .iter()
+        .filter(|b| b.id().primary == party)
+        .map(|b| b.id().seq)
+        .max();
     let mut initial = Vec::new();
     for batch in recovered.unordered {
         let outputs = core.restore(batch);
@@ -92,6 +99,18 @@ pub(super) async fn start(config: NodeConfig, listener: TcpListener) -> Result<H
             bump(&stats.batches_restored);
         }
         initial.extend(outputs);
+    }
+    // Safety net: a primary must never cut a seq it already signed in the term.
+    if let (Some(highest), true) = (own_highest, core.is_primary())
+        && core.next_seq().is_none_or(|next| next <= highest)
+    {
+        return Err(Error::Storage {
+            what: "restore the batches of the term",
+            reason: format!(
+                "seq {highest} is stored but the core would cut {:?} next",
+                core.next_seq()
+            ),
+        });
     }
     info!(
         party = config.batcher.party,
@@ -155,11 +174,13 @@ impl Parts {
         config: &NodeConfig,
         tx_intake: mpsc::Sender<IntakeItem>,
         tx_peer: mpsc::Sender<PeerEvent>,
+        stop: watch::Receiver<bool>,
     ) -> (IntakeService, PeerService) {
         let cfg = &config.batcher;
         let intake = IntakeService {
             tx: tx_intake,
             stream_max_in_flight: config.shell.stream_max_in_flight.get(),
+            stop: stop.clone(),
         };
         let peer = PeerService {
             shard: cfg.shard,
@@ -168,6 +189,7 @@ impl Parts {
             served: Arc::clone(&self.served),
             store: self.reader.clone(),
             tx_peer,
+            stop,
         };
         (intake, peer)
     }
@@ -191,9 +213,10 @@ impl Parts {
             term: progress.term,
             ordered: None,
         });
-        let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone());
-        let (server, tx_shutdown) = serve(self.listener, &config.server, intake, peer);
-        let mut tasks = vec![server];
+        let (tx_stop, rx_stop) = watch::channel(false);
+        let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone());
+        let server = serve(self.listener, &config.server, intake, peer, rx_stop);
+        let mut tasks = Vec::new();
         tasks.push(tokio::spawn(run_pull(PullCtx {
             shard: cfg.shard,
             peers: self.peers.clone(),
@@ -250,7 +273,8 @@ impl Parts {
         Ok(Handle {
             addr,
             stats: self.stats,
-            shutdown: Some(tx_shutdown),
+            stop: tx_stop,
+            server: Some(server),
             tasks,
             main,
             persister: Some(self.persister),
@@ -258,27 +282,26 @@ impl Parts {
     }
 }
 
-/// Serves both services on `listener` until the returned sender fires.
+/// Serves both services on `listener` until `stop` turns true and every stream ended.
 fn serve(
     listener: TcpListener,
     limits: &wire::server::ServerLimits,
     intake: IntakeService,
     peer: PeerService,
-) -> (JoinHandle<()>, oneshot::Sender<()>) {
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
     let (incoming, _conn_stats) = wire::server::incoming(listener, limits);
-    let (tx_shutdown, rx_shutdown) = oneshot::channel::<()>();
     let server = wire::server::builder(limits)
         .add_service(intake.into_server())
         .add_service(peer.into_server());
-    let task = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = rx_shutdown.await;
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
         };
         if let Err(e) = server.serve_with_incoming_shutdown(incoming, shutdown).await {
             warn!(error = %e, "batcher server ended");
         }
-    });
-    (task, tx_shutdown)
+    })
 }
 
 type Acks = PeerSenders<pb::BatchAttestationFragment>;

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use types::ShardId;
@@ -39,6 +39,17 @@ pub struct IntakeService {
     pub tx: mpsc::Sender<IntakeItem>,
     /// Requests per stream awaiting their answer.
     pub stream_max_in_flight: usize,
+    /// Turns true when the node stops: open streams end.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Waits until the node stops.
+async fn stopping(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+fn stopped() -> Status {
+    Status::unavailable("the batcher is stopping")
 }
 
 impl IntakeService {
@@ -61,12 +72,17 @@ impl BatcherIntake for IntakeService {
         let mut input = request.into_inner();
         let (tx_out, rx_out) = mpsc::channel(self.stream_max_in_flight.max(1));
         let tx_core = self.tx.clone();
+        let stop = self.stop.clone();
         tokio::spawn(async move {
             loop {
                 let Ok(reply) = tx_out.clone().reserve_owned().await else {
                     return;
                 };
-                let message = match input.message().await {
+                let next = tokio::select! {
+                    m = input.message() => m,
+                    () = stopping(stop.clone()) => Err(stopped()),
+                };
+                let message = match next {
                     Ok(Some(m)) => m,
                     Ok(None) => return,
                     Err(status) => {
@@ -104,6 +120,8 @@ pub struct PeerService {
     pub store: StoreReader,
     /// The loop's peer queue.
     pub tx_peer: mpsc::Sender<PeerEvent>,
+    /// Turns true when the node stops: open streams end.
+    pub stop: watch::Receiver<bool>,
 }
 
 impl PeerService {
@@ -122,6 +140,14 @@ impl PeerService {
             )));
         }
         Ok(())
+    }
+
+    /// The next message of a client stream, or an error once the node stops.
+    async fn next<T>(&self, stream: &mut Streaming<T>) -> Result<Option<T>, Status> {
+        tokio::select! {
+            m = stream.message() => m,
+            () = stopping(self.stop.clone()) => Err(stopped()),
+        }
     }
 
     async fn send(&self, event: PeerEvent) -> Result<(), Status> {
@@ -143,6 +169,7 @@ impl BatcherPeer for PeerService {
         self.check_shard(r.shard)?;
         let (tx, rx) = mpsc::channel(2);
         let served = Arc::clone(&self.served);
+        let stop = self.stop.clone();
         tokio::spawn(async move {
             let mut version = served.subscribe();
             let mut seq = r.from_seq;
@@ -159,6 +186,10 @@ impl BatcherPeer for PeerService {
                 tokio::select! {
                     changed = version.changed() => if changed.is_err() { return; },
                     () = tx.closed() => return,
+                    () = stopping(stop.clone()) => {
+                        let _ = tx.send(Err(stopped())).await;
+                        return;
+                    }
                 }
             }
         });
@@ -190,7 +221,7 @@ impl BatcherPeer for PeerService {
         request: Request<Streaming<pb::BatchAttestationFragment>>,
     ) -> Result<Response<pb::PeerAck>, Status> {
         let mut stream = request.into_inner();
-        while let Some(message) = stream.message().await? {
+        while let Some(message) = self.next(&mut stream).await? {
             let baf = Baf::try_from(message).map_err(|e| Status::invalid_argument(e.to_string()))?;
             self.send(PeerEvent::Ack(baf)).await?;
         }
@@ -202,7 +233,7 @@ impl BatcherPeer for PeerService {
         request: Request<Streaming<pb::ForwardRequest>>,
     ) -> Result<Response<pb::PeerAck>, Status> {
         let mut stream = request.into_inner();
-        while let Some(m) = stream.message().await? {
+        while let Some(m) = self.next(&mut stream).await? {
             if m.from == 0 || m.from > self.parties {
                 return Err(Status::invalid_argument(format!("no party {}", m.from)));
             }

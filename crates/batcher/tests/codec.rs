@@ -1,0 +1,180 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+//! The wire codec: round trips of every message and the typed refusal of malformed ones.
+
+mod common;
+
+use batcher::codec::{
+    ConsenterRequest, MAX_SIGNATURE_BYTES, decode_consenter_request, encode_consenter_request,
+};
+use batcher::{Baf, Complaint, ComplaintReason, Error, SignedBatch};
+use common::{key, req};
+use prost::Message as _;
+use types::BatchId;
+use wire::pb;
+
+fn batch() -> SignedBatch {
+    SignedBatch::sign(BatchId::new(0, 1, 7), 3, vec![req(1, 10), req(2, 20)], &key(1))
+}
+
+fn baf() -> Baf {
+    Baf::sign(batch().header, 2, &key(2))
+}
+
+fn complaint() -> Complaint {
+    Complaint::sign(0, 3, 4, ComplaintReason::BogusBatch, &key(4))
+}
+
+#[test]
+fn messages_round_trip() {
+    let b = batch();
+    let wire = pb::Batch::from(&b);
+    assert_eq!(wire.term, 3);
+    assert_eq!(wire.tx_count, 2);
+    assert_eq!(SignedBatch::try_from(wire).unwrap(), b);
+    // A batch that was decoded still verifies.
+    let decoded =
+        SignedBatch::try_from(pb::Batch::decode(pb::Batch::from(&b).encode_to_vec().as_slice()).unwrap())
+            .unwrap();
+    assert!(decoded.signature_verifies(&key(1).public_key()));
+
+    let a = baf();
+    assert_eq!(Baf::try_from(pb::BatchAttestationFragment::from(&a)).unwrap(), a);
+    let c = complaint();
+    let wire = pb::Complaint::from(&c);
+    assert_eq!(wire.reason, "bogus-batch");
+    assert_eq!(Complaint::try_from(wire).unwrap(), c);
+    let censorship = Complaint::sign(1, 9, 2, ComplaintReason::Censorship, &key(2));
+    assert_eq!(
+        Complaint::try_from(pb::Complaint::from(&censorship)).unwrap(),
+        censorship
+    );
+
+    for request in [
+        ConsenterRequest::from(a.clone()),
+        ConsenterRequest::from(c.clone()),
+    ] {
+        let bytes = encode_consenter_request(&request);
+        let decoded = decode_consenter_request(&bytes).unwrap();
+        assert_eq!(decoded, request);
+        match decoded {
+            ConsenterRequest::Baf(b) => assert!(b.verifies(&key(2).public_key())),
+            ConsenterRequest::Complaint(c) => assert!(c.verifies(&key(4).public_key())),
+        }
+    }
+}
+
+fn malformed(message: &str, field: &str) -> impl Fn(Error) -> bool {
+    let (message, field) = (message.to_string(), field.to_string());
+    move |e| matches!(&e, Error::Malformed { message: m, field: f, .. } if *m == message && *f == field)
+}
+
+#[test]
+fn malformed_batches_are_refused_with_the_field() {
+    type Edit = fn(&mut pb::Batch);
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        ("short digest", |b| b.digest.truncate(31), "digest"),
+        ("long digest", |b| b.digest.push(0), "digest"),
+        ("no digest", |b| b.digest.clear(), "digest"),
+        ("no signature", |b| b.signature.clear(), "signature"),
+        (
+            "huge signature",
+            |b| b.signature = vec![1; MAX_SIGNATURE_BYTES + 1],
+            "signature",
+        ),
+        ("primary 0", |b| b.primary = 0, "primary"),
+    ];
+    for (what, edit, field) in cases {
+        let mut wire = pb::Batch::from(&batch());
+        edit(&mut wire);
+        let e = SignedBatch::try_from(wire).unwrap_err();
+        assert!(malformed("Batch", field)(e.clone()), "{what}: {e:?}");
+    }
+    // A wrong tx count or a digest of other requests is the core's to judge (it is
+    // evidence for a complaint), not the codec's.
+    let mut wire = pb::Batch::from(&batch());
+    wire.tx_count = 9;
+    wire.requests.pop();
+    let b = SignedBatch::try_from(wire).unwrap();
+    assert!(matches!(
+        batcher::verify_batch(&common::config(2, 1), &b),
+        Err(Error::TxCountMismatch { .. })
+    ));
+}
+
+#[test]
+fn malformed_bafs_and_complaints_are_refused_with_the_field() {
+    type EditBaf = fn(&mut pb::BatchAttestationFragment);
+    let cases: Vec<(EditBaf, &str)> = vec![
+        (|b| b.digest.truncate(1), "digest"),
+        (|b| b.signature.clear(), "signature"),
+        (|b| b.signer = 0, "signer"),
+        (|b| b.primary = 0, "primary"),
+    ];
+    for (edit, field) in cases {
+        let mut wire = pb::BatchAttestationFragment::from(&baf());
+        edit(&mut wire);
+        let e = Baf::try_from(wire).unwrap_err();
+        assert!(
+            malformed("BatchAttestationFragment", field)(e.clone()),
+            "{field}: {e:?}"
+        );
+    }
+    type EditComplaint = fn(&mut pb::Complaint);
+    let cases: Vec<(EditComplaint, &str)> = vec![
+        (|c| c.reason = "lazy".into(), "reason"),
+        (|c| c.reason = "x".repeat(10_000), "reason"),
+        (|c| c.reason.clear(), "reason"),
+        (|c| c.signature = vec![0; MAX_SIGNATURE_BYTES + 1], "signature"),
+        (|c| c.signer = 0, "signer"),
+    ];
+    for (edit, field) in cases {
+        let mut wire = pb::Complaint::from(&complaint());
+        edit(&mut wire);
+        let e = Complaint::try_from(wire).unwrap_err();
+        assert!(malformed("Complaint", field)(e.clone()), "{field}: {e:?}");
+        // An error names at most a short prefix of an unknown reason.
+        assert!(e.to_string().len() < 300);
+    }
+}
+
+#[test]
+fn malformed_consenter_requests_are_refused() {
+    let empty = pb::ConsenterRequest { kind: None }.encode_to_vec();
+    assert_eq!(
+        decode_consenter_request(&empty).unwrap_err(),
+        Error::MissingField {
+            message: "ConsenterRequest",
+            field: "kind"
+        }
+    );
+    assert!(matches!(
+        decode_consenter_request(&[0xff, 0xff, 0xff]).unwrap_err(),
+        Error::Undecodable {
+            message: "ConsenterRequest",
+            ..
+        }
+    ));
+    let mut bad = pb::BatchAttestationFragment::from(&baf());
+    bad.digest.clear();
+    let bytes = pb::ConsenterRequest {
+        kind: Some(pb::consenter_request::Kind::Baf(bad)),
+    }
+    .encode_to_vec();
+    assert!(malformed("BatchAttestationFragment", "digest")(
+        decode_consenter_request(&bytes).unwrap_err()
+    ));
+    let mut bad = pb::Complaint::from(&complaint());
+    bad.reason = "nope".into();
+    let bytes = pb::ConsenterRequest {
+        kind: Some(pb::consenter_request::Kind::Complaint(bad)),
+    }
+    .encode_to_vec();
+    assert!(malformed("Complaint", "reason")(
+        decode_consenter_request(&bytes).unwrap_err()
+    ));
+}
