@@ -7,6 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_stream::wrappers::ReceiverStream;
@@ -296,7 +298,16 @@ pub async fn run_submitter(
     }
 }
 
-async fn submit_round(bytes: &[u8], consenters: &[Channel], shell: ShellConfig) -> Result<(), String> {
+/// Why a round of `Submit` calls failed.
+#[derive(Debug)]
+enum RoundError {
+    /// Every consenter failed; worth retrying.
+    Retry(String),
+    /// A consenter refused the request as invalid: retrying cannot help.
+    Refused(String),
+}
+
+async fn submit_round(bytes: &[u8], consenters: &[Channel], shell: ShellConfig) -> Result<(), RoundError> {
     let calls = consenters.iter().map(|channel| {
         let mut client = BftConsensusClient::new(channel.clone()).max_decoding_message_size(1 << 10);
         let request = pb::BftSubmitRequest {
@@ -305,13 +316,28 @@ async fn submit_round(bytes: &[u8], consenters: &[Channel], shell: ShellConfig) 
         Box::pin(async move {
             match tokio::time::timeout(shell.submit_timeout, client.submit(request)).await {
                 Ok(Ok(r)) if r.get_ref().accepted => Ok(()),
-                Ok(Ok(_)) => Err("not accepted".to_string()),
-                Ok(Err(s)) => Err(format!("{:?}: {}", s.code(), s.message())),
-                Err(_) => Err("timed out".to_string()),
+                Ok(Ok(_)) => Err(RoundError::Retry("not accepted".to_string())),
+                Ok(Err(s)) if s.code() == tonic::Code::InvalidArgument => {
+                    Err(RoundError::Refused(s.message().to_string()))
+                }
+                Ok(Err(s)) => Err(RoundError::Retry(format!("{:?}: {}", s.code(), s.message()))),
+                Err(_) => Err(RoundError::Retry("timed out".to_string())),
             }
         })
     });
-    futures::future::select_ok(calls).await.map(|_| ())
+    let mut pending: FuturesUnordered<_> = calls.collect();
+    let mut failure = RoundError::Retry("no consenter".into());
+    while let Some(result) = pending.next().await {
+        match result {
+            Ok(()) => return Ok(()),
+            // A refusal means the request itself is refused (a stale term, a bad
+            // signature): every correct consenter judges it alike.
+            Err(e @ RoundError::Refused(_)) => failure = e,
+            Err(e) if matches!(failure, RoundError::Retry(_)) => failure = e,
+            Err(_) => {}
+        }
+    }
+    Err(failure)
 }
 
 /// Submits one job to every consenter until one answers that it is decided, or the job
@@ -335,7 +361,15 @@ async fn submit_one(
         };
         match done {
             Ok(()) => return,
-            Err(reason) => {
+            Err(RoundError::Refused(reason)) => {
+                warn!(
+                    term = job.term,
+                    reason, "the consenters refused a BAF or complaint; dropped"
+                );
+                bump(&stats.submits_dropped);
+                return;
+            }
+            Err(RoundError::Retry(reason)) => {
                 warn!(
                     term = job.term,
                     attempt, reason, "submit to the consenters failed; retrying"

@@ -2,7 +2,7 @@
 //! router requests, peer messages, persisted batches and decisions, and executes its
 //! outputs in order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -251,6 +251,8 @@ impl Parts {
             stats: Arc::clone(&self.stats),
             served: self.served,
             tx_persist: self.tx_persist,
+            rx_done: self.rx_done,
+            deferred: VecDeque::new(),
             acks,
             forwards,
             tx_submit,
@@ -267,7 +269,6 @@ impl Parts {
                 rx_intake,
                 rx_peer,
                 rx_decided,
-                rx_done: self.rx_done,
             },
         ));
         Ok(Handle {
@@ -328,7 +329,6 @@ struct Queues {
     rx_intake: mpsc::Receiver<IntakeItem>,
     rx_peer: mpsc::Receiver<PeerEvent>,
     rx_decided: mpsc::Receiver<Decided>,
-    rx_done: mpsc::Receiver<Done>,
 }
 
 /// The loop's state: the core and the ends of every queue it feeds.
@@ -339,6 +339,10 @@ struct Node {
     stats: Arc<Stats>,
     served: Arc<Served>,
     tx_persist: mpsc::Sender<Job>,
+    rx_done: mpsc::Receiver<Done>,
+    /// Reports of the persister read while the loop waited for room in its queue (so
+    /// neither waits for the other), fed before the next input.
+    deferred: VecDeque<Done>,
     acks: Acks,
     forwards: Forwards,
     tx_submit: mpsc::Sender<SubmitJob>,
@@ -359,16 +363,12 @@ impl Node {
         let mut tick = tokio::time::interval(self.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            while let Some(done) = self.deferred.pop_front() {
+                self.on_done(Some(done)).await?;
+            }
             tokio::select! {
                 biased;
-                done = q.rx_done.recv() => match done {
-                    Some(Done::Persisted { id, digest }) => self.feed(Input::Persisted { id, digest }).await?,
-                    Some(Done::Failed(e)) => {
-                        error!(error = %e, "persisting failed: the batcher stops");
-                        return Err(e);
-                    }
-                    None => return Err(stopped("the persister thread ended")),
-                },
+                done = self.rx_done.recv() => self.on_done(done).await?,
                 _ = tick.tick() => {
                     let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
                     self.feed(Input::Tick(now)).await?;
@@ -384,6 +384,35 @@ impl Node {
                 item = q.rx_intake.recv() => match item {
                     Some(i) => self.on_intake(i).await?,
                     None => return Err(stopped("the intake queue closed")),
+                },
+            }
+        }
+    }
+
+    async fn on_done(&mut self, done: Option<Done>) -> Result<()> {
+        match done {
+            Some(Done::Persisted { id, digest }) => self.feed(Input::Persisted { id, digest }).await,
+            Some(Done::Failed(e)) => {
+                error!(error = %e, "persisting failed: the batcher stops");
+                Err(e)
+            }
+            None => Err(stopped("the persister thread ended")),
+        }
+    }
+
+    /// Queues a job for the persister; while its queue is full, keeps reading its
+    /// reports so that the two never wait for each other.
+    async fn persist(&mut self, job: Job) -> Result<()> {
+        let (tx, rx) = (&self.tx_persist, &mut self.rx_done);
+        loop {
+            tokio::select! {
+                permit = tx.reserve() => {
+                    permit.map_err(|_| stopped("the persister thread ended"))?.send(job);
+                    return Ok(());
+                }
+                done = rx.recv() => match done {
+                    Some(d) => self.deferred.push_back(d),
+                    None => return Err(stopped("the persister thread ended")),
                 },
             }
         }
@@ -463,10 +492,7 @@ impl Node {
         }
         self.progress.next_decision = decided.number.saturating_add(1);
         bump(&self.stats.decisions);
-        self.tx_persist
-            .send(Job::Progress(self.progress))
-            .await
-            .map_err(|_| stopped("the persister thread ended"))?;
+        self.persist(Job::Progress(self.progress)).await?;
         self.publish();
         Ok(())
     }
@@ -500,10 +526,7 @@ impl Node {
                         &self.stats.batches_accepted
                     };
                     bump(counter);
-                    self.tx_persist
-                        .send(Job::Batch(batch))
-                        .await
-                        .map_err(|_| stopped("the persister thread ended"))?;
+                    self.persist(Job::Batch(batch)).await?;
                 }
                 Output::Serve(batch) => self.served.insert(batch),
                 Output::SendBaf(baf) => {
