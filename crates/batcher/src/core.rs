@@ -259,6 +259,14 @@ impl Batcher {
         std::mem::take(&mut self.out)
     }
 
+    /// After a restart, remembers a request as ordered (the shell replays the digests of
+    /// the last `ordered_memory` ordered requests from its progress log), so that a
+    /// resubmission is refused as a duplicate.
+    pub fn remember_ordered(&mut self, digest: RequestDigest) {
+        self.mempool.remove(&digest);
+        self.ordered.insert(digest);
+    }
+
     /// Whether this batcher is its shard's primary in the current term.
     pub fn is_primary(&self) -> bool {
         self.primary == self.cfg.party

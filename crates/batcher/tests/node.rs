@@ -348,6 +348,15 @@ async fn restarted_secondary_and_primary_keep_going_without_a_second_batch_under
     })
     .await;
     net.restart(3).await;
+    // Its memory of ordered requests survived the restart (the progress log): what was
+    // ordered before it stopped is still a duplicate.
+    let again = Intake::open(net.addrs[&3]).await.submit(&sent[..12]).await;
+    assert!(
+        again
+            .iter()
+            .all(|a| !a.admitted && a.refusal == pb::IntakeRefusal::Duplicate as i32),
+        "{again:?}"
+    );
     net.submit_everywhere(&b).await;
     net.settle(&sent).await;
     let s3 = net.stats(3);

@@ -75,15 +75,20 @@ pub(super) async fn start(config: NodeConfig, listener: TcpListener) -> Result<H
     })?;
     let max_record = batch_record_bound(&config.batcher)?;
     let (dir, durability) = (config.data_dir.clone(), config.shell.durability);
-    let (store, recovered) = tokio::task::spawn_blocking(move || Store::open(&dir, durability, max_record))
-        .await
-        .map_err(stopped)??;
+    let memory = config.batcher.ordered_memory.get();
+    let (store, recovered) =
+        tokio::task::spawn_blocking(move || Store::open(&dir, durability, max_record, memory))
+            .await
+            .map_err(stopped)??;
     let progress = recovered.progress;
     let start = TermInfo {
         term: progress.term,
         last_ordered_seq: progress.last_ordered_seq,
     };
     let mut core = Batcher::new(config.batcher.clone(), config.key.clone(), start)?;
+    for digest in recovered.ordered {
+        core.remember_ordered(digest);
+    }
     let stats = Arc::new(Stats::default());
     let party = config.batcher.party;
     let own_highest = recovered
@@ -468,6 +473,11 @@ impl Node {
     }
 
     async fn on_decided(&mut self, decided: Decided) -> Result<()> {
+        let digests: Vec<RequestDigest> = decided
+            .ordered
+            .iter()
+            .flat_map(|o| o.requests.iter().map(|r| RequestDigest::of(r)))
+            .collect();
         for ordered in decided.ordered {
             bump(&self.stats.ordered_batches);
             self.served.remove(ordered.id, &ordered.digest);
@@ -492,7 +502,7 @@ impl Node {
         }
         self.progress.next_decision = decided.number.saturating_add(1);
         bump(&self.stats.decisions);
-        self.persist(Job::Progress(self.progress)).await?;
+        self.persist(Job::Progress(self.progress, digests)).await?;
         self.publish();
         Ok(())
     }

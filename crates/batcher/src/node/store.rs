@@ -5,12 +5,16 @@
 //!   fsynced before the core hears `Persisted` (persist before attest).
 //! * `progress/` (segments `*.progress`): one record per decision the node finished
 //!   feeding to its core: `u8 version = 1 ‖ u64 next_decision ‖ u64 term ‖
-//!   u64 last_ordered_seq` (big-endian). The last record is where a restart resumes.
+//!   u64 last_ordered_seq ‖ u32 count ‖ count × digest[32]` (big-endian), the digests
+//!   being those of the requests the decision ordered in this shard. The last record is
+//!   where a restart resumes; the digests of the last `ordered_memory` ordered requests
+//!   rebuild the core's memory of ordered requests (so a resubmission stays a
+//!   duplicate across a restart). Segments older than those records are removed.
 //!
 //! One persister thread owns both writers (blocking I/O stays off the async workers);
 //! a failed append or sync ends the thread with [`Done::Failed`] and the node stops.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -22,7 +26,7 @@ use types::BatchId;
 use types::digest::Digest32;
 use wire::pb;
 
-use crate::{Error, Result, SignedBatch};
+use crate::{Error, RequestDigest, Result, SignedBatch};
 
 /// Where the shard's ordering stood after the last decision the node finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,30 +47,78 @@ impl Progress {
         last_ordered_seq: 0,
     };
 
-    const LEN: usize = 25;
+    const LEN: usize = 29;
 
-    fn encode(&self) -> [u8; Progress::LEN] {
-        let mut out = [0u8; Progress::LEN];
-        out[0] = 1;
-        out[1..9].copy_from_slice(&self.next_decision.to_be_bytes());
-        out[9..17].copy_from_slice(&self.term.to_be_bytes());
-        out[17..25].copy_from_slice(&self.last_ordered_seq.to_be_bytes());
+    fn encode(&self, ordered: &[RequestDigest]) -> Vec<u8> {
+        let count = ordered.len().min(MAX_DIGESTS);
+        let skip = ordered.len().saturating_sub(count);
+        let mut out = Vec::with_capacity(Progress::LEN.saturating_add(count.saturating_mul(32)));
+        out.push(1);
+        out.extend_from_slice(&self.next_decision.to_be_bytes());
+        out.extend_from_slice(&self.term.to_be_bytes());
+        out.extend_from_slice(&self.last_ordered_seq.to_be_bytes());
+        out.extend_from_slice(&u32::try_from(count).unwrap_or(u32::MAX).to_be_bytes());
+        for d in ordered.iter().skip(skip) {
+            out.extend_from_slice(&d.0);
+        }
         out
     }
 
-    fn decode(bytes: &[u8]) -> Option<Progress> {
+    fn decode(bytes: &[u8]) -> Option<(Progress, Vec<RequestDigest>)> {
         let u64_at = |at: usize| -> Option<u64> {
             let b: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
             Some(u64::from_be_bytes(b))
         };
-        if bytes.len() != Progress::LEN || bytes.first() != Some(&1) {
+        if bytes.first() != Some(&1) {
             return None;
         }
-        Some(Progress {
+        let count: [u8; 4] = bytes.get(25..29)?.try_into().ok()?;
+        let count = usize::try_from(u32::from_be_bytes(count)).ok()?;
+        let digests = bytes.get(Progress::LEN..)?;
+        if digests.len() != count.checked_mul(32)? {
+            return None;
+        }
+        let progress = Progress {
             next_decision: u64_at(1)?,
             term: u64_at(9)?,
             last_ordered_seq: u64_at(17)?,
-        })
+        };
+        let ordered = digests
+            .chunks_exact(32)
+            .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(RequestDigest))
+            .collect();
+        Some((progress, ordered))
+    }
+}
+
+/// Largest progress record.
+const PROGRESS_MAX_RECORD: u32 = 64 << 20;
+/// Most request digests one progress record keeps (the last ones of the decision).
+const MAX_DIGESTS: usize = (PROGRESS_MAX_RECORD as usize - Progress::LEN) / 32;
+
+/// The progress records that still hold digests of the last `ordered_memory` ordered
+/// requests: `(record seq, digests in it)`, oldest first.
+#[derive(Debug, Default)]
+struct Recent {
+    records: VecDeque<(u64, usize)>,
+    digests: usize,
+    memory: usize,
+}
+
+impl Recent {
+    fn push(&mut self, seq: u64, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.records.push_back((seq, count));
+        self.digests = self.digests.saturating_add(count);
+        while let Some(&(_, first)) = self.records.front() {
+            if self.digests.saturating_sub(first) < self.memory {
+                break;
+            }
+            self.records.pop_front();
+            self.digests = self.digests.saturating_sub(first);
+        }
     }
 }
 
@@ -114,6 +166,27 @@ pub struct Recovered {
     pub unordered: Vec<Arc<SignedBatch>>,
     /// Batches in the store.
     pub stored: usize,
+    /// The digests of the last `ordered_memory` requests ordered in the shard, oldest
+    /// first.
+    pub ordered: Vec<RequestDigest>,
+}
+
+/// Indexes every stored batch; returns the index and the batches of the progress's term
+/// above its last ordered seq.
+fn index_batches(batches: &Journal, progress: Progress) -> Result<(StoreIndex, Vec<Arc<SignedBatch>>)> {
+    let mut index = StoreIndex::default();
+    let mut unordered = Vec::new();
+    for record in batches.reader().replay(batches.first_seq()) {
+        let record = record.map_err(|e| storage("replay the batch store", &e))?;
+        let batch = decode_batch(&record.payload)?;
+        index
+            .by_key
+            .insert((batch.id(), batch.header.digest), record.position);
+        if batch.header.term == progress.term && batch.id().seq > progress.last_ordered_seq {
+            unordered.push(Arc::new(batch));
+        }
+    }
+    Ok((index, unordered))
 }
 
 /// The open journals (owned by the persister thread once it runs).
@@ -122,6 +195,7 @@ pub struct Store {
     progress: Journal,
     index: Arc<Mutex<StoreIndex>>,
     appended_progress: u64,
+    recent: Recent,
 }
 
 fn storage(what: &'static str, e: &dyn std::fmt::Display) -> Error {
@@ -136,9 +210,14 @@ fn decode_batch(bytes: &[u8]) -> Result<SignedBatch> {
     SignedBatch::try_from(pb)
 }
 
-fn journal_config(extension: &'static str, durability: Durability, max_record: u32) -> journal::Config {
+fn journal_config(
+    extension: &'static str,
+    durability: Durability,
+    max_record: u32,
+    segment: u64,
+) -> journal::Config {
     journal::Config {
-        segment_bytes: NonZeroU64::new(64 << 20).unwrap_or(NonZeroU64::MIN),
+        segment_bytes: NonZeroU64::new(segment).unwrap_or(NonZeroU64::MIN),
         max_record_bytes: NonZeroU32::new(max_record).unwrap_or(NonZeroU32::MIN),
         durability,
         first_seq: 0,
@@ -148,51 +227,54 @@ fn journal_config(extension: &'static str, durability: Durability, max_record: u
 
 impl Store {
     /// Opens (or creates) the journals under `dir`, repairs a torn tail, indexes the
-    /// batches and reads the last progress record. Blocking.
-    pub fn open(dir: &Path, durability: Durability, max_batch_record: u32) -> Result<(Store, Recovered)> {
-        let batches = Journal::open(
-            dir.join("batches"),
-            journal_config("batch", durability, max_batch_record),
-        )
-        .map_err(|e| storage("open the batch store", &e))?;
-        let progress_cfg = journal_config("progress", durability, 64);
+    /// batches and reads the progress log. Blocking.
+    pub fn open(
+        dir: &Path,
+        durability: Durability,
+        max_batch_record: u32,
+        ordered_memory: usize,
+    ) -> Result<(Store, Recovered)> {
+        let batches_cfg = journal_config("batch", durability, max_batch_record, 64 << 20);
+        let batches = Journal::open(dir.join("batches"), batches_cfg)
+            .map_err(|e| storage("open the batch store", &e))?;
+        let progress_cfg = journal_config("progress", durability, PROGRESS_MAX_RECORD, 8 << 20);
         let progress_log = Journal::open(dir.join("progress"), progress_cfg)
             .map_err(|e| storage("open the progress log", &e))?;
         let mut progress = Progress::GENESIS;
+        let mut ordered = VecDeque::new();
+        let mut recent = Recent {
+            memory: ordered_memory,
+            ..Recent::default()
+        };
         for record in progress_log.reader().replay(progress_log.first_seq()) {
             let record = record.map_err(|e| storage("replay the progress log", &e))?;
-            progress = Progress::decode(&record.payload).ok_or_else(|| Error::Storage {
+            let (p, digests) = Progress::decode(&record.payload).ok_or_else(|| Error::Storage {
                 what: "decode the progress log",
                 reason: format!("record {} is not a progress record", record.seq),
             })?;
-        }
-        let mut index = StoreIndex::default();
-        let mut unordered = Vec::new();
-        for record in batches.reader().replay(batches.first_seq()) {
-            let record = record.map_err(|e| storage("replay the batch store", &e))?;
-            let batch = decode_batch(&record.payload)?;
-            index
-                .by_key
-                .insert((batch.id(), batch.header.digest), record.position);
-            if batch.header.term == progress.term && batch.id().seq > progress.last_ordered_seq {
-                unordered.push(Arc::new(batch));
+            progress = p;
+            recent.push(record.seq, digests.len());
+            ordered.extend(digests);
+            while ordered.len() > ordered_memory {
+                ordered.pop_front();
             }
         }
+        let (index, unordered) = index_batches(&batches, progress)?;
         let stored = index.by_key.len();
         let store = Store {
             batches,
             progress: progress_log,
             index: Arc::new(Mutex::new(index)),
             appended_progress: 0,
+            recent,
         };
-        Ok((
-            store,
-            Recovered {
-                progress,
-                unordered,
-                stored,
-            },
-        ))
+        let recovered = Recovered {
+            progress,
+            unordered,
+            stored,
+            ordered: ordered.into(),
+        };
+        Ok((store, recovered))
     }
 
     /// A reader sharing the index.
@@ -222,19 +304,21 @@ impl Store {
         Ok(())
     }
 
-    fn append_progress(&mut self, progress: &Progress) -> Result<()> {
+    fn append_progress(&mut self, progress: &Progress, ordered: &[RequestDigest]) -> Result<()> {
         let appended = self
             .progress
-            .append(&progress.encode())
+            .append(&progress.encode(ordered))
             .map_err(|e| storage("append progress", &e))?;
         self.progress
             .sync()
             .map_err(|e| storage("sync the progress log", &e))?;
+        self.recent.push(appended.seq, ordered.len().min(MAX_DIGESTS));
         self.appended_progress = self.appended_progress.saturating_add(1);
-        if self.appended_progress.is_multiple_of(4096) {
-            // Only the last record matters: drop the segments before it.
+        if self.appended_progress.is_multiple_of(1024) {
+            // Keep the last record and those holding the remembered digests.
+            let keep = self.recent.records.front().map_or(appended.seq, |(seq, _)| *seq);
             self.progress
-                .truncate_front(appended.seq)
+                .truncate_front(keep.min(appended.seq))
                 .map_err(|e| storage("truncate the progress log", &e))?;
         }
         Ok(())
@@ -246,8 +330,9 @@ impl Store {
 pub enum Job {
     /// Append and fsync a batch, then answer [`Done::Persisted`].
     Batch(Arc<SignedBatch>),
-    /// Append and fsync a progress record.
-    Progress(Progress),
+    /// Append and fsync a progress record with the digests of the requests the decision
+    /// ordered in this shard.
+    Progress(Progress, Vec<RequestDigest>),
 }
 
 /// What the persister thread reports.
@@ -281,7 +366,7 @@ pub fn spawn_persister(
                             digest: batch.header.digest,
                         })
                     }),
-                    Job::Progress(p) => store.append_progress(&p).map(|()| None),
+                    Job::Progress(p, ordered) => store.append_progress(&p, &ordered).map(|()| None),
                 };
                 match result {
                     Ok(Some(done)) => {
@@ -310,10 +395,70 @@ mod tests {
             term: 3,
             last_ordered_seq: u64::MAX,
         };
-        assert_eq!(Progress::decode(&p.encode()), Some(p));
-        let mut bad = p.encode();
+        let ordered = vec![RequestDigest([1; 32]), RequestDigest([2; 32])];
+        assert_eq!(Progress::decode(&p.encode(&ordered)), Some((p, ordered.clone())));
+        assert_eq!(Progress::decode(&p.encode(&[])), Some((p, vec![])));
+        let mut bad = p.encode(&ordered);
         bad[0] = 2;
         assert_eq!(Progress::decode(&bad), None);
-        assert_eq!(Progress::decode(&p.encode()[..24]), None);
+        let whole = p.encode(&ordered);
+        assert_eq!(Progress::decode(&whole[..whole.len() - 1]), None);
+        assert_eq!(Progress::decode(&whole[..24]), None);
+    }
+
+    #[test]
+    fn recent_records_cover_the_remembered_digests() {
+        let mut r = Recent {
+            memory: 5,
+            ..Recent::default()
+        };
+        r.push(1, 3);
+        r.push(2, 0);
+        r.push(3, 3);
+        assert_eq!(r.records, VecDeque::from([(1, 3), (3, 3)]));
+        r.push(4, 2);
+        // Records 3 and 4 hold 5 digests: record 1 is no longer needed.
+        assert_eq!(r.records, VecDeque::from([(3, 3), (4, 2)]));
+        r.push(5, 9);
+        assert_eq!(r.records, VecDeque::from([(5, 9)]));
+    }
+
+    #[test]
+    fn a_store_reopens_with_its_progress_batches_and_ordered_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, rec) = Store::open(dir.path(), Durability::NoSync, 1 << 20, 3).unwrap();
+        assert_eq!(
+            (rec.progress, rec.stored, rec.ordered.len()),
+            (Progress::GENESIS, 0, 0)
+        );
+        let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, "store-test");
+        let batch = |seq, term| {
+            SignedBatch::sign(
+                BatchId::new(0, 1, seq),
+                term,
+                vec![Arc::from(vec![seq as u8; 8])],
+                &key,
+            )
+        };
+        for (seq, term) in [(1, 0), (2, 0), (3, 1), (4, 1)] {
+            store.append_batch(&batch(seq, term)).unwrap();
+        }
+        let d = |b: u8| RequestDigest([b; 32]);
+        let p = Progress {
+            next_decision: 9,
+            term: 1,
+            last_ordered_seq: 3,
+        };
+        store.append_progress(&Progress::GENESIS, &[d(1), d(2)]).unwrap();
+        store.append_progress(&p, &[d(3), d(4)]).unwrap();
+        let b3 = batch(3, 1);
+        assert_eq!(store.reader().get(b3.id(), &b3.header.digest).unwrap(), Some(b3));
+        drop(store);
+        let (_, rec) = Store::open(dir.path(), Durability::NoSync, 1 << 20, 3).unwrap();
+        assert_eq!(rec.progress, p);
+        assert_eq!(rec.stored, 4);
+        assert_eq!(rec.ordered, vec![d(2), d(3), d(4)]);
+        let seqs: Vec<u64> = rec.unordered.iter().map(|b| b.id().seq).collect();
+        assert_eq!(seqs, vec![4]);
     }
 }
