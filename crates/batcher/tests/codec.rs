@@ -178,3 +178,24 @@ fn malformed_consenter_requests_are_refused() {
         decode_consenter_request(&bytes).unwrap_err()
     ));
 }
+
+#[test]
+fn the_batch_limit_takes_honest_batches_and_refuses_amplifying_ones() {
+    let limit = wire::limits::BATCH;
+    // An honest batch: 4,096 requests of 1 KiB.
+    let requests: Vec<_> = (0..4096).map(|i| req(i, 1024)).collect();
+    let honest = SignedBatch::sign(BatchId::new(0, 1, 1), 0, requests, &key(1));
+    let bytes = pb::Batch::from(&honest).encode_to_vec();
+    assert!(wire::budget::check(&bytes, limit.schema, limit.budget).is_ok());
+    // One million empty requests: 2 MiB on the wire, far more decoded.
+    let amplifying = pb::Batch {
+        requests: vec![vec![]; 1 << 20],
+        ..pb::Batch::from(&batch())
+    }
+    .encode_to_vec();
+    assert!(amplifying.len() < limit.max_bytes);
+    assert!(matches!(
+        wire::budget::check(&amplifying, limit.schema, limit.budget),
+        Err(wire::budget::BudgetError::OverBudget { .. })
+    ));
+}
