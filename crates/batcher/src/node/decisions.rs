@@ -96,7 +96,11 @@ impl Follower {
             if self.next > before {
                 attempt = 0;
             }
-            debug!(next = self.next, reason, "decision stream down");
+            if attempt >= 3 {
+                warn!(next = self.next, attempt, reason, "decision stream down");
+            } else {
+                debug!(next = self.next, reason, "decision stream down");
+            }
             tokio::time::sleep(self.shell.backoff(attempt)).await;
             attempt = attempt.saturating_add(1);
         }

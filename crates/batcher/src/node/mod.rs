@@ -297,6 +297,21 @@ impl Handle {
     }
 }
 
+impl Drop for Handle {
+    /// A handle dropped without [`Handle::shutdown`] still stops the node's tasks (it does
+    /// not wait for them).
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        self.main.abort();
+        if let Some(server) = &self.server {
+            server.abort();
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
 fn check(config: &NodeConfig) -> Result<()> {
     config.batcher.validate()?;
     let bad = |reason: String| Err(Error::NodeConfig { reason });
