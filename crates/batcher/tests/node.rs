@@ -113,6 +113,7 @@ impl Intake {
 }
 
 struct Net {
+    tweak: fn(&mut Config),
     dir: tempfile::TempDir,
     consenter: Arc<Scripted>,
     consenter_uri: String,
@@ -122,6 +123,11 @@ struct Net {
 
 impl Net {
     async fn start() -> Net {
+        Net::start_with(|_| {}).await
+    }
+
+    /// A network whose core configs are changed by `tweak`.
+    async fn start_with(tweak: fn(&mut Config)) -> Net {
         let keys = (1..=PARTIES).map(|p| (p, common::key(p).public_key())).collect();
         let (consenter, caddr) = Scripted::start(keys, 1).await;
         let mut listeners = BTreeMap::new();
@@ -129,6 +135,7 @@ impl Net {
             listeners.insert(p, TcpListener::bind("127.0.0.1:0").await.unwrap());
         }
         let mut net = Net {
+            tweak,
             dir: tempfile::tempdir().unwrap(),
             consenter,
             consenter_uri: format!("http://{caddr}"),
@@ -145,8 +152,10 @@ impl Net {
     }
 
     fn config(&self, party: PartyId) -> NodeConfig {
+        let mut batcher = core_config(party);
+        (self.tweak)(&mut batcher);
         NodeConfig {
-            batcher: core_config(party),
+            batcher,
             key: common::key(party),
             listen: self.addrs[&party],
             server: wire::server::ServerLimits::default(),
@@ -400,6 +409,54 @@ async fn restarted_secondary_and_primary_keep_going_without_a_second_batch_under
     let seqs: Vec<u64> = net.consenter.headers().iter().map(|h| h.seq).collect();
     let distinct: BTreeSet<u64> = seqs.iter().copied().collect();
     assert_eq!(distinct.len(), seqs.len(), "one batch per seq: {seqs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_change_moves_the_primary_and_the_pulls() {
+    let net = Net::start().await;
+    let mut sent = requests(0..8);
+    net.submit_everywhere(&sent).await;
+    net.settle(&sent).await;
+    net.consenter.next_term(0);
+    for p in 1..=PARTIES {
+        eventually("every node is in term 1", || net.stats(p).term == 1).await;
+    }
+    let b = requests(100..108);
+    net.submit_everywhere(&b).await;
+    sent.extend(b);
+    net.settle(&sent).await;
+    // Term 1's primary of shard 0 is party 2; party 1 now pulls from it.
+    let term1: Vec<_> = net
+        .consenter
+        .headers()
+        .into_iter()
+        .filter(|h| h.term == 1)
+        .collect();
+    assert!(!term1.is_empty());
+    assert!(term1.iter().all(|h| h.primary == 2), "{term1:?}");
+    assert!(net.stats(1).batches_accepted > 0, "{:?}", net.stats(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secondaries_complain_about_a_silent_primary_and_the_next_one_orders_their_requests() {
+    let mut net = Net::start_with(|c| {
+        c.forward_timeout_ms = 200;
+        c.complain_timeout_ms = 600;
+    })
+    .await;
+    net.stop(1).await;
+    let sent = requests(0..6);
+    net.submit_everywhere(&sent).await;
+    // Parties 2..4 forward to the dead primary, then complain; f+1 complaints move the
+    // shard to term 1, whose primary (party 2) batches the requests.
+    net.settle(&sent).await;
+    let headers = net.consenter.headers();
+    assert!(
+        headers.iter().all(|h| h.term == 1 && h.primary == 2),
+        "{headers:?}"
+    );
+    let complaints: u64 = (2..=PARTIES).map(|p| net.stats(p).complaints).sum();
+    assert!(complaints >= 2, "{}", net.dump());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
