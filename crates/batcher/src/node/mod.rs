@@ -88,6 +88,8 @@ pub struct ShellConfig {
     pub tick: Duration,
     /// Router requests queued for the core, all intake streams together.
     pub intake_queue: NonZeroUsize,
+    /// Bytes of the router requests queued for the core, all intake streams together.
+    pub intake_queue_bytes: NonZeroUsize,
     /// Requests of one intake stream awaiting their answer (answers queued included).
     pub stream_max_in_flight: NonZeroUsize,
     /// Messages from peers (acks, forwards, pulled batches) queued for the core.
@@ -119,8 +121,9 @@ impl Default for ShellConfig {
         ShellConfig {
             tick: Duration::from_millis(5),
             intake_queue: n(1024),
+            intake_queue_bytes: n(64 << 20),
             stream_max_in_flight: n(1024),
-            peer_queue: n(256),
+            peer_queue: n(64),
             peer_send_queue: n(1024),
             submit_concurrency: n(64),
             submit_timeout: Duration::from_secs(10),

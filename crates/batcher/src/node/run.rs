@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tracing::{error, info, warn};
@@ -182,9 +182,19 @@ impl Parts {
         stop: watch::Receiver<bool>,
     ) -> (IntakeService, PeerService) {
         let cfg = &config.batcher;
+        // The byte bound admits at least one request of the largest size.
+        let queue_bytes = config
+            .shell
+            .intake_queue_bytes
+            .get()
+            .max(cfg.max_request_bytes.get())
+            .min(Semaphore::MAX_PERMITS);
         let intake = IntakeService {
             tx: tx_intake,
             stream_max_in_flight: config.shell.stream_max_in_flight.get(),
+            queue_bytes: Arc::new(Semaphore::new(queue_bytes)),
+            max_request_bytes: cfg.max_request_bytes.get(),
+            stats: Arc::clone(&self.stats),
             stop: stop.clone(),
         };
         let peer = PeerService {
@@ -442,6 +452,7 @@ impl Node {
     async fn on_intake(&mut self, item: IntakeItem) -> Result<()> {
         let digest = RequestDigest::of(&item.request);
         let outputs = self.core.handle(Input::Request(item.request));
+        drop(item.bytes);
         let answer = outputs.iter().find_map(|o| match o {
             Output::Admitted { digest: d } if *d == digest => Some(None),
             Output::Refused { digest: d, reason } if *d == digest => Some(Some(*reason)),

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use types::ShardId;
@@ -30,6 +30,8 @@ pub struct IntakeItem {
     pub request: crate::Request,
     /// Where the answer goes.
     pub reply: mpsc::OwnedPermit<Result<pb::IntakeResponse, Status>>,
+    /// The request's share of the intake's byte bound, released once the core took it.
+    pub bytes: OwnedSemaphorePermit,
 }
 
 /// `BatcherIntake`.
@@ -39,8 +41,22 @@ pub struct IntakeService {
     pub tx: mpsc::Sender<IntakeItem>,
     /// Requests per stream awaiting their answer.
     pub stream_max_in_flight: usize,
+    /// Bytes of requests queued for the core, all streams together.
+    pub queue_bytes: Arc<Semaphore>,
+    /// Larger requests are answered `TOO_LARGE` without reaching the core.
+    pub max_request_bytes: usize,
+    /// Counters (refusals made here).
+    pub stats: Arc<super::Stats>,
     /// Turns true when the node stops: open streams end.
     pub stop: watch::Receiver<bool>,
+}
+
+fn too_large(id: u64) -> pb::IntakeResponse {
+    pb::IntakeResponse {
+        id,
+        admitted: false,
+        refusal: pb::IntakeRefusal::TooLarge as i32,
+    }
 }
 
 /// Waits until the node stops.
@@ -71,8 +87,9 @@ impl BatcherIntake for IntakeService {
     ) -> Result<Response<Self::IntakeStream>, Status> {
         let mut input = request.into_inner();
         let (tx_out, rx_out) = mpsc::channel(self.stream_max_in_flight.max(1));
-        let tx_core = self.tx.clone();
-        let stop = self.stop.clone();
+        let (tx_core, stop) = (self.tx.clone(), self.stop.clone());
+        let (budget, max) = (Arc::clone(&self.queue_bytes), self.max_request_bytes);
+        let stats = Arc::clone(&self.stats);
         tokio::spawn(async move {
             loop {
                 let Ok(reply) = tx_out.clone().reserve_owned().await else {
@@ -90,10 +107,21 @@ impl BatcherIntake for IntakeService {
                         return;
                     }
                 };
+                if message.request.len() > max {
+                    super::bump(&stats.refused);
+                    reply.send(Ok(too_large(message.id)));
+                    continue;
+                }
+                // Within u32: at most `max`, and `max` fits the intake message limit.
+                let want = u32::try_from(message.request.len().max(1)).unwrap_or(u32::MAX);
+                let Ok(bytes) = Arc::clone(&budget).acquire_many_owned(want).await else {
+                    return;
+                };
                 let item = IntakeItem {
                     id: message.id,
                     request: Arc::from(message.request),
                     reply,
+                    bytes,
                 };
                 if let Err(mpsc::error::SendError(item)) = tx_core.send(item).await {
                     item.reply.send(Err(Status::unavailable("the batcher stopped")));
