@@ -508,6 +508,15 @@ impl Node {
                 self.progress.last_ordered_seq = info.last_ordered_seq;
                 self.ordered_mark = None;
                 self.served.forget_before(info.term);
+                // The new term is recorded before the core acts in it. The persister
+                // appends in order, so no batch of the new term is fsynced (and so
+                // served or attested) before this record: a restart restores them. The
+                // record names this decision as the next one, so a restart reads it again.
+                let record = Progress {
+                    next_decision: decided.number,
+                    ..self.progress
+                };
+                self.persist(Job::Progress(record, Vec::new())).await?;
             }
             self.feed(Input::TermChanged(info)).await?;
         }
