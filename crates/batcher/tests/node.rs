@@ -435,6 +435,34 @@ async fn a_term_change_moves_the_primary_and_the_pulls() {
     assert!(!term1.is_empty());
     assert!(term1.iter().all(|h| h.primary == 2), "{term1:?}");
     assert!(net.stats(1).batches_accepted > 0, "{:?}", net.stats(1));
+
+    // Term 1's primary restarts with attested, unordered batches of term 1: it restores
+    // them (its progress log names term 1) and goes on after them.
+    let mut net = net;
+    net.consenter.pause();
+    let c = requests(200..208);
+    net.submit_everywhere(&c).await;
+    sent.extend(c);
+    eventually("party 2 cut every request", || {
+        let s = net.stats(2);
+        s.pending == 0 && s.in_flight == 8
+    })
+    .await;
+    eventually("the batches are attested", || {
+        net.consenter.attested_unordered() >= 2
+    })
+    .await;
+    net.stop(2).await;
+    net.restart(2).await;
+    assert!(net.stats(2).batches_restored >= 2, "{:?}", net.stats(2));
+    let d = requests(300..304);
+    net.submit_everywhere(&d).await;
+    sent.extend(d);
+    net.consenter.resume();
+    net.settle(&sent).await;
+    let keys: Vec<_> = net.consenter.headers().iter().map(|h| (h.term, h.seq)).collect();
+    let distinct: BTreeSet<_> = keys.iter().copied().collect();
+    assert_eq!(distinct.len(), keys.len(), "one batch per (term, seq): {keys:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
