@@ -212,10 +212,45 @@ impl TryFrom<pb::ConsenterRequest> for ConsenterRequest {
     }
 }
 
+/// A borrowed BAF or complaint, what [`encode_consenter_request`] takes
+/// (`&Baf`, `&Complaint` and `&ConsenterRequest` convert into it).
+#[derive(Debug, Clone, Copy)]
+pub enum ConsenterRequestRef<'a> {
+    /// A BAF.
+    Baf(&'a Baf),
+    /// A complaint.
+    Complaint(&'a Complaint),
+}
+
+impl<'a> From<&'a Baf> for ConsenterRequestRef<'a> {
+    fn from(baf: &'a Baf) -> Self {
+        ConsenterRequestRef::Baf(baf)
+    }
+}
+
+impl<'a> From<&'a Complaint> for ConsenterRequestRef<'a> {
+    fn from(c: &'a Complaint) -> Self {
+        ConsenterRequestRef::Complaint(c)
+    }
+}
+
+impl<'a> From<&'a ConsenterRequest> for ConsenterRequestRef<'a> {
+    fn from(r: &'a ConsenterRequest) -> Self {
+        match r {
+            ConsenterRequest::Baf(b) => ConsenterRequestRef::Baf(b),
+            ConsenterRequest::Complaint(c) => ConsenterRequestRef::Complaint(c),
+        }
+    }
+}
+
 /// The bytes a batcher submits to the consenters (`BftConsensus.Submit`): an encoded
-/// `ConsenterRequest`.
-pub fn encode_consenter_request(request: &ConsenterRequest) -> Vec<u8> {
-    pb::ConsenterRequest::from(request).encode_to_vec()
+/// `ConsenterRequest`. Takes `&Baf`, `&Complaint` or `&ConsenterRequest`.
+pub fn encode_consenter_request<'a>(request: impl Into<ConsenterRequestRef<'a>>) -> Vec<u8> {
+    let kind = match request.into() {
+        ConsenterRequestRef::Baf(baf) => pb::consenter_request::Kind::Baf(baf.into()),
+        ConsenterRequestRef::Complaint(c) => pb::consenter_request::Kind::Complaint(c.into()),
+    };
+    pb::ConsenterRequest { kind: Some(kind) }.encode_to_vec()
 }
 
 /// Decodes one BFT request as a `ConsenterRequest` and checks its shape (the consenter
