@@ -54,6 +54,15 @@ fn messages_round_trip() {
         censorship
     );
 
+    // A BAF or a complaint encodes directly, the same bytes as through the enum.
+    assert_eq!(
+        encode_consenter_request(&a),
+        encode_consenter_request(&ConsenterRequest::from(a.clone()))
+    );
+    assert_eq!(
+        encode_consenter_request(&c),
+        encode_consenter_request(&ConsenterRequest::from(c.clone()))
+    );
     for request in [
         ConsenterRequest::from(a.clone()),
         ConsenterRequest::from(c.clone()),
