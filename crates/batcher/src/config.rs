@@ -131,11 +131,4 @@ impl Config {
     }
 }
 
-/// The primary of shard `shard` in `term` among `parties` parties:
-/// `((shard + term) mod parties) + 1`; `parties` must be at least 1.
-pub fn primary_of(shard: ShardId, term: u64, parties: u32) -> PartyId {
-    let n = u64::from(parties.max(1));
-    let index = (u64::from(shard) % n + term % n) % n;
-    // index < n ≤ u32::MAX, so the conversion and the +1 cannot fail.
-    u32::try_from(index).unwrap_or(0).saturating_add(1)
-}
+pub use arma::primary_of;

@@ -448,7 +448,7 @@ impl Batcher {
         }
         b.persisted = true;
         let batch = Arc::clone(&b.batch);
-        let baf = Baf::sign(batch.header, party, &self.key);
+        let baf = Baf::sign(&batch, party, &self.key);
         if id.primary == party {
             b.acks.insert(party);
         }

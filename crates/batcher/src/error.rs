@@ -157,16 +157,9 @@ pub enum Error {
         index: usize,
     },
 
-    /// A wire message field has the wrong shape.
-    #[error("{message}.{field} is malformed: {reason}")]
-    Malformed {
-        /// The message type.
-        message: &'static str,
-        /// The field.
-        field: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
+    /// A wire message field has the wrong shape (`arma`'s conversions).
+    #[error(transparent)]
+    Codec(#[from] arma::CodecError),
     /// A required wire message field is absent.
     #[error("{message}.{field} is required")]
     MissingField {

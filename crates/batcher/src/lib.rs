@@ -16,8 +16,10 @@
 //! * `primary.rs` — cutting batches and counting acks.
 //! * `secondary.rs` — verifying pulled batches, forwarding, complaints.
 //! * `mempool.rs` — the pending queue and the memory of ordered requests.
-//! * `messages.rs` — batches, BAFs, complaints and their signed bytes.
-//! * [`codec`] — those messages to and from `wire::pb`, and the consenter request bytes.
+//! * batches, BAFs, complaints, their signed bytes and their wire form: the shared `arma`
+//!   crate.
+//! * [`codec`] — the consenter request a batcher submits (`ConsenterRequest`), its bytes
+//!   and their decoding, over the `arma` conversions.
 //! * [`node`] (feature `shell`) — the networked node: gRPC services and clients, the
 //!   batch store, the decision follower.
 
@@ -26,7 +28,10 @@ mod config;
 mod core;
 mod error;
 mod mempool;
-mod messages;
+/// The messages batchers exchange and sign live in the shared `arma` crate.
+mod messages {
+    pub use arma::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
+}
 #[cfg(feature = "shell")]
 pub mod node;
 mod primary;

@@ -32,7 +32,7 @@ fn a_restarted_primary_readopts_its_batches_and_cuts_after_them() {
         b.restore(b1.clone()),
         vec![
             Output::Serve(b1.clone()),
-            Output::SendBaf(Baf::sign(b1.header, 1, &key(1)))
+            Output::SendBaf(Baf::sign(&b1, 1, &key(1)))
         ]
     );
     // Out of order, a repeat, another term or another primary: not adopted.
@@ -69,7 +69,7 @@ fn a_restarted_primary_readopts_its_batches_and_cuts_after_them() {
 fn a_restarted_secondary_readopts_verified_batches_and_acks_them_again() {
     let mut b = batcher(2);
     let b1 = batch(1, 1, 0, 10);
-    let baf = Baf::sign(b1.header, 2, &key(2));
+    let baf = Baf::sign(&b1, 2, &key(2));
     assert_eq!(
         b.restore(b1.clone()),
         vec![

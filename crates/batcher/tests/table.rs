@@ -52,7 +52,7 @@ fn persisted(b: &SignedBatch) -> Input {
 }
 
 fn baf(b: &SignedBatch, signer: u32) -> Baf {
-    Baf::sign(b.header, signer, &key(signer))
+    Baf::sign(b, signer, &key(signer))
 }
 
 fn pull(primary: u32, seq: u64) -> Output {
@@ -705,7 +705,9 @@ fn signed_bytes_are_stable_and_separated() {
         header: b.header,
         signer: 2,
         signature: b.signature.clone(),
+        primary_signature: b.signature.clone(),
     };
+    assert!(as_baf.primary_verifies(&key(2).public_key()));
     assert!(!as_baf.verifies(&key(2).public_key()));
     assert!(baf(&b, 2).verifies(&key(2).public_key()));
     assert!(!baf(&b, 2).verifies(&key(3).public_key()));

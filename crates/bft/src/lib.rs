@@ -24,7 +24,7 @@ pub mod types;
 pub mod wal;
 
 pub use app::{Application, NullApp, ProposalContext};
-pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision};
+pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision, vote_bytes};
 pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
 pub use messages::{Message, NewView, ViewChange, Vote};

@@ -13,6 +13,7 @@
 //! The Arma consenter logic (BAFs, complaints, block headers) is not here yet; it
 //! will plug in as the engine's `Application`.
 
+pub mod arma;
 pub mod codec;
 pub mod decisions;
 pub mod epoch;

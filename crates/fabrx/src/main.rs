@@ -5,8 +5,10 @@ mod committer;
 mod keygen;
 mod loadgen_cmd;
 mod metrics_http;
+mod network;
 mod node;
 mod node_bft;
+mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
 mod server_args;
@@ -43,6 +45,11 @@ enum Command {
     Keygen(keygen::KeygenArgs),
     /// Load generator (see docs/loadgen.md).
     Loadgen(loadgen_cmd::LoadgenArgs),
+    /// Network files: `fabrx network generate` (see docs/network-config.md).
+    Network {
+        #[command(subcommand)]
+        cmd: network::NetworkCmd,
+    },
     /// Run one node of a fabrx network.
     Node {
         #[command(subcommand)]
@@ -67,6 +74,7 @@ fn main() -> anyhow::Result<()> {
             Command::InitDb(args) => node::init_db(args).await,
             Command::Keygen(args) => keygen::run(args),
             Command::Loadgen(args) => loadgen_cmd::run(args).await,
+            Command::Network { cmd } => network::run(cmd),
             Command::Node { role } => node::run(role).await,
         }
     })

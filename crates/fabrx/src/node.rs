@@ -21,6 +21,8 @@ pub enum Role {
     Sigverifier(crate::node_sigverifier::SigverifierArgs),
     /// One replica of a BFT consensus cluster.
     Bft(crate::node_bft::BftArgs),
+    /// A party's Arma router, configured from the network config file.
+    Router(crate::node_router::RouterArgs),
 }
 
 /// Arguments of `fabrx init-db`.
@@ -56,6 +58,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
         Role::Sidecar(args) => crate::node_sidecar::run(args).await,
         Role::Sigverifier(args) => crate::node_sigverifier::run(args).await,
         Role::Bft(args) => crate::node_bft::run(args).await,
+        Role::Router(args) => crate::node_router::run(args).await,
     }
 }
 

@@ -33,12 +33,12 @@ enum Layer {
 fn layer_of(name: &str) -> Option<Layer> {
     use Layer::*;
     Some(match name {
-        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" => Shared,
+        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" | "arma" => Shared,
         "bft" | "coordinator" => Engine,
         "testkit" => Testkit,
         "router" | "batcher" | "consenter" | "assembler" | "sidecar" | "sigverifier" | "vcservice"
         | "query" | "endorser" => Role,
-        "committer" | "loadgen" | "wallet" | "fabrx" => Composition,
+        "committer" | "loadgen" | "wallet" | "fabrx" | "netconfig" | "ordersim" => Composition,
         _ => return None,
     })
 }

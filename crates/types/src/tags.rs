@@ -35,6 +35,10 @@ pub mod consenter {
     pub const ENVELOPE: &[u8] = b"fabrx/consenter/v1/envelope";
     /// The cluster id: a hash of the consenter set's keys.
     pub const CLUSTER: &[u8] = b"fabrx/consenter/v1/cluster";
+    /// An ordered block header; its hash is the block hash (docs/consenter.md).
+    pub const HEADER: &[u8] = b"fabrx/consenter/v1/header";
+    /// A decision's metadata: its header hashes and term changes.
+    pub const METADATA: &[u8] = b"fabrx/consenter/v1/metadata";
 }
 
 /// Tags of the Arma batcher (crates/batcher, docs/batcher.md). The signed ones are signed
@@ -104,6 +108,8 @@ pub fn all() -> Vec<&'static [u8]> {
         bft::TEST_KEY,
         consenter::ENVELOPE,
         consenter::CLUSTER,
+        consenter::HEADER,
+        consenter::METADATA,
         batcher::REQUEST,
         batcher::BATCH_HEADER,
         batcher::BAF,

@@ -146,10 +146,10 @@ impl Follower {
     async fn resolve(&self, decision: pb::Decision) -> Result<Decided> {
         let mut ordered = Vec::new();
         for h in decision.headers.iter().filter(|h| h.shard == self.shard) {
-            let digest = <Digest32>::try_from(h.batch_digest.as_slice()).map_err(|_| Error::Malformed {
-                message: "OrderedHeader",
-                field: "batch_digest",
-                reason: format!("{} bytes, not 32", h.batch_digest.len()),
+            let digest = <Digest32>::try_from(h.batch_digest.as_slice()).map_err(|_| {
+                Error::Codec(arma::CodecError {
+                    what: "ordered header batch digest",
+                })
             })?;
             let id = BatchId::new(h.shard, h.primary, h.seq);
             let batch = self.batch(id, digest).await;

@@ -207,7 +207,7 @@ fn storage(what: &'static str, e: &dyn std::fmt::Display) -> Error {
 
 fn decode_batch(bytes: &[u8]) -> Result<SignedBatch> {
     let pb = pb::Batch::decode(bytes).map_err(|e| storage("decode a stored batch", &e))?;
-    SignedBatch::try_from(pb)
+    Ok(SignedBatch::try_from(pb)?)
 }
 
 fn journal_config(

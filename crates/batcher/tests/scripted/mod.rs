@@ -205,7 +205,11 @@ impl Scripted {
                     .keys
                     .get(&baf.signer)
                     .ok_or_else(|| Status::invalid_argument("signer"))?;
-                if !baf.verifies(key) {
+                let primary = self
+                    .keys
+                    .get(&baf.header.id.primary)
+                    .ok_or_else(|| Status::invalid_argument("primary"))?;
+                if !baf.verifies(key) || !baf.primary_verifies(primary) {
                     return Err(Status::invalid_argument("bad BAF signature"));
                 }
                 let h = baf.header;

@@ -289,6 +289,12 @@ impl<A: Application> Replica<A> {
         &self.app
     }
 
+    /// The application, mutably: a shell drains what `apply` produced (the Arma
+    /// application's applied outcomes). It must not change the state `apply` builds.
+    pub fn app_mut(&mut self) -> &mut A {
+        &mut self.app
+    }
+
     /// The current view (the last installed one).
     pub fn view(&self) -> View {
         self.view

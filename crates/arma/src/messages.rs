@@ -112,6 +112,11 @@ impl SignedBatch {
 
 /// A batch attestation fragment: `signer` persisted the batch of `header` and checked
 /// every request in it. Sent to the consenters, and to the primary as its ack.
+///
+/// It carries the primary's signature over the header too: two BAFs whose primary
+/// signatures verify over different digests for one `(shard, term, primary, seq)` prove
+/// that the primary equivocated, whoever sent them (a Byzantine secondary cannot forge
+/// it; docs/consenter.md "Equivocation").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Baf {
     /// The attested batch.
@@ -120,22 +125,30 @@ pub struct Baf {
     pub signer: PartyId,
     /// `signer`'s signature over [`BatchHeader::baf_bytes`].
     pub signature: Signature,
+    /// The primary's signature over [`BatchHeader::signed_bytes`] (from the batch).
+    pub primary_signature: Signature,
 }
 
 impl Baf {
-    /// Signs a BAF for `header` as `signer`.
-    pub fn sign(header: BatchHeader, signer: PartyId, key: &SigningKey) -> Baf {
-        let signature = sign_batch_attestation(key, &header.baf_bytes());
+    /// Signs a BAF for `batch` as `signer`.
+    pub fn sign(batch: &SignedBatch, signer: PartyId, key: &SigningKey) -> Baf {
+        let signature = sign_batch_attestation(key, &batch.header.baf_bytes());
         Baf {
-            header,
+            header: batch.header,
             signer,
             signature,
+            primary_signature: batch.signature.clone(),
         }
     }
 
     /// Whether the signature is `key`'s.
     pub fn verifies(&self, key: &PublicKey) -> bool {
         verify_batch_attestation(key, &self.header.baf_bytes(), &self.signature).is_ok()
+    }
+
+    /// Whether the primary's signature over the header is `primary_key`'s.
+    pub fn primary_verifies(&self, primary_key: &PublicKey) -> bool {
+        verify_batch_attestation(primary_key, &self.header.signed_bytes(), &self.primary_signature).is_ok()
     }
 }
 

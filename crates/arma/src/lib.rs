@@ -1,0 +1,27 @@
+//! The nouns Arma's roles share (Arma §4; DESIGN.md "Arma, the details that the roles must
+//! agree on"): client requests as batchers hold them, batches with their primary's
+//! signature, batch attestation fragments (BAFs), complaints, the bytes each is signed
+//! over, their wire form, and the rule that names a shard's primary.
+//!
+//! Batchers produce them (`crates/batcher`), consenters count them (`crates/consenter`),
+//! assemblers check batches against ordered headers. Pure: no I/O.
+//!
+//! * `messages` — the types and their signed bytes (docs/batcher.md "Signed bytes").
+//! * `codec` — conversions to and from `wire::pb` (proto `fabrx/v1/orderer.proto`).
+
+mod codec;
+mod messages;
+
+pub use codec::{CodecError, encode_baf, encode_complaint};
+pub use messages::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
+
+use types::{PartyId, ShardId};
+
+/// The primary of shard `shard` in `term` among `parties` parties:
+/// `((shard + term) mod parties) + 1`; `parties` must be at least 1.
+pub fn primary_of(shard: ShardId, term: u64, parties: u32) -> PartyId {
+    let n = u64::from(parties.max(1));
+    let index = (u64::from(shard) % n + term % n) % n;
+    // index < n ≤ u32::MAX, so the conversion and the +1 cannot fail.
+    u32::try_from(index).unwrap_or(0).saturating_add(1)
+}

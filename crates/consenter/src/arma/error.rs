@@ -1,0 +1,63 @@
+//! Errors of the Arma application.
+
+use types::{PartyId, ShardId};
+
+/// Why an Arma request, metadata or proof was refused, or a config is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArmaError {
+    /// The request is not a `ConsenterRequest` with a BAF or a complaint.
+    #[error("the request does not decode: {what}")]
+    Decode {
+        /// What is missing or malformed.
+        what: &'static str,
+    },
+    /// The request names a shard the network does not have.
+    #[error("shard {shard} does not exist ({shards} shards)")]
+    UnknownShard {
+        /// The shard named.
+        shard: ShardId,
+        /// Shards of the network.
+        shards: u32,
+    },
+    /// The request names a party the network does not have.
+    #[error("party {party} does not exist ({parties} parties)")]
+    UnknownParty {
+        /// The party named.
+        party: PartyId,
+        /// Parties of the network.
+        parties: u32,
+    },
+    /// A signature does not verify under the network's batcher key.
+    #[error("bad {which} signature of party {party} (shard {shard})")]
+    BadSignature {
+        /// Whose: "BAF", "primary" or "complaint".
+        which: &'static str,
+        /// The party whose key was used.
+        party: PartyId,
+        /// The shard.
+        shard: ShardId,
+    },
+    /// The decision metadata does not decode.
+    #[error("malformed decision metadata: {what}")]
+    Metadata {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A decision proof does not prove its headers.
+    #[error("decision {decision}: {reason}")]
+    Proof {
+        /// The decision number.
+        decision: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The application's configuration is invalid.
+    #[error("bad Arma configuration: {reason}")]
+    Config {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Results of the Arma application.
+pub type ArmaResult<T> = std::result::Result<T, ArmaError>;

@@ -1,0 +1,32 @@
+//! The Arma consenter application (Arma §4.4; docs/consenter.md) on the BFT engine.
+//!
+//! The consenters order batch attestation fragments (BAFs) and complaints, never
+//! payloads. Each BFT request is one [`Item`]; the state machine ([`ArmaState`]) counts
+//! BAFs per `(shard, term, primary, seq)` and digest, turns f+1 of them into an ordered
+//! block header, takes two primary-signed digests for one seq as equivocation, and f+1
+//! complaints of a term as a term change. The headers of a decision are committed to by
+//! its metadata, which the decision's quorum certificate signs ([`DecisionProof`],
+//! ADR 0009).
+//!
+//! Pure: no tokio, disk or clock. The node shell persists [`ArmaState`] snapshots and
+//! the [`Applied`] outcomes and serves them.
+//!
+//! * `request` — decoding and verifying BAFs and complaints.
+//! * `state` — the state machine.
+//! * `header` — headers, term changes, metadata bytes.
+//! * `app` — the `bft::Application`.
+//! * `proof` — checking a decision's headers from outside.
+
+mod app;
+mod error;
+mod header;
+mod proof;
+mod request;
+mod state;
+
+pub use app::{Applied, ArmaApp};
+pub use error::{ArmaError, ArmaResult};
+pub use header::{Metadata, OrderedHeader, Outcome, TermChange};
+pub use proof::DecisionProof;
+pub use request::{Item, decode, decode_verified, encode_baf, encode_complaint};
+pub use state::{ArmaConfig, ArmaState, Knobs, ShardState};

@@ -1,0 +1,326 @@
+//! The Arma state machine (Arma §4.4; docs/consenter.md "State"): per shard its term, its
+//! last ordered seq, the BAFs counted for its unordered seqs and the complaints of its
+//! term; one chain of block headers over all shards.
+//!
+//! [`ArmaState::execute`] is a pure function of the state and a decision's items, so
+//! every correct consenter computes the same headers and terms.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arma::{Baf, Complaint};
+use crypto::PublicKey;
+use serde::{Deserialize, Serialize};
+use types::digest::Digest32;
+use types::{PartyId, ShardId};
+
+use super::error::{ArmaError, ArmaResult};
+use super::header::{OrderedHeader, Outcome, TermChange};
+use super::request::{Item, party_in_range};
+
+/// What the Arma application knows of the network.
+#[derive(Clone, Debug)]
+pub struct ArmaConfig {
+    /// Number of parties N (parties are `1..=N`).
+    pub parties: u32,
+    /// Number of shards S (shards are `0..S`).
+    pub shards: u32,
+    /// How far ahead of a shard's last ordered seq BAFs are counted (older or further
+    /// ones are ignored): bounds the state at `shards × max_seqs_ahead × parties` votes.
+    pub max_seqs_ahead: u64,
+    batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
+    knobs: Knobs,
+}
+
+/// Defences the ordering simulation turns off to show that its invariants catch the
+/// attack each one stops (feature `testing` only; every production config has the
+/// default: all defences on).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// Order a batch with this many BAFs instead of f+1.
+    pub threshold: Option<usize>,
+    /// Do not take two primary-signed digests for one seq as equivocation.
+    pub ignore_equivocation: bool,
+    /// Followers accept any proposal metadata (no recomputation).
+    pub accept_any_metadata: bool,
+    /// As leader, put a wrong header hash into the metadata (a lying consenter).
+    pub lie_in_metadata: bool,
+}
+
+impl ArmaConfig {
+    /// A config for `parties` × `shards` with the batcher public key of every
+    /// `(party, shard)`; refuses a missing key or an empty network.
+    pub fn new(
+        parties: u32,
+        shards: u32,
+        max_seqs_ahead: u64,
+        batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
+    ) -> ArmaResult<ArmaConfig> {
+        let bad = |reason: String| Err(ArmaError::Config { reason });
+        if parties == 0 || shards == 0 || max_seqs_ahead == 0 {
+            return bad(format!(
+                "parties ({parties}), shards ({shards}) and max_seqs_ahead ({max_seqs_ahead}) must be positive"
+            ));
+        }
+        for party in 1..=parties {
+            for shard in 0..shards {
+                if !batcher_keys.contains_key(&(party, shard)) {
+                    return bad(format!("no batcher key for party {party}, shard {shard}"));
+                }
+            }
+        }
+        if batcher_keys.len() as u64 != u64::from(parties) * u64::from(shards) {
+            return bad("batcher keys for parties or shards outside the network".into());
+        }
+        Ok(ArmaConfig {
+            parties,
+            shards,
+            max_seqs_ahead,
+            batcher_keys,
+            knobs: Knobs::default(),
+        })
+    }
+
+    /// The same config with some defences off (the simulation's negative tests).
+    #[cfg(feature = "testing")]
+    pub fn with_knobs(mut self, knobs: Knobs) -> ArmaConfig {
+        self.knobs = knobs;
+        self
+    }
+
+    /// The defences in force.
+    pub fn knobs(&self) -> Knobs {
+        self.knobs
+    }
+
+    /// The batcher key of `party` for `shard`.
+    pub fn batcher_key(&self, party: PartyId, shard: ShardId) -> Option<&PublicKey> {
+        self.batcher_keys.get(&(party, shard))
+    }
+
+    /// BAFs that make a batch attestation, and complaints that change a term: f+1.
+    pub fn threshold(&self) -> usize {
+        self.knobs
+            .threshold
+            .unwrap_or(((self.parties - 1) / 3 + 1) as usize)
+    }
+
+    /// The primary of `shard` in `term` (DESIGN.md: party `((s + t) mod N) + 1`).
+    pub fn primary_of(&self, shard: ShardId, term: u64) -> PartyId {
+        arma::primary_of(shard, term, self.parties)
+    }
+
+    pub(super) fn check_shard(&self, shard: ShardId) -> ArmaResult<()> {
+        if shard < self.shards {
+            Ok(())
+        } else {
+            Err(ArmaError::UnknownShard {
+                shard,
+                shards: self.shards,
+            })
+        }
+    }
+
+    pub(super) fn check_party(&self, party: PartyId) -> ArmaResult<()> {
+        if party_in_range(party, self.parties) {
+            Ok(())
+        } else {
+            Err(ArmaError::UnknownParty {
+                party,
+                parties: self.parties,
+            })
+        }
+    }
+}
+
+/// The BAFs counted for one seq of a shard's current primary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct SeqVotes {
+    digest: Digest32,
+    tx_count: u32,
+    signers: BTreeSet<PartyId>,
+}
+
+/// One shard's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardState {
+    /// The current term.
+    pub term: u64,
+    /// The seq of the last ordered batch (0: none).
+    pub last_ordered_seq: u64,
+    votes: BTreeMap<u64, SeqVotes>,
+    complaints: BTreeSet<PartyId>,
+}
+
+impl ShardState {
+    /// Seqs with counted BAFs (unordered).
+    pub fn pending_seqs(&self) -> usize {
+        self.votes.len()
+    }
+
+    /// Complaints counted in the current term.
+    pub fn complaints(&self) -> usize {
+        self.complaints.len()
+    }
+
+    fn next_term(&mut self, shard: ShardId) -> TermChange {
+        self.term = self.term.saturating_add(1);
+        self.votes.clear();
+        self.complaints.clear();
+        TermChange {
+            shard,
+            term: self.term,
+            last_ordered_seq: self.last_ordered_seq,
+        }
+    }
+}
+
+/// The whole application state: what safety needs to be persisted (docs/consenter.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArmaState {
+    /// Per shard.
+    pub shards: Vec<ShardState>,
+    /// The number of the next block.
+    pub next_block: u64,
+    /// The hash of the last block's header (zeros before the first).
+    pub previous_hash: Digest32,
+    /// The last applied decision (0: none).
+    pub applied: u64,
+    /// Equivocations proven so far (for metrics and tests).
+    pub equivocations: u64,
+}
+
+impl ArmaState {
+    /// The state at genesis: every shard in term 0 with nothing ordered.
+    pub fn genesis(shards: u32) -> ArmaState {
+        ArmaState {
+            shards: vec![ShardState::default(); shards as usize],
+            next_block: 0,
+            previous_hash: [0; 32],
+            applied: 0,
+            equivocations: 0,
+        }
+    }
+
+    /// Applies the items of decision `decision` in order and returns what it ordered and
+    /// which terms it changed. Items of another term, of a primary that is not the
+    /// shard's current one, or of seqs already ordered are ignored.
+    pub fn execute(&mut self, cfg: &ArmaConfig, decision: u64, items: &[Item]) -> Outcome {
+        let mut out = Outcome::default();
+        for item in items {
+            match item {
+                Item::Baf(baf) => self.on_baf(cfg, decision, baf, &mut out),
+                Item::Complaint(c) => self.on_complaint(cfg, c, &mut out),
+            }
+        }
+        out
+    }
+
+    fn on_baf(&mut self, cfg: &ArmaConfig, decision: u64, baf: &Baf, out: &mut Outcome) {
+        let h = &baf.header;
+        let shard = h.id.shard;
+        let Some(state) = self.shards.get_mut(shard as usize) else {
+            return;
+        };
+        let seq = h.id.seq;
+        let current = h.term == state.term && h.id.primary == cfg.primary_of(shard, state.term);
+        let ahead = seq.saturating_sub(state.last_ordered_seq);
+        if !current || ahead == 0 || ahead > cfg.max_seqs_ahead {
+            return;
+        }
+        match state.votes.get_mut(&seq) {
+            None => {
+                let signers = BTreeSet::from([baf.signer]);
+                let votes = SeqVotes {
+                    digest: h.digest,
+                    tx_count: h.tx_count,
+                    signers,
+                };
+                state.votes.insert(seq, votes);
+            }
+            Some(v)
+                if (v.digest != h.digest || v.tx_count != h.tx_count) && !cfg.knobs.ignore_equivocation =>
+            {
+                // Two headers the primary signed for one (shard, term, primary, seq).
+                self.equivocations = self.equivocations.saturating_add(1);
+                out.terms.push(state.next_term(shard));
+                return;
+            }
+            Some(v) => {
+                if v.digest == h.digest {
+                    v.signers.insert(baf.signer);
+                }
+            }
+        }
+        self.order_ready(cfg, shard, decision, out);
+    }
+
+    /// Orders the shard's consecutive seqs from `last_ordered_seq + 1` that hold f+1 BAFs.
+    fn order_ready(&mut self, cfg: &ArmaConfig, shard: ShardId, decision: u64, out: &mut Outcome) {
+        let threshold = cfg.threshold();
+        loop {
+            let Some(state) = self.shards.get_mut(shard as usize) else {
+                return;
+            };
+            let Some(next) = state.last_ordered_seq.checked_add(1) else {
+                return;
+            };
+            let ready = state
+                .votes
+                .get(&next)
+                .is_some_and(|v| v.signers.len() >= threshold);
+            let Some(votes) = ready.then(|| state.votes.remove(&next)).flatten() else {
+                return;
+            };
+            state.last_ordered_seq = next;
+            let header = OrderedHeader {
+                number: self.next_block,
+                previous_hash: self.previous_hash,
+                digest: votes.digest,
+                shard,
+                term: state.term,
+                primary: cfg.primary_of(shard, state.term),
+                seq: next,
+                decision,
+                index: u32::try_from(out.headers.len()).unwrap_or(u32::MAX),
+                tx_count: votes.tx_count,
+            };
+            self.next_block = self.next_block.saturating_add(1);
+            self.previous_hash = header.hash();
+            out.headers.push(header);
+        }
+    }
+
+    fn on_complaint(&mut self, cfg: &ArmaConfig, c: &Complaint, out: &mut Outcome) {
+        let Some(state) = self.shards.get_mut(c.shard as usize) else {
+            return;
+        };
+        if c.term != state.term {
+            return;
+        }
+        state.complaints.insert(c.signer);
+        if state.complaints.len() >= cfg.threshold() {
+            out.terms.push(state.next_term(c.shard));
+        }
+    }
+
+    /// The snapshot persisted after each applied decision.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Reads a snapshot written by [`ArmaState::encode`] for a network of `shards` shards.
+    pub fn decode(bytes: &[u8], shards: u32) -> ArmaResult<ArmaState> {
+        let state: ArmaState = serde_json::from_slice(bytes).map_err(|e| ArmaError::Config {
+            reason: format!("the Arma state snapshot does not decode: {e}"),
+        })?;
+        if state.shards.len() != shards as usize {
+            return Err(ArmaError::Config {
+                reason: format!(
+                    "the Arma state snapshot has {} shards, the network {shards}",
+                    state.shards.len()
+                ),
+            });
+        }
+        Ok(state)
+    }
+}

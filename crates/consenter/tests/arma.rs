@@ -1,0 +1,404 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+//! Transition tables of the Arma consenter application (docs/consenter.md): counting
+//! BAFs into block headers, equivocation, complaints and terms, request admission, the
+//! proposal metadata and the decision proof.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
+use bft::{Application, Certificate, Decision, InstanceId, Phase, Proposal, ProposalContext, Signer as _};
+use consenter::arma::{
+    ArmaApp, ArmaConfig, ArmaError, ArmaState, DecisionProof, Item, Metadata, OrderedHeader, TermChange,
+    decode, decode_verified, encode_baf, encode_complaint,
+};
+use consenter::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use crypto::{Scheme, SigningKey, derive_signing_key};
+use types::BatchId;
+
+const N: u32 = 4;
+const SHARDS: u32 = 2;
+
+fn batcher_key(party: u32, shard: u32) -> SigningKey {
+    derive_signing_key(Scheme::Ed25519, &format!("arma-test/batcher/{party}/{shard}"))
+}
+
+fn config() -> ArmaConfig {
+    let keys = (1..=N)
+        .flat_map(|p| (0..SHARDS).map(move |s| ((p, s), batcher_key(p, s).public_key())))
+        .collect::<BTreeMap<_, _>>();
+    ArmaConfig::new(N, SHARDS, 64, keys).unwrap()
+}
+
+/// A batch of `shard` cut by `primary` in `term` at `seq`, with `tag` making its digest.
+fn batch(shard: u32, term: u64, primary: u32, seq: u64, tag: u8) -> SignedBatch {
+    let requests: Vec<arma::Request> = vec![Arc::from(vec![tag, 1, 2, 3].as_slice())];
+    SignedBatch::sign(
+        BatchId::new(shard, primary, seq),
+        term,
+        requests,
+        &batcher_key(primary, shard),
+    )
+}
+
+fn baf(b: &SignedBatch, signer: u32) -> Item {
+    Item::Baf(Baf::sign(b, signer, &batcher_key(signer, b.id().shard)))
+}
+
+fn complaint(shard: u32, term: u64, signer: u32) -> Item {
+    Item::Complaint(Complaint::sign(
+        shard,
+        term,
+        signer,
+        ComplaintReason::Censorship,
+        &batcher_key(signer, shard),
+    ))
+}
+
+fn term(shard: u32, term: u64, last_ordered_seq: u64) -> TermChange {
+    TermChange {
+        shard,
+        term,
+        last_ordered_seq,
+    }
+}
+
+#[test]
+fn f_plus_one_bafs_order_a_batch_and_headers_chain() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let b1 = batch(0, 0, 1, 1, 1);
+    let b2 = batch(0, 0, 1, 2, 2);
+    // One BAF is not enough (f+1 = 2); the same signer twice counts once.
+    let out = s.execute(&cfg, 1, &[baf(&b1, 1), baf(&b1, 1)]);
+    assert!(out.headers.is_empty() && out.terms.is_empty());
+    let out = s.execute(&cfg, 2, &[baf(&b1, 3)]);
+    assert_eq!(out.headers.len(), 1);
+    let h0 = out.headers[0];
+    assert_eq!(
+        h0,
+        OrderedHeader {
+            number: 0,
+            previous_hash: [0; 32],
+            digest: b1.header.digest,
+            shard: 0,
+            term: 0,
+            primary: 1,
+            seq: 1,
+            decision: 2,
+            index: 0,
+            tx_count: 1,
+        }
+    );
+    // Seq 2 ordered next, chained to block 0; a BAF for seq 1 again changes nothing.
+    let out = s.execute(&cfg, 3, &[baf(&b2, 2), baf(&b1, 4), baf(&b2, 4)]);
+    assert_eq!(out.headers.len(), 1);
+    assert_eq!(out.headers[0].number, 1);
+    assert_eq!(out.headers[0].previous_hash, h0.hash());
+    assert_eq!(out.headers[0].seq, 2);
+    assert_eq!(s.shards[0].last_ordered_seq, 2);
+    assert_eq!(s.next_block, 2);
+}
+
+#[test]
+fn seqs_are_ordered_consecutively_across_shards_in_one_chain() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let a2 = batch(0, 0, 1, 2, 2);
+    let a1 = batch(0, 0, 1, 1, 1);
+    // Shard 1's primary in term 0 is party 2.
+    let c1 = batch(1, 0, 2, 1, 9);
+    let out = s.execute(&cfg, 1, &[baf(&a2, 1), baf(&a2, 2), baf(&c1, 2)]);
+    assert!(out.headers.is_empty(), "seq 2 waits for seq 1");
+    assert_eq!(s.shards[0].pending_seqs(), 1);
+    let out = s.execute(&cfg, 2, &[baf(&a1, 3), baf(&c1, 4), baf(&a1, 4)]);
+    let ids: Vec<_> = out
+        .headers
+        .iter()
+        .map(|h| (h.number, h.shard, h.seq, h.index))
+        .collect();
+    assert_eq!(ids, vec![(0, 1, 1, 0), (1, 0, 1, 1), (2, 0, 2, 2)]);
+    assert_eq!(out.headers[2].previous_hash, out.headers[1].hash());
+}
+
+#[test]
+fn bafs_of_another_term_primary_or_window_are_ignored() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let other_term = batch(0, 1, 1, 1, 1);
+    let not_primary = batch(0, 0, 3, 1, 1);
+    let too_far = batch(0, 0, 1, 65, 1);
+    let out = s.execute(
+        &cfg,
+        1,
+        &[
+            baf(&other_term, 1),
+            baf(&other_term, 2),
+            baf(&not_primary, 1),
+            baf(&not_primary, 2),
+            baf(&too_far, 1),
+            baf(&too_far, 2),
+        ],
+    );
+    assert_eq!(out, consenter::arma::Outcome::default());
+    assert_eq!(s.shards[0].pending_seqs(), 0);
+}
+
+#[test]
+fn two_digests_for_one_seq_are_equivocation_and_change_the_term() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let x = batch(0, 0, 1, 1, 1);
+    let y = batch(0, 0, 1, 1, 2);
+    let out = s.execute(&cfg, 1, &[baf(&x, 2), baf(&y, 3), baf(&x, 4), baf(&y, 4)]);
+    assert!(out.headers.is_empty(), "neither digest is ordered");
+    assert_eq!(out.terms, vec![term(0, 1, 0)]);
+    assert_eq!(s.equivocations, 1);
+    // Term 1's primary of shard 0 is party 2; BAFs of term 0 no longer count.
+    let late = s.execute(&cfg, 2, &[baf(&x, 1), baf(&x, 3)]);
+    assert!(late.headers.is_empty());
+    let z = batch(0, 1, 2, 1, 3);
+    let out = s.execute(&cfg, 3, &[baf(&z, 1), baf(&z, 2)]);
+    assert_eq!(
+        (out.headers[0].term, out.headers[0].primary, out.headers[0].seq),
+        (1, 2, 1)
+    );
+}
+
+#[test]
+fn f_plus_one_complaints_of_the_term_change_it_once() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let pending = batch(1, 0, 2, 1, 1);
+    let out = s.execute(
+        &cfg,
+        1,
+        &[
+            baf(&pending, 2),
+            complaint(1, 0, 3),
+            complaint(1, 0, 3),
+            complaint(1, 5, 4),
+        ],
+    );
+    assert!(out.terms.is_empty(), "one distinct complaint of the term");
+    assert_eq!(s.shards[1].complaints(), 1);
+    let out = s.execute(&cfg, 2, &[complaint(1, 0, 4), complaint(1, 0, 1)]);
+    assert_eq!(out.terms, vec![term(1, 1, 0)]);
+    assert_eq!(s.shards[1].pending_seqs(), 0, "the old term's BAFs are dropped");
+    assert_eq!(s.shards[1].complaints(), 0);
+    // The abandoned batch's BAFs no longer order it.
+    let out = s.execute(&cfg, 3, &[baf(&pending, 3)]);
+    assert!(out.headers.is_empty());
+}
+
+#[test]
+fn requests_are_admitted_only_with_valid_signatures() {
+    let cfg = config();
+    let b = batch(0, 0, 1, 1, 1);
+    let good = Baf::sign(&b, 2, &batcher_key(2, 0));
+    assert_eq!(
+        decode_verified(&cfg, &encode_baf(&good)).unwrap(),
+        Item::Baf(good.clone())
+    );
+    // Signed with another shard's key.
+    let wrong_key = Baf::sign(&b, 2, &batcher_key(2, 1));
+    // A Byzantine secondary attests a header the primary never signed.
+    let mut forged = good.clone();
+    forged.header.digest[0] ^= 1;
+    forged.signature = Baf::sign(&b, 2, &batcher_key(2, 0)).signature;
+    let mut forged_primary = Baf::sign(&b, 2, &batcher_key(2, 0));
+    forged_primary.primary_signature = batch(0, 0, 1, 1, 7).signature;
+    let bad_complaint = Complaint::sign(0, 0, 3, ComplaintReason::BogusBatch, &batcher_key(4, 0));
+    let cases: Vec<(Vec<u8>, ArmaError)> = vec![
+        (encode_baf(&wrong_key), sig_err("BAF", 2, 0)),
+        (encode_baf(&forged), sig_err("BAF", 2, 0)),
+        (encode_baf(&forged_primary), sig_err("primary", 1, 0)),
+        (encode_complaint(&bad_complaint), sig_err("complaint", 3, 0)),
+        (
+            vec![0xff, 0xff, 0xff],
+            ArmaError::Decode {
+                what: "not a ConsenterRequest",
+            },
+        ),
+        (
+            Vec::new(),
+            ArmaError::Decode {
+                what: "empty request",
+            },
+        ),
+    ];
+    for (bytes, want) in cases {
+        assert_eq!(decode_verified(&cfg, &bytes), Err(want));
+    }
+    let other_shard = batch(5, 0, 1, 1, 1);
+    let mut far = Baf::sign(&other_shard, 2, &batcher_key(2, 0));
+    assert_eq!(
+        decode(&cfg, &encode_baf(&far)),
+        Err(ArmaError::UnknownShard { shard: 5, shards: 2 })
+    );
+    far.header.id.shard = 0;
+    far.signer = 9;
+    assert_eq!(
+        decode(&cfg, &encode_baf(&far)),
+        Err(ArmaError::UnknownParty { party: 9, parties: 4 })
+    );
+}
+
+fn sig_err(which: &'static str, party: u32, shard: u32) -> ArmaError {
+    ArmaError::BadSignature { which, party, shard }
+}
+
+fn cluster() -> (Vec<EngineSigner>, ClusterKeys) {
+    let keys: Vec<SigningKey> = (0..N)
+        .map(|i| derive_signing_key(Scheme::Ed25519, &format!("arma-test/consenter/{i}")))
+        .collect();
+    let cluster = ClusterKeys::for_chain("arma-test", keys.iter().map(SigningKey::public_key).collect());
+    (keys.into_iter().map(EngineSigner::new).collect(), cluster)
+}
+
+/// A decision of `requests` at `seq` whose metadata `leader` assembled, signed by `signers`.
+fn decide(
+    leader: &mut ArmaApp,
+    seq: u64,
+    requests: Vec<Vec<u8>>,
+    signers: &[usize],
+) -> (Decision, ClusterKeys) {
+    let (keys, cluster) = cluster();
+    let metadata = leader.assemble(ProposalContext { seq, view: 3 }, &requests);
+    let proposal = Proposal {
+        instance: InstanceId(0),
+        seq,
+        requests,
+        metadata,
+    };
+    let digest = proposal.digest();
+    let bytes = bft::vote_bytes(&cluster.chain_id(), Phase::Commit, InstanceId(0), 3, seq, &digest);
+    let signatures = signers
+        .iter()
+        .map(|&i| (i as u32, keys[i].sign(&bytes)))
+        .collect();
+    let certificate = Certificate {
+        phase: Phase::Commit,
+        instance: InstanceId(0),
+        view: 3,
+        seq,
+        digest,
+        signatures,
+    };
+    (
+        Decision {
+            proposal: Arc::new(proposal),
+            certificate,
+        },
+        cluster,
+    )
+}
+
+#[test]
+fn followers_recompute_the_leaders_metadata_and_a_proof_proves_each_header() {
+    let b = batch(0, 0, 1, 1, 1);
+    let encode = |i: &Item| match i {
+        Item::Baf(x) => encode_baf(x),
+        Item::Complaint(c) => encode_complaint(c),
+    };
+    let requests: Vec<Vec<u8>> = [baf(&b, 1), baf(&b, 2), complaint(1, 0, 1), complaint(1, 0, 3)]
+        .iter()
+        .map(encode)
+        .collect();
+    let mut leader = ArmaApp::new(config(), ArmaState::genesis(SHARDS));
+    let mut follower = ArmaApp::new(config(), ArmaState::genesis(SHARDS));
+    let (decision, cluster) = decide(&mut leader, 1, requests, &[0, 2, 3]);
+    assert!(requests_verify(&mut follower, &decision.proposal));
+    assert!(follower.verify_proposal(&decision.proposal));
+    // A leader that lies about the headers (or proposes out of order) is caught.
+    let mut lie = Proposal::clone(&decision.proposal);
+    lie.metadata[40] ^= 1;
+    assert!(!follower.verify_proposal(&lie));
+    let mut skip = Proposal::clone(&decision.proposal);
+    skip.seq = 2;
+    assert!(!follower.verify_proposal(&skip));
+    for app in [&mut leader, &mut follower] {
+        app.apply(&decision);
+        assert_eq!(app.diverged, 0);
+        assert_eq!(app.applied(), 1);
+    }
+    let applied = follower.take_applied();
+    assert_eq!(applied.len(), 1);
+    let a = &applied[0];
+    assert_eq!(a.outcome.terms, vec![term(1, 1, 0)]);
+    let header = a.outcome.headers[0];
+    let proof = DecisionProof {
+        instance: InstanceId(0),
+        decision: a.decision,
+        view: a.view,
+        requests_root: a.requests_root,
+        metadata: a.metadata.clone(),
+        signatures: decision.certificate.signatures.clone(),
+    };
+    let verifier = EngineVerifier::new(cluster.clone());
+    let (signers, metadata) = proof.verify(&cluster.chain_id(), &verifier, N).unwrap();
+    assert_eq!(signers, vec![0, 2, 3]);
+    assert_eq!(metadata, Metadata::decode(&a.outcome.metadata()).unwrap());
+    proof.proves(&metadata, &header).unwrap();
+    let mut other = header;
+    other.tx_count += 1;
+    assert!(proof.proves(&metadata, &other).is_err());
+    // Two valid signatures are below the quorum of 3; another chain's signatures fail.
+    let mut short = proof.clone();
+    short.signatures.truncate(2);
+    assert!(short.verify(&cluster.chain_id(), &verifier, N).is_err());
+    let foreign = cluster.with_chain("another-network");
+    assert!(
+        proof
+            .verify(&foreign.chain_id(), &EngineVerifier::new(foreign.clone()), N)
+            .is_err()
+    );
+    let mut bent = proof.clone();
+    bent.requests_root[0] ^= 1;
+    assert!(bent.verify(&cluster.chain_id(), &verifier, N).is_err());
+}
+
+fn requests_verify(app: &mut ArmaApp, p: &Proposal) -> bool {
+    p.requests.iter().all(|r| app.verify_request(r))
+}
+
+#[test]
+fn metadata_and_snapshots_round_trip_and_refuse_truncation() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let b = batch(0, 0, 1, 1, 1);
+    let out = s.execute(
+        &cfg,
+        1,
+        &[baf(&b, 1), baf(&b, 2), complaint(1, 0, 2), complaint(1, 0, 4)],
+    );
+    let bytes = out.metadata();
+    let m = Metadata::decode(&bytes).unwrap();
+    assert_eq!(m.header_hashes, vec![out.headers[0].hash()]);
+    assert_eq!(m.terms, out.terms);
+    for cut in 0..bytes.len() {
+        assert!(Metadata::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(Metadata::decode(&longer).is_err());
+    let snapshot = s.encode();
+    assert_eq!(ArmaState::decode(&snapshot, SHARDS).unwrap(), s);
+    assert!(ArmaState::decode(&snapshot, 3).is_err());
+}
+
+#[test]
+fn config_needs_every_batcher_key() {
+    let mut keys = BTreeMap::new();
+    keys.insert((1, 0), batcher_key(1, 0).public_key());
+    assert!(ArmaConfig::new(1, 1, 8, keys.clone()).is_ok());
+    assert!(ArmaConfig::new(2, 1, 8, keys.clone()).is_err());
+    assert!(ArmaConfig::new(1, 1, 0, keys.clone()).is_err());
+    keys.insert((2, 0), batcher_key(2, 0).public_key());
+    assert!(ArmaConfig::new(1, 1, 8, keys).is_err());
+}

@@ -1,0 +1,366 @@
+//! [`NetworkConfig`]: the network config file, validated once. A value of this type has
+//! parties 1..N each with one batcher per shard, well-formed and distinct endpoints,
+//! decoded and distinct public keys, parameters in range, and role configs that the roles
+//! themselves accept (checked at load for every party and shard).
+
+use crate::endpoint::Endpoint;
+use crate::error::{Error, Node, Result};
+use crate::file::{ClientAuthFile, NetworkFile, PartyFile, VERSION};
+use crypto::PublicKey;
+use prost::Message;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::path::Path;
+use types::{PartyId, ShardId};
+
+/// Largest network config file read, in bytes.
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// One party's nodes, validated.
+#[derive(Debug, Clone)]
+pub struct Party {
+    /// The party id (1..N).
+    pub id: PartyId,
+    /// The router's endpoint.
+    pub router: Endpoint,
+    /// The consenter's endpoint.
+    pub consenter: Endpoint,
+    /// The consenter's public key.
+    pub consenter_key: PublicKey,
+    /// The assembler's endpoint, when listed.
+    pub assembler: Option<Endpoint>,
+    /// One batcher per shard (index = shard).
+    pub batchers: Vec<BatcherNode>,
+}
+
+/// One batcher of a party, validated.
+#[derive(Debug, Clone)]
+pub struct BatcherNode {
+    /// Its shard.
+    pub shard: ShardId,
+    /// Its endpoint.
+    pub endpoint: Endpoint,
+    /// Its public key.
+    pub public_key: PublicKey,
+}
+
+/// The network config, validated ([`NetworkConfig::load`]).
+#[derive(Debug, Clone)]
+pub struct NetworkConfig {
+    pub(crate) file: NetworkFile,
+    pub(crate) shards: NonZeroU32,
+    pub(crate) parties: Vec<Party>,
+    pub(crate) client_keys: Option<router::ClientKeys>,
+}
+
+impl NetworkConfig {
+    /// Reads and validates the network config file at `path`.
+    pub fn load(path: &Path) -> Result<NetworkConfig> {
+        let read = |e: std::io::Error| Error::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let size = std::fs::metadata(path).map_err(read)?.len();
+        if size > MAX_FILE_BYTES {
+            return Err(Error::Read {
+                path: path.to_path_buf(),
+                reason: format!("{size} bytes, more than a network config ({MAX_FILE_BYTES})"),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
+        NetworkConfig::from_json(&text)
+    }
+
+    /// Parses and validates the JSON text of a network config file.
+    pub fn from_json(text: &str) -> Result<NetworkConfig> {
+        let file: NetworkFile = serde_json::from_str(text).map_err(|e| Error::Parse {
+            reason: e.to_string(),
+        })?;
+        NetworkConfig::from_file(file)
+    }
+
+    /// Validates a parsed file.
+    pub fn from_file(file: NetworkFile) -> Result<NetworkConfig> {
+        if file.version != VERSION {
+            return Err(Error::UnsupportedVersion {
+                version: file.version,
+                supported: VERSION,
+            });
+        }
+        let chain_ok =
+            (1..=64).contains(&file.chain.len()) && file.chain.chars().all(|c| c.is_ascii_graphic());
+        if !chain_ok {
+            return Err(Error::BadChain {
+                chain: file.chain.clone(),
+            });
+        }
+        if file.parties.is_empty() {
+            return Err(Error::NoParties);
+        }
+        let shards = NonZeroU32::new(file.shards).ok_or(Error::NoShards)?;
+        let parties = file
+            .parties
+            .iter()
+            .enumerate()
+            .map(|(index, p)| parse_party(index, p, shards.get()))
+            .collect::<Result<Vec<Party>>>()?;
+        check_distinct(&parties)?;
+        crate::params::check(&file)?;
+        let client_keys = parse_clients(&file.router.client_auth)?;
+        let config = NetworkConfig {
+            file,
+            shards,
+            parties,
+            client_keys,
+        };
+        config.check_roles()?;
+        Ok(config)
+    }
+
+    /// The file this config was read from (to write it again, or to edit and revalidate).
+    pub fn file(&self) -> &NetworkFile {
+        &self.file
+    }
+
+    /// The JSON text of the file (pretty-printed, as `generate` writes it).
+    pub fn to_json(&self) -> String {
+        crate::generate::to_json(&self.file)
+    }
+
+    /// The chain name.
+    pub fn chain(&self) -> &str {
+        &self.file.chain
+    }
+
+    /// Number of parties N.
+    pub fn n(&self) -> u32 {
+        u32::try_from(self.parties.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Number of shards S.
+    pub fn shards(&self) -> NonZeroU32 {
+        self.shards
+    }
+
+    /// The parties, in order (party `p` at index `p − 1`).
+    pub fn parties(&self) -> &[Party] {
+        &self.parties
+    }
+
+    /// Party `party`.
+    pub fn party(&self, party: PartyId) -> Result<&Party> {
+        party
+            .checked_sub(1)
+            .and_then(|i| self.parties.get(i as usize))
+            .ok_or(Error::UnknownParty {
+                party,
+                parties: self.n(),
+            })
+    }
+
+    /// Party `party`'s batcher of shard `shard`.
+    pub fn batcher(&self, party: PartyId, shard: ShardId) -> Result<&BatcherNode> {
+        let shards = self.shards.get();
+        self.party(party)?
+            .batchers
+            .get(shard as usize)
+            .ok_or(Error::UnknownShard { shard, shards })
+    }
+
+    /// The endpoint of `node` (an assembler that is not listed: `None`).
+    pub fn endpoint(&self, node: Node) -> Result<Option<&Endpoint>> {
+        Ok(match node {
+            Node::Router(p) => Some(&self.party(p)?.router),
+            Node::Consenter(p) => Some(&self.party(p)?.consenter),
+            Node::Assembler(p) => self.party(p)?.assembler.as_ref(),
+            Node::Batcher { party, shard } => Some(&self.batcher(party, shard)?.endpoint),
+        })
+    }
+
+    /// The public key of `node` (consenters and batchers; routers and assemblers sign
+    /// nothing: [`Error::NoKey`]).
+    pub fn public_key(&self, node: Node) -> Result<&PublicKey> {
+        match node {
+            Node::Consenter(p) => Ok(&self.party(p)?.consenter_key),
+            Node::Batcher { party, shard } => Ok(&self.batcher(party, shard)?.public_key),
+            Node::Router(p) | Node::Assembler(p) => {
+                self.party(p)?;
+                Err(Error::NoKey { node })
+            }
+        }
+    }
+
+    /// Reads `node`'s key file (`crypto::read_key_file`: mode 0600, public line matching
+    /// the secret) and checks that it holds the public key this config lists for `node`.
+    pub fn read_node_key(&self, node: Node, path: &Path) -> Result<crypto::SigningKey> {
+        let expected = self.public_key(node)?;
+        let key = crypto::read_key_file(path).map_err(|e| Error::KeyFile {
+            node,
+            reason: e.to_string(),
+        })?;
+        if &key.public_key() != expected {
+            return Err(Error::KeyMismatch {
+                node,
+                path: path.to_path_buf(),
+                expected: expected.to_string(),
+            });
+        }
+        Ok(key)
+    }
+
+    /// Builds every role's config once so that a config that loads is one every role
+    /// accepts.
+    fn check_roles(&self) -> Result<()> {
+        self.arma_config()?;
+        for party in &self.parties {
+            self.router_config(party.id)?;
+            for shard in 0..self.shards.get() {
+                self.batcher_config(party.id, shard)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn endpoint(node: Node, text: &str) -> Result<Endpoint> {
+    Endpoint::parse(text).map_err(|reason| Error::BadEndpoint {
+        node,
+        endpoint: text.to_string(),
+        reason,
+    })
+}
+
+fn public_key(node: Node, text: &str) -> Result<PublicKey> {
+    text.parse().map_err(|e: crypto::CryptoError| Error::BadKey {
+        node,
+        key: text.chars().take(200).collect(),
+        reason: e.to_string(),
+    })
+}
+
+fn parse_party(index: usize, p: &PartyFile, shards: u32) -> Result<Party> {
+    let expected = u32::try_from(index).unwrap_or(u32::MAX).saturating_add(1);
+    if p.id != expected {
+        return Err(Error::PartyOrder {
+            index,
+            id: p.id,
+            expected,
+        });
+    }
+    let id = p.id;
+    let mut batchers = Vec::with_capacity(p.batchers.len());
+    for (index, b) in p.batchers.iter().enumerate() {
+        if b.shard as usize != index || b.shard >= shards {
+            return Err(Error::BatcherShards {
+                party: id,
+                index,
+                shard: Some(b.shard),
+                shards,
+            });
+        }
+        let node = Node::Batcher {
+            party: id,
+            shard: b.shard,
+        };
+        batchers.push(BatcherNode {
+            shard: b.shard,
+            endpoint: endpoint(node, &b.endpoint)?,
+            public_key: public_key(node, &b.public_key)?,
+        });
+    }
+    if batchers.len() != shards as usize {
+        return Err(Error::BatcherShards {
+            party: id,
+            index: batchers.len(),
+            shard: None,
+            shards,
+        });
+    }
+    Ok(Party {
+        id,
+        router: endpoint(Node::Router(id), &p.router)?,
+        consenter: endpoint(Node::Consenter(id), &p.consenter.endpoint)?,
+        consenter_key: public_key(Node::Consenter(id), &p.consenter.public_key)?,
+        assembler: p
+            .assembler
+            .as_deref()
+            .map(|a| endpoint(Node::Assembler(id), a))
+            .transpose()?,
+        batchers,
+    })
+}
+
+/// Every node's endpoint, and every public key, belongs to one node only.
+fn check_distinct(parties: &[Party]) -> Result<()> {
+    let mut endpoints: HashMap<&str, Node> = HashMap::new();
+    let mut keys: HashMap<&PublicKey, Node> = HashMap::new();
+    for p in parties {
+        let mut listed = vec![
+            (Node::Router(p.id), &p.router),
+            (Node::Consenter(p.id), &p.consenter),
+        ];
+        listed.extend(p.assembler.iter().map(|a| (Node::Assembler(p.id), a)));
+        let mut signers = vec![(Node::Consenter(p.id), &p.consenter_key)];
+        for b in &p.batchers {
+            let node = Node::Batcher {
+                party: p.id,
+                shard: b.shard,
+            };
+            listed.push((node, &b.endpoint));
+            signers.push((node, &b.public_key));
+        }
+        for (node, e) in listed {
+            if let Some(&first) = endpoints.get(e.as_str()) {
+                return Err(Error::DuplicateEndpoint {
+                    endpoint: e.to_string(),
+                    first,
+                    second: node,
+                });
+            }
+            endpoints.insert(e.as_str(), node);
+        }
+        for (node, k) in signers {
+            if let Some(&first) = keys.get(k) {
+                return Err(Error::DuplicateKey { first, second: node });
+            }
+            keys.insert(k, node);
+        }
+    }
+    Ok(())
+}
+
+/// The client keys of `router.client_auth` (`None`: open), by serialized `Identity`.
+fn parse_clients(auth: &ClientAuthFile) -> Result<Option<router::ClientKeys>> {
+    let ClientAuthFile::Signed { clients } = auth else {
+        return Ok(None);
+    };
+    let mut keys = router::ClientKeys::new();
+    for (index, c) in clients.iter().enumerate() {
+        let bad = |reason: String| Error::BadClient { index, reason };
+        if c.msp_id.is_empty() || c.certificate_id.is_empty() {
+            return Err(bad("msp_id and certificate_id must not be empty".into()));
+        }
+        let key: PublicKey = c
+            .public_key
+            .parse()
+            .map_err(|e: crypto::CryptoError| bad(e.to_string()))?;
+        let creator = client_identity(&c.msp_id, &c.certificate_id);
+        if keys.get(&creator).is_some() {
+            return Err(bad(format!("{}/{} is listed twice", c.msp_id, c.certificate_id)));
+        }
+        keys.insert(creator, key);
+    }
+    Ok(Some(keys))
+}
+
+/// The serialized `Identity { msp_id, certificate_id }`: the bytes a router matches an
+/// envelope's identity by.
+pub fn client_identity(msp_id: &str, certificate_id: &str) -> Vec<u8> {
+    wire::pb::Identity {
+        msp_id: msp_id.to_string(),
+        creator: Some(wire::pb::identity::Creator::CertificateId(
+            certificate_id.to_string(),
+        )),
+    }
+    .encode_to_vec()
+}

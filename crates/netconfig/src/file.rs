@@ -1,0 +1,227 @@
+//! The JSON form of the network config file (`docs/network-config.md`), exactly as it is
+//! written and read. Nothing here is validated: [`crate::NetworkConfig::from_file`] does
+//! that. Unknown fields are refused (a misspelt parameter is an error, not a default).
+
+use serde::{Deserialize, Serialize};
+use types::{PartyId, ShardId};
+
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkFile {
+    /// Format version ([`VERSION`]).
+    pub version: u32,
+    /// The chain name: bound with the consenter keys into every consenter signature.
+    pub chain: String,
+    /// Number of shards S (shards are 0..S−1).
+    pub shards: u32,
+    /// The parties, in order, with ids 1..N.
+    pub parties: Vec<PartyFile>,
+    /// Batching parameters (every batcher of the network).
+    #[serde(default)]
+    pub batching: BatchingParams,
+    /// Consensus parameters (every consenter of the network).
+    #[serde(default)]
+    pub consensus: ConsensusParams,
+    /// Router parameters (every router of the network).
+    #[serde(default)]
+    pub router: RouterParams,
+}
+
+/// One party's nodes and public keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartyFile {
+    /// The party id (1..N, in list order).
+    pub id: PartyId,
+    /// The router's `host:port` (clients' `Router.Submit`).
+    pub router: String,
+    /// The consenter.
+    pub consenter: KeyedEndpoint,
+    /// The assembler's `host:port`, once assemblers run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assembler: Option<String>,
+    /// One batcher per shard, in shard order.
+    pub batchers: Vec<BatcherFile>,
+}
+
+/// A node that signs: its endpoint and public key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyedEndpoint {
+    /// `host:port`.
+    pub endpoint: String,
+    /// `scheme:hex` (e.g. `ed25519:6a48…`), the form of `crypto::PublicKey`'s `Display`.
+    pub public_key: String,
+}
+
+/// One batcher of a party.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatcherFile {
+    /// Its shard.
+    pub shard: ShardId,
+    /// `host:port`: `BatcherIntake` for its router, the batch service for the shard's other
+    /// batchers and the assemblers.
+    pub endpoint: String,
+    /// `scheme:hex`: signs its batch headers, BAFs and complaints.
+    pub public_key: String,
+}
+
+/// The network-wide fields of `batcher::Config` (docs/batcher.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchingParams {
+    /// Largest request, in bytes (1 MiB).
+    pub max_request_bytes: u64,
+    /// Most requests in one batch (1,000).
+    pub max_batch_requests: u32,
+    /// Most request bytes in one batch (4 MiB; at least `max_request_bytes`).
+    pub max_batch_bytes: u64,
+    /// A primary cuts a non-full batch once its oldest request waited this long (50 ms).
+    pub batch_timeout_ms: u64,
+    /// Most batches a primary has cut and not seen confirmed (10).
+    pub window: u32,
+    /// Most batches held persisted but not ordered (100; at least `window`).
+    pub max_unordered_batches: u32,
+    /// Most requests held (100,000).
+    pub mempool_max_requests: u64,
+    /// Most request bytes held (256 MiB; at least `max_request_bytes`).
+    pub mempool_max_bytes: u64,
+    /// Ordered request digests remembered to refuse resubmissions (1,000,000).
+    pub ordered_memory: u64,
+    /// A secondary forwards a request to the primary after this long (2 s).
+    pub forward_timeout_ms: u64,
+    /// A secondary complains about the primary after this long (5 s; at least
+    /// `forward_timeout_ms`).
+    pub complain_timeout_ms: u64,
+}
+
+impl Default for BatchingParams {
+    fn default() -> BatchingParams {
+        BatchingParams {
+            max_request_bytes: 1 << 20,
+            max_batch_requests: 1000,
+            max_batch_bytes: 4 << 20,
+            batch_timeout_ms: 50,
+            window: 10,
+            max_unordered_batches: 100,
+            mempool_max_requests: 100_000,
+            mempool_max_bytes: 256 << 20,
+            ordered_memory: 1_000_000,
+            forward_timeout_ms: 2_000,
+            complain_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// The consensus engine's parameters (`bft::Config`; the flags of `fabrx node bft`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsensusParams {
+    /// The leader cuts a batch at this many requests (1,000).
+    pub batch_max: u64,
+    /// The leader cuts a batch at this many bytes (4 MiB).
+    pub batch_max_bytes: u64,
+    /// The leader cuts a non-empty batch after this long (20 ms).
+    pub batch_interval_ms: u64,
+    /// A request not ordered within this time makes a replica complain (3 s).
+    pub request_timeout_ms: u64,
+    /// Heartbeat interval (200 ms; below `heartbeat_timeout_ms`).
+    pub heartbeat_interval_ms: u64,
+    /// A follower that hears nothing from the leader this long starts a view change (2 s).
+    pub heartbeat_timeout_ms: u64,
+    /// Base time to wait for a new view (2 s; doubles per attempt).
+    pub view_change_timeout_ms: u64,
+    /// Largest request to the consenters (a BAF or complaint, or a client request of `fabrx node bft`), in bytes (1 MiB).
+    pub max_request_bytes: u64,
+    /// Most pending requests (100,000).
+    pub max_pending: u64,
+    /// Most bytes of pending requests (64 MiB).
+    pub max_pending_bytes: u64,
+    /// Clock tick of a replica (10 ms).
+    pub tick_ms: u64,
+    /// How far ahead of a shard's last ordered seq the Arma application counts BAFs (256;
+    /// at least `batching.max_unordered_batches`, the most a batcher holds unordered).
+    /// Every consenter must use the same value: it decides which BAFs count.
+    pub max_seqs_ahead: u64,
+}
+
+impl Default for ConsensusParams {
+    fn default() -> ConsensusParams {
+        ConsensusParams {
+            batch_max: 1000,
+            batch_max_bytes: 4 << 20,
+            batch_interval_ms: 20,
+            request_timeout_ms: 3_000,
+            heartbeat_interval_ms: 200,
+            heartbeat_timeout_ms: 2_000,
+            view_change_timeout_ms: 2_000,
+            max_request_bytes: 1 << 20,
+            max_pending: 100_000,
+            max_pending_bytes: 64 << 20,
+            tick_ms: 10,
+            max_seqs_ahead: 256,
+        }
+    }
+}
+
+/// The routers' parameters (`router::RouterConfig`, docs/router.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterParams {
+    /// Largest envelope accepted (1 MiB; at most `batching.max_request_bytes`).
+    pub max_request_bytes: u64,
+    /// Most requests forwarded to one shard's batcher and not answered (1,024).
+    pub shard_max_in_flight: u64,
+    /// Most bytes of such requests per shard (64 MiB).
+    pub shard_max_in_flight_bytes: u64,
+    /// Most requests of one client stream awaiting their answer (256).
+    pub stream_max_in_flight: u64,
+    /// How long a forwarded request waits for the batcher's answer (10 s).
+    pub answer_timeout_ms: u64,
+    /// Whether clients must sign their requests, and with which keys.
+    pub client_auth: ClientAuthFile,
+}
+
+impl Default for RouterParams {
+    fn default() -> RouterParams {
+        RouterParams {
+            max_request_bytes: 1 << 20,
+            shard_max_in_flight: 1024,
+            shard_max_in_flight_bytes: 64 << 20,
+            stream_max_in_flight: 256,
+            answer_timeout_ms: 10_000,
+            client_auth: ClientAuthFile::Open,
+        }
+    }
+}
+
+/// `router.client_auth`: `{"mode": "open"}` or `{"mode": "signed", "clients": […]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientAuthFile {
+    /// Any client may submit; signatures are not checked.
+    #[default]
+    Open,
+    /// Every envelope must be signed by one of these clients.
+    Signed {
+        /// The clients.
+        clients: Vec<ClientFile>,
+    },
+}
+
+/// One client: its identity (the envelope's `identity`) and public key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientFile {
+    /// `Identity.msp_id`.
+    pub msp_id: String,
+    /// `Identity.certificate_id` (the identity form fabrx clients use).
+    pub certificate_id: String,
+    /// `scheme:hex`.
+    pub public_key: String,
+}

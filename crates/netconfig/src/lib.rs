@@ -1,0 +1,31 @@
+//! The network config: what every ordering node of a fabrx network reads
+//! (`docs/network-config.md`). One shared JSON file lists the parties 1..N, the shards
+//! 0..S−1, every node's endpoint, the public keys of the nodes that sign (consenters, and
+//! batchers: one key per party and shard), and the batching, consensus and router
+//! parameters. Private keys stay in per-node key files (`crypto::keyfile`, mode 0600).
+//!
+//! * [`file`](mod@file) — the JSON form, as written and read (`NetworkFile`, parameter blocks with
+//!   their defaults).
+//! * [`config`] — [`NetworkConfig`]: the file validated once ([`NetworkConfig::load`]).
+//! * [`roles`] — each role's config from it (`router_setup`, `batcher_config`,
+//!   `consenter_node_config`, …).
+//! * [`generate`](mod@generate) — writing a new network's config and key files
+//!   (`fabrx network generate`).
+//!
+//! This crate depends on the role crates (router, batcher, consenter, bft) to produce their
+//! configs; they never depend on it, so each role stays usable without the file.
+
+pub mod config;
+pub mod endpoint;
+mod error;
+pub mod file;
+pub mod generate;
+mod params;
+pub mod roles;
+
+pub use config::{BatcherNode, NetworkConfig, Party, client_identity};
+pub use endpoint::Endpoint;
+pub use error::{Error, Node, Result};
+pub use file::NetworkFile;
+pub use generate::{GenerateSpec, Generated, config_path, generate, key_file_path, peer_keys_path};
+pub use roles::{ConsenterPaths, RouterSetup};

@@ -1,0 +1,254 @@
+//! Each role's config from the network config: what `fabrx node <role> --config … --party
+//! P` builds before it starts. Consenter replica ids are party ids minus one (party 1 is
+//! replica 0), so that the BFT engine's 0-based ids and Arma's 1-based parties meet here
+//! and nowhere else.
+
+use crate::config::NetworkConfig;
+use crate::error::{Error, Node, Result};
+use consenter::keys::{ClusterKeys, NodeKeys};
+use crypto::{PublicKey, SigningKey};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use types::{PartyId, ShardId};
+
+/// A router node's config and its party's batchers.
+#[derive(Debug, Clone)]
+pub struct RouterSetup {
+    /// The node config (listen address, server limits, router config).
+    pub node: router::node::NodeConfig,
+    /// `http://host:port` of the party's batcher of each shard (index = shard): the
+    /// argument of `router::node::Deps::grpc`.
+    pub batcher_uris: Vec<String>,
+}
+
+/// The files and directories of one consenter node.
+#[derive(Debug, Clone)]
+pub struct ConsenterPaths {
+    /// The consenter's key file.
+    pub key_file: PathBuf,
+    /// The consenter peer-keys file ([`NetworkConfig::peer_keys_text`]; `generate` writes
+    /// it next to the network config).
+    pub peer_keys: PathBuf,
+    /// WAL directory.
+    pub wal: PathBuf,
+    /// Decisions log directory.
+    pub decisions: PathBuf,
+}
+
+fn nonzero_usize(value: u64) -> NonZeroUsize {
+    // Validated positive and fitting at load; the fallback is unreachable.
+    usize::try_from(value)
+        .ok()
+        .and_then(NonZeroUsize::new)
+        .unwrap_or(NonZeroUsize::MIN)
+}
+
+fn nonzero_u64(value: u64) -> NonZeroU64 {
+    NonZeroU64::new(value).unwrap_or(NonZeroU64::MIN)
+}
+
+fn nonzero_u32(value: u32) -> NonZeroU32 {
+    NonZeroU32::new(value).unwrap_or(NonZeroU32::MIN)
+}
+
+fn usize_of(value: u64) -> usize {
+    usize::try_from(value).unwrap_or(usize::MAX)
+}
+
+impl NetworkConfig {
+    /// Party `party`'s router config: shards, limits and client auth of the file.
+    pub fn router_config(&self, party: PartyId) -> Result<router::RouterConfig> {
+        self.party(party)?;
+        let r = &self.file.router;
+        let mut cfg = router::RouterConfig::new(party, self.shards);
+        cfg.max_request_bytes = nonzero_usize(r.max_request_bytes);
+        cfg.shard_max_in_flight = nonzero_usize(r.shard_max_in_flight);
+        cfg.shard_max_in_flight_bytes = nonzero_u64(r.shard_max_in_flight_bytes);
+        cfg.stream_max_in_flight = nonzero_usize(r.stream_max_in_flight);
+        cfg.answer_timeout = Duration::from_millis(r.answer_timeout_ms);
+        cfg.client_auth = match &self.client_keys {
+            None => router::ClientAuth::Open,
+            Some(keys) => router::ClientAuth::Signed(keys.clone()),
+        };
+        cfg.validate().map_err(|source| Error::Router { party, source })?;
+        Ok(cfg)
+    }
+
+    /// `http://host:port` of party `party`'s batcher of each shard (index = shard).
+    pub fn batcher_uris(&self, party: PartyId) -> Result<Vec<String>> {
+        Ok(self
+            .party(party)?
+            .batchers
+            .iter()
+            .map(|b| b.endpoint.uri())
+            .collect())
+    }
+
+    /// Party `party`'s router node: listening on `listen`, or on its endpoint's address
+    /// ([`crate::Endpoint::listen_addr`]) when `None`, with default server limits.
+    pub fn router_setup(&self, party: PartyId, listen: Option<SocketAddr>) -> Result<RouterSetup> {
+        let router = self.router_config(party)?;
+        let listen = listen.unwrap_or(self.party(party)?.router.listen_addr());
+        Ok(RouterSetup {
+            node: router::node::NodeConfig {
+                listen,
+                server: wire::server::ServerLimits::default(),
+                router,
+            },
+            batcher_uris: self.batcher_uris(party)?,
+        })
+    }
+
+    /// The batcher public key of every party for shard `shard` (checks batch headers,
+    /// BAFs and complaints; the consenters and assemblers need it too).
+    pub fn batcher_keys(&self, shard: ShardId) -> Result<BTreeMap<PartyId, PublicKey>> {
+        self.parties
+            .iter()
+            .map(|p| Ok((p.id, self.batcher(p.id, shard)?.public_key.clone())))
+            .collect()
+    }
+
+    /// Party `party`'s batcher of shard `shard`: the core's config.
+    pub fn batcher_config(&self, party: PartyId, shard: ShardId) -> Result<batcher::Config> {
+        self.batcher(party, shard)?;
+        let b = &self.file.batching;
+        let cfg = batcher::Config {
+            party,
+            shard,
+            parties: self.n(),
+            shards: self.shards.get(),
+            keys: self.batcher_keys(shard)?,
+            max_request_bytes: nonzero_usize(b.max_request_bytes),
+            max_batch_requests: nonzero_u32(b.max_batch_requests),
+            max_batch_bytes: nonzero_u64(b.max_batch_bytes),
+            batch_timeout_ms: b.batch_timeout_ms,
+            window: nonzero_u32(b.window),
+            max_unordered_batches: nonzero_u32(b.max_unordered_batches),
+            mempool_max_requests: nonzero_usize(b.mempool_max_requests),
+            mempool_max_bytes: nonzero_u64(b.mempool_max_bytes),
+            ordered_memory: nonzero_usize(b.ordered_memory),
+            forward_timeout_ms: b.forward_timeout_ms,
+            complain_timeout_ms: b.complain_timeout_ms,
+        };
+        cfg.validate()
+            .map_err(|source| Error::Batcher { party, shard, source })?;
+        Ok(cfg)
+    }
+
+    /// Party `party`'s consenter replica id (`party − 1`).
+    pub fn replica_id(&self, party: PartyId) -> Result<bft::ReplicaId> {
+        Ok(self.party(party)?.id - 1)
+    }
+
+    /// `host:port` of every consenter, index = replica id (the `--peers` of
+    /// `fabrx node bft`).
+    pub fn consenter_peers(&self) -> Vec<String> {
+        self.parties.iter().map(|p| p.consenter.to_string()).collect()
+    }
+
+    /// Every consenter's public key, index = replica id.
+    pub fn consenter_keys(&self) -> Vec<PublicKey> {
+        self.parties.iter().map(|p| p.consenter_key.clone()).collect()
+    }
+
+    /// The consenter set's keys on this network's chain (its chain id is bound into every
+    /// consenter signature).
+    pub fn cluster_keys(&self) -> ClusterKeys {
+        ClusterKeys::for_chain(self.chain(), self.consenter_keys())
+    }
+
+    /// The peer-keys file of the consenters (`<scheme> <hex>` per line in replica order,
+    /// `consenter::keys::parse_peer_keys`), derived from this config.
+    pub fn peer_keys_text(&self) -> String {
+        let mut text = format!(
+            "# consenter public keys of chain {}, replica order (party − 1)\n",
+            self.chain()
+        );
+        for p in &self.parties {
+            text.push_str(&format!(
+                "{} {}\n",
+                p.consenter_key.scheme().name(),
+                p.consenter_key.to_hex()
+            ));
+        }
+        text
+    }
+
+    /// Party `party`'s consensus engine config: the file's consensus parameters, `id` and
+    /// `n`, and the chain id of [`NetworkConfig::cluster_keys`].
+    pub fn consenter_engine(&self, party: PartyId) -> Result<bft::Config> {
+        let c = &self.file.consensus;
+        let mut engine = bft::Config::new(self.replica_id(party)?, self.n());
+        engine.chain = self.cluster_keys().chain_id();
+        engine.max_batch_count = usize_of(c.batch_max);
+        engine.max_batch_bytes = usize_of(c.batch_max_bytes);
+        engine.batch_interval_ms = c.batch_interval_ms;
+        engine.request_timeout_ms = c.request_timeout_ms;
+        engine.heartbeat_interval_ms = c.heartbeat_interval_ms;
+        engine.heartbeat_timeout_ms = c.heartbeat_timeout_ms;
+        engine.view_change_timeout_ms = c.view_change_timeout_ms;
+        engine.max_request_bytes = usize_of(c.max_request_bytes);
+        engine.max_pending = usize_of(c.max_pending);
+        engine.max_pending_bytes = usize_of(c.max_pending_bytes);
+        Ok(engine)
+    }
+
+    /// The Arma consenter application's config: parties, shards, `consensus.max_seqs_ahead`
+    /// and the batcher key of every party and shard (the same for every consenter).
+    pub fn arma_config(&self) -> Result<consenter::arma::ArmaConfig> {
+        let mut keys = BTreeMap::new();
+        for p in &self.parties {
+            for b in &p.batchers {
+                keys.insert((p.id, b.shard), b.public_key.clone());
+            }
+        }
+        consenter::arma::ArmaConfig::new(
+            self.n(),
+            self.shards.get(),
+            self.file.consensus.max_seqs_ahead,
+            keys,
+        )
+        .map_err(|e| Error::Consenter {
+            reason: e.to_string(),
+        })
+    }
+
+    /// Party `party`'s consenter key (from its key file, checked against this config) and
+    /// the consenter set's keys: what `consenter::keys::NodeKeys::load` returns.
+    pub fn consenter_signing_keys(
+        &self,
+        party: PartyId,
+        key_file: &Path,
+    ) -> Result<(SigningKey, ClusterKeys)> {
+        let key = self.read_node_key(Node::Consenter(party), key_file)?;
+        Ok((key, self.cluster_keys()))
+    }
+
+    /// Party `party`'s consenter node config (`consenter::node::run`), with the default
+    /// node limits. The key comes from `paths.key_file` and the peer keys from
+    /// `paths.peer_keys`, which must hold [`NetworkConfig::peer_keys_text`]'s keys (the
+    /// node checks its own key against it when it starts).
+    pub fn consenter_node_config(
+        &self,
+        party: PartyId,
+        paths: ConsenterPaths,
+    ) -> Result<consenter::node::NodeConfig> {
+        Ok(consenter::node::NodeConfig {
+            engine: self.consenter_engine(party)?,
+            peers: self.consenter_peers(),
+            keys: NodeKeys::Files {
+                key: paths.key_file,
+                peers: paths.peer_keys,
+            },
+            chain: self.chain().to_string(),
+            wal: paths.wal,
+            decisions: paths.decisions,
+            tick: Duration::from_millis(self.file.consensus.tick_ms),
+            limits: consenter::node::NodeLimits::default(),
+            channel_capacity: 4096,
+        })
+    }
+}

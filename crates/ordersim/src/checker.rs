@@ -1,0 +1,242 @@
+//! The invariants of the ordering simulation, checked on every decision a correct
+//! consenter delivers and at the end of a run.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use batcher::SignedBatch;
+use bft::Decision;
+use consenter::arma::{ArmaConfig, Item, OrderedHeader, Outcome};
+use types::digest::{Digest32, shard_of};
+
+/// `(shard, term, primary, seq)`.
+type Slot = (u32, u64, u32, u64);
+
+/// The checker's view of the run.
+pub struct Checker {
+    cfg: ArmaConfig,
+    /// f+1, whatever the knobs say.
+    f1: usize,
+    /// The decisions as first delivered by a correct consenter, with their outcome.
+    decisions: Vec<(bft::Digest, Outcome)>,
+    /// Decided BAF signers per slot and digest.
+    bafs: HashMap<(Slot, Digest32), BTreeSet<u32>>,
+    /// Digests seen in decided BAFs per slot.
+    digests: HashMap<Slot, BTreeSet<Digest32>>,
+    /// Ordered `(shard, primary, seq)` → digest.
+    ordered: HashMap<(u32, u32, u64), Digest32>,
+    /// Each shard's term and last ordered seq after the last decision.
+    terms: Vec<(u64, u64)>,
+    /// Slots proven equivocated and the term that must be left.
+    flagged: BTreeSet<Slot>,
+    /// Client requests: bytes → times ordered.
+    pub requests: HashMap<Arc<[u8]>, u32>,
+    /// Blocks in the chain.
+    pub blocks: u64,
+    /// Term changes decided.
+    pub term_changes: u64,
+}
+
+impl Checker {
+    /// A checker for a network described by `cfg`.
+    pub fn new(cfg: ArmaConfig) -> Checker {
+        let f1 = ((cfg.parties - 1) / 3 + 1) as usize;
+        let terms = vec![(0, 0); cfg.shards as usize];
+        Checker {
+            cfg,
+            f1,
+            decisions: Vec::new(),
+            bafs: HashMap::new(),
+            digests: HashMap::new(),
+            ordered: HashMap::new(),
+            terms,
+            flagged: BTreeSet::new(),
+            requests: HashMap::new(),
+            blocks: 0,
+            term_changes: 0,
+        }
+    }
+
+    /// A client submitted `request`.
+    pub fn submitted(&mut self, request: Arc<[u8]>) {
+        self.requests.entry(request).or_insert(0);
+    }
+
+    /// Correct consenter `party` delivered `decision` with `outcome`; `batch` finds a
+    /// persisted batch by header.
+    pub fn on_deliver(
+        &mut self,
+        party: u32,
+        decision: &Decision,
+        outcome: &Outcome,
+        batch: &dyn Fn(&OrderedHeader) -> Option<Arc<SignedBatch>>,
+    ) -> Result<(), String> {
+        let seq = decision.seq();
+        let index = usize::try_from(seq).unwrap_or(usize::MAX).wrapping_sub(1);
+        if let Some((digest, reference)) = self.decisions.get(index) {
+            if *digest != decision.certificate.digest || reference != outcome {
+                return Err(format!(
+                    "agreement: consenter {party} decided/computed something else at decision {seq}"
+                ));
+            }
+            return Ok(());
+        }
+        if index != self.decisions.len() {
+            return Err(format!("decision {seq} delivered before decision {}", index));
+        }
+        self.decisions
+            .push((decision.certificate.digest, outcome.clone()));
+        self.on_new_decision(decision, outcome, batch)
+    }
+
+    fn on_new_decision(
+        &mut self,
+        decision: &Decision,
+        outcome: &Outcome,
+        batch: &dyn Fn(&OrderedHeader) -> Option<Arc<SignedBatch>>,
+    ) -> Result<(), String> {
+        let before = self.terms.clone();
+        let mut conflicts = Vec::new();
+        for request in &decision.proposal.requests {
+            let Ok(Item::Baf(baf)) = consenter::arma::decode(&self.cfg, request) else {
+                continue;
+            };
+            let h = baf.header;
+            let slot = (h.id.shard, h.term, h.id.primary, h.id.seq);
+            self.bafs.entry((slot, h.digest)).or_default().insert(baf.signer);
+            let set = self.digests.entry(slot).or_default();
+            if set.insert(h.digest) && set.len() == 2 {
+                conflicts.push(slot);
+            }
+        }
+        for header in &outcome.headers {
+            self.on_header(header, batch)?;
+        }
+        for t in &outcome.terms {
+            self.term_changes += 1;
+            let entry = self
+                .terms
+                .get_mut(t.shard as usize)
+                .ok_or("term change of an unknown shard")?;
+            if t.term <= entry.0 {
+                return Err(format!(
+                    "shard {} went back from term {} to {}",
+                    t.shard, entry.0, t.term
+                ));
+            }
+            *entry = (t.term, t.last_ordered_seq);
+        }
+        self.check_equivocations(&before, conflicts)
+    }
+
+    fn on_header(
+        &mut self,
+        header: &OrderedHeader,
+        batch: &dyn Fn(&OrderedHeader) -> Option<Arc<SignedBatch>>,
+    ) -> Result<(), String> {
+        let slot = (header.shard, header.term, header.primary, header.seq);
+        let signers = self.bafs.get(&(slot, header.digest)).map_or(0, BTreeSet::len);
+        if signers < self.f1 {
+            return Err(format!(
+                "block {} ({slot:?}) ordered with {signers} BAFs, f+1 = {}",
+                header.number, self.f1
+            ));
+        }
+        let id = (header.shard, header.primary, header.seq);
+        if let Some(d) = self.ordered.insert(id, header.digest) {
+            return Err(format!(
+                "batch {id:?} ordered twice (digests {} and {})",
+                hex(&d),
+                hex(&header.digest)
+            ));
+        }
+        if header.number != self.blocks {
+            return Err(format!(
+                "block number {} after {} blocks",
+                header.number, self.blocks
+            ));
+        }
+        self.blocks += 1;
+        let Some(b) = batch(header) else {
+            return Err(format!(
+                "block {}: no batcher persisted batch {slot:?}",
+                header.number
+            ));
+        };
+        for r in &b.requests {
+            match self.requests.get_mut(r) {
+                Some(times) if shard_of(r, self.cfg.shards).ok() == Some(header.shard) => *times += 1,
+                _ => {
+                    return Err(format!(
+                        "block {}: a request no client sent to shard {}",
+                        header.number, header.shard
+                    ));
+                }
+            }
+        }
+        if let Some(t) = self.terms.get_mut(header.shard as usize) {
+            t.1 = header.seq;
+        }
+        Ok(())
+    }
+
+    /// A slot with two primary-signed digests, of the shard's term and primary at the
+    /// start of the decision and still unordered after it, must have moved the term on.
+    fn check_equivocations(&mut self, before: &[(u64, u64)], conflicts: Vec<Slot>) -> Result<(), String> {
+        for slot in conflicts {
+            let (shard, term, primary, seq) = slot;
+            let Some(&(t0, last0)) = before.get(shard as usize) else {
+                continue;
+            };
+            let live = term == t0
+                && primary == self.cfg.primary_of(shard, t0)
+                && seq > last0
+                && seq - last0 <= self.cfg.max_seqs_ahead;
+            if !live || self.ordered.contains_key(&(shard, primary, seq)) || !self.flagged.insert(slot) {
+                continue;
+            }
+            let now = self.terms.get(shard as usize).map_or(0, |t| t.0);
+            if now <= term {
+                return Err(format!(
+                    "primary {primary} equivocated at {slot:?} and shard {shard} stayed in term {now}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The requests never ordered, and the number of extra orderings.
+    pub fn unordered_and_duplicates(&self) -> (Vec<Arc<[u8]>>, u64) {
+        let missing = self
+            .requests
+            .iter()
+            .filter(|(_, n)| **n == 0)
+            .map(|(r, _)| Arc::clone(r))
+            .collect();
+        let dups = self
+            .requests
+            .values()
+            .map(|n| u64::from(n.saturating_sub(1)))
+            .sum();
+        (missing, dups)
+    }
+
+    /// Whether every client request is ordered.
+    pub fn all_ordered(&self) -> bool {
+        self.requests.values().all(|n| *n > 0)
+    }
+
+    /// Decisions seen.
+    pub fn decided(&self) -> usize {
+        self.decisions.len()
+    }
+
+    /// Terms per shard (for reports).
+    pub fn terms(&self) -> BTreeMap<u32, u64> {
+        (0u32..).zip(self.terms.iter().map(|t| t.0)).collect()
+    }
+}
+
+fn hex(d: &Digest32) -> String {
+    d.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,791 @@
+//! The simulated ordering service: nodes, shells, network and fault schedule.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use batcher::{Baf, Batcher, Input as BInput, Output as BOutput, SignedBatch, TermInfo};
+use bft::crypto::TestKeys;
+use bft::{Config, Decision, Input, MemWal, Message, Output, Replica, Wal};
+use consenter::arma::{
+    ArmaApp, ArmaConfig, ArmaState, Knobs, OrderedHeader, Outcome, encode_baf, encode_complaint,
+};
+use crypto::{Scheme, SigningKey, derive_signing_key};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use types::BatchId;
+use types::digest::{Digest32, shard_of};
+
+use super::checker::Checker;
+use super::{ArmaReport, ArmaScenario, Byzantine};
+
+const TICK_MS: u64 = 10;
+const PULL_MS: u64 = 30;
+const RESEND_MS: u64 = 300;
+const OUTBOX: usize = 64;
+const MAX_REQUEST_BYTES: usize = 64;
+
+enum Ev {
+    BTick(usize),
+    CTick(u32),
+    Bft { from: u32, to: u32, msg: Message },
+    ToBatcher { b: usize, input: BInput },
+    ToConsenter { to: u32, request: Vec<u8> },
+    Client(Arc<[u8]>),
+    RestartB(usize),
+    RestartC(u32),
+    Gst,
+}
+
+/// One batcher: its core and its simulated shell's durable state.
+struct BNode {
+    party: u32,
+    shard: u32,
+    core: Option<Batcher>,
+    served: HashMap<(BatchId, u64), Arc<SignedBatch>>,
+    /// The other version an equivocating primary serves to odd parties.
+    alt: HashMap<(BatchId, u64), Arc<SignedBatch>>,
+    want: Option<BatchId>,
+    last_pull: u64,
+    /// Decisions of the party's consenter fed so far, and what they said of this shard.
+    fed: usize,
+    info: TermInfo,
+    /// Submitted BAFs and complaints, resent until ordered or out of term: (term, seq, bytes).
+    outbox: Vec<(u64, u64, Vec<u8>)>,
+    last_resend: u64,
+}
+
+/// One consenter: the replica and its persisted state.
+struct CNode {
+    replica: Option<Replica<ArmaApp>>,
+    wal: MemWal,
+    snapshot: ArmaState,
+    /// The outcomes of its decisions, in order (its decisions log).
+    log: Vec<Outcome>,
+}
+
+/// The world of one run.
+pub struct World {
+    sc: ArmaScenario,
+    trace: bool,
+    rng: ChaCha8Rng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: HashMap<u64, Ev>,
+    cfg: ArmaConfig,
+    keys: TestKeys,
+    bkeys: BTreeMap<u32, SigningKey>,
+    batchers: Vec<BNode>,
+    consenters: Vec<CNode>,
+    store: HashMap<(BatchId, u64, Digest32), Arc<SignedBatch>>,
+    side: Vec<u8>,
+    after_gst: bool,
+    requests: Vec<Arc<[u8]>>,
+    checker: Checker,
+    report: ArmaReport,
+}
+
+fn batcher_key(party: u32) -> SigningKey {
+    derive_signing_key(Scheme::Ed25519, &format!("fabrx-arma-sim/batcher/{party}"))
+}
+
+impl World {
+    /// Builds the world of a scenario.
+    pub fn new(sc: ArmaScenario, trace: bool) -> Result<World, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(sc.seed);
+        let bkeys: BTreeMap<u32, SigningKey> = (1..=sc.n).map(|p| (p, batcher_key(p))).collect();
+        let pub_keys = (1..=sc.n)
+            .flat_map(|p| (0..sc.shards).map(move |s| (p, s)))
+            .filter_map(|(p, s)| bkeys.get(&p).map(|k| ((p, s), k.public_key())))
+            .collect();
+        let cfg = ArmaConfig::new(sc.n, sc.shards, 64, pub_keys)
+            .map_err(|e| e.to_string())?
+            .with_knobs(sc.knobs);
+        let keys = TestKeys::new(sc.seed ^ 0xc0ffee);
+        let mut w = World {
+            checker: Checker::new(cfg.clone()),
+            batchers: Vec::new(),
+            consenters: Vec::new(),
+            trace,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: HashMap::new(),
+            keys,
+            bkeys,
+            store: HashMap::new(),
+            side: vec![0; sc.n as usize + 1],
+            after_gst: false,
+            requests: Vec::new(),
+            report: ArmaReport::default(),
+            cfg,
+            rng: ChaCha8Rng::seed_from_u64(rng.r#gen()),
+            sc,
+        };
+        w.build();
+        Ok(w)
+    }
+
+    fn build(&mut self) {
+        let start = TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        };
+        for party in 1..=self.sc.n {
+            for shard in 0..self.sc.shards {
+                self.batchers.push(BNode {
+                    party,
+                    shard,
+                    core: None,
+                    served: HashMap::new(),
+                    alt: HashMap::new(),
+                    want: None,
+                    last_pull: 0,
+                    fed: 0,
+                    info: start,
+                    outbox: Vec::new(),
+                    last_resend: 0,
+                });
+            }
+            self.consenters.push(CNode {
+                replica: None,
+                wal: MemWal::default(),
+                snapshot: ArmaState::genesis(self.sc.shards),
+                log: Vec::new(),
+            });
+        }
+        for b in 0..self.batchers.len() {
+            self.start_batcher(b);
+            let at = self.rng.gen_range(0..TICK_MS);
+            self.schedule(at, Ev::BTick(b));
+        }
+        for c in 0..self.sc.n {
+            self.start_consenter(c);
+            let at = self.rng.gen_range(0..TICK_MS);
+            self.schedule(at, Ev::CTick(c));
+        }
+        for i in 0..self.sc.requests {
+            let request: Arc<[u8]> = Arc::from(format!("req-{}-{i}", self.sc.seed).into_bytes());
+            self.requests.push(Arc::clone(&request));
+            let at = self.rng.gen_range(1..self.sc.gst_ms.max(2));
+            self.schedule(at, Ev::Client(request));
+        }
+        self.schedule(self.sc.gst_ms, Ev::Gst);
+    }
+
+    fn batcher_config(&self, party: u32, shard: u32) -> batcher::Config {
+        use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+        let nz = |v: usize| NonZeroUsize::new(v).unwrap_or(NonZeroUsize::MIN);
+        batcher::Config {
+            party,
+            shard,
+            parties: self.sc.n,
+            shards: self.sc.shards,
+            keys: self.bkeys.iter().map(|(p, k)| (*p, k.public_key())).collect(),
+            max_request_bytes: nz(MAX_REQUEST_BYTES),
+            max_batch_requests: NonZeroU32::new(4).unwrap_or(NonZeroU32::MIN),
+            max_batch_bytes: NonZeroU64::new(256).unwrap_or(NonZeroU64::MIN),
+            batch_timeout_ms: 20,
+            window: NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN),
+            max_unordered_batches: NonZeroU32::new(4).unwrap_or(NonZeroU32::MIN),
+            mempool_max_requests: nz(1000),
+            mempool_max_bytes: NonZeroU64::new(1 << 20).unwrap_or(NonZeroU64::MIN),
+            ordered_memory: nz(10_000),
+            forward_timeout_ms: 300,
+            complain_timeout_ms: 900,
+        }
+    }
+
+    fn bft_config(&self, id: u32) -> Config {
+        let mut c = Config::new(id, self.sc.n);
+        c.max_batch_count = 16;
+        c.batch_interval_ms = 5;
+        c.request_timeout_ms = 600;
+        c.heartbeat_interval_ms = 50;
+        c.heartbeat_timeout_ms = 250;
+        c.view_change_timeout_ms = 250;
+        c.sync_batch = 8;
+        c
+    }
+
+    fn b_index(&self, party: u32, shard: u32) -> usize {
+        ((party - 1) * self.sc.shards + shard) as usize
+    }
+
+    fn byz(&self, party: u32) -> Option<Byzantine> {
+        self.sc.byzantine.filter(|(p, _)| *p == party).map(|(_, k)| k)
+    }
+
+    fn is_correct_consenter(&self, c: u32) -> bool {
+        !matches!(
+            self.byz(c + 1),
+            Some(Byzantine::CorruptConsenter(_) | Byzantine::LyingConsenter)
+        )
+    }
+
+    fn start_batcher(&mut self, b: usize) {
+        let node = &self.batchers[b];
+        let (party, shard, info) = (node.party, node.shard, node.info);
+        let key = self
+            .bkeys
+            .get(&party)
+            .cloned()
+            .unwrap_or_else(|| batcher_key(party));
+        let core = Batcher::new(self.batcher_config(party, shard), key, info).ok();
+        let node = &mut self.batchers[b];
+        node.core = core;
+        node.want = None;
+    }
+
+    fn start_consenter(&mut self, c: u32) {
+        let mut cfg = self.cfg.clone();
+        if self.byz(c + 1) == Some(Byzantine::LyingConsenter) {
+            cfg = cfg.with_knobs(Knobs {
+                lie_in_metadata: true,
+                ..self.sc.knobs
+            });
+        }
+        let node = &self.consenters[c as usize];
+        let app = ArmaApp::new(cfg, node.snapshot.clone());
+        let entries = node.wal.entries.clone();
+        let restored = Replica::restore(
+            self.bft_config(c),
+            app,
+            Box::new(self.keys.signer(c)),
+            Arc::new(self.keys.clone()),
+            &entries,
+        );
+        if let Ok((replica, outputs)) = restored {
+            self.consenters[c as usize].replica = Some(replica);
+            let _ = self.c_execute(c, outputs);
+        }
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    fn delay(&mut self) -> u64 {
+        let max = if self.after_gst {
+            self.sc.max_delay_after_gst_ms
+        } else {
+            self.sc.max_delay_ms
+        };
+        self.now + self.rng.gen_range(1..=max.max(1))
+    }
+
+    /// Whether a message between two parties is lost (partition or loss, before GST).
+    fn lost(&mut self, from: u32, to: u32) -> bool {
+        !self.after_gst
+            && (self.side[from as usize] != self.side[to as usize] || self.rng.gen_bool(self.sc.loss))
+    }
+
+    /// Sends `ev` from party `from` to party `to` over the simulated network.
+    fn send(&mut self, from: u32, to: u32, ev: impl Fn() -> Ev) {
+        if from != to && self.lost(from, to) {
+            return;
+        }
+        let copies = if !self.after_gst && self.rng.gen_bool(self.sc.duplicate) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = self.delay();
+            self.schedule(at, ev());
+        }
+    }
+
+    /// Runs until every request is ordered after GST (then checks the end state).
+    pub fn run(mut self) -> Result<ArmaReport, String> {
+        while let Some(Reverse((at, id))) = self.queue.pop() {
+            let Some(ev) = self.events.remove(&id) else {
+                continue;
+            };
+            self.now = at;
+            self.report.steps += 1;
+            self.step(ev)?;
+            if self.after_gst && self.checker.all_ordered() {
+                break;
+            }
+            if self.now > self.sc.gst_ms + self.sc.liveness_ms {
+                let (missing, _) = self.checker.unordered_and_duplicates();
+                return Err(format!(
+                    "liveness: {} of {} requests not ordered {} ms after GST ({} decisions, terms {:?})",
+                    missing.len(),
+                    self.requests.len(),
+                    self.sc.liveness_ms,
+                    self.checker.decided(),
+                    self.checker.terms()
+                ));
+            }
+        }
+        self.finish()
+    }
+
+    fn finish(mut self) -> Result<ArmaReport, String> {
+        for c in 0..self.sc.n {
+            if !self.is_correct_consenter(c) {
+                continue;
+            }
+            if let Some(r) = &self.consenters[c as usize].replica
+                && r.app().diverged > 0
+            {
+                return Err(format!(
+                    "consenter {c}: certified metadata differs from its outcome"
+                ));
+            }
+        }
+        let (_, dups) = self.checker.unordered_and_duplicates();
+        self.report.end_ms = self.now;
+        self.report.duplicates = dups;
+        self.report.blocks = self.checker.blocks;
+        self.report.term_changes = self.checker.term_changes;
+        self.report.equivocations = self
+            .consenters
+            .iter()
+            .filter_map(|c| c.replica.as_ref())
+            .map(|r| r.app().state().equivocations)
+            .max()
+            .unwrap_or(0);
+        Ok(self.report)
+    }
+
+    fn step(&mut self, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::BTick(b) => {
+                self.schedule(self.now + TICK_MS, Ev::BTick(b));
+                self.maybe_fault();
+                self.b_tick(b)
+            }
+            Ev::CTick(c) => {
+                self.schedule(self.now + TICK_MS, Ev::CTick(c));
+                self.c_input(c, Input::Tick(self.now))
+            }
+            Ev::Bft { from, to, msg } => self.c_input(to, Input::Message { from, msg }),
+            Ev::ToBatcher { b, input } => self.b_input(b, input),
+            Ev::ToConsenter { to, request } => self.c_input(to, Input::Request(request)),
+            Ev::Client(request) => {
+                self.client(&request);
+                Ok(())
+            }
+            Ev::RestartB(b) => {
+                if self.batchers[b].core.is_none() {
+                    self.start_batcher(b);
+                }
+                Ok(())
+            }
+            Ev::RestartC(c) => {
+                if self.consenters[c as usize].replica.is_none() {
+                    self.start_consenter(c);
+                }
+                Ok(())
+            }
+            Ev::Gst => self.gst(),
+        }
+    }
+
+    /// A client sends the request to the router of every party; each router hands it to
+    /// its party's batcher of the request's shard.
+    fn client(&mut self, request: &Arc<[u8]>) {
+        self.checker.submitted(Arc::clone(request));
+        let shard = shard_of(request, self.sc.shards).unwrap_or(0);
+        for party in 1..=self.sc.n {
+            let b = self.b_index(party, shard);
+            if !self.after_gst && self.rng.gen_bool(self.sc.loss) {
+                continue;
+            }
+            let at = self.delay();
+            self.schedule(
+                at,
+                Ev::ToBatcher {
+                    b,
+                    input: BInput::Request(Arc::clone(request)),
+                },
+            );
+        }
+    }
+
+    fn gst(&mut self) -> Result<(), String> {
+        self.after_gst = true;
+        self.side.iter_mut().for_each(|s| *s = 0);
+        for b in 0..self.batchers.len() {
+            if self.batchers[b].core.is_none() {
+                self.start_batcher(b);
+            }
+        }
+        for c in 0..self.sc.n {
+            if self.consenters[c as usize].replica.is_none() {
+                self.start_consenter(c);
+            }
+        }
+        // Clients re-submit what is not ordered yet (a client retries until 2f+1 routers ack).
+        let (missing, _) = self.checker.unordered_and_duplicates();
+        for request in missing {
+            self.schedule(self.now + 1, Ev::Client(request));
+        }
+        Ok(())
+    }
+
+    fn maybe_fault(&mut self) {
+        if self.after_gst {
+            return;
+        }
+        if self.rng.gen_bool(self.sc.crash_consenter) {
+            let c = self.rng.gen_range(0..self.sc.n);
+            if self.is_correct_consenter(c) && self.consenters[c as usize].replica.is_some() {
+                self.trace_line(|| format!("consenter {c} CRASH"));
+                self.report.crashes += 1;
+                self.consenters[c as usize].replica = None;
+                let at = self.now + self.rng.gen_range(20..600);
+                self.schedule(at, Ev::RestartC(c));
+            }
+        }
+        if self.rng.gen_bool(self.sc.crash_batcher) {
+            let b = self.rng.gen_range(0..self.batchers.len());
+            let secondary = self.batchers[b].core.as_ref().is_some_and(|c| !c.is_primary());
+            if secondary && self.byz(self.batchers[b].party).is_none() {
+                self.trace_line(|| format!("batcher {b} CRASH"));
+                self.report.crashes += 1;
+                self.batchers[b].core = None;
+                let at = self.now + self.rng.gen_range(20..600);
+                self.schedule(at, Ev::RestartB(b));
+            }
+        }
+        if self.rng.gen_bool(self.sc.partition) {
+            for s in self.side.iter_mut() {
+                *s = self.rng.gen_range(0..2);
+            }
+        }
+    }
+
+    fn trace_line(&self, line: impl Fn() -> String) {
+        if self.trace {
+            eprintln!("t={} {}", self.now, line());
+        }
+    }
+
+    // ---- consenters ----
+
+    fn c_input(&mut self, c: u32, input: Input) -> Result<(), String> {
+        let Some(replica) = self.consenters[c as usize].replica.as_mut() else {
+            return Ok(());
+        };
+        let outputs = replica.handle(input);
+        self.c_execute(c, outputs)
+    }
+
+    fn c_execute(&mut self, c: u32, outputs: Vec<Output>) -> Result<(), String> {
+        let mut delivered = Vec::new();
+        for out in outputs {
+            match out {
+                Output::Persist(e) => {
+                    let _ = self.consenters[c as usize].wal.append(&[e]);
+                }
+                Output::Send { to, msg } => self.c_transmit(c, to, msg),
+                Output::Broadcast(msg) => {
+                    for to in 0..self.sc.n {
+                        if to != c {
+                            self.c_transmit(c, to, msg.clone());
+                        }
+                    }
+                }
+                Output::Deliver(d) => delivered.push(d),
+                Output::ViewInstalled { .. } | Output::Refused { .. } => {}
+            }
+        }
+        let Some(replica) = self.consenters[c as usize].replica.as_mut() else {
+            return Ok(());
+        };
+        let applied = replica.app_mut().take_applied();
+        let snapshot = replica.app().state().clone();
+        self.consenters[c as usize].snapshot = snapshot;
+        let correct = self.is_correct_consenter(c);
+        for (a, d) in applied.into_iter().zip(delivered) {
+            let log = &mut self.consenters[c as usize].log;
+            if a.decision as usize == log.len() + 1 {
+                log.push(a.outcome.clone());
+            }
+            if correct {
+                self.check_decision(c, &d, &a.outcome)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_decision(&mut self, c: u32, d: &Decision, outcome: &Outcome) -> Result<(), String> {
+        let store = &self.store;
+        let lookup = |h: &OrderedHeader| store.get(&(h.batch_id(), h.term, h.digest)).cloned();
+        self.checker.on_deliver(c + 1, d, outcome, &lookup)
+    }
+
+    fn c_transmit(&mut self, from: u32, to: u32, msg: Message) {
+        let msgs = match self.byz(from + 1) {
+            Some(Byzantine::CorruptConsenter(mode)) => {
+                let signer = self.keys.signer(from);
+                testkit::sim::corrupt(mode, from, &signer, to, msg, &mut self.rng)
+            }
+            _ => vec![msg],
+        };
+        for msg in msgs {
+            self.send(from + 1, to + 1, || Ev::Bft {
+                from,
+                to,
+                msg: msg.clone(),
+            });
+        }
+    }
+
+    // ---- batchers ----
+
+    fn b_tick(&mut self, b: usize) -> Result<(), String> {
+        if self.batchers[b].core.is_none() {
+            return Ok(());
+        }
+        self.feed_decisions(b)?;
+        self.b_input(b, BInput::Tick(self.now))?;
+        if self.now.saturating_sub(self.batchers[b].last_pull) >= PULL_MS {
+            self.batchers[b].last_pull = self.now;
+            self.try_pull(b);
+        }
+        if self.now.saturating_sub(self.batchers[b].last_resend) >= RESEND_MS {
+            self.batchers[b].last_resend = self.now;
+            self.resend(b);
+        }
+        Ok(())
+    }
+
+    /// Feeds the batcher the decisions of its party's consenter it has not seen: the
+    /// ordered batches of its shard (with their requests, from any batcher that
+    /// persisted them), then the shard's term changes.
+    fn feed_decisions(&mut self, b: usize) -> Result<(), String> {
+        let (party, shard) = (self.batchers[b].party, self.batchers[b].shard);
+        let c = (party - 1) as usize;
+        if self.consenters[c].replica.is_none() {
+            return Ok(());
+        }
+        while let Some(outcome) = self.consenters[c].log.get(self.batchers[b].fed).cloned() {
+            for h in outcome.headers.iter().filter(|h| h.shard == shard) {
+                let Some(batch) = self.store.get(&(h.batch_id(), h.term, h.digest)).cloned() else {
+                    return Ok(()); // not fetchable yet: retry next tick
+                };
+                self.batchers[b].info.last_ordered_seq = h.seq;
+                self.b_input(
+                    b,
+                    BInput::Ordered {
+                        id: h.batch_id(),
+                        requests: batch.requests.clone(),
+                    },
+                )?;
+            }
+            for t in outcome.terms.iter().filter(|t| t.shard == shard) {
+                let info = TermInfo {
+                    term: t.term,
+                    last_ordered_seq: t.last_ordered_seq,
+                };
+                self.batchers[b].info = info;
+                self.b_input(b, BInput::TermChanged(info))?;
+            }
+            self.batchers[b].fed += 1;
+        }
+        Ok(())
+    }
+
+    fn b_input(&mut self, b: usize, input: BInput) -> Result<(), String> {
+        let party = self.batchers[b].party;
+        let shard = self.batchers[b].shard;
+        if self.byz(party) == Some(Byzantine::CensoringPrimary)
+            && shard == 0
+            && matches!(input, BInput::Request(_) | BInput::Forwarded { .. })
+        {
+            return Ok(());
+        }
+        let Some(core) = self.batchers[b].core.as_mut() else {
+            return Ok(());
+        };
+        let outputs = core.handle(input);
+        for out in outputs {
+            self.b_output(b, out);
+        }
+        Ok(())
+    }
+
+    fn b_output(&mut self, b: usize, out: BOutput) {
+        let (party, shard) = (self.batchers[b].party, self.batchers[b].shard);
+        match out {
+            BOutput::Persist(batch) => self.persist(b, &batch),
+            BOutput::Serve(batch) => self.serve(b, batch),
+            BOutput::SendBaf(baf) => {
+                let baf = self.byzantine_baf(b, baf);
+                let bytes = encode_baf(&baf);
+                self.submit(b, baf.header.term, baf.header.id.seq, bytes);
+            }
+            BOutput::AckPrimary { to, baf } => {
+                let target = self.b_index(to, shard);
+                self.send(party, to, || Ev::ToBatcher {
+                    b: target,
+                    input: BInput::Baf(baf.clone()),
+                });
+            }
+            BOutput::ForwardToPrimary { to, request } => {
+                let target = self.b_index(to, shard);
+                self.send(party, to, || Ev::ToBatcher {
+                    b: target,
+                    input: BInput::Forwarded {
+                        from: party,
+                        request: Arc::clone(&request),
+                    },
+                });
+            }
+            BOutput::Complain(c) => {
+                if !self.sc.drop_complaints {
+                    self.submit(b, c.term, 0, encode_complaint(&c));
+                }
+            }
+            BOutput::Pull(id) => {
+                self.batchers[b].want = Some(id);
+                self.try_pull(b);
+            }
+            BOutput::Admitted { .. } | BOutput::Refused { .. } | BOutput::BatchRejected { .. } => {}
+        }
+    }
+
+    /// The shell's fsync: the batch is durable (visible to fetches), then `Persisted`.
+    fn persist(&mut self, b: usize, batch: &Arc<SignedBatch>) {
+        let stored = self.byzantine_version(b, batch);
+        self.store.insert(
+            (stored.id(), stored.header.term, stored.header.digest),
+            Arc::clone(&stored),
+        );
+        let at = self.now + self.rng.gen_range(1..4);
+        self.schedule(
+            at,
+            Ev::ToBatcher {
+                b,
+                input: BInput::Persisted {
+                    id: batch.id(),
+                    digest: batch.header.digest,
+                },
+            },
+        );
+    }
+
+    fn serve(&mut self, b: usize, batch: Arc<SignedBatch>) {
+        let key = (batch.id(), batch.header.term);
+        let served = self.byzantine_version(b, &batch);
+        if self.is_byz_primary(b, Byzantine::EquivocatingPrimary) && batch.requests.len() >= 2 {
+            let mut requests = batch.requests.clone();
+            requests.reverse();
+            let key_p = self.bkeys.get(&self.batchers[b].party).cloned();
+            if let Some(k) = key_p {
+                let alt = Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, &k));
+                self.store
+                    .insert((alt.id(), alt.header.term, alt.header.digest), Arc::clone(&alt));
+                self.batchers[b].alt.insert(key, alt);
+            }
+        }
+        self.batchers[b].served.insert(key, served);
+    }
+
+    fn is_byz_primary(&self, b: usize, kind: Byzantine) -> bool {
+        let node = &self.batchers[b];
+        node.shard == 0 && self.byz(node.party) == Some(kind)
+    }
+
+    /// What a bogus primary persists and serves instead of its batch: the batch plus a
+    /// request no client sent (too large for any batcher), signed.
+    fn byzantine_version(&self, b: usize, batch: &Arc<SignedBatch>) -> Arc<SignedBatch> {
+        let own = batch.id().primary == self.batchers[b].party;
+        if !own || !self.is_byz_primary(b, Byzantine::BogusPrimary) {
+            return Arc::clone(batch);
+        }
+        let Some(key) = self.bkeys.get(&self.batchers[b].party) else {
+            return Arc::clone(batch);
+        };
+        let mut requests = batch.requests.clone();
+        requests.push(Arc::from(vec![0xb0; MAX_REQUEST_BYTES + 1].as_slice()));
+        Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, key))
+    }
+
+    /// A bogus primary attests its bogus version.
+    fn byzantine_baf(&self, b: usize, baf: Baf) -> Baf {
+        let key = (baf.header.id, baf.header.term);
+        match self.batchers[b].served.get(&key) {
+            Some(served) if served.header.digest != baf.header.digest => {
+                let party = self.batchers[b].party;
+                self.bkeys
+                    .get(&party)
+                    .map_or(baf, |k| Baf::sign(served, party, k))
+            }
+            _ => baf,
+        }
+    }
+
+    /// Submits a BAF or complaint to every consenter and keeps it for resending.
+    fn submit(&mut self, b: usize, term: u64, seq: u64, bytes: Vec<u8>) {
+        let node = &mut self.batchers[b];
+        node.outbox.push((term, seq, bytes.clone()));
+        if node.outbox.len() > OUTBOX {
+            node.outbox.remove(0);
+        }
+        let party = node.party;
+        for to in 0..self.sc.n {
+            self.send(party, to + 1, || Ev::ToConsenter {
+                to,
+                request: bytes.clone(),
+            });
+        }
+    }
+
+    fn resend(&mut self, b: usize) {
+        let info = self.batchers[b].info;
+        self.batchers[b].outbox.retain(|(term, seq, _)| {
+            *term >= info.term && (*seq == 0 || *seq > info.last_ordered_seq || *term > info.term)
+        });
+        let party = self.batchers[b].party;
+        let pending: Vec<Vec<u8>> = self.batchers[b]
+            .outbox
+            .iter()
+            .map(|(_, _, r)| r.clone())
+            .collect();
+        for bytes in pending {
+            for to in 0..self.sc.n {
+                self.send(party, to + 1, || Ev::ToConsenter {
+                    to,
+                    request: bytes.clone(),
+                });
+            }
+        }
+    }
+
+    /// Pulls the wanted batch from the primary's batcher, if it is up and serves it.
+    fn try_pull(&mut self, b: usize) {
+        let Some(id) = self.batchers[b].want else {
+            return;
+        };
+        let Some(term) = self.batchers[b].core.as_ref().map(Batcher::term) else {
+            return;
+        };
+        let party = self.batchers[b].party;
+        let p = self.b_index(id.primary, id.shard);
+        if self.batchers[p].core.is_none() {
+            return;
+        }
+        let alt = (party % 2 == 1)
+            .then(|| self.batchers[p].alt.get(&(id, term)))
+            .flatten();
+        let Some(batch) = alt.or_else(|| self.batchers[p].served.get(&(id, term))).cloned() else {
+            return;
+        };
+        self.send(id.primary, party, || Ev::ToBatcher {
+            b,
+            input: BInput::Batch {
+                from: id.primary,
+                batch: SignedBatch::clone(&batch),
+            },
+        });
+    }
+}

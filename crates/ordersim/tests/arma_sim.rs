@@ -1,0 +1,140 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+//! The ordering simulation (docs/ordering-sim.md): seeded runs of routers, batchers and
+//! consenters under faults, with Byzantine variants and the tests that show each defence
+//! is what stops its attack.
+
+use ordersim::{ArmaScenario, Byzantine, run, run_seed};
+use rayon::prelude::*;
+
+fn seeds() -> u64 {
+    std::env::var("ARMA_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300)
+}
+
+#[test]
+fn seeds_keep_every_invariant() {
+    let n = seeds();
+    let results: Vec<_> = (0..n).into_par_iter().map(run_seed).collect();
+    let failures: Vec<String> = results.iter().filter_map(|r| r.as_ref().err().cloned()).collect();
+    let ok: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let blocks: u64 = ok.iter().map(|r| r.blocks).sum();
+    let dups: u64 = ok.iter().map(|r| r.duplicates).sum();
+    let terms: u64 = ok.iter().map(|r| r.term_changes).sum();
+    let equivocations: u64 = ok.iter().map(|r| r.equivocations).sum();
+    eprintln!(
+        "{n} seeds: {} failed; {blocks} blocks, {terms} term changes, {equivocations} equivocations, {dups} duplicate orderings",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} seeds failed; first:\n{}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+#[test]
+fn reproduce() {
+    let Some(seed) = std::env::var("ARMA_SEED").ok().and_then(|s| s.parse().ok()) else {
+        return;
+    };
+    let report = run(ArmaScenario::from_seed(seed), true).unwrap();
+    eprintln!("{report:?}");
+}
+
+/// Runs `count` seeds of `variant` (party 1 is shard 0's primary in term 0) with `tweak`
+/// applied, and returns the reports and failures.
+fn variant(
+    count: u64,
+    kind: Byzantine,
+    tweak: impl Fn(&mut ArmaScenario) + Sync,
+) -> (Vec<ordersim::ArmaReport>, Vec<String>) {
+    let results: Vec<_> = (0..count)
+        .into_par_iter()
+        .map(|seed| {
+            let mut sc = ArmaScenario::from_seed(seed ^ 0xb1a5).with_byzantine(1, kind);
+            tweak(&mut sc);
+            run(sc, false)
+        })
+        .collect();
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    for r in results {
+        match r {
+            Ok(report) => ok.push(report),
+            Err(e) => failed.push(e),
+        }
+    }
+    (ok, failed)
+}
+
+#[test]
+fn a_censoring_primary_is_replaced_and_without_complaints_requests_starve() {
+    let (ok, failed) = variant(24, Byzantine::CensoringPrimary, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    assert!(
+        ok.iter().filter(|r| r.term_changes > 0).count() >= 12,
+        "complaints changed too few terms"
+    );
+    let (_, failed) = variant(12, Byzantine::CensoringPrimary, |sc| sc.drop_complaints = true);
+    assert!(
+        failed.iter().any(|e| e.contains("liveness")),
+        "without complaints a censoring primary went unnoticed: {failed:?}"
+    );
+}
+
+#[test]
+fn an_equivocating_primary_is_proven_and_replaced_and_without_the_rule_keeps_its_term() {
+    let (ok, failed) = variant(24, Byzantine::EquivocatingPrimary, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    assert!(
+        ok.iter().any(|r| r.equivocations > 0),
+        "no equivocation was proven"
+    );
+    let (_, failed) = variant(24, Byzantine::EquivocatingPrimary, |sc| {
+        sc.knobs.ignore_equivocation = true;
+    });
+    assert!(
+        failed.iter().any(|e| e.contains("equivocated")),
+        "the checker missed an unpunished equivocation: {failed:?}"
+    );
+}
+
+#[test]
+fn a_primary_batching_bogus_requests_is_refused_and_with_one_baf_gets_ordered() {
+    let (ok, failed) = variant(24, Byzantine::BogusPrimary, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    assert!(
+        ok.iter().filter(|r| r.term_changes > 0).count() >= 12,
+        "bogus batches went unpunished"
+    );
+    let (_, failed) = variant(12, Byzantine::BogusPrimary, |sc| sc.knobs.threshold = Some(1));
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.contains("BAFs") || e.contains("no client sent")),
+        "a bogus batch ordered on one BAF went unnoticed: {failed:?}"
+    );
+}
+
+#[test]
+fn a_lying_consenter_is_outvoted_and_without_recomputation_it_is_believed() {
+    let (_, failed) = variant(16, Byzantine::LyingConsenter, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    let (_, failed) = variant(16, Byzantine::LyingConsenter, |sc| {
+        sc.knobs.accept_any_metadata = true
+    });
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.contains("certified metadata") || e.contains("agreement")),
+        "headers certified from a lying leader went unnoticed: {failed:?}"
+    );
+}
