@@ -8,6 +8,7 @@
 //! * `links` — clients: pulling from the primary, acks and forwards to it, submitting
 //!   BAFs and complaints to every consenter.
 //! * `decisions` — following the own party's consenter's `Decisions` stream.
+//! * `start` — opening the store, rebuilding the core, starting the tasks.
 //! * `run` — the loop.
 //!
 //! [`NodeConfig`] parses no file: the `fabrx node batcher` command fills it from the
@@ -18,6 +19,7 @@ mod links;
 mod run;
 pub mod served;
 mod service;
+mod start;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -345,5 +347,5 @@ pub async fn spawn(config: NodeConfig, deps: Deps) -> Result<Handle> {
                 reason: e.to_string(),
             })?,
     };
-    run::start(config, listener).await
+    start::start(config, listener).await
 }
