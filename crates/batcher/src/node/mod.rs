@@ -256,29 +256,41 @@ pub struct Handle {
     server: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     main: JoinHandle<Result<()>>,
+    /// The loop's result once [`Handle::stopped`] took it.
+    ended: Option<Result<()>>,
     persister: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Handle {
     /// Whether the node's loop still runs (it stops on a storage failure).
     pub fn is_running(&self) -> bool {
-        !self.main.is_finished()
+        self.ended.is_none() && !self.main.is_finished()
+    }
+
+    /// Waits until the node's loop stops on its own (a storage failure, a task it
+    /// depends on ended) and returns why; a supervisor then calls [`Handle::shutdown`]
+    /// and exits non-zero.
+    pub async fn stopped(&mut self) -> Result<()> {
+        if let Some(result) = &self.ended {
+            return result.clone();
+        }
+        let result = join_result((&mut self.main).await);
+        self.ended = Some(result.clone());
+        result
     }
 
     /// Stops every task, waits until the store is closed (its lock released, so the
     /// data directory can be reopened), and returns the loop's error if it had stopped
     /// on one.
     pub async fn shutdown(mut self) -> Result<()> {
-        let failed = self.main.is_finished();
-        if !failed {
-            self.main.abort();
-        }
-        let result = match (&mut self.main).await {
-            Ok(result) => result,
-            Err(e) if e.is_cancelled() => Ok(()),
-            Err(e) => Err(Error::Stopped {
-                reason: e.to_string(),
-            }),
+        let result = match self.ended.take() {
+            Some(result) => result,
+            None => {
+                if !self.main.is_finished() {
+                    self.main.abort();
+                }
+                join_result((&mut self.main).await)
+            }
         };
         // Open streams end and the server closes its connections (peers must not stay
         // attached to a stopped node); past the grace period it is aborted.
@@ -299,6 +311,17 @@ impl Handle {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         result
+    }
+}
+
+/// The loop's result from its join handle (cancelled: stopped by `shutdown`).
+fn join_result(joined: std::result::Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
+    match joined {
+        Ok(result) => result,
+        Err(e) if e.is_cancelled() => Ok(()),
+        Err(e) => Err(Error::Stopped {
+            reason: e.to_string(),
+        }),
     }
 }
 

@@ -118,6 +118,10 @@ impl Node {
                     return Ok(());
                 }
                 done = rx.recv() => match done {
+                    Some(Done::Failed(e)) => {
+                        error!(error = %e, "persisting failed: the batcher stops");
+                        return Err(e);
+                    }
                     Some(d) => self.deferred.push_back(d),
                     None => return Err(stopped("the persister thread ended")),
                 },

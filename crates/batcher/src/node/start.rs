@@ -290,6 +290,7 @@ impl Parts {
             server: Some(server),
             tasks,
             main,
+            ended: None,
             persister: Some(self.persister),
         })
     }
