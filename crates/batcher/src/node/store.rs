@@ -461,4 +461,33 @@ mod tests {
         let seqs: Vec<u64> = rec.unordered.iter().map(|b| b.id().seq).collect();
         assert_eq!(seqs, vec![4]);
     }
+
+    #[tokio::test]
+    async fn a_failed_append_is_reported_and_ends_the_persister() {
+        let dir = tempfile::tempdir().unwrap();
+        // A batch record bound smaller than the batch: the append fails.
+        let (store, _) = Store::open(dir.path(), Durability::NoSync, 64, 3).unwrap();
+        let (tx_job, rx_job) = mpsc::channel(4);
+        let (tx_done, mut rx_done) = mpsc::channel(4);
+        let thread = spawn_persister(store, rx_job, tx_done).unwrap();
+        let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, "store-test");
+        let batch = SignedBatch::sign(BatchId::new(0, 1, 1), 0, vec![Arc::from(vec![1u8; 100])], &key);
+        tx_job.send(Job::Batch(Arc::new(batch))).await.unwrap();
+        match rx_done.recv().await {
+            Some(Done::Failed(Error::Storage { what, .. })) => assert_eq!(what, "append a batch"),
+            other => panic!("expected a storage failure, got {other:?}"),
+        }
+        // The thread ended: nothing else is reported, later jobs find no one.
+        assert!(rx_done.recv().await.is_none());
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            tx_job
+                .send(Job::Progress(Progress::GENESIS, vec![]))
+                .await
+                .is_err()
+        );
+    }
 }
