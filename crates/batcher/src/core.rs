@@ -225,6 +225,48 @@ impl Batcher {
         std::mem::take(&mut self.out)
     }
 
+    /// After a restart, re-adopts a batch this batcher had persisted before it stopped, as
+    /// if its `Persisted` had just arrived: the shell calls it for the batches of its
+    /// store that belong to the current term and primary, in seq order, from
+    /// `last_ordered_seq + 1` on. A batch is adopted when it is the next seq of the
+    /// current primary and term (and, for another primary's batch, still verifies);
+    /// the seq to cut or accept moves past it, so a restarted primary never signs a
+    /// second batch under a seq it already signed in the term. The `max_unordered_batches`
+    /// bound is not applied: every batch that was persisted is adopted (it may have been
+    /// attested already), and ordering brings the count back under the bound.
+    ///
+    /// Returns `Serve`, `SendBaf` and, for another primary's batch, `AckPrimary`; an
+    /// empty vector when the batch is not adopted.
+    pub fn restore(&mut self, batch: Arc<SignedBatch>) -> Vec<Output> {
+        let id = batch.id();
+        let adoptable = id.shard == self.cfg.shard
+            && id.primary == self.primary
+            && batch.header.term == self.term
+            && self.next_seq == Some(id.seq)
+            && !self.in_flight.contains_key(&id)
+            && (id.primary == self.cfg.party || crate::verify_batch(&self.cfg, &batch).is_ok());
+        if !adoptable {
+            return Vec::new();
+        }
+        self.next_seq = id.seq.checked_add(1);
+        let digest = batch.header.digest;
+        self.add_in_flight(batch);
+        self.out.retain(|o| !matches!(o, Output::Persist(_)));
+        self.on_persisted(id, digest);
+        if !self.is_primary() {
+            self.pull = None;
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// After a restart, remembers a request as ordered (the shell replays the digests of
+    /// the last `ordered_memory` ordered requests from its progress log), so that a
+    /// resubmission is refused as a duplicate.
+    pub fn remember_ordered(&mut self, digest: RequestDigest) {
+        self.mempool.remove(&digest);
+        self.ordered.insert(digest);
+    }
+
     /// Whether this batcher is its shard's primary in the current term.
     pub fn is_primary(&self) -> bool {
         self.primary == self.cfg.party

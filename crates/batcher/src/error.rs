@@ -1,5 +1,6 @@
-//! The crate's error type: invalid configurations and the reasons a pulled batch is
-//! rejected (each of the latter is also the evidence behind a complaint).
+//! The crate's error type: invalid configurations, the reasons a pulled batch is
+//! rejected (each of the latter is also the evidence behind a complaint), malformed wire
+//! messages (`codec`) and the node's failures (`node`, feature `shell`).
 
 use types::{BatchId, PartyId, ShardId};
 
@@ -154,6 +155,56 @@ pub enum Error {
         id: BatchId,
         /// The index of the repetition.
         index: usize,
+    },
+
+    /// A wire message field has the wrong shape (`arma`'s conversions).
+    #[error(transparent)]
+    Codec(#[from] arma::CodecError),
+    /// A required wire message field is absent.
+    #[error("{message}.{field} is required")]
+    MissingField {
+        /// The message type.
+        message: &'static str,
+        /// The field.
+        field: &'static str,
+    },
+    /// Bytes that do not decode as the expected protobuf message.
+    #[error("not a {message}: {reason}")]
+    Undecodable {
+        /// The expected message type.
+        message: &'static str,
+        /// The decoder's reason.
+        reason: String,
+    },
+
+    /// The node's configuration is inconsistent.
+    #[error("node config: {reason}")]
+    NodeConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The node could not listen on its address.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// The batch store or the progress log failed (the node stops: it must never attest
+    /// a batch it did not persist).
+    #[error("storage {what}: {reason}")]
+    Storage {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        reason: String,
+    },
+    /// The node's loop stopped (a task it depends on ended).
+    #[error("the batcher node stopped: {reason}")]
+    Stopped {
+        /// Why.
+        reason: String,
     },
 }
 

@@ -8,15 +8,22 @@
 //! censoring or lying primary. Terms and ordered batches are learned from the consenters'
 //! decisions.
 //!
-//! No I/O: `Batcher::handle(Input) -> Vec<Output>`; the shell (not written yet) executes
-//! outputs in order, persists batches and feeds back time, pulls and decisions.
+//! No I/O in the core: `Batcher::handle(Input) -> Vec<Output>`; the shell ([`node`],
+//! feature `shell`) executes outputs in order, persists batches and feeds back time,
+//! pulls and decisions.
 //!
 //! * `core.rs` — state, inputs, outputs, admission, terms, ordered and persisted batches.
 //! * `primary.rs` — cutting batches and counting acks.
 //! * `secondary.rs` — verifying pulled batches, forwarding, complaints.
 //! * `mempool.rs` — the pending queue and the memory of ordered requests.
-//! * batches, BAFs, complaints and their signed bytes: the shared `arma` crate.
+//! * batches, BAFs, complaints, their signed bytes and their wire form: the shared `arma`
+//!   crate.
+//! * [`codec`] — the consenter request a batcher submits (`ConsenterRequest`), its bytes
+//!   and their decoding, over the `arma` conversions.
+//! * [`node`] (feature `shell`) — the networked node: gRPC services and clients, the
+//!   batch store, the decision follower.
 
+pub mod codec;
 mod config;
 mod core;
 mod error;
@@ -25,6 +32,8 @@ mod mempool;
 mod messages {
     pub use arma::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
 }
+#[cfg(feature = "shell")]
+pub mod node;
 mod primary;
 mod secondary;
 

@@ -294,3 +294,7 @@ schema!(COORDINATOR_BLOCK, pb::CoordinatorBlock, [2 => Repeated(&VC_TX)]);
 schema!(SUBMIT_REQUEST, pb::SubmitRequest, [2 => Bytes]);
 schema!(SUBMIT_RESPONSE, pb::SubmitResponse, [3 => Bytes]);
 schema!(INTAKE_REQUEST, pb::IntakeRequest, [2 => Bytes]);
+schema!(BATCH, pb::Batch, [4 => RepeatedBytes, 6 => Bytes, 8 => Bytes]);
+schema!(BATCH_ATTESTATION_FRAGMENT, pb::BatchAttestationFragment, [4 => Bytes, 7 => Bytes]);
+schema!(FORWARD_REQUEST, pb::ForwardRequest, [1 => Bytes]);
+schema!(FETCH_REQUEST, pb::FetchRequest, [4 => Bytes]);

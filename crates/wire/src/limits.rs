@@ -61,6 +61,19 @@ pub const SUBMIT_REQUEST: MessageLimit = limit(&budget::SUBMIT_REQUEST, 2 * MIB,
 pub const SUBMIT_RESPONSE: MessageLimit = limit(&budget::SUBMIT_RESPONSE, 64 * KIB, 128 * KIB, 0);
 /// One request a router forwards on a batcher's `Intake` stream: as a client request.
 pub const INTAKE_REQUEST: MessageLimit = limit(&budget::INTAKE_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// A batch pulled from a primary or fetched from a batcher (`BatcherPeer.Pull`,
+/// `BatcherPeer.Fetch`): 32 MiB on the wire, 64 MiB and 256 Ki requests decoded. A
+/// batcher's `max_batch_bytes` and `max_batch_requests` must fit (checked when a
+/// batcher node starts).
+pub const BATCH: MessageLimit = limit(&budget::BATCH, 32 * MIB, 64 * MIB, 256 * KIB);
+/// A secondary's ack to its primary (`BatcherPeer.Ack`): a BAF of a few hundred bytes.
+pub const BATCH_ATTESTATION_FRAGMENT: MessageLimit =
+    limit(&budget::BATCH_ATTESTATION_FRAGMENT, KIB, 4 * KIB, 0);
+/// A request a secondary forwards to its primary (`BatcherPeer.Forward`): as an intake
+/// request.
+pub const FORWARD_REQUEST: MessageLimit = limit(&budget::FORWARD_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// Largest message a batcher's `BatcherPeer` service accepts.
+pub const BATCHER_PEER_MAX_MESSAGE_BYTES: usize = FORWARD_REQUEST.max_bytes;
 /// The largest envelope a router may be configured to accept: what fits in a
 /// [`SUBMIT_REQUEST`] and an [`INTAKE_REQUEST`] with their id and framing.
 pub const ROUTER_MAX_ENVELOPE_BYTES: usize = 2 * MIB - 64;
@@ -96,6 +109,8 @@ small!(BLOCK_QUERY, pb::BlockQuery);
 small!(POLICIES_REQUEST, pb::PoliciesRequest);
 small!(NEXT_BLOCK, pb::NextBlock);
 small!(INTAKE_RESPONSE, pb::IntakeResponse);
+small!(PULL_REQUEST, pb::PullRequest);
+small!(PEER_ACK, pb::PeerAck);
 
 const fn small_limit(schema: &'static Schema) -> MessageLimit {
     limit(schema, SMALL_REQUEST, 4 * KIB, 0)
@@ -104,7 +119,7 @@ const fn small_limit(schema: &'static Schema) -> MessageLimit {
 /// The limit of the message type `id`, when fabrx has one (every request type of the
 /// committer's and the ordering services); `None`: only the service's message size limit applies.
 pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
-    let table: [(TypeId, MessageLimit); 17] = [
+    let table: [(TypeId, MessageLimit); 23] = [
         (TypeId::of::<pb::VcBatch>(), VC_BATCH),
         (TypeId::of::<pb::CoordinatorBlock>(), COORDINATOR_BLOCK),
         (TypeId::of::<pb::VerifyStreamRequest>(), VERIFY_STREAM_REQUEST),
@@ -131,6 +146,18 @@ pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
         (TypeId::of::<pb::SubmitResponse>(), SUBMIT_RESPONSE),
         (TypeId::of::<pb::IntakeRequest>(), INTAKE_REQUEST),
         (TypeId::of::<pb::IntakeResponse>(), small_limit(&INTAKE_RESPONSE)),
+        (TypeId::of::<pb::Batch>(), BATCH),
+        (
+            TypeId::of::<pb::BatchAttestationFragment>(),
+            BATCH_ATTESTATION_FRAGMENT,
+        ),
+        (TypeId::of::<pb::ForwardRequest>(), FORWARD_REQUEST),
+        (TypeId::of::<pb::PullRequest>(), small_limit(&PULL_REQUEST)),
+        (
+            TypeId::of::<pb::FetchRequest>(),
+            small_limit(&budget::FETCH_REQUEST),
+        ),
+        (TypeId::of::<pb::PeerAck>(), small_limit(&PEER_ACK)),
     ];
     table.into_iter().find(|(t, _)| *t == id).map(|(_, l)| l)
 }

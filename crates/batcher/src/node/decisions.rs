@@ -1,0 +1,234 @@
+//! Following the own party's consenter: its `Consenter.Decisions` stream, from the next
+//! decision the node has not finished, in order. For every decision, the headers of
+//! this shard become ordered batches with their requests (from this node's memory or
+//! store when it holds the batch with that digest, else fetched by id and digest from
+//! the batchers of the shard, digest checked), then the term changes of this shard; the
+//! loop feeds them to the core in that order (docs/batcher.md "Ordered requests").
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+use tracing::{debug, warn};
+use types::digest::{Digest32, batch_digest};
+use types::{BatchId, PartyId, ShardId};
+use wire::pb;
+use wire::pb::batcher_peer_client::BatcherPeerClient;
+use wire::pb::consenter_client::ConsenterClient;
+
+use super::served::Served;
+use super::store::StoreReader;
+use super::{ShellConfig, Stats, bump};
+use crate::{Error, Request, Result, SignedBatch, TermInfo};
+
+/// Largest `Decision` message the node reads from its consenter.
+pub const DECISION_MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// One ordered batch of this shard, with its requests.
+#[derive(Debug)]
+pub struct OrderedBatch {
+    /// Its id.
+    pub id: BatchId,
+    /// The term it was cut in.
+    pub term: u64,
+    /// Its digest.
+    pub digest: Digest32,
+    /// Its requests.
+    pub requests: Vec<Request>,
+}
+
+/// One decision, as far as this shard is concerned.
+#[derive(Debug)]
+pub struct Decided {
+    /// The decision's number.
+    pub number: u64,
+    /// The shard's ordered batches, in header order.
+    pub ordered: Vec<OrderedBatch>,
+    /// The shard's term changes, in order.
+    pub terms: Vec<TermInfo>,
+}
+
+/// Checks a decision's quorum certificate before the node acts on it.
+///
+/// TODO(ADR 0009): the certificate format (consenter signatures over the proposal
+/// digest computed from `requests_root` and `metadata`, and that `metadata` commits to
+/// the headers and term changes) is being defined on the consenter side. Until then the
+/// node trusts its own party's consenter and this accepts every decision.
+pub fn verify_decision(decision: &pb::Decision) -> Result<()> {
+    let _ = decision;
+    Ok(())
+}
+
+/// Everything the follower needs.
+pub struct Follower {
+    /// This batcher's shard.
+    pub shard: ShardId,
+    /// The own party's consenter.
+    pub consenter: Channel,
+    /// The batchers of the shard (for `Fetch`).
+    pub peers: BTreeMap<PartyId, Channel>,
+    /// Batches in memory.
+    pub served: Arc<Served>,
+    /// The store.
+    pub store: StoreReader,
+    /// Where decisions go.
+    pub tx: mpsc::Sender<Decided>,
+    /// Backoff and timeouts.
+    pub shell: ShellConfig,
+    /// Counters.
+    pub stats: Arc<Stats>,
+    /// The next decision to read.
+    pub next: u64,
+}
+
+impl Follower {
+    /// Follows the stream forever, reconnecting with backoff.
+    pub async fn run(mut self) {
+        let mut attempt = 0u32;
+        loop {
+            let before = self.next;
+            let reason = self.follow().await;
+            if self.tx.is_closed() {
+                return;
+            }
+            if self.next > before {
+                attempt = 0;
+            }
+            if attempt >= 3 {
+                warn!(next = self.next, attempt, reason, "decision stream down");
+            } else {
+                debug!(next = self.next, reason, "decision stream down");
+            }
+            tokio::time::sleep(self.shell.backoff(attempt)).await;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    async fn follow(&mut self) -> String {
+        let mut client = ConsenterClient::new(self.consenter.clone())
+            .max_decoding_message_size(DECISION_MAX_MESSAGE_BYTES);
+        let request = pb::DecisionsRequest { from: self.next };
+        let mut stream = match client.decisions(request).await {
+            Ok(s) => s.into_inner(),
+            Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+        };
+        loop {
+            let decision = match stream.message().await {
+                Ok(Some(d)) => d,
+                Ok(None) => return "the consenter ended the stream".into(),
+                Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+            };
+            if decision.number < self.next {
+                continue;
+            }
+            if decision.number > self.next {
+                return format!(
+                    "decision {} arrived while {} was expected",
+                    decision.number, self.next
+                );
+            }
+            if let Err(e) = verify_decision(&decision) {
+                return format!("decision {} does not verify: {e}", decision.number);
+            }
+            let decided = match self.resolve(decision).await {
+                Ok(d) => d,
+                Err(e) => return e.to_string(),
+            };
+            if self.tx.send(decided).await.is_err() {
+                return "node stopped".into();
+            }
+            self.next = self.next.saturating_add(1);
+        }
+    }
+
+    async fn resolve(&self, decision: pb::Decision) -> Result<Decided> {
+        let mut ordered = Vec::new();
+        for h in decision.headers.iter().filter(|h| h.shard == self.shard) {
+            let digest = <Digest32>::try_from(h.batch_digest.as_slice()).map_err(|_| {
+                Error::Codec(arma::CodecError {
+                    what: "ordered header batch digest",
+                })
+            })?;
+            let id = BatchId::new(h.shard, h.primary, h.seq);
+            let batch = self.batch(id, digest).await;
+            ordered.push(OrderedBatch {
+                id,
+                term: h.term,
+                digest,
+                requests: batch.requests,
+            });
+        }
+        let terms = decision
+            .terms
+            .iter()
+            .filter(|t| t.shard == self.shard)
+            .map(|t| TermInfo {
+                term: t.term,
+                last_ordered_seq: t.last_ordered_seq,
+            })
+            .collect();
+        Ok(Decided {
+            number: decision.number,
+            ordered,
+            terms,
+        })
+    }
+
+    /// The batch `id` with `digest`: from memory, the store, or fetched (retried until
+    /// some batcher of the shard has it: f+1 of them persisted it before it was ordered).
+    async fn batch(&self, id: BatchId, digest: Digest32) -> SignedBatch {
+        let mut attempt = 0u32;
+        loop {
+            if let Some(b) = self.served.by_digest(id, &digest) {
+                return (*b).clone();
+            }
+            let store = self.store.clone();
+            match tokio::task::spawn_blocking(move || store.get(id, &digest)).await {
+                Ok(Ok(Some(b))) => return b,
+                Ok(Ok(None)) => {}
+                Ok(Err(e)) => warn!(%id, error = %e, "reading a stored batch failed"),
+                Err(e) => warn!(%id, error = %e, "reading a stored batch failed"),
+            }
+            if let Some(b) = self.fetch(id, digest).await {
+                bump(&self.stats.fetched_batches);
+                return b;
+            }
+            let delay = self.shell.backoff(attempt);
+            attempt = attempt.saturating_add(1);
+            warn!(%id, "no batcher of the shard served an ordered batch; retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Asks the batchers of the shard, the batch's primary first.
+    async fn fetch(&self, id: BatchId, digest: Digest32) -> Option<SignedBatch> {
+        let order = self
+            .peers
+            .iter()
+            .filter(|(p, _)| **p == id.primary)
+            .chain(self.peers.iter().filter(|(p, _)| **p != id.primary));
+        for (party, channel) in order {
+            let mut client = BatcherPeerClient::new(channel.clone())
+                .max_decoding_message_size(wire::limits::BATCH.max_bytes);
+            let request = pb::FetchRequest {
+                shard: id.shard,
+                primary: id.primary,
+                seq: id.seq,
+                digest: digest.to_vec(),
+            };
+            let answer = tokio::time::timeout(Duration::from_secs(10), client.fetch(request)).await;
+            let Ok(Ok(answer)) = answer else {
+                continue;
+            };
+            match SignedBatch::try_from(answer.into_inner()) {
+                Ok(b) if b.id() == id && b.header.digest == digest && batch_digest(&b.requests) == digest => {
+                    return Some(b);
+                }
+                _ => warn!(%id, party, "a batcher served a batch that does not match the ordered header"),
+            }
+        }
+        None
+    }
+}

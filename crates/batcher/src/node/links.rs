@@ -1,0 +1,427 @@
+//! The node's clients: pulling the primary's batches, acks and forwards to the primary,
+//! and BAFs and complaints to every consenter.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tracing::{debug, warn};
+use types::{PartyId, ShardId};
+use wire::pb;
+use wire::pb::batcher_peer_client::BatcherPeerClient;
+use wire::pb::bft_consensus_client::BftConsensusClient;
+
+use super::{ShellConfig, Stats, bump};
+use crate::SignedBatch;
+
+/// A message from a peer (or a pulled batch) for the core.
+#[derive(Debug)]
+pub enum PeerEvent {
+    /// A request a secondary forwarded.
+    Forwarded {
+        /// The forwarding party.
+        from: PartyId,
+        /// The request.
+        request: crate::Request,
+    },
+    /// A secondary's ack.
+    Ack(crate::Baf),
+    /// A batch pulled from `from`.
+    Pulled {
+        /// The party that served it.
+        from: PartyId,
+        /// The batch.
+        batch: SignedBatch,
+    },
+}
+
+/// The batch the core waits for, derived from its state after every input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PullWant {
+    /// The current primary.
+    pub primary: PartyId,
+    /// The current term.
+    pub term: u64,
+    /// The seq the core accepts next.
+    pub seq: u64,
+}
+
+/// Everything the pull task needs.
+pub struct PullCtx {
+    /// This batcher's shard.
+    pub shard: ShardId,
+    /// Channels to the batchers of the shard.
+    pub peers: BTreeMap<PartyId, Channel>,
+    /// What the core wants next (`None`: nothing, e.g. primary or at its bound).
+    pub rx_want: watch::Receiver<Option<PullWant>>,
+    /// Where pulled batches go.
+    pub tx_peer: mpsc::Sender<PeerEvent>,
+    /// Backoff.
+    pub shell: ShellConfig,
+}
+
+/// Whether to read the next batch of an open stream positioned at `next` for `open`.
+enum Step {
+    Read,
+    Wait,
+    Reopen,
+}
+
+fn step(want: Option<PullWant>, open: PullWant, next: u64) -> Step {
+    match want {
+        None => Step::Wait,
+        Some(w) if w.primary != open.primary || w.term != open.term => Step::Reopen,
+        Some(w) if w.seq == next => Step::Read,
+        // The batch just handed over is still wanted: the core has not taken it yet, or
+        // rejected it (a complaint follows; only a new term moves on).
+        Some(w) if next.checked_sub(1) == Some(w.seq) => Step::Wait,
+        Some(_) => Step::Reopen,
+    }
+}
+
+/// Keeps a `Pull` stream open to the primary at the seq the core wants, feeding each
+/// batch once; reopens when the core wants another primary, term or seq.
+pub async fn run_pull(mut ctx: PullCtx) {
+    let mut attempt = 0u32;
+    loop {
+        let want: Option<PullWant> = *ctx.rx_want.borrow_and_update();
+        let (Some(w), Some(channel)) = (want, want.and_then(|w| ctx.peers.get(&w.primary).cloned())) else {
+            if ctx.rx_want.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let mut client =
+            BatcherPeerClient::new(channel).max_decoding_message_size(wire::limits::BATCH.max_bytes);
+        let request = pb::PullRequest {
+            shard: ctx.shard,
+            primary: w.primary,
+            term: w.term,
+            from_seq: w.seq,
+        };
+        let opened = tokio::select! {
+            r = client.pull(request) => r,
+            r = ctx.rx_want.changed() => { if r.is_err() { return; } continue; }
+        };
+        let reason = match opened {
+            Ok(stream) => {
+                attempt = 0;
+                follow_pull(&mut ctx, w, stream.into_inner()).await
+            }
+            Err(s) => format!("open: {}", s.message()),
+        };
+        if reason.is_empty() {
+            continue;
+        }
+        debug!(primary = w.primary, seq = w.seq, reason, "pull stream down");
+        let delay = ctx.shell.backoff(attempt);
+        attempt = attempt.saturating_add(1);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            r = ctx.rx_want.changed() => if r.is_err() { return; },
+        }
+    }
+}
+
+/// Reads the open stream while the core wants its batches; returns "" to reopen at once
+/// or why the stream failed.
+async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Streaming<pb::Batch>) -> String {
+    let mut next = open.seq;
+    loop {
+        let want = *ctx.rx_want.borrow_and_update();
+        match step(want, open, next) {
+            Step::Reopen => return String::new(),
+            Step::Wait => {
+                if ctx.rx_want.changed().await.is_err() {
+                    return "node stopped".into();
+                }
+                continue;
+            }
+            Step::Read => {}
+        }
+        let message = tokio::select! {
+            m = stream.message() => m,
+            r = ctx.rx_want.changed() => { if r.is_err() { return "node stopped".into(); } continue; }
+        };
+        let batch = match message {
+            Ok(Some(b)) => b,
+            Ok(None) => return "the primary ended the stream".into(),
+            Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+        };
+        let batch = match SignedBatch::try_from(batch) {
+            Ok(b) if b.id().seq == next => b,
+            Ok(b) => return format!("asked for seq {next}, got {}", b.id().seq),
+            Err(e) => return format!("malformed batch: {e}"),
+        };
+        let event = PeerEvent::Pulled {
+            from: open.primary,
+            batch,
+        };
+        if ctx.tx_peer.send(event).await.is_err() {
+            return "node stopped".into();
+        }
+        next = next.saturating_add(1);
+    }
+}
+
+type Call = Pin<Box<dyn Future<Output = Result<(), tonic::Status>> + Send>>;
+
+/// Opens one client-streaming call to a peer over `stream`.
+pub type Opener<T> = Arc<dyn Fn(BatcherPeerClient<Channel>, ReceiverStream<T>) -> Call + Send + Sync>;
+
+/// Queues to one client-streaming call per peer (acks or forwards), best effort.
+pub struct PeerSenders<T> {
+    txs: BTreeMap<PartyId, mpsc::Sender<T>>,
+}
+
+impl<T: Send + 'static> PeerSenders<T> {
+    /// One task per peer channel, each opening its call when it has something to send.
+    pub fn spawn(
+        peers: &BTreeMap<PartyId, Channel>,
+        shell: ShellConfig,
+        open: &Opener<T>,
+    ) -> (PeerSenders<T>, Vec<JoinHandle<()>>) {
+        let mut txs = BTreeMap::new();
+        let mut tasks = Vec::new();
+        for (&party, channel) in peers {
+            let (tx, rx) = mpsc::channel(shell.peer_send_queue.get());
+            txs.insert(party, tx);
+            tasks.push(tokio::spawn(run_peer_stream(
+                channel.clone(),
+                rx,
+                Arc::clone(open),
+                shell,
+            )));
+        }
+        (PeerSenders { txs }, tasks)
+    }
+
+    /// Queues `item` for `to`; false if it was dropped (unknown peer or full queue).
+    pub fn send(&self, to: PartyId, item: T) -> bool {
+        self.txs.get(&to).is_some_and(|tx| tx.try_send(item).is_ok())
+    }
+}
+
+async fn run_peer_stream<T: Send + 'static>(
+    channel: Channel,
+    mut rx: mpsc::Receiver<T>,
+    open: Opener<T>,
+    shell: ShellConfig,
+) {
+    let mut attempt = 0u32;
+    loop {
+        let Some(first) = rx.recv().await else {
+            return;
+        };
+        let (tx_call, rx_call) = mpsc::channel(shell.peer_send_queue.get());
+        let client = BatcherPeerClient::new(channel.clone())
+            .max_encoding_message_size(wire::limits::BATCHER_PEER_MAX_MESSAGE_BYTES);
+        let mut call = open(client, ReceiverStream::new(rx_call));
+        let _ = tx_call.try_send(first);
+        let started = Instant::now();
+        let ended = loop {
+            tokio::select! {
+                r = &mut call => break r,
+                item = rx.recv() => match item {
+                    None => return,
+                    Some(i) => { let _ = tx_call.try_send(i); }
+                },
+            }
+        };
+        if started.elapsed() > shell.backoff_max {
+            attempt = 0;
+        }
+        debug!(?ended, "peer stream ended");
+        let delay = shell.backoff(attempt);
+        attempt = attempt.saturating_add(1);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// A BAF or complaint to submit to every consenter.
+#[derive(Debug)]
+pub struct SubmitJob {
+    /// The encoded `ConsenterRequest`.
+    pub bytes: Arc<Vec<u8>>,
+    /// The term it belongs to (given up once the term is over).
+    pub term: u64,
+    /// For a BAF: the attested batch's (primary, seq) (given up once ordered).
+    pub batch: Option<(PartyId, u64)>,
+}
+
+/// What the submitter needs to know to give up on obsolete jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SubmitView {
+    /// The shard's current term.
+    pub term: u64,
+    /// The last ordered batch of the current term, (primary, seq).
+    pub ordered: Option<(PartyId, u64)>,
+}
+
+fn obsolete(job: &SubmitJob, view: &SubmitView) -> bool {
+    job.term < view.term
+        || match (job.batch, view.ordered) {
+            (Some((p, seq)), Some((op, oseq))) => job.term == view.term && p == op && seq <= oseq,
+            _ => false,
+        }
+}
+
+/// Submits jobs, at most `submit_concurrency` at once.
+pub async fn run_submitter(
+    mut rx: mpsc::Receiver<SubmitJob>,
+    consenters: Vec<Channel>,
+    rx_view: watch::Receiver<SubmitView>,
+    shell: ShellConfig,
+    stats: Arc<Stats>,
+) {
+    let permits = Arc::new(Semaphore::new(shell.submit_concurrency.get()));
+    let consenters = Arc::new(consenters);
+    let mut tasks = JoinSet::new();
+    while let Some(job) = rx.recv().await {
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            return;
+        };
+        let (c, v, s) = (Arc::clone(&consenters), rx_view.clone(), Arc::clone(&stats));
+        tasks.spawn(async move {
+            submit_one(job, &c, v, shell, &s).await;
+            drop(permit);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+}
+
+/// Why a round of `Submit` calls failed.
+#[derive(Debug)]
+enum RoundError {
+    /// Every consenter failed; worth retrying.
+    Retry(String),
+    /// A consenter refused the request as invalid: retrying cannot help.
+    Refused(String),
+}
+
+async fn submit_round(bytes: &[u8], consenters: &[Channel], shell: ShellConfig) -> Result<(), RoundError> {
+    let calls = consenters.iter().map(|channel| {
+        let mut client = BftConsensusClient::new(channel.clone()).max_decoding_message_size(1 << 10);
+        let request = pb::BftSubmitRequest {
+            request: bytes.to_vec(),
+        };
+        Box::pin(async move {
+            match tokio::time::timeout(shell.submit_timeout, client.submit(request)).await {
+                Ok(Ok(r)) if r.get_ref().accepted => Ok(()),
+                Ok(Ok(_)) => Err(RoundError::Retry("not accepted".to_string())),
+                Ok(Err(s)) if s.code() == tonic::Code::InvalidArgument => {
+                    Err(RoundError::Refused(s.message().to_string()))
+                }
+                Ok(Err(s)) => Err(RoundError::Retry(format!("{:?}: {}", s.code(), s.message()))),
+                Err(_) => Err(RoundError::Retry("timed out".to_string())),
+            }
+        })
+    });
+    let mut pending: FuturesUnordered<_> = calls.collect();
+    let mut failure = RoundError::Retry("no consenter".into());
+    while let Some(result) = pending.next().await {
+        match result {
+            Ok(()) => return Ok(()),
+            // A refusal means the request itself is refused (a stale term, a bad
+            // signature): every correct consenter judges it alike.
+            Err(e @ RoundError::Refused(_)) => failure = e,
+            Err(e) if matches!(failure, RoundError::Retry(_)) => failure = e,
+            Err(_) => {}
+        }
+    }
+    Err(failure)
+}
+
+/// Submits one job to every consenter until one answers that it is decided, or the job
+/// is obsolete; retries with backoff.
+async fn submit_one(
+    job: SubmitJob,
+    consenters: &[Channel],
+    mut rx_view: watch::Receiver<SubmitView>,
+    shell: ShellConfig,
+    stats: &Stats,
+) {
+    let mut attempt = 0u32;
+    loop {
+        if obsolete(&job, &rx_view.borrow_and_update()) {
+            bump(&stats.submits_dropped);
+            return;
+        }
+        let done = tokio::select! {
+            r = submit_round(&job.bytes, consenters, shell) => r,
+            r = rx_view.changed() => { if r.is_err() { return; } continue; }
+        };
+        match done {
+            Ok(()) => return,
+            Err(RoundError::Refused(reason)) => {
+                warn!(
+                    term = job.term,
+                    reason, "the consenters refused a BAF or complaint; dropped"
+                );
+                bump(&stats.submits_dropped);
+                return;
+            }
+            Err(RoundError::Retry(reason)) => {
+                warn!(
+                    term = job.term,
+                    attempt, reason, "submit to the consenters failed; retrying"
+                );
+            }
+        }
+        let delay = shell.backoff(attempt);
+        attempt = attempt.saturating_add(1);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_become_obsolete_when_their_term_ends_or_their_batch_is_ordered() {
+        let baf = |term, seq| SubmitJob {
+            bytes: Arc::new(vec![]),
+            term,
+            batch: Some((1, seq)),
+        };
+        let view = |term, ordered| SubmitView { term, ordered };
+        assert!(!obsolete(&baf(2, 5), &view(2, None)));
+        assert!(obsolete(&baf(1, 5), &view(2, None)));
+        assert!(obsolete(&baf(2, 5), &view(2, Some((1, 5)))));
+        assert!(!obsolete(&baf(2, 6), &view(2, Some((1, 5)))));
+        assert!(!obsolete(&baf(2, 5), &view(2, Some((2, 9)))));
+        let complaint = SubmitJob {
+            bytes: Arc::new(vec![]),
+            term: 2,
+            batch: None,
+        };
+        assert!(!obsolete(&complaint, &view(2, Some((1, 5)))));
+        assert!(obsolete(&complaint, &view(3, None)));
+    }
+
+    #[test]
+    fn the_pull_follows_the_core() {
+        let open = PullWant {
+            primary: 1,
+            term: 0,
+            seq: 3,
+        };
+        let at = |seq| Some(PullWant { seq, ..open });
+        assert!(matches!(step(at(3), open, 3), Step::Read));
+        assert!(matches!(step(at(3), open, 4), Step::Wait));
+        assert!(matches!(step(at(4), open, 4), Step::Read));
+        assert!(matches!(step(at(7), open, 4), Step::Reopen));
+        assert!(matches!(step(None, open, 4), Step::Wait));
+        let other = Some(PullWant { term: 1, ..open });
+        assert!(matches!(step(other, open, 3), Step::Reopen));
+    }
+}

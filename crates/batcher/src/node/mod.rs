@@ -1,0 +1,374 @@
+//! The batcher as a networked node (docs/batcher.md "Shell"): one task owns the core and
+//! runs a `tokio::select!` loop over bounded channels, executing its outputs in order.
+//!
+//! * [`store`] — the batch store and the progress log (journals), the persister thread.
+//! * [`served`] — batches served from memory to `Pull` and `Fetch`.
+//! * `service` — the `BatcherIntake` (own router) and `BatcherPeer` (other batchers,
+//!   assemblers) gRPC services.
+//! * `links` — clients: pulling from the primary, acks and forwards to it, submitting
+//!   BAFs and complaints to every consenter.
+//! * `decisions` — following the own party's consenter's `Decisions` stream.
+//! * `start` — opening the store, rebuilding the core, starting the tasks.
+//! * `run` — the loop.
+//!
+//! [`NodeConfig`] parses no file: the `fabrx node batcher` command fills it from the
+//! network configuration.
+
+mod decisions;
+mod links;
+mod run;
+pub mod served;
+mod service;
+mod start;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crypto::SigningKey;
+use journal::Durability;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use types::PartyId;
+use wire::server::ServerLimits;
+
+use crate::{Config, Error, Result};
+
+pub use decisions::verify_decision;
+
+/// Everything a batcher node needs; validated once by [`spawn`].
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// The core's configuration (party, shard, keys, bounds).
+    pub batcher: Config,
+    /// This party's batcher signing key (must match `batcher.keys[party]`).
+    pub key: SigningKey,
+    /// The address to listen on (port 0: any free port, see [`Handle::addr`]); ignored
+    /// when [`Deps::listener`] is given.
+    pub listen: SocketAddr,
+    /// Connection-level limits of the server.
+    pub server: ServerLimits,
+    /// The data directory (batch store and progress log).
+    pub data_dir: PathBuf,
+    /// The `BftConsensus` endpoint of every party's consenter (BAFs and complaints go to
+    /// all of them), e.g. `http://127.0.0.1:7050`.
+    pub consenters: BTreeMap<PartyId, String>,
+    /// The `BatcherPeer` endpoint of every party's batcher of this shard (this party's
+    /// own entry is not used).
+    pub peers: BTreeMap<PartyId, String>,
+    /// The `Consenter.Decisions` endpoint of this party's consenter.
+    pub own_consenter: String,
+    /// The shell's own tunables.
+    pub shell: ShellConfig,
+}
+
+impl std::fmt::Debug for NodeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeConfig")
+            .field("party", &self.batcher.party)
+            .field("shard", &self.batcher.shard)
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("consenters", &self.consenters)
+            .field("peers", &self.peers)
+            .field("own_consenter", &self.own_consenter)
+            .field("shell", &self.shell)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Tunables of the shell (bounds are listed in docs/limits.md).
+#[derive(Debug, Clone, Copy)]
+pub struct ShellConfig {
+    /// How often the core hears the time (`Input::Tick`).
+    pub tick: Duration,
+    /// Router requests queued for the core, all intake streams together.
+    pub intake_queue: NonZeroUsize,
+    /// Bytes of the router requests queued for the core, all intake streams together.
+    pub intake_queue_bytes: NonZeroUsize,
+    /// Requests of one intake stream awaiting their answer (answers queued included).
+    pub stream_max_in_flight: NonZeroUsize,
+    /// Messages from peers (acks, forwards, pulled batches) queued for the core.
+    pub peer_queue: NonZeroUsize,
+    /// Acks or forwards queued per destination; beyond it they are dropped (both are
+    /// best effort: a lost ack only delays the primary's window until the batch is
+    /// ordered, a lost forward is forwarded again in the next round).
+    pub peer_send_queue: NonZeroUsize,
+    /// BAFs and complaints being submitted to the consenters at once (each call waits
+    /// until decided); more wait in a queue of the same size.
+    pub submit_concurrency: NonZeroUsize,
+    /// How long one round of `Submit` calls waits before it is retried.
+    pub submit_timeout: Duration,
+    /// First retry delay of a failed call or broken stream (doubling).
+    pub backoff_initial: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Batches served from memory (older ones are read from the store by `Fetch`).
+    pub served_batches: NonZeroUsize,
+    /// Durability of the batch store and the progress log. The node syncs after every
+    /// append itself, so `Manual` (the default) makes each batch durable before the core
+    /// hears `Persisted`; `NoSync` is for tests only.
+    pub durability: Durability,
+}
+
+impl Default for ShellConfig {
+    fn default() -> ShellConfig {
+        let n = |v: usize| NonZeroUsize::new(v).unwrap_or(NonZeroUsize::MIN);
+        ShellConfig {
+            tick: Duration::from_millis(5),
+            intake_queue: n(1024),
+            intake_queue_bytes: n(64 << 20),
+            stream_max_in_flight: n(1024),
+            peer_queue: n(64),
+            peer_send_queue: n(1024),
+            submit_concurrency: n(64),
+            submit_timeout: Duration::from_secs(10),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(5),
+            served_batches: n(256),
+            durability: Durability::Manual,
+        }
+    }
+}
+
+impl ShellConfig {
+    /// `min(initial · 2^attempt, max)`, never overflowing.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.min(20)).unwrap_or(u32::MAX);
+        self.backoff_initial.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+/// What a node may be handed instead of creating it.
+#[derive(Default)]
+pub struct Deps {
+    /// A bound listener to serve on (tests, or a supervisor handing over a socket);
+    /// `None`: bind [`NodeConfig::listen`].
+    pub listener: Option<TcpListener>,
+}
+
+/// Counters of a running node (metrics are another issue; these feed them later).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pending: AtomicU64,
+    in_flight: AtomicU64,
+    unordered_batches: AtomicU64,
+    term: AtomicU64,
+    batches_cut: AtomicU64,
+    batches_accepted: AtomicU64,
+    batches_rejected: AtomicU64,
+    batches_restored: AtomicU64,
+    admitted: AtomicU64,
+    refused: AtomicU64,
+    bafs_sent: AtomicU64,
+    complaints: AtomicU64,
+    submits_dropped: AtomicU64,
+    decisions: AtomicU64,
+    ordered_batches: AtomicU64,
+    fetched_batches: AtomicU64,
+}
+
+/// A copy of [`Stats`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Requests pending in the mempool.
+    pub pending: u64,
+    /// Requests in unordered batches of the term.
+    pub in_flight: u64,
+    /// Unordered batches of the term.
+    pub unordered_batches: u64,
+    /// The core's term.
+    pub term: u64,
+    /// Batches this node cut as primary.
+    pub batches_cut: u64,
+    /// Batches this node accepted as secondary.
+    pub batches_accepted: u64,
+    /// Pulled batches that failed verification.
+    pub batches_rejected: u64,
+    /// Batches re-adopted from the store at start.
+    pub batches_restored: u64,
+    /// Router requests admitted.
+    pub admitted: u64,
+    /// Router requests refused.
+    pub refused: u64,
+    /// BAFs handed to the consenter submitter.
+    pub bafs_sent: u64,
+    /// Complaints handed to the consenter submitter.
+    pub complaints: u64,
+    /// BAFs and complaints given up (their batch ordered or their term over).
+    pub submits_dropped: u64,
+    /// Decisions fed to the core.
+    pub decisions: u64,
+    /// Ordered batches of the shard fed to the core.
+    pub ordered_batches: u64,
+    /// Ordered batches fetched from other batchers.
+    pub fetched_batches: u64,
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+pub(crate) fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Stats {
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            pending: get(&self.pending),
+            in_flight: get(&self.in_flight),
+            unordered_batches: get(&self.unordered_batches),
+            term: get(&self.term),
+            batches_cut: get(&self.batches_cut),
+            batches_accepted: get(&self.batches_accepted),
+            batches_rejected: get(&self.batches_rejected),
+            batches_restored: get(&self.batches_restored),
+            admitted: get(&self.admitted),
+            refused: get(&self.refused),
+            bafs_sent: get(&self.bafs_sent),
+            complaints: get(&self.complaints),
+            submits_dropped: get(&self.submits_dropped),
+            decisions: get(&self.decisions),
+            ordered_batches: get(&self.ordered_batches),
+            fetched_batches: get(&self.fetched_batches),
+        }
+    }
+}
+
+/// How long [`Handle::shutdown`] lets the server close its connections.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A running batcher node.
+pub struct Handle {
+    /// The address it serves on.
+    pub addr: SocketAddr,
+    /// Its counters.
+    pub stats: Arc<Stats>,
+    stop: watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    main: JoinHandle<Result<()>>,
+    /// The loop's result once [`Handle::stopped`] took it.
+    ended: Option<Result<()>>,
+    persister: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Handle {
+    /// Whether the node's loop still runs (it stops on a storage failure).
+    pub fn is_running(&self) -> bool {
+        self.ended.is_none() && !self.main.is_finished()
+    }
+
+    /// Waits until the node's loop stops on its own (a storage failure, a task it
+    /// depends on ended) and returns why; a supervisor then calls [`Handle::shutdown`]
+    /// and exits non-zero.
+    pub async fn stopped(&mut self) -> Result<()> {
+        if let Some(result) = &self.ended {
+            return result.clone();
+        }
+        let result = join_result((&mut self.main).await);
+        self.ended = Some(result.clone());
+        result
+    }
+
+    /// Stops every task, waits until the store is closed (its lock released, so the
+    /// data directory can be reopened), and returns the loop's error if it had stopped
+    /// on one.
+    pub async fn shutdown(mut self) -> Result<()> {
+        let result = match self.ended.take() {
+            Some(result) => result,
+            None => {
+                if !self.main.is_finished() {
+                    self.main.abort();
+                }
+                join_result((&mut self.main).await)
+            }
+        };
+        // Open streams end and the server closes its connections (peers must not stay
+        // attached to a stopped node); past the grace period it is aborted.
+        self.stop.send_replace(true);
+        if let Some(mut server) = self.server.take()
+            && tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.is_err()
+        {
+            server.abort();
+            let _ = server.await;
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+        if let Some(thread) = self.persister.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        result
+    }
+}
+
+/// The loop's result from its join handle (cancelled: stopped by `shutdown`).
+fn join_result(joined: std::result::Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
+    match joined {
+        Ok(result) => result,
+        Err(e) if e.is_cancelled() => Ok(()),
+        Err(e) => Err(Error::Stopped {
+            reason: e.to_string(),
+        }),
+    }
+}
+
+impl Drop for Handle {
+    /// A handle dropped without [`Handle::shutdown`] still stops the node's tasks (it does
+    /// not wait for them).
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        self.main.abort();
+        if let Some(server) = &self.server {
+            server.abort();
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn check(config: &NodeConfig) -> Result<()> {
+    config.batcher.validate()?;
+    let bad = |reason: String| Err(Error::NodeConfig { reason });
+    for party in 1..=config.batcher.parties {
+        if party != config.batcher.party && !config.peers.contains_key(&party) {
+            return bad(format!("no batcher endpoint for party {party}"));
+        }
+    }
+    if config.consenters.is_empty() {
+        return bad("no consenter endpoints".into());
+    }
+    if config.shell.tick.is_zero() {
+        return bad("shell.tick must be positive".into());
+    }
+    Ok(())
+}
+
+/// Validates the config, opens the store (rebuilding the core's term and its persisted,
+/// unordered batches), binds the listener and starts the node. Needs a tokio runtime.
+pub async fn spawn(config: NodeConfig, deps: Deps) -> Result<Handle> {
+    check(&config)?;
+    let listener = match deps.listener {
+        Some(l) => l,
+        None => TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| Error::Listen {
+                addr: config.listen,
+                reason: e.to_string(),
+            })?,
+    };
+    start::start(config, listener).await
+}

@@ -1,0 +1,326 @@
+//! The loop: the one task that owns the core, feeds it the time, router requests, peer
+//! messages, persisted batches and decisions, and executes its outputs in order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tracing::{error, warn};
+use types::PartyId;
+use wire::pb;
+
+use super::decisions::Decided;
+use super::links::{PeerEvent, PeerSenders, PullWant, SubmitJob, SubmitView};
+use super::served::Served;
+use super::service::IntakeItem;
+use super::store::{Done, Job, Progress};
+use super::{Stats, bump};
+use crate::codec::{ConsenterRequest, encode_consenter_request};
+use crate::{Batcher, Error, Input, Output, RefuseReason, RequestDigest, Result};
+
+fn stopped(reason: impl std::fmt::Display) -> Error {
+    Error::Stopped {
+        reason: reason.to_string(),
+    }
+}
+
+/// Acks to the primary.
+pub(super) type Acks = PeerSenders<pb::BatchAttestationFragment>;
+/// Forwards to the primary.
+pub(super) type Forwards = PeerSenders<pb::ForwardRequest>;
+
+/// The loop's inputs.
+pub(super) struct Queues {
+    pub(super) rx_intake: mpsc::Receiver<IntakeItem>,
+    pub(super) rx_peer: mpsc::Receiver<PeerEvent>,
+    pub(super) rx_decided: mpsc::Receiver<Decided>,
+}
+
+/// The loop's state: the core and the ends of every queue it feeds.
+pub(super) struct Node {
+    pub(super) core: Batcher,
+    pub(super) party: PartyId,
+    pub(super) max_unordered: usize,
+    pub(super) stats: Arc<Stats>,
+    pub(super) served: Arc<Served>,
+    pub(super) tx_persist: mpsc::Sender<Job>,
+    pub(super) rx_done: mpsc::Receiver<Done>,
+    /// Reports of the persister read while the loop waited for room in its queue (so
+    /// neither waits for the other), fed before the next input.
+    pub(super) deferred: VecDeque<Done>,
+    pub(super) acks: Acks,
+    pub(super) forwards: Forwards,
+    pub(super) tx_submit: mpsc::Sender<SubmitJob>,
+    pub(super) tx_want: watch::Sender<Option<PullWant>>,
+    pub(super) tx_view: watch::Sender<SubmitView>,
+    /// Where the shard's ordering stands (written to the progress log per decision).
+    pub(super) progress: Progress,
+    /// The last ordered batch of the current term, (primary, seq).
+    pub(super) ordered_mark: Option<(PartyId, u64)>,
+    pub(super) started: Instant,
+    pub(super) tick: Duration,
+}
+
+impl Node {
+    pub(super) async fn run(mut self, initial: Vec<Output>, mut q: Queues) -> Result<()> {
+        self.execute(initial).await?;
+        self.publish();
+        let mut tick = tokio::time::interval(self.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            while let Some(done) = self.deferred.pop_front() {
+                self.on_done(Some(done)).await?;
+            }
+            tokio::select! {
+                biased;
+                done = self.rx_done.recv() => self.on_done(done).await?,
+                _ = tick.tick() => {
+                    let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    self.feed(Input::Tick(now)).await?;
+                }
+                decided = q.rx_decided.recv() => match decided {
+                    Some(d) => self.on_decided(d).await?,
+                    None => return Err(stopped("the decision follower ended")),
+                },
+                event = q.rx_peer.recv() => match event {
+                    Some(e) => self.on_peer(e).await?,
+                    None => return Err(stopped("the peer queue closed")),
+                },
+                item = q.rx_intake.recv() => match item {
+                    Some(i) => self.on_intake(i).await?,
+                    None => return Err(stopped("the intake queue closed")),
+                },
+            }
+        }
+    }
+
+    async fn on_done(&mut self, done: Option<Done>) -> Result<()> {
+        match done {
+            Some(Done::Persisted { id, digest }) => self.feed(Input::Persisted { id, digest }).await,
+            Some(Done::Failed(e)) => {
+                error!(error = %e, "persisting failed: the batcher stops");
+                Err(e)
+            }
+            None => Err(stopped("the persister thread ended")),
+        }
+    }
+
+    /// Queues a job for the persister; while its queue is full, keeps reading its
+    /// reports so that the two never wait for each other.
+    async fn persist(&mut self, job: Job) -> Result<()> {
+        let (tx, rx) = (&self.tx_persist, &mut self.rx_done);
+        loop {
+            tokio::select! {
+                permit = tx.reserve() => {
+                    permit.map_err(|_| stopped("the persister thread ended"))?.send(job);
+                    return Ok(());
+                }
+                done = rx.recv() => match done {
+                    Some(Done::Failed(e)) => {
+                        error!(error = %e, "persisting failed: the batcher stops");
+                        return Err(e);
+                    }
+                    Some(d) => self.deferred.push_back(d),
+                    None => return Err(stopped("the persister thread ended")),
+                },
+            }
+        }
+    }
+
+    async fn feed(&mut self, input: Input) -> Result<()> {
+        let outputs = self.core.handle(input);
+        self.execute(outputs).await?;
+        self.publish();
+        Ok(())
+    }
+
+    async fn on_peer(&mut self, event: PeerEvent) -> Result<()> {
+        let input = match event {
+            PeerEvent::Forwarded { from, request } => Input::Forwarded { from, request },
+            PeerEvent::Ack(baf) => Input::Baf(baf),
+            PeerEvent::Pulled { from, batch } => Input::Batch { from, batch },
+        };
+        self.feed(input).await
+    }
+
+    async fn on_intake(&mut self, item: IntakeItem) -> Result<()> {
+        let digest = RequestDigest::of(&item.request);
+        let outputs = self.core.handle(Input::Request(item.request));
+        drop(item.bytes);
+        let answer = outputs.iter().find_map(|o| match o {
+            Output::Admitted { digest: d } if *d == digest => Some(None),
+            Output::Refused { digest: d, reason } if *d == digest => Some(Some(*reason)),
+            _ => None,
+        });
+        let response = match answer {
+            Some(None) => {
+                bump(&self.stats.admitted);
+                pb::IntakeResponse {
+                    id: item.id,
+                    admitted: true,
+                    refusal: pb::IntakeRefusal::Unspecified as i32,
+                }
+            }
+            Some(Some(reason)) => {
+                bump(&self.stats.refused);
+                pb::IntakeResponse {
+                    id: item.id,
+                    admitted: false,
+                    refusal: refusal(reason) as i32,
+                }
+            }
+            None => return Err(stopped("the core did not answer a request")),
+        };
+        item.reply.send(Ok(response));
+        self.execute(outputs).await?;
+        self.publish();
+        Ok(())
+    }
+
+    async fn on_decided(&mut self, decided: Decided) -> Result<()> {
+        let digests: Vec<RequestDigest> = decided
+            .ordered
+            .iter()
+            .flat_map(|o| o.requests.iter().map(|r| RequestDigest::of(r)))
+            .collect();
+        for ordered in decided.ordered {
+            bump(&self.stats.ordered_batches);
+            self.served.remove(ordered.id, &ordered.digest);
+            if ordered.term == self.progress.term {
+                self.progress.last_ordered_seq = self.progress.last_ordered_seq.max(ordered.id.seq);
+                self.ordered_mark = Some((ordered.id.primary, self.progress.last_ordered_seq));
+            }
+            let input = Input::Ordered {
+                id: ordered.id,
+                requests: ordered.requests,
+            };
+            self.feed(input).await?;
+        }
+        for info in decided.terms {
+            if info.term > self.progress.term {
+                self.progress.term = info.term;
+                self.progress.last_ordered_seq = info.last_ordered_seq;
+                self.ordered_mark = None;
+                self.served.forget_before(info.term);
+                // The new term is recorded before the core acts in it. The persister
+                // appends in order, so no batch of the new term is fsynced (and so
+                // served or attested) before this record: a restart restores them. The
+                // record names this decision as the next one, so a restart reads it again.
+                let record = Progress {
+                    next_decision: decided.number,
+                    ..self.progress
+                };
+                self.persist(Job::Progress(record, Vec::new())).await?;
+            }
+            self.feed(Input::TermChanged(info)).await?;
+        }
+        self.progress.next_decision = decided.number.saturating_add(1);
+        bump(&self.stats.decisions);
+        self.persist(Job::Progress(self.progress, digests)).await?;
+        self.publish();
+        Ok(())
+    }
+
+    async fn submit(
+        &mut self,
+        request: ConsenterRequest,
+        term: u64,
+        batch: Option<(PartyId, u64)>,
+    ) -> Result<()> {
+        let job = SubmitJob {
+            bytes: Arc::new(encode_consenter_request(&request)),
+            term,
+            batch,
+        };
+        self.tx_submit
+            .send(job)
+            .await
+            .map_err(|_| stopped("the consenter submitter ended"))
+    }
+
+    /// Executes the core's outputs in order (answers to the router are sent by
+    /// `on_intake`; pulls follow the core's state, see `publish`).
+    async fn execute(&mut self, outputs: Vec<Output>) -> Result<()> {
+        for output in outputs {
+            match output {
+                Output::Persist(batch) => {
+                    let counter = if batch.id().primary == self.party {
+                        &self.stats.batches_cut
+                    } else {
+                        &self.stats.batches_accepted
+                    };
+                    bump(counter);
+                    self.persist(Job::Batch(batch)).await?;
+                }
+                Output::Serve(batch) => self.served.insert(batch),
+                Output::SendBaf(baf) => {
+                    bump(&self.stats.bafs_sent);
+                    let (term, id) = (baf.header.term, baf.header.id);
+                    self.submit(baf.into(), term, Some((id.primary, id.seq))).await?;
+                }
+                Output::AckPrimary { to, baf } => {
+                    self.acks.send(to, (&baf).into());
+                }
+                Output::ForwardToPrimary { to, request } => {
+                    let message = pb::ForwardRequest {
+                        request: request.to_vec(),
+                        from: self.party,
+                    };
+                    self.forwards.send(to, message);
+                }
+                Output::Complain(complaint) => {
+                    bump(&self.stats.complaints);
+                    let term = complaint.term;
+                    self.submit(complaint.into(), term, None).await?;
+                }
+                Output::BatchRejected { from, error } => {
+                    bump(&self.stats.batches_rejected);
+                    warn!(from, error = %error, "a pulled batch failed verification");
+                }
+                Output::Pull(_) | Output::Admitted { .. } | Output::Refused { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes what the pull task and the submitter follow, and the gauges.
+    fn publish(&mut self) {
+        let core = &self.core;
+        let want = match core.next_seq() {
+            Some(seq) if !core.is_primary() && core.unordered_batches() < self.max_unordered => {
+                Some(PullWant {
+                    primary: core.primary(),
+                    term: core.term(),
+                    seq,
+                })
+            }
+            _ => None,
+        };
+        self.tx_want
+            .send_if_modified(|w| std::mem::replace(w, want) != want);
+        let view = SubmitView {
+            term: core.term(),
+            ordered: self.ordered_mark,
+        };
+        self.tx_view
+            .send_if_modified(|v| std::mem::replace(v, view) != view);
+        let s = &self.stats;
+        s.pending.store(core.pending().0 as u64, Ordering::Relaxed);
+        s.in_flight.store(core.in_flight().0 as u64, Ordering::Relaxed);
+        s.unordered_batches
+            .store(core.unordered_batches() as u64, Ordering::Relaxed);
+        s.term.store(core.term(), Ordering::Relaxed);
+    }
+}
+
+fn refusal(reason: RefuseReason) -> pb::IntakeRefusal {
+    match reason {
+        RefuseReason::Duplicate => pb::IntakeRefusal::Duplicate,
+        RefuseReason::MempoolFullRequests => pb::IntakeRefusal::MempoolFullRequests,
+        RefuseReason::MempoolFullBytes => pb::IntakeRefusal::MempoolFullBytes,
+        RefuseReason::TooLarge => pb::IntakeRefusal::TooLarge,
+        RefuseReason::WrongShard => pb::IntakeRefusal::WrongShard,
+    }
+}

@@ -1,0 +1,279 @@
+//! The node's gRPC services: `BatcherIntake` for its own party's router and
+//! `BatcherPeer` for the other batchers of the shard and the assemblers.
+//!
+//! Handlers decode, check the shape and `send().await` into the loop's bounded queues,
+//! so a slow core slows its clients down (HTTP/2 flow control) instead of growing a
+//! queue. An intake stream reads a request only after reserving room for its answer,
+//! so at most `stream_max_in_flight` requests per stream wait for the core.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use types::ShardId;
+use types::digest::Digest32;
+use wire::pb;
+use wire::pb::batcher_intake_server::{BatcherIntake, BatcherIntakeServer};
+use wire::pb::batcher_peer_server::{BatcherPeer, BatcherPeerServer};
+
+use super::links::PeerEvent;
+use super::served::Served;
+use super::store::StoreReader;
+use crate::Baf;
+
+/// A router request waiting for the core, with the room reserved for its answer.
+pub struct IntakeItem {
+    /// The router's id of the request.
+    pub id: u64,
+    /// The request.
+    pub request: crate::Request,
+    /// Where the answer goes.
+    pub reply: mpsc::OwnedPermit<Result<pb::IntakeResponse, Status>>,
+    /// The request's share of the intake's byte bound, released once the core took it.
+    pub bytes: OwnedSemaphorePermit,
+}
+
+/// `BatcherIntake`.
+#[derive(Clone)]
+pub struct IntakeService {
+    /// The loop's intake queue.
+    pub tx: mpsc::Sender<IntakeItem>,
+    /// Requests per stream awaiting their answer.
+    pub stream_max_in_flight: usize,
+    /// Bytes of requests queued for the core, all streams together.
+    pub queue_bytes: Arc<Semaphore>,
+    /// Larger requests are answered `TOO_LARGE` without reaching the core.
+    pub max_request_bytes: usize,
+    /// Counters (refusals made here).
+    pub stats: Arc<super::Stats>,
+    /// Turns true when the node stops: open streams end.
+    pub stop: watch::Receiver<bool>,
+}
+
+fn too_large(id: u64) -> pb::IntakeResponse {
+    pb::IntakeResponse {
+        id,
+        admitted: false,
+        refusal: pb::IntakeRefusal::TooLarge as i32,
+    }
+}
+
+/// Waits until the node stops.
+async fn stopping(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+fn stopped() -> Status {
+    Status::unavailable("the batcher is stopping")
+}
+
+impl IntakeService {
+    /// The tonic server with the intake's message limits.
+    pub fn into_server(self) -> BatcherIntakeServer<IntakeService> {
+        BatcherIntakeServer::new(self)
+            .max_decoding_message_size(wire::limits::BATCHER_INTAKE_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(wire::limits::SMALL_REQUEST)
+    }
+}
+
+#[tonic::async_trait]
+impl BatcherIntake for IntakeService {
+    type IntakeStream = ReceiverStream<Result<pb::IntakeResponse, Status>>;
+
+    async fn intake(
+        &self,
+        request: Request<Streaming<pb::IntakeRequest>>,
+    ) -> Result<Response<Self::IntakeStream>, Status> {
+        let mut input = request.into_inner();
+        let (tx_out, rx_out) = mpsc::channel(self.stream_max_in_flight.max(1));
+        let (tx_core, stop) = (self.tx.clone(), self.stop.clone());
+        let (budget, max) = (Arc::clone(&self.queue_bytes), self.max_request_bytes);
+        let stats = Arc::clone(&self.stats);
+        tokio::spawn(async move {
+            loop {
+                let Ok(reply) = tx_out.clone().reserve_owned().await else {
+                    return;
+                };
+                let next = tokio::select! {
+                    m = input.message() => m,
+                    () = stopping(stop.clone()) => Err(stopped()),
+                };
+                let message = match next {
+                    Ok(Some(m)) => m,
+                    Ok(None) => return,
+                    Err(status) => {
+                        reply.send(Err(status));
+                        return;
+                    }
+                };
+                if message.request.len() > max {
+                    super::bump(&stats.refused);
+                    reply.send(Ok(too_large(message.id)));
+                    continue;
+                }
+                // Within u32: at most `max`, and `max` fits the intake message limit.
+                let want = u32::try_from(message.request.len().max(1)).unwrap_or(u32::MAX);
+                let Ok(bytes) = Arc::clone(&budget).acquire_many_owned(want).await else {
+                    return;
+                };
+                let item = IntakeItem {
+                    id: message.id,
+                    request: Arc::from(message.request),
+                    reply,
+                    bytes,
+                };
+                if let Err(mpsc::error::SendError(item)) = tx_core.send(item).await {
+                    item.reply.send(Err(Status::unavailable("the batcher stopped")));
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx_out)))
+    }
+}
+
+/// `BatcherPeer`.
+#[derive(Clone)]
+pub struct PeerService {
+    /// This batcher's shard.
+    pub shard: ShardId,
+    /// Number of parties.
+    pub parties: u32,
+    /// Largest request forwarded.
+    pub max_request_bytes: usize,
+    /// Batches in memory.
+    pub served: Arc<Served>,
+    /// The store.
+    pub store: StoreReader,
+    /// The loop's peer queue.
+    pub tx_peer: mpsc::Sender<PeerEvent>,
+    /// Turns true when the node stops: open streams end.
+    pub stop: watch::Receiver<bool>,
+}
+
+impl PeerService {
+    /// The tonic server with the peer service's message limits.
+    pub fn into_server(self) -> BatcherPeerServer<PeerService> {
+        BatcherPeerServer::new(self)
+            .max_decoding_message_size(wire::limits::BATCHER_PEER_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(wire::limits::BATCH.max_bytes)
+    }
+
+    fn check_shard(&self, shard: ShardId) -> Result<(), Status> {
+        if shard != self.shard {
+            return Err(Status::invalid_argument(format!(
+                "this batcher serves shard {}, not {shard}",
+                self.shard
+            )));
+        }
+        Ok(())
+    }
+
+    /// The next message of a client stream, or an error once the node stops.
+    async fn next<T>(&self, stream: &mut Streaming<T>) -> Result<Option<T>, Status> {
+        tokio::select! {
+            m = stream.message() => m,
+            () = stopping(self.stop.clone()) => Err(stopped()),
+        }
+    }
+
+    async fn send(&self, event: PeerEvent) -> Result<(), Status> {
+        self.tx_peer
+            .send(event)
+            .await
+            .map_err(|_| Status::unavailable("the batcher stopped"))
+    }
+}
+
+type BatchStream = ReceiverStream<Result<pb::Batch, Status>>;
+
+#[tonic::async_trait]
+impl BatcherPeer for PeerService {
+    type PullStream = BatchStream;
+
+    async fn pull(&self, request: Request<pb::PullRequest>) -> Result<Response<BatchStream>, Status> {
+        let r = request.into_inner();
+        self.check_shard(r.shard)?;
+        let (tx, rx) = mpsc::channel(2);
+        let served = Arc::clone(&self.served);
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            let mut version = served.subscribe();
+            let mut seq = r.from_seq;
+            loop {
+                version.borrow_and_update();
+                if let Some(b) = served.by_seq(r.term, r.primary, seq) {
+                    if tx.send(Ok(pb::Batch::from(&*b))).await.is_err() {
+                        return;
+                    }
+                    let Some(next) = seq.checked_add(1) else { return };
+                    seq = next;
+                    continue;
+                }
+                tokio::select! {
+                    changed = version.changed() => if changed.is_err() { return; },
+                    () = tx.closed() => return,
+                    () = stopping(stop.clone()) => {
+                        let _ = tx.send(Err(stopped())).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn fetch(&self, request: Request<pb::FetchRequest>) -> Result<Response<pb::Batch>, Status> {
+        let r = request.into_inner();
+        self.check_shard(r.shard)?;
+        let digest = <Digest32>::try_from(r.digest.as_slice())
+            .map_err(|_| Status::invalid_argument("FetchRequest.digest must be 32 bytes"))?;
+        let id = types::BatchId::new(r.shard, r.primary, r.seq);
+        if let Some(b) = self.served.by_digest(id, &digest) {
+            return Ok(Response::new(pb::Batch::from(&*b)));
+        }
+        let store = self.store.clone();
+        let found = tokio::task::spawn_blocking(move || store.get(id, &digest))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::internal(e.to_string()))?;
+        match found {
+            Some(b) => Ok(Response::new(pb::Batch::from(&b))),
+            None => Err(Status::not_found(format!("no batch {id} with that digest here"))),
+        }
+    }
+
+    async fn ack(
+        &self,
+        request: Request<Streaming<pb::BatchAttestationFragment>>,
+    ) -> Result<Response<pb::PeerAck>, Status> {
+        let mut stream = request.into_inner();
+        while let Some(message) = self.next(&mut stream).await? {
+            let baf = Baf::try_from(message).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            self.send(PeerEvent::Ack(baf)).await?;
+        }
+        Ok(Response::new(pb::PeerAck {}))
+    }
+
+    async fn forward(
+        &self,
+        request: Request<Streaming<pb::ForwardRequest>>,
+    ) -> Result<Response<pb::PeerAck>, Status> {
+        let mut stream = request.into_inner();
+        while let Some(m) = self.next(&mut stream).await? {
+            if m.from == 0 || m.from > self.parties {
+                return Err(Status::invalid_argument(format!("no party {}", m.from)));
+            }
+            if m.request.is_empty() || m.request.len() > self.max_request_bytes {
+                continue;
+            }
+            let event = PeerEvent::Forwarded {
+                from: m.from,
+                request: Arc::from(m.request),
+            };
+            self.send(event).await?;
+        }
+        Ok(Response::new(pb::PeerAck {}))
+    }
+}

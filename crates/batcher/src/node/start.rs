@@ -1,0 +1,335 @@
+//! Starting a node: open the store, rebuild the core, wire the channels, spawn the
+//! server and every task, then the loop (`run`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tracing::{info, warn};
+use types::PartyId;
+use wire::pb;
+
+use super::decisions::Follower;
+use super::links::{Opener, PeerEvent, PeerSenders, PullCtx, SubmitView, run_pull, run_submitter};
+use super::run::{Acks, Forwards, Node, Queues};
+use super::served::Served;
+use super::service::{IntakeItem, IntakeService, PeerService};
+use super::store::{Done, Job, Progress, Store, StoreReader, spawn_persister};
+use super::{Handle, NodeConfig, Stats, bump};
+use crate::{Batcher, Config, Error, Output, Result, TermInfo};
+
+fn stopped(reason: impl std::fmt::Display) -> Error {
+    Error::Stopped {
+        reason: reason.to_string(),
+    }
+}
+
+/// The largest stored batch record; the batch limits must fit the wire's `Batch` limit.
+fn batch_record_bound(cfg: &Config) -> Result<u32> {
+    let limit = wire::limits::BATCH;
+    let requests = u64::from(cfg.max_batch_requests.get());
+    let bound = requests
+        .checked_mul(8)
+        .and_then(|r| r.checked_add(cfg.max_batch_bytes.get()))
+        .and_then(|r| r.checked_add(4096));
+    match bound {
+        Some(b) if b <= limit.max_bytes as u64 && requests <= limit.budget.max_items as u64 => {
+            Ok(u32::try_from(b).unwrap_or(u32::MAX))
+        }
+        _ => Err(Error::NodeConfig {
+            reason: format!(
+                "max_batch_bytes {} and max_batch_requests {} do not fit a Batch message ({} bytes, {} requests)",
+                cfg.max_batch_bytes, cfg.max_batch_requests, limit.max_bytes, limit.budget.max_items
+            ),
+        }),
+    }
+}
+
+fn channel(uri: &str) -> Result<Channel> {
+    let endpoint = wire::server::client_endpoint(uri.to_string()).map_err(|e| Error::NodeConfig {
+        reason: format!("bad endpoint {uri}: {e}"),
+    })?;
+    Ok(endpoint.connect_timeout(Duration::from_secs(5)).connect_lazy())
+}
+
+fn channels(uris: &BTreeMap<PartyId, String>, except: PartyId) -> Result<BTreeMap<PartyId, Channel>> {
+    uris.iter()
+        .filter(|(p, _)| **p != except)
+        .map(|(p, uri)| Ok((*p, channel(uri)?)))
+        .collect()
+}
+
+/// Opens the store, rebuilds the core and starts every task.
+pub(super) async fn start(config: NodeConfig, listener: TcpListener) -> Result<Handle> {
+    let addr = listener.local_addr().map_err(|e| Error::Listen {
+        addr: config.listen,
+        reason: e.to_string(),
+    })?;
+    let max_record = batch_record_bound(&config.batcher)?;
+    let (dir, durability) = (config.data_dir.clone(), config.shell.durability);
+    let memory = config.batcher.ordered_memory.get();
+    let (store, recovered) =
+        tokio::task::spawn_blocking(move || Store::open(&dir, durability, max_record, memory))
+            .await
+            .map_err(stopped)??;
+    let progress = recovered.progress;
+    let start = TermInfo {
+        term: progress.term,
+        last_ordered_seq: progress.last_ordered_seq,
+    };
+    let mut core = Batcher::new(config.batcher.clone(), config.key.clone(), start)?;
+    for digest in recovered.ordered {
+        core.remember_ordered(digest);
+    }
+    let stats = Arc::new(Stats::default());
+    let party = config.batcher.party;
+    let own_highest = recovered
+        .unordered
+        .iter()
+        .filter(|b| b.id().primary == party)
+        .map(|b| b.id().seq)
+        .max();
+    let mut initial = Vec::new();
+    for batch in recovered.unordered {
+        let outputs = core.restore(batch);
+        if !outputs.is_empty() {
+            bump(&stats.batches_restored);
+        }
+        initial.extend(outputs);
+    }
+    // Safety net: a primary must never cut a seq it already signed in the term.
+    if let (Some(highest), true) = (own_highest, core.is_primary())
+        && core.next_seq().is_none_or(|next| next <= highest)
+    {
+        return Err(Error::Storage {
+            what: "restore the batches of the term",
+            reason: format!(
+                "seq {highest} is stored but the core would cut {:?} next",
+                core.next_seq()
+            ),
+        });
+    }
+    info!(
+        party = config.batcher.party,
+        shard = config.batcher.shard,
+        term = progress.term,
+        next_decision = progress.next_decision,
+        stored = recovered.stored,
+        restored = stats.batches_restored.load(Ordering::Relaxed),
+        "batcher starting"
+    );
+    let parts = Parts::new(&config, store, listener, Arc::clone(&stats))?;
+    parts.launch(config, core, initial, progress, addr)
+}
+
+/// The channels and shared state the tasks are built from.
+struct Parts {
+    stats: Arc<Stats>,
+    served: Arc<Served>,
+    reader: StoreReader,
+    tx_persist: mpsc::Sender<Job>,
+    rx_done: mpsc::Receiver<Done>,
+    persister: std::thread::JoinHandle<()>,
+    listener: TcpListener,
+    peers: BTreeMap<PartyId, Channel>,
+    consenters: Vec<Channel>,
+    own: Channel,
+}
+
+impl Parts {
+    fn new(config: &NodeConfig, store: Store, listener: TcpListener, stats: Arc<Stats>) -> Result<Parts> {
+        let queue = (config.batcher.max_unordered_batches.get() as usize)
+            .saturating_mul(2)
+            .saturating_add(16);
+        let (tx_persist, rx_persist) = mpsc::channel(queue);
+        let (tx_done, rx_done) = mpsc::channel(queue);
+        let reader = store.reader();
+        let persister = spawn_persister(store, rx_persist, tx_done).map_err(|e| Error::Storage {
+            what: "start the persister thread",
+            reason: e.to_string(),
+        })?;
+        Ok(Parts {
+            stats,
+            served: Arc::new(Served::new(config.shell.served_batches.get())),
+            reader,
+            tx_persist,
+            rx_done,
+            persister,
+            listener,
+            peers: channels(&config.peers, config.batcher.party)?,
+            consenters: config
+                .consenters
+                .values()
+                .map(|u| channel(u))
+                .collect::<Result<_>>()?,
+            own: channel(&config.own_consenter)?,
+        })
+    }
+
+    fn services(
+        &self,
+        config: &NodeConfig,
+        tx_intake: mpsc::Sender<IntakeItem>,
+        tx_peer: mpsc::Sender<PeerEvent>,
+        stop: watch::Receiver<bool>,
+    ) -> (IntakeService, PeerService) {
+        let cfg = &config.batcher;
+        // The byte bound admits at least one request of the largest size.
+        let queue_bytes = config
+            .shell
+            .intake_queue_bytes
+            .get()
+            .max(cfg.max_request_bytes.get())
+            .min(Semaphore::MAX_PERMITS);
+        let intake = IntakeService {
+            tx: tx_intake,
+            stream_max_in_flight: config.shell.stream_max_in_flight.get(),
+            queue_bytes: Arc::new(Semaphore::new(queue_bytes)),
+            max_request_bytes: cfg.max_request_bytes.get(),
+            stats: Arc::clone(&self.stats),
+            stop: stop.clone(),
+        };
+        let peer = PeerService {
+            shard: cfg.shard,
+            parties: cfg.parties,
+            max_request_bytes: cfg.max_request_bytes.get(),
+            served: Arc::clone(&self.served),
+            store: self.reader.clone(),
+            tx_peer,
+            stop,
+        };
+        (intake, peer)
+    }
+
+    fn launch(
+        self,
+        config: NodeConfig,
+        core: Batcher,
+        initial: Vec<Output>,
+        progress: Progress,
+        addr: std::net::SocketAddr,
+    ) -> Result<Handle> {
+        let shell = config.shell;
+        let cfg = &config.batcher;
+        let (tx_intake, rx_intake) = mpsc::channel(shell.intake_queue.get());
+        let (tx_peer, rx_peer) = mpsc::channel(shell.peer_queue.get());
+        let (tx_decided, rx_decided) = mpsc::channel(4);
+        let (tx_submit, rx_submit) = mpsc::channel(shell.submit_concurrency.get());
+        let (tx_want, rx_want) = watch::channel(None);
+        let (tx_view, rx_view) = watch::channel(SubmitView {
+            term: progress.term,
+            ordered: None,
+        });
+        let (tx_stop, rx_stop) = watch::channel(false);
+        let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone());
+        let server = serve(self.listener, &config.server, intake, peer, rx_stop);
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(run_pull(PullCtx {
+            shard: cfg.shard,
+            peers: self.peers.clone(),
+            rx_want,
+            tx_peer,
+            shell,
+        })));
+        let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
+        tasks.push(tokio::spawn(run_submitter(
+            rx_submit,
+            self.consenters,
+            rx_view,
+            shell,
+            Arc::clone(&self.stats),
+        )));
+        let follower = Follower {
+            shard: cfg.shard,
+            consenter: self.own,
+            peers: self.peers,
+            served: Arc::clone(&self.served),
+            store: self.reader,
+            tx: tx_decided,
+            shell,
+            stats: Arc::clone(&self.stats),
+            next: progress.next_decision,
+        };
+        tasks.push(tokio::spawn(follower.run()));
+        let node = Node {
+            max_unordered: cfg.max_unordered_batches.get() as usize,
+            party: cfg.party,
+            core,
+            stats: Arc::clone(&self.stats),
+            served: self.served,
+            tx_persist: self.tx_persist,
+            rx_done: self.rx_done,
+            deferred: VecDeque::new(),
+            acks,
+            forwards,
+            tx_submit,
+            tx_want,
+            tx_view,
+            progress,
+            ordered_mark: None,
+            started: Instant::now(),
+            tick: shell.tick,
+        };
+        let main = tokio::spawn(node.run(
+            initial,
+            Queues {
+                rx_intake,
+                rx_peer,
+                rx_decided,
+            },
+        ));
+        Ok(Handle {
+            addr,
+            stats: self.stats,
+            stop: tx_stop,
+            server: Some(server),
+            tasks,
+            main,
+            ended: None,
+            persister: Some(self.persister),
+        })
+    }
+}
+
+/// Serves both services on `listener` until `stop` turns true and every stream ended.
+fn serve(
+    listener: TcpListener,
+    limits: &wire::server::ServerLimits,
+    intake: IntakeService,
+    peer: PeerService,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let (incoming, _conn_stats) = wire::server::incoming(listener, limits);
+    let server = wire::server::builder(limits)
+        .add_service(intake.into_server())
+        .add_service(peer.into_server());
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = server.serve_with_incoming_shutdown(incoming, shutdown).await {
+            warn!(error = %e, "batcher server ended");
+        }
+    })
+}
+
+fn peer_senders(
+    peers: &BTreeMap<PartyId, Channel>,
+    shell: super::ShellConfig,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> (Acks, Forwards) {
+    let ack: Opener<pb::BatchAttestationFragment> =
+        Arc::new(|mut client, stream| Box::pin(async move { client.ack(stream).await.map(|_| ()) }));
+    let forward: Opener<pb::ForwardRequest> =
+        Arc::new(|mut client, stream| Box::pin(async move { client.forward(stream).await.map(|_| ()) }));
+    let (acks, t) = PeerSenders::spawn(peers, shell, &ack);
+    tasks.extend(t);
+    let (forwards, t) = PeerSenders::spawn(peers, shell, &forward);
+    tasks.extend(t);
+    (acks, forwards)
+}
