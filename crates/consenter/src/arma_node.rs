@@ -1,0 +1,375 @@
+//! An Arma consenter node (`fabrx node consenter`): the node of [`crate::node`] running
+//! the Arma application ([`ArmaApp`]) instead of `bft::NullApp`, with the Arma
+//! decisions log, the state snapshot and the `Consenter.Decisions` stream
+//! (docs/consenter.md).
+//!
+//! The engine applies decisions inside its shell task; [`NodeApp`] wraps the
+//! application, drains [`ArmaApp::take_applied`] after every apply and hands each
+//! outcome, with a snapshot of the state after it, to the decisions writer thread
+//! through a queue that the bounded decisions channel bounds (the shell waits when the
+//! writer is behind). The writer pairs each outcome with the decision the engine
+//! delivered (same number, else [`Error::Diverged`]), appends what is served — headers,
+//! term changes, view, requests root, metadata and the commit certificate's signatures
+//! — to the log, and from time to time syncs the log and then replaces the snapshot.
+//! On restart the application starts from the snapshot, the engine re-applies the
+//! WAL's decisions above it, and every re-derived decision the log already holds must
+//! be the one it holds: the node never serves another header for a number it served.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bft::{Application, Decision, Digest, FileWal, Output, Proposal, ProposalContext, Replica, Seq};
+use crypto::{PublicKey, Scheme};
+use tracing::info;
+use types::{PartyId, ShardId};
+use wire::pb;
+
+use crate::arma::{Applied, ArmaApp, ArmaConfig, ArmaState, decode_verified};
+use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
+use crate::decision_wire::to_pb_decision;
+use crate::decisions_service::{DecisionsService, StreamLimits};
+use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use crate::node::{DecisionSink, Launch, NodeConfig, Running, checked, launch};
+use crate::{Error, Result};
+
+/// Everything an Arma consenter needs.
+#[derive(Clone, Debug)]
+pub struct ArmaNodeConfig {
+    /// The replica (engine, peers, keys, chain, WAL); `node.decisions` is the Arma
+    /// decisions log directory.
+    pub node: NodeConfig,
+    /// The network as the application sees it (parties, shards, batcher keys).
+    pub arma: ArmaConfig,
+    /// The state snapshot file.
+    pub state: PathBuf,
+    /// Bind here instead of this replica's `peers` entry (e.g. `0.0.0.0:port`).
+    pub listen: Option<SocketAddr>,
+    /// Bounds of the Decisions streams.
+    pub streams: StreamLimits,
+}
+
+/// One applied decision and the encoded state after it.
+struct Handoff {
+    applied: Applied,
+    snapshot: Vec<u8>,
+}
+
+/// Applied outcomes waiting for the writer thread. Bounded by the decisions channel:
+/// every entry's decision is in that channel or about to be sent into it.
+type HandoffQueue = Arc<Mutex<VecDeque<Handoff>>>;
+
+/// Request digests whose signatures verified (FIFO, at most `cap`): a BAF that arrives
+/// from its batcher, forwarded by a peer and again in a proposal is verified once.
+struct Verified {
+    set: HashSet<Digest>,
+    order: VecDeque<Digest>,
+    cap: usize,
+}
+
+impl Verified {
+    fn contains(&self, d: &Digest) -> bool {
+        self.set.contains(d)
+    }
+
+    fn insert(&mut self, d: Digest) {
+        if self.cap == 0 || !self.set.insert(d) {
+            return;
+        }
+        self.order.push_back(d);
+        while self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+}
+
+/// Shared cache of verified requests.
+type VerifiedCache = Arc<Mutex<Verified>>;
+
+/// How many request digests the verified cache keeps.
+const VERIFIED_CACHE: usize = 1 << 16;
+
+/// Checks one request with the Arma application's rules, through the cache.
+fn check_request(cfg: &ArmaConfig, cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
+    let digest = Digest::of_request(request);
+    if cache.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
+        return Ok(());
+    }
+    decode_verified(cfg, request).map_err(|e| e.to_string())?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
+    Ok(())
+}
+
+/// The engine's application: [`ArmaApp`] plus the hand-off of applied outcomes.
+pub struct NodeApp {
+    app: ArmaApp,
+    queue: HandoffQueue,
+    verified: VerifiedCache,
+}
+
+impl Application for NodeApp {
+    fn verify_request(&mut self, request: &[u8]) -> bool {
+        check_request(self.app.config(), &self.verified, request).is_ok()
+    }
+
+    fn assemble(&mut self, ctx: ProposalContext, requests: &[Vec<u8>]) -> Vec<u8> {
+        self.app.assemble(ctx, requests)
+    }
+
+    fn verify_proposal(&mut self, proposal: &Proposal) -> bool {
+        self.app.verify_proposal(proposal)
+    }
+
+    fn apply(&mut self, decision: &Decision) {
+        self.app.apply(decision);
+        let applied = self.app.take_applied();
+        if applied.is_empty() {
+            return;
+        }
+        let snapshot = self.app.state().encode();
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        for a in applied {
+            queue.push_back(Handoff {
+                applied: a,
+                snapshot: snapshot.clone(),
+            });
+        }
+    }
+
+    fn applied(&self) -> Seq {
+        self.app.applied()
+    }
+}
+
+/// Snapshots are written at most this often while decisions flow …
+const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
+/// … or after this many decisions.
+const SNAPSHOT_DECISIONS: u64 = 256;
+
+/// The decisions writer's side: the log, the snapshot, the hand-off queue.
+struct ArmaSink {
+    log: ArmaLog,
+    queue: HandoffQueue,
+    state_path: PathBuf,
+    /// The newest snapshot not written yet, with its decision.
+    pending: Option<(u64, Vec<u8>)>,
+    /// Decisions recorded since the last snapshot.
+    unsnapshotted: u64,
+    written: Instant,
+}
+
+impl ArmaSink {
+    /// Appends decision `d` (or checks it against the log's record) and keeps its snapshot.
+    fn record(&mut self, d: &Decision) -> Result<()> {
+        let handoff = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let Some(Handoff { applied, snapshot }) = handoff else {
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: "delivered without an applied outcome".into(),
+            });
+        };
+        if applied.decision != d.seq() {
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: format!(
+                    "delivered while the application's next outcome is {}",
+                    applied.decision
+                ),
+            });
+        }
+        let served = to_pb_decision(&applied, d);
+        if served.number <= self.log.last() {
+            self.check_logged(&served)?;
+        } else {
+            self.log.append(&served)?;
+        }
+        self.pending = Some((served.number, snapshot));
+        self.unsnapshotted = self.unsnapshotted.saturating_add(1);
+        Ok(())
+    }
+
+    /// A re-derived decision must be the logged one (headers, terms, root, metadata).
+    fn check_logged(&self, served: &pb::Decision) -> Result<()> {
+        let logged = self.log.reader().read(served.number)?;
+        let same = logged.is_some_and(|l| {
+            l.headers == served.headers
+                && l.terms == served.terms
+                && l.requests_root == served.requests_root
+                && l.metadata == served.metadata
+        });
+        if same {
+            Ok(())
+        } else {
+            Err(Error::Diverged {
+                decision: served.number,
+                reason: "re-applied from the WAL, it differs from the decisions log".into(),
+            })
+        }
+    }
+
+    /// Syncs the log, then replaces the snapshot with the newest one.
+    fn write_snapshot(&mut self) -> Result<()> {
+        let Some((decision, bytes)) = self.pending.take() else {
+            return Ok(());
+        };
+        self.log.sync()?;
+        write_snapshot(&self.state_path, &bytes)?;
+        self.written = Instant::now();
+        self.unsnapshotted = 0;
+        tracing::debug!(decision, "state snapshot written");
+        Ok(())
+    }
+}
+
+impl DecisionSink for ArmaSink {
+    fn decided(&mut self, d: &Arc<Decision>) -> Result<()> {
+        self.record(d)?;
+        if self.unsnapshotted >= SNAPSHOT_DECISIONS {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        if self.written.elapsed() >= SNAPSHOT_INTERVAL {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+}
+
+/// Restores the replica, the application (from the snapshot) and the sink, and brings
+/// the log up to the WAL.
+fn restore(
+    cfg: &ArmaNodeConfig,
+    key: crypto::SigningKey,
+    keys: ClusterKeys,
+) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
+    let node = &cfg.node;
+    let (wal, entries) = FileWal::open(&node.wal)?;
+    let log = ArmaLog::open(&node.decisions)?;
+    if entries.is_empty() && log.last() > 0 {
+        return Err(Error::Config {
+            reason: format!(
+                "the WAL {} is missing or empty but the decisions log {} holds decisions up to {}: \
+                 restore the WAL (or remove the WAL, the log and the state to rejoin as a new replica)",
+                node.wal.display(),
+                node.decisions.display(),
+                log.last()
+            ),
+        });
+    }
+    let state =
+        load_snapshot(&cfg.state, cfg.arma.shards)?.unwrap_or_else(|| ArmaState::genesis(cfg.arma.shards));
+    if state.applied > log.last() {
+        return Err(Error::Config {
+            reason: format!(
+                "the state snapshot {} is at decision {} but the decisions log ends at {}",
+                cfg.state.display(),
+                state.applied,
+                log.last()
+            ),
+        });
+    }
+    let queue = HandoffQueue::default();
+    let verified = Arc::new(Mutex::new(Verified {
+        set: HashSet::new(),
+        order: VecDeque::new(),
+        cap: VERIFIED_CACHE,
+    }));
+    let app = NodeApp {
+        app: ArmaApp::new(cfg.arma.clone(), state),
+        queue: queue.clone(),
+        verified: verified.clone(),
+    };
+    let verifier = Arc::new(EngineVerifier::new(keys));
+    let (replica, replayed) = Replica::restore(
+        node.engine.clone(),
+        app,
+        Box::new(EngineSigner::new(key)),
+        verifier,
+        &entries,
+    )?;
+    let mut sink = ArmaSink {
+        log,
+        queue,
+        state_path: cfg.state.clone(),
+        pending: None,
+        unsnapshotted: 0,
+        written: Instant::now(),
+    };
+    for out in &replayed {
+        if let Output::Deliver(d) = out {
+            sink.record(d)?;
+        }
+    }
+    sink.write_snapshot()?;
+    info!(
+        id = node.engine.id,
+        wal_entries = entries.len(),
+        decided = replica.last_decided(),
+        logged = sink.log.last(),
+        "Arma consenter restored"
+    );
+    Ok((replica, wal, sink, verified))
+}
+
+/// Restores the node from its data, binds its server and starts it.
+pub async fn spawn(cfg: ArmaNodeConfig) -> Result<Running> {
+    let (node, peer_listen, key, keys) = checked(cfg.node.clone())?;
+    let cfg = ArmaNodeConfig { node, ..cfg };
+    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone())?;
+    let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
+    let arma = cfg.arma.clone();
+    let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));
+    launch(Launch {
+        listen: cfg.listen.unwrap_or(peer_listen),
+        cfg: cfg.node,
+        key,
+        keys,
+        replica,
+        wal,
+        sink,
+        decisions: Some(decisions),
+        request_check: Some(check),
+    })
+    .await
+}
+
+/// Runs the node until a component fails.
+pub async fn run(cfg: ArmaNodeConfig) -> Result<()> {
+    spawn(cfg).await?.wait().await
+}
+
+/// Parses a batcher-keys file (docs/consenter.md "Batcher keys"): one line per
+/// `(party, shard)`, `<party> <shard> <hex>` (Ed25519) or `<party> <shard> <scheme> <hex>`;
+/// blank lines and `#` comments are ignored.
+pub fn parse_batcher_keys(
+    text: &str,
+) -> std::result::Result<BTreeMap<(PartyId, ShardId), PublicKey>, String> {
+    let mut keys = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = |e: String| format!("line {}: {e}", i + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (party, shard, scheme, hex) = match fields.as_slice() {
+            [p, s, h] => (*p, *s, Scheme::Ed25519, *h),
+            [p, s, scheme, h] => (*p, *s, scheme.parse().map_err(|e| at(format!("{e}")))?, *h),
+            _ => return Err(at("expected \"<party> <shard> [<scheme>] <hex>\"".into())),
+        };
+        let party: PartyId = party.parse().map_err(|_| at(format!("party {party:?}")))?;
+        let shard: ShardId = shard.parse().map_err(|_| at(format!("shard {shard:?}")))?;
+        let key = PublicKey::from_hex(scheme, hex).map_err(|e| at(e.to_string()))?;
+        if keys.insert((party, shard), key).is_some() {
+            return Err(at(format!("a second key for party {party}, shard {shard}")));
+        }
+    }
+    Ok(keys)
+}
