@@ -49,6 +49,10 @@ pub struct ArmaNodeConfig {
     pub listen: Option<SocketAddr>,
     /// Bounds of the Decisions streams.
     pub streams: StreamLimits,
+    /// How often the state snapshot is replaced while decisions flow (it is also
+    /// replaced every 256 decisions); `Duration::ZERO` replaces it whenever the
+    /// decisions writer runs idle.
+    pub snapshot_interval: Duration,
 }
 
 /// One applied decision and the encoded state after it.
@@ -145,9 +149,7 @@ impl Application for NodeApp {
     }
 }
 
-/// Snapshots are written at most this often while decisions flow …
-const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
-/// … or after this many decisions.
+/// Snapshots are written after this many decisions (or at `snapshot_interval`).
 const SNAPSHOT_DECISIONS: u64 = 256;
 
 /// The decisions writer's side: the log, the snapshot, the hand-off queue.
@@ -160,6 +162,7 @@ struct ArmaSink {
     /// Decisions recorded since the last snapshot.
     unsnapshotted: u64,
     written: Instant,
+    interval: Duration,
 }
 
 impl ArmaSink {
@@ -235,7 +238,7 @@ impl DecisionSink for ArmaSink {
     }
 
     fn idle(&mut self) -> Result<()> {
-        if self.written.elapsed() >= SNAPSHOT_INTERVAL {
+        if self.written.elapsed() >= self.interval {
             self.write_snapshot()?;
         }
         Ok(())
@@ -301,6 +304,7 @@ fn restore(
         pending: None,
         unsnapshotted: 0,
         written: Instant::now(),
+        interval: cfg.snapshot_interval,
     };
     for out in &replayed {
         if let Output::Deliver(d) = out {

@@ -9,6 +9,7 @@ mod network;
 mod node;
 mod node_bft;
 mod node_router;
+mod node_consenter;
 mod node_sidecar;
 mod node_sigverifier;
 mod server_args;
