@@ -252,12 +252,24 @@ fn check_chain(ds: &[pb::Decision]) {
             previous = h.hash();
             number += 1;
         }
-        // A tampered header is not proven.
+        // A tampered, missing or added header or term change is not proven.
         if let Some(h) = d.headers.first() {
             let mut bad = d.clone();
             bad.headers[0].tx_count = h.tx_count + 1;
             assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+            let mut bad = d.clone();
+            bad.headers.pop();
+            assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
         }
+        let mut bad = d.clone();
+        bad.terms.push(pb::TermChange::default());
+        assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+        let mut bad = d.clone();
+        bad.signatures.truncate(2);
+        assert!(
+            verify_pb_decision(&bad, &chain, &verifier, N).is_err(),
+            "below quorum"
+        );
     }
 }
 
@@ -365,4 +377,42 @@ fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
     for node in &mut nodes {
         node.stop();
     }
+    refuses_a_log_that_differs_from_the_wal(&cfgs[3], &after);
+}
+
+/// A decisions log whose record differs from what the WAL's decision re-derives (a
+/// header it served that the decisions do not give) makes the node refuse to start.
+fn refuses_a_log_that_differs_from_the_wal(cfg: &ArmaNodeConfig, served: &[pb::Decision]) {
+    let tampered = cfg.node.decisions.with_extension("tampered");
+    {
+        // The stopped node's writer thread lets go of its log once its channel closed.
+        let deadline = Instant::now() + DEADLINE;
+        let original = loop {
+            match consenter::arma_log::ArmaLog::open(&cfg.node.decisions) {
+                Ok(log) => break log,
+                Err(e) if Instant::now() > deadline => panic!("log still held: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let reader = original.reader();
+        let mut log = consenter::arma_log::ArmaLog::open(&tampered).unwrap();
+        let first_with_headers = served.iter().find(|d| !d.headers.is_empty()).unwrap().number;
+        for n in 1..=reader.last() {
+            let mut d = reader.read(n).unwrap().unwrap();
+            if n == first_with_headers {
+                d.headers[0].tx_count += 1;
+            }
+            log.append(&d).unwrap();
+        }
+        log.sync().unwrap();
+    }
+    std::fs::remove_dir_all(&cfg.node.decisions).unwrap();
+    std::fs::rename(&tampered, &cfg.node.decisions).unwrap();
+    std::fs::remove_file(&cfg.state).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let e = rt
+        .block_on(consenter::arma_node::spawn(cfg.clone()))
+        .err()
+        .expect("refused");
+    assert!(matches!(e, consenter::Error::Diverged { .. }), "{e}");
 }
