@@ -184,6 +184,14 @@ impl ArmaSink {
                 ),
             });
         }
+        if applied.outcome.metadata() != applied.metadata {
+            // The certified metadata is not what this state computes (a decision obtained
+            // by state transfer on a diverged state): its headers would not be proven.
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: "the certified metadata differs from the outcome this consenter computes".into(),
+            });
+        }
         let served = to_pb_decision(&applied, d);
         if served.number <= self.log.last() {
             self.check_logged(&served)?;
