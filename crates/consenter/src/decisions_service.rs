@@ -141,3 +141,77 @@ async fn follow(log: ArmaLogReader, mut next: u64, tx: mpsc::Sender<Item>, _perm
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arma_log::ArmaLog;
+    use tokio_stream::StreamExt as _;
+
+    fn decision(number: u64) -> pb::Decision {
+        pb::Decision {
+            number,
+            requests_root: vec![0; 32],
+            ..pb::Decision::default()
+        }
+    }
+
+    async fn open(service: &DecisionsService, from: u64) -> Result<ReceiverStream<Item>, Status> {
+        service
+            .decisions(Request::new(pb::DecisionsRequest { from }))
+            .await
+            .map(Response::into_inner)
+    }
+
+    #[tokio::test]
+    async fn streams_follow_in_order_and_are_bounded_in_number() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = ArmaLog::open(&dir.path().join("arma")).expect("open");
+        for n in 1..=40 {
+            log.append(&decision(n)).expect("append");
+        }
+        let limits = StreamLimits {
+            max_streams: 2,
+            buffer: 4,
+            max_message_bytes: 1 << 20,
+        };
+        let service = DecisionsService::new(log.reader(), limits);
+        // A stream from the middle, read slowly while the log grows: every decision,
+        // in order, none twice.
+        let mut slow = open(&service, 30).await.expect("stream");
+        let mut all = open(&service, 0).await.expect("from 0 is from 1");
+        let Err(third) = open(&service, 1).await else {
+            panic!("a third stream over max_streams");
+        };
+        assert_eq!(third.code(), tonic::Code::ResourceExhausted);
+        for n in 41..=60 {
+            log.append(&decision(n)).expect("append");
+        }
+        let mut got = Vec::new();
+        while got.len() < 31 {
+            let d = slow.next().await.expect("open").expect("decision");
+            got.push(d.number);
+        }
+        assert_eq!(got, (30..=60).collect::<Vec<_>>());
+        let first = all.next().await.expect("open").expect("decision");
+        assert_eq!(first.number, 1);
+        // A client that goes away frees its stream.
+        drop(all);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let again = loop {
+            match open(&service, 60).await {
+                Ok(s) => break s,
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                Err(e) => panic!("stream never freed: {e:?}"),
+            }
+        };
+        let mut again = again;
+        assert_eq!(again.next().await.expect("open").expect("decision").number, 60);
+        // The writer gone: UNAVAILABLE after the last decision.
+        drop(log);
+        let end = again.next().await.expect("a status");
+        assert_eq!(end.err().map(|s| s.code()), Some(tonic::Code::Unavailable));
+    }
+}
