@@ -45,7 +45,8 @@ pub struct ArmaNodeConfig {
     pub arma: ArmaConfig,
     /// The state snapshot file.
     pub state: PathBuf,
-    /// Bind here instead of this replica's `peers` entry (e.g. `0.0.0.0:port`).
+    /// Bind here instead of this replica's `peers` entry (e.g. `0.0.0.0:port`; the
+    /// entry may then be a host name the others dial).
     pub listen: Option<SocketAddr>,
     /// Bounds of the Decisions streams.
     pub streams: StreamLimits,
@@ -332,14 +333,21 @@ fn restore(
 
 /// Restores the node from its data, binds its server and starts it.
 pub async fn spawn(cfg: ArmaNodeConfig) -> Result<Running> {
-    let (node, peer_listen, key, keys) = checked(cfg.node.clone())?;
+    let mut node = cfg.node.clone();
+    if let Some(listen) = cfg.listen {
+        // Its own peers entry may be a name others dial (the transport never dials it).
+        if let Some(own) = node.peers.get_mut(node.engine.id as usize) {
+            *own = listen.to_string();
+        }
+    }
+    let (node, listen, key, keys) = checked(node)?;
     let cfg = ArmaNodeConfig { node, ..cfg };
     let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone())?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
     let arma = cfg.arma.clone();
     let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));
     launch(Launch {
-        listen: cfg.listen.unwrap_or(peer_listen),
+        listen,
         cfg: cfg.node,
         key,
         keys,
@@ -384,4 +392,46 @@ pub fn parse_batcher_keys(
         }
     }
     Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batcher_keys_parse_with_or_without_scheme_and_refuse_mistakes() {
+        let k = crypto::derive_signing_key(Scheme::Ed25519, "k").public_key();
+        let text = format!("# comment\n\n1 0 {hex}\n 2 0 ed25519 {hex} \n", hex = k.to_hex());
+        let keys = parse_batcher_keys(&text).expect("parses");
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys.get(&(2, 0)), Some(&k));
+        let twice = format!("1 0 {hex}\n1 0 {hex}\n", hex = k.to_hex());
+        assert!(parse_batcher_keys(&twice).unwrap_err().contains("line 2"));
+        assert!(parse_batcher_keys("1 0").is_err(), "no key");
+        assert!(
+            parse_batcher_keys(&format!("x 0 {}", k.to_hex())).is_err(),
+            "party"
+        );
+        assert!(parse_batcher_keys("1 0 ed25519 zz").is_err(), "hex");
+        assert!(
+            parse_batcher_keys(&format!("1 0 rsa {}", k.to_hex())).is_err(),
+            "scheme"
+        );
+    }
+
+    #[test]
+    fn the_verified_cache_is_bounded() {
+        let mut v = Verified {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            cap: 2,
+        };
+        let d = |i: u8| Digest::of_request(&[i]);
+        for i in 0..3 {
+            v.insert(d(i));
+        }
+        v.insert(d(2));
+        assert!(!v.contains(&d(0)) && v.contains(&d(1)) && v.contains(&d(2)));
+        assert_eq!(v.order.len(), 2);
+    }
 }

@@ -13,11 +13,12 @@ use consenter::keys::NodeKeys;
 /// Arguments of `fabrx node consenter`.
 #[derive(Debug, Args)]
 pub struct ConsenterArgs {
-    /// This consenter's replica id (index into --peers); it is party id + 1's consenter
-    /// (replica 0 is party 1).
+    /// This consenter's replica id I (index into --peers); replica I is the consenter of
+    /// party I + 1.
     #[arg(long)]
     id: u32,
-    /// `host:port` of every consenter, comma separated (index = replica id).
+    /// `host:port` of every consenter, comma separated (index = replica id); this
+    /// consenter listens on its own entry unless --listen is given.
     #[arg(long, value_delimiter = ',', required = true)]
     peers: Vec<String>,
     /// Bind here instead of this consenter's --peers entry (e.g. `0.0.0.0:7050`).
