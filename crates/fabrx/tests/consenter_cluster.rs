@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use batcher::{Baf, SignedBatch};
+use arma::{Baf, SignedBatch};
 use consenter::arma::encode_baf;
 use consenter::decision_wire::verify_pb_decision;
 use consenter::keys::{EngineVerifier, keys_from_seed_prefix};
@@ -139,7 +139,7 @@ impl Cluster {
 
 /// Every party's BAF of batch `seq` of shard 0 (term 0, primary party 1).
 fn bafs(seq: u64) -> Vec<Vec<u8>> {
-    let requests: Vec<batcher::Request> = vec![Arc::from(vec![seq as u8, 1].as_slice())];
+    let requests: Vec<arma::Request> = vec![Arc::from(vec![seq as u8, 1].as_slice())];
     let batch = SignedBatch::sign(BatchId::new(0, 1, seq), 0, requests, &batcher_key(1, 0));
     (1..=N)
         .map(|p| encode_baf(&Baf::sign(&batch, p, &batcher_key(p, 0))))
