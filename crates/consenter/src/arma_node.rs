@@ -66,8 +66,10 @@ struct Handoff {
 /// every entry's decision is in that channel or about to be sent into it.
 type HandoffQueue = Arc<Mutex<VecDeque<Handoff>>>;
 
-/// Request digests whose signatures verified (FIFO, at most `cap`): a BAF that arrives
-/// from its batcher, forwarded by a peer and again in a proposal is verified once.
+/// Request digests whose signatures verified (FIFO, at most `cap`), shared by the Submit
+/// handler and the engine's application: a BAF that a batcher submitted here is not
+/// verified again when the engine admits it, when a peer forwards it or when a proposal
+/// carries it (`ArmaApp` keeps its own cache for requests that reach it otherwise).
 struct Verified {
     set: HashSet<Digest>,
     order: VecDeque<Digest>,
@@ -118,7 +120,23 @@ pub struct NodeApp {
 
 impl Application for NodeApp {
     fn verify_request(&mut self, request: &[u8]) -> bool {
-        check_request(self.app.config(), &self.verified, request).is_ok()
+        let digest = Digest::of_request(request);
+        if self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&digest)
+        {
+            return true; // checked by the Submit handler
+        }
+        let ok = self.app.verify_request(request);
+        if ok {
+            self.verified
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(digest);
+        }
+        ok
     }
 
     fn assemble(&mut self, ctx: ProposalContext, requests: &[Vec<u8>]) -> Vec<u8> {
