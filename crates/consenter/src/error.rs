@@ -56,6 +56,19 @@ pub enum Error {
         /// The transport error.
         reason: String,
     },
+    /// The Arma application's outcome of a decision differs from what this node logged
+    /// (or served) for it before, or the applied outcomes and the delivered decisions are
+    /// out of step: the node stops rather than serve a different header for a number.
+    #[error("decision {decision}: {reason}")]
+    Diverged {
+        /// The decision number.
+        decision: u64,
+        /// What differs.
+        reason: String,
+    },
+    /// The Arma application refused its configuration or a snapshot.
+    #[error(transparent)]
+    Arma(#[from] crate::arma::ArmaError),
     /// A component stopped although the node should run forever.
     #[error("{what} stopped")]
     Stopped {

@@ -9,13 +9,19 @@
 //! * [`service`] — incoming: verify-then-decode, submit, status.
 //! * [`decisions`] — the test application's decisions log.
 //! * [`node`] — wires it all up (`fabrx node bft`).
-//!
-//! The Arma consenter logic (BAFs, complaints, block headers) is not here yet; it
-//! will plug in as the engine's `Application`.
+//! * [`arma`] — the Arma application (BAFs, complaints, terms, block headers).
+//! * [`arma_node`] — the node running it (`fabrx node consenter`), with
+//!   [`arma_log`] (its decisions log and state snapshot), [`decisions_service`]
+//!   (`Consenter.Decisions`) and [`decision_wire`] (decisions on the wire and
+//!   [`decision_wire::verify_pb_decision`] for their receivers); docs/consenter.md.
 
 pub mod arma;
+pub mod arma_log;
+pub mod arma_node;
 pub mod codec;
+pub mod decision_wire;
 pub mod decisions;
+pub mod decisions_service;
 pub mod epoch;
 mod error;
 pub mod keys;

@@ -119,7 +119,9 @@ fn check_sizes(cfg: &NodeConfig) -> Result<()> {
 
 /// Validates the configuration and loads the keys; the engine's chain id is set from
 /// the chain name and the keys.
-fn checked(mut cfg: NodeConfig) -> Result<(NodeConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
+pub(crate) fn checked(
+    mut cfg: NodeConfig,
+) -> Result<(NodeConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
     let me: ReplicaId = cfg.engine.id;
     let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
     if n != cfg.engine.n || me >= n {
@@ -140,11 +142,90 @@ fn checked(mut cfg: NodeConfig) -> Result<(NodeConfig, SocketAddr, crypto::Signi
 /// Runs the replica until a component fails (a WAL or log write error stops it).
 pub async fn run(cfg: NodeConfig) -> Result<()> {
     let (cfg, listen, key, keys) = checked(cfg)?;
-    let me = cfg.engine.id;
     let (replica, wal, log) = restore(&cfg, key.clone(), keys.clone())?;
+    let node = launch(Launch {
+        cfg,
+        listen,
+        key,
+        keys,
+        replica,
+        wal,
+        sink: log,
+        decisions: None,
+        request_check: None,
+    })
+    .await?;
+    node.wait().await
+}
+
+/// What the decisions writer thread does with each decision the engine delivered, in
+/// order, before the clients waiting for its requests are answered.
+pub(crate) trait DecisionSink: Send + 'static {
+    /// Records decision `d` (the next one; re-deliveries are the sink's to skip).
+    fn decided(&mut self, d: &Arc<Decision>) -> Result<()>;
+    /// The writer's queue ran empty: a moment to flush.
+    fn idle(&mut self) -> Result<()>;
+}
+
+impl DecisionSink for DecisionLog {
+    fn decided(&mut self, d: &Arc<Decision>) -> Result<()> {
+        self.append(d)
+    }
+    fn idle(&mut self) -> Result<()> {
+        self.flush()
+    }
+}
+
+/// A restored replica and what the node serves beside it.
+pub(crate) struct Launch<A: bft::Application, S> {
+    /// The checked configuration.
+    pub cfg: NodeConfig,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// This replica's key.
+    pub key: crypto::SigningKey,
+    /// The cluster's keys (with the chain id).
+    pub keys: ClusterKeys,
+    /// The restored replica.
+    pub replica: Replica<A>,
+    /// Its WAL.
+    pub wal: FileWal,
+    /// Where decisions go.
+    pub sink: S,
+    /// The `Consenter` service (Arma mode).
+    pub decisions:
+        Option<wire::pb::consenter_server::ConsenterServer<crate::decisions_service::DecisionsService>>,
+    /// The application's check of a submitted request, run before it is queued.
+    pub request_check: Option<crate::service::RequestCheck>,
+}
+
+/// A running node.
+pub struct Running {
+    /// The address the gRPC server is bound to.
+    pub listen: SocketAddr,
+    shell: tokio::task::JoinHandle<bft::Result<()>>,
+    server: ServerTask,
+    writer: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Running {
+    /// Waits for the first component to stop; the node never stops on its own, so that
+    /// is an error (the component's own, or `Stopped`).
+    pub async fn wait(self) -> Result<()> {
+        supervise(self.shell, self.server, self.writer).await
+    }
+}
+
+/// Binds the server and starts the transport, the decisions writer and the shell.
+pub(crate) async fn launch<A, S>(l: Launch<A, S>) -> Result<Running>
+where
+    A: bft::Application + Send + 'static,
+    S: DecisionSink,
+{
+    let cfg = &l.cfg;
+    let me = cfg.engine.id;
     let epoch = crate::epoch::next_boot_epoch(&cfg.wal.with_extension("epoch"))?;
     let limits = &cfg.limits;
-
     let stats = Arc::new(Stats::default());
     let (tx_inbound, rx_inbound) = mpsc::channel(cfg.channel_capacity);
     let (tx_net, rx_net) = mpsc::channel(NET_QUEUE);
@@ -152,32 +233,16 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
     let (tx_requests, rx_requests) = mpsc::channel(cfg.channel_capacity);
     let (tx_decisions, rx_decisions) = mpsc::channel(cfg.channel_capacity);
     let (tx_refused, rx_refused) = mpsc::channel(cfg.channel_capacity);
-    let (tx_status, rx_status) = watch::channel(ShellStatus::of(&replica));
+    let (tx_status, rx_status) = watch::channel(ShellStatus::of(&l.replica));
     let waiters = Waiters::new(SubmitLimits {
         max_bytes: limits.submit_bytes,
         max_waiting: limits.submit_waiting,
     });
     tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
-    let (transport, _links) = GrpcTransport::spawn(
-        TransportConfig {
-            me,
-            peers: cfg.peers.clone(),
-            limits: QueueLimits {
-                messages_per_peer: limits.peer_queue_messages,
-                bytes_per_peer: limits.peer_queue_bytes,
-                total_bytes: limits.total_queue_bytes,
-            },
-            epoch,
-            backoff_min: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(1),
-        },
-        key,
-        keys.clone(),
-        stats.clone(),
-    );
-    let service = ConsensusService::new(ServiceDeps {
+    let transport = spawn_transport(cfg, epoch, l.key, l.keys.clone(), stats.clone());
+    let mut service = ConsensusService::new(ServiceDeps {
         me,
-        keys,
+        keys: l.keys,
         tx_inbound,
         tx_requests,
         rx_status,
@@ -189,10 +254,14 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
             inbound_bytes_per_peer: limits.inbound_bytes_per_peer,
         },
     });
-    let server = serve(me, listen, service, limits).await?;
+    if let Some(check) = l.request_check {
+        service = service.with_request_check(check);
+    }
+    let (server, listen) = serve(me, l.listen, service, l.decisions, limits).await?;
+    let sink = l.sink;
     let writer = std::thread::Builder::new()
         .name(format!("decisions-{me}"))
-        .spawn(move || write_decisions(log, rx_decisions, &waiters))
+        .spawn(move || write_decisions(sink, rx_decisions, &waiters))
         .map_err(|e| Error::Io {
             path: "decisions writer thread".into(),
             source: e,
@@ -200,8 +269,8 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
     let shell = bft::shell::spawn(
         ShellConfig { me, tick: cfg.tick },
         ShellDeps {
-            replica,
-            wal,
+            replica: l.replica,
+            wal: l.wal,
             transport,
             rx_net,
             rx_requests,
@@ -210,7 +279,41 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
             tx_refused: Some(tx_refused),
         },
     );
-    supervise(shell, server, writer).await
+    Ok(Running {
+        listen,
+        shell,
+        server,
+        writer,
+    })
+}
+
+/// The outgoing peer links.
+fn spawn_transport(
+    cfg: &NodeConfig,
+    epoch: u64,
+    key: crypto::SigningKey,
+    keys: ClusterKeys,
+    stats: Arc<Stats>,
+) -> GrpcTransport {
+    let limits = &cfg.limits;
+    let (transport, _links) = GrpcTransport::spawn(
+        TransportConfig {
+            me: cfg.engine.id,
+            peers: cfg.peers.clone(),
+            limits: QueueLimits {
+                messages_per_peer: limits.peer_queue_messages,
+                bytes_per_peer: limits.peer_queue_bytes,
+                total_bytes: limits.total_queue_bytes,
+            },
+            epoch,
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(1),
+        },
+        key,
+        keys,
+        stats,
+    );
+    transport
 }
 
 /// Waits for the first component to stop; the node never stops on its own, so that
@@ -294,22 +397,27 @@ fn restore(
 
 type ServerTask = tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>;
 
-/// Binds `listen` and serves the consensus service on it with the connection-level limits
-/// every fabrx server has (`wire::server`: bounded connections, idle timeout, streams per
-/// connection, HTTP/2 windows; docs/limits.md).
+/// Binds `listen` and serves the consensus service (and, in Arma mode, the `Consenter`
+/// service) on it with the connection-level limits every fabrx server has
+/// (`wire::server`: bounded connections, idle timeout, streams per connection, HTTP/2
+/// windows; docs/limits.md). Returns the task and the bound address.
 async fn serve(
     me: ReplicaId,
     listen: SocketAddr,
     service: ConsensusService,
+    decisions: Option<
+        wire::pb::consenter_server::ConsenterServer<crate::decisions_service::DecisionsService>,
+    >,
     limits: &NodeLimits,
-) -> Result<ServerTask> {
+) -> Result<(ServerTask, SocketAddr)> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Error::Io {
             path: format!("listen {listen}"),
             source: e,
         })?;
-    info!(id = me, %listen, "consensus service listening");
+    let bound = listener.local_addr().unwrap_or(listen);
+    info!(id = me, listen = %bound, "consensus service listening");
     let server_limits = wire::server::ServerLimits {
         max_connections: limits.max_connections.max(1),
         idle_timeout: limits.idle_timeout,
@@ -317,11 +425,13 @@ async fn serve(
         ..wire::server::ServerLimits::default()
     };
     let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
-    Ok(tokio::spawn(
+    let task = tokio::spawn(
         wire::server::builder(&server_limits)
             .add_service(service.into_server())
+            .add_optional_service(decisions)
             .serve_with_incoming(incoming),
-    ))
+    );
+    Ok((task, bound))
 }
 
 /// Answers the clients waiting for requests the replica refused.
@@ -334,17 +444,17 @@ async fn answer_refusals(mut rx: mpsc::Receiver<(Digest, Refusal)>, waiters: Arc
 /// The decisions writer thread: appends each decision in order, answers the clients
 /// waiting for its requests (the decision is already in the WAL), flushes whenever
 /// the queue runs empty.
-fn write_decisions(
-    mut log: DecisionLog,
+fn write_decisions<S: DecisionSink>(
+    mut sink: S,
     mut rx: mpsc::Receiver<Arc<Decision>>,
     waiters: &Waiters,
 ) -> Result<()> {
     while let Some(d) = rx.blocking_recv() {
-        log.append(&d)?;
+        sink.decided(&d)?;
         waiters.decided(&d);
         if rx.is_empty() {
-            log.flush()?;
+            sink.idle()?;
         }
     }
-    log.flush()
+    sink.idle()
 }

@@ -63,10 +63,16 @@ pub struct ServiceLimits {
     pub inbound_bytes_per_peer: usize,
 }
 
+/// The application's check of a submitted request (the Arma application decodes it and
+/// verifies its batcher signatures): `Err(reason)` answers the client INVALID_ARGUMENT
+/// with the reason at once, before the request is queued for the replica.
+pub type RequestCheck = Arc<dyn Fn(&[u8]) -> std::result::Result<(), String> + Send + Sync>;
+
 /// The `BftConsensus` gRPC service of one replica (clones share all state).
 #[derive(Clone)]
 pub struct ConsensusService {
     deps: Arc<ServiceDeps>,
+    check: Option<RequestCheck>,
     guard: Arc<ReplayGuard>,
     budgets: Arc<Vec<Arc<Semaphore>>>,
 }
@@ -80,10 +86,17 @@ impl ConsensusService {
         let n = deps.keys.n();
         let budget = deps.limits.inbound_bytes_per_peer.min(Semaphore::MAX_PERMITS);
         ConsensusService {
+            check: None,
             guard: Arc::new(ReplayGuard::new(n)),
             budgets: Arc::new((0..n).map(|_| Arc::new(Semaphore::new(budget))).collect()),
             deps: Arc::new(deps),
         }
+    }
+
+    /// Checks every submitted request with `check` before it is queued.
+    pub fn with_request_check(mut self, check: RequestCheck) -> ConsensusService {
+        self.check = Some(check);
+        self
     }
 
     /// Wraps it into a tonic server with per-call message size limits: `Exchange`
@@ -221,6 +234,9 @@ impl BftConsensus for ConsensusService {
                 "request must be 1..={max} bytes, got {}",
                 req.len()
             )));
+        }
+        if let Some(check) = &self.check {
+            check(&req).map_err(|reason| Status::invalid_argument(format!("invalid request: {reason}")))?;
         }
         let digest = Digest::of_request(&req);
         let mut ticket = d.waiters.register(digest, req.len()).map_err(|full| match full {

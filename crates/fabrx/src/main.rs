@@ -8,6 +8,7 @@ mod metrics_http;
 mod network;
 mod node;
 mod node_bft;
+mod node_consenter;
 mod node_router;
 mod node_sidecar;
 mod node_sigverifier;

@@ -1,0 +1,455 @@
+//! An Arma consenter node (`fabrx node consenter`): the node of [`crate::node`] running
+//! the Arma application ([`ArmaApp`]) instead of `bft::NullApp`, with the Arma
+//! decisions log, the state snapshot and the `Consenter.Decisions` stream
+//! (docs/consenter.md).
+//!
+//! The engine applies decisions inside its shell task; [`NodeApp`] wraps the
+//! application, drains [`ArmaApp::take_applied`] after every apply and hands each
+//! outcome, with a snapshot of the state after it, to the decisions writer thread
+//! through a queue that the bounded decisions channel bounds (the shell waits when the
+//! writer is behind). The writer pairs each outcome with the decision the engine
+//! delivered (same number, else [`Error::Diverged`]), appends what is served — headers,
+//! term changes, view, requests root, metadata and the commit certificate's signatures
+//! — to the log, and from time to time syncs the log and then replaces the snapshot.
+//! On restart the application starts from the snapshot, the engine re-applies the
+//! WAL's decisions above it, and every re-derived decision the log already holds must
+//! be the one it holds: the node never serves another header for a number it served.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bft::{Application, Decision, Digest, FileWal, Output, Proposal, ProposalContext, Replica, Seq};
+use crypto::{PublicKey, Scheme};
+use tracing::info;
+use types::{PartyId, ShardId};
+use wire::pb;
+
+use crate::arma::{Applied, ArmaApp, ArmaConfig, ArmaState, decode_verified};
+use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
+use crate::decision_wire::to_pb_decision;
+use crate::decisions_service::{DecisionsService, StreamLimits};
+use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use crate::node::{DecisionSink, Launch, NodeConfig, Running, checked, launch};
+use crate::{Error, Result};
+
+/// Everything an Arma consenter needs.
+#[derive(Clone, Debug)]
+pub struct ArmaNodeConfig {
+    /// The replica (engine, peers, keys, chain, WAL); `node.decisions` is the Arma
+    /// decisions log directory.
+    pub node: NodeConfig,
+    /// The network as the application sees it (parties, shards, batcher keys).
+    pub arma: ArmaConfig,
+    /// The state snapshot file.
+    pub state: PathBuf,
+    /// Bind here instead of this replica's `peers` entry (e.g. `0.0.0.0:port`; the
+    /// entry may then be a host name the others dial).
+    pub listen: Option<SocketAddr>,
+    /// Bounds of the Decisions streams.
+    pub streams: StreamLimits,
+    /// How often the state snapshot is replaced while decisions flow (it is also
+    /// replaced every 256 decisions); `Duration::ZERO` replaces it whenever the
+    /// decisions writer runs idle.
+    pub snapshot_interval: Duration,
+}
+
+/// One applied decision and the encoded state after it.
+struct Handoff {
+    applied: Applied,
+    snapshot: Vec<u8>,
+}
+
+/// Applied outcomes waiting for the writer thread. Bounded by the decisions channel:
+/// every entry's decision is in that channel or about to be sent into it.
+type HandoffQueue = Arc<Mutex<VecDeque<Handoff>>>;
+
+/// Request digests whose signatures verified (FIFO, at most `cap`), shared by the Submit
+/// handler and the engine's application: a BAF that a batcher submitted here is not
+/// verified again when the engine admits it, when a peer forwards it or when a proposal
+/// carries it (`ArmaApp` keeps its own cache for requests that reach it otherwise).
+struct Verified {
+    set: HashSet<Digest>,
+    order: VecDeque<Digest>,
+    cap: usize,
+}
+
+impl Verified {
+    fn contains(&self, d: &Digest) -> bool {
+        self.set.contains(d)
+    }
+
+    fn insert(&mut self, d: Digest) {
+        if self.cap == 0 || !self.set.insert(d) {
+            return;
+        }
+        self.order.push_back(d);
+        while self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+}
+
+/// Shared cache of verified requests.
+type VerifiedCache = Arc<Mutex<Verified>>;
+
+/// How many request digests the verified cache keeps.
+const VERIFIED_CACHE: usize = 1 << 16;
+
+/// Checks one request with the Arma application's rules, through the cache.
+fn check_request(cfg: &ArmaConfig, cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
+    let digest = Digest::of_request(request);
+    if cache.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
+        return Ok(());
+    }
+    decode_verified(cfg, request).map_err(|e| e.to_string())?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
+    Ok(())
+}
+
+/// The engine's application: [`ArmaApp`] plus the hand-off of applied outcomes.
+pub struct NodeApp {
+    app: ArmaApp,
+    queue: HandoffQueue,
+    verified: VerifiedCache,
+}
+
+impl Application for NodeApp {
+    fn verify_request(&mut self, request: &[u8]) -> bool {
+        let digest = Digest::of_request(request);
+        if self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&digest)
+        {
+            return true; // checked by the Submit handler
+        }
+        let ok = self.app.verify_request(request);
+        if ok {
+            self.verified
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(digest);
+        }
+        ok
+    }
+
+    fn assemble(&mut self, ctx: ProposalContext, requests: &[Vec<u8>]) -> Vec<u8> {
+        self.app.assemble(ctx, requests)
+    }
+
+    fn verify_proposal(&mut self, proposal: &Proposal) -> bool {
+        self.app.verify_proposal(proposal)
+    }
+
+    fn apply(&mut self, decision: &Decision) {
+        self.app.apply(decision);
+        let applied = self.app.take_applied();
+        if applied.is_empty() {
+            return;
+        }
+        let snapshot = self.app.state().encode();
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        for a in applied {
+            queue.push_back(Handoff {
+                applied: a,
+                snapshot: snapshot.clone(),
+            });
+        }
+    }
+
+    fn applied(&self) -> Seq {
+        self.app.applied()
+    }
+}
+
+/// Snapshots are written after this many decisions (or at `snapshot_interval`).
+const SNAPSHOT_DECISIONS: u64 = 256;
+
+/// The decisions writer's side: the log, the snapshot, the hand-off queue.
+struct ArmaSink {
+    log: ArmaLog,
+    queue: HandoffQueue,
+    state_path: PathBuf,
+    /// The newest snapshot not written yet, with its decision.
+    pending: Option<(u64, Vec<u8>)>,
+    /// Decisions recorded since the last snapshot.
+    unsnapshotted: u64,
+    written: Instant,
+    interval: Duration,
+}
+
+impl ArmaSink {
+    /// Appends decision `d` (or checks it against the log's record) and keeps its snapshot.
+    fn record(&mut self, d: &Decision) -> Result<()> {
+        let handoff = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let Some(Handoff { applied, snapshot }) = handoff else {
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: "delivered without an applied outcome".into(),
+            });
+        };
+        if applied.decision != d.seq() {
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: format!(
+                    "delivered while the application's next outcome is {}",
+                    applied.decision
+                ),
+            });
+        }
+        if applied.outcome.metadata() != applied.metadata {
+            // The certified metadata is not what this state computes (a decision obtained
+            // by state transfer on a diverged state): its headers would not be proven.
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: "the certified metadata differs from the outcome this consenter computes".into(),
+            });
+        }
+        let served = to_pb_decision(&applied, d);
+        if served.number <= self.log.last() {
+            self.check_logged(&served)?;
+        } else {
+            self.log.append(&served)?;
+        }
+        self.pending = Some((served.number, snapshot));
+        self.unsnapshotted = self.unsnapshotted.saturating_add(1);
+        Ok(())
+    }
+
+    /// A re-derived decision must be the logged one (headers, terms, root, metadata).
+    fn check_logged(&self, served: &pb::Decision) -> Result<()> {
+        let logged = self.log.reader().read(served.number)?;
+        let same = logged.is_some_and(|l| {
+            l.headers == served.headers
+                && l.terms == served.terms
+                && l.requests_root == served.requests_root
+                && l.metadata == served.metadata
+        });
+        if same {
+            Ok(())
+        } else {
+            Err(Error::Diverged {
+                decision: served.number,
+                reason: "re-applied from the WAL, it differs from the decisions log".into(),
+            })
+        }
+    }
+
+    /// Syncs the log, then replaces the snapshot with the newest one.
+    fn write_snapshot(&mut self) -> Result<()> {
+        let Some((decision, bytes)) = self.pending.take() else {
+            return Ok(());
+        };
+        self.log.sync()?;
+        write_snapshot(&self.state_path, &bytes)?;
+        self.written = Instant::now();
+        self.unsnapshotted = 0;
+        tracing::debug!(decision, "state snapshot written");
+        Ok(())
+    }
+}
+
+impl DecisionSink for ArmaSink {
+    fn decided(&mut self, d: &Arc<Decision>) -> Result<()> {
+        self.record(d)?;
+        if self.unsnapshotted >= SNAPSHOT_DECISIONS {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        if self.written.elapsed() >= self.interval {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+}
+
+/// Restores the replica, the application (from the snapshot) and the sink, and brings
+/// the log up to the WAL.
+fn restore(
+    cfg: &ArmaNodeConfig,
+    key: crypto::SigningKey,
+    keys: ClusterKeys,
+) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
+    let node = &cfg.node;
+    let (wal, entries) = FileWal::open(&node.wal)?;
+    let log = ArmaLog::open(&node.decisions)?;
+    if entries.is_empty() && log.last() > 0 {
+        return Err(Error::Config {
+            reason: format!(
+                "the WAL {} is missing or empty but the decisions log {} holds decisions up to {}: \
+                 restore the WAL (or remove the WAL, the log and the state to rejoin as a new replica)",
+                node.wal.display(),
+                node.decisions.display(),
+                log.last()
+            ),
+        });
+    }
+    let state =
+        load_snapshot(&cfg.state, cfg.arma.shards)?.unwrap_or_else(|| ArmaState::genesis(cfg.arma.shards));
+    if state.applied > log.last() {
+        return Err(Error::Config {
+            reason: format!(
+                "the state snapshot {} is at decision {} but the decisions log ends at {}",
+                cfg.state.display(),
+                state.applied,
+                log.last()
+            ),
+        });
+    }
+    let queue = HandoffQueue::default();
+    let verified = Arc::new(Mutex::new(Verified {
+        set: HashSet::new(),
+        order: VecDeque::new(),
+        cap: VERIFIED_CACHE,
+    }));
+    let app = NodeApp {
+        app: ArmaApp::new(cfg.arma.clone(), state),
+        queue: queue.clone(),
+        verified: verified.clone(),
+    };
+    let verifier = Arc::new(EngineVerifier::new(keys));
+    let (replica, replayed) = Replica::restore(
+        node.engine.clone(),
+        app,
+        Box::new(EngineSigner::new(key)),
+        verifier,
+        &entries,
+    )?;
+    let mut sink = ArmaSink {
+        log,
+        queue,
+        state_path: cfg.state.clone(),
+        pending: None,
+        unsnapshotted: 0,
+        written: Instant::now(),
+        interval: cfg.snapshot_interval,
+    };
+    for out in &replayed {
+        if let Output::Deliver(d) = out {
+            sink.record(d)?;
+        }
+    }
+    sink.write_snapshot()?;
+    info!(
+        id = node.engine.id,
+        wal_entries = entries.len(),
+        decided = replica.last_decided(),
+        logged = sink.log.last(),
+        "Arma consenter restored"
+    );
+    Ok((replica, wal, sink, verified))
+}
+
+/// Restores the node from its data, binds its server and starts it.
+pub async fn spawn(cfg: ArmaNodeConfig) -> Result<Running> {
+    let mut node = cfg.node.clone();
+    if let Some(listen) = cfg.listen {
+        // Its own peers entry may be a name others dial (the transport never dials it).
+        if let Some(own) = node.peers.get_mut(node.engine.id as usize) {
+            *own = listen.to_string();
+        }
+    }
+    let (node, listen, key, keys) = checked(node)?;
+    let cfg = ArmaNodeConfig { node, ..cfg };
+    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone())?;
+    let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
+    let arma = cfg.arma.clone();
+    let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));
+    launch(Launch {
+        listen,
+        cfg: cfg.node,
+        key,
+        keys,
+        replica,
+        wal,
+        sink,
+        decisions: Some(decisions),
+        request_check: Some(check),
+    })
+    .await
+}
+
+/// Runs the node until a component fails.
+pub async fn run(cfg: ArmaNodeConfig) -> Result<()> {
+    spawn(cfg).await?.wait().await
+}
+
+/// Parses a batcher-keys file (docs/consenter.md "Batcher keys"): one line per
+/// `(party, shard)`, `<party> <shard> <hex>` (Ed25519) or `<party> <shard> <scheme> <hex>`;
+/// blank lines and `#` comments are ignored.
+pub fn parse_batcher_keys(
+    text: &str,
+) -> std::result::Result<BTreeMap<(PartyId, ShardId), PublicKey>, String> {
+    let mut keys = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = |e: String| format!("line {}: {e}", i + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (party, shard, scheme, hex) = match fields.as_slice() {
+            [p, s, h] => (*p, *s, Scheme::Ed25519, *h),
+            [p, s, scheme, h] => (*p, *s, scheme.parse().map_err(|e| at(format!("{e}")))?, *h),
+            _ => return Err(at("expected \"<party> <shard> [<scheme>] <hex>\"".into())),
+        };
+        let party: PartyId = party.parse().map_err(|_| at(format!("party {party:?}")))?;
+        let shard: ShardId = shard.parse().map_err(|_| at(format!("shard {shard:?}")))?;
+        let key = PublicKey::from_hex(scheme, hex).map_err(|e| at(e.to_string()))?;
+        if keys.insert((party, shard), key).is_some() {
+            return Err(at(format!("a second key for party {party}, shard {shard}")));
+        }
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batcher_keys_parse_with_or_without_scheme_and_refuse_mistakes() {
+        let k = crypto::derive_signing_key(Scheme::Ed25519, "k").public_key();
+        let text = format!("# comment\n\n1 0 {hex}\n 2 0 ed25519 {hex} \n", hex = k.to_hex());
+        let keys = parse_batcher_keys(&text).expect("parses");
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys.get(&(2, 0)), Some(&k));
+        let twice = format!("1 0 {hex}\n1 0 {hex}\n", hex = k.to_hex());
+        assert!(parse_batcher_keys(&twice).unwrap_err().contains("line 2"));
+        assert!(parse_batcher_keys("1 0").is_err(), "no key");
+        assert!(
+            parse_batcher_keys(&format!("x 0 {}", k.to_hex())).is_err(),
+            "party"
+        );
+        assert!(parse_batcher_keys("1 0 ed25519 zz").is_err(), "hex");
+        assert!(
+            parse_batcher_keys(&format!("1 0 rsa {}", k.to_hex())).is_err(),
+            "scheme"
+        );
+    }
+
+    #[test]
+    fn the_verified_cache_is_bounded() {
+        let mut v = Verified {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            cap: 2,
+        };
+        let d = |i: u8| Digest::of_request(&[i]);
+        for i in 0..3 {
+            v.insert(d(i));
+        }
+        v.insert(d(2));
+        assert!(!v.contains(&d(0)) && v.contains(&d(1)) && v.contains(&d(2)));
+        assert_eq!(v.order.len(), 2);
+    }
+}

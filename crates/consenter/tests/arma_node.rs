@@ -1,0 +1,418 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+//! Four Arma consenter nodes in process, on loopback (docs/consenter.md): BAFs that
+//! batchers submit come out of every consenter's Decisions stream as the same headers
+//! with a verifying proof; a complaint pair changes a term visible in the stream; a
+//! consenter restarted from its data serves the same decisions and catches up; a stream
+//! from the middle starts there; a garbage or badly signed request is refused with
+//! INVALID_ARGUMENT at once.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
+use consenter::arma::{ArmaConfig, encode_baf, encode_complaint};
+use consenter::arma_node::{ArmaNodeConfig, parse_batcher_keys};
+use consenter::decision_wire::verify_pb_decision;
+use consenter::decisions_service::StreamLimits;
+use consenter::keys::{EngineVerifier, NodeKeys, keys_from_seed_prefix};
+use consenter::node::{NodeConfig, NodeLimits};
+use crypto::{Scheme, SigningKey, derive_signing_key};
+use types::BatchId;
+use wire::pb;
+use wire::pb::bft_consensus_client::BftConsensusClient;
+use wire::pb::consenter_client::ConsenterClient;
+
+const SEEDS: &str = "arma-node-test-";
+const CHAIN: &str = "arma-node-test";
+const N: u32 = 4;
+const SHARDS: u32 = 2;
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn batcher_key(party: u32, shard: u32) -> SigningKey {
+    derive_signing_key(
+        Scheme::Ed25519,
+        &format!("arma-node-test/batcher/{party}/{shard}"),
+    )
+}
+
+/// The batcher-keys file every node reads (the format `fabrx node consenter` takes).
+fn batcher_keys_file() -> String {
+    let mut text = String::from("# party shard scheme hex\n");
+    for p in 1..=N {
+        for s in 0..SHARDS {
+            text.push_str(&format!(
+                "{p} {s} ed25519 {}\n",
+                batcher_key(p, s).public_key().to_hex()
+            ));
+        }
+    }
+    text
+}
+
+fn arma_config() -> ArmaConfig {
+    let keys = parse_batcher_keys(&batcher_keys_file()).unwrap();
+    ArmaConfig::new(N, SHARDS, 64, keys).unwrap()
+}
+
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
+    let mut engine = bft::Config::new(id, peers.len() as u32);
+    engine.batch_interval_ms = 5;
+    engine.heartbeat_interval_ms = 50;
+    ArmaNodeConfig {
+        node: NodeConfig {
+            engine,
+            peers: peers.to_vec(),
+            keys: NodeKeys::Seeded { prefix: SEEDS.into() },
+            chain: CHAIN.into(),
+            wal: dir.join(format!("c{id}/replica.wal")),
+            decisions: dir.join(format!("c{id}/decisions")),
+            tick: Duration::from_millis(5),
+            limits: NodeLimits::default(),
+            channel_capacity: 256,
+        },
+        arma: arma_config(),
+        state: dir.join(format!("c{id}/state.json")),
+        listen: None,
+        streams: StreamLimits::default(),
+        // Consenter 3 (the one restarted) replaces its snapshot at every idle moment,
+        // the others every second: restarts from a snapshot and from genesis.
+        snapshot_interval: if id == 3 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(1)
+        },
+    }
+}
+
+/// One consenter on its own runtime.
+struct Node {
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Node {
+    /// Starts the node; retries while the previous incarnation still holds its logs.
+    fn start(cfg: &ArmaNodeConfig) -> Node {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            match rt.block_on(consenter::arma_node::spawn(cfg.clone())) {
+                Ok(running) => {
+                    rt.spawn(async move {
+                        let e = running.wait().await;
+                        panic!("consenter stopped: {e:?}");
+                    });
+                    return Node { rt: Some(rt) };
+                }
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("start: {e}; retrying");
+                    rt.shutdown_timeout(Duration::from_secs(1));
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("consenter did not start: {e}"),
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn submit(addr: &str, request: Vec<u8>) -> Result<pb::BftSubmitResponse, tonic::Status> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut client = loop {
+        match BftConsensusClient::connect(format!("http://{addr}")).await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => panic!("{addr} never came up: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    client
+        .submit(pb::BftSubmitRequest { request })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// Submits every request to every address at once; all must be accepted.
+async fn submit_all(addrs: &[String], requests: &[Vec<u8>]) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for addr in addrs {
+        for r in requests {
+            let (addr, r) = (addr.clone(), r.clone());
+            tasks.spawn(async move { submit(&addr, r).await });
+        }
+    }
+    while let Some(res) = tasks.join_next().await {
+        let reply = res.unwrap().expect("submitted");
+        assert!(reply.accepted);
+    }
+}
+
+/// Reads `addr`'s Decisions stream from `from` until `done` holds for what arrived.
+async fn decisions_until(addr: &str, from: u64, done: impl Fn(&[pb::Decision]) -> bool) -> Vec<pb::Decision> {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let mut client = loop {
+        match ConsenterClient::connect(format!("http://{addr}")).await {
+            Ok(c) => break c,
+            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr} never came up: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    let mut stream = client
+        .decisions(pb::DecisionsRequest { from })
+        .await
+        .expect("stream")
+        .into_inner();
+    let mut got = Vec::new();
+    while !done(&got) {
+        match tokio::time::timeout_at(deadline, stream.message()).await {
+            Ok(Ok(Some(d))) => got.push(d),
+            other => panic!(
+                "{addr}: stream ended or stalled after {} decisions: {other:?}",
+                got.len()
+            ),
+        }
+    }
+    got
+}
+
+/// The batch `(shard, primary, seq)` of term 0 and its BAFs by every party.
+fn bafs(shard: u32, term: u64, primary: u32, seq: u64) -> Vec<Vec<u8>> {
+    let requests: Vec<arma::Request> = vec![Arc::from(vec![shard as u8, seq as u8, 7].as_slice())];
+    let batch = SignedBatch::sign(
+        BatchId::new(shard, primary, seq),
+        term,
+        requests,
+        &batcher_key(primary, shard),
+    );
+    (1..=N)
+        .map(|p| encode_baf(&Baf::sign(&batch, p, &batcher_key(p, shard))))
+        .collect()
+}
+
+fn complaint(shard: u32, term: u64, signer: u32) -> Vec<u8> {
+    encode_complaint(&Complaint::sign(
+        shard,
+        term,
+        signer,
+        ComplaintReason::Censorship,
+        &batcher_key(signer, shard),
+    ))
+}
+
+fn headers(ds: &[pb::Decision]) -> Vec<pb::OrderedHeader> {
+    ds.iter().flat_map(|d| d.headers.clone()).collect()
+}
+
+/// What every consenter must agree on for a decision (the certificate each holds may
+/// have other signers).
+fn content(d: &pb::Decision) -> (u64, Vec<pb::OrderedHeader>, Vec<pb::TermChange>, Vec<u8>, Vec<u8>) {
+    (
+        d.number,
+        d.headers.clone(),
+        d.terms.clone(),
+        d.requests_root.clone(),
+        d.metadata.clone(),
+    )
+}
+
+/// Every decision verifies, numbers are consecutive from 1, headers chain from block 0.
+fn check_chain(ds: &[pb::Decision]) {
+    let keys = keys_from_seed_prefix(SEEDS, 0, N).1.with_chain(CHAIN);
+    let chain = keys.chain_id();
+    let verifier = EngineVerifier::new(keys);
+    let mut previous = [0u8; 32];
+    let mut number = 0;
+    for (i, d) in ds.iter().enumerate() {
+        assert_eq!(d.number, i as u64 + 1);
+        let v = verify_pb_decision(d, &chain, &verifier, N).expect("verifies");
+        assert!(v.signers.len() >= 3, "a quorum signed");
+        for h in &v.headers {
+            assert_eq!(h.number, number);
+            assert_eq!(h.previous_hash, previous);
+            previous = h.hash();
+            number += 1;
+        }
+        // A tampered, missing or added header or term change is not proven.
+        if let Some(h) = d.headers.first() {
+            let mut bad = d.clone();
+            bad.headers[0].tx_count = h.tx_count + 1;
+            assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+            let mut bad = d.clone();
+            bad.headers.pop();
+            assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+        }
+        let mut bad = d.clone();
+        bad.terms.push(pb::TermChange::default());
+        assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+        let mut bad = d.clone();
+        bad.signatures.truncate(2);
+        assert!(
+            verify_pb_decision(&bad, &chain, &verifier, N).is_err(),
+            "below quorum"
+        );
+    }
+}
+
+#[test]
+fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let peers: Vec<String> = (0..N).map(|_| free_addr()).collect();
+    let cfgs: Vec<ArmaNodeConfig> = (0..N).map(|i| config(i, &peers, dir.path())).collect();
+    let mut nodes: Vec<Node> = cfgs.iter().map(Node::start).collect();
+    let client = tokio::runtime::Runtime::new().unwrap();
+
+    // Garbage and a BAF whose primary signature is not the primary's: refused at once.
+    client.block_on(async {
+        let status = submit(&peers[0], b"not a consenter request".to_vec())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        let requests: Vec<arma::Request> = vec![Arc::from([1u8, 2].as_slice())];
+        let forged = SignedBatch::sign(BatchId::new(0, 1, 1), 0, requests, &batcher_key(2, 0));
+        let baf = encode_baf(&Baf::sign(&forged, 2, &batcher_key(2, 0)));
+        let status = submit(&peers[1], baf).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains("primary"), "{status:?}");
+    });
+
+    // Shard 0's primary in term 0 is party 1, shard 1's is party 2; three batches each,
+    // every party's BAF sent to every consenter.
+    let mut requests = Vec::new();
+    for seq in 1..=3 {
+        requests.extend(bafs(0, 0, 1, seq));
+        requests.extend(bafs(1, 0, 2, seq));
+    }
+    client.block_on(submit_all(&peers, &requests));
+    let per_node: Vec<Vec<pb::Decision>> = client.block_on(async {
+        let mut all = Vec::new();
+        for addr in &peers {
+            all.push(decisions_until(addr, 1, |ds| headers(ds).len() >= 6).await);
+        }
+        all
+    });
+    let shortest = per_node.iter().map(Vec::len).min().unwrap();
+    for ds in &per_node {
+        check_chain(ds);
+        let a: Vec<_> = ds[..shortest].iter().map(content).collect();
+        let b: Vec<_> = per_node[0][..shortest].iter().map(content).collect();
+        assert_eq!(a, b, "every consenter serves the same decisions");
+        let mut ordered: Vec<(u32, u64)> = headers(ds).iter().map(|h| (h.shard, h.seq)).collect();
+        ordered.sort_unstable();
+        assert_eq!(ordered, [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]);
+    }
+
+    // f+1 = 2 complaints against shard 1's term 0: term 1, visible in the stream.
+    client.block_on(submit_all(&peers, &[complaint(1, 0, 3), complaint(1, 0, 4)]));
+    let with_term = client.block_on(decisions_until(&peers[0], 1, |ds| {
+        ds.iter().any(|d| !d.terms.is_empty())
+    }));
+    let changed = with_term.last().unwrap();
+    assert_eq!(
+        changed.terms,
+        [pb::TermChange {
+            shard: 1,
+            term: 1,
+            last_ordered_seq: 3
+        }]
+    );
+    check_chain(&with_term);
+    let term_decision = changed.number;
+
+    // Consenter 3 stops; the others order shard 0's batch 4; it restarts from its data.
+    let before = client.block_on(decisions_until(&peers[3], 1, |ds| {
+        ds.len() as u64 >= term_decision
+    }));
+    let snapshot_deadline = Instant::now() + DEADLINE;
+    while consenter::arma_log::load_snapshot(&cfgs[3].state, SHARDS)
+        .unwrap()
+        .is_none_or(|s| s.applied < term_decision)
+    {
+        assert!(Instant::now() < snapshot_deadline, "no snapshot written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nodes[3].stop();
+    client.block_on(submit_all(&peers[..3], &bafs(0, 0, 1, 4)));
+    let reference = client.block_on(decisions_until(&peers[0], 1, |ds| headers(ds).len() >= 7));
+    nodes[3] = Node::start(&cfgs[3]);
+    let after = client.block_on(decisions_until(&peers[3], 1, |ds| headers(ds).len() >= 7));
+    assert_eq!(
+        after[..before.len()].iter().map(content).collect::<Vec<_>>(),
+        before.iter().map(content).collect::<Vec<_>>(),
+        "the restarted consenter serves what it served before"
+    );
+    let n = reference.len().min(after.len());
+    assert_eq!(
+        after[..n].iter().map(content).collect::<Vec<_>>(),
+        reference[..n].iter().map(content).collect::<Vec<_>>(),
+        "and caught up with the others"
+    );
+    check_chain(&after);
+    assert_eq!(headers(&after).last().map(|h| (h.shard, h.seq)), Some((0, 4)));
+
+    // A stream from the middle starts at its decision.
+    let middle = client.block_on(decisions_until(&peers[2], term_decision, |ds| !ds.is_empty()));
+    assert_eq!(content(&middle[0]), content(changed));
+
+    drop(client);
+    for node in &mut nodes {
+        node.stop();
+    }
+    refuses_a_log_that_differs_from_the_wal(&cfgs[3], &after);
+}
+
+/// A decisions log whose record differs from what the WAL's decision re-derives (a
+/// header it served that the decisions do not give) makes the node refuse to start.
+fn refuses_a_log_that_differs_from_the_wal(cfg: &ArmaNodeConfig, served: &[pb::Decision]) {
+    let tampered = cfg.node.decisions.with_extension("tampered");
+    {
+        // The stopped node's writer thread lets go of its log once its channel closed.
+        let deadline = Instant::now() + DEADLINE;
+        let original = loop {
+            match consenter::arma_log::ArmaLog::open(&cfg.node.decisions) {
+                Ok(log) => break log,
+                Err(e) if Instant::now() > deadline => panic!("log still held: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let reader = original.reader();
+        let mut log = consenter::arma_log::ArmaLog::open(&tampered).unwrap();
+        let first_with_headers = served.iter().find(|d| !d.headers.is_empty()).unwrap().number;
+        for n in 1..=reader.last() {
+            let mut d = reader.read(n).unwrap().unwrap();
+            if n == first_with_headers {
+                d.headers[0].tx_count += 1;
+            }
+            log.append(&d).unwrap();
+        }
+        log.sync().unwrap();
+    }
+    std::fs::remove_dir_all(&cfg.node.decisions).unwrap();
+    std::fs::rename(&tampered, &cfg.node.decisions).unwrap();
+    std::fs::remove_file(&cfg.state).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let e = rt
+        .block_on(consenter::arma_node::spawn(cfg.clone()))
+        .err()
+        .expect("refused");
+    assert!(matches!(e, consenter::Error::Diverged { .. }), "{e}");
+}
