@@ -14,7 +14,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::too_many_lines
+    clippy::too_many_lines,
+    missing_docs
 )]
 
 use std::collections::BTreeMap;
@@ -40,7 +41,9 @@ fn config(party: u32, batch: u32) -> Config {
         shard: 0,
         parties: N,
         shards: 1,
-        keys: (1..=N).map(|p| (p, key(p).public_key())).collect::<BTreeMap<_, _>>(),
+        keys: (1..=N)
+            .map(|p| (p, key(p).public_key()))
+            .collect::<BTreeMap<_, _>>(),
         max_request_bytes: NonZeroUsize::new(1 << 20).unwrap(),
         max_batch_requests: NonZeroU32::new(batch).unwrap(),
         max_batch_bytes: NonZeroU64::new(64 << 20).unwrap(),

@@ -12,7 +12,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::too_many_lines
+    clippy::too_many_lines,
+    missing_docs
 )]
 
 use std::collections::{BTreeMap, VecDeque};
@@ -79,7 +80,12 @@ impl Cluster {
             *seq += 1;
             let primary = arma::primary_of(shard, 0, self.n);
             let request: arma::Request = Arc::from(format!("{shard}/{seq}").into_bytes().into_boxed_slice());
-            let batch = SignedBatch::sign(BatchId::new(shard, primary, *seq), 0, vec![request], &self.keys[&(primary, shard)]);
+            let batch = SignedBatch::sign(
+                BatchId::new(shard, primary, *seq),
+                0,
+                vec![request],
+                &self.keys[&(primary, shard)],
+            );
             for p in 1..=self.n {
                 out.push(encode_baf(&Baf::sign(&batch, p, &self.keys[&(p, shard)])));
             }
