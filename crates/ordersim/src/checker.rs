@@ -207,12 +207,15 @@ impl Checker {
 
     /// The requests never ordered, and the number of extra orderings.
     pub fn unordered_and_duplicates(&self) -> (Vec<Arc<[u8]>>, u64) {
-        let missing = self
+        // Sorted: the caller schedules events in this order, and a seed must replay exactly
+        // (a HashMap's iteration order differs from process to process).
+        let mut missing: Vec<Arc<[u8]>> = self
             .requests
             .iter()
             .filter(|(_, n)| **n == 0)
             .map(|(r, _)| Arc::clone(r))
             .collect();
+        missing.sort();
         let dups = self
             .requests
             .values()
