@@ -8,12 +8,25 @@
 //!
 //! * `messages` — the types and their signed bytes (docs/batcher.md "Signed bytes").
 //! * `codec` — conversions to and from `wire::pb` (proto `fabrx/v1/orderer.proto`).
+//! * `header`, `proof`, `decision`, `cluster` — ordered block headers, a decision's
+//!   metadata and proof (ADR 0009), the served `Decision` and its check, the consenter
+//!   set's keys and chain id: what a batcher or assembler needs to trust a decision.
 
+mod cluster;
 mod codec;
+mod decision;
+mod error;
+mod header;
 mod messages;
+mod proof;
 
+pub use cluster::{CertificateVerifier, ClusterKeys, DEFAULT_CHAIN};
 pub use codec::{CodecError, encode_baf, encode_complaint};
+pub use decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};
+pub use error::{ProofError, ProofResult};
+pub use header::{Metadata, OrderedHeader, Outcome, TermChange};
 pub use messages::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
+pub use proof::DecisionProof;
 
 use types::{PartyId, ShardId};
 

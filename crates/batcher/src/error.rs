@@ -157,6 +157,14 @@ pub enum Error {
         index: usize,
     },
 
+    /// A served decision failed verification (certificate, headers or term changes).
+    #[error("decision {decision} refused: {reason}")]
+    DecisionRefused {
+        /// The decision number.
+        decision: u64,
+        /// Why.
+        reason: String,
+    },
     /// A wire message field has the wrong shape (`arma`'s conversions).
     #[error(transparent)]
     Codec(#[from] arma::CodecError),

@@ -167,6 +167,7 @@ impl Net {
                 .map(|(p, a)| (*p, format!("http://{a}")))
                 .collect(),
             own_consenter: self.consenter_uri.clone(),
+            consenter_keys: None,
             shell: shell(),
         }
     }
@@ -504,6 +505,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
         consenters: (1..=PARTIES).map(|p| (p, nowhere.clone())).collect(),
         peers: (1..=PARTIES).map(|p| (p, nowhere.clone())).collect(),
         own_consenter: nowhere.clone(),
+        consenter_keys: None,
         shell: shell(),
     };
     let node = batcher::node::spawn(config, Deps::default()).await.unwrap();
@@ -547,6 +549,7 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
             .map(|p| (p, "http://127.0.0.1:9".to_string()))
             .collect(),
         own_consenter: "http://127.0.0.1:9".into(),
+        consenter_keys: None,
         shell: shell(),
     };
     let mut missing = base.clone();
@@ -568,4 +571,28 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
         batcher::node::spawn(wrong_key, Deps::default()).await.err(),
         Some(batcher::Error::SigningKeyMismatch { .. })
     ));
+}
+
+/// With the consenter set's keys a decision must carry a quorum certificate; an
+/// unsigned one is refused. Without keys (a scripted consenter) it is accepted.
+#[test]
+fn a_decision_without_a_quorum_certificate_is_refused() {
+    use crypto::{Scheme, derive_signing_key};
+    let keys: Vec<_> = (0..4)
+        .map(|i| {
+            derive_signing_key(Scheme::Ed25519, &format!("batcher-node-test/consenter/{i}")).public_key()
+        })
+        .collect();
+    let cluster = arma::ClusterKeys::for_chain("test", keys);
+    let unsigned = wire::pb::Decision {
+        number: 1,
+        requests_root: vec![0; 32],
+        metadata: arma::Outcome::default().metadata(),
+        ..Default::default()
+    };
+    assert!(matches!(
+        batcher::node::verify_decision(&unsigned, Some(&cluster)),
+        Err(batcher::Error::DecisionRefused { decision: 1, .. })
+    ));
+    assert!(batcher::node::verify_decision(&unsigned, None).is_ok());
 }

@@ -7,81 +7,15 @@
 //! `ConsensusMessage` (the engine's own `fabrx/bft/v1/…` tags and the envelope tag
 //! below keep those apart too).
 
-use std::sync::Arc;
-
 use crypto::{PublicKey, Scheme, SigningKey};
-use sha2::{Digest as _, Sha256};
 use wire::pb;
 
 use crate::{Error, Result};
 
 /// Domain tag at the start of an envelope's signed bytes.
 pub const ENVELOPE_TAG: &[u8] = types::tags::consenter::ENVELOPE;
-/// Domain tag of the cluster id hash.
-const CLUSTER_TAG: &[u8] = types::tags::consenter::CLUSTER;
 
-/// The chain name used when none is configured (`fabrx node bft --chain-id`). Two
-/// clusters that share keys must use different names.
-pub const DEFAULT_CHAIN: &str = "fabrx";
-
-/// Public keys of the consenter set (index = replica id) and the chain id derived
-/// from them and the chain name.
-#[derive(Clone)]
-pub struct ClusterKeys {
-    keys: Arc<Vec<PublicKey>>,
-    cluster: [u8; 32],
-}
-
-impl ClusterKeys {
-    /// The set of `keys` (index = replica id) on chain [`DEFAULT_CHAIN`].
-    pub fn new(keys: Vec<PublicKey>) -> ClusterKeys {
-        ClusterKeys::for_chain(DEFAULT_CHAIN, keys)
-    }
-
-    /// The set of `keys` on chain `chain`: the id is
-    /// `SHA-256(CLUSTER_TAG ‖ n ‖ (len ‖ key)* ‖ len ‖ chain)`.
-    pub fn for_chain(chain: &str, keys: Vec<PublicKey>) -> ClusterKeys {
-        let mut h = Sha256::new();
-        h.update(CLUSTER_TAG);
-        h.update((keys.len() as u64).to_le_bytes());
-        for k in &keys {
-            let b = k.to_bytes();
-            h.update((b.len() as u64).to_le_bytes());
-            h.update(&b);
-        }
-        h.update((chain.len() as u64).to_le_bytes());
-        h.update(chain.as_bytes());
-        ClusterKeys {
-            keys: Arc::new(keys),
-            cluster: h.finalize().into(),
-        }
-    }
-
-    /// The same keys on chain `chain`.
-    pub fn with_chain(&self, chain: &str) -> ClusterKeys {
-        ClusterKeys::for_chain(chain, self.keys.as_ref().clone())
-    }
-
-    /// The chain id the engine binds into its signed bytes (`bft::Config::chain`).
-    pub fn chain_id(&self) -> bft::ChainId {
-        bft::ChainId(self.cluster)
-    }
-
-    /// Number of replicas.
-    pub fn n(&self) -> u32 {
-        self.keys.len() as u32
-    }
-
-    /// Hash of the key set; envelopes carry it so two clusters never mix.
-    pub fn cluster_id(&self) -> [u8; 32] {
-        self.cluster
-    }
-
-    /// Replica `id`'s public key.
-    pub fn key(&self, id: bft::ReplicaId) -> Option<&PublicKey> {
-        self.keys.get(id as usize)
-    }
-}
+pub use arma::{ClusterKeys, DEFAULT_CHAIN};
 
 /// Where a replica's keys come from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,8 +33,8 @@ enum Layer {
 fn layer_of(name: &str) -> Option<Layer> {
     use Layer::*;
     Some(match name {
-        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" | "arma" => Shared,
-        "bft" | "coordinator" => Engine,
+        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" => Shared,
+        "bft" | "coordinator" | "arma" => Engine,
         "testkit" => Testkit,
         "router" | "batcher" | "consenter" | "assembler" | "sidecar" | "sigverifier" | "vcservice"
         | "query" | "endorser" => Role,

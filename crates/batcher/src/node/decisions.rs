@@ -50,15 +50,21 @@ pub struct Decided {
     pub terms: Vec<TermInfo>,
 }
 
-/// Checks a decision's quorum certificate before the node acts on it.
-///
-/// TODO(ADR 0009): the certificate format (consenter signatures over the proposal
-/// digest computed from `requests_root` and `metadata`, and that `metadata` commits to
-/// the headers and term changes) is being defined on the consenter side. Until then the
-/// node trusts its own party's consenter and this accepts every decision.
-pub fn verify_decision(decision: &pb::Decision) -> Result<()> {
-    let _ = decision;
-    Ok(())
+/// Checks a decision's quorum certificate before the node acts on it: with the consenter
+/// set's keys, a quorum of valid commit signatures over a proposal digest that commits
+/// to exactly the headers and term changes carried (`arma::verify_pb_decision`, ADR
+/// 0009); without them (tests with a scripted consenter) every decision is accepted.
+pub fn verify_decision(decision: &pb::Decision, consenters: Option<&arma::ClusterKeys>) -> Result<()> {
+    let Some(keys) = consenters else {
+        return Ok(());
+    };
+    let verifier = arma::CertificateVerifier::new(keys.clone());
+    arma::verify_pb_decision(decision, &keys.chain_id(), &verifier, keys.n())
+        .map(|_| ())
+        .map_err(|e| Error::DecisionRefused {
+            decision: decision.number,
+            reason: e.to_string(),
+        })
 }
 
 /// Everything the follower needs.
@@ -67,6 +73,8 @@ pub struct Follower {
     pub shard: ShardId,
     /// The own party's consenter.
     pub consenter: Channel,
+    /// The consenter set whose certificates decisions must carry (`None`: unchecked).
+    pub consenter_keys: Option<arma::ClusterKeys>,
     /// The batchers of the shard (for `Fetch`).
     pub peers: BTreeMap<PartyId, Channel>,
     /// Batches in memory.
@@ -129,7 +137,7 @@ impl Follower {
                     decision.number, self.next
                 );
             }
-            if let Err(e) = verify_decision(&decision) {
+            if let Err(e) = verify_decision(&decision, self.consenter_keys.as_ref()) {
                 return format!("decision {} does not verify: {e}", decision.number);
             }
             let decided = match self.resolve(decision).await {

@@ -64,6 +64,11 @@ pub struct NodeConfig {
     pub peers: BTreeMap<PartyId, String>,
     /// The `Consenter.Decisions` endpoint of this party's consenter.
     pub own_consenter: String,
+    /// The consenter set (keys and chain): every decision's certificate must verify
+    /// under it, a quorum of valid signatures proving its headers and term changes
+    /// (ADR 0009). `None` trusts the own party's consenter unchecked: only for tests
+    /// that script a consenter; `fabrx node batcher` always sets it.
+    pub consenter_keys: Option<arma::ClusterKeys>,
     /// The shell's own tunables.
     pub shell: ShellConfig,
 }

@@ -139,6 +139,7 @@ struct Parts {
     peers: BTreeMap<PartyId, Channel>,
     consenters: Vec<Channel>,
     own: Channel,
+    consenter_keys: Option<arma::ClusterKeys>,
 }
 
 impl Parts {
@@ -168,6 +169,7 @@ impl Parts {
                 .map(|u| channel(u))
                 .collect::<Result<_>>()?,
             own: channel(&config.own_consenter)?,
+            consenter_keys: config.consenter_keys.clone(),
         })
     }
 
@@ -247,6 +249,7 @@ impl Parts {
         let follower = Follower {
             shard: cfg.shard,
             consenter: self.own,
+            consenter_keys: self.consenter_keys,
             peers: self.peers,
             served: Arc::clone(&self.served),
             store: self.reader,

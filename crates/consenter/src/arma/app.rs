@@ -14,9 +14,9 @@ use std::collections::HashSet;
 use bft::{Application, Decision, Proposal, ProposalContext, Seq};
 use sha2::{Digest as _, Sha256};
 
-use super::header::Outcome;
 use super::request::{Item, decode, decode_verified};
 use super::state::{ArmaConfig, ArmaState};
+use ::arma::Outcome;
 
 /// One applied decision: its number and outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use types::{PartyId, ShardId};
 
-/// Why an Arma request, metadata or proof was refused, or a config is invalid.
+/// Why an Arma request was refused, or a config is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArmaError {
     /// The request is not a `ConsenterRequest` with a BAF or a complaint.
@@ -36,20 +36,6 @@ pub enum ArmaError {
         party: PartyId,
         /// The shard.
         shard: ShardId,
-    },
-    /// The decision metadata does not decode.
-    #[error("malformed decision metadata: {what}")]
-    Metadata {
-        /// What is wrong.
-        what: &'static str,
-    },
-    /// A decision proof does not prove its headers.
-    #[error("decision {decision}: {reason}")]
-    Proof {
-        /// The decision number.
-        decision: u64,
-        /// Why.
-        reason: String,
     },
     /// The application's configuration is invalid.
     #[error("bad Arma configuration: {reason}")]

@@ -13,20 +13,17 @@
 //!
 //! * `request` — decoding and verifying BAFs and complaints.
 //! * `state` — the state machine.
-//! * `header` — headers, term changes, metadata bytes.
 //! * `app` — the `bft::Application`.
-//! * `proof` — checking a decision's headers from outside.
+//!
+//! Headers, metadata and proofs live in the shared `arma` crate (re-exported here).
 
 mod app;
 mod error;
-mod header;
-mod proof;
 mod request;
 mod state;
 
+pub use ::arma::{DecisionProof, Metadata, OrderedHeader, Outcome, TermChange};
 pub use app::{Applied, ArmaApp};
 pub use error::{ArmaError, ArmaResult};
-pub use header::{Metadata, OrderedHeader, Outcome, TermChange};
-pub use proof::DecisionProof;
 pub use request::{Item, decode, decode_verified, encode_baf, encode_complaint};
 pub use state::{ArmaConfig, ArmaState, Knobs, ShardState};

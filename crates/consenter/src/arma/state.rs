@@ -14,8 +14,8 @@ use types::digest::Digest32;
 use types::{PartyId, ShardId};
 
 use super::error::{ArmaError, ArmaResult};
-use super::header::{OrderedHeader, Outcome, TermChange};
 use super::request::{Item, party_in_range};
+use ::arma::{OrderedHeader, Outcome, TermChange};
 
 /// What the Arma application knows of the network.
 #[derive(Clone, Debug)]

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use bft::{ChainId, InstanceId, Phase, Quorum, ReplicaId, Signature, Verifier};
 
-use super::error::{ArmaError, ArmaResult};
-use super::header::{Metadata, OrderedHeader};
+use crate::error::{ProofError as ArmaError, ProofResult as ArmaResult};
+use crate::header::{Metadata, OrderedHeader};
 
 /// What proves a decision's headers and term changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct DecisionProof {
     pub view: u64,
     /// The root of its requests ([`bft::Proposal::requests_root`]).
     pub requests_root: [u8; 32],
-    /// Its metadata ([`super::Outcome::metadata`]).
+    /// Its metadata ([`crate::Outcome::metadata`]).
     pub metadata: Vec<u8>,
     /// Commit signatures by replica id (replica `i` is party `i + 1`).
     pub signatures: Vec<(ReplicaId, Signature)>,

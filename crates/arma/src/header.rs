@@ -9,7 +9,7 @@ use types::digest::Digest32;
 use types::tags::consenter as tags;
 use types::{BatchId, PartyId, ShardId};
 
-use super::error::{ArmaError, ArmaResult};
+use crate::error::{ProofError as ArmaError, ProofResult as ArmaResult};
 
 /// The header of one ordered block: one batch ordered by the consenters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
