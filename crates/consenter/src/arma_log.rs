@@ -38,22 +38,7 @@ fn journal_config() -> journal::Config {
     }
 }
 
-fn log_error(path: &Path, e: journal::Error) -> Error {
-    match e {
-        journal::Error::Corrupt { seq, .. } => Error::CorruptLog {
-            path: path.display().to_string(),
-            after_seq: seq.saturating_sub(1),
-        },
-        journal::Error::Io { path, source } => Error::Io {
-            path: path.display().to_string(),
-            source,
-        },
-        other => Error::Log {
-            path: path.display().to_string(),
-            source: other,
-        },
-    }
-}
+use crate::decisions::log_error;
 
 /// Positions of the records, index `s - 1` for decision `s`.
 type Index = Arc<RwLock<Vec<Position>>>;

@@ -56,8 +56,8 @@ fn journal_config() -> journal::Config {
     }
 }
 
-/// The node's error for a journal error of the log at `path`.
-fn log_error(path: &Path, e: journal::Error) -> Error {
+/// The node's error for a journal error of the log at `path` (also the Arma log's).
+pub(crate) fn log_error(path: &Path, e: journal::Error) -> Error {
     match e {
         journal::Error::Corrupt { seq, .. } => Error::CorruptLog {
             path: path.display().to_string(),
