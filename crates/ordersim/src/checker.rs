@@ -15,6 +15,8 @@ type Slot = (u32, u64, u32, u64);
 /// The checker's view of the run.
 pub struct Checker {
     cfg: ArmaConfig,
+    /// The Byzantine party, if any: only its primary may ever sign two batches for a slot.
+    byzantine: Option<u32>,
     /// f+1, whatever the knobs say.
     f1: usize,
     /// The decisions as first delivered by a correct consenter, with their outcome.
@@ -39,10 +41,11 @@ pub struct Checker {
 
 impl Checker {
     /// A checker for a network described by `cfg`.
-    pub fn new(cfg: ArmaConfig) -> Checker {
+    pub fn new(cfg: ArmaConfig, byzantine: Option<u32>) -> Checker {
         let f1 = ((cfg.parties - 1) / 3 + 1) as usize;
         let terms = vec![(0, 0); cfg.shards as usize];
         Checker {
+            byzantine,
             cfg,
             f1,
             decisions: Vec::new(),
@@ -106,6 +109,12 @@ impl Checker {
             self.bafs.entry((slot, h.digest)).or_default().insert(baf.signer);
             let set = self.digests.entry(slot).or_default();
             if set.insert(h.digest) && set.len() == 2 {
+                if Some(h.id.primary) != self.byzantine {
+                    return Err(format!(
+                        "correct primary {} signed two batches for {slot:?} (a restart reused a seq?)",
+                        h.id.primary
+                    ));
+                }
                 conflicts.push(slot);
             }
         }

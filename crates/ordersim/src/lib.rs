@@ -76,6 +76,9 @@ pub struct ArmaScenario {
     pub knobs: Knobs,
     /// Secondaries' complaints are dropped (negative test of the censorship defence).
     pub drop_complaints: bool,
+    /// A restarted batcher does not re-adopt its stored batches (negative test of
+    /// `Batcher::restore`: a restarted primary then signs a second batch for a seq).
+    pub skip_restore: bool,
 }
 
 impl ArmaScenario {
@@ -114,6 +117,7 @@ impl ArmaScenario {
             liveness_ms: 60_000,
             knobs: Knobs::default(),
             drop_complaints: false,
+            skip_restore: false,
         }
     }
 

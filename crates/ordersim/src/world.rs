@@ -47,6 +47,8 @@ struct BNode {
     alt: HashMap<(BatchId, u64), Arc<SignedBatch>>,
     want: Option<BatchId>,
     last_pull: u64,
+    /// Its batch store: every batch it persisted, by (term, primary, seq).
+    own: BTreeMap<(u64, u32, u64), Arc<SignedBatch>>,
     /// Decisions of the party's consenter fed so far, and what they said of this shard.
     fed: usize,
     info: TermInfo,
@@ -104,7 +106,7 @@ impl World {
             .with_knobs(sc.knobs);
         let keys = TestKeys::new(sc.seed ^ 0xc0ffee);
         let mut w = World {
-            checker: Checker::new(cfg.clone()),
+            checker: Checker::new(cfg.clone(), sc.byzantine.map(|(p, _)| p)),
             batchers: Vec::new(),
             consenters: Vec::new(),
             trace,
@@ -142,6 +144,7 @@ impl World {
                     alt: HashMap::new(),
                     want: None,
                     last_pull: 0,
+                    own: BTreeMap::new(),
                     fed: 0,
                     info: start,
                     outbox: Vec::new(),
@@ -236,6 +239,33 @@ impl World {
         let node = &mut self.batchers[b];
         node.core = core;
         node.want = None;
+        if !self.sc.skip_restore {
+            self.restore_batches(b);
+        }
+    }
+
+    /// After a restart the shell re-adopts, in seq order, the batches of its store that
+    /// belong to the current term and primary and are not ordered (`Batcher::restore`),
+    /// so a restarted primary never signs a second batch under a seq it used.
+    fn restore_batches(&mut self, b: usize) {
+        let node = &self.batchers[b];
+        let Some(core) = node.core.as_ref() else {
+            return;
+        };
+        let (term, primary, last) = (core.term(), core.primary(), node.info.last_ordered_seq);
+        let batches: Vec<Arc<SignedBatch>> = node
+            .own
+            .range((term, primary, last.saturating_add(1))..=(term, primary, u64::MAX))
+            .map(|(_, batch)| Arc::clone(batch))
+            .collect();
+        for batch in batches {
+            let Some(core) = self.batchers[b].core.as_mut() else {
+                return;
+            };
+            for out in core.restore(batch) {
+                self.b_output(b, out);
+            }
+        }
     }
 
     fn start_consenter(&mut self, c: u32) {
@@ -446,8 +476,8 @@ impl World {
         }
         if self.rng.gen_bool(self.sc.crash_batcher) {
             let b = self.rng.gen_range(0..self.batchers.len());
-            let secondary = self.batchers[b].core.as_ref().is_some_and(|c| !c.is_primary());
-            if secondary && self.byz(self.batchers[b].party).is_none() {
+            let up = self.batchers[b].core.is_some();
+            if up && self.byz(self.batchers[b].party).is_none() {
                 self.trace_line(|| format!("batcher {b} CRASH"));
                 self.report.crashes += 1;
                 self.batchers[b].core = None;
@@ -655,6 +685,10 @@ impl World {
 
     /// The shell's fsync: the batch is durable (visible to fetches), then `Persisted`.
     fn persist(&mut self, b: usize, batch: &Arc<SignedBatch>) {
+        let h = &batch.header;
+        self.batchers[b]
+            .own
+            .insert((h.term, h.id.primary, h.id.seq), Arc::clone(batch));
         let stored = self.byzantine_version(b, batch);
         self.store.insert(
             (stored.id(), stored.header.term, stored.header.digest),

@@ -155,3 +155,31 @@ fn a_seed_replays_exactly() {
         assert_eq!(a, b, "seed {seed} did not replay");
     }
 }
+
+/// A restarted batcher re-adopts its stored batches of the term; without that, a
+/// restarted correct primary signs a second batch under a seq it used, which the
+/// checker (and the consenters) see as equivocation.
+#[test]
+fn restarted_primaries_never_reuse_a_seq_and_without_restore_they_do() {
+    let crashy = |seed: u64| {
+        let mut sc = ArmaScenario::from_seed(seed ^ 0xc7a5);
+        sc.crash_batcher = 0.004;
+        sc
+    };
+    let failures = |skip: bool| -> Vec<String> {
+        (0..24u64)
+            .into_par_iter()
+            .filter_map(|seed| {
+                let mut sc = crashy(seed);
+                sc.skip_restore = skip;
+                run(sc, false).err()
+            })
+            .collect()
+    };
+    let with_restore = failures(false);
+    assert!(with_restore.is_empty(), "{}", with_restore[0]);
+    assert!(
+        failures(true).iter().any(|e| e.contains("signed two batches")),
+        "without restore no restarted primary reused a seq"
+    );
+}
