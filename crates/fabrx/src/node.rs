@@ -23,6 +23,9 @@ pub enum Role {
     Bft(crate::node_bft::BftArgs),
     /// A party's Arma router, configured from the network config file.
     Router(crate::node_router::RouterArgs),
+    /// A party's Arma batcher of one shard, configured from the network config file
+    /// (docs/batcher.md).
+    Batcher(crate::node_batcher::BatcherArgs),
     /// One Arma consenter: the BFT cluster ordering BAFs and complaints into block
     /// headers (docs/consenter.md).
     Consenter(crate::node_consenter::ConsenterArgs),
@@ -62,6 +65,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
         Role::Sigverifier(args) => crate::node_sigverifier::run(args).await,
         Role::Bft(args) => crate::node_bft::run(args).await,
         Role::Router(args) => crate::node_router::run(args).await,
+        Role::Batcher(args) => crate::node_batcher::run(args).await,
         Role::Consenter(args) => crate::node_consenter::run(args).await,
     }
 }

@@ -3,25 +3,48 @@
 //! Status) and `Consenter.Decisions` on one address.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use consenter::keys::NodeKeys;
 
-/// Arguments of `fabrx node consenter`.
+/// Arguments of `fabrx node consenter`: either `--config FILE --party P` (every network
+/// parameter from the network config, docs/network-config.md) or the flags of the flag
+/// mode (`--id`, `--peers`, `--parties`, `--shards`, `--batcher-keys`, keys, engine flags).
 #[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("flag_mode")
+        .multiple(true)
+        .args([
+            "id", "peers", "seed_prefix", "chain_id", "parties", "shards", "batcher_keys",
+            "max_seqs_ahead", "batch_max", "batch_interval_ms", "request_timeout_ms",
+            "heartbeat_interval_ms", "heartbeat_timeout_ms", "view_change_timeout_ms",
+            "tick_ms",
+        ])
+        .conflicts_with("config")
+))]
 pub struct ConsenterArgs {
+    /// The network config file (`fabrx network generate` writes
+    /// `<dir>/config/network-config.json`); needs `--party`. The key file defaults to
+    /// `<dir>/keys/party-<P>/consenter.key` and the peer keys to
+    /// `<dir>/config/consenter-peer-keys.txt`.
+    #[arg(long, requires = "party")]
+    config: Option<PathBuf>,
+    /// This consenter's party (1..N), with `--config`.
+    #[arg(long, requires = "config")]
+    party: Option<u32>,
     /// This consenter's replica id I (index into --peers); replica I is the consenter of
     /// party I + 1.
-    #[arg(long)]
-    id: u32,
+    #[arg(long, required_unless_present = "config")]
+    id: Option<u32>,
     /// `host:port` of every consenter, comma separated (index = replica id); this
     /// consenter listens on its own entry unless --listen is given.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "config")]
     peers: Vec<String>,
-    /// Bind here instead of this consenter's --peers entry (e.g. `0.0.0.0:7050`).
+    /// Bind here instead of this consenter's --peers entry (e.g. `0.0.0.0:7050`) or its
+    /// endpoint in the network config.
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// Data directory (created if missing): `wal/` (the engine's WAL), `decisions/`
@@ -35,22 +58,22 @@ pub struct ConsenterArgs {
     #[arg(long, requires = "key_file")]
     peer_keys: Option<PathBuf>,
     /// Tests and demos only: replica i's Ed25519 key is derived from "<prefix><i>".
-    #[arg(long, required_unless_present = "key_file")]
+    #[arg(long, required_unless_present_any = ["key_file", "config"])]
     seed_prefix: Option<String>,
     /// Chain name, bound with the public keys into every signature (and every decision
     /// certificate: verifiers need it).
     #[arg(long, default_value = consenter::keys::DEFAULT_CHAIN)]
     chain_id: String,
     /// Number of parties N of the network (parties 1..=N).
-    #[arg(long)]
-    parties: u32,
+    #[arg(long, required_unless_present = "config")]
+    parties: Option<u32>,
     /// Number of shards S (shards 0..S).
-    #[arg(long)]
-    shards: u32,
+    #[arg(long, required_unless_present = "config")]
+    shards: Option<u32>,
     /// The batchers' public keys: one `<party> <shard> [<scheme>] <hex>` line per party
     /// and shard (scheme defaults to ed25519; `#` comments). docs/consenter.md.
-    #[arg(long)]
-    batcher_keys: PathBuf,
+    #[arg(long, required_unless_present = "config")]
+    batcher_keys: Option<PathBuf>,
     /// BAFs are counted for at most this many seqs past a shard's last ordered one.
     #[arg(long, default_value_t = 64)]
     max_seqs_ahead: u64,
@@ -86,10 +109,10 @@ pub struct ConsenterArgs {
     max_connections: usize,
 }
 
-/// The engine configuration from the arguments.
-fn engine(args: &ConsenterArgs) -> bft::Config {
+/// The engine configuration from the flags (replica `id`).
+fn engine(args: &ConsenterArgs, id: u32) -> bft::Config {
     let n = u32::try_from(args.peers.len()).unwrap_or(u32::MAX);
-    let mut engine = bft::Config::new(args.id, n);
+    let mut engine = bft::Config::new(id, n);
     engine.max_batch_count = args.batch_max;
     engine.batch_interval_ms = args.batch_interval_ms;
     engine.request_timeout_ms = args.request_timeout_ms;
@@ -99,40 +122,61 @@ fn engine(args: &ConsenterArgs) -> bft::Config {
     engine
 }
 
-/// The node configuration from the arguments (reads the batcher keys).
-fn config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::ArmaNodeConfig> {
-    if args.parties as usize != args.peers.len() {
-        anyhow::bail!(
-            "--parties {} but {} --peers: one consenter per party",
-            args.parties,
-            args.peers.len()
-        );
-    }
-    let text = std::fs::read_to_string(&args.batcher_keys)
-        .with_context(|| format!("reading {}", args.batcher_keys.display()))?;
-    let keys = consenter::arma_node::parse_batcher_keys(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.batcher_keys.display()))?;
-    let arma = consenter::arma::ArmaConfig::new(args.parties, args.shards, args.max_seqs_ahead, keys)?;
-    std::fs::create_dir_all(args.data_dir.join("wal"))
-        .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let limits = consenter::node::NodeLimits {
+/// The node's resource bounds from the flags (both modes).
+fn limits(args: &ConsenterArgs) -> consenter::node::NodeLimits {
+    consenter::node::NodeLimits {
         submit_timeout: Duration::from_millis(args.submit_timeout_ms),
         max_connections: args.max_connections,
         ..consenter::node::NodeLimits::default()
+    }
+}
+
+/// The Decisions streams' bounds from the flags (both modes).
+fn streams(args: &ConsenterArgs) -> consenter::decisions_service::StreamLimits {
+    consenter::decisions_service::StreamLimits {
+        max_streams: args.max_decision_streams,
+        ..consenter::decisions_service::StreamLimits::default()
+    }
+}
+
+/// Flag mode: the node configuration from the flags (reads the batcher keys).
+fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::ArmaNodeConfig> {
+    let (Some(id), Some(parties), Some(shards), Some(batcher_keys)) =
+        (args.id, args.parties, args.shards, args.batcher_keys.clone())
+    else {
+        anyhow::bail!("give --config and --party, or --id, --peers, --parties, --shards and --batcher-keys");
     };
+    if parties as usize != args.peers.len() {
+        anyhow::bail!(
+            "--parties {} but {} --peers: one consenter per party",
+            parties,
+            args.peers.len()
+        );
+    }
+    let text = std::fs::read_to_string(&batcher_keys)
+        .with_context(|| format!("reading {}", batcher_keys.display()))?;
+    let keys = consenter::arma_node::parse_batcher_keys(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", batcher_keys.display()))?;
+    let arma = consenter::arma::ArmaConfig::new(parties, shards, args.max_seqs_ahead, keys)?;
+    std::fs::create_dir_all(args.data_dir.join("wal"))
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let node = consenter::node::NodeConfig {
-        engine: engine(&args),
-        keys: match (args.key_file, args.peer_keys, args.seed_prefix) {
+        engine: engine(&args, id),
+        keys: match (
+            args.key_file.clone(),
+            args.peer_keys.clone(),
+            args.seed_prefix.clone(),
+        ) {
             (Some(key), Some(peers), _) => NodeKeys::Files { key, peers },
             (_, _, Some(prefix)) => NodeKeys::Seeded { prefix },
             _ => anyhow::bail!("give --key-file with --peer-keys, or --seed-prefix"),
         },
-        peers: args.peers,
+        peers: args.peers.clone(),
         wal: args.data_dir.join("wal").join("replica.wal"),
         decisions: args.data_dir.join("decisions"),
-        chain: args.chain_id,
+        chain: args.chain_id.clone(),
         tick: Duration::from_millis(args.tick_ms.max(1)),
-        limits,
+        limits: limits(&args),
         channel_capacity: 4096,
     };
     Ok(consenter::arma_node::ArmaNodeConfig {
@@ -140,24 +184,69 @@ fn config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::ArmaNodeC
         arma,
         state: args.data_dir.join("state.json"),
         listen: args.listen,
-        streams: consenter::decisions_service::StreamLimits {
-            max_streams: args.max_decision_streams,
-            ..consenter::decisions_service::StreamLimits::default()
-        },
+        streams: streams(&args),
         snapshot_interval: Duration::from_secs(1),
     })
 }
 
-/// Runs the consenter until it fails or the process is stopped. Once it listens it
-/// prints one JSON line on stdout:
-/// `{"event":"ready","role":"consenter","id":…,"party":…,"listen":"…"}`.
+/// Config mode: party P's consenter from the network config file (docs/network-config.md).
+fn file_config(
+    args: &ConsenterArgs,
+    path: &Path,
+    party: u32,
+) -> anyhow::Result<consenter::arma_node::ArmaNodeConfig> {
+    let config = netconfig::NetworkConfig::load(path)
+        .with_context(|| format!("loading the network config {}", path.display()))?;
+    let dir = network_dir(path);
+    let key_file = match &args.key_file {
+        Some(file) => file.clone(),
+        None => netconfig::key_file_path(&dir, netconfig::Node::Consenter(party))
+            .context("a consenter has a key file")?,
+    };
+    let peer_keys = args
+        .peer_keys
+        .clone()
+        .unwrap_or_else(|| netconfig::peer_keys_path(&dir));
+    std::fs::create_dir_all(args.data_dir.join("wal"))
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let paths = netconfig::ArmaConsenterPaths {
+        key_file,
+        peer_keys,
+        data_dir: args.data_dir.clone(),
+    };
+    let mut cfg = config
+        .arma_node_config(party, paths, args.listen)
+        .with_context(|| format!("party {party}'s consenter"))?;
+    cfg.node.limits = limits(args);
+    cfg.streams = streams(args);
+    Ok(cfg)
+}
+
+/// The directory `fabrx network generate` wrote, from its config file's path
+/// (`<dir>/config/network-config.json`): where the key files are.
+pub fn network_dir(config: &Path) -> PathBuf {
+    config
+        .parent()
+        .and_then(Path::parent)
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Runs the consenter until it fails or the process is stopped (SIGTERM, Ctrl-C). Once
+/// it listens it prints one JSON line on stdout:
+/// `{"ready":"consenter","event":"ready","role":"consenter","id":…,"party":…,"listen":"…"}`.
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
-    let id = args.id;
-    let cfg = config(args)?;
+    let (id, cfg) = match (&args.config, args.party) {
+        (Some(path), Some(party)) => {
+            let cfg = file_config(&args, &path.clone(), party)?;
+            (party.saturating_sub(1), cfg)
+        }
+        _ => (args.id.unwrap_or(0), flag_config(args)?),
+    };
     let node = consenter::arma_node::spawn(cfg)
         .await
         .context("starting the consenter")?;
     let ready = serde_json::json!({
+        "ready": "consenter",
         "event": "ready",
         "role": "consenter",
         "id": id,
@@ -167,6 +256,6 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
     println!("{ready}");
     tokio::select! {
         r = node.wait() => r.context("the consenter failed"),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        r = crate::node_router::stopped() => r,
     }
 }

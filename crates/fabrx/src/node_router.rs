@@ -53,7 +53,7 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
 }
 
 /// Waits for SIGTERM or Ctrl-C (SIGINT).
-async fn stopped() -> anyhow::Result<()> {
+pub async fn stopped() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     tokio::select! {

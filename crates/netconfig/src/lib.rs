@@ -28,4 +28,4 @@ pub use endpoint::Endpoint;
 pub use error::{Error, Node, Result};
 pub use file::NetworkFile;
 pub use generate::{GenerateSpec, Generated, config_path, generate, key_file_path, peer_keys_path};
-pub use roles::{ConsenterPaths, RouterSetup};
+pub use roles::{ArmaConsenterPaths, ConsenterPaths, RouterSetup};

@@ -138,6 +138,43 @@ impl NetworkConfig {
         Ok(cfg)
     }
 
+    /// Party `party`'s batcher node of shard `shard` (`batcher::node::spawn`): the core's
+    /// config ([`NetworkConfig::batcher_config`]), the signing key from `key_file`
+    /// ([`NetworkConfig::read_node_key`]: it must hold the key this config lists),
+    /// listening on `listen` or on its endpoint's address when `None`, its data directory,
+    /// every party's consenter (`BftConsensus`; this party's also for
+    /// `Consenter.Decisions`) and every party's batcher of the shard (`BatcherPeer`), with
+    /// default server limits and shell tunables.
+    pub fn batcher_node_config(
+        &self,
+        party: PartyId,
+        shard: ShardId,
+        key_file: &Path,
+        data_dir: PathBuf,
+        listen: Option<SocketAddr>,
+    ) -> Result<batcher::node::NodeConfig> {
+        let own = self.batcher(party, shard)?;
+        let key = self.read_node_key(Node::Batcher { party, shard }, key_file)?;
+        let batcher = self.batcher_config(party, shard)?;
+        let consenters = self.parties.iter().map(|p| (p.id, p.consenter.uri())).collect();
+        let peers = self
+            .parties
+            .iter()
+            .map(|p| Ok((p.id, self.batcher(p.id, shard)?.endpoint.uri())))
+            .collect::<Result<BTreeMap<_, _>>>()?;
+        Ok(batcher::node::NodeConfig {
+            batcher,
+            key,
+            listen: listen.unwrap_or(own.endpoint.listen_addr()),
+            server: wire::server::ServerLimits::default(),
+            data_dir,
+            consenters,
+            peers,
+            own_consenter: self.party(party)?.consenter.uri(),
+            shell: batcher::node::ShellConfig::default(),
+        })
+    }
+
     /// Party `party`'s consenter replica id (`party − 1`).
     pub fn replica_id(&self, party: PartyId) -> Result<bft::ReplicaId> {
         Ok(self.party(party)?.id - 1)
@@ -250,5 +287,67 @@ impl NetworkConfig {
             limits: consenter::node::NodeLimits::default(),
             channel_capacity: 4096,
         })
+    }
+}
+
+/// The files of an Arma consenter node ([`NetworkConfig::arma_node_config`]).
+#[derive(Debug, Clone)]
+pub struct ArmaConsenterPaths {
+    /// The consenter's key file.
+    pub key_file: PathBuf,
+    /// The consenter peer-keys file; it must list [`NetworkConfig::consenter_keys`].
+    pub peer_keys: PathBuf,
+    /// The data directory: `wal/replica.wal` (the engine's WAL), `decisions/` (the Arma
+    /// decisions log) and `state.json` (the application's snapshot), the layout of
+    /// `fabrx node consenter`'s flag mode.
+    pub data_dir: PathBuf,
+}
+
+impl NetworkConfig {
+    /// Party `party`'s Arma consenter (`consenter::arma_node::spawn`): the engine and
+    /// node of [`NetworkConfig::consenter_node_config`], the application's
+    /// [`NetworkConfig::arma_config`], listening on `listen` or on its endpoint's address
+    /// ([`crate::Endpoint::listen_addr`]) when `None`, default stream limits and a state
+    /// snapshot every second. Checks that the key file holds the consenter key this config
+    /// lists and that the peer-keys file lists this config's consenter keys.
+    pub fn arma_node_config(
+        &self,
+        party: PartyId,
+        paths: ArmaConsenterPaths,
+        listen: Option<SocketAddr>,
+    ) -> Result<consenter::arma_node::ArmaNodeConfig> {
+        self.read_node_key(Node::Consenter(party), &paths.key_file)?;
+        self.check_peer_keys(&paths.peer_keys)?;
+        let data = &paths.data_dir;
+        let node = self.consenter_node_config(
+            party,
+            ConsenterPaths {
+                key_file: paths.key_file.clone(),
+                peer_keys: paths.peer_keys.clone(),
+                wal: data.join("wal").join("replica.wal"),
+                decisions: data.join("decisions"),
+            },
+        )?;
+        Ok(consenter::arma_node::ArmaNodeConfig {
+            node,
+            arma: self.arma_config()?,
+            state: data.join("state.json"),
+            listen: Some(listen.unwrap_or(self.party(party)?.consenter.listen_addr())),
+            streams: consenter::decisions_service::StreamLimits::default(),
+            snapshot_interval: Duration::from_secs(1),
+        })
+    }
+
+    /// The peer-keys file at `path` lists exactly this config's consenter keys, in order.
+    fn check_peer_keys(&self, path: &Path) -> Result<()> {
+        let refused = |reason: String| Error::Consenter {
+            reason: format!("{}: {reason}", path.display()),
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| refused(e.to_string()))?;
+        let keys = consenter::keys::parse_peer_keys(&text).map_err(refused)?;
+        if keys != self.consenter_keys() {
+            return Err(refused("its consenter keys are not the network config's".into()));
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,83 @@
+//! `fabrx node batcher`: party P's batcher of shard S (crates/batcher, docs/batcher.md
+//! "Shell"), configured from the network config file (docs/network-config.md).
+
+use anyhow::Context;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tracing::{error, info};
+
+/// Arguments of `fabrx node batcher`.
+#[derive(Debug, Args)]
+pub struct BatcherArgs {
+    /// The network config file (`fabrx network generate` writes
+    /// `<dir>/config/network-config.json`).
+    #[arg(long)]
+    config: PathBuf,
+    /// This batcher's party (1..N).
+    #[arg(long)]
+    party: u32,
+    /// This batcher's shard (0..S).
+    #[arg(long)]
+    shard: u32,
+    /// Data directory (created if missing): `batches/` and `progress/` journals.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// This batcher's key file. Default: `<dir>/keys/party-<P>/batcher-<S>.key`, `<dir>`
+    /// being the directory above the config file's.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Listen address (`ip:port`; port 0 picks a free port, printed in the ready line).
+    /// Default: the batcher's endpoint in the config (every interface when it names a
+    /// host rather than an IP).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+}
+
+/// Serves until SIGTERM or Ctrl-C (exit 0), or until the node stops on its own (a storage
+/// failure: exit non-zero). Once listening it prints one JSON line to stdout:
+/// `{"ready":"batcher","party":P,"shard":S,"listen":"ip:port","term":T}`.
+pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
+    let config = netconfig::NetworkConfig::load(&args.config)
+        .with_context(|| format!("loading the network config {}", args.config.display()))?;
+    let node = netconfig::Node::Batcher {
+        party: args.party,
+        shard: args.shard,
+    };
+    let key_file = match args.key_file {
+        Some(file) => file,
+        None => netconfig::key_file_path(&crate::node_consenter::network_dir(&args.config), node)
+            .context("a batcher has a key file")?,
+    };
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let cfg = config
+        .batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)
+        .with_context(|| format!("{node}"))?;
+    let mut handle = batcher::node::spawn(cfg, batcher::node::Deps::default())
+        .await
+        .with_context(|| format!("starting {node}"))?;
+    let term = handle.stats.snapshot().term;
+    info!(party = args.party, shard = args.shard, addr = %handle.addr, term, "batcher listening");
+    let ready = serde_json::json!({
+        "ready": "batcher",
+        "party": args.party,
+        "shard": args.shard,
+        "listen": handle.addr.to_string(),
+        "term": term,
+    });
+    println!("{ready}");
+    tokio::select! {
+        r = handle.stopped() => {
+            error!(party = args.party, shard = args.shard, "batcher stopped: {r:?}");
+            let shut = handle.shutdown().await;
+            r.and(shut).with_context(|| format!("{node} stopped"))?;
+            anyhow::bail!("{node} stopped on its own")
+        }
+        r = crate::node_router::stopped() => {
+            r?;
+            info!(party = args.party, shard = args.shard, "batcher stopping");
+            handle.shutdown().await.with_context(|| format!("stopping {node}"))
+        }
+    }
+}

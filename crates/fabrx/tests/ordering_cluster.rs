@@ -1,0 +1,683 @@
+//! The ordering service as real processes on loopback (issue #11, "Done when"): `fabrx
+//! network generate` for 4 parties and 2 shards, then 4 `fabrx node router`, 8 `fabrx node
+//! batcher` and 4 `fabrx node consenter` processes, all configured from the one network
+//! config. A client sends every request to every party's router; every consenter serves
+//! the same verified, chained headers, which order every request exactly once (the batches
+//! fetched from the batchers hold them). Then, one after the other:
+//!
+//! * shard 0's primary batcher is SIGKILLed: the shard moves to term 1 and its new primary
+//!   (party 2) orders the requests sent after;
+//! * a secondary batcher of shard 1 is SIGKILLed: shard 1 keeps ordering, in term 0;
+//! * a consenter is SIGKILLed: the others keep ordering; restarted with the same argv it
+//!   serves the same headers, caught up.
+//!
+//! Every wait polls with a deadline; timings are printed (`--nocapture`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use consenter::arma::{OrderedHeader, TermChange};
+use consenter::decision_wire::verify_pb_decision;
+use consenter::keys::{ClusterKeys, EngineVerifier};
+use prost::Message;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep, timeout};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use wire::pb;
+use wire::pb::batcher_peer_client::BatcherPeerClient;
+use wire::pb::consenter_client::ConsenterClient;
+use wire::pb::router_client::RouterClient;
+
+const PARTIES: u32 = 4;
+const SHARDS: u32 = 2;
+const F: usize = 1;
+/// Requests of the first phase.
+const N: u64 = 400;
+/// Requests of each later phase.
+const M: u64 = 60;
+const READY: Duration = Duration::from_secs(120);
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn bin() -> String {
+    std::env::var("FABRX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fabrx").to_owned())
+}
+
+/// A base port from which the `PARTIES · (3 + SHARDS)` ports of a generated network are
+/// free right now.
+fn free_base_port() -> u16 {
+    let span = u16::try_from(PARTIES * (3 + SHARDS)).unwrap();
+    for _ in 0..50 {
+        let base = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let Some(end) = base.checked_add(span) else {
+            continue;
+        };
+        let all_free = (base..end).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no free port range");
+}
+
+/// One node process: its argv (to restart it), its log and, while it runs, the child.
+struct Proc {
+    name: String,
+    argv: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+    ready: Option<std::sync::mpsc::Receiver<String>>,
+}
+
+impl Proc {
+    /// Starts `fabrx <argv>` with stderr to `log`; its ready line is awaited by
+    /// [`Proc::wait_ready`].
+    fn start(name: &str, argv: Vec<String>, dir: &Path) -> Proc {
+        let mut p = Proc {
+            name: name.to_owned(),
+            argv,
+            log: dir.join(format!("{name}.log")),
+            child: None,
+            ready: None,
+        };
+        p.spawn();
+        p
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut child = Command::new(bin())
+            .args(&self.argv)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        self.child = Some(child);
+        self.ready = Some(rx);
+    }
+
+    /// Its ready line, parsed (panics with its log without one before the deadline).
+    fn wait_ready(&mut self, role: &str) -> serde_json::Value {
+        let rx = self.ready.take().unwrap();
+        let line = rx
+            .recv_timeout(READY)
+            .unwrap_or_else(|_| panic!("{}: no ready line\n{}", self.name, self.log_text()));
+        let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(ready["ready"], role, "{}: {line}", self.name);
+        ready
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn log_text(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(40).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The network: its directory, config and processes.
+struct Net {
+    dir: tempfile::TempDir,
+    config: netconfig::NetworkConfig,
+    procs: BTreeMap<String, Proc>,
+}
+
+impl Net {
+    fn generate() -> Net {
+        let dir = tempfile::tempdir().unwrap();
+        let base = free_base_port();
+        let out = Command::new(bin())
+            .args(["network", "generate", "--json", "--seed", "7"])
+            .args(["--parties", &PARTIES.to_string(), "--shards", &SHARDS.to_string()])
+            .args(["--base-port", &base.to_string(), "--dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // Small batches and quick censorship detection, so that the test runs in seconds.
+        let path = netconfig::config_path(dir.path());
+        let mut file: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        file["batching"] = serde_json::json!({
+            "max_batch_requests": 50,
+            "batch_timeout_ms": 50,
+            "forward_timeout_ms": 500,
+            "complain_timeout_ms": 1500,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+        let config = netconfig::NetworkConfig::load(&path).unwrap();
+        Net {
+            dir,
+            config,
+            procs: BTreeMap::new(),
+        }
+    }
+
+    fn config_path(&self) -> String {
+        netconfig::config_path(self.dir.path()).display().to_string()
+    }
+
+    fn start(&mut self, name: &str, mut argv: Vec<String>) {
+        argv.extend(["--config".to_owned(), self.config_path()]);
+        let p = Proc::start(name, argv, self.dir.path());
+        self.procs.insert(name.to_owned(), p);
+    }
+
+    /// Starts every node, then waits for every ready line.
+    fn start_all(&mut self) {
+        let root = self.dir.path().join("data");
+        let data = |name: &str| root.join(name).display().to_string();
+        for p in 1..=PARTIES {
+            let name = format!("consenter-{p}");
+            let argv = vec![
+                "node".into(),
+                "consenter".into(),
+                "--party".into(),
+                p.to_string(),
+                "--data-dir".into(),
+                data(&name),
+            ];
+            self.start(&name, argv);
+        }
+        for p in 1..=PARTIES {
+            for s in 0..SHARDS {
+                let name = format!("batcher-{p}-{s}");
+                let argv = vec![
+                    "node".into(),
+                    "batcher".into(),
+                    "--party".into(),
+                    p.to_string(),
+                    "--shard".into(),
+                    s.to_string(),
+                    "--data-dir".into(),
+                    data(&name),
+                ];
+                self.start(&name, argv);
+            }
+        }
+        for p in 1..=PARTIES {
+            let argv = vec!["node".into(), "router".into(), "--party".into(), p.to_string()];
+            self.start(&format!("router-{p}"), argv);
+        }
+        for (name, proc) in &mut self.procs {
+            let role = name.split('-').next().unwrap();
+            let ready = proc.wait_ready(role);
+            if role == "batcher" {
+                assert_eq!(ready["term"], 0, "{name}: {ready}");
+            }
+        }
+    }
+
+    fn proc(&mut self, name: &str) -> &mut Proc {
+        self.procs.get_mut(name).unwrap()
+    }
+
+    fn logs(&self) -> String {
+        self.procs
+            .values()
+            .map(|p| format!("--- {}\n{}", p.name, p.log_text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn router(&self, party: u32) -> String {
+        self.config.party(party).unwrap().router.uri()
+    }
+
+    fn consenter(&self, party: u32) -> String {
+        self.config.party(party).unwrap().consenter.uri()
+    }
+
+    fn batcher(&self, party: u32, shard: u32) -> String {
+        self.config.batcher(party, shard).unwrap().endpoint.uri()
+    }
+}
+
+/// A structurally valid envelope of tx `n` (the generated network's routers are open:
+/// no client signature needed).
+fn envelope(n: u64) -> Vec<u8> {
+    let payload = pb::Tx {
+        namespaces: vec![pb::TxNamespace {
+            ns_id: "token".into(),
+            ns_version: 0,
+            reads_only: vec![],
+            read_writes: vec![],
+            blind_writes: vec![pb::Write {
+                key: format!("key-{n}").into_bytes(),
+                value: vec![7; 16],
+            }],
+        }],
+        endorsements: vec![pb::Endorsements {
+            endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                endorsement: vec![1; 64],
+                identity: None,
+            }],
+        }],
+        metadata: vec![],
+    }
+    .encode_to_vec();
+    pb::Envelope {
+        signature: vec![],
+        payload,
+        identity: Some(pb::Identity {
+            msp_id: "org1".into(),
+            creator: Some(pb::identity::Creator::CertificateId("alice".into())),
+        }),
+        tx_id: format!("tx-{n:08}"),
+        nonce: vec![],
+        payload_type: pb::PayloadType::Tx as i32,
+    }
+    .encode_to_vec()
+}
+
+fn shard_of(request: &[u8]) -> u32 {
+    types::digest::shard_of(request, SHARDS).unwrap()
+}
+
+/// `count` envelopes from `*next` on whose shard is `shard` (any shard when `None`).
+fn requests(next: &mut u64, count: u64, shard: Option<u32>) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while (out.len() as u64) < count {
+        let e = envelope(*next);
+        *next += 1;
+        if shard.is_none_or(|s| shard_of(&e) == s) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// Sends every request on one `Router.Submit` stream to `router`; the answer codes by
+/// request index (a request without an answer before the deadline is missing).
+async fn submit_stream(router: String, requests: Vec<Vec<u8>>) -> HashMap<u64, Code> {
+    let mut answers = HashMap::new();
+    let Ok(mut client) = RouterClient::connect(router).await else {
+        return answers;
+    };
+    let (tx, rx) = mpsc::channel(64);
+    let total = requests.len();
+    tokio::spawn(async move {
+        for (id, envelope) in requests.into_iter().enumerate() {
+            let id = id as u64;
+            if tx.send(pb::SubmitRequest { id, envelope }).await.is_err() {
+                return;
+            }
+        }
+        // Keeps the stream open until the answers are read.
+        tx.closed().await;
+    });
+    let Ok(response) = client.submit(ReceiverStream::new(rx)).await else {
+        return answers;
+    };
+    let mut stream = response.into_inner();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while answers.len() < total {
+        match timeout(
+            deadline.saturating_duration_since(Instant::now()),
+            stream.message(),
+        )
+        .await
+        {
+            Ok(Ok(Some(r))) => {
+                answers.insert(r.id, Code::from(r.code as i32));
+            }
+            _ => break,
+        }
+    }
+    answers
+}
+
+/// Sends every request to every party's router; each must be answered OK by at least
+/// 2f+1 routers. Returns how many routers answered OK per request.
+async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> Vec<usize> {
+    let streams: Vec<_> = (1..=PARTIES)
+        .map(|p| tokio::spawn(submit_stream(net.router(p), requests.to_vec())))
+        .collect();
+    let mut ok = vec![0usize; requests.len()];
+    for s in streams {
+        for (id, code) in s.await.unwrap() {
+            if code == Code::Ok {
+                ok[id as usize] += 1;
+            }
+        }
+    }
+    for (i, &k) in ok.iter().enumerate() {
+        assert!(k > 2 * F, "request {i}: OK from {k} routers only\n{}", net.logs());
+    }
+    ok
+}
+
+/// One consenter's decisions, each verified, read so far.
+struct Follower {
+    party: u32,
+    uri: String,
+    keys: ClusterKeys,
+    decisions: Vec<(u64, Vec<OrderedHeader>, Vec<TermChange>)>,
+}
+
+impl Follower {
+    fn new(net: &Net, party: u32) -> Follower {
+        Follower {
+            party,
+            uri: net.consenter(party),
+            keys: net.config.cluster_keys(),
+            decisions: Vec::new(),
+        }
+    }
+
+    fn headers(&self) -> Vec<OrderedHeader> {
+        self.decisions.iter().flat_map(|d| d.1.clone()).collect()
+    }
+
+    fn terms(&self) -> Vec<TermChange> {
+        self.decisions.iter().flat_map(|d| d.2.clone()).collect()
+    }
+
+    fn tx_count(&self) -> u64 {
+        self.headers().iter().map(|h| u64::from(h.tx_count)).sum()
+    }
+
+    /// Reads (reconnecting after errors) the decisions after those read until
+    /// `done(self)` holds; panics at the deadline.
+    async fn follow_until(&mut self, done: impl Fn(&Follower) -> bool, logs: impl Fn() -> String) {
+        let deadline = Instant::now() + DEADLINE;
+        let verifier = EngineVerifier::new(self.keys.clone());
+        while !done(self) {
+            assert!(
+                Instant::now() < deadline,
+                "consenter {}: {} decisions, {} txs\n{}",
+                self.party,
+                self.decisions.len(),
+                self.tx_count(),
+                logs()
+            );
+            let Ok(channel) = wire::server::client_endpoint(self.uri.clone())
+                .unwrap()
+                .connect()
+                .await
+            else {
+                sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let from = self.decisions.len() as u64 + 1;
+            let Ok(stream) = ConsenterClient::new(channel)
+                .decisions(pb::DecisionsRequest { from })
+                .await
+            else {
+                sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let mut stream = stream.into_inner();
+            while !done(self) && Instant::now() < deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let Ok(Ok(Some(d))) = timeout(left.min(Duration::from_secs(2)), stream.message()).await
+                else {
+                    break;
+                };
+                let v = verify_pb_decision(&d, &self.keys.chain_id(), &verifier, PARTIES)
+                    .unwrap_or_else(|e| panic!("consenter {}: decision {}: {e}", self.party, d.number));
+                assert!(v.signers.len() >= 3, "a quorum signed");
+                assert_eq!(v.number, self.decisions.len() as u64 + 1, "consecutive");
+                self.decisions.push((v.number, v.headers, v.terms));
+            }
+        }
+    }
+}
+
+/// The header chain: numbers 0, 1, … and each previous hash the hash of the header
+/// before; no batch id twice.
+fn check_chain(headers: &[OrderedHeader]) {
+    let mut ids = BTreeSet::new();
+    for (i, h) in headers.iter().enumerate() {
+        assert_eq!(h.number, i as u64);
+        let previous = if i == 0 { [0u8; 32] } else { headers[i - 1].hash() };
+        assert_eq!(h.previous_hash, previous, "header {i}");
+        assert!(
+            ids.insert((h.shard, h.primary, h.seq)),
+            "batch {:?} ordered twice",
+            (h.shard, h.primary, h.seq)
+        );
+    }
+}
+
+/// The requests of every header, fetched from the batchers of its shard (the primary
+/// first); each batch's digest and tx count must equal its header's.
+async fn fetch_requests(net: &Net, headers: &[OrderedHeader], dead: &BTreeSet<(u32, u32)>) -> Vec<Vec<u8>> {
+    let mut all = Vec::new();
+    for h in headers {
+        let mut order = vec![h.primary];
+        order.extend((1..=PARTIES).filter(|&p| p != h.primary));
+        let mut got = None;
+        let deadline = Instant::now() + DEADLINE;
+        while got.is_none() {
+            assert!(Instant::now() < deadline, "no batcher serves {:?}", h.batch_id());
+            for &p in order.iter().filter(|&&p| !dead.contains(&(p, h.shard))) {
+                let Ok(mut c) = BatcherPeerClient::connect(net.batcher(p, h.shard)).await else {
+                    continue;
+                };
+                let request = pb::FetchRequest {
+                    shard: h.shard,
+                    primary: h.primary,
+                    seq: h.seq,
+                    digest: h.digest.to_vec(),
+                };
+                if let Ok(batch) = c.fetch(request).await {
+                    got = Some(batch.into_inner());
+                    break;
+                }
+            }
+            if got.is_none() {
+                sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let batch = got.unwrap();
+        assert_eq!(types::digest::batch_digest(&batch.requests), h.digest);
+        assert_eq!(batch.requests.len(), h.tx_count as usize);
+        all.extend(batch.requests);
+    }
+    all
+}
+
+/// Every request sent is ordered exactly once.
+fn assert_ordered_once(ordered: &[Vec<u8>], sent: &[Vec<u8>]) {
+    let mut counts: HashMap<&[u8], usize> = HashMap::new();
+    for r in ordered {
+        *counts.entry(r.as_slice()).or_default() += 1;
+    }
+    for (i, r) in sent.iter().enumerate() {
+        assert_eq!(
+            counts.get(r.as_slice()).copied(),
+            Some(1),
+            "request {i} ordered once"
+        );
+    }
+    assert_eq!(ordered.len(), sent.len(), "nothing else was ordered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordering_service_of_processes_orders_every_request_through_batcher_and_consenter_failures() {
+    let t0 = Instant::now();
+    let mut net = Net::generate();
+    net.start_all();
+    println!("16 nodes ready after {:?}", t0.elapsed());
+
+    // a. N requests through every router; every consenter serves the same verified chain.
+    let t = Instant::now();
+    let mut next = 0u64;
+    let mut sent = requests(&mut next, N, None);
+    submit_all(&net, &sent).await;
+    println!("a: {N} requests answered by every router after {:?}", t.elapsed());
+    let mut followers: Vec<Follower> = (1..=PARTIES).map(|p| Follower::new(&net, p)).collect();
+    for f in &mut followers {
+        f.follow_until(|f| f.tx_count() >= N, || net.logs()).await;
+    }
+    println!("a: {N} requests ordered after {:?}", t.elapsed());
+    let reference = followers[0].headers();
+    for f in &followers {
+        let headers = f.headers();
+        let n = headers.len().min(reference.len());
+        assert_eq!(
+            headers[..n],
+            reference[..n],
+            "consenter {} serves other headers",
+            f.party
+        );
+        check_chain(&headers);
+    }
+    let ordered = fetch_requests(&net, &reference, &BTreeSet::new()).await;
+    assert_ordered_once(&ordered, &sent);
+    assert!(
+        followers[0].terms().is_empty(),
+        "no term change: {:?}",
+        followers[0].terms()
+    );
+    println!(
+        "a: {} headers ({} of shard 0), {} batches fetched, after {:?}",
+        reference.len(),
+        reference.iter().filter(|h| h.shard == 0).count(),
+        reference.len(),
+        t.elapsed()
+    );
+
+    // b. Shard 0's primary (party 1 in term 0) dies: term 1, primary party 2.
+    let t = Instant::now();
+    let mut dead = BTreeSet::new();
+    net.proc("batcher-1-0").kill();
+    dead.insert((1, 0));
+    let batch = requests(&mut next, M, Some(0));
+    submit_all(&net, &batch).await;
+    sent.extend(batch.iter().cloned());
+    let total = N + M;
+    followers[1]
+        .follow_until(|f| f.tx_count() >= total, || net.logs())
+        .await;
+    let terms = followers[1].terms();
+    assert!(
+        terms.iter().any(|c| c.shard == 0 && c.term == 1),
+        "a term change of shard 0: {terms:?}"
+    );
+    assert!(terms.iter().all(|c| c.shard == 0), "{terms:?}");
+    let headers = followers[1].headers();
+    let new = &headers[reference.len()..];
+    assert!(!new.is_empty());
+    for h in new {
+        assert_eq!((h.shard, h.term, h.primary), (0, 1, 2), "{h:?}");
+    }
+    assert_ordered_once(&fetch_requests(&net, new, &dead).await, &batch);
+    println!(
+        "b: term 1 of shard 0, {} headers of party 2 order {M} requests, after {:?}",
+        new.len(),
+        t.elapsed()
+    );
+
+    // c. A secondary of shard 1 (party 3; the primary is party 2) dies: no term change.
+    let t = Instant::now();
+    net.proc("batcher-3-1").kill();
+    dead.insert((3, 1));
+    let before = headers.len();
+    let batch = requests(&mut next, M, Some(1));
+    submit_all(&net, &batch).await;
+    sent.extend(batch.iter().cloned());
+    let total = total + M;
+    followers[1]
+        .follow_until(|f| f.tx_count() >= total, || net.logs())
+        .await;
+    let headers = followers[1].headers();
+    let new = &headers[before..];
+    for h in new {
+        assert_eq!((h.shard, h.term, h.primary), (1, 0, 2), "{h:?}");
+    }
+    assert!(followers[1].terms().iter().all(|c| c.shard == 0));
+    assert_ordered_once(&fetch_requests(&net, new, &dead).await, &batch);
+    println!(
+        "c: shard 1 ordered {M} requests in term 0 after {:?}",
+        t.elapsed()
+    );
+
+    // d. Consenter 4 dies; the others order on; restarted, it serves the same headers.
+    let t = Instant::now();
+    net.proc("consenter-4").kill();
+    let before = headers.len();
+    let batch = requests(&mut next, M, None);
+    submit_all(&net, &batch).await;
+    sent.extend(batch.iter().cloned());
+    let total = total + M;
+    for f in &mut followers[..3] {
+        f.follow_until(|f| f.tx_count() >= total, || net.logs()).await;
+    }
+    let headers = followers[0].headers();
+    check_chain(&headers);
+    assert_ordered_once(&fetch_requests(&net, &headers[before..], &dead).await, &batch);
+    println!("d: {M} requests ordered by 3 consenters after {:?}", t.elapsed());
+    let t = Instant::now();
+    {
+        let p = net.proc("consenter-4");
+        p.spawn();
+        p.wait_ready("consenter");
+    }
+    followers[3]
+        .follow_until(|f| f.tx_count() >= total, || net.logs())
+        .await;
+    let caught_up = followers[3].headers();
+    assert_eq!(
+        caught_up[..headers.len().min(caught_up.len())],
+        headers[..headers.len().min(caught_up.len())]
+    );
+    assert!(caught_up.len() >= headers.len());
+    check_chain(&caught_up);
+    for f in &followers {
+        let h = f.headers();
+        let n = h.len().min(caught_up.len());
+        assert_eq!(h[..n], caught_up[..n], "consenter {}", f.party);
+    }
+    let all = fetch_requests(&net, &caught_up, &dead).await;
+    assert_ordered_once(&all, &sent);
+    println!(
+        "d: restarted consenter 4 caught up ({} headers, {} requests) after {:?}; total {:?}",
+        caught_up.len(),
+        sent.len(),
+        t.elapsed(),
+        t0.elapsed()
+    );
+}
