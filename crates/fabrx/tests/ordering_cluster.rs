@@ -54,19 +54,28 @@ fn bin() -> String {
 }
 
 /// A base port from which the `PARTIES · (3 + SHARDS)` ports of a generated network are
-/// free right now.
+/// free right now, below the kernel's ephemeral port range: the nodes' own outgoing
+/// connections take ephemeral ports, and one of them could otherwise take the port of a
+/// node that has not bound it yet (routers start last).
 fn free_base_port() -> u16 {
     let span = u16::try_from(PARTIES * (3 + SHARDS)).unwrap();
-    for _ in 0..50 {
-        let base = std::net::TcpListener::bind("127.0.0.1:0")
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u16;
+    let high = ephemeral.saturating_sub(span).max(low + 1);
+    let mut x = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let Some(end) = base.checked_add(span) else {
-            continue;
-        };
-        let all_free = (base..end).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+            .subsec_nanos() as u64;
+    for _ in 0..200 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let base = low + u16::try_from((x >> 33) % u64::from(high - low)).unwrap();
+        let all_free = (base..base + span).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
         if all_free {
             return base;
         }
@@ -107,6 +116,8 @@ impl Proc {
         let mut child = Command::new(bin())
             .args(&self.argv)
             .env("RUST_LOG", "info")
+            .env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -236,11 +247,18 @@ impl Net {
                 self.start(&name, argv);
             }
         }
+        self.wait_all_ready();
+        // Routers last: a router answers UNAVAILABLE until its batchers listen.
         for p in 1..=PARTIES {
             let argv = vec!["node".into(), "router".into(), "--party".into(), p.to_string()];
             self.start(&format!("router-{p}"), argv);
         }
-        for (name, proc) in &mut self.procs {
+        self.wait_all_ready();
+    }
+
+    /// Waits for the ready line of every node started and not yet ready.
+    fn wait_all_ready(&mut self) {
+        for (name, proc) in self.procs.iter_mut().filter(|(_, p)| p.ready.is_some()) {
             let role = name.split('-').next().unwrap();
             let ready = proc.wait_ready(role);
             if role == "batcher" {
@@ -368,24 +386,68 @@ async fn submit_stream(router: String, requests: Vec<Vec<u8>>) -> HashMap<u64, C
     answers
 }
 
-/// Sends every request to every party's router; each must be answered OK by at least
-/// 2f+1 routers. Returns how many routers answered OK per request.
-async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> Vec<usize> {
-    let streams: Vec<_> = (1..=PARTIES)
-        .map(|p| tokio::spawn(submit_stream(net.router(p), requests.to_vec())))
-        .collect();
-    let mut ok = vec![0usize; requests.len()];
-    for s in streams {
-        for (id, code) in s.await.unwrap() {
-            if code == Code::Ok {
-                ok[id as usize] += 1;
+/// Sends every request to every party's router, as a client does, until each is admitted
+/// by at least 2f+1 routers: answered OK, or ALREADY_EXISTS (that party's batcher holds it
+/// already: it pulled the primary's batch before its router's copy arrived). A request
+/// with fewer is sent again (after 200 ms) to the routers that did not admit it (a router
+/// answers UNAVAILABLE while its batcher is down). Returns how many were sent again.
+async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
+    let mut ok: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); requests.len()];
+    let deadline = Instant::now() + DEADLINE;
+    let mut resent = 0;
+    let mut refused: BTreeMap<usize, BTreeMap<u32, Code>> = BTreeMap::new();
+    let mut first: BTreeMap<(u32, String), usize> = BTreeMap::new();
+    for round in 0.. {
+        let streams: Vec<_> = (1..=PARTIES)
+            .map(|p| {
+                let todo: Vec<usize> = (0..requests.len())
+                    .filter(|&i| ok[i].len() <= 2 * F && !ok[i].contains(&p))
+                    .collect();
+                let batch = todo.iter().map(|&i| requests[i].clone()).collect();
+                (p, todo, tokio::spawn(submit_stream(net.router(p), batch)))
+            })
+            .collect();
+        for (p, todo, s) in streams {
+            if round > 0 {
+                resent += todo.len();
+            }
+            let answers = s.await.unwrap();
+            if round == 0 && answers.len() < todo.len() {
+                *first.entry((p, "no answer".into())).or_default() += todo.len() - answers.len();
+            }
+            for (id, code) in answers {
+                // ALREADY_EXISTS: the party's batcher holds it already (docs/router.md),
+                // e.g. in a batch it pulled from the primary before this router's copy.
+                if code != Code::Ok && round == 0 {
+                    *first.entry((p, format!("{code:?}"))).or_default() += 1;
+                }
+                if code == Code::Ok || code == Code::AlreadyExists {
+                    ok[todo[id as usize]].insert(p);
+                } else {
+                    refused.entry(todo[id as usize]).or_default().insert(p, code);
+                }
             }
         }
+        let short = ok.iter().filter(|k| k.len() <= 2 * F).count();
+        if short == 0 {
+            if !first.is_empty() {
+                println!("  answers other than OK at first (router, code): {first:?}");
+            }
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{short} requests admitted by fewer than 2f+1 routers: {:?}\n{}",
+            ok.iter()
+                .enumerate()
+                .filter(|(_, k)| k.len() <= 2 * F)
+                .map(|(i, k)| (i, k, refused.get(&i)))
+                .collect::<Vec<_>>(),
+            net.logs()
+        );
+        sleep(Duration::from_millis(200)).await;
     }
-    for (i, &k) in ok.iter().enumerate() {
-        assert!(k > 2 * F, "request {i}: OK from {k} routers only\n{}", net.logs());
-    }
-    ok
+    resent
 }
 
 /// One consenter's decisions, each verified, read so far.
@@ -546,8 +608,11 @@ async fn an_ordering_service_of_processes_orders_every_request_through_batcher_a
     let t = Instant::now();
     let mut next = 0u64;
     let mut sent = requests(&mut next, N, None);
-    submit_all(&net, &sent).await;
-    println!("a: {N} requests answered by every router after {:?}", t.elapsed());
+    let resent = submit_all(&net, &sent).await;
+    println!(
+        "a: {N} requests admitted by 2f+1 routers ({resent} sent again) after {:?}",
+        t.elapsed()
+    );
     let mut followers: Vec<Follower> = (1..=PARTIES).map(|p| Follower::new(&net, p)).collect();
     for f in &mut followers {
         f.follow_until(|f| f.tx_count() >= N, || net.logs()).await;
