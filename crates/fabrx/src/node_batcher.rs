@@ -51,9 +51,7 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let cfg = config
-        .batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)
-        .with_context(|| format!("{node}"))?;
+    let cfg = config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?;
     let mut handle = batcher::node::spawn(cfg, batcher::node::Deps::default())
         .await
         .with_context(|| format!("starting {node}"))?;

@@ -746,3 +746,139 @@ async fn an_ordering_service_of_processes_orders_every_request_through_batcher_a
         t0.elapsed()
     );
 }
+
+/// Sends SIGTERM to `p` and waits for its exit status.
+fn terminate(p: &mut Proc) -> std::process::ExitStatus {
+    let mut child = p.child.take().unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + READY;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}: no exit after SIGTERM\n{}",
+            p.name,
+            p.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn node_batcher_and_node_consenter_start_from_the_config_refuse_bad_parties_and_keys_and_stop_on_sigterm() {
+    let mut net = Net::generate();
+    let config = net.config_path();
+    let data = net.dir.path().join("data");
+    let run = |args: &[&str]| {
+        Command::new(bin())
+            .args(["node"])
+            .args(args)
+            .args(["--config", &config, "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.join("refused"))
+            .env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0")
+            .output()
+            .unwrap()
+    };
+    let other_key = netconfig::key_file_path(net.dir.path(), netconfig::Node::Batcher { party: 2, shard: 0 })
+        .unwrap()
+        .display()
+        .to_string();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["batcher", "--party", "9", "--shard", "0"],
+            "party 9 is not in 1..=4",
+        ),
+        (&["batcher", "--party", "1", "--shard", "2"], "shard 2"),
+        (
+            &[
+                "batcher",
+                "--party",
+                "1",
+                "--shard",
+                "0",
+                "--key-file",
+                &other_key,
+            ],
+            "does not hold the public key",
+        ),
+        (&["consenter", "--party", "5"], "party 5 is not in 1..=4"),
+        (
+            &[
+                "consenter",
+                "--party",
+                "1",
+                "--key-file",
+                &other_key,
+                "--peer-keys",
+                &other_key,
+            ],
+            "party 1 consenter",
+        ),
+    ];
+    for (args, reason) in cases {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: no ready line");
+    }
+    // The flag mode's arguments are refused with --config.
+    let out = run(&["consenter", "--party", "1", "--id", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+
+    // Alone, each starts, prints its ready line and exits 0 on SIGTERM.
+    let b = data.join("b").display().to_string();
+    let c = data.join("c").display().to_string();
+    net.start(
+        "b",
+        [
+            "node",
+            "batcher",
+            "--party",
+            "2",
+            "--shard",
+            "1",
+            "--data-dir",
+            &b,
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    net.start(
+        "c",
+        ["node", "consenter", "--party", "3", "--data-dir", &c]
+            .map(String::from)
+            .to_vec(),
+    );
+    let ready = net.proc("b").wait_ready("batcher");
+    assert_eq!(
+        (
+            ready["party"].as_u64(),
+            ready["shard"].as_u64(),
+            ready["term"].as_u64()
+        ),
+        (Some(2), Some(1), Some(0))
+    );
+    let endpoint = net.config.batcher(2, 1).unwrap().endpoint.to_string();
+    assert_eq!(ready["listen"], endpoint.as_str());
+    let ready = net.proc("c").wait_ready("consenter");
+    assert_eq!(
+        (ready["party"].as_u64(), ready["id"].as_u64()),
+        (Some(3), Some(2))
+    );
+    let endpoint = net.config.party(3).unwrap().consenter.to_string();
+    assert_eq!(ready["listen"], endpoint.as_str());
+    for name in ["b", "c"] {
+        let p = net.proc(name);
+        let status = terminate(p);
+        assert!(status.success(), "{name}: {status:?}\n{}", p.log_text());
+    }
+}

@@ -245,3 +245,89 @@ fn generation_requests_out_of_range_write_nothing() {
         "[::1]:7050"
     );
 }
+
+#[test]
+fn batcher_and_arma_consenter_node_configs_come_out_of_the_network_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = generate(&GenerateSpec {
+        base_port: 21_000,
+        ..spec(dir.path(), 4, 2, Some(3))
+    })
+    .unwrap();
+    let cfg = g.config;
+    // Layout: party p from 21000 + (p − 1)·5: router, consenter, assembler, batchers.
+    let node = Node::Batcher { party: 3, shard: 1 };
+    let key_file = key_file_path(dir.path(), node).unwrap();
+    let b = cfg
+        .batcher_node_config(3, 1, &key_file, dir.path().join("b31"), None)
+        .unwrap();
+    assert_eq!((b.batcher.party, b.batcher.shard), (3, 1));
+    assert_eq!(&b.key.public_key(), cfg.public_key(node).unwrap());
+    assert_eq!(b.listen.to_string(), "127.0.0.1:21014");
+    assert_eq!(b.data_dir, dir.path().join("b31"));
+    assert_eq!(b.own_consenter, "http://127.0.0.1:21011");
+    assert_eq!(b.consenters.len(), 4);
+    assert_eq!(b.consenters[&1], "http://127.0.0.1:21001");
+    assert_eq!(b.peers.len(), 4);
+    assert_eq!(b.peers[&4], "http://127.0.0.1:21019");
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let b = cfg
+        .batcher_node_config(3, 1, &key_file, dir.path().join("b31"), Some(listen))
+        .unwrap();
+    assert_eq!(b.listen, listen);
+    // Another node's key file, an unknown shard or party.
+    assert!(matches!(
+        cfg.batcher_node_config(3, 0, &key_file, dir.path().join("x"), None),
+        Err(Error::KeyMismatch { .. })
+    ));
+    assert!(matches!(
+        cfg.batcher_node_config(3, 2, &key_file, dir.path().join("x"), None),
+        Err(Error::UnknownShard { shard: 2, shards: 2 })
+    ));
+    assert!(matches!(
+        cfg.batcher_node_config(5, 0, &key_file, dir.path().join("x"), None),
+        Err(Error::UnknownParty { party: 5, .. })
+    ));
+
+    let paths = |party: u32| netconfig::ArmaConsenterPaths {
+        key_file: key_file_path(dir.path(), Node::Consenter(party)).unwrap(),
+        peer_keys: g.peer_keys_path.clone(),
+        data_dir: dir.path().join("c"),
+    };
+    let c = cfg.arma_node_config(2, paths(2), None).unwrap();
+    assert_eq!(c.listen, Some("127.0.0.1:21006".parse().unwrap()));
+    assert_eq!((c.node.engine.id, c.node.engine.n), (1, 4));
+    assert_eq!(c.node.peers, cfg.consenter_peers());
+    assert_eq!(c.node.wal, dir.path().join("c/wal/replica.wal"));
+    assert_eq!(c.node.decisions, dir.path().join("c/decisions"));
+    assert_eq!(c.state, dir.path().join("c/state.json"));
+    assert_eq!((c.arma.parties, c.arma.shards), (4, 2));
+    assert_eq!(c.arma.max_seqs_ahead, cfg.file().consensus.max_seqs_ahead);
+    assert_eq!(
+        cfg.arma_node_config(2, paths(2), Some(listen)).unwrap().listen,
+        Some(listen)
+    );
+    // Party 1's key file for party 2; a peer-keys file that is not the config's.
+    assert!(matches!(
+        cfg.arma_node_config(2, paths(1), None),
+        Err(Error::KeyMismatch { .. })
+    ));
+    let other = dir.path().join("other-peer-keys.txt");
+    let mut text = std::fs::read_to_string(&g.peer_keys_path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let swapped = [lines[0], lines[2], lines[1], lines[3], lines[4]].join("\n");
+    text = swapped;
+    std::fs::write(&other, text).unwrap();
+    let refused = cfg.arma_node_config(
+        2,
+        netconfig::ArmaConsenterPaths {
+            peer_keys: other,
+            ..paths(2)
+        },
+        None,
+    );
+    assert!(
+        matches!(&refused, Err(Error::Consenter { reason }) if reason.contains("not the network config's")),
+        "{refused:?}"
+    );
+}
