@@ -9,7 +9,10 @@
 //!   (party 2) orders the requests sent after;
 //! * a secondary batcher of shard 1 is SIGKILLed: shard 1 keeps ordering, in term 0;
 //! * the consenters' leader is SIGKILLed: the others keep ordering (after a view change);
-//!   restarted with the same argv it serves the same headers, caught up.
+//!   restarted with the same argv it serves the same headers, caught up;
+//! * the two killed batchers restart with the same argv: every router admits again, and
+//!   each serves the batches of its shard ordered after (shard 0's former primary as a
+//!   secondary of term 1).
 //!
 //! Every wait polls with a deadline; timings are printed (`--nocapture`).
 
@@ -392,7 +395,7 @@ async fn submit_stream(router: String, requests: Vec<Vec<u8>>) -> HashMap<u64, C
 /// already: it pulled the primary's batch before its router's copy arrived). A request
 /// with fewer is sent again (after 200 ms) to the routers that did not admit it (a router
 /// answers UNAVAILABLE while its batcher is down). Returns how many were sent again.
-async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
+async fn submit_to(net: &Net, requests: &[Vec<u8>], need: usize) -> usize {
     let mut ok: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); requests.len()];
     let deadline = Instant::now() + DEADLINE;
     let mut resent = 0;
@@ -402,7 +405,7 @@ async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
         let streams: Vec<_> = (1..=PARTIES)
             .map(|p| {
                 let todo: Vec<usize> = (0..requests.len())
-                    .filter(|&i| ok[i].len() <= 2 * F && !ok[i].contains(&p))
+                    .filter(|&i| ok[i].len() < need && !ok[i].contains(&p))
                     .collect();
                 let batch = todo.iter().map(|&i| requests[i].clone()).collect();
                 (p, todo, tokio::spawn(submit_stream(net.router(p), batch)))
@@ -429,7 +432,7 @@ async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
                 }
             }
         }
-        let short = ok.iter().filter(|k| k.len() <= 2 * F).count();
+        let short = ok.iter().filter(|k| k.len() < need).count();
         if short == 0 {
             if !first.is_empty() {
                 println!("  answers other than OK at first (router, code): {first:?}");
@@ -438,10 +441,10 @@ async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
         }
         assert!(
             Instant::now() < deadline,
-            "{short} requests admitted by fewer than 2f+1 routers: {:?}\n{}",
+            "{short} requests admitted by fewer than {need} routers: {:?}\n{}",
             ok.iter()
                 .enumerate()
-                .filter(|(_, k)| k.len() <= 2 * F)
+                .filter(|(_, k)| k.len() < need)
                 .map(|(i, k)| (i, k, refused.get(&i)))
                 .collect::<Vec<_>>(),
             net.logs()
@@ -449,6 +452,11 @@ async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
         sleep(Duration::from_millis(200)).await;
     }
     resent
+}
+
+/// [`submit_to`] until 2f+1 routers admitted each request.
+async fn submit_all(net: &Net, requests: &[Vec<u8>]) -> usize {
+    submit_to(net, requests, 2 * F + 1).await
 }
 
 /// One consenter's decisions, each verified, read so far.
@@ -745,10 +753,54 @@ async fn an_ordering_service_of_processes_orders_every_request_through_batcher_a
     let all = fetch_requests(&net, &caught_up, &dead).await;
     assert_ordered_once(&all, &sent);
     println!(
-        "d: restarted consenter {victim} caught up ({} headers, {} requests) after {:?}; total {:?}",
+        "d: restarted consenter {victim} caught up ({} headers) after {:?}",
         caught_up.len(),
-        sent.len(),
         t.elapsed(),
+    );
+
+    // e. The killed batchers restart with the same argv: every router admits again, and
+    // each restarted batcher serves the batches of its shard ordered after its restart
+    // (shard 0's former primary is now a secondary of term 1).
+    let t = Instant::now();
+    for name in ["batcher-1-0", "batcher-3-1"] {
+        let p = net.proc(name);
+        p.spawn();
+        p.wait_ready("batcher");
+    }
+    let restarted = dead.clone();
+    dead.clear();
+    let before = caught_up.len();
+    let batch = requests(&mut next, M, None);
+    submit_to(&net, &batch, PARTIES as usize).await;
+    sent.extend(batch.iter().cloned());
+    let total = total + M;
+    followers[0]
+        .follow_until(|f| f.tx_count() >= total, || net.logs())
+        .await;
+    let headers = followers[0].headers();
+    check_chain(&headers);
+    let new = &headers[before..];
+    for h in new {
+        assert_eq!((h.term, h.primary), (u64::from(h.shard == 0), 2), "{h:?}");
+    }
+    assert_ordered_once(&fetch_requests(&net, new, &dead).await, &batch);
+    for &(party, shard) in &restarted {
+        let mine: Vec<OrderedHeader> = new.iter().filter(|h| h.shard == shard).copied().collect();
+        assert!(!mine.is_empty(), "shard {shard} ordered some");
+        let others: BTreeSet<(u32, u32)> = (1..=PARTIES)
+            .filter(|&p| p != party)
+            .map(|p| (p, shard))
+            .collect();
+        fetch_requests(&net, &mine, &others).await;
+    }
+    let all = fetch_requests(&net, &headers, &dead).await;
+    assert_ordered_once(&all, &sent);
+    println!(
+        "e: restarted batchers admit and serve {M} more requests after {:?}; \
+         {} headers, {} requests; total {:?}",
+        t.elapsed(),
+        headers.len(),
+        sent.len(),
         t0.elapsed()
     );
 }
