@@ -29,9 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use consenter::arma::{OrderedHeader, TermChange};
-use consenter::decision_wire::verify_pb_decision;
-use consenter::keys::{ClusterKeys, EngineVerifier};
+use arma::{CertificateVerifier, ClusterKeys, OrderedHeader, TermChange, verify_pb_decision};
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
@@ -493,7 +491,7 @@ impl Follower {
     /// `done(self)` holds; panics at the deadline.
     async fn follow_until(&mut self, done: impl Fn(&Follower) -> bool, logs: impl Fn() -> String) {
         let deadline = Instant::now() + DEADLINE;
-        let verifier = EngineVerifier::new(self.keys.clone());
+        let verifier = CertificateVerifier::new(self.keys.clone());
         while !done(self) {
             assert!(
                 Instant::now() < deadline,

@@ -143,8 +143,9 @@ impl NetworkConfig {
     /// ([`NetworkConfig::read_node_key`]: it must hold the key this config lists),
     /// listening on `listen` or on its endpoint's address when `None`, its data directory,
     /// every party's consenter (`BftConsensus`; this party's also for
-    /// `Consenter.Decisions`) and every party's batcher of the shard (`BatcherPeer`), with
-    /// default server limits and shell tunables.
+    /// `Consenter.Decisions`), the consenter set's keys on this chain (every decision's
+    /// certificate is verified) and every party's batcher of the shard (`BatcherPeer`),
+    /// with default server limits and shell tunables.
     pub fn batcher_node_config(
         &self,
         party: PartyId,
@@ -171,6 +172,7 @@ impl NetworkConfig {
             consenters,
             peers,
             own_consenter: self.party(party)?.consenter.uri(),
+            consenter_keys: Some(self.cluster_keys()),
             shell: batcher::node::ShellConfig::default(),
         })
     }

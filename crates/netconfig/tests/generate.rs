@@ -270,6 +270,8 @@ fn batcher_and_arma_consenter_node_configs_come_out_of_the_network_config() {
     assert_eq!(b.consenters[&1], "http://127.0.0.1:21001");
     assert_eq!(b.peers.len(), 4);
     assert_eq!(b.peers[&4], "http://127.0.0.1:21019");
+    let verifying = b.consenter_keys.as_ref().expect("decisions are verified");
+    assert_eq!(verifying.chain_id(), cfg.cluster_keys().chain_id());
     let listen = "127.0.0.1:0".parse().unwrap();
     let b = cfg
         .batcher_node_config(3, 1, &key_file, dir.path().join("b31"), Some(listen))
