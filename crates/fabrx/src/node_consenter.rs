@@ -237,7 +237,7 @@ pub fn network_dir(config: &Path) -> PathBuf {
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
     let (id, cfg) = match (&args.config, args.party) {
         (Some(path), Some(party)) => {
-            let cfg = file_config(&args, &path.clone(), party)?;
+            let cfg = file_config(&args, path, party)?;
             (party.saturating_sub(1), cfg)
         }
         _ => (args.id.unwrap_or(0), flag_config(args)?),

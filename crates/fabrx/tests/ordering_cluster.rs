@@ -195,8 +195,8 @@ impl Net {
         file["batching"] = serde_json::json!({
             "max_batch_requests": 50,
             "batch_timeout_ms": 50,
-            "forward_timeout_ms": 500,
-            "complain_timeout_ms": 1500,
+            "forward_timeout_ms": 1000,
+            "complain_timeout_ms": 3000,
         });
         std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
         let config = netconfig::NetworkConfig::load(&path).unwrap();
