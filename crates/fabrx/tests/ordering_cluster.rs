@@ -169,11 +169,12 @@ impl Drop for Proc {
     }
 }
 
-/// The network: its directory, config and processes.
+/// The network: its processes, config and directory (fields drop in this order: the
+/// processes are killed before the directory is removed).
 struct Net {
-    dir: tempfile::TempDir,
-    config: netconfig::NetworkConfig,
     procs: BTreeMap<String, Proc>,
+    config: netconfig::NetworkConfig,
+    dir: tempfile::TempDir,
 }
 
 impl Net {
