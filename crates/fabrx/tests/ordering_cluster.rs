@@ -23,6 +23,8 @@
     clippy::too_many_lines
 )]
 
+mod envelope;
+use envelope::envelope;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -30,7 +32,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use arma::{CertificateVerifier, ClusterKeys, OrderedHeader, TermChange, verify_pb_decision};
-use prost::Message;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_stream::wrappers::ReceiverStream;
@@ -293,43 +294,6 @@ impl Net {
     fn batcher(&self, party: u32, shard: u32) -> String {
         self.config.batcher(party, shard).unwrap().endpoint.uri()
     }
-}
-
-/// A structurally valid envelope of tx `n` (the generated network's routers are open:
-/// no client signature needed).
-fn envelope(n: u64) -> Vec<u8> {
-    let payload = pb::Tx {
-        namespaces: vec![pb::TxNamespace {
-            ns_id: "token".into(),
-            ns_version: 0,
-            reads_only: vec![],
-            read_writes: vec![],
-            blind_writes: vec![pb::Write {
-                key: format!("key-{n}").into_bytes(),
-                value: vec![7; 16],
-            }],
-        }],
-        endorsements: vec![pb::Endorsements {
-            endorsements_with_identity: vec![pb::EndorsementWithIdentity {
-                endorsement: vec![1; 64],
-                identity: None,
-            }],
-        }],
-        metadata: vec![],
-    }
-    .encode_to_vec();
-    pb::Envelope {
-        signature: vec![],
-        payload,
-        identity: Some(pb::Identity {
-            msp_id: "org1".into(),
-            creator: Some(pb::identity::Creator::CertificateId("alice".into())),
-        }),
-        tx_id: format!("tx-{n:08}"),
-        nonce: vec![],
-        payload_type: pb::PayloadType::Tx as i32,
-    }
-    .encode_to_vec()
 }
 
 fn shard_of(request: &[u8]) -> u32 {

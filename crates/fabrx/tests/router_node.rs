@@ -10,7 +10,8 @@
     clippy::too_many_lines
 )]
 
-use prost::Message;
+mod envelope;
+use envelope::envelope;
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -128,42 +129,6 @@ fn start_router(config: &Path, party: u32, dir: &Path) -> (Router, String) {
     assert_eq!(ready["party"], party);
     assert_eq!(ready["shards"], SHARDS);
     (router, ready["listen"].as_str().unwrap().to_string())
-}
-
-/// A structurally valid envelope of tx `n` (open network: no signature needed).
-fn envelope(n: u64) -> Vec<u8> {
-    let payload = pb::Tx {
-        namespaces: vec![pb::TxNamespace {
-            ns_id: "token".into(),
-            ns_version: 0,
-            reads_only: vec![],
-            read_writes: vec![],
-            blind_writes: vec![pb::Write {
-                key: format!("key-{n}").into_bytes(),
-                value: vec![7; 16],
-            }],
-        }],
-        endorsements: vec![pb::Endorsements {
-            endorsements_with_identity: vec![pb::EndorsementWithIdentity {
-                endorsement: vec![1; 64],
-                identity: None,
-            }],
-        }],
-        metadata: vec![],
-    }
-    .encode_to_vec();
-    pb::Envelope {
-        signature: vec![],
-        payload,
-        identity: Some(pb::Identity {
-            msp_id: "org1".into(),
-            creator: Some(pb::identity::Creator::CertificateId("alice".into())),
-        }),
-        tx_id: format!("tx-{n:08}"),
-        nonce: vec![],
-        payload_type: pb::PayloadType::Tx as i32,
-    }
-    .encode_to_vec()
 }
 
 /// Sends one request on a new `Submit` stream and returns its answer (`None`: no
