@@ -69,7 +69,10 @@ impl Cluster {
                     delivered += 1;
                     self.last = Some(d);
                 }
-                Output::Persist(_) | Output::ViewInstalled { .. } | Output::Refused { .. } => {}
+                Output::Persist(_)
+                | Output::ViewInstalled { .. }
+                | Output::Installed { .. }
+                | Output::Refused { .. } => {}
             }
         }
         delivered

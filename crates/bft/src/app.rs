@@ -42,6 +42,23 @@ pub trait Application {
     /// The highest sequence number already applied (persisted by the application),
     /// 0 if none. Used on restart so the engine re-applies only what is missing.
     fn applied(&self) -> Seq;
+
+    /// The application state after the last applied decision, as bytes every correct
+    /// replica produces identically (checkpoints compare their digests). `None` (the
+    /// default) means the application cannot snapshot: no checkpoints are taken and the
+    /// engine keeps its decisions and WAL whole.
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Replaces the application state by `snapshot`, the state after decision `seq`
+    /// certified by a quorum (state transfer, or a restart whose WAL was pruned past what
+    /// the application persisted). False if the bytes do not decode; the engine then
+    /// keeps its state and asks elsewhere.
+    fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
+        let _ = (seq, snapshot);
+        false
+    }
 }
 
 /// A trivial application: accepts any non-empty requests, empty metadata, and just
@@ -52,6 +69,10 @@ pub struct NullApp {
     pub applied: Seq,
     /// Number of requests applied.
     pub requests: u64,
+    /// Whether it offers snapshots (`applied` and `requests`), so the engine checkpoints.
+    /// Off by default: a shell that keeps every decision as its ledger (the plain
+    /// consenter node) must not have decisions replaced by a snapshot.
+    pub snapshots: bool,
 }
 
 impl Application for NullApp {
@@ -67,5 +88,23 @@ impl Application for NullApp {
     }
     fn applied(&self) -> Seq {
         self.applied
+    }
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        self.snapshots
+            .then(|| [self.applied.to_le_bytes(), self.requests.to_le_bytes()].concat())
+    }
+    fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
+        let (Some(a), Some(r)) = (snapshot.get(..8), snapshot.get(8..)) else {
+            return false;
+        };
+        let (Ok(a), Ok(r)) = (<[u8; 8]>::try_from(a), <[u8; 8]>::try_from(r)) else {
+            return false;
+        };
+        if !self.snapshots || u64::from_le_bytes(a) != seq {
+            return false;
+        }
+        self.applied = seq;
+        self.requests = u64::from_le_bytes(r);
+        true
     }
 }

@@ -29,6 +29,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A stable checkpoint failed verification.
+    #[error("bad checkpoint at seq {seq}: {reason}")]
+    BadCheckpoint {
+        /// Sequence number the checkpoint claims.
+        seq: Seq,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An I/O error on the WAL file.
     #[error("wal i/o error on {path}: {source}")]
     Io {

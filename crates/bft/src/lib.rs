@@ -12,6 +12,7 @@
 
 pub mod app;
 pub mod certificate;
+pub mod checkpoint;
 mod codec;
 pub mod crypto;
 mod error;
@@ -25,6 +26,7 @@ pub mod wal;
 
 pub use app::{Application, NullApp, ProposalContext};
 pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision, vote_bytes};
+pub use checkpoint::{CheckpointVote, StableCheckpoint, checkpoint_bytes};
 pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
 pub use messages::{Message, NewView, ViewChange, Vote};

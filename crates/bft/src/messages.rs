@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::certificate::{Certificate, Decision, Phase, Prepared};
+use crate::checkpoint::{CheckpointVote, StableCheckpoint};
 use crate::crypto::{Signature, Verifier};
 use crate::tags;
 use crate::types::{ChainId, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
@@ -58,6 +59,11 @@ pub enum Message {
         /// Decisions in increasing sequence order.
         decisions: Vec<Arc<Decision>>,
     },
+    /// A signed checkpoint vote, broadcast after every `checkpoint_interval` decisions.
+    Checkpoint(CheckpointVote),
+    /// State transfer answer when the decisions asked for were pruned: the sender's
+    /// last stable checkpoint (decisions after it follow on the next request).
+    SyncSnapshot(Arc<StableCheckpoint>),
 }
 
 impl Message {
@@ -72,6 +78,8 @@ impl Message {
             Message::Vote(v) => v.instance,
             Message::ViewChange(vc) => vc.instance,
             Message::NewView(nv) => nv.instance,
+            Message::Checkpoint(c) => c.instance,
+            Message::SyncSnapshot(c) => c.instance,
         }
     }
 }

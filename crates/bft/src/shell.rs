@@ -85,13 +85,27 @@ pub struct ShellDeps<A: Application, W, T> {
     pub rx_net: mpsc::Receiver<(ReplicaId, Message)>,
     /// Incoming client requests.
     pub rx_requests: mpsc::Receiver<Vec<u8>>,
-    /// Decisions in order (bounded: a slow consumer slows the replica down).
-    pub tx_decisions: mpsc::Sender<Arc<Decision>>,
+    /// Decisions (and snapshot installs) in order (bounded: a slow consumer slows the
+    /// replica down).
+    pub tx_decisions: mpsc::Sender<Delivery>,
     /// Where to publish [`ShellStatus`] changes, if anyone listens.
     pub tx_status: Option<tokio::sync::watch::Sender<ShellStatus>>,
     /// Client requests the replica did not take (`Output::Refused`), if anyone
     /// listens; bounded, and dropped when full (the client's deadline covers it).
     pub tx_refused: Option<mpsc::Sender<(Digest, Refusal)>>,
+}
+
+/// What the shell hands on, in decision order.
+#[derive(Clone, Debug)]
+pub enum Delivery {
+    /// A decision, already applied to the application.
+    Decided(Arc<Decision>),
+    /// The application installed a state-transfer snapshot after decision `seq`; the
+    /// decisions up to it are not delivered (the consumer persists the new state).
+    Installed {
+        /// The decision the snapshot follows.
+        seq: crate::Seq,
+    },
 }
 
 /// Spawns the shell task. It ends when both input channels are closed, or with an
@@ -178,7 +192,7 @@ fn log_change<A: Application>(me: ReplicaId, before: &ShellStatus, now: &ShellSt
 /// Where decisions and refusals go.
 #[derive(Clone, Copy)]
 struct Sinks<'a> {
-    tx_decisions: &'a mpsc::Sender<Arc<Decision>>,
+    tx_decisions: &'a mpsc::Sender<Delivery>,
     tx_refused: Option<&'a mpsc::Sender<(Digest, Refusal)>>,
 }
 
@@ -203,7 +217,12 @@ async fn execute<W: Wal + Send + 'static, T: Transport>(
             Output::Broadcast(msg) => transport.broadcast(cfg.me, msg),
             Output::Deliver(d) => sinks
                 .tx_decisions
-                .send(d)
+                .send(Delivery::Decided(d))
+                .await
+                .map_err(|_| Error::ChannelClosed { what: "decisions" })?,
+            Output::Installed { seq, .. } => sinks
+                .tx_decisions
+                .send(Delivery::Installed { seq })
                 .await
                 .map_err(|_| Error::ChannelClosed { what: "decisions" })?,
             Output::Refused { request, reason } => {

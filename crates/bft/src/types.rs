@@ -59,6 +59,14 @@ impl Digest {
         h.update(request);
         Digest(h.finalize().into())
     }
+
+    /// Digest of an application snapshot (what checkpoint votes sign).
+    pub fn of_snapshot(snapshot: &[u8]) -> Digest {
+        let mut h = Sha256::new();
+        h.update(tags::SNAPSHOT);
+        h.update(snapshot);
+        Digest(h.finalize().into())
+    }
 }
 
 /// Quorum arithmetic for `n` replicas (Arma §4, PBFT §4): `f = ⌊(n−1)/3⌋`,
@@ -127,6 +135,14 @@ pub struct Config {
     /// Consecutive view changes without a decision double the timeouts (heartbeat,
     /// request, stuck slot, view change) up to `2^max_backoff_exponent` times.
     pub max_backoff_exponent: u32,
+    /// Every this many decisions the replica checkpoints its application state (when the
+    /// application can snapshot it, [`crate::Application::snapshot`]); a quorum of equal
+    /// checkpoint votes makes it stable and lets the WAL, the decisions kept for state
+    /// transfer and the de-duplication set be pruned. 0 turns checkpoints off.
+    pub checkpoint_interval: u64,
+    /// Decisions kept in memory below the last stable checkpoint, so a replica that is
+    /// only a little behind catches up by decisions rather than by snapshot.
+    pub retain_decisions: u64,
 }
 
 impl Config {
@@ -151,6 +167,8 @@ impl Config {
             sync_max_bytes: 16 << 20,
             max_future_bytes_per_peer: 16 << 20,
             max_backoff_exponent: 5,
+            checkpoint_interval: 128,
+            retain_decisions: 128,
         }
     }
 

@@ -10,6 +10,7 @@
 //! [`Error::WalCorrupt`] instead of dropping what follows. A record whose CRC holds but
 //! that does not decode as an entry is corruption too.
 
+use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,9 +18,13 @@ use std::sync::Arc;
 use journal::{Durability, Journal};
 
 use crate::certificate::{Certificate, Decision, Phase, Prepared};
+use crate::checkpoint::StableCheckpoint;
 use crate::codec::{Reader, Writer};
 use crate::types::{InstanceId, Proposal, Seq, View};
 use crate::{Error, Result};
+
+/// Journal segment size of a WAL.
+const SEGMENT_BYTES: u64 = 64 << 20;
 
 /// Largest WAL entry (a proposal with its requests and certificate).
 const MAX_ENTRY_BYTES: u32 = 1 << 30;
@@ -55,6 +60,31 @@ pub enum WalEntry {
     },
     /// A decision with its certificate.
     Decided(Arc<Decision>),
+    /// A stable checkpoint, and a restatement (`NewView`, `ViewChange`, `Accepted`,
+    /// `Prepared` entries) of what the replica had promised when it was written. It
+    /// stands for every entry before it and for the decisions up to its sequence
+    /// number, so a WAL may drop those ([`compaction_point`]).
+    Checkpoint {
+        /// The checkpoint with its snapshot.
+        checkpoint: Arc<StableCheckpoint>,
+        /// The restated entries.
+        state: Vec<WalEntry>,
+    },
+}
+
+/// Where a WAL whose entries are `entries` (in order, the last one a
+/// [`WalEntry::Checkpoint`] at `seq`) may start: the index of the first decision above
+/// `seq`, or of the checkpoint itself if no such decision precedes it. Everything
+/// before that index may be dropped.
+pub fn compaction_point<'a>(entries: impl Iterator<Item = &'a WalEntry>, seq: Seq) -> usize {
+    let mut count = 0;
+    for (i, e) in entries.enumerate() {
+        if matches!(e, WalEntry::Decided(d) if d.seq() > seq) {
+            return i;
+        }
+        count = i + 1;
+    }
+    count.saturating_sub(1)
 }
 
 /// A durable, append-only store of [`WalEntry`]s.
@@ -73,22 +103,32 @@ pub struct MemWal {
 
 impl Wal for MemWal {
     fn append(&mut self, entries: &[WalEntry]) -> Result<()> {
-        self.entries.extend_from_slice(entries);
+        for e in entries {
+            self.entries.push(e.clone());
+            if let WalEntry::Checkpoint { checkpoint, .. } = e {
+                let cut = compaction_point(self.entries.iter(), checkpoint.seq);
+                self.entries.drain(..cut);
+            }
+        }
         Ok(())
     }
 }
 
-/// Append-only, fsync'ed WAL on a [`journal`] directory.
+/// Append-only, fsync'ed WAL on a [`journal`] directory. After a checkpoint entry is
+/// durable, the journal segments holding only entries before its compaction point
+/// ([`compaction_point`]) are deleted.
 #[derive(Debug)]
 pub struct FileWal {
     journal: Journal,
     path: PathBuf,
+    /// Journal record of each decision above the last checkpoint, by sequence number.
+    decided_at: BTreeMap<Seq, u64>,
 }
 
 /// The journal configuration of a WAL: the caller syncs once per batch of entries.
-fn journal_config() -> journal::Config {
+fn journal_config(segment_bytes: u64) -> journal::Config {
     journal::Config {
-        segment_bytes: NonZeroU64::new(64 << 20).unwrap_or(NonZeroU64::MIN),
+        segment_bytes: NonZeroU64::new(segment_bytes).unwrap_or(NonZeroU64::MIN),
         max_record_bytes: NonZeroU32::new(MAX_ENTRY_BYTES).unwrap_or(NonZeroU32::MIN),
         durability: Durability::Manual,
         first_seq: 0,
@@ -118,20 +158,37 @@ impl FileWal {
     /// Opens (or creates) the WAL in directory `path`, returns it with the entries it
     /// holds. A torn tail is truncated away; corruption before it is an error.
     pub fn open(path: &Path) -> Result<(FileWal, Vec<WalEntry>)> {
-        let journal = Journal::open(path, journal_config()).map_err(|e| wal_error(path, e))?;
+        Self::open_sized(path, SEGMENT_BYTES)
+    }
+
+    /// [`FileWal::open`] with journal segments of `segment_bytes` (checkpoints free
+    /// whole segments; tests use small ones).
+    pub fn open_sized(path: &Path, segment_bytes: u64) -> Result<(FileWal, Vec<WalEntry>)> {
+        let journal = Journal::open(path, journal_config(segment_bytes)).map_err(|e| wal_error(path, e))?;
         let mut entries = Vec::new();
+        let mut decided_at = BTreeMap::new();
         for record in journal.reader().replay(journal.first_seq()) {
             let record = record.map_err(|e| wal_error(path, e))?;
             let entry = decode_entry(&record.payload).ok_or_else(|| Error::WalCorrupt {
                 path: path.display().to_string(),
                 offset: record.position.offset,
             })?;
+            match &entry {
+                WalEntry::Decided(d) => {
+                    decided_at.insert(d.seq(), record.seq);
+                }
+                WalEntry::Checkpoint { checkpoint, .. } => {
+                    decided_at.retain(|s, _| *s > checkpoint.seq);
+                }
+                _ => {}
+            }
             entries.push(entry);
         }
         Ok((
             FileWal {
                 journal,
                 path: path.to_path_buf(),
+                decided_at,
             },
             entries,
         ))
@@ -140,12 +197,36 @@ impl FileWal {
 
 impl Wal for FileWal {
     fn append(&mut self, entries: &[WalEntry]) -> Result<()> {
+        let mut cut = None;
         for e in entries {
-            self.journal
+            let appended = self
+                .journal
                 .append(&encode_entry(e))
                 .map_err(|err| wal_error(&self.path, err))?;
+            match e {
+                WalEntry::Decided(d) => {
+                    self.decided_at.insert(d.seq(), appended.seq);
+                }
+                WalEntry::Checkpoint { checkpoint, .. } => {
+                    let above = self
+                        .decided_at
+                        .range(checkpoint.seq + 1..)
+                        .next()
+                        .map(|(_, r)| *r);
+                    cut = Some(above.unwrap_or(appended.seq).min(appended.seq));
+                    self.decided_at.retain(|s, _| *s > checkpoint.seq);
+                }
+                _ => {}
+            }
         }
-        self.journal.sync().map_err(|err| wal_error(&self.path, err))
+        self.journal.sync().map_err(|err| wal_error(&self.path, err))?;
+        if let Some(cut) = cut {
+            // Only once the checkpoint is durable; whole segments only.
+            self.journal
+                .truncate_front(cut)
+                .map_err(|err| wal_error(&self.path, err))?;
+        }
+        Ok(())
     }
 }
 
@@ -184,11 +265,7 @@ fn encode_cert(w: &mut Writer, c: &Certificate) {
     w.u64(c.view);
     w.u64(c.seq);
     w.raw(&c.digest.0);
-    w.u32(c.signatures.len() as u32);
-    for (id, sig) in &c.signatures {
-        w.u32(*id);
-        w.bytes(&sig.0);
-    }
+    encode_signatures(w, &c.signatures);
 }
 
 fn decode_cert(r: &mut Reader) -> Option<Certificate> {
@@ -201,11 +278,7 @@ fn decode_cert(r: &mut Reader) -> Option<Certificate> {
     let view = r.u64()?;
     let seq = r.u64()?;
     let digest = crate::types::Digest(r.array32()?);
-    let count = r.u32()? as usize;
-    let mut signatures = Vec::with_capacity(count.min(1024));
-    for _ in 0..count {
-        signatures.push((r.u32()?, crate::crypto::Signature(r.bytes()?)));
-    }
+    let signatures = decode_signatures(r)?;
     Some(Certificate {
         phase,
         instance,
@@ -213,6 +286,47 @@ fn decode_cert(r: &mut Reader) -> Option<Certificate> {
         seq,
         digest,
         signatures,
+    })
+}
+
+fn encode_signatures(w: &mut Writer, signatures: &[(crate::ReplicaId, crate::crypto::Signature)]) {
+    w.u32(signatures.len() as u32);
+    for (id, sig) in signatures {
+        w.u32(*id);
+        w.bytes(&sig.0);
+    }
+}
+
+fn decode_signatures(r: &mut Reader) -> Option<Vec<(crate::ReplicaId, crate::crypto::Signature)>> {
+    let count = r.u32()? as usize;
+    let mut signatures = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        signatures.push((r.u32()?, crate::crypto::Signature(r.bytes()?)));
+    }
+    Some(signatures)
+}
+
+fn encode_checkpoint(w: &mut Writer, c: &StableCheckpoint) {
+    w.u32(c.instance.0);
+    w.u64(c.seq);
+    w.raw(&c.digest.0);
+    encode_signatures(w, &c.signatures);
+    w.bytes(&c.snapshot);
+    encode_cert(w, &c.last_commit);
+}
+
+fn decode_checkpoint(r: &mut Reader) -> Option<StableCheckpoint> {
+    let instance = InstanceId(r.u32()?);
+    let seq = r.u64()?;
+    let digest = crate::types::Digest(r.array32()?);
+    let signatures = decode_signatures(r)?;
+    Some(StableCheckpoint {
+        instance,
+        seq,
+        digest,
+        signatures,
+        snapshot: Arc::new(r.bytes()?),
+        last_commit: decode_cert(r)?,
     })
 }
 
@@ -255,6 +369,14 @@ pub fn encode_entry(e: &WalEntry) -> Vec<u8> {
             encode_proposal(&mut w, &d.proposal);
             encode_cert(&mut w, &d.certificate);
         }
+        WalEntry::Checkpoint { checkpoint, state } => {
+            w.u8(6);
+            encode_checkpoint(&mut w, checkpoint);
+            w.u32(state.len() as u32);
+            for e in state {
+                w.bytes(&encode_entry(e));
+            }
+        }
     }
     w.into_inner()
 }
@@ -285,6 +407,19 @@ pub fn decode_entry(buf: &[u8]) -> Option<WalEntry> {
             proposal: Arc::new(decode_proposal(&mut r)?),
             certificate: decode_cert(&mut r)?,
         })),
+        6 => {
+            let checkpoint = Arc::new(decode_checkpoint(&mut r)?);
+            let count = r.u32()? as usize;
+            let mut state = Vec::with_capacity(count.min(8));
+            for _ in 0..count {
+                // Restated entries are never checkpoints themselves.
+                match decode_entry(&r.bytes()?)? {
+                    WalEntry::Checkpoint { .. } => return None,
+                    e => state.push(e),
+                }
+            }
+            WalEntry::Checkpoint { checkpoint, state }
+        }
         _ => return None,
     };
     r.is_empty().then_some(e)

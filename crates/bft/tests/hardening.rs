@@ -352,6 +352,7 @@ fn restore_refuses_an_application_ahead_of_its_wal() {
     let app = NullApp {
         applied: 3,
         requests: 3,
+        snapshots: false,
     };
     let r = Replica::restore(config(0), app, Box::new(k.signer(0)), Arc::new(k.clone()), &[]);
     assert!(matches!(r, Err(bft::Error::WalReplay { .. })));

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bft::crypto::ed25519_keys;
-use bft::shell::{Loopback, LoopbackNet, ShellConfig, ShellDeps, spawn};
-use bft::{Config, Decision, FileWal, NullApp, Replica, ReplicaId, Result, Verifier};
+use bft::shell::{Delivery, Loopback, LoopbackNet, ShellConfig, ShellDeps, spawn};
+use bft::{Config, FileWal, NullApp, Replica, ReplicaId, Result, Verifier};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -34,7 +34,7 @@ fn config(id: ReplicaId) -> Config {
 
 struct Node {
     tx_requests: mpsc::Sender<Vec<u8>>,
-    rx_decisions: mpsc::Receiver<Arc<Decision>>,
+    rx_decisions: mpsc::Receiver<Delivery>,
     task: JoinHandle<Result<()>>,
 }
 
@@ -60,7 +60,9 @@ fn start(
     // Decisions the (in-memory) application had not applied are delivered again.
     for out in replayed {
         if let bft::Output::Deliver(d) = out {
-            tx_decisions.try_send(d).expect("room for replayed decisions");
+            tx_decisions
+                .try_send(Delivery::Decided(d))
+                .expect("room for replayed decisions");
         }
     }
     let (transport, rx_net) = endpoint;
@@ -93,7 +95,7 @@ async fn ordered(node: &mut Node, count: usize) -> Vec<Vec<u8>> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while out.len() < count {
         match tokio::time::timeout_at(deadline, node.rx_decisions.recv()).await {
-            Ok(Some(d)) => out.extend(d.proposal.requests.iter().cloned()),
+            Ok(Some(Delivery::Decided(d))) => out.extend(d.proposal.requests.iter().cloned()),
             _ => panic!(
                 "only {} of {count} requests ordered before the deadline",
                 out.len()

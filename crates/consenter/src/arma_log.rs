@@ -13,8 +13,14 @@
 //!   ([`Error::Diverged`] otherwise).
 //!
 //! Readers ([`ArmaLogReader`]) find records through an in-memory index of positions
-//! (24 bytes per decision) and learn of appends through a watch channel.
+//! (24 bytes per decision held) and learn of appends through a watch channel.
+//!
+//! The log holds a window of decisions, not necessarily from 1: it is pruned to the
+//! newest `retain` decisions (whole journal segments, [`ArmaLog::prune`]), and a
+//! consenter that caught up by a state-transfer snapshot restarts it after the snapshot's
+//! decision ([`ArmaLog::restart_at`]); earlier decisions are served by other consenters.
 
+use std::collections::VecDeque;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -27,10 +33,13 @@ use wire::pb;
 use crate::arma::ArmaState;
 use crate::{Error, Result};
 
+/// Segment size of the log: pruning removes whole segments.
+const SEGMENT_BYTES: u64 = 64 << 20;
+
 /// The journal configuration of an Arma decisions log.
-fn journal_config() -> journal::Config {
+fn journal_config(segment_bytes: u64) -> journal::Config {
     journal::Config {
-        segment_bytes: NonZeroU64::new(64 << 20).unwrap_or(NonZeroU64::MIN),
+        segment_bytes: NonZeroU64::new(segment_bytes).unwrap_or(NonZeroU64::MIN),
         max_record_bytes: NonZeroU32::new(256 << 20).unwrap_or(NonZeroU32::MIN),
         durability: Durability::Manual,
         first_seq: 1,
@@ -40,8 +49,14 @@ fn journal_config() -> journal::Config {
 
 use crate::decisions::log_error;
 
-/// Positions of the records, index `s - 1` for decision `s`.
-type Index = Arc<RwLock<Vec<Position>>>;
+/// Positions of the records held: decision `first + i` at `positions[i]`.
+#[derive(Debug, Default)]
+struct Held {
+    first: u64,
+    positions: VecDeque<Position>,
+}
+
+type Index = Arc<RwLock<Held>>;
 
 /// The writer of the log (one per node, on the decisions writer thread).
 pub struct ArmaLog {
@@ -55,10 +70,16 @@ impl ArmaLog {
     /// Opens (or creates) the log, cuts a torn tail and indexes it. A gap, a record that
     /// does not decode or whose number is not its sequence is corruption.
     pub fn open(path: &Path) -> Result<ArmaLog> {
-        let journal = Journal::open(path, journal_config()).map_err(|e| log_error(path, e))?;
-        let mut index = Vec::new();
-        let mut last = 0u64;
-        for record in journal.reader().replay(journal.first_seq()) {
+        Self::open_sized(path, SEGMENT_BYTES)
+    }
+
+    /// [`ArmaLog::open`] with segments of `segment_bytes` (tests prune small logs).
+    pub(crate) fn open_sized(path: &Path, segment_bytes: u64) -> Result<ArmaLog> {
+        let journal = Journal::open(path, journal_config(segment_bytes)).map_err(|e| log_error(path, e))?;
+        let first = journal.first_seq();
+        let mut index = VecDeque::new();
+        let mut last = first.saturating_sub(1);
+        for record in journal.reader().replay(first) {
             let record = record.map_err(|e| log_error(path, e))?;
             let number = pb::Decision::decode(record.payload.as_slice()).map(|d| d.number);
             if record.seq != last.saturating_add(1) || number.ok() != Some(record.seq) {
@@ -67,16 +88,58 @@ impl ArmaLog {
                     after_seq: last,
                 });
             }
-            index.push(record.position);
+            index.push_back(record.position);
             last = record.seq;
         }
         let (tx_last, _) = watch::channel(last);
         Ok(ArmaLog {
             journal,
             path: path.to_path_buf(),
-            index: Arc::new(RwLock::new(index)),
+            index: Arc::new(RwLock::new(Held {
+                first,
+                positions: index,
+            })),
             tx_last,
         })
+    }
+
+    /// The first decision the log holds (`last + 1` when it holds none).
+    pub fn first(&self) -> u64 {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).first
+    }
+
+    /// Drops the oldest decisions while more than `retain` are held (whole segments
+    /// only, so a little more may stay); returns the first decision held after it.
+    pub fn prune(&mut self, retain: u64) -> Result<u64> {
+        let last = self.last();
+        let keep_from = last.saturating_add(1).saturating_sub(retain.max(1));
+        if keep_from <= self.first() {
+            return Ok(self.first());
+        }
+        self.journal
+            .truncate_front(keep_from)
+            .map_err(|e| log_error(&self.path, e))?;
+        let first = self.journal.first_seq();
+        let mut held = self.index.write().unwrap_or_else(|e| e.into_inner());
+        while held.first < first && held.positions.pop_front().is_some() {
+            held.first += 1;
+        }
+        Ok(held.first)
+    }
+
+    /// Drops every decision and continues after `last` (a state-transfer snapshot at
+    /// decision `last` replaced the decisions this consenter did not see).
+    pub fn restart_at(&mut self, last: u64) -> Result<()> {
+        let next = last.saturating_add(1);
+        self.journal
+            .restart_at(next)
+            .map_err(|e| log_error(&self.path, e))?;
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = Held {
+            first: next,
+            positions: VecDeque::new(),
+        };
+        self.tx_last.send_replace(last);
+        Ok(())
     }
 
     /// The last decision in the log (0: none).
@@ -100,7 +163,8 @@ impl ArmaLog {
         self.index
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .push(appended.position);
+            .positions
+            .push_back(appended.position);
         self.tx_last.send_replace(d.number);
         Ok(())
     }
@@ -136,13 +200,21 @@ impl ArmaLogReader {
         *self.rx_last.borrow()
     }
 
+    /// The first decision the log holds (`last + 1` when it holds none); earlier ones
+    /// were pruned or skipped by state transfer.
+    pub fn first(&self) -> u64 {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).first
+    }
+
     /// Decision `number`, if the log holds it (blocking file read).
     pub fn read(&self, number: u64) -> Result<Option<pb::Decision>> {
-        let at = number.checked_sub(1).and_then(|i| usize::try_from(i).ok());
-        let position = at.and_then(|i| {
-            let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-            index.get(i).copied()
-        });
+        let position = {
+            let held = self.index.read().unwrap_or_else(|e| e.into_inner());
+            number
+                .checked_sub(held.first)
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| held.positions.get(i).copied())
+        };
         let Some(position) = position else {
             return Ok(None);
         };
@@ -231,6 +303,38 @@ mod tests {
         let log = ArmaLog::open(&path).expect("reopen");
         assert_eq!(log.last(), 3);
         assert_eq!(log.reader().read(3).expect("read"), Some(decision(3)));
+    }
+
+    #[test]
+    fn prunes_whole_segments_and_restarts_after_a_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("arma");
+        let mut log = ArmaLog::open_sized(&path, 256).expect("open");
+        let reader = log.reader();
+        for n in 1..=40 {
+            log.append(&decision(n)).expect("append");
+        }
+        let first = log.prune(10).expect("prune");
+        assert!(first > 1 && first <= 31, "first {first}");
+        assert_eq!((reader.first(), reader.last()), (first, 40));
+        assert_eq!(reader.read(first - 1).expect("read"), None, "pruned");
+        assert_eq!(reader.read(35).expect("read"), Some(decision(35)));
+        assert_eq!(log.prune(1000).expect("nothing to prune"), first);
+        log.sync().expect("sync");
+        drop(log);
+        let mut log = ArmaLog::open_sized(&path, 256).expect("reopen");
+        assert_eq!((log.first(), log.last()), (first, 40));
+        // A state-transfer snapshot at decision 100: the log continues at 101.
+        log.restart_at(100).expect("restart");
+        let reader = log.reader();
+        assert_eq!((reader.first(), reader.last()), (101, 100));
+        assert_eq!(reader.read(40).expect("read"), None);
+        assert!(log.append(&decision(100)).is_err(), "before the restart point");
+        log.append(&decision(101)).expect("append");
+        log.sync().expect("sync");
+        drop(log);
+        let log = ArmaLog::open_sized(&path, 256).expect("reopen");
+        assert_eq!((log.first(), log.last()), (101, 101));
     }
 
     #[test]

@@ -17,11 +17,13 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bft::{Application, Decision, Digest, FileWal, Output, Proposal, ProposalContext, Replica, Seq};
+use bft::{
+    Application, Decision, Digest, FileWal, Output, Proposal, ProposalContext, Replica, Seq, WalEntry,
+};
 use crypto::{PublicKey, Scheme};
 use tracing::info;
 use types::{PartyId, ShardId};
@@ -54,12 +56,22 @@ pub struct ArmaNodeConfig {
     /// replaced every 256 decisions); `Duration::ZERO` replaces it whenever the
     /// decisions writer runs idle.
     pub snapshot_interval: Duration,
+    /// Decisions the Arma decisions log keeps (the newest; older ones are pruned by
+    /// whole segments when the state snapshot is replaced).
+    pub retain_decisions: u64,
 }
 
-/// One applied decision and the encoded state after it.
-struct Handoff {
-    applied: Applied,
-    snapshot: Vec<u8>,
+/// Decisions an Arma decisions log keeps by default: days of decisions at a few per
+/// second, about a kilobyte each.
+pub const DEFAULT_RETAIN_DECISIONS: u64 = 1_000_000;
+
+/// What the engine's application hands to the decisions writer, in order.
+enum Handoff {
+    /// One applied decision and the encoded state after it.
+    Applied { applied: Applied, snapshot: Vec<u8> },
+    /// A state-transfer snapshot installed after decision `seq` (the decisions up to it
+    /// will not be delivered here).
+    Installed { seq: u64, snapshot: Vec<u8> },
 }
 
 /// Applied outcomes waiting for the writer thread. Bounded by the decisions channel:
@@ -156,7 +168,7 @@ impl Application for NodeApp {
         let snapshot = self.app.state().encode();
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         for a in applied {
-            queue.push_back(Handoff {
+            queue.push_back(Handoff::Applied {
                 applied: a,
                 snapshot: snapshot.clone(),
             });
@@ -165,6 +177,24 @@ impl Application for NodeApp {
 
     fn applied(&self) -> Seq {
         self.app.applied()
+    }
+
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        self.app.snapshot()
+    }
+
+    fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
+        if !self.app.install_snapshot(seq, snapshot) {
+            return false;
+        }
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Handoff::Installed {
+                seq,
+                snapshot: snapshot.to_vec(),
+            });
+        true
     }
 }
 
@@ -182,13 +212,15 @@ struct ArmaSink {
     unsnapshotted: u64,
     written: Instant,
     interval: Duration,
+    retain: u64,
 }
 
 impl ArmaSink {
     /// Appends decision `d` (or checks it against the log's record) and keeps its snapshot.
     fn record(&mut self, d: &Decision) -> Result<()> {
+        self.take_installs()?;
         let handoff = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-        let Some(Handoff { applied, snapshot }) = handoff else {
+        let Some(Handoff::Applied { applied, snapshot }) = handoff else {
             return Err(Error::Diverged {
                 decision: d.seq(),
                 reason: "delivered without an applied outcome".into(),
@@ -212,7 +244,9 @@ impl ArmaSink {
             });
         }
         let served = to_pb_decision(&applied, d);
-        if served.number <= self.log.last() {
+        if served.number < self.log.first() {
+            // Pruned from the log (or before a restart point): nothing to compare with.
+        } else if served.number <= self.log.last() {
             self.check_logged(&served)?;
         } else {
             self.log.append(&served)?;
@@ -220,6 +254,34 @@ impl ArmaSink {
         self.pending = Some((served.number, snapshot));
         self.unsnapshotted = self.unsnapshotted.saturating_add(1);
         Ok(())
+    }
+
+    /// Handles the state-transfer snapshots at the head of the hand-off queue: the state
+    /// file is replaced first, then a log that ends before the snapshot restarts after it
+    /// (a crash in between is finished on restart: a state ahead of the log restarts it).
+    fn take_installs(&mut self) -> Result<()> {
+        loop {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(Handoff::Installed { .. }) = queue.front() else {
+                return Ok(());
+            };
+            let Some(Handoff::Installed { seq, snapshot }) = queue.pop_front() else {
+                return Ok(());
+            };
+            drop(queue);
+            self.log.sync()?;
+            write_snapshot(&self.state_path, &snapshot)?;
+            if self.log.last() < seq {
+                self.log.restart_at(seq)?;
+            }
+            self.pending = None;
+            self.unsnapshotted = 0;
+            self.written = Instant::now();
+            info!(
+                decision = seq,
+                "installed a state-transfer snapshot; the decisions log restarts after it"
+            );
+        }
     }
 
     /// A re-derived decision must be the logged one (headers, terms, root, metadata).
@@ -243,11 +305,13 @@ impl ArmaSink {
 
     /// Syncs the log, then replaces the snapshot with the newest one.
     fn write_snapshot(&mut self) -> Result<()> {
+        self.take_installs()?;
         let Some((decision, bytes)) = self.pending.take() else {
             return Ok(());
         };
         self.log.sync()?;
         write_snapshot(&self.state_path, &bytes)?;
+        self.log.prune(self.retain)?;
         self.written = Instant::now();
         self.unsnapshotted = 0;
         tracing::debug!(decision, "state snapshot written");
@@ -264,12 +328,53 @@ impl DecisionSink for ArmaSink {
         Ok(())
     }
 
+    fn installed(&mut self, _seq: u64) -> Result<()> {
+        self.take_installs()
+    }
+
     fn idle(&mut self) -> Result<()> {
         if self.written.elapsed() >= self.interval {
             self.write_snapshot()?;
         }
         Ok(())
     }
+}
+
+/// A state snapshot ahead of the decisions log is the trace of a snapshot install that
+/// stopped before the log restarted (the WAL then holds a checkpoint at or above it):
+/// finish it. Any other state ahead of the log is refused.
+fn reconcile_log(
+    entries: &[WalEntry],
+    state: &ArmaState,
+    log: &mut ArmaLog,
+    state_path: &Path,
+) -> Result<()> {
+    let checkpointed = entries
+        .iter()
+        .filter_map(|e| match e {
+            WalEntry::Checkpoint { checkpoint, .. } => Some(checkpoint.seq),
+            _ => None,
+        })
+        .max();
+    if state.applied > log.last() && checkpointed.is_some_and(|c| c >= state.applied) {
+        // A state-transfer install wrote the state and stopped before the log restarted.
+        info!(
+            decision = state.applied,
+            "finishing an interrupted snapshot install"
+        );
+        log.restart_at(state.applied)?;
+    }
+    if state.applied > log.last() {
+        return Err(Error::Config {
+            reason: format!(
+                "the state snapshot {} is at decision {} but the decisions log ends at {}",
+                state_path.display(),
+                state.applied,
+                log.last()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Restores the replica, the application (from the snapshot) and the sink, and brings
@@ -281,7 +386,7 @@ fn restore(
 ) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
     let node = &cfg.node;
     let (wal, entries) = FileWal::open(&node.wal)?;
-    let log = ArmaLog::open(&node.decisions)?;
+    let mut log = ArmaLog::open(&node.decisions)?;
     if entries.is_empty() && log.last() > 0 {
         return Err(Error::Config {
             reason: format!(
@@ -295,16 +400,7 @@ fn restore(
     }
     let state =
         load_snapshot(&cfg.state, cfg.arma.shards)?.unwrap_or_else(|| ArmaState::genesis(cfg.arma.shards));
-    if state.applied > log.last() {
-        return Err(Error::Config {
-            reason: format!(
-                "the state snapshot {} is at decision {} but the decisions log ends at {}",
-                cfg.state.display(),
-                state.applied,
-                log.last()
-            ),
-        });
-    }
+    reconcile_log(&entries, &state, &mut log, &cfg.state)?;
     let queue = HandoffQueue::default();
     let verified = Arc::new(Mutex::new(Verified {
         set: HashSet::new(),
@@ -332,10 +428,13 @@ fn restore(
         unsnapshotted: 0,
         written: Instant::now(),
         interval: cfg.snapshot_interval,
+        retain: cfg.retain_decisions,
     };
     for out in &replayed {
-        if let Output::Deliver(d) = out {
-            sink.record(d)?;
+        match out {
+            Output::Deliver(d) => sink.record(d)?,
+            Output::Installed { .. } => sink.take_installs()?,
+            _ => {}
         }
     }
     sink.write_snapshot()?;

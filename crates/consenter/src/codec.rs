@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use bft::{
-    Certificate, Decision, Digest, InstanceId, Message, NewView, Phase, Prepared, Proposal, Signature,
-    ViewChange, Vote,
+    Certificate, CheckpointVote, Decision, Digest, InstanceId, Message, NewView, Phase, Prepared, Proposal,
+    Signature, StableCheckpoint, ViewChange, Vote,
 };
 use wire::pb;
 use wire::pb::bft_message::Kind;
@@ -57,6 +57,13 @@ fn proposal_from_pb(p: Option<pb::BftProposal>) -> Result<Arc<Proposal>> {
     }))
 }
 
+fn signature_to_pb((replica, sig): &(bft::ReplicaId, Signature)) -> pb::BftReplicaSignature {
+    pb::BftReplicaSignature {
+        replica: *replica,
+        signature: sig.0.clone(),
+    }
+}
+
 fn cert_to_pb(c: &Certificate) -> pb::BftCertificate {
     pb::BftCertificate {
         phase: phase_to_pb(c.phase),
@@ -64,14 +71,7 @@ fn cert_to_pb(c: &Certificate) -> pb::BftCertificate {
         view: c.view,
         seq: c.seq,
         digest: c.digest.0.to_vec(),
-        signatures: c
-            .signatures
-            .iter()
-            .map(|(replica, sig)| pb::BftReplicaSignature {
-                replica: *replica,
-                signature: sig.0.clone(),
-            })
-            .collect(),
+        signatures: c.signatures.iter().map(signature_to_pb).collect(),
     }
 }
 
@@ -179,6 +179,19 @@ pub fn message_to_pb(msg: &Message) -> pb::BftMessage {
         Message::SyncResponse { decisions, .. } => Kind::SyncResponse(pb::BftSyncResponse {
             decisions: decisions.iter().map(|d| decision_to_pb(d)).collect(),
         }),
+        Message::Checkpoint(c) => Kind::Checkpoint(pb::BftCheckpoint {
+            from: c.from,
+            seq: c.seq,
+            digest: c.digest.0.to_vec(),
+            signature: c.signature.0.clone(),
+        }),
+        Message::SyncSnapshot(c) => Kind::SyncSnapshot(pb::BftStableCheckpoint {
+            seq: c.seq,
+            digest: c.digest.0.to_vec(),
+            signatures: c.signatures.iter().map(signature_to_pb).collect(),
+            snapshot: c.snapshot.to_vec(),
+            last_commit: Some(cert_to_pb(&c.last_commit)),
+        }),
     };
     pb::BftMessage {
         instance: msg.instance().0,
@@ -233,5 +246,24 @@ pub fn message_from_pb(m: pb::BftMessage) -> Result<Message> {
                 .map(|d| decision_from_pb(d).map(Arc::new))
                 .collect::<Result<_>>()?,
         },
+        Kind::Checkpoint(c) => Message::Checkpoint(CheckpointVote {
+            instance,
+            from: c.from,
+            seq: c.seq,
+            digest: digest_from_pb(&c.digest)?,
+            signature: Signature(c.signature),
+        }),
+        Kind::SyncSnapshot(c) => Message::SyncSnapshot(Arc::new(StableCheckpoint {
+            instance,
+            seq: c.seq,
+            digest: digest_from_pb(&c.digest)?,
+            signatures: c
+                .signatures
+                .into_iter()
+                .map(|s| (s.replica, Signature(s.signature)))
+                .collect(),
+            snapshot: Arc::new(c.snapshot),
+            last_commit: cert_from_pb(c.last_commit)?,
+        })),
     })
 }

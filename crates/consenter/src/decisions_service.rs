@@ -98,6 +98,17 @@ async fn follow(log: ArmaLogReader, mut next: u64, tx: mpsc::Sender<Item>, _perm
     let mut watch = log.watch();
     loop {
         let last = *watch.borrow_and_update();
+        let first = log.first();
+        if next < first {
+            // Pruned, or skipped by a state-transfer snapshot: another consenter (or an
+            // assembler's ledger) holds them.
+            let _ = tx
+                .send(Err(Status::out_of_range(format!(
+                    "this consenter holds decisions from {first} on; decision {next} was pruned here                      (ask another consenter, or start at {first} or later)"
+                ))))
+                .await;
+            return;
+        }
         while next <= last {
             let upto = last.min(next.saturating_add(READ_CHUNK - 1));
             let reader = log.clone();
@@ -125,10 +136,17 @@ async fn follow(log: ArmaLogReader, mut next: u64, tx: mpsc::Sender<Item>, _perm
                 }
             }
             if next <= upto {
-                // The index promised a record the log did not return.
-                let _ = tx
-                    .send(Err(Status::internal("decisions log index out of step")))
-                    .await;
+                let first = log.first();
+                let status = if next < first {
+                    // Pruned while we read.
+                    Status::out_of_range(format!(
+                        "this consenter holds decisions from {first} on; decision {next} was pruned here"
+                    ))
+                } else {
+                    // The index promised a record the log did not return.
+                    Status::internal("decisions log index out of step")
+                };
+                let _ = tx.send(Err(status)).await;
                 return;
             }
         }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bft::shell::{ShellConfig, ShellDeps, ShellStatus};
+use bft::shell::{Delivery, ShellConfig, ShellDeps, ShellStatus};
 use bft::{Decision, Digest, FileWal, NullApp, Output, Refusal, Replica, ReplicaId};
 use tokio::sync::{mpsc, watch};
 use tracing::info;
@@ -163,6 +163,8 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
 pub(crate) trait DecisionSink: Send + 'static {
     /// Records decision `d` (the next one; re-deliveries are the sink's to skip).
     fn decided(&mut self, d: &Arc<Decision>) -> Result<()>;
+    /// The application installed a state-transfer snapshot after decision `seq`.
+    fn installed(&mut self, seq: u64) -> Result<()>;
     /// The writer's queue ran empty: a moment to flush.
     fn idle(&mut self) -> Result<()>;
 }
@@ -170,6 +172,13 @@ pub(crate) trait DecisionSink: Send + 'static {
 impl DecisionSink for DecisionLog {
     fn decided(&mut self, d: &Arc<Decision>) -> Result<()> {
         self.append(d)
+    }
+    fn installed(&mut self, seq: u64) -> Result<()> {
+        // `NullApp` without snapshots never installs one: this log is the ledger.
+        Err(Error::Diverged {
+            decision: seq,
+            reason: "a snapshot was installed, but this node keeps every decision".into(),
+        })
     }
     fn idle(&mut self) -> Result<()> {
         self.flush()
@@ -363,9 +372,12 @@ fn restore(
             ),
         });
     }
+    // No snapshots: this node's decisions log is its ledger and must hold every
+    // decision, so the engine never replaces decisions by a checkpoint here.
     let app = NullApp {
         applied: log.last(),
         requests: 0,
+        snapshots: false,
     };
     let verifier = Arc::new(EngineVerifier::new(keys));
     let (replica, replayed) = Replica::restore(
@@ -446,12 +458,18 @@ async fn answer_refusals(mut rx: mpsc::Receiver<(Digest, Refusal)>, waiters: Arc
 /// the queue runs empty.
 fn write_decisions<S: DecisionSink>(
     mut sink: S,
-    mut rx: mpsc::Receiver<Arc<Decision>>,
+    mut rx: mpsc::Receiver<Delivery>,
     waiters: &Waiters,
 ) -> Result<()> {
-    while let Some(d) = rx.blocking_recv() {
-        sink.decided(&d)?;
-        waiters.decided(&d);
+    while let Some(delivery) = rx.blocking_recv() {
+        match delivery {
+            Delivery::Decided(d) => {
+                sink.decided(&d)?;
+                waiters.decided(&d);
+            }
+            // Clients waiting for requests of skipped decisions learn at their deadline.
+            Delivery::Installed { seq } => sink.installed(seq)?,
+        }
         if rx.is_empty() {
             sink.idle()?;
         }

@@ -92,6 +92,7 @@ fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
         } else {
             Duration::from_secs(1)
         },
+        retain_decisions: consenter::arma_node::DEFAULT_RETAIN_DECISIONS,
     }
 }
 
@@ -378,6 +379,93 @@ fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
         node.stop();
     }
     refuses_a_log_that_differs_from_the_wal(&cfgs[3], &after);
+}
+
+/// A consenter that was down while the others checkpointed and pruned their decisions
+/// catches up by their stable checkpoint's snapshot: its decisions log restarts after the
+/// snapshot (a stream from before it is OUT_OF_RANGE), it serves what the others serve
+/// from there on, and it orders new batches with them.
+#[test]
+fn a_consenter_behind_the_pruned_decisions_catches_up_by_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let peers: Vec<String> = (0..N).map(|_| free_addr()).collect();
+    let cfgs: Vec<ArmaNodeConfig> = (0..N)
+        .map(|i| {
+            let mut c = config(i, &peers, dir.path());
+            c.node.engine.checkpoint_interval = 2;
+            c.node.engine.retain_decisions = 0;
+            // The others keep only a few messages for the absent consenter, so it cannot
+            // decide from their backlog when it comes up.
+            c.node.limits.peer_queue_messages = 4;
+            c
+        })
+        .collect();
+    let mut nodes: Vec<Node> = cfgs[..3].iter().map(Node::start).collect();
+    let client = tokio::runtime::Runtime::new().unwrap();
+    // Consenter 3 never started: the others order six batches of shard 0, one at a time
+    // (at least six decisions, so at least two checkpoints).
+    for seq in 1..=6 {
+        client.block_on(submit_all(&peers[..3], &bafs(0, 0, 1, seq)));
+        client.block_on(decisions_until(&peers[0], 1, |ds| {
+            headers(ds).len() as u64 >= seq
+        }));
+    }
+    nodes.push(Node::start(&cfgs[3]));
+    // It learns the others' height from their heartbeats and installs a snapshot.
+    let deadline = Instant::now() + DEADLINE;
+    let first = loop {
+        let status = client.block_on(async {
+            let mut c = ConsenterClient::connect(format!("http://{}", peers[3]))
+                .await
+                .ok()?;
+            let mut stream = c
+                .decisions(pb::DecisionsRequest { from: 1 })
+                .await
+                .ok()?
+                .into_inner();
+            stream.message().await.err()
+        });
+        if let Some(status) = status.filter(|s| s.code() == tonic::Code::OutOfRange) {
+            let first: u64 = status
+                .message()
+                .split_whitespace()
+                .nth(5)
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("no first decision in {status:?}"));
+            break first;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "consenter 3 never installed a snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(first > 1, "the log restarts after the snapshot, at {first}");
+    // New batches: consenter 3 orders them with the others and serves the same decisions.
+    for seq in 7..=8 {
+        client.block_on(submit_all(&peers, &bafs(0, 0, 1, seq)));
+    }
+    let reference = client.block_on(decisions_until(&peers[0], first, |ds| {
+        headers(ds).iter().any(|h| h.seq == 8)
+    }));
+    let caught_up = client.block_on(decisions_until(&peers[3], first, |ds| {
+        ds.len() >= reference.len()
+    }));
+    assert_eq!(
+        caught_up.iter().map(content).collect::<Vec<_>>(),
+        reference.iter().map(content).collect::<Vec<_>>(),
+        "the consenter that installed a snapshot serves what the others serve"
+    );
+    let keys = keys_from_seed_prefix(SEEDS, 0, N).1.with_chain(CHAIN);
+    let chain = keys.chain_id();
+    let verifier = EngineVerifier::new(keys);
+    for d in &caught_up {
+        verify_pb_decision(d, &chain, &verifier, N).expect("a verifying decision");
+    }
+    drop(client);
+    for node in &mut nodes {
+        node.stop();
+    }
 }
 
 /// A decisions log whose record differs from what the WAL's decision re-derives (a

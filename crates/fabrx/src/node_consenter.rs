@@ -186,6 +186,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::Arma
         listen: args.listen,
         streams: streams(&args),
         snapshot_interval: Duration::from_secs(1),
+        retain_decisions: consenter::arma_node::DEFAULT_RETAIN_DECISIONS,
     })
 }
 

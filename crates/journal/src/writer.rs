@@ -272,6 +272,52 @@ impl Journal {
         Ok(())
     }
 
+    /// Drops every record and continues at sequence number `first` (at least the next
+    /// one): for a log whose owner jumped ahead (state transfer). The old segments go
+    /// first, oldest first, and the new one is created last, so a crash leaves a suffix
+    /// of the old records, an empty directory, or the new segment.
+    pub fn restart_at(&mut self, first: u64) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        if first < self.next_seq() {
+            return Err(Error::Config {
+                detail: format!(
+                    "cannot restart at {first}, before the next record {}",
+                    self.next_seq()
+                ),
+            });
+        }
+        let old: Vec<Arc<Seg>> = {
+            let mut state = self.state_mut();
+            state.next_seq = first;
+            std::mem::take(&mut state.segments).into_values().collect()
+        };
+        self.poisoned = true; // until the new segment is in place
+        for seg in &old {
+            std::fs::remove_file(&seg.path).map_err(io_err(&seg.path))?;
+        }
+        if self.sync_enabled() {
+            sync_dir(&self.dir)?;
+        }
+        let path = segment_path(&self.dir, first, self.config.extension);
+        let active = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        if self.sync_enabled() {
+            sync_dir(&self.dir)?;
+        }
+        let seg = Seg::open(path)?;
+        self.active = active;
+        self.active_first = first;
+        self.active_len = 0;
+        self.state_mut().segments.insert(first, seg);
+        self.poisoned = false;
+        Ok(())
+    }
+
     /// Removes every segment whose records all come before `seq` (pruning). The last
     /// segment is never removed, so fewer records may go than asked for; returns the
     /// number of segments removed. Readers holding a position in a removed segment get

@@ -384,3 +384,24 @@ fn replay_reports_corruption_found_after_open() {
     assert_eq!(results.len(), 1, "replay stops at the first error");
     assert!(matches!(results[0], Err(Error::Corrupt { seq: 0, .. })));
 }
+
+#[test]
+fn restart_at_drops_everything_and_continues_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), config(200)).unwrap();
+    fill(&mut j, 0, 30);
+    let reader = j.reader();
+    assert!(
+        matches!(j.restart_at(10), Err(Error::Config { .. })),
+        "never backwards"
+    );
+    j.restart_at(100).unwrap();
+    assert_eq!((j.first_seq(), j.next_seq()), (100, 100));
+    assert_eq!(segments(dir.path()).len(), 1);
+    assert!(all(&reader, 0).is_empty(), "readers see the restart");
+    fill(&mut j, 100, 104);
+    drop(j);
+    let j = Journal::open(dir.path(), config(200)).unwrap();
+    assert_eq!((j.first_seq(), j.next_seq()), (100, 104));
+    assert_holds(&j, 100, 104);
+}

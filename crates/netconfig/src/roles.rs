@@ -337,6 +337,7 @@ impl NetworkConfig {
             listen: Some(listen.unwrap_or(self.party(party)?.consenter.listen_addr())),
             streams: consenter::decisions_service::StreamLimits::default(),
             snapshot_interval: Duration::from_secs(1),
+            retain_decisions: consenter::arma_node::DEFAULT_RETAIN_DECISIONS,
         })
     }
 

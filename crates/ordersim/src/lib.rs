@@ -148,6 +148,9 @@ pub struct ArmaReport {
     pub equivocations: u64,
     /// Crashes injected.
     pub crashes: u64,
+    /// Snapshots consenters installed by state transfer (checkpoints let the others
+    /// prune the decisions they would otherwise have sent).
+    pub installed: u64,
 }
 
 /// Runs one seed.

@@ -62,8 +62,11 @@ struct CNode {
     replica: Option<Replica<ArmaApp>>,
     wal: MemWal,
     snapshot: ArmaState,
-    /// The outcomes of its decisions, in order (its decisions log).
-    log: Vec<Outcome>,
+    /// The outcomes of its decisions, in order (its decisions log); `None` for decisions
+    /// a state-transfer snapshot replaced (the log restarts after the snapshot).
+    log: Vec<Option<Outcome>>,
+    /// Snapshots installed by state transfer.
+    installed: u64,
 }
 
 /// The world of one run.
@@ -156,6 +159,7 @@ impl World {
                 wal: MemWal::default(),
                 snapshot: ArmaState::genesis(self.sc.shards),
                 log: Vec::new(),
+                installed: 0,
             });
         }
         for b in 0..self.batchers.len() {
@@ -209,6 +213,9 @@ impl World {
         c.heartbeat_timeout_ms = 250;
         c.view_change_timeout_ms = 250;
         c.sync_batch = 8;
+        // Small and varied, so checkpoints, pruning and snapshot transfer happen often.
+        c.checkpoint_interval = [3, 5, 8][(self.sc.seed % 3) as usize];
+        c.retain_decisions = [0, 2, 6][(self.sc.seed / 3 % 3) as usize];
         c
     }
 
@@ -374,6 +381,7 @@ impl World {
         self.report.duplicates = dups;
         self.report.blocks = self.checker.blocks;
         self.report.term_changes = self.checker.term_changes;
+        self.report.installed = self.consenters.iter().map(|c| c.installed).sum();
         self.report.equivocations = self
             .consenters
             .iter()
@@ -524,6 +532,19 @@ impl World {
                     }
                 }
                 Output::Deliver(d) => delivered.push(d),
+                Output::Installed { seq, snapshot } => {
+                    // The shell persists the installed state and restarts its log after it.
+                    let node = &mut self.consenters[c as usize];
+                    let Ok(state) = ArmaState::decode(&snapshot, self.sc.shards) else {
+                        return Err(format!("consenter {c} installed a snapshot that does not decode"));
+                    };
+                    node.snapshot = state;
+                    let upto = usize::try_from(seq).unwrap_or(usize::MAX);
+                    if node.log.len() < upto {
+                        node.log.resize(upto, None);
+                    }
+                    node.installed += 1;
+                }
                 Output::ViewInstalled { .. } | Output::Refused { .. } => {}
             }
         }
@@ -537,7 +558,7 @@ impl World {
         for (a, d) in applied.into_iter().zip(delivered) {
             let log = &mut self.consenters[c as usize].log;
             if a.decision as usize == log.len() + 1 {
-                log.push(a.outcome.clone());
+                log.push(Some(a.outcome.clone()));
             }
             if correct {
                 self.check_decision(c, &d, &a.outcome)?;
@@ -597,7 +618,17 @@ impl World {
         if self.consenters[c].replica.is_none() {
             return Ok(());
         }
-        while let Some(outcome) = self.consenters[c].log.get(self.batchers[b].fed).cloned() {
+        while let Some(held) = self.consenters[c].log.get(self.batchers[b].fed).cloned() {
+            // A decision its consenter skipped by snapshot: read from another correct
+            // consenter (the real follower fails over and verifies the certificate).
+            let fed = self.batchers[b].fed;
+            let Some(outcome) = held.or_else(|| {
+                (0..self.sc.n)
+                    .filter(|o| self.is_correct_consenter(*o))
+                    .find_map(|o| self.consenters[o as usize].log.get(fed).cloned().flatten())
+            }) else {
+                return Ok(()); // nobody serves it yet: retry next tick
+            };
             for h in outcome.headers.iter().filter(|h| h.shard == shard) {
                 let Some(batch) = self.store.get(&(h.batch_id(), h.term, h.digest)).cloned() else {
                     return Ok(()); // not fetchable yet: retry next tick

@@ -18,11 +18,12 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// `ARMA_SEEDS` seeds (2,000 by default, about two minutes on two busy cores) from
-/// `ARMA_SEED_START` (0), so a long run can be split into chunks.
+/// `ARMA_SEEDS` seeds (else `SIM_SEEDS`, the long mode of every simulation; 2,000 by
+/// default, about two minutes on two busy cores) from `ARMA_SEED_START` (0), so a long
+/// run can be split into chunks.
 #[test]
 fn seeds_keep_every_invariant() {
-    let n = env("ARMA_SEEDS", 2_000);
+    let n = env("ARMA_SEEDS", env("SIM_SEEDS", 2_000));
     let start = env("ARMA_SEED_START", 0);
     let results: Vec<_> = (start..start.saturating_add(n))
         .into_par_iter()
@@ -34,8 +35,10 @@ fn seeds_keep_every_invariant() {
     let dups: u64 = ok.iter().map(|r| r.duplicates).sum();
     let terms: u64 = ok.iter().map(|r| r.term_changes).sum();
     let equivocations: u64 = ok.iter().map(|r| r.equivocations).sum();
+    let installed: u64 = ok.iter().map(|r| r.installed).sum();
     eprintln!(
-        "{n} seeds: {} failed; {blocks} blocks, {terms} term changes, {equivocations} equivocations, {dups} duplicate orderings",
+        "{n} seeds: {} failed; {blocks} blocks, {terms} term changes, {equivocations} equivocations, \
+         {dups} duplicate orderings, {installed} snapshots installed by state transfer",
         failures.len()
     );
     assert!(
@@ -43,6 +46,10 @@ fn seeds_keep_every_invariant() {
         "{} seeds failed; first:\n{}",
         failures.len(),
         failures[0]
+    );
+    assert!(
+        n < 500 || installed > 0,
+        "no consenter caught up by snapshot: checkpoints and pruning went unexercised"
     );
 }
 

@@ -92,6 +92,13 @@ impl Harness {
                     }
                     self.checker.on_deliver(id, &d)?;
                 }
+                Output::Installed { seq, snapshot } if !byzantine => {
+                    let ledger = &mut self.ledgers[id as usize];
+                    if !bft::Application::install_snapshot(ledger, seq, &snapshot) {
+                        return Err(format!("r{id}: the ledger refuses the installed snapshot"));
+                    }
+                    self.checker.on_install(id, seq, ledger.head())?;
+                }
                 _ => {}
             }
         }

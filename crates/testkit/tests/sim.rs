@@ -40,6 +40,7 @@ struct Totals {
     max_settle_ms: u64,
     max_steps: u64,
     foreign_rejected: u64,
+    installed: u64,
 }
 
 impl Totals {
@@ -50,6 +51,7 @@ impl Totals {
         self.max_settle_ms = self.max_settle_ms.max(r.settle_ms);
         self.max_steps = self.max_steps.max(r.steps);
         self.foreign_rejected += r.foreign_injected;
+        self.installed += r.installed;
     }
 }
 
@@ -93,11 +95,12 @@ fn run_range(first: u64, count: u64) {
         all.max_settle_ms = all.max_settle_ms.max(t.max_settle_ms);
         all.max_steps = all.max_steps.max(t.max_steps);
         all.foreign_rejected += t.foreign_rejected;
+        all.installed += t.installed;
     }
     eprintln!(
         "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
          {} seeds with view changes, slowest settle after GST {} ms, most steps {}, \
-         {} foreign-chain decisions rejected",
+         {} foreign-chain decisions rejected, {} snapshots installed by state transfer",
         start.elapsed().as_secs_f64(),
         all.failures.len(),
         all.decided,
@@ -106,6 +109,7 @@ fn run_range(first: u64, count: u64) {
         all.max_settle_ms,
         all.max_steps,
         all.foreign_rejected,
+        all.installed,
     );
     assert!(
         all.failures.is_empty(),

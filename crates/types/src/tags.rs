@@ -25,6 +25,10 @@ pub mod bft {
     pub const COMMIT: &[u8] = b"fabrx/bft/v1/commit";
     /// Signed view-change message.
     pub const VIEW_CHANGE: &[u8] = b"fabrx/bft/v1/view-change";
+    /// Signed checkpoint vote: "after decision s my application state has this digest".
+    pub const CHECKPOINT: &[u8] = b"fabrx/bft/v1/checkpoint";
+    /// Digest of an application snapshot.
+    pub const SNAPSHOT: &[u8] = b"fabrx/bft/v1/snapshot";
     /// Seed hash of the engine's deterministic test keys (feature `testing` only).
     pub const TEST_KEY: &[u8] = b"fabrx/bft/v1/test-key";
 }

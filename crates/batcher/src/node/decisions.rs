@@ -4,6 +4,9 @@
 //! store when it holds the batch with that digest, else fetched by id and digest from
 //! the batchers of the shard, digest checked), then the term changes of this shard; the
 //! loop feeds them to the core in that order (docs/batcher.md "Ordered requests").
+//! When the own consenter no longer holds the next decision (it pruned it, or caught up
+//! by a snapshot and skipped it), the follower reads from the other consenters in turn;
+//! every decision's certificate is verified whichever consenter serves it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -73,6 +76,10 @@ pub struct Follower {
     pub shard: ShardId,
     /// The own party's consenter.
     pub consenter: Channel,
+    /// The other consenters, read from only when the own one no longer holds the next
+    /// decision (OUT_OF_RANGE: pruned, or skipped by a state-transfer snapshot) and only
+    /// when `consenter_keys` is set, so what they serve is verified.
+    pub fallbacks: Vec<Channel>,
     /// The consenter set whose certificates decisions must carry (`None`: unchecked).
     pub consenter_keys: Option<arma::ClusterKeys>,
     /// The batchers of the shard (for `Fetch`).
@@ -95,14 +102,40 @@ impl Follower {
     /// Follows the stream forever, reconnecting with backoff.
     pub async fn run(mut self) {
         let mut attempt = 0u32;
+        // 0: the own consenter; i: fallback i - 1.
+        let mut source = 0usize;
+        // Consenters tried in a row that did not hold the next decision.
+        let mut not_held = 0usize;
         loop {
             let before = self.next;
-            let reason = self.follow().await;
+            let channel = match source {
+                0 => self.consenter.clone(),
+                i => self.fallbacks[(i - 1) % self.fallbacks.len()].clone(),
+            };
+            let (reason, out_of_range) = self.follow(channel).await;
             if self.tx.is_closed() {
                 return;
             }
             if self.next > before {
                 attempt = 0;
+                not_held = 0;
+            }
+            let can_fail_over = self.consenter_keys.is_some() && !self.fallbacks.is_empty();
+            if out_of_range && can_fail_over {
+                not_held = not_held.saturating_add(1);
+                source = (source % self.fallbacks.len()) + 1;
+                if not_held <= self.fallbacks.len() {
+                    // This consenter cannot serve decision `next`: try the next at once.
+                    debug!(
+                        next = self.next,
+                        reason, "decision not held by this consenter; trying another"
+                    );
+                    continue;
+                }
+                // Nobody holds it (pruned everywhere): keep trying, with backoff.
+                not_held = 0;
+            } else {
+                source = 0;
             }
             if attempt >= 3 {
                 warn!(next = self.next, attempt, reason, "decision stream down");
@@ -114,38 +147,52 @@ impl Follower {
         }
     }
 
-    async fn follow(&mut self) -> String {
-        let mut client = ConsenterClient::new(self.consenter.clone())
-            .max_decoding_message_size(DECISION_MAX_MESSAGE_BYTES);
+    /// Reads decisions from `channel` until the stream fails; returns why, and whether
+    /// the consenter said it does not hold the next decision.
+    async fn follow(&mut self, channel: Channel) -> (String, bool) {
+        let mut client = ConsenterClient::new(channel).max_decoding_message_size(DECISION_MAX_MESSAGE_BYTES);
         let request = pb::DecisionsRequest { from: self.next };
+        let out_of_range = |s: &tonic::Status| s.code() == tonic::Code::OutOfRange;
         let mut stream = match client.decisions(request).await {
             Ok(s) => s.into_inner(),
-            Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+            Err(s) => return (format!("open: {:?}: {}", s.code(), s.message()), out_of_range(&s)),
         };
+        let reason = self.follow_stream(&mut stream).await;
+        match reason {
+            Ok(reason) => (reason, false),
+            Err(s) => (format!("{:?}: {}", s.code(), s.message()), out_of_range(&s)),
+        }
+    }
+
+    /// Feeds the decisions of `stream` in order; `Err` is the stream's status.
+    async fn follow_stream(
+        &mut self,
+        stream: &mut tonic::Streaming<pb::Decision>,
+    ) -> std::result::Result<String, tonic::Status> {
         loop {
             let decision = match stream.message().await {
                 Ok(Some(d)) => d,
-                Ok(None) => return "the consenter ended the stream".into(),
-                Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+                Ok(None) => return Ok("the consenter ended the stream".into()),
+                Err(s) => return Err(s),
             };
             if decision.number < self.next {
                 continue;
             }
             if decision.number > self.next {
-                return format!(
+                return Ok(format!(
                     "decision {} arrived while {} was expected",
                     decision.number, self.next
-                );
+                ));
             }
             if let Err(e) = verify_decision(&decision, self.consenter_keys.as_ref()) {
-                return format!("decision {} does not verify: {e}", decision.number);
+                return Ok(format!("decision {} does not verify: {e}", decision.number));
             }
             let decided = match self.resolve(decision).await {
                 Ok(d) => d,
-                Err(e) => return e.to_string(),
+                Err(e) => return Ok(e.to_string()),
             };
             if self.tx.send(decided).await.is_err() {
-                return "node stopped".into();
+                return Ok("node stopped".into());
             }
             self.next = self.next.saturating_add(1);
         }

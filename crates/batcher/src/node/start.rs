@@ -239,16 +239,13 @@ impl Parts {
             shell,
         })));
         let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
-        tasks.push(tokio::spawn(run_submitter(
-            rx_submit,
-            self.consenters,
-            rx_view,
-            shell,
-            Arc::clone(&self.stats),
-        )));
+        let stats = Arc::clone(&self.stats);
+        let submitter = run_submitter(rx_submit, self.consenters.clone(), rx_view, shell, stats);
+        tasks.push(tokio::spawn(submitter));
         let follower = Follower {
             shard: cfg.shard,
             consenter: self.own,
+            fallbacks: self.consenters.clone(),
             consenter_keys: self.consenter_keys,
             peers: self.peers,
             served: Arc::clone(&self.served),

@@ -3,8 +3,10 @@
 //! * `normal.rs` — requests, batching, pre-prepare / prepare / commit (PBFT §4.2).
 //! * `view_change.rs` — complaints, view change, new view (PBFT §4.4, §4.5.2).
 //! * `sync.rs` — heartbeats and state transfer by certified decisions.
+//! * `checkpoint.rs` — checkpoints, pruning, and state transfer by snapshot.
 //! * `restore.rs` — rebuilding a replica from its WAL.
 
+mod checkpoint;
 mod normal;
 mod pending;
 mod restore;
@@ -15,7 +17,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::app::Application;
-use crate::certificate::{Decision, Phase, Prepared, vote_bytes};
+use crate::certificate::{Certificate, Decision, Phase, Prepared, vote_bytes};
 use crate::crypto::{Signature, Signer, Verifier};
 use crate::messages::{Carry, Message, NewView, ViewChange, Vote};
 use crate::types::{Config, Digest, Proposed, Quorum, ReplicaId, Seq, View};
@@ -62,6 +64,15 @@ pub enum Output {
         request: Digest,
         /// Why.
         reason: Refusal,
+    },
+    /// The replica replaced its application state by a stable checkpoint's snapshot
+    /// (state transfer): decisions up to `seq` will not be delivered here. The shell
+    /// persists the application's new state (the WAL already holds the checkpoint).
+    Installed {
+        /// The decision the snapshot follows.
+        seq: Seq,
+        /// The snapshot the application installed.
+        snapshot: Arc<Vec<u8>>,
     },
     /// The replica installed a new view.
     ViewInstalled {
@@ -167,8 +178,17 @@ pub struct Replica<A: Application> {
     last_complaint: Option<(View, Complaint)>,
     /// Latest verified view change of each replica (including this one).
     view_changes: BTreeMap<ReplicaId, Arc<ViewChange>>,
-    decisions: Vec<Arc<Decision>>,
+    /// Decisions kept for state transfer: consecutive, the last one is `last_decided`
+    /// (pruned below the stable checkpoint minus `retain_decisions`).
+    decisions: VecDeque<Arc<Decision>>,
+    /// The highest decided sequence number (a stable checkpoint may stand for it).
+    last_decided: Seq,
+    /// Commit certificate of decision `last_decided` (reported in view changes).
+    last_commit: Option<Certificate>,
+    /// Request digests of the kept decisions (de-duplication within that window; an
+    /// older request proposed again is the application's to recognise, see docs/bft.md).
     decided_requests: HashSet<Digest>,
+    checkpoints: checkpoint::Checkpoints,
     slot: Slot,
     /// Highest prepared certificate for the next sequence, kept across views.
     prepared: Option<Prepared>,
@@ -205,8 +225,11 @@ impl<A: Application> Replica<A> {
             view_since: 0,
             last_complaint: None,
             view_changes: BTreeMap::new(),
-            decisions: Vec::new(),
+            decisions: VecDeque::new(),
+            last_decided: 0,
+            last_commit: None,
             decided_requests: HashSet::new(),
+            checkpoints: checkpoint::Checkpoints::default(),
             slot: Slot::default(),
             prepared: None,
             future: BTreeMap::new(),
@@ -245,6 +268,8 @@ impl<A: Application> Replica<A> {
             } => self.on_heartbeat(from, view, last_decided),
             Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
             Message::SyncResponse { decisions, .. } => self.on_sync_response(from, decisions),
+            Message::Checkpoint(vote) => self.on_checkpoint(from, vote),
+            Message::SyncSnapshot(cp) => self.on_sync_snapshot(from, cp),
         }
     }
 
@@ -307,12 +332,14 @@ impl<A: Application> Replica<A> {
 
     /// Highest decided sequence number (0 if none).
     pub fn last_decided(&self) -> Seq {
-        self.decisions.len() as Seq
+        self.last_decided
     }
 
     /// The decision at `seq`, if held.
     pub fn decision(&self, seq: Seq) -> Option<&Arc<Decision>> {
-        seq.checked_sub(1).and_then(|i| self.decisions.get(i as usize))
+        let first = self.decisions.front()?.seq();
+        let i = usize::try_from(seq.checked_sub(first)?).ok()?;
+        self.decisions.get(i)
     }
 
     /// The target view and reason of the last view change this replica started.
@@ -342,7 +369,7 @@ impl<A: Application> Replica<A> {
     }
 
     fn next_seq(&self) -> Seq {
-        self.decisions.len() as Seq + 1
+        self.last_decided.saturating_add(1)
     }
 
     fn persist(&mut self, e: WalEntry) {
@@ -438,6 +465,8 @@ pub(crate) fn approx_bytes(msg: &Message) -> usize {
         Message::SyncResponse { decisions, .. } => {
             decisions.iter().map(|d| decision_bytes(d)).sum::<usize>() + OVERHEAD
         }
+        Message::Checkpoint(c) => c.signature.0.len() + OVERHEAD,
+        Message::SyncSnapshot(c) => c.approx_bytes(),
     }
 }
 

@@ -334,8 +334,11 @@ impl<A: Application> Replica<A> {
             self.decided_requests.insert(d);
         }
         self.pending.progress(served, self.now);
-        self.decisions.push(decision.clone());
+        self.last_decided = decision.seq();
+        self.last_commit = Some(decision.certificate.clone());
+        self.decisions.push_back(decision.clone());
         self.out.push(Output::Deliver(decision));
+        self.take_checkpoint();
         self.slot = Slot::default();
         if self
             .prepared

@@ -15,6 +15,13 @@ use crate::types::{Config, Digest, Proposed};
 use crate::wal::WalEntry;
 use crate::{Error, Output, Result};
 
+/// What the WAL's entries say beyond the replica's fields.
+#[derive(Default)]
+struct Restored {
+    accepted: Option<(u64, Arc<crate::Proposal>)>,
+    vc_target: u64,
+}
+
 impl<A: Application> Replica<A> {
     /// Rebuilds a replica from the entries of its WAL. Decisions above
     /// `app.applied()` are applied to the application again and returned as
@@ -27,29 +34,18 @@ impl<A: Application> Replica<A> {
         entries: &[WalEntry],
     ) -> Result<(Self, Vec<Output>)> {
         let mut r = Replica::new(cfg, app, signer, verifier);
-        let mut accepted = None;
-        let mut vc_target = 0;
+        r.restore_checkpoint(entries)?;
+        let mut restored = Restored::default();
         for e in entries {
-            match e {
-                WalEntry::Accepted { view, proposal } => accepted = Some((*view, proposal.clone())),
-                WalEntry::Prepared(p) => r.prepared = Some(p.clone()),
-                WalEntry::ViewChange { target } => vc_target = vc_target.max(*target),
-                WalEntry::NewView {
-                    view,
-                    decided,
-                    carried,
-                } => {
-                    if *view >= r.view {
-                        r.view = *view;
-                        r.carry = Carry {
-                            decided: *decided,
-                            proposal: carried.clone(),
-                        };
-                    }
+            if let WalEntry::Checkpoint { state, .. } = e {
+                for e in state {
+                    r.restore_entry(e, &mut restored)?;
                 }
-                WalEntry::Decided(d) => r.restore_decision(d)?,
+            } else {
+                r.restore_entry(e, &mut restored)?;
             }
         }
+        let Restored { accepted, vc_target } = restored;
         let next = r.next_seq();
         r.prepared = r.prepared.take().filter(|p| p.certificate.seq == next);
         if vc_target > r.view {
@@ -72,6 +68,21 @@ impl<A: Application> Replica<A> {
             });
         }
         let mut outputs = Vec::new();
+        if let Some(cp) = r.checkpoints.stable.clone()
+            && applied < cp.seq
+        {
+            // The WAL was pruned past what the application persisted.
+            if !r.app.install_snapshot(cp.seq, &cp.snapshot) {
+                return Err(Error::WalReplay {
+                    reason: format!("the application refused the snapshot of checkpoint {}", cp.seq),
+                });
+            }
+            outputs.push(Output::Installed {
+                seq: cp.seq,
+                snapshot: cp.snapshot.clone(),
+            });
+        }
+        let applied = r.app.applied();
         for d in r.decisions.clone() {
             if d.seq() > applied {
                 r.app.apply(&d);
@@ -79,6 +90,50 @@ impl<A: Application> Replica<A> {
             }
         }
         Ok((r, outputs))
+    }
+
+    /// Takes the latest checkpoint of the WAL (if any) as the decided base.
+    fn restore_checkpoint(&mut self, entries: &[WalEntry]) -> Result<()> {
+        let latest = entries
+            .iter()
+            .filter_map(|e| match e {
+                WalEntry::Checkpoint { checkpoint, .. } => Some(checkpoint),
+                _ => None,
+            })
+            .max_by_key(|c| c.seq);
+        if let Some(cp) = latest {
+            if cp.instance != self.cfg.instance {
+                return Err(Error::WalReplay {
+                    reason: format!("checkpoint {} of another instance", cp.seq),
+                });
+            }
+            self.jump_to(cp.clone());
+        }
+        Ok(())
+    }
+
+    fn restore_entry(&mut self, e: &WalEntry, restored: &mut Restored) -> Result<()> {
+        match e {
+            WalEntry::Accepted { view, proposal } => restored.accepted = Some((*view, proposal.clone())),
+            WalEntry::Prepared(p) => self.prepared = Some(p.clone()),
+            WalEntry::ViewChange { target } => restored.vc_target = restored.vc_target.max(*target),
+            WalEntry::NewView {
+                view,
+                decided,
+                carried,
+            } => {
+                if *view >= self.view {
+                    self.view = *view;
+                    self.carry = Carry {
+                        decided: *decided,
+                        proposal: carried.clone(),
+                    };
+                }
+            }
+            WalEntry::Decided(d) => self.restore_decision(d)?,
+            WalEntry::Checkpoint { .. } => {}
+        }
+        Ok(())
     }
 
     fn restore_decision(&mut self, d: &Arc<crate::Decision>) -> Result<()> {
@@ -94,7 +149,9 @@ impl<A: Application> Replica<A> {
         for req in &d.proposal.requests {
             self.decided_requests.insert(Digest::of_request(req));
         }
-        self.decisions.push(d.clone());
+        self.last_decided = d.seq();
+        self.last_commit = Some(d.certificate.clone());
+        self.decisions.push_back(d.clone());
         Ok(())
     }
 

@@ -9,7 +9,9 @@
 //! commit quorum it cannot decide locally) that a peer holds decisions it lacks asks
 //! one such peer at a time for them; it checks every decision's certificate
 //! ([`crate::verify_decision`]) before applying it, so a lying peer can only waste a
-//! round trip (its claimed height is then forgotten and another peer is asked).
+//! round trip (its claimed height is then forgotten and another peer is asked). A peer
+//! that pruned the decisions asked for answers with its stable checkpoint instead
+//! (`checkpoint.rs`).
 
 use std::sync::Arc;
 
@@ -144,9 +146,14 @@ impl<A: Application> Replica<A> {
         if from_seq == 0 || from_seq > self.last_decided() {
             return;
         }
+        if let Some(cp) = self.snapshot_for(from_seq) {
+            self.send(from, Message::SyncSnapshot(cp));
+            return;
+        }
         // Bounded by count and by bytes (`sync_max_bytes`, kept below the transport's
         // message limit); at least one decision, so a laggard always makes progress.
-        let start = usize::try_from(from_seq - 1).unwrap_or(usize::MAX);
+        let first = self.decisions.front().map_or(from_seq, |d| d.seq());
+        let start = usize::try_from(from_seq.saturating_sub(first)).unwrap_or(usize::MAX);
         let mut decisions = Vec::new();
         let mut bytes = 0usize;
         for d in self.decisions.iter().skip(start).take(self.cfg.sync_batch.max(1)) {

@@ -56,7 +56,7 @@ impl<A: Application> Replica<A> {
         let Status::ViewChanging { target } = self.status else {
             return;
         };
-        let last_decided = self.decisions.last().map(|d| d.certificate.clone());
+        let last_decided = self.last_commit.clone();
         let next = self.next_seq();
         let prepared = self.prepared.clone().filter(|p| p.certificate.seq == next);
         let bytes = ViewChange::signed_bytes(

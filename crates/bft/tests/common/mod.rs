@@ -134,11 +134,19 @@ pub fn summary(o: &Output) -> String {
                 carried.as_ref().map(|p| p.seq)
             ),
             WalEntry::Decided(d) => format!("persist decided s{}", d.seq()),
+            WalEntry::Checkpoint { checkpoint, state } => {
+                format!(
+                    "persist checkpoint s{} (+{} restated)",
+                    checkpoint.seq,
+                    state.len()
+                )
+            }
         },
         Output::Send { to, msg } => format!("send r{to} {}", msg_summary(msg)),
         Output::Broadcast(m) => format!("broadcast {}", msg_summary(m)),
         Output::Deliver(d) => format!("deliver s{} ({} requests)", d.seq(), d.proposal.requests.len()),
         Output::ViewInstalled { view, leader } => format!("installed v{view} leader r{leader}"),
+        Output::Installed { seq, .. } => format!("installed snapshot s{seq}"),
         Output::Refused { reason, .. } => format!("refused {reason:?}"),
     }
 }
@@ -165,6 +173,8 @@ pub fn msg_summary(m: &Message) -> String {
         } => format!("heartbeat v{view} h{last_decided}"),
         Message::SyncRequest { from_seq, .. } => format!("sync-request from s{from_seq}"),
         Message::SyncResponse { decisions, .. } => format!("sync-response {} decisions", decisions.len()),
+        Message::Checkpoint(c) => format!("checkpoint s{}", c.seq),
+        Message::SyncSnapshot(c) => format!("sync-snapshot s{}", c.seq),
     }
 }
 

@@ -166,4 +166,21 @@ impl Application for ArmaApp {
     fn applied(&self) -> Seq {
         self.state.applied
     }
+
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        Some(self.state.encode())
+    }
+
+    /// Installs a certified [`ArmaState`] after decision `seq`; outcomes not yet taken
+    /// belong to decisions the snapshot replaces and are dropped.
+    fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
+        match ArmaState::decode(snapshot, self.cfg.shards) {
+            Ok(state) if state.applied == seq => {
+                self.state = state;
+                self.applied.clear();
+                true
+            }
+            _ => false,
+        }
+    }
 }

@@ -18,15 +18,15 @@ pub enum ByzMode {
     /// As leader, sends one proposal to half the replicas and another to the other
     /// half for the same sequence, and votes for both.
     Equivocate,
-    /// Sends votes for random digests to random replicas, and view changes for
-    /// random higher views.
+    /// Sends votes (and checkpoint votes) for random digests to random replicas, and
+    /// view changes for random higher views.
     ConflictingVotes,
     /// Sends nothing at all.
     Silent,
     /// As leader, proposes batches whose metadata the application rejects.
     BadProposal,
     /// Claims to be far ahead in heartbeats and answers state-transfer requests with
-    /// tampered decisions (certificates that do not verify).
+    /// tampered decisions (certificates that do not verify) and tampered snapshots.
     LyingSync,
 }
 
@@ -114,6 +114,16 @@ pub fn corrupt(
             view,
             last_decided: last_decided + 100,
         }],
+        (mode, msg @ (Message::SyncResponse { .. } | Message::SyncSnapshot(_) | Message::Checkpoint(_))) => {
+            corrupt_sync(mode, signer, msg, rng)
+        }
+        (_, msg) => vec![msg],
+    }
+}
+
+/// The state-transfer and checkpoint part of [`corrupt`].
+fn corrupt_sync(mode: ByzMode, signer: &TestSigner, msg: Message, rng: &mut ChaCha8Rng) -> Vec<Message> {
+    match (mode, msg) {
         (ByzMode::LyingSync, Message::SyncResponse { instance, decisions }) => {
             let tampered = decisions
                 .iter()
@@ -127,6 +137,25 @@ pub fn corrupt(
                 instance,
                 decisions: tampered,
             }]
+        }
+        (ByzMode::LyingSync, Message::SyncSnapshot(cp)) => {
+            // The quorum's signatures over another snapshot: the digest no longer matches.
+            let mut forged = bft::StableCheckpoint::clone(&cp);
+            let mut snapshot = forged.snapshot.to_vec();
+            snapshot.extend_from_slice(&[0x66; 32]);
+            forged.snapshot = Arc::new(snapshot);
+            vec![Message::SyncSnapshot(Arc::new(forged))]
+        }
+        (ByzMode::ConflictingVotes, Message::Checkpoint(c)) => {
+            // A validly signed vote for a state nobody has.
+            let mut digest = Digest::default();
+            rng.fill(&mut digest.0[..]);
+            let bytes = bft::checkpoint_bytes(&CHAIN, c.instance, c.seq, &digest);
+            vec![Message::Checkpoint(bft::CheckpointVote {
+                digest,
+                signature: signer.sign(&bytes),
+                ..c
+            })]
         }
         (_, msg) => vec![msg],
     }

@@ -51,6 +51,22 @@ impl Checker {
             .collect()
     }
 
+    /// Checks a snapshot installed by correct replica `replica` after decision `seq`
+    /// (state transfer): its head must be the decision a correct replica delivered at
+    /// `seq`. The replica then counts as having delivered up to `seq`.
+    pub fn on_install(&mut self, replica: ReplicaId, seq: Seq, head: [u8; 8]) -> Result<(), String> {
+        if let Some(d) = self.decided.get(&seq)
+            && d.0[..8] != head
+        {
+            return Err(format!(
+                "AGREEMENT violated: replica {replica} installed a snapshot at seq {seq} whose head is not the decided proposal"
+            ));
+        }
+        let prev = self.delivered(replica);
+        self.delivered.insert(replica, prev.max(seq));
+        Ok(())
+    }
+
     /// Checks a decision delivered by correct replica `replica`: agreement,
     /// validity (submitted, decided once), and in-order delivery.
     pub fn on_deliver(&mut self, replica: ReplicaId, d: &Decision) -> Result<(), String> {

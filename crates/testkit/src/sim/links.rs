@@ -68,7 +68,11 @@ pub fn size(msg: &Message) -> usize {
         Message::SyncResponse { decisions, .. } => {
             decisions.iter().map(|d| proposal(&d.proposal) + 256).sum()
         }
-        Message::Vote(_) | Message::Heartbeat { .. } | Message::SyncRequest { .. } => 96,
+        Message::SyncSnapshot(cp) => cp.approx_bytes(),
+        Message::Vote(_)
+        | Message::Heartbeat { .. }
+        | Message::SyncRequest { .. }
+        | Message::Checkpoint(_) => 96,
     }
 }
 

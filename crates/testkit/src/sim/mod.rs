@@ -163,6 +163,8 @@ pub struct Report {
     pub max_view: u64,
     /// Foreign-chain decisions injected (all must be rejected).
     pub foreign_injected: u64,
+    /// Snapshots installed by state transfer (correct replicas).
+    pub installed: u64,
 }
 
 /// Runs one seed; `Err` describes the violated property (and names the seed).

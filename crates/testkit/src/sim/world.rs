@@ -143,6 +143,9 @@ impl World {
         c.heartbeat_timeout_ms = 250;
         c.view_change_timeout_ms = 250;
         c.sync_batch = 8;
+        // Small and varied, so checkpoints, pruning and snapshot transfer happen often.
+        c.checkpoint_interval = [3, 5, 8][(self.sc.seed % 3) as usize];
+        c.retain_decisions = [0, 2, 6][(self.sc.seed / 3 % 3) as usize];
         c
     }
 
@@ -374,6 +377,17 @@ impl World {
                         self.checker.on_deliver(id, &d)?;
                     }
                 }
+                Output::Installed { seq, snapshot } => {
+                    let node = &mut self.nodes[id as usize];
+                    if node.byz.is_none() {
+                        if !node.ledger.install_snapshot(seq, &snapshot) {
+                            return Err(format!("r{id} installed a snapshot its ledger refuses"));
+                        }
+                        let head = node.ledger.head();
+                        self.report.installed += 1;
+                        self.checker.on_install(id, seq, head)?;
+                    }
+                }
                 Output::ViewInstalled { .. } | Output::Refused { .. } => {}
             }
         }
@@ -477,8 +491,7 @@ impl World {
         }
         // The application may have lost its last few deliveries: the engine re-applies.
         let mut app = self.nodes[id as usize].ledger.clone();
-        let keep = app.chain.len().saturating_sub(self.rng.gen_range(0..3));
-        app.chain.truncate(keep);
+        app.forget_last(self.rng.gen_range(0..3));
         self.nodes[id as usize].ledger = app.clone();
         let entries = self.nodes[id as usize].wal.entries.clone();
         let (replica, outputs) = Replica::restore(

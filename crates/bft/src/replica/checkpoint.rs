@@ -1,0 +1,261 @@
+//! Checkpoints, pruning and state transfer by snapshot (see [`crate::checkpoint`]).
+//!
+//! After every `checkpoint_interval`-th decision the replica snapshots its application
+//! and broadcasts a signed vote; a quorum of votes for its own digest makes the
+//! checkpoint stable. It then persists one [`WalEntry::Checkpoint`] that restates all
+//! the WAL must still say (view, view-change target, the current slot), which lets the
+//! WAL drop everything before it, and prunes the decisions it keeps for state transfer
+//! and their request digests to `retain_decisions` below the checkpoint. A peer asking
+//! for pruned decisions gets the stable checkpoint instead ([`Message::SyncSnapshot`]).
+//!
+//! Memory: at most [`MAX_OWN`] own snapshots not yet stable and votes for at most
+//! [`MAX_VOTED_SEQS`] sequence numbers, one per replica each.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{Replica, Slot, Status};
+use crate::Output;
+use crate::app::Application;
+use crate::checkpoint::{CheckpointVote, StableCheckpoint, checkpoint_bytes};
+use crate::crypto::Signature;
+use crate::messages::Message;
+use crate::types::{Digest, ReplicaId, Seq};
+use crate::wal::WalEntry;
+
+/// Own snapshots kept while they wait for a quorum.
+const MAX_OWN: usize = 4;
+/// Sequence numbers with votes kept while they wait for a quorum.
+const MAX_VOTED_SEQS: usize = 8;
+
+/// Checkpoint bookkeeping of a replica.
+#[derive(Debug, Default)]
+pub(super) struct Checkpoints {
+    /// The last stable checkpoint.
+    pub(super) stable: Option<Arc<StableCheckpoint>>,
+    /// Own snapshots above it, by sequence number.
+    own: BTreeMap<Seq, (Digest, Arc<Vec<u8>>)>,
+    /// Verified votes above it: per sequence number, per voter.
+    votes: BTreeMap<Seq, BTreeMap<ReplicaId, (Digest, Signature)>>,
+}
+
+impl Checkpoints {
+    fn stable_seq(&self) -> Seq {
+        self.stable.as_ref().map_or(0, |c| c.seq)
+    }
+
+    /// Forgets everything at or below `seq`.
+    fn forget_through(&mut self, seq: Seq) {
+        self.own.retain(|s, _| *s > seq);
+        self.votes.retain(|s, _| *s > seq);
+    }
+}
+
+impl<A: Application> Replica<A> {
+    /// The last stable checkpoint, if any.
+    pub fn stable_checkpoint(&self) -> Option<&Arc<StableCheckpoint>> {
+        self.checkpoints.stable.as_ref()
+    }
+
+    /// Decisions held in memory for state transfer.
+    pub fn held_decisions(&self) -> usize {
+        self.decisions.len()
+    }
+
+    fn is_checkpoint_seq(&self, seq: Seq) -> bool {
+        let k = self.cfg.checkpoint_interval;
+        k > 0 && seq > 0 && seq.is_multiple_of(k)
+    }
+
+    /// Called after each decision: at a checkpoint sequence, snapshot and vote.
+    pub(super) fn take_checkpoint(&mut self) {
+        let seq = self.last_decided;
+        if !self.is_checkpoint_seq(seq) {
+            return;
+        }
+        // A snapshot larger than a state-transfer message could never be served.
+        let Some(snapshot) = self.app.snapshot().filter(|s| s.len() <= self.cfg.sync_max_bytes) else {
+            return;
+        };
+        let digest = Digest::of_snapshot(&snapshot);
+        let own = &mut self.checkpoints.own;
+        own.insert(seq, (digest, Arc::new(snapshot)));
+        while own.len() > MAX_OWN {
+            own.pop_first();
+        }
+        let bytes = checkpoint_bytes(&self.cfg.chain, self.cfg.instance, seq, &digest);
+        let vote = CheckpointVote {
+            instance: self.cfg.instance,
+            from: self.cfg.id,
+            seq,
+            digest,
+            signature: self.signer.sign(&bytes),
+        };
+        self.record_checkpoint_vote(&vote);
+        self.broadcast(Message::Checkpoint(vote));
+        self.try_stabilize(seq);
+    }
+
+    pub(super) fn on_checkpoint(&mut self, from: ReplicaId, vote: CheckpointVote) {
+        let k = self.cfg.checkpoint_interval;
+        let horizon = self
+            .last_decided
+            .saturating_add(k.saturating_mul(MAX_VOTED_SEQS as u64));
+        if vote.from != from
+            || !self.is_checkpoint_seq(vote.seq)
+            || vote.seq <= self.checkpoints.stable_seq()
+            || vote.seq > horizon
+            || !vote.verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+        {
+            return;
+        }
+        self.record_checkpoint_vote(&vote);
+        self.try_stabilize(vote.seq);
+    }
+
+    fn record_checkpoint_vote(&mut self, vote: &CheckpointVote) {
+        let votes = &mut self.checkpoints.votes;
+        votes
+            .entry(vote.seq)
+            .or_default()
+            .insert(vote.from, (vote.digest, vote.signature.clone()));
+        while votes.len() > MAX_VOTED_SEQS {
+            votes.pop_first();
+        }
+    }
+
+    /// Makes the checkpoint at `seq` stable if a quorum voted for this replica's own
+    /// snapshot digest there.
+    fn try_stabilize(&mut self, seq: Seq) {
+        let Some((digest, snapshot)) = self.checkpoints.own.get(&seq).cloned() else {
+            return;
+        };
+        let Some(votes) = self.checkpoints.votes.get(&seq) else {
+            return;
+        };
+        let signatures: Vec<(ReplicaId, Signature)> = votes
+            .iter()
+            .filter(|(_, (d, _))| *d == digest)
+            .map(|(id, (_, sig))| (*id, sig.clone()))
+            .collect();
+        if (signatures.len() as u32) < self.quorum.q {
+            return;
+        }
+        let Some(last_commit) = self.decision(seq).map(|d| d.certificate.clone()) else {
+            return;
+        };
+        let cp = Arc::new(StableCheckpoint {
+            instance: self.cfg.instance,
+            seq,
+            digest,
+            signatures,
+            snapshot,
+            last_commit,
+        });
+        self.checkpoints.stable = Some(cp.clone());
+        self.checkpoints.forget_through(seq);
+        self.persist_checkpoint(cp);
+        self.prune(seq);
+    }
+
+    /// Persists `cp` with a restatement of the rest of what the WAL must keep, so the
+    /// shell may drop every entry before it (and the decisions up to `cp.seq`).
+    fn persist_checkpoint(&mut self, checkpoint: Arc<StableCheckpoint>) {
+        let mut state = vec![WalEntry::NewView {
+            view: self.view,
+            decided: self.carry.decided,
+            carried: self.carry.proposal.clone(),
+        }];
+        match self.status {
+            Status::ViewChanging { target } => state.push(WalEntry::ViewChange { target }),
+            Status::Normal => {
+                if let Some(a) = &self.slot.accepted {
+                    state.push(WalEntry::Accepted {
+                        view: self.view,
+                        proposal: a.proposal.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(p) = &self.prepared {
+            state.push(WalEntry::Prepared(p.clone()));
+        }
+        self.persist(WalEntry::Checkpoint { checkpoint, state });
+    }
+
+    /// Drops the decisions (and their request digests) more than `retain_decisions`
+    /// below `stable`.
+    fn prune(&mut self, stable: Seq) {
+        let keep_from = stable.saturating_sub(self.cfg.retain_decisions).saturating_add(1);
+        while let Some(d) = self.decisions.front().filter(|d| d.seq() < keep_from) {
+            for r in &d.proposal.requests {
+                self.decided_requests.remove(&Digest::of_request(r));
+            }
+            self.decisions.pop_front();
+        }
+    }
+
+    /// State transfer: a peer's stable checkpoint ahead of this replica.
+    pub(super) fn on_sync_snapshot(&mut self, from: ReplicaId, cp: Arc<StableCheckpoint>) {
+        // Only an answer to our outstanding request is worth verifying (a quorum of
+        // signatures and a hash over up to `sync_max_bytes`): unsolicited ones are dropped.
+        if self.sync.outstanding.is_none_or(|(p, _)| p != from) {
+            return;
+        }
+        self.sync.outstanding = None;
+        if cp.seq < self.next_seq() {
+            self.maybe_sync();
+            return;
+        }
+        let valid = cp
+            .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+            .is_ok();
+        if !valid || !self.app.install_snapshot(cp.seq, &cp.snapshot) {
+            // Forget what the peer claimed; it will tell us again if it gets ahead.
+            let mine = self.last_decided;
+            self.sync.peer_heights.insert(from, mine);
+            self.maybe_sync();
+            return;
+        }
+        self.jump_to(cp.clone());
+        // Requests pending here may be among the skipped decisions, and the de-duplication
+        // set no longer knows them: drop them (clients and batchers resubmit what stays
+        // unordered; the other replicas hold what they sent).
+        self.pending = super::Pending::default();
+        self.persist_checkpoint(cp.clone());
+        self.out.push(Output::Installed {
+            seq: cp.seq,
+            snapshot: cp.snapshot.clone(),
+        });
+        if self.status == Status::Normal {
+            self.replay_future();
+            self.maybe_propose();
+        }
+        self.maybe_sync();
+    }
+
+    /// Moves this replica's decided state to stable checkpoint `cp` (its application
+    /// already holds the snapshot): no decisions are kept below it.
+    pub(super) fn jump_to(&mut self, cp: Arc<StableCheckpoint>) {
+        self.last_decided = cp.seq;
+        self.last_commit = Some(cp.last_commit.clone());
+        self.decisions.clear();
+        self.decided_requests.clear();
+        self.slot = Slot::default();
+        let next = self.next_seq();
+        self.prepared = self.prepared.take().filter(|p| p.certificate.seq == next);
+        self.checkpoints.forget_through(cp.seq);
+        self.checkpoints.stable = Some(cp);
+        self.last_leader_heard = self.now;
+    }
+
+    /// The stable checkpoint to answer a request for decisions from `from_seq`, when
+    /// this replica no longer holds decision `from_seq`.
+    pub(super) fn snapshot_for(&self, from_seq: Seq) -> Option<Arc<StableCheckpoint>> {
+        let first = self.decisions.front().map_or(self.next_seq(), |d| d.seq());
+        self.checkpoints
+            .stable
+            .clone()
+            .filter(|cp| from_seq < first && cp.seq >= from_seq)
+    }
+}
