@@ -145,28 +145,38 @@ impl TryFrom<&pb::Decision> for DecisionProof {
     type Error = DecisionWireError;
 
     fn try_from(d: &pb::Decision) -> Result<DecisionProof, DecisionWireError> {
-        let signatures = d
-            .signatures
-            .iter()
-            .map(|s| {
-                if s.signature.is_empty() || s.signature.len() > MAX_SIGNATURE_BYTES {
-                    return Err(DecisionWireError::BadSignature {
-                        signer: s.signer,
-                        len: s.signature.len(),
-                    });
-                }
-                Ok((s.signer, Signature(s.signature.clone())))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(DecisionProof {
-            instance: InstanceId(0),
-            decision: d.number,
-            view: d.view,
-            requests_root: array32(&d.requests_root, "requests_root")?,
-            metadata: d.metadata.clone(),
-            signatures,
-        })
+        proof_from_parts(d.number, d.view, &d.requests_root, &d.metadata, &d.signatures)
     }
+}
+
+/// A proof from its wire fields (a served decision's or a block's).
+pub(crate) fn proof_from_parts(
+    decision: u64,
+    view: u64,
+    requests_root: &[u8],
+    metadata: &[u8],
+    signatures: &[pb::ConsenterSignature],
+) -> Result<DecisionProof, DecisionWireError> {
+    let signatures = signatures
+        .iter()
+        .map(|s| {
+            if s.signature.is_empty() || s.signature.len() > MAX_SIGNATURE_BYTES {
+                return Err(DecisionWireError::BadSignature {
+                    signer: s.signer,
+                    len: s.signature.len(),
+                });
+            }
+            Ok((s.signer, Signature(s.signature.clone())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(DecisionProof {
+        instance: InstanceId(0),
+        decision,
+        view,
+        requests_root: array32(requests_root, "requests_root")?,
+        metadata: metadata.to_vec(),
+        signatures,
+    })
 }
 
 /// A received decision whose certificate verified and proves its content.

@@ -12,6 +12,7 @@
 //!   metadata and proof (ADR 0009), the served `Decision` and its check, the consenter
 //!   set's keys and chain id: what a batcher or assembler needs to trust a decision.
 
+mod block;
 mod cluster;
 mod codec;
 mod decision;
@@ -20,6 +21,7 @@ mod header;
 mod messages;
 mod proof;
 
+pub use block::{BlockError, VerifiedBlock, verify_pb_block};
 pub use cluster::{CertificateVerifier, ClusterKeys, DEFAULT_CHAIN};
 pub use codec::{CodecError, encode_baf, encode_complaint};
 pub use decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};

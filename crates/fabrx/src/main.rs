@@ -7,6 +7,7 @@ mod loadgen_cmd;
 mod metrics_http;
 mod network;
 mod node;
+mod node_assembler;
 mod node_batcher;
 mod node_bft;
 mod node_consenter;

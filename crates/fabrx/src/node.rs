@@ -29,6 +29,9 @@ pub enum Role {
     /// One Arma consenter: the BFT cluster ordering BAFs and complaints into block
     /// headers (docs/consenter.md).
     Consenter(crate::node_consenter::ConsenterArgs),
+    /// A party's Arma assembler: joins ordered headers and batches into the party's
+    /// ledger and serves it on a Deliver stream (docs/assembler.md).
+    Assembler(crate::node_assembler::AssemblerArgs),
 }
 
 /// Arguments of `fabrx init-db`.
@@ -67,6 +70,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
         Role::Router(args) => crate::node_router::run(args).await,
         Role::Batcher(args) => crate::node_batcher::run(args).await,
         Role::Consenter(args) => crate::node_consenter::run(args).await,
+        Role::Assembler(args) => crate::node_assembler::run(args).await,
     }
 }
 

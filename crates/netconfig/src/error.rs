@@ -243,6 +243,12 @@ pub enum Error {
         /// The consenter's reason.
         reason: String,
     },
+    /// The node is not listed in the network config (an assembler without an endpoint).
+    #[error("{node} has no endpoint in the network config")]
+    NoEndpoint {
+        /// The node.
+        node: Node,
+    },
     /// A generation request is out of range (ports, counts).
     #[error("generate: {reason}")]
     Generate {

@@ -177,6 +177,53 @@ impl NetworkConfig {
         })
     }
 
+    /// Party `party`'s assembler node (`assembler::node::spawn`): every consenter's
+    /// `Consenter.Decisions` (its own party's first), the consenter set's keys on this
+    /// chain (every decision's certificate is verified), every batcher (`BatcherPeer`),
+    /// its ledger under `data_dir`, listening on `listen` or on its endpoint's address.
+    pub fn assembler_node_config(
+        &self,
+        party: PartyId,
+        data_dir: &Path,
+        listen: Option<SocketAddr>,
+    ) -> Result<assembler::node::NodeConfig> {
+        let own = self.party(party)?;
+        let listen = match (listen, own.assembler.as_ref()) {
+            (Some(l), _) => l,
+            (None, Some(endpoint)) => endpoint.listen_addr(),
+            (None, None) => {
+                return Err(Error::NoEndpoint {
+                    node: Node::Assembler(party),
+                });
+            }
+        };
+        let mut consenters = vec![own.consenter.uri()];
+        consenters.extend(
+            self.parties
+                .iter()
+                .filter(|p| p.id != party)
+                .map(|p| p.consenter.uri()),
+        );
+        let mut batchers = BTreeMap::new();
+        for p in &self.parties {
+            for shard in 0..self.shards().get() {
+                batchers.insert((p.id, shard), self.batcher(p.id, shard)?.endpoint.uri());
+            }
+        }
+        Ok(assembler::node::NodeConfig {
+            party,
+            shards: self.shards().get(),
+            consenters,
+            consenter_keys: self.cluster_keys(),
+            batchers,
+            ledger: data_dir.join("ledger"),
+            listen,
+            limits: assembler::core::Limits::default(),
+            deliver: assembler::deliver::DeliverLimits::default(),
+            retry: Duration::from_millis(200),
+        })
+    }
+
     /// Party `party`'s consenter replica id (`party − 1`).
     pub fn replica_id(&self, party: PartyId) -> Result<bft::ReplicaId> {
         Ok(self.party(party)?.id - 1)

@@ -1,0 +1,160 @@
+//! `Assembler.Deliver`: the party's blocks in order from a block number, stopping after
+//! `to` or following new blocks; with `headers_only`, headers and proofs without the
+//! requests (docs/assembler.md "Deliver").
+//!
+//! Every stream reads the ledger at its own pace and learns of appends through the
+//! store's watch channel: at most `buffer` blocks wait in its response channel, so a slow
+//! reader is back-pressured, never buffered. At most `max_streams` streams at once
+//! (RESOURCE_EXHAUSTED beyond).
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use wire::pb;
+use wire::pb::assembler_server::{Assembler, AssemblerServer};
+
+use crate::store::StoreReader;
+
+/// Bounds of the Deliver streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeliverLimits {
+    /// Streams served at once.
+    pub max_streams: usize,
+    /// Blocks read ahead per stream.
+    pub buffer: usize,
+    /// Largest encoded block sent.
+    pub max_message_bytes: usize,
+}
+
+impl Default for DeliverLimits {
+    fn default() -> DeliverLimits {
+        DeliverLimits {
+            max_streams: 256,
+            buffer: 16,
+            max_message_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The `Assembler` gRPC service.
+#[derive(Clone)]
+pub struct DeliverService {
+    store: StoreReader,
+    streams: Arc<Semaphore>,
+    limits: DeliverLimits,
+}
+
+impl DeliverService {
+    /// Serves the blocks of `store`.
+    pub fn new(store: StoreReader, limits: DeliverLimits) -> DeliverService {
+        DeliverService {
+            store,
+            streams: Arc::new(Semaphore::new(limits.max_streams.min(Semaphore::MAX_PERMITS))),
+            limits,
+        }
+    }
+
+    /// The tonic server, with the request (1 KiB) and block size limits.
+    pub fn into_server(self) -> AssemblerServer<DeliverService> {
+        let max = self.limits.max_message_bytes;
+        AssemblerServer::new(self)
+            .max_decoding_message_size(1 << 10)
+            .max_encoding_message_size(max)
+    }
+}
+
+type Item = Result<pb::OrderedBlock, Status>;
+
+#[tonic::async_trait]
+impl Assembler for DeliverService {
+    type DeliverStream = ReceiverStream<Item>;
+
+    async fn deliver(
+        &self,
+        request: Request<pb::DeliverRequest>,
+    ) -> Result<Response<Self::DeliverStream>, Status> {
+        let r = request.into_inner();
+        if r.to.is_some_and(|to| to < r.from) {
+            return Err(Status::invalid_argument(format!(
+                "`to` ({:?}) is before `from` ({})",
+                r.to, r.from
+            )));
+        }
+        let permit = self.streams.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "{} Deliver streams are open at this assembler; retry later",
+                self.limits.max_streams
+            ))
+        })?;
+        let (tx, rx) = mpsc::channel(self.limits.buffer.max(1));
+        tokio::spawn(follow(self.store.clone(), r, tx, permit));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Most blocks read from the ledger in one blocking read.
+const READ_CHUNK: u64 = 16;
+
+/// Sends blocks from `r.from` on, in order, until `r.to` (or forever), waiting for new
+/// ones; ends when the client is gone, the ledger fails (with a status) or the node
+/// stops (UNAVAILABLE).
+async fn follow(
+    store: StoreReader,
+    r: pb::DeliverRequest,
+    tx: mpsc::Sender<Item>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let mut watch = store.watch();
+    let mut next = r.from;
+    let last_wanted = r.to.unwrap_or(u64::MAX);
+    loop {
+        let available = *watch.borrow_and_update();
+        while next < available && next <= last_wanted {
+            let upto = available
+                .min(next.saturating_add(READ_CHUNK))
+                .min(last_wanted.saturating_add(1));
+            let reader = store.clone();
+            let (from, headers_only) = (next, r.headers_only);
+            let chunk = tokio::task::spawn_blocking(move || {
+                (from..upto)
+                    .map(|n| reader.block(n, headers_only))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await;
+            let blocks = match chunk {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => {
+                    let _ = tx.send(Err(Status::internal(format!("ledger: {e}")))).await;
+                    return;
+                }
+                Err(_) => return,
+            };
+            for b in blocks {
+                let Some(b) = b else {
+                    let _ = tx
+                        .send(Err(Status::internal(
+                            "the ledger index promised a block it does not return",
+                        )))
+                        .await;
+                    return;
+                };
+                if tx.send(Ok(b)).await.is_err() {
+                    return;
+                }
+                next = next.saturating_add(1);
+            }
+        }
+        if next > last_wanted {
+            return; // done: the stream ends with OK
+        }
+        tokio::select! {
+            changed = watch.changed() => if changed.is_err() {
+                let _ = tx.send(Err(Status::unavailable("the assembler is stopping"))).await;
+                return;
+            },
+            () = tx.closed() => return,
+        }
+    }
+}

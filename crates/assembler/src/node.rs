@@ -1,0 +1,567 @@
+//! The assembler node (docs/assembler.md): one tokio task per concern, joined by bounded
+//! channels.
+//!
+//! * the decision follower reads `Consenter.Decisions` from its own party's consenter
+//!   (another one when that one fails or no longer holds the next decision), verifies
+//!   every decision's certificate and hands it to the main loop;
+//! * one prefetcher per shard pulls the current primary's batches from the party's own
+//!   batcher of that shard (`BatcherPeer.Pull`);
+//! * the main loop feeds decisions and batches to the [`Core`], fetches the next
+//!   block's batch from any batcher of its shard when it is missing
+//!   (`BatcherPeer.Fetch`, digest checked by the core), and appends complete blocks to
+//!   the ledger (synced) before the Deliver streams see them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arma::{ClusterKeys, DecisionProof, VerifiedDecision};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tracing::{debug, info, warn};
+use types::{PartyId, ShardId};
+use wire::pb;
+use wire::pb::batcher_peer_client::BatcherPeerClient;
+use wire::pb::consenter_client::ConsenterClient;
+
+use crate::core::{Block, Core, CoreError, Limits, OfferedBatch, Wanted};
+use crate::deliver::{DeliverLimits, DeliverService};
+use crate::store::{BlockStore, StoreError};
+
+/// Largest message read from a consenter or a batcher.
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Errors of the node.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The block store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The consenters' chain does not continue this ledger.
+    #[error(transparent)]
+    Chain(#[from] CoreError),
+    /// A configuration value is unusable.
+    #[error("assembler configuration: {0}")]
+    Config(String),
+    /// The listener could not be bound.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A task of the node ended.
+    #[error("assembler task ended: {0}")]
+    Stopped(String),
+}
+
+/// Result alias of the node.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything an assembler node needs.
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// Its party.
+    pub party: PartyId,
+    /// Number of shards.
+    pub shards: u32,
+    /// `Consenter.Decisions` endpoints (`http://host:port`), its own party's first.
+    pub consenters: Vec<String>,
+    /// The consenter set: every decision's certificate must verify against it.
+    pub consenter_keys: ClusterKeys,
+    /// `BatcherPeer` endpoints by (party, shard).
+    pub batchers: BTreeMap<(PartyId, ShardId), String>,
+    /// The ledger directory.
+    pub ledger: PathBuf,
+    /// Where the Deliver service listens.
+    pub listen: SocketAddr,
+    /// Bounds of the core.
+    pub limits: Limits,
+    /// Bounds of the Deliver streams.
+    pub deliver: DeliverLimits,
+    /// Waits between retries (reconnect, fetch).
+    pub retry: Duration,
+}
+
+/// A running node.
+pub struct Running {
+    /// The bound Deliver address.
+    pub addr: SocketAddr,
+    /// Blocks in the ledger when the node started.
+    pub height: u64,
+    stop: watch::Sender<bool>,
+    main: JoinHandle<Result<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Waits until the main loop ends (an error, or [`Running::stop`]).
+    pub async fn wait(mut self) -> Result<()> {
+        let main = (&mut self.main).await;
+        self.abort();
+        main.map_err(|e| Error::Stopped(e.to_string()))?
+    }
+
+    /// Stops every task.
+    pub fn stop(self) {
+        let _ = self.stop.send(true);
+        self.main.abort();
+        self.abort();
+    }
+
+    fn abort(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn channel(uri: &str) -> Result<Channel> {
+    Ok(wire::server::client_endpoint(uri.to_string())
+        .map_err(|e| Error::Config(format!("endpoint {uri}: {e}")))?
+        .connect_lazy())
+}
+
+/// The primary of `shard` in `term` among `n` parties (DESIGN.md).
+fn primary_of(shard: ShardId, term: u64, n: u32) -> PartyId {
+    let n = u64::from(n.max(1));
+    ((u64::from(shard) + term) % n) as PartyId + 1
+}
+
+/// Opens the ledger, binds the Deliver service and starts the node.
+pub async fn spawn(cfg: NodeConfig) -> Result<Running> {
+    if cfg.consenters.is_empty() || cfg.shards == 0 {
+        return Err(Error::Config("no consenters or no shards".into()));
+    }
+    let store = BlockStore::open(&cfg.ledger)?;
+    let height = store.next_block();
+    let last = store.last()?;
+    let core = Core::new(
+        cfg.limits,
+        store.next_block(),
+        last.as_ref().map(|(h, _)| h.hash()),
+    );
+    // Re-read the decision of the last block: the core skips the headers it holds.
+    let from_decision = last.as_ref().map_or(1, |(h, _)| h.decision);
+    let (stop, rx_stop) = watch::channel(false);
+    let (server, addr) = serve(&cfg, &store, rx_stop.clone()).await?;
+    let (tx_decisions, rx_decisions) = mpsc::channel(16);
+    let (tx_batches, rx_batches) = mpsc::channel(64);
+    let consenters = cfg
+        .consenters
+        .iter()
+        .map(|c| channel(c))
+        .collect::<Result<Vec<_>>>()?;
+    let follower = Follower {
+        consenters,
+        keys: cfg.consenter_keys.clone(),
+        next: from_decision,
+        tx: tx_decisions,
+        retry: cfg.retry,
+    };
+    let mut tasks = vec![server, tokio::spawn(follower.run())];
+    let lanes = prefetchers(&cfg, &tx_batches, &mut tasks)?;
+    let batchers = shard_batchers(&cfg)?;
+    let main = MainLoop {
+        core,
+        store: Some(store),
+        lanes,
+        n: cfg.consenter_keys.n(),
+        batchers,
+        tx_batches,
+        fetching: None,
+        retry: cfg.retry,
+    };
+    info!(party = cfg.party, %addr, from_decision, "assembler started");
+    let main = tokio::spawn(main.run(rx_decisions, rx_batches, rx_stop));
+    Ok(Running {
+        addr,
+        height,
+        stop,
+        main,
+        tasks,
+    })
+}
+
+/// Binds the Deliver service; it stops when `rx_stop` turns true.
+async fn serve(
+    cfg: &NodeConfig,
+    store: &BlockStore,
+    mut rx_stop: watch::Receiver<bool>,
+) -> Result<(JoinHandle<()>, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: cfg.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(cfg.listen);
+    let server_limits = wire::server::ServerLimits::default();
+    let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
+    let service = DeliverService::new(store.reader(), cfg.deliver).into_server();
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = rx_stop.wait_for(|s| *s).await;
+        };
+        let served = wire::server::builder(&server_limits)
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "Deliver service stopped");
+        }
+    });
+    Ok((server, addr))
+}
+
+/// Starts one prefetcher per shard (the party's own batcher); returns their lane views.
+fn prefetchers(
+    cfg: &NodeConfig,
+    tx_batches: &mpsc::Sender<OfferedBatch>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<Vec<watch::Sender<LaneView>>> {
+    let mut lanes = Vec::new();
+    for shard in 0..cfg.shards {
+        let uri = cfg
+            .batchers
+            .get(&(cfg.party, shard))
+            .ok_or_else(|| Error::Config(format!("no batcher of party {} shard {shard}", cfg.party)))?;
+        let (tx_lane, rx_lane) = watch::channel(LaneView {
+            primary: primary_of(shard, 0, cfg.consenter_keys.n()),
+            term: 0,
+            from_seq: 1,
+        });
+        lanes.push(tx_lane);
+        let prefetch = Prefetcher {
+            shard,
+            batcher: channel(uri)?,
+            view: rx_lane,
+            tx: tx_batches.clone(),
+            retry: cfg.retry,
+        };
+        tasks.push(tokio::spawn(prefetch.run()));
+    }
+    Ok(lanes)
+}
+
+/// Every shard's batchers, the own party's first (where missing batches are fetched).
+fn shard_batchers(cfg: &NodeConfig) -> Result<BTreeMap<ShardId, Vec<Channel>>> {
+    let mut batchers: BTreeMap<ShardId, Vec<Channel>> = BTreeMap::new();
+    for ((party, shard), uri) in &cfg.batchers {
+        let list = batchers.entry(*shard).or_default();
+        let ch = channel(uri)?;
+        if *party == cfg.party {
+            list.insert(0, ch);
+        } else {
+            list.push(ch);
+        }
+    }
+    Ok(batchers)
+}
+
+/// What a prefetcher pulls: the shard's current primary and term, from a seq on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LaneView {
+    primary: PartyId,
+    term: u64,
+    from_seq: u64,
+}
+
+/// A verified decision with its proof.
+type Decided = (VerifiedDecision, Arc<DecisionProof>);
+
+struct Follower {
+    consenters: Vec<Channel>,
+    keys: ClusterKeys,
+    next: u64,
+    tx: mpsc::Sender<Decided>,
+    retry: Duration,
+}
+
+impl Follower {
+    async fn run(mut self) {
+        let mut source = 0usize;
+        loop {
+            let before = self.next;
+            let channel = self.consenters[source % self.consenters.len()].clone();
+            let reason = self.follow(channel).await;
+            if self.tx.is_closed() {
+                return;
+            }
+            debug!(next = self.next, source, reason, "decision stream ended");
+            if self.next == before {
+                // No progress from this consenter: try the next one after a pause.
+                source = source.wrapping_add(1);
+                tokio::time::sleep(self.retry).await;
+            }
+        }
+    }
+
+    async fn follow(&mut self, channel: Channel) -> String {
+        let mut client = ConsenterClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let mut stream = match client.decisions(pb::DecisionsRequest { from: self.next }).await {
+            Ok(s) => s.into_inner(),
+            Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+        };
+        let chain = self.keys.chain_id();
+        let verifier = arma::CertificateVerifier::new(self.keys.clone());
+        loop {
+            let d = match stream.message().await {
+                Ok(Some(d)) => d,
+                Ok(None) => return "ended".into(),
+                Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+            };
+            if d.number < self.next {
+                continue;
+            }
+            if d.number > self.next {
+                return format!("decision {} arrived while {} was expected", d.number, self.next);
+            }
+            let verified = match arma::verify_pb_decision(&d, &chain, &verifier, self.keys.n()) {
+                Ok(v) => v,
+                Err(e) => return format!("decision {} does not verify: {e}", d.number),
+            };
+            let proof = match DecisionProof::try_from(&d) {
+                Ok(p) => Arc::new(p),
+                Err(e) => return format!("decision {}: {e}", d.number),
+            };
+            if self.tx.send((verified, proof)).await.is_err() {
+                return "node stopped".into();
+            }
+            self.next = self.next.saturating_add(1);
+        }
+    }
+}
+
+struct Prefetcher {
+    shard: ShardId,
+    batcher: Channel,
+    view: watch::Receiver<LaneView>,
+    tx: mpsc::Sender<OfferedBatch>,
+    retry: Duration,
+}
+
+impl Prefetcher {
+    async fn run(mut self) {
+        loop {
+            let view = *self.view.borrow_and_update();
+            let pull = pull(self.shard, self.batcher.clone(), view, self.tx.clone());
+            tokio::select! {
+                reason = pull => {
+                    if self.tx.is_closed() {
+                        return;
+                    }
+                    debug!(shard = self.shard, reason, "prefetch stream ended");
+                    tokio::time::sleep(self.retry).await;
+                }
+                changed = self.view.changed() => if changed.is_err() {
+                    return;
+                },
+            }
+        }
+    }
+}
+
+/// Pulls the lane `view` of `shard` from `batcher` until the stream ends; returns why.
+async fn pull(shard: ShardId, batcher: Channel, view: LaneView, tx: mpsc::Sender<OfferedBatch>) -> String {
+    let mut client = BatcherPeerClient::new(batcher).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let request = pb::PullRequest {
+        shard,
+        primary: view.primary,
+        term: view.term,
+        from_seq: view.from_seq,
+    };
+    let mut stream = match client.pull(request).await {
+        Ok(s) => s.into_inner(),
+        Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+    };
+    loop {
+        match stream.message().await {
+            Ok(Some(b)) => {
+                if b.shard != shard || b.primary != view.primary {
+                    return "a batch of another lane".into();
+                }
+                if tx.send(offered(b)).await.is_err() {
+                    return "node stopped".into();
+                }
+            }
+            Ok(None) => return "ended".into(),
+            Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+        }
+    }
+}
+
+/// A served batch as offered to the core (the core checks the digest).
+fn offered(b: pb::Batch) -> OfferedBatch {
+    let mut digest = [0u8; 32];
+    if b.digest.len() == 32 {
+        digest.copy_from_slice(&b.digest);
+    }
+    OfferedBatch {
+        shard: b.shard,
+        primary: b.primary,
+        seq: b.seq,
+        digest,
+        requests: b.requests.into_iter().map(Arc::from).collect(),
+    }
+}
+
+struct MainLoop {
+    core: Core,
+    /// The store (`None` while a blocking append holds it).
+    store: Option<BlockStore>,
+    lanes: Vec<watch::Sender<LaneView>>,
+    n: u32,
+    batchers: BTreeMap<ShardId, Vec<Channel>>,
+    tx_batches: mpsc::Sender<OfferedBatch>,
+    /// The block whose batch is being fetched.
+    fetching: Option<(u64, JoinHandle<()>)>,
+    retry: Duration,
+}
+
+impl MainLoop {
+    async fn run(
+        mut self,
+        mut rx_decisions: mpsc::Receiver<Decided>,
+        mut rx_batches: mpsc::Receiver<OfferedBatch>,
+        mut rx_stop: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let mut tick = tokio::time::interval(self.retry);
+        loop {
+            let room = self.core.has_room();
+            tokio::select! {
+                d = rx_decisions.recv(), if room => {
+                    let Some((decision, proof)) = d else {
+                        return Err(Error::Stopped("decision follower".into()));
+                    };
+                    self.on_decision(&decision, proof)?;
+                }
+                b = rx_batches.recv() => {
+                    let Some(batch) = b else {
+                        return Err(Error::Stopped("batch channel".into()));
+                    };
+                    if let Err(e) = self.core.offer(batch) {
+                        debug!(error = %e, "batch refused");
+                    }
+                }
+                _ = tick.tick() => {}
+                _ = rx_stop.wait_for(|s| *s) => return Ok(()),
+            }
+            self.append_ready().await?;
+            self.fetch_missing();
+        }
+    }
+
+    fn on_decision(&mut self, d: &VerifiedDecision, proof: Arc<DecisionProof>) -> Result<()> {
+        self.core.on_decision(proof, &d.headers, &d.terms)?;
+        for h in &d.headers {
+            if let Some(lane) = self.lanes.get(h.shard as usize) {
+                lane.send_if_modified(|v| {
+                    let next = LaneView {
+                        primary: h.primary,
+                        term: h.term,
+                        from_seq: h.seq.saturating_add(1),
+                    };
+                    // Only a term change restarts the pull; a later seq of the same lane
+                    // is what the running pull delivers anyway.
+                    let changed = (v.primary, v.term) != (next.primary, next.term);
+                    if changed {
+                        *v = next;
+                    }
+                    changed
+                });
+            }
+        }
+        for t in &d.terms {
+            if let Some(lane) = self.lanes.get(t.shard as usize) {
+                lane.send_replace(LaneView {
+                    primary: primary_of(t.shard, t.term, self.n),
+                    term: t.term,
+                    from_seq: t.last_ordered_seq.saturating_add(1),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn append_ready(&mut self) -> Result<()> {
+        let blocks = self.core.take_blocks();
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let mut store = self
+            .store
+            .take()
+            .ok_or_else(|| Error::Stopped("block store".into()))?;
+        let (store, appended) = tokio::task::spawn_blocking(move || {
+            let r = blocks.iter().try_for_each(|b: &Block| store.append(b));
+            (store, r)
+        })
+        .await
+        .map_err(|e| Error::Stopped(format!("ledger thread: {e}")))?;
+        self.store = Some(store);
+        appended?;
+        Ok(())
+    }
+
+    /// Fetches the next block's batch from the batchers of its shard (own party's
+    /// first), one block at a time, retrying until the core holds it.
+    fn fetch_missing(&mut self) {
+        let Some(w) = self.core.wanted() else {
+            return;
+        };
+        if self
+            .fetching
+            .as_ref()
+            .is_some_and(|(block, task)| *block == w.block && !task.is_finished())
+        {
+            return;
+        }
+        let batchers = self.batchers.get(&w.shard).cloned().unwrap_or_default();
+        let tx = self.tx_batches.clone();
+        let retry = self.retry;
+        let task = tokio::spawn(fetch(w, batchers, tx, retry));
+        if let Some((_, old)) = self.fetching.replace((w.block, task)) {
+            old.abort();
+        }
+    }
+}
+
+/// Asks each batcher in turn for the wanted batch until one serves a batch with the
+/// right id and digest (the core checks the requests against the digest).
+async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>, retry: Duration) {
+    let request = pb::FetchRequest {
+        shard: w.shard,
+        primary: w.primary,
+        seq: w.seq,
+        digest: w.digest.to_vec(),
+    };
+    for round in 0u32.. {
+        for ch in &batchers {
+            let mut client = BatcherPeerClient::new(ch.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
+            match client.fetch(request.clone()).await {
+                Ok(b) => {
+                    let b = offered(b.into_inner());
+                    if (b.shard, b.primary, b.seq, b.digest) == (w.shard, w.primary, w.seq, w.digest) {
+                        let _ = tx.send(b).await;
+                        return;
+                    }
+                }
+                Err(s) => debug!(block = w.block, code = ?s.code(), "fetch failed"),
+            }
+        }
+        if round >= 3 {
+            warn!(
+                block = w.block,
+                shard = w.shard,
+                seq = w.seq,
+                "no batcher serves the next block's batch yet"
+            );
+        }
+        tokio::time::sleep(retry).await;
+    }
+}

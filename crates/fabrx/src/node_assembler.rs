@@ -1,0 +1,62 @@
+//! `fabrx node assembler`: party P's assembler (crates/assembler, docs/assembler.md),
+//! configured from the network config file (docs/network-config.md).
+
+use anyhow::Context;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tracing::{error, info};
+
+/// Arguments of `fabrx node assembler`.
+#[derive(Debug, Args)]
+pub struct AssemblerArgs {
+    /// The network config file (`fabrx network generate` writes
+    /// `<dir>/config/network-config.json`).
+    #[arg(long)]
+    config: PathBuf,
+    /// This assembler's party (1..N).
+    #[arg(long)]
+    party: u32,
+    /// Data directory (created if missing): the party's ledger in `ledger/`.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Listen address of the Deliver service (`ip:port`; port 0 picks a free port,
+    /// printed in the ready line). Default: the assembler's endpoint in the config.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+}
+
+/// Serves until SIGTERM or Ctrl-C (exit 0), or until the node stops on its own (a ledger
+/// failure, or a verified chain that does not continue the ledger: exit non-zero). Once
+/// listening it prints one JSON line to stdout:
+/// `{"ready":"assembler","party":P,"listen":"ip:port","height":H}` (H: blocks held).
+pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
+    let config = netconfig::NetworkConfig::load(&args.config)
+        .with_context(|| format!("loading the network config {}", args.config.display()))?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;
+    let running = assembler::node::spawn(cfg)
+        .await
+        .with_context(|| format!("starting party {} assembler", args.party))?;
+    info!(party = args.party, addr = %running.addr, height = running.height, "assembler listening");
+    let ready = serde_json::json!({
+        "ready": "assembler",
+        "party": args.party,
+        "listen": running.addr.to_string(),
+        "height": running.height,
+    });
+    println!("{ready}");
+    tokio::select! {
+        r = running.wait() => {
+            error!(party = args.party, "assembler stopped: {r:?}");
+            r.with_context(|| format!("party {} assembler stopped", args.party))?;
+            anyhow::bail!("party {} assembler stopped on its own", args.party)
+        }
+        r = crate::node_router::stopped() => {
+            r?;
+            info!(party = args.party, "assembler stopping");
+            Ok(())
+        }
+    }
+}
