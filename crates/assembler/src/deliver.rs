@@ -1,6 +1,7 @@
 //! `Assembler.Deliver`: the party's blocks in order from a block number, stopping after
-//! `to` or following new blocks; with `headers_only`, headers and proofs without the
-//! requests (docs/assembler.md "Deliver").
+//! `to` (or, with `to_end`, after the last block held when the request arrived) or
+//! following new blocks; with `headers_only`, headers and proofs without the requests
+//! (docs/assembler.md "Deliver").
 //!
 //! Every stream reads the ledger at its own pace and learns of appends through the
 //! store's watch channel: at most `buffer` blocks wait in its response channel, so a slow
@@ -108,7 +109,15 @@ async fn follow(
 ) {
     let mut watch = store.watch();
     let mut next = r.from;
-    let last_wanted = r.to.unwrap_or(u64::MAX);
+    let last_wanted = match (r.to, r.to_end) {
+        (Some(to), _) => to,
+        // Blocks below `next_block` are held; an empty ledger ends at once.
+        (None, true) => match store.next_block().checked_sub(1) {
+            Some(last) if last >= r.from => last,
+            _ => return,
+        },
+        (None, false) => u64::MAX,
+    };
     loop {
         let available = *watch.borrow_and_update();
         while next < available && next <= last_wanted {

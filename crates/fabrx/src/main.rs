@@ -1,6 +1,7 @@
 //! The `fabrx` binary composes the library crates; it holds no protocol logic.
 
 mod bench;
+mod blocks;
 mod committer;
 mod keygen;
 mod loadgen_cmd;
@@ -37,6 +38,8 @@ enum Command {
         #[command(subcommand)]
         what: bench::Bench,
     },
+    /// Print and verify party P's blocks from its assembler (docs/assembler.md).
+    Blocks(blocks::BlocksArgs),
     /// The committer without an orderer.
     Committer {
         #[command(subcommand)]
@@ -73,6 +76,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command {
             Command::Bench { what } => bench::run(what).await,
+            Command::Blocks(args) => blocks::run(args).await,
             Command::Committer { cmd } => committer::run(cmd).await,
             Command::InitDb(args) => node::init_db(args).await,
             Command::Keygen(args) => keygen::run(args),

@@ -5,7 +5,8 @@
 //! once. An assembler killed while requests flow and restarted with the same argv
 //! resumes from its ledger (its ready line reports the blocks it held) and catches up.
 //! A Deliver stream with `to` ends after that block; in headers mode it carries no
-//! requests.
+//! requests. `fabrx blocks` prints every block verified with the tx ids of every request
+//! once, and fails when the consenter keys it checks with are not the network's.
 
 #![allow(
     clippy::unwrap_used,
@@ -81,6 +82,7 @@ impl Reader {
                 from: self.blocks.len() as u64,
                 to: None,
                 headers_only: false,
+                to_end: false,
             };
             let Ok(stream) = client.deliver(request).await else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -166,6 +168,7 @@ async fn assemblers_serve_one_verified_chain_of_every_request_and_resume_after_a
             from: 1,
             to: Some(3),
             headers_only: true,
+            to_end: false,
         })
         .await
         .unwrap()
@@ -181,9 +184,71 @@ async fn assemblers_serve_one_verified_chain_of_every_request_and_resume_after_a
             from: 5,
             to: Some(4),
             headers_only: false,
+            to_end: false,
         })
         .await
         .unwrap_err();
     assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+
+    // d. `fabrx blocks`: every block verified, chained from 0, the tx ids of every request
+    //    once; with the wrong consenter keys every block fails and the command fails.
+    let out = blocks_cli(net.dir.path(), &["--party", "4", "--tx-ids"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    assert!(lines.len() >= readers[0].blocks.len(), "{} lines", lines.len());
+    let mut tx_ids = std::collections::BTreeMap::<String, usize>::new();
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["number"], i as u64, "{l}");
+        assert_eq!(l["verified"], true, "{l}");
+        assert!(l["signers"].as_array().unwrap().len() >= 3, "{l}");
+        for id in l["tx_ids"].as_array().unwrap() {
+            *tx_ids.entry(id.as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    assert_eq!(tx_ids.len(), sent.len());
+    assert!(tx_ids.values().all(|c| *c == 1), "every tx id once");
+    let middle = blocks_cli(net.dir.path(), &["--party", "1", "--from", "2", "--to", "4"]);
+    assert!(middle.status.success());
+    let numbers: Vec<u64> = json_lines(&middle.stdout)
+        .iter()
+        .map(|l| l["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [2, 3, 4]);
+    let wrong = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(netconfig::config_path(net.dir.path())).unwrap();
+    let mut file: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let k1 = file["parties"][0]["consenter"]["public_key"].clone();
+    let k2 = file["parties"][1]["consenter"]["public_key"].clone();
+    let k3 = file["parties"][2]["consenter"]["public_key"].clone();
+    file["parties"][0]["consenter"]["public_key"] = k2;
+    file["parties"][1]["consenter"]["public_key"] = k3;
+    file["parties"][2]["consenter"]["public_key"] = k1;
+    let path = netconfig::config_path(wrong.path());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, serde_json::to_string(&file).unwrap()).unwrap();
+    let refused = blocks_cli(wrong.path(), &["--party", "1", "--to", "2"]);
+    assert!(!refused.status.success());
+    let lines = json_lines(&refused.stdout);
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l["verified"] == false),
+        "{lines:?}"
+    );
     println!("total {:?}", t0.elapsed());
+}
+
+/// Runs `fabrx blocks --network DIR ARGS`.
+fn blocks_cli(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin())
+        .args(["blocks", "--json", "--network"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
