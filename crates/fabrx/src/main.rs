@@ -16,6 +16,7 @@ mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
 mod server_args;
+mod up;
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +39,12 @@ enum Command {
         #[command(subcommand)]
         what: bench::Bench,
     },
+    /// Start a network on this machine, every node its own process (docs/network.md).
+    Up(up::UpArgs),
+    /// Stop the nodes `fabrx up` started.
+    Down(up::DirArgs),
+    /// Each node's liveness.
+    Status(up::DirArgs),
     /// Print and verify party P's blocks from its assembler (docs/assembler.md).
     Blocks(blocks::BlocksArgs),
     /// The committer without an orderer.
@@ -77,6 +84,9 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Bench { what } => bench::run(what).await,
             Command::Blocks(args) => blocks::run(args).await,
+            Command::Up(args) => tokio::task::spawn_blocking(move || up::up(args)).await?,
+            Command::Down(args) => tokio::task::spawn_blocking(move || up::down(args)).await?,
+            Command::Status(args) => tokio::task::spawn_blocking(move || up::status(args)).await?,
             Command::Committer { cmd } => committer::run(cmd).await,
             Command::InitDb(args) => node::init_db(args).await,
             Command::Keygen(args) => keygen::run(args),

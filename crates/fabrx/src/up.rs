@@ -1,0 +1,361 @@
+//! `fabrx up / down / status` (DESIGN.md "Contracts"; docs/network.md): a whole network
+//! on this machine, every node its own OS process on loopback.
+//!
+//! `up` generates the network into `--dir` when it has none, starts every node that is
+//! not already running (its own process group, stdout to `logs/<name>.out` where the
+//! node prints its ready line, stderr to `logs/<name>.log`), waits for each ready line
+//! (checked, not slept for: a node that exits first fails `up` with its log's tail),
+//! writes `network.json` and prints a table. `down` stops them (SIGTERM, then SIGKILL
+//! after 10 s); `status` shows each node's liveness.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Arguments of `fabrx up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Number of parties N (a new network only).
+    #[arg(long, default_value_t = 4)]
+    parties: u32,
+    /// Number of shards S (a new network only).
+    #[arg(long, default_value_t = 2)]
+    shards: u32,
+    /// The network directory: config, keys, data, logs and `network.json`.
+    #[arg(long, default_value = "./fabrx-net")]
+    dir: PathBuf,
+    /// The committers' database: `embedded` or `postgres://…`.
+    #[arg(long, default_value = "embedded")]
+    db: String,
+    /// Committing parties (their sidecar, verifier and vcservice); 0: ordering only.
+    #[arg(long, default_value_t = 1)]
+    committers: u32,
+    /// Reproducible keys (tests and demos only).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S)).
+    #[arg(long, default_value_t = 7050)]
+    base_port: u16,
+    /// One JSON object per line instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `fabrx down` and `fabrx status`.
+#[derive(Debug, Args)]
+pub struct DirArgs {
+    /// The network directory.
+    #[arg(long, default_value = "./fabrx-net")]
+    dir: PathBuf,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One node of `network.json`.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct NodeEntry {
+    name: String,
+    role: String,
+    party: u32,
+    shard: Option<u32>,
+    pid: u32,
+    argv: Vec<String>,
+    cwd: PathBuf,
+    listen: String,
+    metrics: Option<String>,
+    data_dir: PathBuf,
+    log: PathBuf,
+}
+
+/// `network.json`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct NetworkFile {
+    parties: u32,
+    shards: u32,
+    nodes: Vec<NodeEntry>,
+}
+
+const READY: Duration = Duration::from_secs(60);
+
+fn network_json(dir: &Path) -> PathBuf {
+    dir.join("network.json")
+}
+
+fn load(dir: &Path) -> anyhow::Result<Option<NetworkFile>> {
+    match std::fs::read_to_string(network_json(dir)) {
+        Ok(text) => Ok(Some(
+            serde_json::from_str(&text).context("network.json does not parse")?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).context("reading network.json"),
+    }
+}
+
+/// Whether `pid` runs the node whose argv is `argv` (its `/proc` command line).
+fn alive(pid: u32, argv: &[String]) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+    args.len() == argv.len() && args.iter().zip(argv).all(|(a, b)| *a == b.as_bytes())
+}
+
+/// The nodes of an ordering network (consenters and batchers first, then routers and
+/// assemblers), with pid 0 (not started).
+fn ordering_nodes(config: &netconfig::NetworkConfig, dir: &Path, exe: &str) -> Vec<NodeEntry> {
+    let config_path = netconfig::config_path(dir).display().to_string();
+    let mut nodes = Vec::new();
+    let mut add = |role: &str, party: u32, shard: Option<u32>, listen: String| {
+        let name = match shard {
+            Some(s) => format!("{role}-{party}-{s}"),
+            None => format!("{role}-{party}"),
+        };
+        let data_dir = dir.join("data").join(&name);
+        let mut argv = vec![
+            exe.to_owned(),
+            "node".into(),
+            role.into(),
+            "--config".into(),
+            config_path.clone(),
+        ];
+        argv.extend(["--party".into(), party.to_string()]);
+        if let Some(s) = shard {
+            argv.extend(["--shard".into(), s.to_string()]);
+        }
+        if role != "router" {
+            argv.extend(["--data-dir".into(), data_dir.display().to_string()]);
+        }
+        nodes.push(NodeEntry {
+            log: dir.join("logs").join(format!("{name}.log")),
+            name,
+            role: role.into(),
+            party,
+            shard,
+            pid: 0,
+            argv,
+            cwd: dir.to_path_buf(),
+            listen,
+            metrics: None,
+            data_dir,
+        });
+    };
+    for p in config.parties() {
+        add("consenter", p.id, None, p.consenter.to_string());
+        for s in 0..config.shards().get() {
+            let listen = config
+                .batcher(p.id, s)
+                .map(|b| b.endpoint.to_string())
+                .unwrap_or_default();
+            add("batcher", p.id, Some(s), listen);
+        }
+    }
+    for p in config.parties() {
+        add("router", p.id, None, p.router.to_string());
+        let listen = p.assembler.as_ref().map(ToString::to_string).unwrap_or_default();
+        add("assembler", p.id, None, listen);
+    }
+    nodes
+}
+
+/// Starts `node` in its own process group; stdout (the ready line) to `<log>.out`.
+/// The child is returned so readiness can tell an exit from a slow start; it is never
+/// waited for to the end (it outlives `fabrx up`; `fabrx down` stops it).
+fn start(node: &mut NodeEntry) -> anyhow::Result<std::process::Child> {
+    let out = node.log.with_extension("out");
+    let stdout = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&node.log)
+        .with_context(|| format!("opening {}", node.log.display()))?;
+    let (exe, args) = node.argv.split_first().context("an empty argv")?;
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(exe)
+        .args(args)
+        .current_dir(&node.cwd)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {}", node.name))?;
+    node.pid = child.id();
+    Ok(child)
+}
+
+/// Waits for `node`'s ready line; fails with its log's tail if it exits first.
+fn wait_ready(node: &NodeEntry, child: &mut std::process::Child) -> anyhow::Result<serde_json::Value> {
+    let out = node.log.with_extension("out");
+    let deadline = Instant::now() + READY;
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if let Some(ready) = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get("ready").is_some())
+        {
+            return Ok(ready);
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() > deadline {
+            let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!(
+                "{} did not become ready ({}); the end of {}:\n{}",
+                node.name,
+                match exited {
+                    Some(status) => format!("it exited: {status}"),
+                    None => "timed out".to_owned(),
+                },
+                node.log.display(),
+                tail.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `fabrx up`.
+pub fn up(args: UpArgs) -> anyhow::Result<()> {
+    if args.committers > 0 {
+        bail!(
+            "committing parties are not started by `fabrx up` yet (the sidecar does not read blocks \
+             from the assemblers yet, issue #12); run `fabrx up --committers 0` for an ordering-only network"
+        );
+    }
+    let _ = &args.db;
+    std::fs::create_dir_all(args.dir.join("logs")).context("creating the network directory")?;
+    let dir = std::fs::canonicalize(&args.dir).context("resolving --dir")?;
+    let config_path = netconfig::config_path(&dir);
+    if !config_path.exists() {
+        netconfig::generate(&netconfig::GenerateSpec {
+            parties: args.parties,
+            shards: args.shards,
+            host: "127.0.0.1".into(),
+            base_port: args.base_port,
+            seed: args.seed,
+            chain: consenter::keys::DEFAULT_CHAIN.into(),
+            dir: dir.clone(),
+        })
+        .with_context(|| format!("generating a network in {}", dir.display()))?;
+    }
+    let config = netconfig::NetworkConfig::load(&config_path)?;
+    let exe = std::env::current_exe().context("locating the fabrx binary")?;
+    let mut nodes = ordering_nodes(&config, &dir, &exe.display().to_string());
+    // Nodes of a previous `up` that still run are kept.
+    let previous = load(&dir)?.map(|f| f.nodes).unwrap_or_default();
+    for node in &mut nodes {
+        if let Some(old) = previous
+            .iter()
+            .find(|o| o.name == node.name && alive(o.pid, &o.argv))
+        {
+            node.pid = old.pid;
+        }
+    }
+    let mut started = Vec::new();
+    for phase in [&["consenter", "batcher"][..], &["router", "assembler"][..]] {
+        let mut children = Vec::new();
+        for node in nodes
+            .iter_mut()
+            .filter(|n| phase.contains(&n.role.as_str()) && n.pid == 0)
+        {
+            std::fs::create_dir_all(&node.data_dir)
+                .with_context(|| format!("creating {}", node.data_dir.display()))?;
+            children.push((node.name.clone(), start(node)?));
+            started.push(node.name.clone());
+        }
+        // Written before waiting: `fabrx down` finds whatever was started.
+        write(&dir, &config, &nodes)?;
+        for (name, mut child) in children {
+            let Some(node) = nodes.iter().find(|n| n.name == name) else {
+                continue;
+            };
+            let ready = wait_ready(node, &mut child)?;
+            tracing::debug!(node = node.name, %ready, "ready");
+        }
+    }
+    print_nodes(&nodes, args.json, |n| {
+        if started.contains(&n.name) {
+            "started"
+        } else {
+            "running"
+        }
+    });
+    Ok(())
+}
+
+fn write(dir: &Path, config: &netconfig::NetworkConfig, nodes: &[NodeEntry]) -> anyhow::Result<()> {
+    let file = NetworkFile {
+        parties: config.n(),
+        shards: config.shards().get(),
+        nodes: nodes.to_vec(),
+    };
+    let tmp = dir.join("network.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&file)?).context("writing network.json")?;
+    std::fs::rename(&tmp, network_json(dir)).context("writing network.json")?;
+    Ok(())
+}
+
+fn print_nodes(nodes: &[NodeEntry], json: bool, state: impl Fn(&NodeEntry) -> &'static str) {
+    for n in nodes {
+        if json {
+            let line = serde_json::json!({
+                "name": n.name, "role": n.role, "party": n.party, "shard": n.shard,
+                "pid": n.pid, "listen": n.listen, "state": state(n), "log": n.log,
+            });
+            println!("{line}");
+        } else {
+            println!(
+                "{:<14} {:<9} pid {:<8} {:<22} {}",
+                n.name,
+                n.role,
+                n.pid,
+                n.listen,
+                state(n)
+            );
+        }
+    }
+}
+
+/// `fabrx down`: SIGTERM to every running node, SIGKILL to those alive after 10 s.
+pub fn down(args: DirArgs) -> anyhow::Result<()> {
+    let Some(file) = load(&args.dir)? else {
+        bail!("no network.json in {}", args.dir.display());
+    };
+    let running: Vec<&NodeEntry> = file.nodes.iter().filter(|n| alive(n.pid, &n.argv)).collect();
+    for n in &running {
+        signal("TERM", n.pid);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running.iter().any(|n| alive(n.pid, &n.argv)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for n in running.iter().filter(|n| alive(n.pid, &n.argv)) {
+        signal("KILL", n.pid);
+    }
+    print_nodes(&file.nodes, args.json, |_| "stopped");
+    Ok(())
+}
+
+fn signal(sig: &str, pid: u32) {
+    let _ = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// `fabrx status`: each node's liveness.
+pub fn status(args: DirArgs) -> anyhow::Result<()> {
+    let Some(file) = load(&args.dir)? else {
+        bail!("no network.json in {}", args.dir.display());
+    };
+    print_nodes(&file.nodes, args.json, |n| {
+        if alive(n.pid, &n.argv) { "running" } else { "down" }
+    });
+    Ok(())
+}

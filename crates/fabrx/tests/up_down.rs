@@ -1,0 +1,183 @@
+//! `fabrx up / status / down` (DESIGN.md "Contracts", docs/network.md) for an
+//! ordering-only network (`--committers 0`, 4 parties × 2 shards, 20 processes):
+//! `up` returns once every node printed its ready line and writes `network.json` with
+//! every contract field; requests sent to the routers come out of `fabrx blocks`; a node
+//! killed by pid is started again by another `up` (the others are left running) and
+//! catches up; `down` stops every process. Committing parties are refused with a clear
+//! message until the sidecar reads from the assemblers.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
+mod cluster;
+mod envelope;
+use cluster::{bin, free_base_port, submit_stream};
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn fabrx(args: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+fn network(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("network.json")).unwrap()).unwrap()
+}
+
+fn alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// The tx ids in party `party`'s blocks (`fabrx blocks --tx-ids`), once `count` are there.
+fn tx_ids_until(dir: &Path, party: u32, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new(bin())
+            .args(["blocks", "--tx-ids", "--party", &party.to_string(), "--network"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .inspect(|b| assert_eq!(b["verified"], true, "{b}"))
+            .flat_map(|b| {
+                b["tx_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_str().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if ids.len() >= count {
+            return ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} tx ids in party {party}'s blocks",
+            ids.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn send(net: &serde_json::Value, from: u64, count: u64) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let requests: Vec<Vec<u8>> = (from..from + count).map(envelope::envelope).collect();
+    for node in net["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] == "router")
+    {
+        let uri = format!("http://{}", node["listen"].as_str().unwrap());
+        let answers = rt.block_on(submit_stream(uri, requests.clone()));
+        assert_eq!(answers.len(), requests.len(), "{node}");
+    }
+}
+
+#[test]
+fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("net");
+    let base = free_base_port().to_string();
+    let refused = fabrx(&["up", "--seed", "5", "--base-port", &base], &dir);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--committers 0"));
+
+    let up = fabrx(
+        &[
+            "up",
+            "--committers",
+            "0",
+            "--seed",
+            "5",
+            "--base-port",
+            &base,
+            "--json",
+        ],
+        &dir,
+    );
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let net = network(&dir);
+    assert_eq!(
+        (net["parties"].as_u64(), net["shards"].as_u64()),
+        (Some(4), Some(2))
+    );
+    let nodes = net["nodes"].as_array().unwrap().clone();
+    assert_eq!(nodes.len(), 20);
+    for n in &nodes {
+        for field in [
+            "name", "role", "party", "shard", "pid", "argv", "cwd", "listen", "metrics", "data_dir", "log",
+        ] {
+            assert!(n.get(field).is_some(), "{field} missing in {n}");
+        }
+        assert!(alive(n["pid"].as_u64().unwrap()), "{n}");
+        assert_eq!(n["shard"].is_null(), n["role"] != "batcher", "{n}");
+    }
+
+    send(&net, 0, 50);
+    let ids = tx_ids_until(&dir, 1, 50);
+    assert_eq!(ids.len(), 50, "each request once");
+
+    // Kill a consenter and an assembler by pid; `up` starts them again, alone.
+    let pid_of = |net: &serde_json::Value, name: &str| {
+        net["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap()["pid"]
+            .as_u64()
+            .unwrap()
+    };
+    for name in ["consenter-3", "assembler-2"] {
+        Command::new("kill")
+            .args(["-KILL", &pid_of(&net, name).to_string()])
+            .status()
+            .unwrap();
+    }
+    let status = fabrx(&["status", "--json"], &dir);
+    let down: Vec<String> = String::from_utf8_lossy(&status.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|n| n["state"] == "down")
+        .map(|n| n["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(down, ["consenter-3", "assembler-2"]);
+    let again = fabrx(&["up", "--committers", "0", "--json"], &dir);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let restarted = network(&dir);
+    for n in nodes.iter() {
+        let name = n["name"].as_str().unwrap();
+        let same = pid_of(&restarted, name) == n["pid"].as_u64().unwrap();
+        assert_eq!(same, !["consenter-3", "assembler-2"].contains(&name), "{name}");
+    }
+    send(&restarted, 50, 30);
+    assert_eq!(tx_ids_until(&dir, 2, 80).len(), 80);
+
+    let stopped = fabrx(&["down"], &dir);
+    assert!(stopped.status.success());
+    for n in restarted["nodes"].as_array().unwrap() {
+        assert!(!alive(n["pid"].as_u64().unwrap()), "{n} still runs");
+    }
+}
