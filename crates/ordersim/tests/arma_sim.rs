@@ -190,3 +190,16 @@ fn restarted_primaries_never_reuse_a_seq_and_without_restore_they_do() {
         "without restore no restarted primary reused a seq"
     );
 }
+
+/// Seeds that failed once, kept as regressions: 63615 stalled in endless view changes
+/// when followers refused proposals repeating a request they still knew decided while
+/// the leader had pruned it (fixed: with checkpoints the engine leaves repeats to the
+/// application, docs/bft.md "Checkpoints").
+#[test]
+fn former_failures() {
+    for seed in [63_615] {
+        if let Err(e) = run_seed(seed) {
+            panic!("{e}");
+        }
+    }
+}

@@ -188,6 +188,13 @@ pub struct Replica<A: Application> {
     /// Request digests of the kept decisions (de-duplication within that window; an
     /// older request proposed again is the application's to recognise, see docs/bft.md).
     decided_requests: HashSet<Digest>,
+    /// Whether followers refuse a proposal that repeats a request they know decided:
+    /// only when nothing is ever pruned (no checkpoints), so that every replica at a
+    /// sequence knows the same decided requests. With pruning, what each replica still
+    /// knows differs, and refusing on that local knowledge can stall the cluster in
+    /// view changes (the leader's pool re-admitted a request whose digest it pruned);
+    /// the application then decides what a repeat means (docs/bft.md "Checkpoints").
+    dedup_proposals: bool,
     checkpoints: checkpoint::Checkpoints,
     slot: Slot,
     /// Highest prepared certificate for the next sequence, kept across views.
@@ -206,6 +213,7 @@ impl<A: Application> Replica<A> {
     /// A fresh replica (empty WAL) in view 0.
     pub fn new(cfg: Config, app: A, signer: Box<dyn Signer>, verifier: Arc<dyn Verifier>) -> Self {
         let quorum = cfg.quorum();
+        let dedup_proposals = cfg.checkpoint_interval == 0 || app.snapshot().is_none();
         Replica {
             quorum,
             app,
@@ -229,6 +237,7 @@ impl<A: Application> Replica<A> {
             last_decided: 0,
             last_commit: None,
             decided_requests: HashSet::new(),
+            dedup_proposals,
             checkpoints: checkpoint::Checkpoints::default(),
             slot: Slot::default(),
             prepared: None,

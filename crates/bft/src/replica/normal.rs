@@ -182,7 +182,7 @@ impl<A: Application> Replica<A> {
         for r in &proposal.requests {
             let d = Digest::of_request(r);
             if r.len() > self.cfg.max_request_bytes
-                || self.decided_requests.contains(&d)
+                || (self.dedup_proposals && self.decided_requests.contains(&d))
                 || !seen.insert(d)
                 || !self.app.verify_request(r)
             {
