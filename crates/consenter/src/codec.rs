@@ -83,12 +83,15 @@ fn cert_from_pb(c: Option<pb::BftCertificate>) -> Result<Certificate> {
         view: c.view,
         seq: c.seq,
         digest: digest_from_pb(&c.digest)?,
-        signatures: c
-            .signatures
-            .into_iter()
-            .map(|s| (s.replica, Signature(s.signature)))
-            .collect(),
+        signatures: signatures_from_pb(c.signatures),
     })
+}
+
+fn signatures_from_pb(signatures: Vec<pb::BftReplicaSignature>) -> Vec<(bft::ReplicaId, Signature)> {
+    signatures
+        .into_iter()
+        .map(|s| (s.replica, Signature(s.signature)))
+        .collect()
 }
 
 fn prepared_to_pb(p: &Prepared) -> pb::BftPreparedProposal {
@@ -257,11 +260,7 @@ pub fn message_from_pb(m: pb::BftMessage) -> Result<Message> {
             instance,
             seq: c.seq,
             digest: digest_from_pb(&c.digest)?,
-            signatures: c
-                .signatures
-                .into_iter()
-                .map(|s| (s.replica, Signature(s.signature)))
-                .collect(),
+            signatures: signatures_from_pb(c.signatures),
             snapshot: Arc::new(c.snapshot),
             last_commit: cert_from_pb(c.last_commit)?,
         })),
