@@ -467,8 +467,11 @@ fn write_decisions<S: DecisionSink>(
                 sink.decided(&d)?;
                 waiters.decided(&d);
             }
-            // Clients waiting for requests of skipped decisions learn at their deadline.
-            Delivery::Installed { seq } => sink.installed(seq)?,
+            // The replica dropped its pending requests: their clients must resubmit.
+            Delivery::Installed { seq } => {
+                sink.installed(seq)?;
+                waiters.skipped(seq);
+            }
         }
         if rx.is_empty() {
             sink.idle()?;

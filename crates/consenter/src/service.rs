@@ -260,6 +260,10 @@ impl BftConsensus for ConsensusService {
                 decided_seq: seq,
             })),
             Ok(Some(Outcome::Refused(reason))) => refused(reason),
+            Ok(Some(Outcome::Skipped { through })) => Err(Status::unavailable(format!(
+                "this replica caught up by state transfer through decision {through} and dropped its \
+                 pending requests; the request may be decided: submit it again, here or elsewhere"
+            ))),
             Ok(None) => Err(Status::unavailable("replica stopped")),
             Err(_) => Err(Status::deadline_exceeded(format!(
                 "not decided within {} ms; it may still be decided: submit it again to learn the outcome \

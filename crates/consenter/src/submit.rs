@@ -21,6 +21,12 @@ pub enum Outcome {
     },
     /// The replica did not take the request.
     Refused(Refusal),
+    /// The replica skipped ahead by state transfer to `through` and dropped the
+    /// requests it held: the request may be among the skipped decisions.
+    Skipped {
+        /// The installed checkpoint's sequence.
+        through: Seq,
+    },
 }
 
 /// Why a submission could not even wait.
@@ -137,6 +143,18 @@ impl Waiters {
         }
     }
 
+    /// Answers everyone waiting: this replica installed a snapshot through `through`
+    /// and dropped its pending requests, so it cannot tell them their outcome.
+    pub fn skipped(&self, through: Seq) {
+        let mut waiting = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let map = std::mem::take(&mut waiting.map);
+        waiting.count = 0;
+        drop(waiting);
+        for tx in map.into_values().flatten() {
+            let _ = tx.send(Outcome::Skipped { through });
+        }
+    }
+
     /// Clients waiting now.
     pub fn waiting(&self) -> usize {
         self.map.lock().unwrap_or_else(|e| e.into_inner()).count
@@ -213,10 +231,26 @@ mod tests {
         let mut t3 = w.register(Digest::of_request(b"c"), 10).unwrap();
         w.refused(Digest::of_request(b"c"), Refusal::PoolFull);
         assert_eq!(t3.outcome().await, Some(Outcome::Refused(Refusal::PoolFull)));
+
         // a client that gives up leaves no entry behind
         let t4 = w.register(Digest::of_request(b"d"), 1);
         drop(t3);
         drop(t4);
         assert_eq!(w.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_install_answers_everyone_waiting() {
+        let w = Waiters::new(SubmitLimits {
+            max_bytes: 10,
+            max_waiting: 2,
+        });
+        let mut t1 = w.register(Digest::of_request(b"d"), 1).unwrap();
+        let mut t2 = w.register(Digest::of_request(b"e"), 1).unwrap();
+        w.skipped(9);
+        assert_eq!(t1.outcome().await, Some(Outcome::Skipped { through: 9 }));
+        assert_eq!(t2.outcome().await, Some(Outcome::Skipped { through: 9 }));
+        assert_eq!(w.waiting(), 0);
+        assert!(w.register(Digest::of_request(b"f"), 1).is_ok(), "room again");
     }
 }

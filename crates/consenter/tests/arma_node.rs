@@ -159,11 +159,23 @@ async fn submit_all(addrs: &[String], requests: &[Vec<u8>]) {
     for addr in addrs {
         for r in requests {
             let (addr, r) = (addr.clone(), r.clone());
-            tasks.spawn(async move { submit(&addr, r).await });
+            // A consenter that caught up by snapshot answers what it held UNAVAILABLE:
+            // the request is submitted again, as a batcher would.
+            tasks.spawn(async move {
+                loop {
+                    match submit(&addr, r.clone()).await {
+                        Err(s) if s.code() == tonic::Code::Unavailable => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        reply => break (addr, reply),
+                    }
+                }
+            });
         }
     }
     while let Some(res) = tasks.join_next().await {
-        let reply = res.unwrap().expect("submitted");
+        let (addr, reply) = res.unwrap();
+        let reply = reply.unwrap_or_else(|e| panic!("submitted to {addr}: {e:?}"));
         assert!(reply.accepted);
     }
 }
