@@ -257,7 +257,7 @@ async fn sidecar_survives_hostile_input() {
         verify: std::sync::Arc::new(committer::LocalVerifier::new()),
         commit: std::sync::Arc::new(committer::LocalCommitter::new(engine)),
         meta_policy: file.meta_policy.clone(),
-        blocks: file.blocks.clone(),
+        blocks: sidecar::node::Feed::Blocks(file.blocks.clone()),
         metrics: None,
     };
     let mut node = sidecar::node::spawn(config, deps).await.unwrap();

@@ -20,6 +20,9 @@ use vcservice::{Backend, Engine, EngineConfig};
 pub enum Target {
     /// The in-process committer pipeline; the load generator acts as the orderer.
     Committer,
+    /// A running network (`fabrx up`): txs to every party's router, statuses from a
+    /// committer (or, ordering only, tx ids from an assembler).
+    Network,
 }
 
 /// Arguments of `fabrx loadgen`.
@@ -81,12 +84,18 @@ pub struct LoadgenArgs {
     /// Txs of the serial commit baseline (and of the verify sample).
     #[arg(long, default_value_t = 2000)]
     baseline_txs: usize,
+    #[command(flatten)]
+    pub(crate) network: crate::loadgen_network::NetworkArgs,
 }
 
 /// Runs the command.
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     match args.target {
         Target::Committer => committer_load(args).await,
+        Target::Network => {
+            let spec = spec_of(&args)?;
+            crate::loadgen_network::run(spec, &args.network, args.json).await
+        }
     }
 }
 
@@ -116,6 +125,7 @@ fn spec_of(args: &LoadgenArgs) -> anyhow::Result<WorkloadSpec> {
         invalid_sig_rate: args.invalid_sig_rate,
         seed: args.seed,
         tag: args.tag.clone().unwrap_or_else(default_tag),
+        reuse_outputs: args.target == Target::Committer,
     };
     spec.validate()?;
     Ok(spec)

@@ -90,6 +90,10 @@ async fn run_vcservice(path: &std::path::Path) -> anyhow::Result<()> {
     )
     .await
     .context("starting the vcservice")?;
+    println!(
+        "{}",
+        serde_json::json!({ "ready": "vcservice", "listen": node.addr.to_string() })
+    );
     tokio::select! {
         r = node.failed() => r.context("the vcservice stopped"),
         _ = tokio::signal::ctrl_c() => {

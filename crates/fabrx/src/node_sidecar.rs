@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use committer::blockfile;
 use committer::{LocalCommitter, LocalVerifier};
-use sidecar::node::{Config, Deps};
+use sidecar::node::{Config, Deps, Feed};
 use sidecar::remote::{RemoteConfig, VcPool, VerifierPool};
 use sidecar::stages::{CommitStage, VerifyStage};
 use std::num::NonZeroUsize;
@@ -20,9 +20,18 @@ use vcservice::{Engine, EngineConfig};
 /// Arguments of `fabrx node sidecar`.
 #[derive(Debug, Args)]
 pub struct SidecarArgs {
-    /// The block source: a JSON Lines block file (docs/committer-apply.md).
+    /// The block source: a JSON Lines block file (docs/committer-apply.md), for tools and
+    /// tests. Without it the sidecar reads the orderer of `--network`.
+    #[arg(long, required_unless_present = "network", conflicts_with = "network")]
+    blocks: Option<std::path::PathBuf>,
+    /// The network config file (`<dir>/config/network-config.json`): read ordered blocks
+    /// from the assemblers, party `--party`'s first, each verified; the `_meta` policy is
+    /// the network's.
+    #[arg(long, requires = "party")]
+    network: Option<std::path::PathBuf>,
+    /// The committing party (1..N), with `--network`.
     #[arg(long)]
-    blocks: std::path::PathBuf,
+    party: Option<u32>,
     /// Directory of the append-only block store.
     #[arg(long)]
     store: std::path::PathBuf,
@@ -62,10 +71,10 @@ pub struct SidecarArgs {
 }
 
 /// Runs the sidecar until the source is done (`--exit-when-done`) or it is stopped.
+/// Reading from the orderer, once its service listens it prints one JSON line to stdout:
+/// `{"ready":"sidecar","party":P,"listen":"ip:port","next_block":N}`.
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.blocks)
-        .with_context(|| format!("reading {}", args.blocks.display()))?;
-    let file = blockfile::parse(&text)?;
+    let (feed, meta_policy, party) = feed(&args)?;
     let (verify, commit) = stages(&args).await?;
     let metrics = match &args.metrics {
         Some(addr) => {
@@ -88,15 +97,30 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let deps = Deps {
         verify,
         commit,
-        meta_policy: file.meta_policy,
-        blocks: file.blocks,
+        meta_policy,
+        blocks: feed,
         metrics,
     };
     let mut node = sidecar::node::spawn(config, deps)
         .await
         .with_context(|| format!("starting the sidecar on {}", args.store.display()))?;
+    if let Some(party) = party {
+        let ready = serde_json::json!({
+            "ready": "sidecar",
+            "party": party,
+            "listen": node.listen.map(|a| a.to_string()),
+            "next_block": node.resumed_at,
+        });
+        println!("{ready}");
+    }
     // A failed store append or stage stops the node; the error ends the process.
-    let summary = node.source_done().await.context("the sidecar stopped")?;
+    let summary = tokio::select! {
+        s = node.source_done() => s.context("the sidecar stopped")?,
+        _ = tokio::signal::ctrl_c() => {
+            node.stop(Duration::from_secs(5)).await;
+            return Ok(());
+        }
+    };
     info!(
         blocks = summary.blocks,
         seconds = summary.seconds,
@@ -108,6 +132,22 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     }
     node.stop(Duration::from_secs(5)).await;
     Ok(())
+}
+
+/// The block feed, the `_meta` policy and the party the arguments ask for.
+fn feed(args: &SidecarArgs) -> anyhow::Result<(Feed, types::NamespacePolicy, Option<u32>)> {
+    if let Some(path) = &args.network {
+        let party = args.party.context("--network needs --party")?;
+        let config = netconfig::NetworkConfig::load(path)
+            .with_context(|| format!("loading the network config {}", path.display()))?;
+        let source = config.orderer_source(party)?;
+        let meta = config.committers()?.meta_policy.clone();
+        return Ok((Feed::Orderer(source), meta, Some(party)));
+    }
+    let path = args.blocks.as_ref().context("give --blocks or --network")?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file = blockfile::parse(&text)?;
+    Ok((Feed::Blocks(file.blocks), file.meta_policy, None))
 }
 
 /// The verify and commit stages the arguments ask for.

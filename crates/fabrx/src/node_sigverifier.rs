@@ -30,7 +30,8 @@ pub struct SigverifierArgs {
     server: crate::server_args::ServerArgs,
 }
 
-/// Runs the verifier until Ctrl-C.
+/// Runs the verifier until Ctrl-C. Once listening it prints one JSON line to stdout:
+/// `{"ready":"sigverifier","listen":"ip:port"}`.
 pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
     let verifier = Verifier::new(args.threads).context("starting the verification threads")?;
     let metrics = match &args.metrics {
@@ -47,6 +48,10 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     info!(%addr, threads = verifier.threads(), "sigverifier listening");
+    println!(
+        "{}",
+        serde_json::json!({ "ready": "sigverifier", "listen": addr.to_string() })
+    );
     let config = ServiceConfig {
         max_in_flight: args.max_in_flight.max(1),
         max_in_flight_total: args.max_in_flight_total.max(1),

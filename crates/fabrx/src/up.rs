@@ -160,6 +160,102 @@ fn ordering_nodes(config: &netconfig::NetworkConfig, dir: &Path, exe: &str) -> V
     nodes
 }
 
+/// The nodes of committing parties 1..=`committers`: per party a validator-committer
+/// (its config file `vcservice.toml` in its data directory), a signature verifier and
+/// a sidecar reading the orderer, with pid 0 (not started).
+fn committer_nodes(
+    config: &netconfig::NetworkConfig,
+    dir: &Path,
+    exe: &str,
+    committers: u32,
+) -> anyhow::Result<Vec<NodeEntry>> {
+    let config_path = netconfig::config_path(dir).display().to_string();
+    let mut nodes = Vec::new();
+    for p in 1..=committers {
+        let c = config.committer_party(p)?;
+        let entry = |role: &str, listen: &netconfig::Endpoint, argv: Vec<String>| {
+            let name = format!("{role}-{p}");
+            NodeEntry {
+                log: dir.join("logs").join(format!("{name}.log")),
+                data_dir: dir.join("data").join(&name),
+                name,
+                role: role.into(),
+                party: p,
+                shard: None,
+                pid: 0,
+                argv,
+                cwd: dir.to_path_buf(),
+                listen: listen.to_string(),
+                metrics: None,
+            }
+        };
+        let node_argv = |role: &str, rest: Vec<String>| {
+            let mut argv = vec![exe.to_owned(), "node".into(), role.into()];
+            argv.extend(rest);
+            argv
+        };
+        let vc_dir = dir.join("data").join(format!("vcservice-{p}"));
+        nodes.push(entry(
+            "vcservice",
+            &c.vcservice,
+            node_argv(
+                "vcservice",
+                vec![
+                    "--config".into(),
+                    vc_dir.join("vcservice.toml").display().to_string(),
+                ],
+            ),
+        ));
+        nodes.push(entry(
+            "sigverifier",
+            &c.sigverifier,
+            node_argv("sigverifier", vec!["--listen".into(), c.sigverifier.to_string()]),
+        ));
+        let store = dir.join("data").join(format!("sidecar-{p}")).join("store");
+        nodes.push(entry(
+            "sidecar",
+            &c.sidecar,
+            node_argv(
+                "sidecar",
+                vec![
+                    "--network".into(),
+                    config_path.clone(),
+                    "--party".into(),
+                    p.to_string(),
+                    "--store".into(),
+                    store.display().to_string(),
+                    "--vcservice".into(),
+                    c.vcservice.to_string(),
+                    "--verifier".into(),
+                    c.sigverifier.to_string(),
+                    "--listen".into(),
+                    c.sidecar.listen_addr().to_string(),
+                ],
+            ),
+        ));
+    }
+    Ok(nodes)
+}
+
+/// Writes a validator-committer's config file when it has none: its listen address and
+/// database (`embedded`: a store in its data directory).
+fn write_vcservice_config(node: &NodeEntry, db: &str) -> anyhow::Result<()> {
+    let path = node.data_dir.join("vcservice.toml");
+    if path.exists() {
+        return Ok(());
+    }
+    let db = match db {
+        "embedded" => format!("embedded:{}", node.data_dir.join("db").display()),
+        url => url.to_owned(),
+    };
+    let text = format!(
+        "# Written by `fabrx up`; edit and restart the node to change it (docs/vcservice.md).\n\
+         listen = {listen:?}\ndb = {db:?}\n",
+        listen = node.listen,
+    );
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Starts `node` in its own process group; stdout (the ready line) to `<log>.out`.
 /// The child is returned so readiness can tell an exit from a slow start; it is never
 /// waited for to the end (it outlives `fabrx up`; `fabrx down` stops it).
@@ -219,15 +315,27 @@ fn wait_ready(node: &NodeEntry, child: &mut std::process::Child) -> anyhow::Resu
     }
 }
 
-/// `fabrx up`.
-pub fn up(args: UpArgs) -> anyhow::Result<()> {
-    if args.committers > 0 {
+/// The committers' database flag: the embedded store, or one PostgreSQL database for a
+/// single committing party.
+fn check_db(args: &UpArgs) -> anyhow::Result<()> {
+    if args.db == "embedded" {
+        return Ok(());
+    }
+    if !args.db.starts_with("postgres://") && !args.db.starts_with("postgresql://") {
+        bail!("--db must be `embedded` or a postgres:// URL, not {:?}", args.db);
+    }
+    if args.committers > 1 {
         bail!(
-            "committing parties are not started by `fabrx up` yet (the sidecar does not read blocks \
-             from the assemblers yet, issue #12); run `fabrx up --committers 0` for an ordering-only network"
+            "several committing parties on one PostgreSQL database are not supported yet: \
+             use --committers 1 with --db postgres://…, or the embedded store"
         );
     }
-    let _ = &args.db;
+    Ok(())
+}
+
+/// `fabrx up`.
+pub fn up(args: UpArgs) -> anyhow::Result<()> {
+    check_db(&args)?;
     std::fs::create_dir_all(args.dir.join("logs")).context("creating the network directory")?;
     let dir = std::fs::canonicalize(&args.dir).context("resolving --dir")?;
     let config_path = netconfig::config_path(&dir);
@@ -245,7 +353,16 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     let config = netconfig::NetworkConfig::load(&config_path)?;
     let exe = std::env::current_exe().context("locating the fabrx binary")?;
-    let mut nodes = ordering_nodes(&config, &dir, &exe.display().to_string());
+    if args.committers > config.n() {
+        bail!(
+            "--committers {} is more than the network's {} parties",
+            args.committers,
+            config.n()
+        );
+    }
+    let exe_text = exe.display().to_string();
+    let mut nodes = ordering_nodes(&config, &dir, &exe_text);
+    nodes.extend(committer_nodes(&config, &dir, &exe_text, args.committers)?);
     // Nodes of a previous `up` that still run are kept.
     let previous = load(&dir)?.map(|f| f.nodes).unwrap_or_default();
     for node in &mut nodes {
@@ -257,7 +374,13 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         }
     }
     let mut started = Vec::new();
-    for phase in [&["consenter", "batcher"][..], &["router", "assembler"][..]] {
+    let phases = [
+        &["consenter", "batcher"][..],
+        &["router", "assembler"][..],
+        &["vcservice", "sigverifier"][..],
+        &["sidecar"][..],
+    ];
+    for phase in phases {
         let mut children = Vec::new();
         for node in nodes
             .iter_mut()
@@ -265,6 +388,9 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         {
             std::fs::create_dir_all(&node.data_dir)
                 .with_context(|| format!("creating {}", node.data_dir.display()))?;
+            if node.role == "vcservice" {
+                write_vcservice_config(node, &args.db)?;
+            }
             children.push((node.name.clone(), start(node)?));
             started.push(node.name.clone());
         }
@@ -310,7 +436,7 @@ fn print_nodes(nodes: &[NodeEntry], json: bool, state: impl Fn(&NodeEntry) -> &'
             println!("{line}");
         } else {
             println!(
-                "{:<14} {:<9} pid {:<8} {:<22} {}",
+                "{:<14} {:<11} pid {:<8} {:<22} {}",
                 n.name,
                 n.role,
                 n.pid,

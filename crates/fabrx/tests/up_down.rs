@@ -3,8 +3,8 @@
 //! `up` returns once every node printed its ready line and writes `network.json` with
 //! every contract field; requests sent to the routers come out of `fabrx blocks`; a node
 //! killed by pid is started again by another `up` (the others are left running) and
-//! catches up; `down` stops every process. Committing parties are refused with a clear
-//! message until the sidecar reads from the assemblers.
+//! catches up; `loadgen --target network` confirms its txs by the assemblers' blocks;
+//! `down` stops every process. The committing side: tests/network_e2e.rs.
 
 #![allow(
     clippy::unwrap_used,
@@ -96,10 +96,6 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
     let base = free_base_port().to_string();
-    let refused = fabrx(&["up", "--seed", "5", "--base-port", &base], &dir);
-    assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("--committers 0"));
-
     let up = fabrx(
         &[
             "up",
@@ -174,6 +170,29 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
     }
     send(&restarted, 50, 30);
     assert_eq!(tx_ids_until(&dir, 2, 80).len(), 80);
+
+    // Without a committer the load generator confirms txs by their ordering.
+    let load = Command::new(bin())
+        .args([
+            "loadgen",
+            "--target",
+            "network",
+            "--txs",
+            "300",
+            "--block-size",
+            "100",
+            "--json",
+            "--network",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&load.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(summary["confirmed_by"], "orderer", "{summary}");
+    assert_eq!(summary["ordered"], 300, "{summary}");
+    assert_eq!(summary["never_confirmed"], 0, "{summary}");
 
     let stopped = fabrx(&["down"], &dir);
     assert!(stopped.status.success());

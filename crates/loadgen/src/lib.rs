@@ -8,6 +8,8 @@
 //! - [`histogram`] records latencies in bounded memory and answers percentiles;
 //! - [`committer`] drives a workload through the in-process committer pipeline acting as
 //!   the orderer, and measures throughput and per-tx latency;
+//! - [`network`] sends a workload's txs to a running network's routers and waits for
+//!   their statuses from a committer (or their ordering, from an assembler);
 //! - [`baseline`] measures the machine's signature-verify ceiling and a one-tx-at-a-time
 //!   commit baseline for comparison;
 //! - [`summary`] is the final JSON line.
@@ -15,6 +17,7 @@
 pub mod baseline;
 pub mod committer;
 pub mod histogram;
+pub mod network;
 pub mod oracle;
 mod signer;
 pub mod summary;

@@ -113,6 +113,11 @@ pub struct WorkloadSpec {
     pub seed: u64,
     /// Run tag: the namespace is `tok_<tag>`, tx ids start with `<tag>-`.
     pub tag: String,
+    /// Whether coins a load tx creates are spent by later load txs (`MATURITY` blocks
+    /// on). Off, every load tx spends genesis coins only, so the load txs do not depend
+    /// on each other's order: what a network run needs, where the orderer, not the
+    /// planner, decides the blocks.
+    pub reuse_outputs: bool,
 }
 
 impl Default for WorkloadSpec {
@@ -127,6 +132,7 @@ impl Default for WorkloadSpec {
             invalid_sig_rate: 0.0,
             seed: 42,
             tag: "run".into(),
+            reuse_outputs: true,
         }
     }
 }
@@ -374,7 +380,9 @@ impl Planner {
         };
         if intent.expected() == Status::Committed {
             self.window_cur.extend(inputs);
-            self.maturing.push_back((b + MATURITY, outputs));
+            if spec.reuse_outputs {
+                self.maturing.push_back((b + MATURITY, outputs));
+            }
         }
         PlannedTx {
             id: TxId(format!("{}-{b}-{i}", spec.tag)),
@@ -471,7 +479,12 @@ impl Plan {
     /// Signs every tx (in parallel on the rayon pool) and numbers the blocks: genesis
     /// from 0, load after it.
     pub fn sign(self) -> Result<Workload> {
-        let meta = Signer::single(crypto::Scheme::Ed25519, META_SEED);
+        self.sign_with_meta(crypto::derive_signing_key(crypto::Scheme::Ed25519, META_SEED))
+    }
+
+    /// [`Plan::sign`] with `meta` endorsing the `_meta` tx (a network's administrator key).
+    pub fn sign_with_meta(self, meta: crypto::SigningKey) -> Result<Workload> {
+        let meta = Signer::Single(Box::new(meta));
         let issuer = self.spec.signer()?;
         let ns_policy = issuer.policy();
         let encoded = wire::encode_policy(&ns_policy);
@@ -677,5 +690,22 @@ mod tests {
         }
         assert!("rsa".parse::<Scheme>().is_err());
         assert_eq!("bls-threshold".parse::<Scheme>().unwrap(), Scheme::BlsThreshold);
+    }
+
+    #[test]
+    fn without_reuse_every_load_tx_spends_genesis_coins_once() {
+        let s = WorkloadSpec {
+            reuse_outputs: false,
+            ..spec(0.0)
+        };
+        let plan = plan(&s).unwrap();
+        let mut spent = std::collections::HashSet::new();
+        for tx in plan.load.iter().flatten() {
+            for rw in tx.ns.read_writes.iter().filter(|r| r.version.is_some()) {
+                assert!(rw.key.starts_with(b"g"), "a load tx spends a genesis coin");
+                assert!(spent.insert(rw.key.clone()), "each coin is spent once");
+            }
+        }
+        assert_eq!(spent.len(), plan.coins_issued);
     }
 }

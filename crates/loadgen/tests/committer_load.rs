@@ -27,6 +27,7 @@ fn spec(seed: u64, tag: &str) -> WorkloadSpec {
         invalid_sig_rate: 0.1,
         seed,
         tag: tag.into(),
+        reuse_outputs: true,
     }
 }
 

@@ -51,6 +51,7 @@ pub struct NetworkConfig {
     pub(crate) shards: NonZeroU32,
     pub(crate) parties: Vec<Party>,
     pub(crate) client_keys: Option<router::ClientKeys>,
+    pub(crate) committers: Option<crate::committer::Committers>,
 }
 
 impl NetworkConfig {
@@ -107,11 +108,18 @@ impl NetworkConfig {
         check_distinct(&parties)?;
         crate::params::check(&file)?;
         let client_keys = parse_clients(&file.router.client_auth)?;
+        let n = u32::try_from(parties.len()).unwrap_or(u32::MAX);
+        let committers = file
+            .committer
+            .as_ref()
+            .map(|c| crate::committer::parse(c, n))
+            .transpose()?;
         let config = NetworkConfig {
             file,
             shards,
             parties,
             client_keys,
+            committers,
         };
         config.check_roles()?;
         Ok(config)

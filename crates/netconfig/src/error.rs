@@ -82,6 +82,12 @@ pub enum Error {
     /// The network has no parties.
     #[error("the network has no parties (N must be at least 1)")]
     NoParties,
+    /// The `committer` section is wrong or missing.
+    #[error("committer: {reason}")]
+    Committer {
+        /// What is wrong.
+        reason: String,
+    },
     /// The network has no shards.
     #[error("the network has no shards (S must be at least 1)")]
     NoShards,

@@ -29,6 +29,34 @@ pub struct NetworkFile {
     /// Router parameters (every router of the network).
     #[serde(default)]
     pub router: RouterParams,
+    /// The committing side: the `_meta` policy and each committing party's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committer: Option<CommitterFile>,
+}
+
+/// `committer`: what the committing parties share and where their nodes listen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitterFile {
+    /// The key (`scheme:hex`) that endorses `_meta` txs (namespace creation and policy
+    /// updates): the network's administrator.
+    pub meta_policy: String,
+    /// The parties that may run a committer, by party id.
+    pub parties: Vec<CommitterPartyFile>,
+}
+
+/// One party's committer nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitterPartyFile {
+    /// The party (1..N).
+    pub party: PartyId,
+    /// The sidecar's `host:port` (notifications and status lookups for clients).
+    pub sidecar: String,
+    /// The signature verifier's `host:port`.
+    pub sigverifier: String,
+    /// The validator-committer's `host:port`.
+    pub vcservice: String,
 }
 
 /// One party's nodes and public keys.

@@ -9,6 +9,7 @@
 //! config/consenter-peer-keys.txt    derived from it: the consenters' keys, replica order
 //! keys/party-<p>/consenter.key      party p's consenter key (mode 0600)
 //! keys/party-<p>/batcher-<s>.key    party p's batcher of shard s (mode 0600)
+//! keys/admin/meta.key               the administrator's key: endorses `_meta` txs
 //! ```
 
 use crate::config::NetworkConfig;
@@ -144,7 +145,10 @@ fn endpoint_of(spec: &GenerateSpec, node: Node) -> Result<String> {
 }
 
 /// The network file and the keys of its signing nodes, in memory.
-fn build(spec: &GenerateSpec) -> Result<(NetworkFile, Vec<(Node, SigningKey)>)> {
+fn build(
+    spec: &GenerateSpec,
+    meta_key: &crypto::PublicKey,
+) -> Result<(NetworkFile, Vec<(Node, SigningKey)>)> {
     let mut keys = Vec::new();
     let mut parties = Vec::new();
     for id in 1..=spec.parties {
@@ -180,6 +184,13 @@ fn build(spec: &GenerateSpec) -> Result<(NetworkFile, Vec<(Node, SigningKey)>)> 
         batching: Default::default(),
         consensus: Default::default(),
         router: Default::default(),
+        committer: Some(crate::committer::generated(
+            meta_key,
+            &spec.host,
+            spec.base_port,
+            spec.parties,
+            spec.shards,
+        )?),
     };
     Ok((file, keys))
 }
@@ -198,6 +209,21 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     }
 }
 
+/// Writes a key file (mode 0600) in a directory of mode 0700.
+fn write_key(path: &Path, key: &SigningKey) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(write_error(parent))?;
+    }
+    crypto::write_key_file(path, key).map_err(|e| Error::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
 /// Writes a new network under `spec.dir` (layout in the module docs). Refuses a directory
 /// that already holds a network config or any of the key files; validates the config
 /// before writing anything.
@@ -212,24 +238,20 @@ pub fn generate(spec: &GenerateSpec) -> Result<Generated> {
     if config_path.exists() {
         return Err(Error::Exists { path: config_path });
     }
-    let (file, keys) = build(spec)?;
+    let meta_key = match spec.seed {
+        None => SigningKey::generate(Scheme::Ed25519, &mut rand::rngs::OsRng),
+        Some(seed) => crypto::derive_signing_key(Scheme::Ed25519, &format!("fabrx-net/{seed}/admin/meta")),
+    };
+    let (file, keys) = build(spec, &meta_key.public_key())?;
     let config = NetworkConfig::from_file(file)?;
+    let meta_path = crate::committer::meta_key_path(&spec.dir);
+    write_key(&meta_path, &meta_key)?;
     let mut key_files = Vec::with_capacity(keys.len());
     for (node, key) in &keys {
         let Some(path) = key_file_path(&spec.dir, *node) else {
             continue;
         };
-        if let Some(parent) = path.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(write_error(parent))?;
-        }
-        crypto::write_key_file(&path, key).map_err(|e| Error::Write {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        write_key(&path, key)?;
         key_files.push((*node, path));
     }
     let config_dir = spec.dir.join("config");

@@ -15,6 +15,7 @@
 //! This crate depends on the role crates (router, batcher, consenter, bft) to produce their
 //! configs; they never depend on it, so each role stays usable without the file.
 
+pub mod committer;
 pub mod config;
 pub mod endpoint;
 mod error;
@@ -23,6 +24,7 @@ pub mod generate;
 mod params;
 pub mod roles;
 
+pub use committer::{CommitterParty, Committers, committer_port, meta_key_path};
 pub use config::{BatcherNode, NetworkConfig, Party, client_identity};
 pub use endpoint::Endpoint;
 pub use error::{Error, Node, Result};

@@ -225,7 +225,9 @@ impl CommitterCore {
             expected: self.next_block,
             got: number,
         })?;
-        let admitted = self.intake.admit(block.block_txs()?, &self.decoder);
+        let admitted = self
+            .intake
+            .admit(block.block_txs()?, |i| block.refused_status(i), &self.decoder);
         let mut agg = Agg {
             statuses: vec![None; admitted.len()],
             remaining: 0,

@@ -38,15 +38,26 @@ impl Intake {
 
     /// Routes every tx of a block (`txs` with their heights, in order). An id already in
     /// flight (this block or an earlier unfinished one) is `REJECTED_DUPLICATE_TX_ID`; an
-    /// id already committed is recognised by the vcservice's status lookup.
-    pub fn admit(&mut self, txs: Vec<BlockTx>, dec: &dyn PayloadDecoder) -> Vec<Admitted> {
+    /// id already committed is recognised by the vcservice's status lookup. `refused`
+    /// gives the status of a tx whose envelope already failed its checks (by index).
+    pub fn admit(
+        &mut self,
+        txs: Vec<BlockTx>,
+        refused: impl Fn(usize) -> Option<Status>,
+        dec: &dyn PayloadDecoder,
+    ) -> Vec<Admitted> {
         txs.into_iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
+                let checked = match refused(i) {
+                    Some(s) => Err(s),
+                    None => check_tx(&t.id, &t.tx, dec),
+                };
                 // The in-flight check comes before storing a malformed status: an earlier
                 // tx with this id will store its own status, and a malformed duplicate
                 // stored first (it bypasses the graph) would turn the original into a
                 // duplicate.
-                let route = match check_tx(&t.id, &t.tx, dec) {
+                let route = match checked {
                     Err(s) if !s.is_stored() => Route::Answer(s),
                     _ if self.in_flight.contains(&t.id) => Route::Answer(Status::RejectedDuplicateTxId),
                     Err(s) => Route::Store(s),
@@ -118,7 +129,7 @@ mod tests {
             (TxId("c".into()), tx("token", false)),
         ];
         let routes: Vec<Route> = intake
-            .admit(txs(0, block), &dec)
+            .admit(txs(0, block), |_| None, &dec)
             .into_iter()
             .map(|a| a.route)
             .collect();
@@ -137,15 +148,51 @@ mod tests {
         // finished.
         let next = vec![(TxId("a".into()), tx("token", true))];
         assert_eq!(
-            intake.admit(txs(1, next.clone()), &dec)[0].route,
+            intake.admit(txs(1, next.clone()), |_| None, &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         let malformed = vec![(TxId("a".into()), tx("token", false))];
         assert_eq!(
-            intake.admit(txs(1, malformed), &dec)[0].route,
+            intake.admit(txs(1, malformed), |_| None, &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         intake.finished(&TxId("a".into()));
-        assert_eq!(intake.admit(txs(2, next), &dec)[0].route, Route::Schedule);
+        assert_eq!(
+            intake.admit(txs(2, next), |_| None, &dec)[0].route,
+            Route::Schedule
+        );
+    }
+
+    #[test]
+    fn envelopes_refused_before_the_body_keep_their_status() {
+        let dec = wire::ProstDecoder::default();
+        let mut intake = Intake::new();
+        let empty = Arc::new(Tx::default());
+        let block = vec![
+            (TxId("a".into()), tx("token", true)),
+            (TxId("".into()), empty.clone()),
+            (TxId("p".into()), empty.clone()),
+            (TxId("a".into()), empty),
+        ];
+        let refused = |i: usize| match i {
+            1 => Some(Status::MalformedBadEnvelope),
+            2 | 3 => Some(Status::MalformedBadEnvelopePayload),
+            _ => None,
+        };
+        let routes: Vec<Route> = intake
+            .admit(txs(0, block), refused, &dec)
+            .into_iter()
+            .map(|a| a.route)
+            .collect();
+        assert_eq!(
+            routes,
+            vec![
+                Route::Schedule,
+                Route::Answer(Status::MalformedBadEnvelope),
+                Route::Store(Status::MalformedBadEnvelopePayload),
+                // A refused envelope reusing an id in flight must not store under it.
+                Route::Answer(Status::RejectedDuplicateTxId),
+            ]
+        );
     }
 }

@@ -15,6 +15,7 @@ pub mod intake;
 pub mod metrics;
 pub mod node;
 pub mod notify;
+pub mod orderer;
 pub mod pipeline;
 pub mod remote;
 pub mod service;

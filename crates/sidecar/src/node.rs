@@ -12,7 +12,7 @@
 
 use crate::metrics::Metrics;
 use crate::notify::{Notifier, NotifierConfig};
-use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::pipeline::{BlockSource, ChannelSource, Next, Pipeline, PipelineConfig};
 use crate::service::{ServiceConfig, SidecarGrpc};
 use crate::stages::{CommitStage, VerifyStage};
 use crate::store::BlockStore;
@@ -99,17 +99,27 @@ pub struct Deps {
     pub commit: Arc<dyn CommitStage>,
     /// The policy that endorses `_meta` txs.
     pub meta_policy: NamespacePolicy,
-    /// The block source, from any block at or before the resume point, in order.
-    pub blocks: Vec<Block>,
+    /// Where the blocks come from.
+    pub blocks: Feed,
     /// Metrics to report to (registered by the caller); none: unexported.
     pub metrics: Option<Metrics>,
+}
+
+/// Where a sidecar's blocks come from.
+#[derive(Debug)]
+pub enum Feed {
+    /// Blocks at hand (a block file: tools and tests), from any block at or before the
+    /// resume point, in order; the source is done after the last one.
+    Blocks(Vec<Block>),
+    /// The orderer's assemblers, read from the resume point on, without end.
+    Orderer(crate::orderer::OrdererConfig),
 }
 
 /// What a finished block source leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
     /// Blocks run by this start (the replayed ones included).
-    pub blocks: usize,
+    pub blocks: u64,
     /// The store's next block afterwards.
     pub next_block: u64,
     /// Seconds from start to the last block.
@@ -123,6 +133,8 @@ pub struct Handle {
     server: Option<JoinHandle<()>>,
     /// The service's address, when it listens.
     pub listen: Option<SocketAddr>,
+    /// The block this start resumed at (the store's next block).
+    pub resumed_at: u64,
 }
 
 impl Handle {
@@ -153,9 +165,10 @@ impl Handle {
 /// Opens the store, starts the service (when configured) and runs the block source
 /// through the pipeline from the store's next block.
 pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
-    let mut store = BlockStore::open(&config.store)?;
+    let store = BlockStore::open(&config.store)?;
     let start = store.next_block();
-    if let Some(first) = deps.blocks.first()
+    if let Feed::Blocks(blocks) = &deps.blocks
+        && let Some(first) = blocks.first()
         && first.number() > start
     {
         return Err(Error::Config {
@@ -192,44 +205,110 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     if let Some(m) = deps.metrics {
         pipeline = pipeline.with_metrics(m);
     }
-    let blocks: Vec<Block> = deps.blocks.into_iter().filter(|b| b.number() >= start).collect();
-    let task = tokio::spawn(async move {
-        let total = blocks.len();
-        let encoded = blocks
-            .iter()
-            .map(encode_block)
-            .collect::<Result<std::collections::HashMap<u64, Vec<u8>>>>()?;
-        let began = Instant::now();
-        pipeline
-            .run(blocks, |result| {
-                let bytes = encoded.get(&result.number).map_or(&[][..], |v| v.as_slice());
-                store.append(result.number, bytes, &result.statuses)?;
-                notifier.publish(result.number, &result.statuses);
-                let n = result.number.saturating_add(1).saturating_sub(start);
-                if n % 50 == 0 || n as usize == total {
-                    info!(block = result.number, done = n, total, "blocks final");
-                }
-                Ok(())
-            })
-            .await?;
-        Ok(Summary {
-            blocks: total,
-            next_block: store.next_block(),
-            seconds: began.elapsed().as_secs_f64(),
-        })
-    });
+    let (source, feeder) = feed(deps.blocks, start)?;
+    let task = tokio::spawn(run_blocks(pipeline, source, feeder, store, notifier));
     Ok(Handle {
         blocks: task,
         stop: Some(stop_tx),
         server,
         listen,
+        resumed_at: start,
+    })
+}
+
+/// The channel the pipeline takes blocks from, from block `start` on, and the task
+/// that fills it (none for blocks at hand).
+fn feed(feed: Feed, start: u64) -> Result<(tokio::sync::mpsc::Receiver<Block>, Option<JoinHandle<()>>)> {
+    Ok(match feed {
+        Feed::Blocks(blocks) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(blocks.len().max(1));
+            for b in blocks.into_iter().filter(|b| b.number() >= start) {
+                // The channel holds every block: this cannot be full.
+                let _ = tx.try_send(b);
+            }
+            (rx, None)
+        }
+        Feed::Orderer(cfg) => {
+            let (rx, task) = crate::orderer::spawn(cfg, start)?;
+            (rx, Some(task))
+        }
+    })
+}
+
+/// Runs the blocks through the pipeline; each final block is appended to the store,
+/// then published.
+async fn run_blocks(
+    mut pipeline: Pipeline,
+    source: tokio::sync::mpsc::Receiver<Block>,
+    feeder: Option<JoinHandle<()>>,
+    mut store: BlockStore,
+    notifier: Notifier,
+) -> Result<Summary> {
+    let encoded = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let source = Encoding {
+        inner: ChannelSource::new(source),
+        encoded: encoded.clone(),
+    };
+    let began = Instant::now();
+    let mut done = 0u64;
+    let result = pipeline
+        .run_source(source, |result| {
+            let bytes = encoded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&result.number)
+                .unwrap_or_else(|| Ok(Vec::new()))?;
+            store.append(result.number, &bytes, &result.statuses)?;
+            notifier.publish(result.number, &result.statuses);
+            done = done.saturating_add(1);
+            if done.is_multiple_of(50) {
+                info!(block = result.number, done, "blocks final");
+            }
+            Ok(())
+        })
+        .await;
+    if let Some(feeder) = feeder {
+        feeder.abort();
+    }
+    result?;
+    Ok(Summary {
+        blocks: done,
+        next_block: store.next_block(),
+        seconds: began.elapsed().as_secs_f64(),
     })
 }
 
 /// The stored form of a block: its txs with their heights as a `VcBatch`.
-fn encode_block(b: &Block) -> Result<(u64, Vec<u8>)> {
+fn encode_block(b: &Block) -> Result<Vec<u8>> {
     use prost::Message;
-    Ok((b.number(), wire::convert::block_to_vc_batch(b)?.encode_to_vec()))
+    Ok(wire::convert::block_to_vc_batch(b)?.encode_to_vec())
+}
+
+/// Encoded blocks by number, from when the pipeline takes a block until it is final.
+type EncodedBlocks = Arc<std::sync::Mutex<std::collections::HashMap<u64, Result<Vec<u8>>>>>;
+
+/// A source that keeps the stored form of every block the pipeline takes (bounded by
+/// what the pipeline admits at once).
+struct Encoding {
+    inner: ChannelSource,
+    encoded: EncodedBlocks,
+}
+
+impl BlockSource for Encoding {
+    fn try_next(&mut self) -> Next {
+        let next = self.inner.try_next();
+        if let Next::Block(b) = &next {
+            self.encoded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(b.number(), encode_block(b));
+        }
+        next
+    }
+
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        self.inner.ready()
+    }
 }
 
 async fn serve(

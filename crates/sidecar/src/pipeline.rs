@@ -21,6 +21,91 @@ pub use crate::core::{BlockResult, PipelineConfig};
 
 type JobResult = Result<Vec<Finished>>;
 
+/// What a [`BlockSource`] has now.
+#[derive(Debug)]
+pub enum Next {
+    /// The next block.
+    Block(Block),
+    /// None yet; [`BlockSource::next`] waits for it.
+    Later,
+    /// The source is done.
+    Done,
+}
+
+/// Where the pipeline takes its blocks from, in order.
+pub trait BlockSource {
+    /// The next block if one is at hand now.
+    fn try_next(&mut self) -> Next;
+    /// Resolves once [`BlockSource::try_next`] would not answer [`Next::Later`].
+    /// Cancel-safe: abandoning the wait loses nothing.
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// Blocks all at hand (a block file, a workload).
+struct IterSource<I>(I);
+
+impl<I: Iterator<Item = Block>> BlockSource for IterSource<I> {
+    fn try_next(&mut self) -> Next {
+        self.0.next().map_or(Next::Done, Next::Block)
+    }
+
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+}
+
+/// Blocks as they arrive on a bounded channel (an orderer source feeds it); done once
+/// every sender is gone.
+pub struct ChannelSource {
+    rx: tokio::sync::mpsc::Receiver<Block>,
+    /// A block received by `ready`, not yet taken.
+    next: Option<Block>,
+    closed: bool,
+}
+
+impl ChannelSource {
+    /// Blocks from `rx`.
+    pub fn new(rx: tokio::sync::mpsc::Receiver<Block>) -> ChannelSource {
+        ChannelSource {
+            rx,
+            next: None,
+            closed: false,
+        }
+    }
+}
+
+impl BlockSource for ChannelSource {
+    fn try_next(&mut self) -> Next {
+        if let Some(b) = self.next.take() {
+            return Next::Block(b);
+        }
+        if self.closed {
+            return Next::Done;
+        }
+        match self.rx.try_recv() {
+            Ok(b) => Next::Block(b),
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => Next::Later,
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => Next::Done,
+        }
+    }
+
+    async fn ready(&mut self) {
+        if self.next.is_none() && !self.closed {
+            // `recv` is cancel-safe, and its block is stored in the same poll.
+            match self.rx.recv().await {
+                Some(b) => self.next = Some(b),
+                None => self.closed = true,
+            }
+        }
+    }
+}
+
+/// What the pipeline waited for.
+enum Event {
+    Source,
+    Job(Option<std::result::Result<JobResult, tokio::task::JoinError>>),
+}
+
 /// The committer pipeline: the shell around [`CommitterCore`]. It owns the stages and the
 /// job tasks and carries out the core's outputs in order.
 pub struct Pipeline {
@@ -76,36 +161,64 @@ impl Pipeline {
     /// last fully committed block is recorded in the state before each block is emitted.
     /// An error from `emit` (e.g. the block store could not append) stops the pipeline
     /// at once and is returned: nothing after that block is emitted.
-    pub async fn run<I, F>(&mut self, blocks: I, mut emit: F) -> Result<()>
+    pub async fn run<I, F>(&mut self, blocks: I, emit: F) -> Result<()>
     where
         I: IntoIterator<Item = Block>,
         F: FnMut(BlockResult) -> Result<()>,
     {
-        let mut blocks = blocks.into_iter();
-        let mut exhausted = false;
+        self.run_source(IterSource(blocks.into_iter()), emit).await
+    }
+
+    /// [`Pipeline::run`] over a source whose blocks may arrive later (an orderer's
+    /// Deliver stream): a block is taken from the source only when the graph has room
+    /// for it, so a slow committer holds the source back instead of growing memory.
+    pub async fn run_source<S, F>(&mut self, mut source: S, mut emit: F) -> Result<()>
+    where
+        S: BlockSource,
+        F: FnMut(BlockResult) -> Result<()>,
+    {
+        let mut done = false;
         loop {
             // Admit up to `parallel_blocks` blocks at a time while the graph has room
             // (counting the txs chosen but not yet merged against its limits). A block is
             // taken from the source only when it is admitted (sources may time-stamp it).
             let mut chosen = Vec::new();
             let mut unmerged = 0usize;
-            while !exhausted && self.core.has_room(chosen.len(), unmerged) {
-                match blocks.next() {
-                    Some(b) => {
+            while !done && self.core.has_room(chosen.len(), unmerged) {
+                match source.try_next() {
+                    Next::Block(b) => {
                         unmerged = unmerged.saturating_add(b.txs.len());
                         chosen.push(b);
                     }
-                    None => exhausted = true,
+                    Next::Later => break,
+                    Next::Done => done = true,
                 }
             }
             let outputs = self.core.handle(Input::Blocks(chosen))?;
             self.carry_out(outputs, &mut emit).await?;
             self.observe();
-            if exhausted && self.core.is_idle() {
+            if done && self.core.is_idle() {
                 break;
             }
-            match self.jobs.join_next().await {
-                Some(joined) => {
+            let can_take = !done && self.core.has_room(0, 0);
+            let event = if self.jobs.is_empty() {
+                if !can_take {
+                    return Err(Error::Stage {
+                        stage: "pipeline",
+                        detail: "blocks are pending but no job is running".into(),
+                    });
+                }
+                source.ready().await;
+                Event::Source
+            } else {
+                tokio::select! {
+                    joined = self.jobs.join_next() => Event::Job(joined),
+                    () = source.ready(), if can_take => Event::Source,
+                }
+            };
+            match event {
+                Event::Source => {}
+                Event::Job(Some(joined)) => {
                     let finished = joined.map_err(|e| Error::Stage {
                         stage: "pipeline",
                         detail: e.to_string(),
@@ -113,13 +226,7 @@ impl Pipeline {
                     let outputs = self.core.handle(Input::JobDone(finished))?;
                     self.carry_out(outputs, &mut emit).await?;
                 }
-                None if exhausted => {
-                    return Err(Error::Stage {
-                        stage: "pipeline",
-                        detail: "blocks are pending but no job is running".into(),
-                    });
-                }
-                None => {}
+                Event::Job(None) => {}
             }
         }
         self.observe();

@@ -136,6 +136,10 @@ pub struct Block {
     pub txs: Vec<(TxId, Arc<Tx>)>,
     /// Metadata.
     pub metadata: BlockMetadata,
+    /// Txs whose envelope failed the structural checks before their body could be used
+    /// (an ordered block carries raw envelopes): their index and status, by index. Their
+    /// body in `txs` is an empty `Tx`; the committer gives them this status.
+    pub refused: Vec<(u32, Status)>,
 }
 
 impl Block {
@@ -148,7 +152,17 @@ impl Block {
             },
             txs,
             metadata: BlockMetadata::default(),
+            refused: Vec::new(),
         }
+    }
+
+    /// The status a tx of this block was refused with before the committer saw its
+    /// body, if any.
+    pub fn refused_status(&self, index: usize) -> Option<Status> {
+        self.refused
+            .iter()
+            .find(|(i, _)| usize::try_from(*i).is_ok_and(|i| i == index))
+            .map(|(_, s)| *s)
     }
 
     /// The block number.

@@ -1,0 +1,257 @@
+//! `fabrx loadgen --target network` (docs/loadgen.md "A network"): the shell around
+//! `loadgen::network`. It reads the network directory (`network.json` for the running
+//! sidecars, the network config for routers and assemblers, the administrator key for
+//! the `_meta` tx), commits the genesis first (namespace, then the coins), then sends
+//! the load and prints the summary line.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use loadgen::network::{self, Endpoints, NetProgress, NetworkRun, Pace};
+use loadgen::{Workload, WorkloadSpec};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Flags of `--target network`.
+#[derive(Debug, Args)]
+pub struct NetworkArgs {
+    /// The network directory (`fabrx up --dir`).
+    #[arg(long)]
+    network: Option<PathBuf>,
+    /// Load txs to send (default: --blocks × --block-size).
+    #[arg(long)]
+    txs: Option<usize>,
+    /// Txs per second, open loop (default: as fast as --max-in-flight allows).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Stop sending after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Txs sent and not yet confirmed, at most.
+    #[arg(long, default_value_t = 20_000)]
+    max_in_flight: usize,
+    /// Seconds to wait for outstanding statuses after the last send.
+    #[arg(long, default_value_t = 60.0)]
+    drain: f64,
+    /// Which committing party's sidecar reports the statuses (default: the first running).
+    #[arg(long)]
+    party: Option<u32>,
+}
+
+/// Runs the load against the network and prints the summary.
+pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyhow::Result<()> {
+    let dir = args
+        .network
+        .as_ref()
+        .context("--target network needs --network DIR (the directory of `fabrx up`)")?;
+    for (flag, v) in [
+        ("--drain", args.drain),
+        ("--duration", args.duration.unwrap_or(1.0)),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && v > 0.0,
+            "invalid {flag}: must be a positive number of seconds"
+        );
+    }
+    if let Some(r) = args.rate {
+        anyhow::ensure!(r.is_finite() && r > 0.0, "invalid --rate: must be positive");
+    }
+    anyhow::ensure!(
+        args.max_in_flight > 0,
+        "invalid --max-in-flight: must be at least 1"
+    );
+    let txs = args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size));
+    anyhow::ensure!(txs > 0, "invalid --txs: must be at least 1");
+    spec.blocks = txs.div_ceil(spec.block_size.max(1));
+    let endpoints = endpoints(dir, args.party)?;
+    let meta_path = netconfig::meta_key_path(dir);
+    let meta = crypto::read_key_file(&meta_path)
+        .with_context(|| format!("reading the network's administrator key {}", meta_path.display()))?;
+    let tag = spec.tag.clone();
+    let workload =
+        tokio::task::spawn_blocking(move || loadgen::workload::plan(&spec)?.sign_with_meta(meta)).await??;
+    let confirmed_by = if endpoints.sidecar.is_some() {
+        "committer"
+    } else {
+        "orderer"
+    };
+    eprintln!(
+        "loadgen: {txs} txs of run {tag} to {} routers; statuses from the {confirmed_by}",
+        endpoints.routers.len()
+    );
+    let genesis_seconds = if endpoints.sidecar.is_some() {
+        genesis(&endpoints, &workload).await?
+    } else {
+        0.0
+    };
+    let load: Vec<(String, Arc<Vec<u8>>)> = workload
+        .load
+        .iter()
+        .flat_map(|b| b.txs.iter())
+        .take(txs)
+        .map(|(id, tx)| (id.0.clone(), Arc::new(network::envelope(id, tx))))
+        .collect();
+    let pace = Pace {
+        rate: args.rate,
+        max_in_flight: args.max_in_flight,
+        duration: args.duration.map(Duration::from_secs_f64),
+        drain: Duration::from_secs_f64(args.drain),
+    };
+    let run = network::run(&endpoints, &load, pace, printer()).await?;
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+    let summary = summary(&run, confirmed_by, &tag, args.rate, genesis_seconds);
+    if !json {
+        eprintln!(
+            "sent {} · submitted {} · confirmed {} · never confirmed {} · {:.0} tx/s · p50 {} ms · p99 {} ms",
+            run.sent,
+            run.submitted,
+            run.confirmed,
+            run.never_confirmed(),
+            summary["tps"].as_f64().unwrap_or(0.0),
+            summary["p50_ms"],
+            summary["p99_ms"]
+        );
+    }
+    println!("{summary}");
+    Ok(())
+}
+
+/// Commits the genesis blocks one after the other: each tx must end `COMMITTED`.
+async fn genesis(endpoints: &Endpoints, workload: &Workload) -> anyhow::Result<f64> {
+    let began = std::time::Instant::now();
+    for block in &workload.genesis {
+        let txs: Vec<(String, Arc<Vec<u8>>)> = block
+            .txs
+            .iter()
+            .map(|(id, tx)| (id.0.clone(), Arc::new(network::envelope(id, tx))))
+            .collect();
+        let pace = Pace {
+            rate: None,
+            max_in_flight: txs.len().max(1),
+            duration: None,
+            drain: Duration::from_secs(60),
+        };
+        let run = network::run(endpoints, &txs, pace, |_| {}).await?;
+        for ((id, _), outcome) in txs.iter().zip(&run.outcome) {
+            match outcome.as_deref() {
+                Some("COMMITTED") => {}
+                Some(status) => bail!("genesis tx {id} ended {status}, expected COMMITTED"),
+                None => bail!(
+                    "genesis tx {id} was not confirmed within 60 s (routers: {:?})",
+                    run.router_errors
+                ),
+            }
+        }
+    }
+    Ok(began.elapsed().as_secs_f64())
+}
+
+/// Routers and assembler from the network config; the sidecar of a running committing
+/// party from `network.json`.
+fn endpoints(dir: &Path, party: Option<u32>) -> anyhow::Result<Endpoints> {
+    let config_path = netconfig::config_path(dir);
+    let config = netconfig::NetworkConfig::load(&config_path)
+        .with_context(|| format!("loading the network config {}", config_path.display()))?;
+    let routers = config.parties().iter().map(|p| p.router.uri()).collect();
+    let assembler = config
+        .parties()
+        .iter()
+        .find_map(|p| p.assembler.as_ref().map(netconfig::Endpoint::uri))
+        .context("the network has no assembler")?;
+    let listing = dir.join("network.json");
+    let text = std::fs::read_to_string(&listing)
+        .with_context(|| format!("reading {} (is the network up?)", listing.display()))?;
+    let nodes: serde_json::Value = serde_json::from_str(&text).context("network.json does not parse")?;
+    let sidecars: Vec<(u64, String)> = nodes["nodes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|n| n["role"] == "sidecar")
+                .filter_map(|n| Some((n["party"].as_u64()?, n["listen"].as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let sidecar = match party {
+        Some(p) => Some(
+            sidecars
+                .iter()
+                .find(|(q, _)| *q == u64::from(p))
+                .with_context(|| format!("party {p} runs no sidecar in {}", listing.display()))?
+                .1
+                .clone(),
+        ),
+        None => sidecars.first().map(|(_, l)| l.clone()),
+    };
+    Ok(Endpoints {
+        routers,
+        sidecar: sidecar.map(|l| format!("http://{l}")),
+        assembler,
+    })
+}
+
+fn printer() -> impl FnMut(NetProgress) {
+    let tty = std::io::stderr().is_terminal();
+    move |p: NetProgress| {
+        if tty {
+            eprint!(
+                "\r{:>6.1} s  sent {:>8}  submitted {:>8}  confirmed {:>8}  ",
+                p.elapsed, p.sent, p.submitted, p.confirmed
+            );
+        }
+    }
+}
+
+/// The JSON summary line (DESIGN.md "Contracts"; docs/loadgen.md).
+fn summary(
+    run: &NetworkRun,
+    confirmed_by: &str,
+    tag: &str,
+    rate: Option<f64>,
+    genesis_seconds: f64,
+) -> serde_json::Value {
+    let ms = |q: f64| {
+        run.latency_us
+            .quantile(q)
+            .map(|us| (us as f64 / 1000.0 * 10.0).round() / 10.0)
+    };
+    let committed = run.statuses.get("COMMITTED").copied().unwrap_or(0);
+    let aborted: serde_json::Map<String, serde_json::Value> = run
+        .statuses
+        .iter()
+        .filter(|(s, _)| *s != "COMMITTED" && *s != "ORDERED")
+        .map(|(s, n)| (s.clone(), serde_json::json!(n)))
+        .collect();
+    let per_second = |n: u64| {
+        if run.seconds > 0.0 {
+            (n as f64 / run.seconds * 10.0).round() / 10.0
+        } else {
+            0.0
+        }
+    };
+    serde_json::json!({
+        "target": "network",
+        "confirmed_by": confirmed_by,
+        "sent": run.sent,
+        "submitted": run.submitted,
+        "refused": run.refused,
+        "committed": committed,
+        "aborted": aborted,
+        "ordered": run.statuses.get("ORDERED").copied().unwrap_or(0),
+        "confirmed": run.confirmed,
+        "never_confirmed": run.never_confirmed(),
+        "tps": per_second(run.confirmed),
+        "goodput_tps": per_second(committed),
+        "p50_ms": ms(0.5),
+        "p90_ms": ms(0.9),
+        "p99_ms": ms(0.99),
+        "max_ms": (run.latency_us.max() as f64 / 100.0).round() / 10.0,
+        "seconds": (run.seconds * 1000.0).round() / 1000.0,
+        "genesis_seconds": (genesis_seconds * 1000.0).round() / 1000.0,
+        "rate": rate,
+        "router_errors": run.router_errors,
+        "tag": tag,
+    })
+}

@@ -1,0 +1,582 @@
+//! `fabrx loadgen --target network` (docs/loadgen.md "A network"): a workload's txs sent
+//! as envelopes to the routers of every party, each counted submitted once a quorum
+//! (2f + 1) of routers acknowledged it, and confirmed by its final status on a
+//! committer's notification stream — or, in an ordering-only network, by its tx id in
+//! an assembler's Deliver stream.
+//!
+//! Open loop at `rate` (or as fast as the in-flight bound allows), bounded everywhere:
+//! at most `max_in_flight` txs are sent and not yet confirmed (or refused), and every
+//! channel is sized by that bound. One persistent stream per router and one
+//! notification stream, each reopened after a failure (the txs a failed router stream
+//! held count as that router's errors; a reopened notification stream subscribes
+//! again to every id still unconfirmed).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use types::{Status, Tx, TxId};
+use wire::pb;
+use wire::pb::assembler_client::AssemblerClient;
+use wire::pb::router_client::RouterClient;
+use wire::pb::sidecar_client::SidecarClient;
+
+use crate::Histogram;
+
+/// Where the network listens (`http://host:port` each).
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// Every party's router.
+    pub routers: Vec<String>,
+    /// A committing party's sidecar; none: the network only orders.
+    pub sidecar: Option<String>,
+    /// An assembler, to confirm ordering when there is no sidecar.
+    pub assembler: String,
+}
+
+/// How to send.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Txs per second, open loop; none: as fast as `max_in_flight` allows.
+    pub rate: Option<f64>,
+    /// Txs sent and not yet confirmed or refused, at most.
+    pub max_in_flight: usize,
+    /// Stop sending after this long; none: send every tx.
+    pub duration: Option<Duration>,
+    /// After the last send, wait this long at most for the outstanding statuses.
+    pub drain: Duration,
+}
+
+/// What one run saw.
+#[derive(Debug, Clone, Default)]
+pub struct NetworkRun {
+    /// Txs sent to the routers.
+    pub sent: u64,
+    /// Txs a quorum of routers acknowledged.
+    pub submitted: u64,
+    /// Txs too many routers refused for a quorum.
+    pub refused: u64,
+    /// Final statuses by name (`ORDERED` when only the orderer confirms).
+    pub statuses: BTreeMap<String, u64>,
+    /// Txs with a final status.
+    pub confirmed: u64,
+    /// Refusals and failures by router (its index) and reason.
+    pub router_errors: BTreeMap<String, u64>,
+    /// From the first send to the last confirmation (or the end of the drain).
+    pub seconds: f64,
+    /// Send-to-confirmation latency of confirmed txs, in microseconds.
+    pub latency_us: Histogram,
+    /// The statuses of the txs by index (`None`: never confirmed).
+    pub outcome: Vec<Option<String>>,
+}
+
+impl NetworkRun {
+    /// Sent txs without a final status (txs are sent in index order).
+    pub fn never_confirmed(&self) -> u64 {
+        let sent = usize::try_from(self.sent)
+            .unwrap_or(usize::MAX)
+            .min(self.outcome.len());
+        self.outcome[..sent]
+            .iter()
+            .filter(|o| o.is_none())
+            .count()
+            .try_into()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// Progress once a second.
+#[derive(Debug, Clone, Copy)]
+pub struct NetProgress {
+    /// Seconds since the first send.
+    pub elapsed: f64,
+    /// Txs sent.
+    pub sent: u64,
+    /// Txs a quorum acknowledged.
+    pub submitted: u64,
+    /// Txs with a final status.
+    pub confirmed: u64,
+}
+
+/// The envelope of tx `id` (unsigned: the routers of a generated network are open).
+pub fn envelope(id: &TxId, tx: &Tx) -> Vec<u8> {
+    pb::Envelope {
+        signature: vec![],
+        payload: pb::Tx::from(tx).encode_to_vec(),
+        identity: Some(pb::Identity {
+            msp_id: "loadgen".into(),
+            creator: Some(pb::identity::Creator::CertificateId("loadgen".into())),
+        }),
+        tx_id: id.0.clone(),
+        nonce: vec![],
+        payload_type: pb::PayloadType::Tx as i32,
+    }
+    .encode_to_vec()
+}
+
+/// The quorum of `n` routers: 2f + 1 with f = ⌊(n − 1)/3⌋.
+pub fn quorum(n: usize) -> usize {
+    2 * (n.saturating_sub(1) / 3) + 1
+}
+
+/// One router's answer to one tx.
+struct Ack {
+    tx: usize,
+    router: usize,
+    error: Option<String>,
+}
+
+/// Per-tx progress.
+#[derive(Clone, Copy, Default)]
+struct TxState {
+    sent_at: Option<Instant>,
+    ok: u16,
+    failed: u16,
+    counted: bool,
+}
+
+/// The links to the network of one run.
+struct Links {
+    routers: Vec<mpsc::Sender<(usize, Arc<Vec<u8>>)>>,
+    acks: mpsc::Receiver<Ack>,
+    ids: mpsc::Sender<Vec<String>>,
+    events: mpsc::Receiver<(String, String)>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+/// Opens a stream to every router and the status watcher, every channel sized by
+/// `bound` txs in flight.
+fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<Links> {
+    let n = endpoints.routers.len();
+    if n == 0 {
+        return Err(crate::Error::InvalidParam {
+            flag: "network",
+            detail: "the network has no routers".into(),
+        });
+    }
+    let (ack_tx, acks) = mpsc::channel::<Ack>(bound.saturating_mul(n).saturating_add(16));
+    let mut routers = Vec::with_capacity(n);
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, uri) in endpoints.routers.iter().enumerate() {
+        let (tx, rx) = mpsc::channel(bound.saturating_add(16));
+        routers.push(tx);
+        tasks.spawn(router_link(i, channel(uri)?, rx, ack_tx.clone()));
+    }
+    let (ids, ids_rx) = mpsc::channel::<Vec<String>>(bound.saturating_add(16));
+    let (ev_tx, events) = mpsc::channel::<(String, String)>(bound.saturating_add(16));
+    match &endpoints.sidecar {
+        Some(uri) => tasks.spawn(watch_sidecar(channel(uri)?, ids_rx, ev_tx)),
+        None => tasks.spawn(watch_assembler(channel(&endpoints.assembler)?, ids_rx, ev_tx)),
+    };
+    Ok(Links {
+        routers,
+        acks,
+        ids,
+        events,
+        tasks,
+    })
+}
+
+/// What the run counts as acks and statuses arrive.
+struct Tally {
+    state: Vec<TxState>,
+    out: NetworkRun,
+    in_flight: usize,
+    last_confirm: Instant,
+}
+
+impl Tally {
+    fn on_status(&mut self, i: usize, status: String) {
+        if self.out.outcome[i].is_some() {
+            return;
+        }
+        let s = &mut self.state[i];
+        if let Some(at) = s.sent_at {
+            let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.out.latency_us.record(us, 1);
+        }
+        if !s.counted {
+            s.counted = true;
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+        *self.out.statuses.entry(status.clone()).or_default() += 1;
+        self.out.outcome[i] = Some(status);
+        self.out.confirmed += 1;
+        self.last_confirm = Instant::now();
+    }
+}
+
+/// Sends `txs` (ids and envelopes) and waits for their statuses.
+pub async fn run(
+    endpoints: &Endpoints,
+    txs: &[(String, Arc<Vec<u8>>)],
+    pace: Pace,
+    mut progress: impl FnMut(NetProgress),
+) -> crate::Result<NetworkRun> {
+    let n = endpoints.routers.len();
+    let q = quorum(n);
+    let bound = pace.max_in_flight.max(1);
+    let mut links = links(endpoints, bound)?;
+    let index: HashMap<&str, usize> = txs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (id.as_str(), i))
+        .collect();
+    let start = Instant::now();
+    let mut t = Tally {
+        state: vec![TxState::default(); txs.len()],
+        out: NetworkRun {
+            latency_us: Histogram::new(),
+            outcome: vec![None; txs.len()],
+            ..NetworkRun::default()
+        },
+        in_flight: 0,
+        last_confirm: start,
+    };
+    let mut next = 0usize;
+    let mut last_send = start;
+    let mut last_progress = start;
+    loop {
+        let now = Instant::now();
+        let sending = next < txs.len() && pace.duration.is_none_or(|d| now.duration_since(start) < d);
+        // Send what is due.
+        let first = next;
+        while sending && next < txs.len() && t.in_flight < bound && due(pace.rate, start, next) <= now {
+            next += 1;
+            t.in_flight += 1;
+        }
+        if next > first {
+            let ids = txs[first..next].iter().map(|(id, _)| id.clone()).collect();
+            links
+                .ids
+                .send(ids)
+                .await
+                .map_err(|_| stopped("the status watcher"))?;
+            for (i, (_, env)) in txs.iter().enumerate().take(next).skip(first) {
+                t.state[i].sent_at = Some(now);
+                for r in &links.routers {
+                    r.send((i, env.clone()))
+                        .await
+                        .map_err(|_| stopped("a router link"))?;
+                }
+            }
+            t.out.sent = t.out.sent.saturating_add((next - first) as u64);
+            last_send = now;
+        }
+        let done_sending = !sending || next >= txs.len();
+        if done_sending && (t.in_flight == 0 || now.duration_since(last_send) >= pace.drain) {
+            break;
+        }
+        if now.duration_since(last_progress) >= Duration::from_secs(1) {
+            last_progress = now;
+            progress(NetProgress {
+                elapsed: now.duration_since(start).as_secs_f64(),
+                sent: t.out.sent,
+                submitted: t.out.submitted,
+                confirmed: t.out.confirmed,
+            });
+        }
+        let tick = now + Duration::from_millis(100);
+        let wake = if done_sending || t.in_flight >= bound {
+            tick
+        } else {
+            due(pace.rate, start, next).max(now).min(tick)
+        };
+        tokio::select! {
+            Some(ack) = links.acks.recv() => {
+                on_ack(&mut t.state[ack.tx], &ack, n, q, &mut t.out, &mut t.in_flight);
+            }
+            Some((id, status)) = links.events.recv() => {
+                if let Some(&i) = index.get(id.as_str()) {
+                    t.on_status(i, status);
+                }
+            }
+            () = tokio::time::sleep_until(wake.into()) => {}
+        }
+    }
+    links.tasks.abort_all();
+    t.out.seconds = t.last_confirm.max(last_send).duration_since(start).as_secs_f64();
+    Ok(t.out)
+}
+
+fn stopped(what: &str) -> crate::Error {
+    crate::Error::InvalidParam {
+        flag: "network",
+        detail: format!("{what} stopped"),
+    }
+}
+
+/// When tx `i` is due at `rate` per second from `start`.
+fn due(rate: Option<f64>, start: Instant, i: usize) -> Instant {
+    match rate {
+        Some(r) if r > 0.0 => start + Duration::from_secs_f64(i as f64 / r),
+        _ => start,
+    }
+}
+
+fn on_ack(s: &mut TxState, ack: &Ack, n: usize, q: usize, out: &mut NetworkRun, in_flight: &mut usize) {
+    match &ack.error {
+        None => {
+            s.ok = s.ok.saturating_add(1);
+            if usize::from(s.ok) == q {
+                out.submitted += 1;
+            }
+        }
+        Some(reason) => {
+            s.failed = s.failed.saturating_add(1);
+            *out.router_errors
+                .entry(format!("router {}: {reason}", ack.router + 1))
+                .or_default() += 1;
+            // No quorum possible any more: the tx is refused (its status still counts
+            // if it arrives: a minority of routers may have forwarded it).
+            if usize::from(s.failed) == n - q + 1 && usize::from(s.ok) < q {
+                out.refused += 1;
+                if !s.counted {
+                    s.counted = true;
+                    *in_flight = in_flight.saturating_sub(1);
+                }
+            }
+        }
+    }
+}
+
+fn channel(uri: &str) -> crate::Result<tonic::transport::Channel> {
+    wire::server::client_endpoint(uri.to_string())
+        .map(|e| e.connect_lazy())
+        .map_err(|e| crate::Error::InvalidParam {
+            flag: "network",
+            detail: format!("endpoint {uri}: {e}"),
+        })
+}
+
+/// One router's persistent Submit stream, reopened after a failure. Requests are
+/// matched to answers by id (the tx index).
+async fn router_link(
+    router: usize,
+    channel: tonic::transport::Channel,
+    mut rx: mpsc::Receiver<(usize, Arc<Vec<u8>>)>,
+    acks: mpsc::Sender<Ack>,
+) {
+    let fail = |tx: usize, reason: &str| Ack {
+        tx,
+        router,
+        error: Some(reason.to_string()),
+    };
+    let mut outgoing: Option<(usize, Arc<Vec<u8>>)> = None;
+    loop {
+        let (req_tx, req_rx) = mpsc::channel::<pb::SubmitRequest>(256);
+        let mut client = RouterClient::new(channel.clone());
+        let opened =
+            tokio::time::timeout(Duration::from_secs(5), client.submit(ReceiverStream::new(req_rx))).await;
+        let mut responses = match opened {
+            Ok(Ok(r)) => r.into_inner(),
+            _ => {
+                // Down: what arrives meanwhile is answered as failed, for a while.
+                let until = tokio::time::Instant::now() + Duration::from_millis(500);
+                if let Some((tx, _)) = outgoing.take() {
+                    let _ = acks.send(fail(tx, "unavailable")).await;
+                }
+                while let Ok(Some((tx, _))) = tokio::time::timeout_at(until, rx.recv()).await {
+                    let _ = acks.send(fail(tx, "unavailable")).await;
+                }
+                if rx.is_closed() && rx.is_empty() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let mut pending: HashSet<usize> = HashSet::new();
+        loop {
+            tokio::select! {
+                m = rx.recv(), if outgoing.is_none() => match m {
+                    Some(m) => outgoing = Some(m),
+                    None => return,
+                },
+                permit = req_tx.reserve(), if outgoing.is_some() => {
+                    let (Ok(permit), Some((tx, env))) = (permit, outgoing.take()) else { break };
+                    pending.insert(tx);
+                    permit.send(pb::SubmitRequest { id: tx as u64, envelope: env.as_ref().clone() });
+                }
+                r = responses.message() => match r {
+                    Ok(Some(resp)) => {
+                        let tx = usize::try_from(resp.id).unwrap_or(usize::MAX);
+                        if pending.remove(&tx) {
+                            // ALREADY_EXISTS: the batcher holds the request already
+                            // (another party's router or batch brought it): accepted.
+                            let known = resp.code == tonic::Code::AlreadyExists as u32;
+                            let error = (resp.code != 0 && !known).then(|| {
+                                format!("{:?}", tonic::Code::from_i32(resp.code as i32))
+                            });
+                            let _ = acks.send(Ack { tx, router, error }).await;
+                        }
+                    }
+                    _ => break,
+                },
+            }
+        }
+        for tx in pending {
+            let _ = acks.send(fail(tx, "stream failed")).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The committer's notification stream: subscribes to every id sent, reopens after a
+/// failure and subscribes again to the ids still unconfirmed.
+async fn watch_sidecar(
+    channel: tonic::transport::Channel,
+    mut ids: mpsc::Receiver<Vec<String>>,
+    events: mpsc::Sender<(String, String)>,
+) {
+    let mut waiting: HashSet<String> = HashSet::new();
+    let mut outgoing: Vec<Vec<String>> = Vec::new();
+    loop {
+        let (req_tx, req_rx) = mpsc::channel::<pb::SubscribeRequest>(64);
+        let mut client = SidecarClient::new(channel.clone()).max_decoding_message_size(16 << 20);
+        let mut stream = match client.subscribe(ReceiverStream::new(req_rx)).await {
+            Ok(s) => s.into_inner(),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                continue;
+            }
+        };
+        // Everything still unconfirmed, again (a status decided meanwhile is sent too).
+        let mut all: Vec<String> = waiting.iter().cloned().collect();
+        while !all.is_empty() {
+            let rest = all.split_off(all.len().min(1000));
+            outgoing.push(std::mem::replace(&mut all, rest));
+        }
+        loop {
+            tokio::select! {
+                m = ids.recv(), if outgoing.is_empty() => match m {
+                    Some(batch) => {
+                        waiting.extend(batch.iter().cloned());
+                        outgoing.push(batch);
+                    }
+                    None => return,
+                },
+                permit = req_tx.reserve(), if !outgoing.is_empty() => {
+                    let Ok(permit) = permit else { break };
+                    permit.send(pb::SubscribeRequest { tx_ids: outgoing.remove(0) });
+                }
+                e = stream.message() => match e {
+                    Ok(Some(ev)) => {
+                        let Some(st) = ev.status else { continue };
+                        if waiting.remove(&st.tx_id) {
+                            let name = Status::from_code(st.code)
+                                .map_or_else(|_| format!("CODE_{}", st.code), |s| s.name().to_string());
+                            if events.send((st.tx_id, name)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    _ => break,
+                },
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Without a committer: an assembler's Deliver stream from block 0, following; each tx
+/// id of ours that appears in a block is `ORDERED`.
+async fn watch_assembler(
+    channel: tonic::transport::Channel,
+    mut ids: mpsc::Receiver<Vec<String>>,
+    events: mpsc::Sender<(String, String)>,
+) {
+    let mut waiting: HashSet<String> = HashSet::new();
+    let mut next = 0u64;
+    loop {
+        let mut client = AssemblerClient::new(channel.clone()).max_decoding_message_size(64 << 20);
+        let request = pb::DeliverRequest {
+            from: next,
+            to: None,
+            headers_only: false,
+            to_end: false,
+        };
+        let mut stream = match client.deliver(request).await {
+            Ok(s) => s.into_inner(),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                continue;
+            }
+        };
+        loop {
+            tokio::select! {
+                m = ids.recv() => match m {
+                    Some(batch) => waiting.extend(batch),
+                    None => return,
+                },
+                b = stream.message() => match b {
+                    Ok(Some(b)) => {
+                        next = b.header.as_ref().map_or(next, |h| h.number.saturating_add(1));
+                        for raw in &b.requests {
+                            let Ok(env) = pb::Envelope::decode(raw.as_slice()) else { continue };
+                            if waiting.remove(&env.tx_id)
+                                && events.send((env.tx_id, "ORDERED".into())).await.is_err()
+                            {
+                                return;
+                            }
+                        }
+                    }
+                    _ => break,
+                },
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_is_two_f_plus_one() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(3), 1);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(7), 5);
+        assert_eq!(quorum(10), 7);
+    }
+
+    #[test]
+    fn a_tx_is_submitted_at_a_quorum_and_refused_when_none_is_possible() {
+        let mut out = NetworkRun::default();
+        let mut in_flight = 2;
+        let mut a = TxState::default();
+        let ok = |router| Ack {
+            tx: 0,
+            router,
+            error: None,
+        };
+        let bad = |router| Ack {
+            tx: 0,
+            router,
+            error: Some("Unavailable".into()),
+        };
+        for r in 0..3 {
+            on_ack(&mut a, &ok(r), 4, 3, &mut out, &mut in_flight);
+        }
+        on_ack(&mut a, &bad(3), 4, 3, &mut out, &mut in_flight);
+        assert_eq!((out.submitted, out.refused, in_flight), (1, 0, 2));
+        let mut b = TxState::default();
+        on_ack(&mut b, &ok(0), 4, 3, &mut out, &mut in_flight);
+        on_ack(&mut b, &bad(1), 4, 3, &mut out, &mut in_flight);
+        assert_eq!(out.refused, 0, "one refusal leaves a quorum possible");
+        on_ack(&mut b, &bad(2), 4, 3, &mut out, &mut in_flight);
+        assert_eq!((out.submitted, out.refused, in_flight), (1, 1, 1));
+        assert_eq!(out.router_errors.values().sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn sends_are_due_at_the_rate() {
+        let t0 = Instant::now();
+        assert_eq!(due(None, t0, 1000), t0);
+        assert_eq!(due(Some(100.0), t0, 50), t0 + Duration::from_millis(500));
+    }
+}

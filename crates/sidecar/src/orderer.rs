@@ -1,0 +1,275 @@
+//! The orderer as the sidecar's block source (docs/committer-nodes.md "Reading from the
+//! orderer"): the Deliver stream of the party's assembler, every block verified before
+//! the committer sees it, failing over to the other parties' assemblers.
+//!
+//! - **verified**: a quorum of valid consenter signatures over the decision that ordered
+//!   the block, the header the decision's metadata gives, the data hash (the batch digest
+//!   of the requests, which must all be there) and the hash chain to the previous block;
+//!   the chain holds across failovers (the previous hash is kept here, not per stream);
+//! - **resume**: the source starts at the block the store needs next; after a restart
+//!   (or a failover, before the first block) it first reads the block before that one
+//!   and verifies it on its own, to anchor the chain;
+//! - **failover**: a stream that fails, ends, or serves a block that does not verify is
+//!   dropped; without progress the next assembler is tried (own party first), after a
+//!   pause once every one was tried;
+//! - **bounded**: blocks go to the pipeline through a bounded channel, so a slow
+//!   committer stops reading the stream (TCP flow control holds the assembler back).
+//!
+//! The conversion of an ordered block's raw envelopes ([`to_block`]) is pure: an envelope
+//! that fails its structural checks keeps its position with its status (`Block::refused`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arma::{CertificateVerifier, ClusterKeys, VerifiedBlock};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tracing::{debug, info, warn};
+use types::check::CheckedPayload;
+use types::digest::Digest32;
+use types::{BatchId, Block, BlockHeader, BlockMetadata, Status, Tx, TxId};
+use wire::pb;
+use wire::pb::assembler_client::AssemblerClient;
+
+use crate::{Error, Result};
+
+/// Largest Deliver message accepted (a block with all its requests).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Where and how to read ordered blocks.
+#[derive(Clone)]
+pub struct OrdererConfig {
+    /// Assembler endpoints (`http://host:port`), the own party's first; the others are
+    /// used when it fails.
+    pub assemblers: Vec<String>,
+    /// The consenters' keys and chain: what a block's proof is checked against.
+    pub keys: ClusterKeys,
+    /// Pause after every assembler was tried without progress.
+    pub retry: Duration,
+    /// Verified blocks held for the pipeline (each at most a batch's bytes).
+    pub buffer: usize,
+}
+
+impl std::fmt::Debug for OrdererConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrdererConfig")
+            .field("assemblers", &self.assemblers)
+            .field("consenters", &self.keys.n())
+            .field("retry", &self.retry)
+            .field("buffer", &self.buffer)
+            .finish()
+    }
+}
+
+/// Starts reading at block `from`; verified blocks arrive on the returned channel in
+/// order, without end (the task stops when the receiver is dropped).
+pub fn spawn(cfg: OrdererConfig, from: u64) -> Result<(mpsc::Receiver<Block>, JoinHandle<()>)> {
+    if cfg.assemblers.is_empty() {
+        return Err(Error::Config {
+            detail: "the orderer source needs at least one assembler endpoint".into(),
+        });
+    }
+    let channels = cfg
+        .assemblers
+        .iter()
+        .map(|uri| {
+            wire::server::client_endpoint(uri.clone())
+                .map(|e| e.connect_lazy())
+                .map_err(|e| Error::Config {
+                    detail: format!("assembler endpoint {uri}: {e}"),
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (tx, rx) = mpsc::channel(cfg.buffer.max(1));
+    let source = Source {
+        verifier: Arc::new(CertificateVerifier::new(cfg.keys.clone())),
+        keys: cfg.keys,
+        channels,
+        endpoints: cfg.assemblers,
+        retry: cfg.retry,
+        next: from,
+        previous: None,
+        tx,
+        decoder: wire::ProstDecoder::default(),
+    };
+    info!(from, assemblers = ?source.endpoints, "reading blocks from the orderer");
+    Ok((rx, tokio::spawn(source.run())))
+}
+
+struct Source {
+    keys: ClusterKeys,
+    verifier: Arc<CertificateVerifier>,
+    channels: Vec<Channel>,
+    endpoints: Vec<String>,
+    retry: Duration,
+    /// The next block to deliver.
+    next: u64,
+    /// The number and hash of block `next − 1`, once verified.
+    previous: Option<(u64, Digest32)>,
+    tx: mpsc::Sender<Block>,
+    decoder: wire::ProstDecoder,
+}
+
+impl Source {
+    async fn run(mut self) {
+        let mut source = 0usize;
+        let mut fruitless = 0usize;
+        loop {
+            let before = self.next;
+            let i = source % self.channels.len();
+            let reason = self.follow(self.channels[i].clone()).await;
+            if self.tx.is_closed() {
+                return;
+            }
+            if self.next == before {
+                warn!(
+                    assembler = self.endpoints[i],
+                    next = self.next,
+                    reason,
+                    "no blocks from this assembler; trying the next"
+                );
+                source = source.wrapping_add(1);
+                fruitless += 1;
+                if fruitless >= self.channels.len() {
+                    fruitless = 0;
+                    tokio::time::sleep(self.retry).await;
+                }
+            } else {
+                debug!(
+                    assembler = self.endpoints[i],
+                    next = self.next,
+                    reason,
+                    "Deliver stream ended"
+                );
+                fruitless = 0;
+            }
+        }
+    }
+
+    /// Reads one assembler's stream until it fails; returns why.
+    async fn follow(&mut self, channel: Channel) -> String {
+        let mut client = AssemblerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+        // Without the previous block's hash, start one block early to anchor the chain.
+        let anchor = match self.previous {
+            None => self.next.checked_sub(1),
+            Some(_) => None,
+        };
+        let request = pb::DeliverRequest {
+            from: anchor.unwrap_or(self.next),
+            to: None,
+            headers_only: false,
+            to_end: false,
+        };
+        let mut stream = match client.deliver(request).await {
+            Ok(s) => s.into_inner(),
+            Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+        };
+        let chain = self.keys.chain_id();
+        loop {
+            let b = match stream.message().await {
+                Ok(Some(b)) => b,
+                Ok(None) => return "ended".into(),
+                Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+            };
+            let number = b.header.as_ref().map_or(u64::MAX, |h| h.number);
+            if anchor == Some(number) && self.previous.is_none() {
+                match arma::verify_pb_block(&b, None, &chain, self.verifier.as_ref(), self.keys.n()) {
+                    Ok(v) => {
+                        self.previous = Some((number, v.hash));
+                        continue;
+                    }
+                    Err(e) => return format!("block {number} (the anchor) does not verify: {e}"),
+                }
+            }
+            if number != self.next {
+                return format!("block {number} arrived while {} was expected", self.next);
+            }
+            let verified = match check(&b, self.previous, &chain, self.verifier.as_ref(), self.keys.n()) {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            let hash = verified.hash;
+            let block = to_block(b, &verified, &self.decoder);
+            if self.tx.send(block).await.is_err() {
+                return "sidecar stopped".into();
+            }
+            self.previous = Some((number, hash));
+            self.next = self.next.saturating_add(1);
+        }
+    }
+}
+
+/// Verifies a block for the committer: what [`arma::verify_pb_block`] checks, and every
+/// request must be there.
+pub fn check(
+    b: &pb::OrderedBlock,
+    previous: Option<(u64, Digest32)>,
+    chain: &bft::ChainId,
+    verifier: &dyn bft::Verifier,
+    n: u32,
+) -> std::result::Result<VerifiedBlock, String> {
+    let number = b.header.as_ref().map_or(u64::MAX, |h| h.number);
+    let v = arma::verify_pb_block(b, previous, chain, verifier, n)
+        .map_err(|e| format!("block {number} does not verify: {e}"))?;
+    let count_ok = usize::try_from(v.header.tx_count).is_ok_and(|c| c == b.requests.len());
+    if !v.with_requests || !count_ok {
+        return Err(format!(
+            "block {number} carries {} of its {} requests",
+            b.requests.len(),
+            v.header.tx_count
+        ));
+    }
+    Ok(v)
+}
+
+/// The committer's block from a verified ordered block: each request is an envelope,
+/// decoded and structurally checked once here; one that fails keeps its position with
+/// its status. A configuration envelope is not applied by the committer yet: it gets
+/// `MALFORMED_UNSUPPORTED_ENVELOPE_PAYLOAD`.
+pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDecoder) -> Block {
+    let h = &v.header;
+    let signatures = b
+        .proof
+        .as_ref()
+        .and_then(|p| arma::DecisionProof::try_from(p).ok())
+        .map(|p| {
+            p.signatures
+                .into_iter()
+                .filter(|(r, _)| v.signers.contains(r))
+                .map(|(r, sig)| (r.saturating_add(1), sig.0))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut txs = Vec::with_capacity(b.requests.len());
+    let mut refused = Vec::new();
+    for (i, raw) in b.requests.iter().enumerate() {
+        let (id, checked) = wire::check_envelope_bytes(raw, decoder);
+        let status = match checked {
+            Ok(CheckedPayload::Tx(tx)) => {
+                txs.push((TxId(id), Arc::new(tx)));
+                continue;
+            }
+            Ok(CheckedPayload::Config(_)) => Status::MalformedUnsupportedEnvelopePayload,
+            Err(s) => s,
+        };
+        // A block holds at most u32::MAX requests (its header counts them in a u32).
+        refused.push((u32::try_from(i).unwrap_or(u32::MAX), status));
+        txs.push((TxId(id), Arc::new(Tx::default())));
+    }
+    Block {
+        header: BlockHeader {
+            number: h.number,
+            previous_hash: h.previous_hash,
+            data_hash: h.digest,
+        },
+        txs,
+        metadata: BlockMetadata {
+            batch: Some(BatchId::new(h.shard, h.primary, h.seq)),
+            decision: h.decision,
+            index_in_decision: h.index,
+            signatures,
+        },
+        refused,
+    }
+}
