@@ -189,6 +189,32 @@ struct Tally {
 }
 
 impl Tally {
+    /// Subscribes to txs `range` and sends each to every router.
+    async fn send(
+        &mut self,
+        links: &Links,
+        txs: &[(String, Arc<Vec<u8>>)],
+        range: std::ops::Range<usize>,
+        now: Instant,
+    ) -> crate::Result<()> {
+        let ids = txs[range.clone()].iter().map(|(id, _)| id.clone()).collect();
+        links
+            .ids
+            .send(ids)
+            .await
+            .map_err(|_| stopped("the status watcher"))?;
+        for (i, (_, env)) in txs.iter().enumerate().take(range.end).skip(range.start) {
+            self.state[i].sent_at = Some(now);
+            for r in &links.routers {
+                r.send((i, env.clone()))
+                    .await
+                    .map_err(|_| stopped("a router link"))?;
+            }
+        }
+        self.out.sent = self.out.sent.saturating_add(range.len() as u64);
+        Ok(())
+    }
+
     fn on_status(&mut self, i: usize, status: String) {
         if self.out.outcome[i].is_some() {
             return;
@@ -249,21 +275,7 @@ pub async fn run(
             t.in_flight += 1;
         }
         if next > first {
-            let ids = txs[first..next].iter().map(|(id, _)| id.clone()).collect();
-            links
-                .ids
-                .send(ids)
-                .await
-                .map_err(|_| stopped("the status watcher"))?;
-            for (i, (_, env)) in txs.iter().enumerate().take(next).skip(first) {
-                t.state[i].sent_at = Some(now);
-                for r in &links.routers {
-                    r.send((i, env.clone()))
-                        .await
-                        .map_err(|_| stopped("a router link"))?;
-                }
-            }
-            t.out.sent = t.out.sent.saturating_add((next - first) as u64);
+            t.send(&links, txs, first..next, now).await?;
             last_send = now;
         }
         let done_sending = !sending || next >= txs.len();
