@@ -69,6 +69,7 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
     let meta = crypto::read_key_file(&meta_path)
         .with_context(|| format!("reading the network's administrator key {}", meta_path.display()))?;
     let tag = spec.tag.clone();
+    let conflict_rate = spec.conflict_rate;
     let workload =
         tokio::task::spawn_blocking(move || loadgen::workload::plan(&spec)?.sign_with_meta(meta)).await??;
     let confirmed_by = if endpoints.sidecar.is_some() {
@@ -102,7 +103,19 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
-    let summary = summary(&run, confirmed_by, &tag, args.rate, genesis_seconds);
+    let mut summary = summary(&run, confirmed_by, &tag, args.rate, genesis_seconds);
+    // Without double spends every load tx's status is independent of the order the
+    // network chose: the planner's intent is the serial oracle's answer.
+    if endpoints.sidecar.is_some() && conflict_rate == 0.0 {
+        let expected = workload.intents.iter().flatten().map(|i| i.expected().name());
+        let mismatches = run
+            .outcome
+            .iter()
+            .zip(expected)
+            .filter(|(got, want)| got.as_deref().is_some_and(|g| g != *want))
+            .count();
+        summary["expected_mismatches"] = serde_json::json!(mismatches);
+    }
     if !json {
         eprintln!(
             "sent {} · submitted {} · confirmed {} · never confirmed {} · {:.0} tx/s · p50 {} ms · p99 {} ms",
@@ -253,5 +266,6 @@ fn summary(
         "rate": rate,
         "router_errors": run.router_errors,
         "tag": tag,
+        "expected_mismatches": null,
     })
 }
