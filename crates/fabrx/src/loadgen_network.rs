@@ -45,22 +45,7 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
         .network
         .as_ref()
         .context("--target network needs --network DIR (the directory of `fabrx up`)")?;
-    for (flag, v) in [
-        ("--drain", args.drain),
-        ("--duration", args.duration.unwrap_or(1.0)),
-    ] {
-        anyhow::ensure!(
-            v.is_finite() && v > 0.0,
-            "invalid {flag}: must be a positive number of seconds"
-        );
-    }
-    if let Some(r) = args.rate {
-        anyhow::ensure!(r.is_finite() && r > 0.0, "invalid --rate: must be positive");
-    }
-    anyhow::ensure!(
-        args.max_in_flight > 0,
-        "invalid --max-in-flight: must be at least 1"
-    );
+    check(args)?;
     let txs = args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size));
     anyhow::ensure!(txs > 0, "invalid --txs: must be at least 1");
     spec.blocks = txs.div_ceil(spec.block_size.max(1));
@@ -104,17 +89,8 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
         eprintln!();
     }
     let mut summary = summary(&run, confirmed_by, &tag, args.rate, genesis_seconds);
-    // Without double spends every load tx's status is independent of the order the
-    // network chose: the planner's intent is the serial oracle's answer.
     if endpoints.sidecar.is_some() && conflict_rate == 0.0 {
-        let expected = workload.intents.iter().flatten().map(|i| i.expected().name());
-        let mismatches = run
-            .outcome
-            .iter()
-            .zip(expected)
-            .filter(|(got, want)| got.as_deref().is_some_and(|g| g != *want))
-            .count();
-        summary["expected_mismatches"] = serde_json::json!(mismatches);
+        summary["expected_mismatches"] = serde_json::json!(mismatches(&run, &workload));
     }
     if !json {
         eprintln!(
@@ -130,6 +106,38 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
     }
     println!("{summary}");
     Ok(())
+}
+
+fn check(args: &NetworkArgs) -> anyhow::Result<()> {
+    for (flag, v) in [
+        ("--drain", args.drain),
+        ("--duration", args.duration.unwrap_or(1.0)),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && v > 0.0,
+            "invalid {flag}: must be a positive number of seconds"
+        );
+    }
+    if let Some(r) = args.rate {
+        anyhow::ensure!(r.is_finite() && r > 0.0, "invalid --rate: must be positive");
+    }
+    anyhow::ensure!(
+        args.max_in_flight > 0,
+        "invalid --max-in-flight: must be at least 1"
+    );
+    Ok(())
+}
+
+/// Confirmed load txs whose status is not the planner's intent. Without double spends
+/// every load tx's status is independent of the order the network chose, so the intent
+/// is the serial oracle's answer.
+fn mismatches(run: &NetworkRun, workload: &Workload) -> usize {
+    let expected = workload.intents.iter().flatten().map(|i| i.expected().name());
+    run.outcome
+        .iter()
+        .zip(expected)
+        .filter(|(got, want)| got.as_deref().is_some_and(|g| g != *want))
+        .count()
 }
 
 /// Commits the genesis blocks one after the other: each tx must end `COMMITTED`.
