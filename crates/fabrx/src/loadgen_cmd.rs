@@ -126,6 +126,7 @@ fn spec_of(args: &LoadgenArgs) -> anyhow::Result<WorkloadSpec> {
         seed: args.seed,
         tag: args.tag.clone().unwrap_or_else(default_tag),
         reuse_outputs: args.target == Target::Committer,
+        output_padding: 0,
     };
     spec.validate()?;
     Ok(spec)

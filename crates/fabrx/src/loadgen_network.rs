@@ -37,6 +37,10 @@ pub struct NetworkArgs {
     /// Which committing party's sidecar reports the statuses (default: the first running).
     #[arg(long)]
     party: Option<u32>,
+    /// Make each load tx's envelope about this many bytes (a memo in the value of the
+    /// coins it creates); smaller than the plain tx: the plain tx.
+    #[arg(long)]
+    tx_size: Option<usize>,
 }
 
 /// Runs the load against the network and prints the summary.
@@ -49,6 +53,9 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
     let txs = args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size));
     anyhow::ensure!(txs > 0, "invalid --txs: must be at least 1");
     spec.blocks = txs.div_ceil(spec.block_size.max(1));
+    if let Some(size) = args.tx_size {
+        spec.output_padding = padding_for(&spec, size)?;
+    }
     let endpoints = endpoints(dir, args.party)?;
     let meta_path = netconfig::meta_key_path(dir);
     let meta = crypto::read_key_file(&meta_path)
@@ -106,6 +113,30 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
     }
     println!("{summary}");
     Ok(())
+}
+
+/// The padding of each created coin's value that brings a load tx's envelope to about
+/// `size` bytes (measured on a one-tx plan with the same shape).
+fn padding_for(spec: &WorkloadSpec, size: usize) -> anyhow::Result<usize> {
+    let outputs = spec.writes.saturating_sub(spec.spends());
+    anyhow::ensure!(
+        outputs > 0,
+        "--tx-size needs txs that create coins (--writes > --reads)"
+    );
+    let probe = WorkloadSpec {
+        blocks: 1,
+        block_size: 1,
+        output_padding: 0,
+        ..spec.clone()
+    };
+    let meta = crypto::derive_signing_key(crypto::Scheme::Ed25519, "probe");
+    let w = loadgen::workload::plan(&probe)?.sign_with_meta(meta)?;
+    let plain = w
+        .load
+        .first()
+        .and_then(|b| b.txs.first())
+        .map_or(0, |(id, tx)| network::envelope(id, tx).len());
+    Ok(size.saturating_sub(plain) / outputs)
 }
 
 fn check(args: &NetworkArgs) -> anyhow::Result<()> {

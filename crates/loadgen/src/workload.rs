@@ -118,6 +118,9 @@ pub struct WorkloadSpec {
     /// on each other's order: what a network run needs, where the orderer, not the
     /// planner, decides the blocks.
     pub reuse_outputs: bool,
+    /// Bytes added to the value of every coin a load tx creates (a memo), to make txs of
+    /// a chosen size (`--tx-size`).
+    pub output_padding: usize,
 }
 
 impl Default for WorkloadSpec {
@@ -133,6 +136,7 @@ impl Default for WorkloadSpec {
             seed: 42,
             tag: "run".into(),
             reuse_outputs: true,
+            output_padding: 0,
         }
     }
 }
@@ -373,7 +377,9 @@ impl Planner {
             .collect();
         let mut read_writes: Vec<ReadWrite> =
             inputs.iter().map(|k| rw(k.clone(), Some(0), b"spent")).collect();
-        read_writes.extend(outputs.iter().map(|k| rw(k.clone(), None, b"10")));
+        let mut value = b"10".to_vec();
+        value.resize(2 + spec.output_padding, b' ');
+        read_writes.extend(outputs.iter().map(|k| rw(k.clone(), None, &value)));
         let intent = Intent {
             double_spend: double,
             bad_signature: bad,

@@ -28,6 +28,7 @@ fn spec(seed: u64, tag: &str) -> WorkloadSpec {
         seed,
         tag: tag.into(),
         reuse_outputs: true,
+        output_padding: 0,
     }
 }
 
