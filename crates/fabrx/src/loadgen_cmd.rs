@@ -23,6 +23,9 @@ pub enum Target {
     /// A running network (`fabrx up`): txs to every party's router, statuses from a
     /// committer (or, ordering only, tx ids from an assembler).
     Network,
+    /// Serve the workload's blocks, signed as ordered blocks, to the committing party's
+    /// sidecar of `--network` (started with `fabrx up --no-orderer`).
+    MockOrderer,
 }
 
 /// Arguments of `fabrx loadgen`.
@@ -96,6 +99,11 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             let spec = spec_of(&args)?;
             crate::loadgen_network::run(spec, &args.network, args.json).await
         }
+        Target::MockOrderer => {
+            let spec = spec_of(&args)?;
+            let (dir, party, drain) = args.network.mock_args()?;
+            crate::loadgen_mock::run(spec, &dir, party, drain, args.verify_serial).await
+        }
     }
 }
 
@@ -125,7 +133,7 @@ fn spec_of(args: &LoadgenArgs) -> anyhow::Result<WorkloadSpec> {
         invalid_sig_rate: args.invalid_sig_rate,
         seed: args.seed,
         tag: args.tag.clone().unwrap_or_else(default_tag),
-        reuse_outputs: args.target == Target::Committer,
+        reuse_outputs: args.target != Target::Network,
         output_padding: 0,
     };
     spec.validate()?;

@@ -43,6 +43,18 @@ pub struct NetworkArgs {
     tx_size: Option<usize>,
 }
 
+impl NetworkArgs {
+    /// The network directory, the committing party and the drain of `--target mock-orderer`.
+    pub fn mock_args(&self) -> anyhow::Result<(PathBuf, u32, Duration)> {
+        let dir = self
+            .network
+            .clone()
+            .context("--target mock-orderer needs --network DIR (of `fabrx up --no-orderer`)")?;
+        anyhow::ensure!(self.drain.is_finite() && self.drain > 0.0, "invalid --drain");
+        Ok((dir, self.party.unwrap_or(1), Duration::from_secs_f64(self.drain)))
+    }
+}
+
 /// Runs the load against the network and prints the summary.
 pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyhow::Result<()> {
     let dir = args

@@ -5,6 +5,7 @@ mod blocks;
 mod committer;
 mod keygen;
 mod loadgen_cmd;
+mod loadgen_mock;
 mod loadgen_network;
 mod metrics_http;
 mod network;

@@ -35,6 +35,10 @@ pub struct UpArgs {
     /// Reproducible keys (tests and demos only).
     #[arg(long)]
     seed: Option<u64>,
+    /// Start only the committing parties' nodes: their blocks come from a mock orderer
+    /// (`fabrx loadgen --target mock-orderer`) serving on party 1's assembler endpoint.
+    #[arg(long)]
+    no_orderer: bool,
     /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S)).
     #[arg(long, default_value_t = 7050)]
     base_port: u16,
@@ -333,13 +337,12 @@ fn check_db(args: &UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `fabrx up`.
-pub fn up(args: UpArgs) -> anyhow::Result<()> {
-    check_db(&args)?;
+/// Creates `--dir` and generates the network there when it has none; returns the
+/// directory's absolute path.
+fn prepare(args: &UpArgs) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(args.dir.join("logs")).context("creating the network directory")?;
     let dir = std::fs::canonicalize(&args.dir).context("resolving --dir")?;
-    let config_path = netconfig::config_path(&dir);
-    if !config_path.exists() {
+    if !netconfig::config_path(&dir).exists() {
         netconfig::generate(&netconfig::GenerateSpec {
             parties: args.parties,
             shards: args.shards,
@@ -351,6 +354,14 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         })
         .with_context(|| format!("generating a network in {}", dir.display()))?;
     }
+    Ok(dir)
+}
+
+/// `fabrx up`.
+pub fn up(args: UpArgs) -> anyhow::Result<()> {
+    check_db(&args)?;
+    let dir = prepare(&args)?;
+    let config_path = netconfig::config_path(&dir);
     let config = netconfig::NetworkConfig::load(&config_path)?;
     let exe = std::env::current_exe().context("locating the fabrx binary")?;
     if args.committers > config.n() {
@@ -361,7 +372,14 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         );
     }
     let exe_text = exe.display().to_string();
-    let mut nodes = ordering_nodes(&config, &dir, &exe_text);
+    if args.no_orderer && args.committers == 0 {
+        bail!("--no-orderer starts only committing parties: give --committers 1 or more");
+    }
+    let mut nodes = if args.no_orderer {
+        Vec::new()
+    } else {
+        ordering_nodes(&config, &dir, &exe_text)
+    };
     nodes.extend(committer_nodes(&config, &dir, &exe_text, args.committers)?);
     // Nodes of a previous `up` that still run are kept.
     let previous = load(&dir)?.map(|f| f.nodes).unwrap_or_default();

@@ -10,6 +10,8 @@
 //!   the orderer, and measures throughput and per-tx latency;
 //! - [`network`] sends a workload's txs to a running network's routers and waits for
 //!   their statuses from a committer (or their ordering, from an assembler);
+//! - [`mock_orderer`] serves a workload's blocks, signed as ordered blocks, on a Deliver
+//!   stream to a real sidecar: the committer across processes without the orderer;
 //! - [`baseline`] measures the machine's signature-verify ceiling and a one-tx-at-a-time
 //!   commit baseline for comparison;
 //! - [`summary`] is the final JSON line.
@@ -17,6 +19,7 @@
 pub mod baseline;
 pub mod committer;
 pub mod histogram;
+pub mod mock_orderer;
 pub mod network;
 pub mod oracle;
 mod signer;

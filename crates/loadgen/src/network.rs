@@ -314,6 +314,14 @@ pub async fn run(
     Ok(t.out)
 }
 
+/// A failure of the network driver.
+pub(crate) fn failed(detail: &str) -> crate::Error {
+    crate::Error::InvalidParam {
+        flag: "network",
+        detail: detail.to_string(),
+    }
+}
+
 fn stopped(what: &str) -> crate::Error {
     crate::Error::InvalidParam {
         flag: "network",
@@ -355,7 +363,7 @@ fn on_ack(s: &mut TxState, ack: &Ack, n: usize, q: usize, out: &mut NetworkRun, 
     }
 }
 
-fn channel(uri: &str) -> crate::Result<tonic::transport::Channel> {
+pub(crate) fn channel(uri: &str) -> crate::Result<tonic::transport::Channel> {
     wire::server::client_endpoint(uri.to_string())
         .map(|e| e.connect_lazy())
         .map_err(|e| crate::Error::InvalidParam {
@@ -438,7 +446,7 @@ async fn router_link(
 
 /// The committer's notification stream: subscribes to every id sent, reopens after a
 /// failure and subscribes again to the ids still unconfirmed.
-async fn watch_sidecar(
+pub(crate) async fn watch_sidecar(
     channel: tonic::transport::Channel,
     mut ids: mpsc::Receiver<Vec<String>>,
     events: mpsc::Sender<(String, String)>,

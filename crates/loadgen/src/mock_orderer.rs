@@ -1,0 +1,234 @@
+//! The load generator as a mock orderer (`fabrx loadgen --target mock-orderer`,
+//! docs/loadgen.md "A mock orderer"): a workload's blocks, pre-built as ordered blocks
+//! signed by a quorum of the network's consenter keys, served on an assembler's
+//! `Deliver` stream to a real sidecar — the committer measured across processes, apart
+//! from the orderer. Statuses come back on the sidecar's notification stream; a tx's
+//! latency runs from the first time its block was served to its status.
+//!
+//! [`ordered_blocks`] is pure: block `i` of the workload becomes ordered block `i`
+//! (shard 0, primary 1, seq i + 1, decision i + 1), each chained to the previous one and
+//! carrying its txs as envelopes, so the sidecar verifies it as it would a real one.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arma::{DecisionProof, OrderedHeader, Outcome};
+use bft::{ChainId, InstanceId, Phase};
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use types::Block;
+use types::digest::batch_digest;
+use wire::pb;
+use wire::pb::assembler_server::{Assembler, AssemblerServer};
+
+use crate::Histogram;
+use crate::network::envelope;
+
+/// Ordered blocks of `blocks` (numbered from 0), each signed by every key of
+/// `consenters` (replica `i` is `consenters[i].0`): the signers must be a quorum.
+pub fn ordered_blocks(
+    blocks: &[Block],
+    consenters: &[(u32, crypto::SigningKey)],
+    chain: &ChainId,
+) -> Vec<pb::OrderedBlock> {
+    let mut previous = [0u8; 32];
+    let mut out = Vec::with_capacity(blocks.len());
+    for (i, b) in blocks.iter().enumerate() {
+        let requests: Vec<Vec<u8>> = b.txs.iter().map(|(id, tx)| envelope(id, tx)).collect();
+        let number = i as u64;
+        let header = OrderedHeader {
+            number,
+            previous_hash: previous,
+            digest: batch_digest(&requests),
+            shard: 0,
+            term: 0,
+            primary: 1,
+            seq: number + 1,
+            decision: number + 1,
+            index: 0,
+            tx_count: u32::try_from(requests.len()).unwrap_or(u32::MAX),
+        };
+        previous = header.hash();
+        let proof = sign(&header, consenters, chain);
+        out.push(pb::OrderedBlock {
+            header: Some((&header).into()),
+            requests,
+            proof: Some((&proof).into()),
+        });
+    }
+    out
+}
+
+/// The decision proof of a one-header decision, signed as the consenters sign commits.
+fn sign(header: &OrderedHeader, consenters: &[(u32, crypto::SigningKey)], chain: &ChainId) -> DecisionProof {
+    let metadata = Outcome {
+        headers: vec![*header],
+        terms: Vec::new(),
+    }
+    .metadata();
+    let requests_root = [0u8; 32];
+    let digest = bft::proposal_digest(InstanceId(0), header.decision, &requests_root, &metadata);
+    let bytes = bft::vote_bytes(chain, Phase::Commit, InstanceId(0), 0, header.decision, &digest);
+    let signatures = consenters
+        .iter()
+        .map(|(replica, key)| {
+            let sig = crypto::sign_decision_certificate(key, &bytes);
+            (*replica, bft::Signature(sig.into_bytes()))
+        })
+        .collect();
+    DecisionProof {
+        instance: InstanceId(0),
+        decision: header.decision,
+        view: 0,
+        requests_root,
+        metadata,
+        signatures,
+    }
+}
+
+/// The Deliver service over pre-built blocks; remembers when each was first served.
+#[derive(Clone)]
+struct Service {
+    blocks: Arc<Vec<pb::OrderedBlock>>,
+    served: Arc<Mutex<Vec<Option<Instant>>>>,
+}
+
+type BlockStream = Pin<Box<dyn Stream<Item = Result<pb::OrderedBlock, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Assembler for Service {
+    type DeliverStream = BlockStream;
+
+    async fn deliver(
+        &self,
+        request: tonic::Request<pb::DeliverRequest>,
+    ) -> Result<tonic::Response<BlockStream>, tonic::Status> {
+        let r = request.into_inner();
+        let (tx, rx) = mpsc::channel(4);
+        let (blocks, served) = (self.blocks.clone(), self.served.clone());
+        tokio::spawn(async move {
+            let from = usize::try_from(r.from).unwrap_or(usize::MAX);
+            for (i, b) in blocks.iter().enumerate().skip(from) {
+                if r.to.is_some_and(|to| i as u64 > to) {
+                    return;
+                }
+                let mut b = b.clone();
+                if r.headers_only {
+                    b.requests.clear();
+                }
+                if tx.send(Ok(b)).await.is_err() {
+                    return;
+                }
+                let mut s = served.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(slot) = s.get_mut(i)
+                    && slot.is_none()
+                {
+                    *slot = Some(Instant::now());
+                }
+            }
+            if !r.to_end && r.to.is_none() {
+                // Following: nothing more will come; keep the stream open.
+                tx.closed().await;
+            }
+        });
+        Ok(tonic::Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+/// What a mock-orderer run saw.
+#[derive(Debug, Clone)]
+pub struct MockRun {
+    /// The status of every tx of every block (`None`: none arrived).
+    pub statuses: Vec<Vec<Option<String>>>,
+    /// First serve of the first measured block to the last status.
+    pub seconds: f64,
+    /// Block served to tx status, in microseconds, for the measured blocks.
+    pub latency_us: Histogram,
+}
+
+/// Serves `blocks` on `listen` and collects the statuses of their txs (`ids`, by block)
+/// from the sidecar at `sidecar` (`http://…`), until all arrived or `drain` passed without
+/// one. Blocks before `measure_from` (the genesis) are served but not measured.
+pub async fn serve(
+    listen: SocketAddr,
+    blocks: Vec<pb::OrderedBlock>,
+    ids: &[Vec<String>],
+    measure_from: usize,
+    sidecar: &str,
+    drain: Duration,
+) -> crate::Result<MockRun> {
+    let served = Arc::new(Mutex::new(vec![None; blocks.len()]));
+    let svc = Service {
+        blocks: Arc::new(blocks),
+        served: served.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| crate::network::failed(&format!("listening on {listen}: {e}")))?;
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(AssemblerServer::new(svc).max_encoding_message_size(64 << 20))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let (ids_tx, ids_rx) = mpsc::channel::<Vec<String>>(ids.len().max(1));
+    let (ev_tx, mut events) = mpsc::channel::<(String, String)>(4096);
+    let watcher = tokio::spawn(crate::network::watch_sidecar(
+        crate::network::channel(sidecar)?,
+        ids_rx,
+        ev_tx,
+    ));
+    let mut at: HashMap<&str, (usize, usize)> = HashMap::new();
+    for (b, block_ids) in ids.iter().enumerate() {
+        for (i, id) in block_ids.iter().enumerate() {
+            at.insert(id.as_str(), (b, i));
+        }
+        let _ = ids_tx.send(block_ids.clone()).await;
+    }
+    let mut statuses: Vec<Vec<Option<String>>> = ids.iter().map(|b| vec![None; b.len()]).collect();
+    let total: usize = ids.iter().map(Vec::len).sum();
+    let mut got = 0usize;
+    let mut latency_us = Histogram::new();
+    let mut last = Instant::now();
+    while got < total {
+        let Ok(Some((id, status))) = tokio::time::timeout(drain, events.recv()).await else {
+            break;
+        };
+        let Some(&(b, i)) = at.get(id.as_str()) else {
+            continue;
+        };
+        if statuses[b][i].is_some() {
+            continue;
+        }
+        statuses[b][i] = Some(status);
+        got += 1;
+        last = Instant::now();
+        let first = served.lock().unwrap_or_else(|e| e.into_inner())[b];
+        if b >= measure_from
+            && let Some(t) = first
+        {
+            latency_us.record(
+                u64::try_from(last.duration_since(t).as_micros()).unwrap_or(u64::MAX),
+                1,
+            );
+        }
+    }
+    watcher.abort();
+    server.abort();
+    let start = served
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(measure_from)
+        .copied()
+        .flatten()
+        .unwrap_or(last);
+    Ok(MockRun {
+        statuses,
+        seconds: last.saturating_duration_since(start).as_secs_f64(),
+        latency_us,
+    })
+}
