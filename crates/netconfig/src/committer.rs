@@ -154,6 +154,7 @@ impl NetworkConfig {
             keys: self.cluster_keys(),
             retry: Duration::from_millis(500),
             buffer: 8,
+            stall: Duration::from_secs(3),
         })
     }
 }

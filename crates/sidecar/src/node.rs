@@ -128,7 +128,10 @@ pub struct Summary {
 
 /// A running sidecar node.
 pub struct Handle {
-    blocks: JoinHandle<Result<Summary>>,
+    /// The block task, until `source_done` saw it end.
+    blocks: Option<JoinHandle<Result<Summary>>>,
+    /// The orderer reader feeding the blocks, if any.
+    feeder: Option<JoinHandle<()>>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
     /// The service's address, when it listens.
@@ -140,7 +143,15 @@ pub struct Handle {
 impl Handle {
     /// Waits until every block of the source is final and stored (or the node failed).
     pub async fn source_done(&mut self) -> Result<Summary> {
-        (&mut self.blocks).await.map_err(|e| Error::Stage {
+        let Some(task) = self.blocks.as_mut() else {
+            return Err(Error::Stage {
+                stage: "sidecar",
+                detail: "the block source already ended".into(),
+            });
+        };
+        let result = task.await;
+        self.blocks = None;
+        result.map_err(|e| Error::Stage {
             stage: "sidecar",
             detail: e.to_string(),
         })?
@@ -150,7 +161,16 @@ impl Handle {
     /// deliver what was published (a stream ends once its client closed and every
     /// watched id is answered).
     pub async fn stop(mut self, grace: Duration) {
-        self.blocks.abort();
+        // Aborted and awaited: the store (and its lock) and the Deliver stream are gone
+        // once `stop` returns.
+        if let Some(task) = self.blocks.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        if let Some(feeder) = self.feeder.take() {
+            feeder.abort();
+            let _ = feeder.await;
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -206,9 +226,10 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         pipeline = pipeline.with_metrics(m);
     }
     let (source, feeder) = feed(deps.blocks, start)?;
-    let task = tokio::spawn(run_blocks(pipeline, source, feeder, store, notifier));
+    let task = tokio::spawn(run_blocks(pipeline, source, store, notifier));
     Ok(Handle {
-        blocks: task,
+        blocks: Some(task),
+        feeder,
         stop: Some(stop_tx),
         server,
         listen,
@@ -240,7 +261,6 @@ fn feed(feed: Feed, start: u64) -> Result<(tokio::sync::mpsc::Receiver<Block>, O
 async fn run_blocks(
     mut pipeline: Pipeline,
     source: tokio::sync::mpsc::Receiver<Block>,
-    feeder: Option<JoinHandle<()>>,
     mut store: BlockStore,
     notifier: Notifier,
 ) -> Result<Summary> {
@@ -267,9 +287,6 @@ async fn run_blocks(
             Ok(())
         })
         .await;
-    if let Some(feeder) = feeder {
-        feeder.abort();
-    }
     result?;
     Ok(Summary {
         blocks: done,

@@ -11,7 +11,9 @@
 //!   and verifies it on its own, to anchor the chain;
 //! - **failover**: a stream that fails, ends, or serves a block that does not verify is
 //!   dropped; without progress the next assembler is tried (own party first), after a
-//!   pause once every one was tried;
+//!   pause once every one was tried; a stream silent for `stall` while another
+//!   assembler holds the next block is left for that one (a withholding or stalled
+//!   assembler cannot halt the committer);
 //! - **bounded**: blocks go to the pipeline through a bounded channel, so a slow
 //!   committer stops reading the stream (TCP flow control holds the assembler back).
 //!
@@ -49,6 +51,10 @@ pub struct OrdererConfig {
     pub retry: Duration,
     /// Verified blocks held for the pipeline (each at most a batch's bytes).
     pub buffer: usize,
+    /// A stream silent this long makes the source ask the other assemblers whether they
+    /// hold the next block; the first that does is read instead (an assembler that
+    /// withholds blocks, or stopped receiving them, is left).
+    pub stall: Duration,
 }
 
 impl std::fmt::Debug for OrdererConfig {
@@ -58,6 +64,7 @@ impl std::fmt::Debug for OrdererConfig {
             .field("consenters", &self.keys.n())
             .field("retry", &self.retry)
             .field("buffer", &self.buffer)
+            .field("stall", &self.stall)
             .finish()
     }
 }
@@ -88,6 +95,7 @@ pub fn spawn(cfg: OrdererConfig, from: u64) -> Result<(mpsc::Receiver<Block>, Jo
         channels,
         endpoints: cfg.assemblers,
         retry: cfg.retry,
+        stall: cfg.stall.max(Duration::from_millis(1)),
         next: from,
         previous: None,
         tx,
@@ -97,12 +105,21 @@ pub fn spawn(cfg: OrdererConfig, from: u64) -> Result<(mpsc::Receiver<Block>, Jo
     Ok((rx, tokio::spawn(source.run())))
 }
 
+/// How a read of one assembler's stream ended.
+enum Read {
+    /// The stream failed, ended, or served a block that does not verify.
+    Failed(String),
+    /// The stream was silent while assembler `.0` holds the next block.
+    Stalled(usize),
+}
+
 struct Source {
     keys: ClusterKeys,
     verifier: Arc<CertificateVerifier>,
     channels: Vec<Channel>,
     endpoints: Vec<String>,
     retry: Duration,
+    stall: Duration,
     /// The next block to deliver.
     next: u64,
     /// The number and hash of block `next − 1`, once verified.
@@ -118,11 +135,21 @@ impl Source {
         loop {
             let before = self.next;
             let i = source % self.channels.len();
-            let reason = self.follow(self.channels[i].clone()).await;
+            let (reason, ahead) = self.follow(i).await;
             if self.tx.is_closed() {
                 return;
             }
-            if self.next == before {
+            if let Some(j) = ahead {
+                warn!(
+                    assembler = self.endpoints[i],
+                    next = self.next,
+                    reason,
+                    to = self.endpoints[j],
+                    "switching assembler"
+                );
+                source = j;
+                fruitless = 0;
+            } else if self.next == before {
                 warn!(
                     assembler = self.endpoints[i],
                     next = self.next,
@@ -147,8 +174,48 @@ impl Source {
         }
     }
 
-    /// Reads one assembler's stream until it fails; returns why.
-    async fn follow(&mut self, channel: Channel) -> String {
+    /// Reads assembler `i`'s stream until it fails; returns why, and another assembler
+    /// to read instead when this one stalled while that one holds the next block.
+    async fn follow(&mut self, i: usize) -> (String, Option<usize>) {
+        let reason = self.read(i).await;
+        match reason {
+            Read::Failed(why) => (why, None),
+            Read::Stalled(j) => (format!("silent for {:?}", self.stall), Some(j)),
+        }
+    }
+
+    /// Whether another assembler than `i` holds block `next` (asked for its header).
+    async fn ahead_elsewhere(&self, i: usize) -> Option<usize> {
+        for k in 1..self.channels.len() {
+            let j = (i + k) % self.channels.len();
+            let mut client =
+                AssemblerClient::new(self.channels[j].clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
+            let request = pb::DeliverRequest {
+                from: self.next,
+                to: Some(self.next),
+                headers_only: true,
+                to_end: true,
+            };
+            let probe = async {
+                let mut stream = client.deliver(request).await.ok()?.into_inner();
+                stream.message().await.ok().flatten()
+            };
+            let has = tokio::time::timeout(self.stall, probe)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|b| b.header)
+                .is_some_and(|h| h.number == self.next);
+            if has {
+                return Some(j);
+            }
+        }
+        None
+    }
+
+    /// Reads assembler `i`'s stream.
+    async fn read(&mut self, i: usize) -> Read {
+        let channel = self.channels[i].clone();
         let mut client = AssemblerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         // Without the previous block's hash, start one block early to anchor the chain.
         let anchor = match self.previous {
@@ -163,14 +230,18 @@ impl Source {
         };
         let mut stream = match client.deliver(request).await {
             Ok(s) => s.into_inner(),
-            Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+            Err(s) => return Read::Failed(format!("open: {:?}: {}", s.code(), s.message())),
         };
         let chain = self.keys.chain_id();
         loop {
-            let b = match stream.message().await {
-                Ok(Some(b)) => b,
-                Ok(None) => return "ended".into(),
-                Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+            let b = match tokio::time::timeout(self.stall, stream.message()).await {
+                Ok(Ok(Some(b))) => b,
+                Ok(Ok(None)) => return Read::Failed("ended".into()),
+                Ok(Err(s)) => return Read::Failed(format!("{:?}: {}", s.code(), s.message())),
+                Err(_) => match self.ahead_elsewhere(i).await {
+                    Some(j) => return Read::Stalled(j),
+                    None => continue,
+                },
             };
             let number = b.header.as_ref().map_or(u64::MAX, |h| h.number);
             if anchor == Some(number) && self.previous.is_none() {
@@ -179,20 +250,22 @@ impl Source {
                         self.previous = Some((number, v.hash));
                         continue;
                     }
-                    Err(e) => return format!("block {number} (the anchor) does not verify: {e}"),
+                    Err(e) => {
+                        return Read::Failed(format!("block {number} (the anchor) does not verify: {e}"));
+                    }
                 }
             }
             if number != self.next {
-                return format!("block {number} arrived while {} was expected", self.next);
+                return Read::Failed(format!("block {number} arrived while {} was expected", self.next));
             }
             let verified = match check(&b, self.previous, &chain, self.verifier.as_ref(), self.keys.n()) {
                 Ok(v) => v,
-                Err(e) => return e,
+                Err(e) => return Read::Failed(e),
             };
             let hash = verified.hash;
             let block = to_block(b, &verified, &self.decoder);
             if self.tx.send(block).await.is_err() {
-                return "sidecar stopped".into();
+                return Read::Failed("sidecar stopped".into());
             }
             self.previous = Some((number, hash));
             self.next = self.next.saturating_add(1);
