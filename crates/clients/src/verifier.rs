@@ -123,7 +123,7 @@ impl VerifierClient {
         } else {
             format!("http://{endpoint}")
         };
-        let channel = tonic::transport::Endpoint::from_shared(uri)
+        let channel = wire::server::client_endpoint(uri)
             .map_err(|e| ClientError::InvalidEndpoint {
                 endpoint: endpoint.to_string(),
                 reason: e.to_string(),

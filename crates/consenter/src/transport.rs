@@ -380,7 +380,7 @@ impl PeerLink {
     async fn connect(
         &self,
     ) -> Result<BftConsensusClient<tonic::transport::Channel>, tonic::transport::Error> {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))?
+        let channel = wire::server::client_endpoint(format!("http://{}", self.addr))?
             .connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(5))
@@ -438,7 +438,7 @@ pub async fn send_envelopes(
     addr: &str,
     envelopes: Vec<pb::BftEnvelope>,
 ) -> Result<pb::BftExchangeSummary, tonic::Status> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+    let channel = wire::server::client_endpoint(format!("http://{addr}"))
         .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
         .connect()
         .await
@@ -459,7 +459,7 @@ pub async fn exchange_status(
     addr: &str,
     envelopes: Vec<pb::BftEnvelope>,
 ) -> Result<pb::BftExchangeSummary, tonic::Status> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+    let channel = wire::server::client_endpoint(format!("http://{addr}"))
         .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
         .connect()
         .await

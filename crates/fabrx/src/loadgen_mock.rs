@@ -21,6 +21,9 @@ pub async fn run(
     let config_path = netconfig::config_path(dir);
     let config = netconfig::NetworkConfig::load(&config_path)
         .with_context(|| format!("loading the network config {}", config_path.display()))?;
+    // The client identity for both sides: the sidecar authorizes its callers, and checks
+    // only that a server's certificate is one the network's CA signed.
+    crate::tls_setup::install_client(&config, dir)?;
     let listen = config
         .party(party)?
         .assembler

@@ -39,6 +39,10 @@ pub struct GenerateArgs {
     /// Chain name (bound into every consenter signature).
     #[arg(long, default_value = consenter::keys::DEFAULT_CHAIN)]
     chain: String,
+    /// Plain TCP instead of mutual TLS on every link: for experiments only (no CA, no
+    /// certificates; any process can call any node).
+    #[arg(long)]
+    insecure: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -60,6 +64,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         chain: args.chain,
         dir: args.dir,
+        tls: !args.insecure,
     };
     let g = netconfig::generate(&spec)
         .with_context(|| format!("generating a network in {}", spec.dir.display()))?;

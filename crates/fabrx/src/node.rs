@@ -14,6 +14,14 @@ pub enum Role {
         /// TOML configuration file (see docs/vcservice.md).
         #[arg(long)]
         config: std::path::PathBuf,
+        /// The network config file: authenticate with party `--party`'s vcservice
+        /// certificate and serve only its sidecar (mutual TLS; nothing for a network
+        /// without).
+        #[arg(long, requires = "party")]
+        network: Option<std::path::PathBuf>,
+        /// The party (1..N), with `--network`.
+        #[arg(long)]
+        party: Option<u32>,
     },
     /// The committer's sidecar (with the coordinator's dependency graph in-process).
     Sidecar(crate::node_sidecar::SidecarArgs),
@@ -63,7 +71,18 @@ pub async fn init_db(args: InitDbArgs) -> anyhow::Result<()> {
 /// Runs a node until it is stopped.
 pub async fn run(role: Role) -> anyhow::Result<()> {
     match role {
-        Role::Vcservice { config } => run_vcservice(&config).await,
+        Role::Vcservice {
+            config,
+            network,
+            party,
+        } => {
+            if let (Some(path), Some(party)) = (&network, party) {
+                let net = netconfig::NetworkConfig::load(path)
+                    .with_context(|| format!("loading the network config {}", path.display()))?;
+                crate::tls_setup::install(&net, path, wire::tls::Role::Vcservice, party, None)?;
+            }
+            run_vcservice(&config).await
+        }
         Role::Sidecar(args) => crate::node_sidecar::run(args).await,
         Role::Sigverifier(args) => crate::node_sigverifier::run(args).await,
         Role::Bft(args) => crate::node_bft::run(args).await,

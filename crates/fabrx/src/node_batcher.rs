@@ -40,6 +40,13 @@ pub struct BatcherArgs {
 pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
+    crate::tls_setup::install(
+        &config,
+        &args.config,
+        wire::tls::Role::Batcher,
+        args.party,
+        Some(args.shard),
+    )?;
     let node = netconfig::Node::Batcher {
         party: args.party,
         shard: args.shard,

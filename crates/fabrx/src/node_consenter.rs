@@ -198,6 +198,7 @@ fn file_config(
 ) -> anyhow::Result<consenter::arma_node::ArmaNodeConfig> {
     let config = netconfig::NetworkConfig::load(path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
+    crate::tls_setup::install(&config, path, wire::tls::Role::Consenter, party, None)?;
     let dir = network_dir(path);
     let key_file = match &args.key_file {
         Some(file) => file.clone(),

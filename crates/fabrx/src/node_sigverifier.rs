@@ -17,6 +17,13 @@ pub struct SigverifierArgs {
     /// Verification threads (0 = one per available core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// The network config file: authenticate with party `--party`'s sigverifier
+    /// certificate and serve only its sidecar (mutual TLS; nothing for a network without).
+    #[arg(long, requires = "party")]
+    network: Option<std::path::PathBuf>,
+    /// The party (1..N), with `--network`.
+    #[arg(long)]
+    party: Option<u32>,
     /// Prometheus `/metrics` listen address (off when absent).
     #[arg(long)]
     metrics: Option<String>,
@@ -33,6 +40,11 @@ pub struct SigverifierArgs {
 /// Runs the verifier until Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"sigverifier","listen":"ip:port"}`.
 pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
+    if let (Some(path), Some(party)) = (&args.network, args.party) {
+        let config = netconfig::NetworkConfig::load(path)
+            .with_context(|| format!("loading the network config {}", path.display()))?;
+        crate::tls_setup::install(&config, path, wire::tls::Role::Sigverifier, party, None)?;
+    }
     let verifier = Verifier::new(args.threads).context("starting the verification threads")?;
     let metrics = match &args.metrics {
         None => None,

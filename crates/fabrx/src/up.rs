@@ -35,6 +35,10 @@ pub struct UpArgs {
     /// Reproducible keys (tests and demos only).
     #[arg(long)]
     seed: Option<u64>,
+    /// Plain TCP instead of mutual TLS on every link (a new network only): for
+    /// experiments only.
+    #[arg(long)]
+    insecure: bool,
     /// Start only the committing parties' nodes: their blocks come from a mock orderer
     /// (`fabrx loadgen --target mock-orderer`) serving on party 1's assembler endpoint.
     #[arg(long)]
@@ -207,13 +211,27 @@ fn committer_nodes(
                 vec![
                     "--config".into(),
                     vc_dir.join("vcservice.toml").display().to_string(),
+                    "--network".into(),
+                    config_path.clone(),
+                    "--party".into(),
+                    p.to_string(),
                 ],
             ),
         ));
         nodes.push(entry(
             "sigverifier",
             &c.sigverifier,
-            node_argv("sigverifier", vec!["--listen".into(), c.sigverifier.to_string()]),
+            node_argv(
+                "sigverifier",
+                vec![
+                    "--listen".into(),
+                    c.sigverifier.to_string(),
+                    "--network".into(),
+                    config_path.clone(),
+                    "--party".into(),
+                    p.to_string(),
+                ],
+            ),
         ));
         let store = dir.join("data").join(format!("sidecar-{p}")).join("store");
         nodes.push(entry(
@@ -351,6 +369,7 @@ fn prepare(args: &UpArgs) -> anyhow::Result<PathBuf> {
             seed: args.seed,
             chain: consenter::keys::DEFAULT_CHAIN.into(),
             dir: dir.clone(),
+            tls: !args.insecure,
         })
         .with_context(|| format!("generating a network in {}", dir.display()))?;
     }

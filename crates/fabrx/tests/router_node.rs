@@ -78,7 +78,7 @@ fn free_base_port() -> u16 {
 /// `fabrx network generate … --json`: its JSON line.
 fn generate(dir: &Path, base_port: u16) -> serde_json::Value {
     let out = Command::new(bin())
-        .args(["network", "generate", "--json", "--seed", "5"])
+        .args(["network", "generate", "--json", "--insecure", "--seed", "5"])
         .args(["--parties", &PARTIES.to_string(), "--shards", &SHARDS.to_string()])
         .args(["--base-port", &base_port.to_string(), "--dir"])
         .arg(dir)

@@ -101,6 +101,8 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
             "up",
             "--committers",
             "0",
+            // The test's own clients speak plain HTTP/2 (TLS: tests/tls_links.rs).
+            "--insecure",
             "--seed",
             "5",
             "--base-port",

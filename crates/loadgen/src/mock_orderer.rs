@@ -171,7 +171,7 @@ pub async fn serve(
         .await
         .map_err(|e| crate::network::failed(&format!("listening on {listen}: {e}")))?;
     let server = tokio::spawn(
-        tonic::transport::Server::builder()
+        wire::server::builder(&wire::server::ServerLimits::default())
             .add_service(AssemblerServer::new(svc).max_encoding_message_size(64 << 20))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );

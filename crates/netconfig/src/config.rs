@@ -52,6 +52,7 @@ pub struct NetworkConfig {
     pub(crate) parties: Vec<Party>,
     pub(crate) client_keys: Option<router::ClientKeys>,
     pub(crate) committers: Option<crate::committer::Committers>,
+    pub(crate) tls_peers: std::collections::HashMap<[u8; 32], wire::tls::Peer>,
 }
 
 impl NetworkConfig {
@@ -114,12 +115,19 @@ impl NetworkConfig {
             .as_ref()
             .map(|c| crate::committer::parse(c, n))
             .transpose()?;
+        let tls_peers = file
+            .tls
+            .as_ref()
+            .map(crate::tls::parse)
+            .transpose()?
+            .unwrap_or_default();
         let config = NetworkConfig {
             file,
             shards,
             parties,
             client_keys,
             committers,
+            tls_peers,
         };
         config.check_roles()?;
         Ok(config)

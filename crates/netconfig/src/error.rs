@@ -82,6 +82,12 @@ pub enum Error {
     /// The network has no parties.
     #[error("the network has no parties (N must be at least 1)")]
     NoParties,
+    /// The `tls` section or the TLS material is wrong.
+    #[error("tls: {reason}")]
+    Tls {
+        /// What is wrong.
+        reason: String,
+    },
     /// The `committer` section is wrong or missing.
     #[error("committer: {reason}")]
     Committer {

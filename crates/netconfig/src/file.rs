@@ -32,6 +32,36 @@ pub struct NetworkFile {
     /// The committing side: the `_meta` policy and each committing party's nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub committer: Option<CommitterFile>,
+    /// Mutual TLS on every link (absent: plain TCP, for experiments only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsFile>,
+}
+
+/// `tls`: the network CA and every certificate's holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    /// The CA certificate (PEM) every node and client trusts.
+    pub ca: String,
+    /// Every certificate of the network.
+    pub certificates: Vec<TlsCertFile>,
+}
+
+/// One certificate: its name, holder and fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsCertFile {
+    /// Its file name under `tls/` (`router-1`, `batcher-1-0`, `client`).
+    pub name: String,
+    /// The holder's role (`router`, …, `client`).
+    pub role: String,
+    /// The holder's party (0 for clients).
+    pub party: PartyId,
+    /// The holder's shard (batchers).
+    #[serde(default)]
+    pub shard: Option<ShardId>,
+    /// SHA-256 of the certificate's DER, hex.
+    pub sha256: String,
 }
 
 /// `committer`: what the committing parties share and where their nodes listen.

@@ -39,6 +39,9 @@ pub struct GenerateSpec {
     pub chain: String,
     /// The directory to write into (created if missing).
     pub dir: PathBuf,
+    /// Mutual TLS on every link: a CA and a certificate per node under `dir/tls`
+    /// (off: plain TCP, for experiments only).
+    pub tls: bool,
 }
 
 impl GenerateSpec {
@@ -52,6 +55,7 @@ impl GenerateSpec {
             seed: None,
             chain: consenter::keys::DEFAULT_CHAIN.into(),
             dir: dir.into(),
+            tls: true,
         }
     }
 }
@@ -184,6 +188,7 @@ fn build(
         batching: Default::default(),
         consensus: Default::default(),
         router: Default::default(),
+        tls: None,
         committer: Some(crate::committer::generated(
             meta_key,
             &spec.host,
@@ -207,6 +212,27 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
         path: path.to_path_buf(),
         reason: e.to_string(),
     }
+}
+
+/// Every node that holds a TLS certificate: each party's ordering and committer nodes.
+fn tls_holders(spec: &GenerateSpec) -> Vec<wire::tls::Peer> {
+    use wire::tls::{Peer, Role};
+    let mut out = Vec::new();
+    for party in 1..=spec.parties {
+        let node = |role| Peer {
+            role,
+            party,
+            shard: None,
+        };
+        out.extend([Role::Router, Role::Consenter, Role::Assembler].map(node));
+        out.extend((0..spec.shards).map(|s| Peer {
+            role: Role::Batcher,
+            party,
+            shard: Some(s),
+        }));
+        out.extend([Role::Sidecar, Role::Sigverifier, Role::Vcservice].map(node));
+    }
+    out
 }
 
 /// Writes a key file (mode 0600) in a directory of mode 0700.
@@ -242,7 +268,10 @@ pub fn generate(spec: &GenerateSpec) -> Result<Generated> {
         None => SigningKey::generate(Scheme::Ed25519, &mut rand::rngs::OsRng),
         Some(seed) => crypto::derive_signing_key(Scheme::Ed25519, &format!("fabrx-net/{seed}/admin/meta")),
     };
-    let (file, keys) = build(spec, &meta_key.public_key())?;
+    let (mut file, keys) = build(spec, &meta_key.public_key())?;
+    if spec.tls {
+        file.tls = Some(crate::tls::generate(&spec.dir, &spec.host, &tls_holders(spec))?);
+    }
     let config = NetworkConfig::from_file(file)?;
     let meta_path = crate::committer::meta_key_path(&spec.dir);
     write_key(&meta_path, &meta_key)?;

@@ -23,6 +23,7 @@ pub mod file;
 pub mod generate;
 mod params;
 pub mod roles;
+pub mod tls;
 
 pub use committer::{CommitterParty, Committers, committer_port, meta_key_path};
 pub use config::{BatcherNode, NetworkConfig, Party, client_identity};

@@ -8,6 +8,7 @@ pub mod convert;
 pub mod decode;
 pub mod limits;
 pub mod server;
+pub mod tls;
 
 /// Generated code of package `fabrx.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -68,25 +68,44 @@ impl Default for ServerLimits {
 /// idle timeout).
 pub const CLIENT_KEEPALIVE: Duration = Duration::from_secs(30);
 
-/// A tonic server builder with `limits` applied.
-pub fn builder(limits: &ServerLimits) -> tonic::transport::Server {
-    tonic::transport::Server::builder()
+/// A server builder with the authorization layer of [`crate::tls`].
+pub type Builder = tonic::transport::Server<tower_layer::Stack<crate::tls::AuthLayer, tower_layer::Identity>>;
+
+/// A tonic server builder with `limits` applied, and, when this process installed TLS
+/// ([`crate::tls::install`]), mutual TLS and the authorization of every call by the
+/// caller's certificate.
+pub fn builder(limits: &ServerLimits) -> Builder {
+    let plain = tonic::transport::Server::builder()
         .max_concurrent_streams(limits.max_concurrent_streams)
         .initial_stream_window_size(limits.stream_window)
         .initial_connection_window_size(limits.connection_window)
         .http2_max_header_list_size(limits.max_header_list_bytes)
         .http2_max_pending_accept_reset_streams(Some(limits.max_pending_reset_streams))
-        .http2_keepalive_interval(None)
+        .http2_keepalive_interval(None);
+    let Some(tls) = crate::tls::installed() else {
+        return plain.layer(crate::tls::AuthLayer::default());
+    };
+    // `install` checked that this configuration builds; should it fail anyway, the
+    // server refuses every call rather than serve without TLS.
+    match plain.clone().tls_config(tls.server_config()) {
+        Ok(secure) => secure.layer(crate::tls::AuthLayer::default()),
+        Err(e) => {
+            tracing::error!(error = %e, "TLS server configuration failed: refusing every call");
+            plain.layer(crate::tls::AuthLayer::deny_all())
+        }
+    }
 }
 
 /// An endpoint for `uri` with the settings every fabrx client uses: keepalive pings while
 /// idle (so servers do not close the connection as idle) and TCP_NODELAY.
 pub fn client_endpoint(uri: String) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
-    Ok(tonic::transport::Endpoint::from_shared(uri)?
-        .http2_keep_alive_interval(CLIENT_KEEPALIVE)
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(true)
-        .tcp_nodelay(true))
+    crate::tls::secure(
+        tonic::transport::Endpoint::from_shared(crate::tls::uri(uri))?
+            .http2_keep_alive_interval(CLIENT_KEEPALIVE)
+            .keep_alive_timeout(Duration::from_secs(20))
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true),
+    )
 }
 
 /// Counters of a server's connections.

@@ -162,7 +162,7 @@ impl Net {
         let dir = tempfile::tempdir().unwrap();
         let base = free_base_port();
         let out = Command::new(bin())
-            .args(["network", "generate", "--json", "--seed", "7"])
+            .args(["network", "generate", "--json", "--insecure", "--seed", "7"])
             .args(["--parties", &PARTIES.to_string(), "--shards", &SHARDS.to_string()])
             .args(["--base-port", &base.to_string(), "--dir"])
             .arg(dir.path())

@@ -1,0 +1,457 @@
+//! Mutual TLS and role authorization on every fabrx gRPC link (docs/tls.md, ADR 0011).
+//!
+//! A node process installs its TLS identity once at start ([`install`]): the network
+//! CA, its own certificate and key, who it is ([`Peer`]: role, party, shard) and the
+//! roles of every certificate of the network, by the SHA-256 of the certificate's DER.
+//! From then on every server built by [`crate::server::builder`] requires a client
+//! certificate signed by the CA and every client endpoint from
+//! [`crate::server::client_endpoint`] presents the node's certificate and checks the
+//! server's against the CA. Authorization is by certificate, not by name: a call is
+//! served only when the caller's certificate is one the network lists and its role may
+//! call that method on this node ([`allowed`]); anything else is answered
+//! PERMISSION_DENIED and counted ([`refused`]). A process that installs nothing (tests,
+//! `--insecure` networks) speaks plain HTTP/2 and authorizes every call.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use sha2::{Digest, Sha256};
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+
+/// The name every fabrx node certificate carries and every client checks (the
+/// certificates also carry the node's IP address).
+pub const SERVER_NAME: &str = "fabrx-node";
+
+/// The role a certificate speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A party's router.
+    Router,
+    /// A party's batcher of one shard.
+    Batcher,
+    /// A party's consenter.
+    Consenter,
+    /// A party's assembler.
+    Assembler,
+    /// A committing party's sidecar.
+    Sidecar,
+    /// A committing party's signature verifier.
+    Sigverifier,
+    /// A committing party's validator-committer.
+    Vcservice,
+    /// A client: wallet, load generator, tools.
+    Client,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 8] = [
+        Role::Router,
+        Role::Batcher,
+        Role::Consenter,
+        Role::Assembler,
+        Role::Sidecar,
+        Role::Sigverifier,
+        Role::Vcservice,
+        Role::Client,
+    ];
+
+    /// The role's name (as in `network.json`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Router => "router",
+            Role::Batcher => "batcher",
+            Role::Consenter => "consenter",
+            Role::Assembler => "assembler",
+            Role::Sidecar => "sidecar",
+            Role::Sigverifier => "sigverifier",
+            Role::Vcservice => "vcservice",
+            Role::Client => "client",
+        }
+    }
+
+    /// The role named `name`.
+    pub fn parse(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+/// Who holds a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// Its role.
+    pub role: Role,
+    /// Its party (1..N).
+    pub party: u32,
+    /// Its shard (batchers only).
+    pub shard: Option<u32>,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.shard {
+            Some(s) => write!(f, "party {}'s {} of shard {s}", self.party, self.role.name()),
+            None => write!(f, "party {}'s {}", self.party, self.role.name()),
+        }
+    }
+}
+
+/// Whether `peer` may call the gRPC method at `path` (`/fabrx.v1.Service/Method`) on a
+/// server run by `me`: each role reaches only what its protocol needs.
+pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
+    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    let service = parts.next().unwrap_or("");
+    let method = parts.next().unwrap_or("");
+    let own_party = peer.party == me.party;
+    match (service, peer.role) {
+        // Clients submit to any router; a router forwards to its own party's batchers.
+        ("fabrx.v1.Router", Role::Client) => true,
+        ("fabrx.v1.BatcherIntake", Role::Router) => own_party,
+        // Batchers of one shard pull, fetch, ack and forward among themselves;
+        // assemblers pull and fetch batches.
+        ("fabrx.v1.BatcherPeer", Role::Batcher) => peer.shard == me.shard && !own_party,
+        ("fabrx.v1.BatcherPeer", Role::Assembler) => matches!(method, "Pull" | "Fetch"),
+        // Consenters exchange consensus messages; batchers submit BAFs and complaints.
+        ("fabrx.v1.BftConsensus", Role::Consenter) => matches!(method, "Exchange" | "Status"),
+        ("fabrx.v1.BftConsensus", Role::Batcher) => matches!(method, "Submit" | "Status"),
+        ("fabrx.v1.BftConsensus", Role::Client) => method == "Status",
+        // Decided headers: batchers (terms), assemblers (blocks), consenters, tools.
+        ("fabrx.v1.Consenter", Role::Batcher | Role::Assembler | Role::Consenter | Role::Client) => true,
+        // Blocks: sidecars, other assemblers, tools.
+        ("fabrx.v1.Assembler", Role::Sidecar | Role::Assembler | Role::Client) => true,
+        // A committing party's own sidecar drives its verifier and validator-committer.
+        ("fabrx.v1.SigVerifier" | "fabrx.v1.VcService" | "fabrx.v1.Coordinator", Role::Sidecar) => own_party,
+        // Notifications and lookups for clients.
+        ("fabrx.v1.Sidecar", Role::Client) => true,
+        _ => false,
+    }
+}
+
+/// A node's TLS identity and the network's certificates.
+pub struct NodeTls {
+    /// The network CA's certificate (PEM).
+    pub ca_pem: Vec<u8>,
+    /// This node's certificate (PEM), signed by the CA.
+    pub cert_pem: Vec<u8>,
+    /// This node's private key (PEM).
+    pub key_pem: Vec<u8>,
+    /// Who this node is.
+    pub me: Peer,
+    /// Every certificate of the network by the SHA-256 of its DER, with its holder.
+    pub peers: HashMap<[u8; 32], Peer>,
+}
+
+impl NodeTls {
+    /// The server side: this node's certificate; clients must present one the CA signed.
+    pub fn server_config(&self) -> ServerTlsConfig {
+        ServerTlsConfig::new()
+            .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
+            .client_ca_root(Certificate::from_pem(&self.ca_pem))
+    }
+
+    /// The client side: the CA as the only root, this node's certificate presented.
+    pub fn client_config(&self) -> ClientTlsConfig {
+        ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.ca_pem))
+            .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
+            .domain_name(SERVER_NAME)
+    }
+
+    /// The holder of the certificate with DER `der`, if the network lists it.
+    pub fn holder(&self, der: &[u8]) -> Option<Peer> {
+        self.peers.get(&fingerprint(der)).copied()
+    }
+}
+
+/// The SHA-256 of a certificate's DER: how the network config names certificates.
+pub fn fingerprint(der: &[u8]) -> [u8; 32] {
+    Sha256::digest(der).into()
+}
+
+/// Why TLS could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A second installation in one process.
+    #[error("TLS is already installed in this process")]
+    AlreadyInstalled,
+    /// The certificate or key does not make a server or client configuration.
+    #[error("TLS identity: {0}")]
+    Identity(String),
+}
+
+static INSTALLED: OnceLock<Arc<NodeTls>> = OnceLock::new();
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Installs `tls` for this process (once, before any server or client is built).
+pub fn install(tls: NodeTls) -> Result<(), TlsError> {
+    tonic::transport::Server::builder()
+        .tls_config(tls.server_config())
+        .map_err(|e| TlsError::Identity(e.to_string()))?;
+    tonic::transport::Endpoint::from_static("https://127.0.0.1:1")
+        .tls_config(tls.client_config())
+        .map_err(|e| TlsError::Identity(e.to_string()))?;
+    INSTALLED
+        .set(Arc::new(tls))
+        .map_err(|_| TlsError::AlreadyInstalled)
+}
+
+/// The installed TLS identity, if any.
+pub fn installed() -> Option<Arc<NodeTls>> {
+    INSTALLED.get().cloned()
+}
+
+/// `uri` with the scheme the installed TLS needs (`https://`), or as given without TLS.
+pub fn uri(uri: String) -> String {
+    match (INSTALLED.get(), uri.strip_prefix("http://")) {
+        (Some(_), Some(rest)) => format!("https://{rest}"),
+        _ => uri,
+    }
+}
+
+/// `endpoint` with the installed TLS client configuration (unchanged without TLS).
+pub fn secure(
+    endpoint: tonic::transport::Endpoint,
+) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
+    match INSTALLED.get() {
+        Some(tls) => endpoint.tls_config(tls.client_config()),
+        None => Ok(endpoint),
+    }
+}
+
+/// Calls refused by authorization in this process so far.
+pub fn refused() -> u64 {
+    REFUSED.load(Ordering::Relaxed)
+}
+
+/// The authorization check of one call: `Err` with the status to answer.
+fn authorize<B>(tls: &NodeTls, req: &http::Request<B>) -> Result<(), tonic::Status> {
+    let path = req.uri().path();
+    let certs = req
+        .extensions()
+        .get::<TlsConnectInfo<TcpConnectInfo>>()
+        .and_then(TlsConnectInfo::peer_certs);
+    let Some(leaf) = certs.as_ref().and_then(|c| c.first()) else {
+        return Err(tonic::Status::unauthenticated(
+            "no client certificate: fabrx nodes accept only mutually authenticated TLS",
+        ));
+    };
+    let Some(peer) = tls.holder(leaf.as_ref()) else {
+        return Err(tonic::Status::permission_denied(
+            "the client certificate is not one of this network's",
+        ));
+    };
+    if allowed(tls.me, peer, path) {
+        Ok(())
+    } else {
+        Err(tonic::Status::permission_denied(format!(
+            "{peer} may not call {path} on {}",
+            tls.me
+        )))
+    }
+}
+
+/// The layer every fabrx server carries: with TLS installed, a call is passed on only
+/// when its caller is authorized ([`allowed`]); without, every call is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AuthLayer {
+    deny: bool,
+}
+
+impl AuthLayer {
+    /// A layer that refuses every call (a server whose TLS setup failed).
+    pub fn deny_all() -> AuthLayer {
+        AuthLayer { deny: true }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Auth<S> {
+        Auth {
+            inner,
+            deny: self.deny,
+        }
+    }
+}
+
+/// The service of [`AuthLayer`].
+#[derive(Debug, Clone)]
+pub struct Auth<S> {
+    inner: S,
+    deny: bool,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> tower_service::Service<http::Request<B>> for Auth<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let verdict = match INSTALLED.get() {
+            _ if self.deny => Err(tonic::Status::unavailable("this server's TLS setup failed")),
+            Some(tls) => authorize(tls, &req),
+            None => Ok(()),
+        };
+        if let Err(status) = verdict {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(path = req.uri().path(), reason = status.message(), "call refused");
+            return Box::pin(std::future::ready(Ok(status.into_http())));
+        }
+        Box::pin(self.inner.call(req))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(role: Role, party: u32, shard: Option<u32>) -> Peer {
+        Peer { role, party, shard }
+    }
+
+    #[test]
+    #[allow(clippy::too_many_lines)]
+    fn each_link_admits_only_its_roles() {
+        let batcher = p(Role::Batcher, 1, Some(0));
+        assert!(allowed(
+            batcher,
+            p(Role::Router, 1, None),
+            "/fabrx.v1.BatcherIntake/Intake"
+        ));
+        assert!(!allowed(
+            batcher,
+            p(Role::Router, 2, None),
+            "/fabrx.v1.BatcherIntake/Intake"
+        ));
+        assert!(!allowed(
+            batcher,
+            p(Role::Client, 1, None),
+            "/fabrx.v1.BatcherIntake/Intake"
+        ));
+        assert!(allowed(
+            batcher,
+            p(Role::Batcher, 2, Some(0)),
+            "/fabrx.v1.BatcherPeer/Pull"
+        ));
+        assert!(!allowed(
+            batcher,
+            p(Role::Batcher, 2, Some(1)),
+            "/fabrx.v1.BatcherPeer/Pull"
+        ));
+        assert!(allowed(
+            batcher,
+            p(Role::Assembler, 3, None),
+            "/fabrx.v1.BatcherPeer/Fetch"
+        ));
+        assert!(!allowed(
+            batcher,
+            p(Role::Assembler, 3, None),
+            "/fabrx.v1.BatcherPeer/Ack"
+        ));
+        let consenter = p(Role::Consenter, 2, None);
+        assert!(allowed(
+            consenter,
+            p(Role::Consenter, 3, None),
+            "/fabrx.v1.BftConsensus/Exchange"
+        ));
+        assert!(!allowed(
+            consenter,
+            p(Role::Batcher, 3, Some(0)),
+            "/fabrx.v1.BftConsensus/Exchange"
+        ));
+        assert!(allowed(
+            consenter,
+            p(Role::Batcher, 3, Some(0)),
+            "/fabrx.v1.BftConsensus/Submit"
+        ));
+        assert!(!allowed(
+            consenter,
+            p(Role::Client, 3, None),
+            "/fabrx.v1.BftConsensus/Submit"
+        ));
+        assert!(!allowed(
+            consenter,
+            p(Role::Router, 2, None),
+            "/fabrx.v1.Consenter/Decisions"
+        ));
+        let router = p(Role::Router, 1, None);
+        assert!(allowed(
+            router,
+            p(Role::Client, 4, None),
+            "/fabrx.v1.Router/Submit"
+        ));
+        assert!(!allowed(
+            router,
+            p(Role::Batcher, 1, Some(0)),
+            "/fabrx.v1.Router/Submit"
+        ));
+        let vc = p(Role::Vcservice, 1, None);
+        assert!(allowed(
+            vc,
+            p(Role::Sidecar, 1, None),
+            "/fabrx.v1.VcService/Commit"
+        ));
+        assert!(!allowed(
+            vc,
+            p(Role::Sidecar, 2, None),
+            "/fabrx.v1.VcService/Commit"
+        ));
+        assert!(!allowed(
+            vc,
+            p(Role::Client, 1, None),
+            "/fabrx.v1.VcService/Commit"
+        ));
+        let sidecar = p(Role::Sidecar, 1, None);
+        assert!(allowed(
+            sidecar,
+            p(Role::Client, 3, None),
+            "/fabrx.v1.Sidecar/Subscribe"
+        ));
+        assert!(!allowed(
+            sidecar,
+            p(Role::Assembler, 1, None),
+            "/fabrx.v1.Sidecar/Subscribe"
+        ));
+        let assembler = p(Role::Assembler, 2, None);
+        assert!(allowed(
+            assembler,
+            p(Role::Sidecar, 1, None),
+            "/fabrx.v1.Assembler/Deliver"
+        ));
+        assert!(!allowed(
+            assembler,
+            p(Role::Router, 1, None),
+            "/fabrx.v1.Assembler/Deliver"
+        ));
+        assert!(!allowed(
+            assembler,
+            p(Role::Client, 1, None),
+            "/fabrx.v1.Unknown/X"
+        ));
+    }
+
+    #[test]
+    fn roles_round_trip_by_name() {
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.name()), Some(r));
+        }
+        assert_eq!(Role::parse("nobody"), None);
+    }
+}
