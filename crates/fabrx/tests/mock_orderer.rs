@@ -21,6 +21,7 @@ use std::process::Command;
 fn the_committer_commits_what_a_mock_orderer_serves_as_the_oracle_says() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
+    let _down = cluster::DownOnDrop(dir.clone());
     let base = free_base_port().to_string();
     let up = Command::new(bin())
         .args([

@@ -105,6 +105,7 @@ fn verified_chain(dir: &Path) -> Vec<serde_json::Value> {
 fn txs_sent_to_the_routers_are_committed_once_through_restarts_and_failover() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
+    let _down = cluster::DownOnDrop(dir.clone());
     let base = free_base_port().to_string();
     fabrx(
         &["up", "--seed", "9", "--base-port", &base, "--json", "--dir"],

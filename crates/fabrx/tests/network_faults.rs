@@ -102,6 +102,7 @@ fn chain(dir: &Path, p: u32) -> Vec<(u64, String, Vec<String>)> {
 fn a_loaded_network_survives_killing_each_kind_of_node() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
+    let _down = cluster::DownOnDrop(dir.clone());
     let base = free_base_port().to_string();
     fabrx(
         &["up", "--seed", "11", "--base-port", &base, "--json", "--dir"],

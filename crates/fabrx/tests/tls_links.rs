@@ -102,6 +102,7 @@ fn up(dir: &Path) -> serde_json::Value {
 fn every_link_admits_only_its_roles() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
+    let _down = cluster::DownOnDrop(dir.clone());
     let net = Net {
         nodes: up(&dir),
         dir: dir.clone(),

@@ -95,6 +95,7 @@ fn send(net: &serde_json::Value, from: u64, count: u64) {
 fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
+    let _down = cluster::DownOnDrop(dir.clone());
     let base = free_base_port().to_string();
     let up = fabrx(
         &[

@@ -34,6 +34,21 @@ pub fn bin() -> String {
     std::env::var("FABRX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fabrx").to_owned())
 }
 
+/// Runs `fabrx down --dir` on drop: a test that fails half-way does not leave its
+/// network's processes running.
+pub struct DownOnDrop(pub std::path::PathBuf);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        if self.0.join("network.json").exists() {
+            let _ = std::process::Command::new(bin())
+                .args(["down", "--dir"])
+                .arg(&self.0)
+                .output();
+        }
+    }
+}
+
 /// A base port from which the `PARTIES · (3 + SHARDS)` ports of a generated network are
 /// free right now, below the kernel's ephemeral port range: the nodes' own outgoing
 /// connections take ephemeral ports, and one of them could otherwise take the port of a
