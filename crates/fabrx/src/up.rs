@@ -26,7 +26,8 @@ pub struct UpArgs {
     /// The network directory: config, keys, data, logs and `network.json`.
     #[arg(long, default_value = "./fabrx-net")]
     dir: PathBuf,
-    /// The committers' database: `embedded` or `postgres://…`.
+    /// The committers' database: `embedded` (each party its own store) or
+    /// `postgres://…/NAME` (party 1 in NAME, party p in NAME_partyP, created when missing).
     #[arg(long, default_value = "embedded")]
     db: String,
     /// Committing parties (their sidecar, verifier and vcservice); 0: ordering only.
@@ -268,7 +269,7 @@ fn write_vcservice_config(node: &NodeEntry, db: &str) -> anyhow::Result<()> {
     }
     let db = match db {
         "embedded" => format!("embedded:{}", node.data_dir.join("db").display()),
-        url => url.to_owned(),
+        url => party_database(url, node.party)?,
     };
     let text = format!(
         "# Written by `fabrx up`; edit and restart the node to change it (docs/vcservice.md).\n\
@@ -346,13 +347,47 @@ fn check_db(args: &UpArgs) -> anyhow::Result<()> {
     if !args.db.starts_with("postgres://") && !args.db.starts_with("postgresql://") {
         bail!("--db must be `embedded` or a postgres:// URL, not {:?}", args.db);
     }
-    if args.committers > 1 {
-        bail!(
-            "several committing parties on one PostgreSQL database are not supported yet: \
-             use --committers 1 with --db postgres://…, or the embedded store"
-        );
-    }
     Ok(())
+}
+
+/// The database of committing party `p` on the PostgreSQL server of `url`: party 1's
+/// is `url` itself, party p's the database `<name>_party<p>` next to it, created when
+/// missing (each party keeps its own state: a party's committer must not see another's
+/// writes).
+fn party_database(url: &str, p: u32) -> anyhow::Result<String> {
+    if p == 1 {
+        return Ok(url.to_owned());
+    }
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (server, name) = base
+        .rsplit_once('/')
+        .filter(|(s, n)| s.contains("://") && !n.is_empty())
+        .with_context(|| format!("--db {url:?} names no database"))?;
+    let party_name = format!("{name}_party{p}");
+    anyhow::ensure!(
+        party_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "database name {party_name:?}: only letters, digits and _ are supported"
+    );
+    let rt = tokio::runtime::Handle::current();
+    rt.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(url)
+            .await
+            .with_context(|| format!("connecting to {url} to create {party_name}"))?;
+        // The name is letters, digits and _ only (checked above).
+        match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{party_name}\"")))
+            .execute(&mut conn)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => Ok(()),
+            Err(e) => Err(anyhow::Error::from(e).context(format!("creating database {party_name}"))),
+        }
+    })?;
+    Ok(match query {
+        Some(q) => format!("{server}/{party_name}?{q}"),
+        None => format!("{server}/{party_name}"),
+    })
 }
 
 /// Creates `--dir` and generates the network there when it has none; returns the
