@@ -1,5 +1,5 @@
 //! `Assembler.Deliver`: the party's blocks in order from a block number, stopping after
-//! `to` (or, with `to_end`, after the last block held when the request arrived) or
+//! `to` (with `to_end`: after the last block held when the request arrived, if earlier) or
 //! following new blocks; with `headers_only`, headers and proofs without the requests
 //! (docs/assembler.md "Deliver").
 //!
@@ -110,10 +110,11 @@ async fn follow(
     let mut watch = store.watch();
     let mut next = r.from;
     let last_wanted = match (r.to, r.to_end) {
-        (Some(to), _) => to,
-        // Blocks below `next_block` are held; an empty ledger ends at once.
-        (None, true) => match store.next_block().checked_sub(1) {
-            Some(last) if last >= r.from => last,
+        (Some(to), false) => to,
+        // Blocks below `next_block` are held; with `to_end` the stream ends at the last
+        // of them (or at `to`, if earlier), at once when none is wanted.
+        (to, true) => match store.next_block().checked_sub(1) {
+            Some(last) if last >= r.from => to.map_or(last, |t| t.min(last)),
             _ => return,
         },
         (None, false) => u64::MAX,

@@ -18,6 +18,7 @@ mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
 mod server_args;
+mod status_height;
 mod tls_setup;
 mod up;
 

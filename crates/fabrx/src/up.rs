@@ -552,8 +552,31 @@ pub fn status(args: DirArgs) -> anyhow::Result<()> {
     let Some(file) = load(&args.dir)? else {
         bail!("no network.json in {}", args.dir.display());
     };
-    print_nodes(&file.nodes, args.json, |n| {
-        if alive(n.pid, &n.argv) { "running" } else { "down" }
-    });
+    let config_path = netconfig::config_path(&args.dir);
+    let config = netconfig::NetworkConfig::load(&config_path)?;
+    crate::tls_setup::install_client(&config, &args.dir)?;
+    let rt = tokio::runtime::Handle::current();
+    for n in &file.nodes {
+        let up = alive(n.pid, &n.argv);
+        let height = if up {
+            rt.block_on(crate::status_height::height(&n.role, &n.listen))
+        } else {
+            None
+        };
+        let state = if up { "running" } else { "down" };
+        if args.json {
+            let line = serde_json::json!({
+                "name": n.name, "role": n.role, "party": n.party, "shard": n.shard,
+                "pid": n.pid, "listen": n.listen, "state": state, "height": height, "log": n.log,
+            });
+            println!("{line}");
+        } else {
+            let h = height.map_or_else(String::new, |h| format!("height {h}"));
+            println!(
+                "{:<14} {:<11} pid {:<8} {:<22} {state:<8} {h}",
+                n.name, n.role, n.pid, n.listen
+            );
+        }
+    }
     Ok(())
 }

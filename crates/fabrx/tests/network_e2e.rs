@@ -124,6 +124,18 @@ fn txs_sent_to_the_routers_are_committed_once_through_restarts_and_failover() {
     }
 
     assert_all_committed(&load(&dir, 600, "e2ea"), 600);
+    // `status` shows heights: blocks held by the assemblers, the sidecar's next block.
+    let status = fabrx(&["status", "--json", "--dir"], &dir);
+    let heights: std::collections::HashMap<String, u64> = String::from_utf8_lossy(&status.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|n| Some((n["name"].as_str()?.to_owned(), n["height"].as_u64()?)))
+        .collect();
+    assert!(heights["assembler-1"] > 0, "{heights:?}");
+    assert!(
+        heights["sidecar-1"] > 0 && heights["consenter-1"] > 0,
+        "{heights:?}"
+    );
 
     // The sidecar killed and restarted: it resumes after its store.
     kill(pid_of(&net, "sidecar-1"));
