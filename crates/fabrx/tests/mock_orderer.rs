@@ -65,8 +65,7 @@ fn the_committer_commits_what_a_mock_orderer_serves_as_the_oracle_says() {
         .output()
         .unwrap();
     assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
-    let s: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&load.stdout).lines().last().unwrap()).unwrap();
+    let s = cluster::last_json(&load);
     assert_eq!(s["txs"], 3000, "{s}");
     assert_eq!(s["never_confirmed"], 0, "{s}");
     assert_eq!(s["serial_mismatches"], 0, "{s}");

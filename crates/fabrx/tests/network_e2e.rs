@@ -14,46 +14,12 @@
 
 mod cluster;
 mod envelope;
-use cluster::{bin, free_base_port};
+use cluster::{
+    fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json, network_json as network,
+    pid_in as pid_of,
+};
 
 use std::path::Path;
-use std::process::Command;
-
-fn fabrx(args: &[&str], dir: &Path) -> std::process::Output {
-    let out = Command::new(bin()).args(args).arg(dir).output().unwrap();
-    assert!(
-        out.status.success(),
-        "fabrx {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn network(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("network.json")).unwrap()).unwrap()
-}
-
-fn pid_of(net: &serde_json::Value, name: &str) -> u64 {
-    net["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {net}"))["pid"]
-        .as_u64()
-        .unwrap()
-}
-
-fn kill(pid: u64) {
-    Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while Path::new(&format!("/proc/{pid}/exe")).exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
 
 /// Runs a load of `txs` and returns its summary line.
 fn load(dir: &Path, txs: usize, tag: &str) -> serde_json::Value {
@@ -75,7 +41,7 @@ fn load(dir: &Path, txs: usize, tag: &str) -> serde_json::Value {
         ],
         dir,
     );
-    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap()
+    last_json(&out)
 }
 
 fn assert_all_committed(summary: &serde_json::Value, txs: u64) {

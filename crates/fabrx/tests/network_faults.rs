@@ -24,46 +24,14 @@
 
 mod cluster;
 mod envelope;
-use cluster::{bin, free_base_port};
+use cluster::{
+    bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json, network_json, pid_in,
+};
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn fabrx(args: &[&str], dir: &Path) -> std::process::Output {
-    let out = Command::new(bin()).args(args).arg(dir).output().unwrap();
-    assert!(
-        out.status.success(),
-        "fabrx {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn pid_of(dir: &Path, name: &str) -> u64 {
-    let net: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("network.json")).unwrap()).unwrap();
-    net["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("no {name}"))["pid"]
-        .as_u64()
-        .unwrap()
-}
-
-fn kill(pid: u64) {
-    Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Path::new(&format!("/proc/{pid}/exe")).exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use std::time::Duration;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -152,7 +120,7 @@ fn a_loaded_network_survives_killing_each_kind_of_node() {
     // Let the genesis commit and the load start.
     std::thread::sleep(pause * 2);
     for name in victims {
-        kill(pid_of(&dir, name));
+        kill(pid_in(&network_json(&dir), name));
         std::thread::sleep(Duration::from_millis(300));
         fabrx(&["up", "--json", "--dir"], &dir);
         eprintln!("killed and restarted {name}");
@@ -160,8 +128,7 @@ fn a_loaded_network_survives_killing_each_kind_of_node() {
     }
     let out = load.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let summary = last_json(&out);
     eprintln!("{summary}");
     let sent = summary["sent"].as_u64().unwrap();
     assert_eq!(sent, txs, "{summary}");

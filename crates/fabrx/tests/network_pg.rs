@@ -72,8 +72,7 @@ fn two_committing_parties_each_commit_into_their_own_database() {
             .output()
             .unwrap();
         assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
-        let s: serde_json::Value =
-            serde_json::from_str(String::from_utf8_lossy(&load.stdout).lines().last().unwrap()).unwrap();
+        let s = cluster::last_json(&load);
         assert_eq!(s["committed"], 400, "party {party}: {s}");
         assert_eq!(s["never_confirmed"], 0, "party {party}: {s}");
         assert_eq!(s["expected_mismatches"], 0, "party {party}: {s}");

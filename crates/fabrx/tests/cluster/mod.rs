@@ -34,6 +34,54 @@ pub fn bin() -> String {
     std::env::var("FABRX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fabrx").to_owned())
 }
 
+// ---- helpers of the tests that drive a network through `fabrx up` (network.json)
+
+/// Runs `fabrx ARGS DIR` (the last argument names the directory: `--dir` or
+/// `--network`) and requires it to succeed.
+pub fn fabrx_ok(args: &[&str], dir: &Path) -> std::process::Output {
+    let out = Command::new(bin()).args(args).arg(dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "fabrx {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `DIR/network.json`.
+pub fn network_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("network.json")).unwrap()).unwrap()
+}
+
+/// The pid of node `name` in a `network.json`.
+pub fn pid_in(net: &serde_json::Value, name: &str) -> u64 {
+    net["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {net}"))["pid"]
+        .as_u64()
+        .unwrap()
+}
+
+/// SIGKILL to `pid`, waiting (up to 10 s) until the process is gone.
+pub fn kill_and_wait(pid: u64) {
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}/exe")).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last line of a command's stdout as JSON (the summary line of `fabrx loadgen`).
+pub fn last_json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap()
+}
+
 /// Runs `fabrx down --dir` on drop: a test that fails half-way does not leave its
 /// network's processes running.
 pub struct DownOnDrop(pub std::path::PathBuf);
