@@ -135,21 +135,26 @@ impl Source {
         loop {
             let before = self.next;
             let i = source % self.channels.len();
-            let (reason, ahead) = self.follow(i).await;
+            let ended = self.read(i).await;
             if self.tx.is_closed() {
                 return;
             }
-            if let Some(j) = ahead {
-                warn!(
-                    assembler = self.endpoints[i],
-                    next = self.next,
-                    reason,
-                    to = self.endpoints[j],
-                    "switching assembler"
-                );
-                source = j;
-                fruitless = 0;
-            } else if self.next == before {
+            let reason = match ended {
+                Read::Stalled(j) => {
+                    warn!(
+                        assembler = self.endpoints[i],
+                        next = self.next,
+                        silent = ?self.stall,
+                        to = self.endpoints[j],
+                        "switching assembler"
+                    );
+                    source = j;
+                    fruitless = 0;
+                    continue;
+                }
+                Read::Failed(reason) => reason,
+            };
+            if self.next == before {
                 warn!(
                     assembler = self.endpoints[i],
                     next = self.next,
@@ -171,16 +176,6 @@ impl Source {
                 );
                 fruitless = 0;
             }
-        }
-    }
-
-    /// Reads assembler `i`'s stream until it fails; returns why, and another assembler
-    /// to read instead when this one stalled while that one holds the next block.
-    async fn follow(&mut self, i: usize) -> (String, Option<usize>) {
-        let reason = self.read(i).await;
-        match reason {
-            Read::Failed(why) => (why, None),
-            Read::Stalled(j) => (format!("silent for {:?}", self.stall), Some(j)),
         }
     }
 
