@@ -104,7 +104,8 @@ async fn follow(log: ArmaLogReader, mut next: u64, tx: mpsc::Sender<Item>, _perm
             // assembler's ledger) holds them.
             let _ = tx
                 .send(Err(Status::out_of_range(format!(
-                    "this consenter holds decisions from {first} on; decision {next} was pruned here                      (ask another consenter, or start at {first} or later)"
+                    "this consenter holds decisions from {first} on; decision {next} was pruned here \
+                     (ask another consenter, or start at {first} or later)"
                 ))))
                 .await;
             return;
