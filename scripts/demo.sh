@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The main job of fabrx: a local network of 4 parties x 2 shards with one committing
-# party, every node its own process (fabrx up), and a short token load pushed through
-# it end to end: genesis (namespace, coins), then transfers sent to every party's router,
-# ordered by the BFT consenters, assembled into verified blocks, validated and committed
-# by the committer. Prints the load's summary and the blocks the committer holds, then
-# stops the network (--keep leaves it running: `fabrx status|down --dir ./fabrx-net`).
+# party, its query service and five token endorsers, every node its own process (fabrx
+# up). Then the token application as people use it: the central bank's issuer wallet
+# issues 1000 to alice, alice pays bob 300, both balances are shown (each payment
+# endorsed by 3 of 5 endorsers, ordered, committed). Then a short load pushed through
+# the network end to end: transfers sent to every party's router, ordered by the BFT
+# consenters, assembled into verified blocks, validated and committed by the committer.
+# Prints the load's summary and the blocks, then stops the network (--keep leaves it
+# running: `fabrx status|down --dir ./fabrx-net`).
 # Installs the build dependencies when missing (scripts/deps.sh).
 #
 #   bash scripts/demo.sh [--keep] [--txs N] [--dir DIR]
@@ -36,6 +39,20 @@ echo "== fabrx up --dir $dir (4 parties x 2 shards, 1 committing party, embedded
 "$fabrx" up --dir "$dir"
 stop() { if [ "$keep" = no ]; then echo "== fabrx down"; "$fabrx" down --dir "$dir" >/dev/null; fi; }
 trap stop EXIT
+wallets="$dir/wallets"
+rm -f "$wallets/alice" "$wallets/alice.lock" "$wallets/bob" "$wallets/bob.lock"
+alice=$("$fabrx" wallet --network "$dir" --wallet "$wallets/alice" init --name alice)
+bob=$("$fabrx" wallet --network "$dir" --wallet "$wallets/bob" init --name bob)
+echo "== fabrx wallet: alice is $alice, bob is $bob"
+echo "== the issuer issues 1000 CBDC to alice"
+"$fabrx" wallet --network "$dir" --wallet "$wallets/issuer" issue --to "$alice" --amount 1000
+echo "== alice pays bob 300"
+"$fabrx" wallet --network "$dir" --wallet "$wallets/alice" transfer --to "$bob" --amount 300
+echo "== balances"
+echo "alice: $("$fabrx" wallet --network "$dir" --wallet "$wallets/alice" balance)"
+echo "bob:   $("$fabrx" wallet --network "$dir" --wallet "$wallets/bob" balance)"
+echo "== alice's history"
+"$fabrx" wallet --network "$dir" --wallet "$wallets/alice" history
 echo "== fabrx loadgen --target network --txs $txs"
 "$fabrx" loadgen --target network --network "$dir" --txs "$txs" --block-size 500
 echo "== the ordered blocks (party 1's assembler, each verified; the last 3 shown)"

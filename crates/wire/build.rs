@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "fabrx/v1/committer.proto",
         "fabrx/v1/orderer.proto",
         "fabrx/v1/consensus.proto",
+        "fabrx/v1/token.proto",
     ];
     let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
     for p in &paths {

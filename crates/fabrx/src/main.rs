@@ -14,6 +14,8 @@ mod node_assembler;
 mod node_batcher;
 mod node_bft;
 mod node_consenter;
+mod node_endorser;
+mod node_query;
 mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
@@ -21,6 +23,7 @@ mod server_args;
 mod status_height;
 mod tls_setup;
 mod up;
+mod wallet_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -67,6 +70,8 @@ enum Command {
         #[command(subcommand)]
         cmd: network::NetworkCmd,
     },
+    /// Issue, transfer and show balances of tokens (docs/token.md).
+    Wallet(wallet_cmd::WalletArgs),
     /// Run one node of a fabrx network.
     Node {
         #[command(subcommand)]
@@ -99,6 +104,7 @@ fn main() -> anyhow::Result<()> {
             Command::Loadgen(args) => loadgen_cmd::run(args).await,
             Command::Network { cmd } => network::run(cmd),
             Command::Node { role } => node::run(role).await,
+            Command::Wallet(args) => wallet_cmd::run(args).await,
         }
     })
 }

@@ -40,6 +40,12 @@ pub enum Role {
     /// A party's Arma assembler: joins ordered headers and batches into the party's
     /// ledger and serves it on a Deliver stream (docs/assembler.md).
     Assembler(crate::node_assembler::AssemblerArgs),
+    /// A token endorser: checks token requests and signs settlement txs with its share
+    /// of the token namespace's threshold key (docs/token.md).
+    Endorser(crate::node_endorser::EndorserArgs),
+    /// A committing party's query service: consistent reads over its committed state
+    /// for wallets and endorsers (docs/query.md).
+    Query(crate::node_query::QueryArgs),
 }
 
 /// Arguments of `fabrx init-db`.
@@ -90,6 +96,8 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
         Role::Batcher(args) => crate::node_batcher::run(args).await,
         Role::Consenter(args) => crate::node_consenter::run(args).await,
         Role::Assembler(args) => crate::node_assembler::run(args).await,
+        Role::Endorser(args) => crate::node_endorser::run(args).await,
+        Role::Query(args) => crate::node_query::run(args).await,
     }
 }
 

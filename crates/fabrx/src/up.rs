@@ -44,6 +44,10 @@ pub struct UpArgs {
     /// (`fabrx loadgen --target mock-orderer`) serving on party 1's assembler endpoint.
     #[arg(long)]
     no_orderer: bool,
+    /// Do not start the token application (endorsers, query services, the token
+    /// namespace and the issuer wallet): an ordering and committer network only.
+    #[arg(long)]
+    no_token: bool,
     /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S)).
     #[arg(long, default_value_t = 7050)]
     base_port: u16,
@@ -260,6 +264,117 @@ fn committer_nodes(
     Ok(nodes)
 }
 
+/// The token application's nodes of a network with committing parties 1..=`committers`:
+/// each committing party's query service and every endorser, with pid 0 (not started).
+fn token_nodes(
+    config: &netconfig::NetworkConfig,
+    dir: &Path,
+    exe: &str,
+    committers: u32,
+) -> anyhow::Result<Vec<NodeEntry>> {
+    let Ok(app) = config.token() else {
+        return Ok(Vec::new());
+    };
+    if committers == 0 {
+        return Ok(Vec::new());
+    }
+    let config_path = netconfig::config_path(dir).display().to_string();
+    let entry = |name: String, role: &str, party: u32, listen: String, rest: Vec<String>| {
+        let mut argv = vec![
+            exe.to_owned(),
+            "node".into(),
+            role.into(),
+            "--config".into(),
+            config_path.clone(),
+        ];
+        argv.extend(rest);
+        NodeEntry {
+            log: dir.join("logs").join(format!("{name}.log")),
+            data_dir: dir.join("data").join(&name),
+            name,
+            role: role.into(),
+            party,
+            shard: None,
+            pid: 0,
+            argv,
+            cwd: dir.to_path_buf(),
+            listen,
+            metrics: None,
+        }
+    };
+    let mut nodes = Vec::new();
+    for p in 1..=committers {
+        let listen = config.query_endpoint(p)?.to_string();
+        nodes.push(entry(
+            format!("query-{p}"),
+            "query",
+            p,
+            listen,
+            vec!["--party".into(), p.to_string()],
+        ));
+    }
+    for e in &app.endorsers {
+        nodes.push(entry(
+            format!("endorser-{}", e.index),
+            "endorser",
+            e.party,
+            e.endpoint.to_string(),
+            vec!["--index".into(), e.index.to_string()],
+        ));
+    }
+    Ok(nodes)
+}
+
+/// Creates the token namespace (its `_meta` tx, endorsed by the administrator key, sent
+/// to every router; a network that has it already answers with the first creation's
+/// status) and the issuer's wallet `<dir>/wallets/issuer` when it has none.
+fn token_setup(dir: &Path, config: &netconfig::NetworkConfig) -> anyhow::Result<()> {
+    let Ok(app) = config.token() else {
+        return Ok(());
+    };
+    let admin = crypto::read_key_file(&netconfig::meta_key_path(dir)).with_context(|| {
+        format!(
+            "reading the administrator key {}",
+            netconfig::meta_key_path(dir).display()
+        )
+    })?;
+    let (id, envelope) = token::namespace::create_envelope(&app.namespace, &config.token_policy()?, &admin);
+    let net = crate::wallet_cmd::token_network(dir)?;
+    let rt = tokio::runtime::Handle::current();
+    let status = rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let sent = net.submit(&envelope).await;
+            if sent.acks >= sent.quorum
+                && let Some((status, _)) = net.wait_status(&id, Duration::from_secs(10)).await?
+            {
+                return Ok::<_, anyhow::Error>(status);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the token namespace was not created within 60 s ({} of {} routers accepted it)",
+                    sent.acks,
+                    net.routers.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })?;
+    anyhow::ensure!(
+        status == types::Status::Committed,
+        "creating the token namespace {:?} ended {}",
+        app.namespace,
+        status.name()
+    );
+    let issuer_wallet = dir.join("wallets").join("issuer");
+    if !issuer_wallet.exists() {
+        let key =
+            crypto::read_key_file(&netconfig::issuer_key_path(dir)).context("reading the issuer key")?;
+        wallet::Wallet::create_with_key(&issuer_wallet, "issuer".into(), &key)?;
+    }
+    Ok(())
+}
+
 /// Writes a validator-committer's config file when it has none: its listen address and
 /// database (`embedded`: a store in its data directory).
 fn write_vcservice_config(node: &NodeEntry, db: &str) -> anyhow::Result<()> {
@@ -435,6 +550,9 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         ordering_nodes(&config, &dir, &exe_text)
     };
     nodes.extend(committer_nodes(&config, &dir, &exe_text, args.committers)?);
+    if !args.no_token {
+        nodes.extend(token_nodes(&config, &dir, &exe_text, args.committers)?);
+    }
     // Nodes of a previous `up` that still run are kept.
     let previous = load(&dir)?.map(|f| f.nodes).unwrap_or_default();
     for node in &mut nodes {
@@ -450,7 +568,8 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         &["consenter", "batcher"][..],
         &["router", "assembler"][..],
         &["vcservice", "sigverifier"][..],
-        &["sidecar"][..],
+        &["sidecar", "query"][..],
+        &["endorser"][..],
     ];
     for phase in phases {
         let mut children = Vec::new();
@@ -475,6 +594,9 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
             let ready = wait_ready(node, &mut child)?;
             tracing::debug!(node = node.name, %ready, "ready");
         }
+    }
+    if args.committers > 0 && !args.no_orderer && !args.no_token {
+        token_setup(&dir, &config)?;
     }
     print_nodes(&nodes, args.json, |n| {
         if started.contains(&n.name) {

@@ -84,10 +84,12 @@ fn txs_sent_to_the_routers_are_committed_once_through_restarts_and_failover() {
         .iter()
         .map(|n| n["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles.len(), 23);
-    for role in ["sidecar", "sigverifier", "vcservice"] {
+    // 20 ordering nodes, one committing party, its query service and five endorsers.
+    assert_eq!(roles.len(), 29);
+    for role in ["sidecar", "sigverifier", "vcservice", "query"] {
         assert_eq!(roles.iter().filter(|r| **r == role).count(), 1, "{role}");
     }
+    assert_eq!(roles.iter().filter(|r| **r == "endorser").count(), 5);
 
     assert_all_committed(&load(&dir, 600, "e2ea"), 600);
     // `status` shows heights: blocks held by the assemblers, the sidecar's next block.

@@ -73,7 +73,16 @@ fn a_loaded_network_survives_killing_each_kind_of_node() {
     let _down = cluster::DownOnDrop(dir.clone());
     let base = free_base_port().to_string();
     fabrx(
-        &["up", "--seed", "11", "--base-port", &base, "--json", "--dir"],
+        &[
+            "up",
+            "--seed",
+            "11",
+            "--base-port",
+            &base,
+            "--no-token",
+            "--json",
+            "--dir",
+        ],
         &dir,
     );
 
@@ -122,7 +131,7 @@ fn a_loaded_network_survives_killing_each_kind_of_node() {
     for name in victims {
         kill(pid_in(&network_json(&dir), name));
         std::thread::sleep(Duration::from_millis(300));
-        fabrx(&["up", "--json", "--dir"], &dir);
+        fabrx(&["up", "--no-token", "--json", "--dir"], &dir);
         eprintln!("killed and restarted {name}");
         std::thread::sleep(pause);
     }

@@ -1,5 +1,5 @@
 //! Mutual TLS and role authorization on every link (issue #12; docs/tls.md): a network
-//! started by `fabrx up` (TLS by default, 23 processes) is called, link kind by link
+//! started by `fabrx up` (TLS by default, 29 processes) is called, link kind by link
 //! kind, with certificates of the network that belong to a role the link does not
 //! admit — each is refused PERMISSION_DENIED — and the right role is served. A client
 //! without a certificate, with a certificate of another CA, or speaking plain HTTP/2 is
@@ -234,6 +234,54 @@ fn every_link_admits_only_its_roles() {
                 .get_next_block(pb::LastCommittedRequest::default())
                 .await,
             "a client at the sidecar",
+        );
+
+        // The token application: the query service reads its own party's
+        // validator-committer; clients and endorsers read the query service; clients ask
+        // the endorsers.
+        let rows = || pb::RowsQuery {
+            namespace: "token".into(),
+            keys: vec![b"k".to_vec()],
+        };
+        denied(
+            vc("client").read_rows(rows()).await,
+            "a client reading the vcservice",
+        );
+        denied(
+            vc("query-2").read_rows(rows()).await,
+            "another party's query service",
+        );
+        denied(
+            vc("query-1")
+                .set_last_committed(pb::SetLastCommittedRequest::default())
+                .await,
+            "the query service writing",
+        );
+        served(
+            vc("query-1").read_rows(rows()).await,
+            "the party's own query service",
+        );
+        let query = |cert| pb::query_client::QueryClient::new(net.channel("query-1", Some(cert)));
+        denied(
+            query("router-1").get_rows(rows()).await,
+            "a router at the query service",
+        );
+        served(
+            query("client").get_rows(rows()).await,
+            "a client at the query service",
+        );
+        served(
+            query("endorser-1-1").get_rows(rows()).await,
+            "an endorser at the query service",
+        );
+        let endorse = |cert| pb::endorser_client::EndorserClient::new(net.channel("endorser-1", Some(cert)));
+        denied(
+            endorse("sidecar-1").endorse(pb::EndorseRequest::default()).await,
+            "a sidecar at an endorser",
+        );
+        served(
+            endorse("client").endorse(pb::EndorseRequest::default()).await,
+            "a client at an endorser",
         );
 
         // No certificate, a certificate of another CA, plain HTTP/2: no connection.

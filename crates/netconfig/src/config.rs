@@ -52,6 +52,7 @@ pub struct NetworkConfig {
     pub(crate) parties: Vec<Party>,
     pub(crate) client_keys: Option<router::ClientKeys>,
     pub(crate) committers: Option<crate::committer::Committers>,
+    pub(crate) token: Option<crate::token::TokenApp>,
     pub(crate) tls_peers: std::collections::HashMap<[u8; 32], wire::tls::Peer>,
 }
 
@@ -115,6 +116,11 @@ impl NetworkConfig {
             .as_ref()
             .map(|c| crate::committer::parse(c, n))
             .transpose()?;
+        let token = file
+            .token
+            .as_ref()
+            .map(|t| crate::token::parse(t, n))
+            .transpose()?;
         let tls_peers = file
             .tls
             .as_ref()
@@ -127,6 +133,7 @@ impl NetworkConfig {
             parties,
             client_keys,
             committers,
+            token,
             tls_peers,
         };
         config.check_roles()?;

@@ -88,6 +88,12 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The `token` section is wrong or missing.
+    #[error("token: {reason}")]
+    Token {
+        /// What is wrong.
+        reason: String,
+    },
     /// The `committer` section is wrong or missing.
     #[error("committer: {reason}")]
     Committer {

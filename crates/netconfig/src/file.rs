@@ -35,6 +35,55 @@ pub struct NetworkFile {
     /// Mutual TLS on every link (absent: plain TCP, for experiments only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsFile>,
+    /// The token application: its namespace, threshold key set, endorsers, issuers and
+    /// query services (docs/token.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenFile>,
+}
+
+/// `token`: the token application of the network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenFile {
+    /// The token namespace (created by `fabrx up` with the group key as its policy).
+    pub namespace: String,
+    /// The namespace's policy version the endorsers sign for (0 when created).
+    #[serde(default)]
+    pub ns_version: u64,
+    /// Partial signatures needed (t of the endorsers' n).
+    pub threshold: u32,
+    /// The group public key (`bls12-381:hex`): the namespace's policy.
+    pub group_key: String,
+    /// The endorsers, one per share, in share order (share i+1 at index i).
+    pub endorsers: Vec<EndorserFile>,
+    /// Keys that may issue tokens (Ed25519 public keys, hex).
+    pub issuers: Vec<String>,
+    /// The committing parties' query services.
+    pub query: Vec<QueryFile>,
+}
+
+/// One endorser: the party that runs it, where it listens, its share's public key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndorserFile {
+    /// Its share index (1..n).
+    pub index: u32,
+    /// The party that runs it.
+    pub party: PartyId,
+    /// `host:port`.
+    pub endpoint: String,
+    /// The share's public key (`bls12-381:hex`).
+    pub public_key: String,
+}
+
+/// A committing party's query service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryFile {
+    /// The party.
+    pub party: PartyId,
+    /// `host:port`.
+    pub endpoint: String,
 }
 
 /// `tls`: the network CA and every certificate's holder.

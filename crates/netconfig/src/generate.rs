@@ -10,6 +10,8 @@
 //! keys/party-<p>/consenter.key      party p's consenter key (mode 0600)
 //! keys/party-<p>/batcher-<s>.key    party p's batcher of shard s (mode 0600)
 //! keys/admin/meta.key               the administrator's key: endorses `_meta` txs
+//! keys/admin/issuer.key             the token issuer's key
+//! keys/endorsers/endorser-<i>.key   share i of the token namespace's threshold key
 //! ```
 
 use crate::config::NetworkConfig;
@@ -152,6 +154,7 @@ fn endpoint_of(spec: &GenerateSpec, node: Node) -> Result<String> {
 fn build(
     spec: &GenerateSpec,
     meta_key: &crypto::PublicKey,
+    token: crate::file::TokenFile,
 ) -> Result<(NetworkFile, Vec<(Node, SigningKey)>)> {
     let mut keys = Vec::new();
     let mut parties = Vec::new();
@@ -189,6 +192,7 @@ fn build(
         consensus: Default::default(),
         router: Default::default(),
         tls: None,
+        token: Some(token),
         committer: Some(crate::committer::generated(
             meta_key,
             &spec.host,
@@ -230,7 +234,16 @@ fn tls_holders(spec: &GenerateSpec) -> Vec<wire::tls::Peer> {
             party,
             shard: Some(s),
         }));
-        out.extend([Role::Sidecar, Role::Sigverifier, Role::Vcservice].map(node));
+        out.extend([Role::Sidecar, Role::Sigverifier, Role::Vcservice, Role::Query].map(node));
+    }
+    // An endorser's certificate names the party that runs it and, in the shard field,
+    // its share index (several endorsers may run in one party).
+    for index in 1..=crate::token::DEFAULT_ENDORSERS {
+        out.push(Peer {
+            role: Role::Endorser,
+            party: crate::token::endorser_party(index, spec.parties),
+            shard: Some(index),
+        });
     }
     out
 }
@@ -268,13 +281,21 @@ pub fn generate(spec: &GenerateSpec) -> Result<Generated> {
         None => SigningKey::generate(Scheme::Ed25519, &mut rand::rngs::OsRng),
         Some(seed) => crypto::derive_signing_key(Scheme::Ed25519, &format!("fabrx-net/{seed}/admin/meta")),
     };
-    let (mut file, keys) = build(spec, &meta_key.public_key())?;
+    let token = crate::token::generated(spec.seed, &spec.host, spec.base_port, spec.parties, spec.shards)?;
+    let (mut file, keys) = build(spec, &meta_key.public_key(), token.file.clone())?;
     if spec.tls {
         file.tls = Some(crate::tls::generate(&spec.dir, &spec.host, &tls_holders(spec))?);
     }
     let config = NetworkConfig::from_file(file)?;
     let meta_path = crate::committer::meta_key_path(&spec.dir);
     write_key(&meta_path, &meta_key)?;
+    write_key(&crate::token::issuer_key_path(&spec.dir), &token.issuer)?;
+    for share in &token.shares {
+        write_key(
+            &crate::token::endorser_key_path(&spec.dir, share.index()),
+            share.signing_key(),
+        )?;
+    }
     let mut key_files = Vec::with_capacity(keys.len());
     for (node, key) in &keys {
         let Some(path) = key_file_path(&spec.dir, *node) else {

@@ -24,6 +24,7 @@ pub mod generate;
 mod params;
 pub mod roles;
 pub mod tls;
+pub mod token;
 
 pub use committer::{CommitterParty, Committers, committer_port, meta_key_path};
 pub use config::{BatcherNode, NetworkConfig, Party, client_identity};
@@ -32,3 +33,4 @@ pub use error::{Error, Node, Result};
 pub use file::NetworkFile;
 pub use generate::{GenerateSpec, Generated, config_path, generate, key_file_path, peer_keys_path};
 pub use roles::{ArmaConsenterPaths, ConsenterPaths, RouterSetup};
+pub use token::{EndorserNode, TokenApp, endorser_key_path, issuer_key_path};

@@ -33,7 +33,7 @@ enum Layer {
 fn layer_of(name: &str) -> Option<Layer> {
     use Layer::*;
     Some(match name {
-        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" => Shared,
+        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" | "token" => Shared,
         "bft" | "coordinator" | "arma" => Engine,
         "testkit" => Testkit,
         "router" | "batcher" | "consenter" | "assembler" | "sidecar" | "sigverifier" | "vcservice"

@@ -10,6 +10,7 @@ pub mod digest;
 pub mod endorsement;
 pub mod error;
 pub mod height;
+pub mod owned;
 pub mod policy;
 pub mod quorum;
 pub mod status;

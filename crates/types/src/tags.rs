@@ -11,6 +11,10 @@ pub const TX_ID: &[u8] = b"fabrx/txid/v1";
 /// `hex SHA-256(TOKEN_KEY ‖ u32be(len id) ‖ id ‖ u32be(i))` (DESIGN.md).
 pub const TOKEN_KEY: &[u8] = b"fabrx/token/v1";
 
+/// The token application: the bytes a wallet signs for a token request start with this
+/// tag (signed under the crypto purpose `ClientRequest`; docs/token.md).
+pub const TOKEN_REQUEST: &[u8] = b"fabrx/token-request/v1";
+
 /// Tags of the BFT engine's hashes and signatures.
 pub mod bft {
     /// Prefix shared by all tags of the engine.
@@ -104,6 +108,7 @@ pub fn all() -> Vec<&'static [u8]> {
     vec![
         TX_ID,
         TOKEN_KEY,
+        TOKEN_REQUEST,
         bft::REQUEST,
         bft::PROPOSAL,
         bft::PREPARE,

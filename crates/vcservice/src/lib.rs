@@ -5,7 +5,8 @@
 //! - [`plan`] is the pure deciding logic (what to read, what is valid, what to write);
 //! - [`backend`] holds the two state backends behind one trait;
 //! - [`engine`] drives plan + backend with retries and idempotent resubmission;
-//! - [`service`] is the gRPC shell with a pipelined batch stream.
+//! - [`service`] is the gRPC shell with a pipelined batch stream;
+//! - [`reads`] checks and bounds the reads of committed state (`ReadRows`, `OwnedRows`).
 
 pub mod backend;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod model;
 pub mod node;
 pub mod plan;
+pub mod reads;
 pub mod service;
 
 pub use backend::Backend;
@@ -25,7 +27,7 @@ pub use engine::{Engine, EngineConfig};
 /// The largest block number a validator-committer stores (PostgreSQL `INT8`); larger
 /// numbers from the wire are refused, never stored truncated.
 pub const MAX_BLOCK_NUMBER: u64 = i64::MAX as u64;
-pub use model::{CommitResult, CommitSet, NsWrites, Row, TxOutcome, VcTx};
+pub use model::{CommitResult, CommitSet, NsWrites, OwnedPage, Row, Snapshot, TxOutcome, VcTx};
 
 /// Errors of the vcservice.
 #[derive(Debug, thiserror::Error)]

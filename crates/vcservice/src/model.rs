@@ -71,3 +71,72 @@ pub struct Row {
     /// Version.
     pub version: u64,
 }
+
+/// Rows read from committed state at one snapshot ([`crate::Backend::read_rows`],
+/// [`crate::Backend::owned_rows`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Rows found, in key order, each key once.
+    pub rows: Vec<Row>,
+    /// Whether the answer was cut (at its row limit or its byte budget) and more rows
+    /// follow the last one.
+    pub more: bool,
+    /// The last fully committed block recorded when the snapshot was taken (none before
+    /// the first).
+    pub last_committed_block: Option<u64>,
+}
+
+/// Which part of an owner's rows to read ([`crate::Backend::owned_rows`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnedPage {
+    /// Only keys strictly after this one (empty: from the first key; keys are never empty).
+    pub after_key: Vec<u8>,
+    /// Most rows.
+    pub limit: usize,
+    /// Byte budget of keys and values (see [`crate::Backend::read_rows`]).
+    pub max_bytes: usize,
+}
+
+/// Bytes of a row counted against a [`ReadBudget`].
+pub fn row_cost(key: &[u8], value: &[u8]) -> usize {
+    key.len().saturating_add(value.len())
+}
+
+/// Collects rows in key order within a row limit and a byte budget (the rule of
+/// [`crate::Backend::read_rows`]): the first row always fits the budget.
+#[derive(Debug)]
+pub(crate) struct PageCollector {
+    rows: Vec<Row>,
+    bytes: usize,
+    limit: usize,
+    max_bytes: usize,
+}
+
+impl PageCollector {
+    /// An empty page of at most `limit` rows and `max_bytes` bytes.
+    pub(crate) fn new(limit: usize, max_bytes: usize) -> PageCollector {
+        PageCollector {
+            rows: Vec::new(),
+            bytes: 0,
+            limit,
+            max_bytes,
+        }
+    }
+
+    /// Whether a row of `cost` bytes still fits; when it does not, the page is cut there.
+    pub(crate) fn fits(&self, cost: usize) -> bool {
+        self.rows.len() < self.limit
+            && (self.rows.is_empty() || self.bytes.saturating_add(cost) <= self.max_bytes)
+    }
+
+    /// Adds a row (after [`PageCollector::fits`]).
+    pub(crate) fn push(&mut self, row: Row) {
+        self.bytes = self.bytes.saturating_add(row_cost(&row.key, &row.value));
+        self.rows.push(row);
+    }
+
+    /// The rows taken.
+    pub(crate) fn into_rows(self) -> Vec<Row> {
+        self.rows
+    }
+}

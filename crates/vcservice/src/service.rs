@@ -32,6 +32,8 @@ pub struct PipelineConfig {
 pub struct VcGrpc {
     engine: Engine,
     in_flight: Arc<Semaphore>,
+    /// Reads (`ReadRows`, `OwnedRows`) served at once; more wait for a permit.
+    reads: Arc<Semaphore>,
     pipeline: PipelineConfig,
     metrics: Option<Arc<Metrics>>,
 }
@@ -42,6 +44,7 @@ impl VcGrpc {
         VcGrpc {
             engine,
             in_flight: Arc::new(Semaphore::new(pipeline.max_in_flight.max(1))),
+            reads: Arc::new(Semaphore::new(crate::reads::MAX_CONCURRENT_READS)),
             pipeline,
             metrics,
         }
@@ -52,6 +55,16 @@ impl VcGrpc {
         pb::vc_service_server::VcServiceServer::new(self)
             .max_decoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES)
             .max_encoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
+    }
+}
+
+impl VcGrpc {
+    async fn read_permit(&self) -> Result<OwnedSemaphorePermit, GrpcStatus> {
+        self.reads
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| GrpcStatus::unavailable("shutting down"))
     }
 }
 
@@ -234,5 +247,37 @@ impl pb::vc_service_server::VcService for VcGrpc {
             })
             .collect();
         Ok(Response::new(pb::PolicyList { policies }))
+    }
+
+    #[instrument(skip_all)]
+    async fn read_rows(
+        &self,
+        request: Request<pb::RowsQuery>,
+    ) -> Result<Response<pb::RowsResult>, GrpcStatus> {
+        let q = crate::reads::rows_request(request.into_inner())?;
+        let _permit = self.read_permit().await?;
+        let snapshot = self
+            .engine
+            .backend()
+            .read_rows(&q.namespace, &q.keys, crate::reads::READ_MAX_BYTES)
+            .await
+            .map_err(internal)?;
+        Ok(Response::new(crate::reads::snapshot_to_wire(snapshot)))
+    }
+
+    #[instrument(skip_all)]
+    async fn owned_rows(
+        &self,
+        request: Request<pb::OwnedQuery>,
+    ) -> Result<Response<pb::RowsResult>, GrpcStatus> {
+        let q = crate::reads::owned_request(request.into_inner())?;
+        let _permit = self.read_permit().await?;
+        let snapshot = self
+            .engine
+            .backend()
+            .owned_rows(&q.namespace, &q.owner, &q.page)
+            .await
+            .map_err(internal)?;
+        Ok(Response::new(crate::reads::snapshot_to_wire(snapshot)))
     }
 }

@@ -212,3 +212,118 @@ async fn out_of_range_last_committed_is_refused_and_next_block_keeps_answering()
         .into_inner();
     assert_eq!(next.number, 8);
 }
+
+fn owned_value(owner: u8, len: usize) -> Vec<u8> {
+    let mut v = types::owned::OWNED_MAGIC.to_vec();
+    v.extend_from_slice(&[owner; types::owned::OWNER_LEN]);
+    v.resize(len, b'.');
+    v
+}
+
+/// `ReadRows` and `OwnedRows`: rows at one snapshot, answers cut at the byte budget with
+/// `more`, and bad requests refused with `INVALID_ARGUMENT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_checked_and_bounded() {
+    let h = embedded().await;
+    h.engine
+        .process(vec![meta("create", 0, 0, "token", None)])
+        .await
+        .unwrap();
+    // 14 owned values of ~1 MB: more than one answer's byte budget.
+    let big = 1_000_000;
+    for i in 0..14u32 {
+        let out = h
+            .engine
+            .process(vec![tx(
+                &format!("t{i}"),
+                1 + u64::from(i),
+                0,
+                vec![ns("token", 0).rw_bytes(&format!("k{i:02}"), None, owned_value(1, big))],
+            )])
+            .await
+            .unwrap();
+        assert_eq!(out[0].status, Status::Committed);
+    }
+    h.backend.set_last_committed_block(14).await.unwrap();
+    let url = serve(h.engine.clone()).await;
+    let mut client = VcServiceClient::connect(url)
+        .await
+        .unwrap()
+        .max_decoding_message_size(wire::limits::ROWS_RESULT.max_bytes);
+    let keys: Vec<Vec<u8>> = (0..14).map(|i| format!("k{i:02}").into_bytes()).collect();
+    let fit = vcservice::reads::READ_MAX_BYTES / (big + 3);
+    assert!(fit < 14);
+    let r = client
+        .read_rows(pb::RowsQuery {
+            namespace: "token".into(),
+            keys: keys.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.rows.len(), r.more, r.last_committed_block),
+        (fit, true, Some(14))
+    );
+    let rest = client
+        .read_rows(pb::RowsQuery {
+            namespace: "token".into(),
+            keys: keys[fit..].to_vec(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((rest.rows.len(), rest.more), (14 - fit, false));
+    assert_eq!(rest.rows[0].key, keys[fit]);
+
+    let owned = |after_key: Vec<u8>, owner: Vec<u8>| pb::OwnedQuery {
+        namespace: "token".into(),
+        owner,
+        after_key,
+        limit: 0,
+    };
+    let p1 = client
+        .owned_rows(owned(vec![], vec![1; 32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((p1.rows.len(), p1.more), (fit, true));
+    let p2 = client
+        .owned_rows(owned(p1.rows.last().unwrap().key.clone(), vec![1; 32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((p2.rows.len(), p2.more), (14 - fit, false));
+    assert!(
+        p2.rows
+            .iter()
+            .all(|r| r.value == owned_value(1, big) && r.version == 0)
+    );
+
+    // Bad input: refused before the store is asked.
+    let bad_ns = client
+        .read_rows(pb::RowsQuery {
+            namespace: "Token".into(),
+            keys: vec![b"k".to_vec()],
+        })
+        .await
+        .unwrap_err();
+    let long_key = client
+        .read_rows(pb::RowsQuery {
+            namespace: "token".into(),
+            keys: vec![vec![1; types::check::MAX_KEY_LEN + 1]],
+        })
+        .await
+        .unwrap_err();
+    let short_owner = client.owned_rows(owned(vec![], vec![1; 31])).await.unwrap_err();
+    let bad_owned_ns = client
+        .owned_rows(pb::OwnedQuery {
+            namespace: "ns;drop".into(),
+            ..owned(vec![], vec![1; 32])
+        })
+        .await
+        .unwrap_err();
+    for e in [bad_ns, long_key, short_owner, bad_owned_ns] {
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    }
+}

@@ -298,3 +298,17 @@ schema!(BATCH, pb::Batch, [4 => RepeatedBytes, 6 => Bytes, 8 => Bytes]);
 schema!(BATCH_ATTESTATION_FRAGMENT, pb::BatchAttestationFragment, [4 => Bytes, 7 => Bytes]);
 schema!(FORWARD_REQUEST, pb::ForwardRequest, [1 => Bytes]);
 schema!(FETCH_REQUEST, pb::FetchRequest, [4 => Bytes]);
+schema!(ROWS_QUERY, pb::RowsQuery, [1 => Bytes, 2 => RepeatedBytes]);
+schema!(OWNED_QUERY, pb::OwnedQuery, [1 => Bytes, 2 => Bytes, 3 => Bytes]);
+schema!(STATE_ROW, pb::StateRow, [1 => Bytes, 2 => Bytes]);
+schema!(ROWS_RESULT, pb::RowsResult, [1 => Repeated(&STATE_ROW)]);
+schema!(TOKEN_OUTPUT, pb::TokenOutput, [1 => Bytes, 2 => Bytes]);
+schema!(TOKEN_REQUEST, pb::TokenRequest, [
+    2 => Bytes,
+    3 => Bytes,
+    4 => RepeatedBytes,
+    5 => Repeated(&TOKEN_OUTPUT),
+    6 => Bytes,
+]);
+schema!(ENDORSE_REQUEST, pb::EndorseRequest, [1 => Message(&TOKEN_REQUEST)]);
+schema!(ENDORSE_RESPONSE, pb::EndorseResponse, [1 => Bytes, 3 => Bytes, 5 => Bytes]);

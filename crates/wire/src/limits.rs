@@ -72,6 +72,20 @@ pub const BATCH_ATTESTATION_FRAGMENT: MessageLimit =
 /// A request a secondary forwards to its primary (`BatcherPeer.Forward`): as an intake
 /// request.
 pub const FORWARD_REQUEST: MessageLimit = limit(&budget::FORWARD_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// Keys to read at one snapshot (`VcService.ReadRows`, `Query.GetRows`): 4 MiB, at most
+/// 65,536 keys.
+pub const ROWS_QUERY: MessageLimit = limit(&budget::ROWS_QUERY, 4 * MIB, 16 * MIB, 64 * KIB);
+/// A page of an owner's rows (`VcService.OwnedRows`, `Query.GetOwned`): an owner and a
+/// key of at most a few KiB.
+pub const OWNED_QUERY: MessageLimit = limit(&budget::OWNED_QUERY, 8 * KIB, 32 * KIB, 0);
+/// Rows read at one snapshot: 32 MiB on the wire, 96 MiB and 1 Mi rows decoded.
+pub const ROWS_RESULT: MessageLimit = limit(&budget::ROWS_RESULT, 32 * MIB, 96 * MIB, MIB);
+/// A token request to endorse: 1 MiB, at most 4,096 inputs and outputs together.
+pub const ENDORSE_REQUEST: MessageLimit = limit(&budget::ENDORSE_REQUEST, MIB, 4 * MIB, 4 * KIB);
+/// An endorser's answer: a tx id, a partial signature and a reason.
+pub const ENDORSE_RESPONSE: MessageLimit = limit(&budget::ENDORSE_RESPONSE, 64 * KIB, 128 * KIB, 0);
+/// Largest message a query service or an endorser accepts.
+pub const TOKEN_SERVICE_MAX_MESSAGE_BYTES: usize = ROWS_QUERY.max_bytes;
 /// Largest message a batcher's `BatcherPeer` service accepts.
 pub const BATCHER_PEER_MAX_MESSAGE_BYTES: usize = FORWARD_REQUEST.max_bytes;
 /// The largest envelope a router may be configured to accept: what fits in a
@@ -119,7 +133,7 @@ const fn small_limit(schema: &'static Schema) -> MessageLimit {
 /// The limit of the message type `id`, when fabrx has one (every request type of the
 /// committer's and the ordering services); `None`: only the service's message size limit applies.
 pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
-    let table: [(TypeId, MessageLimit); 23] = [
+    let table: [(TypeId, MessageLimit); 28] = [
         (TypeId::of::<pb::VcBatch>(), VC_BATCH),
         (TypeId::of::<pb::CoordinatorBlock>(), COORDINATOR_BLOCK),
         (TypeId::of::<pb::VerifyStreamRequest>(), VERIFY_STREAM_REQUEST),
@@ -158,6 +172,11 @@ pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
             small_limit(&budget::FETCH_REQUEST),
         ),
         (TypeId::of::<pb::PeerAck>(), small_limit(&PEER_ACK)),
+        (TypeId::of::<pb::RowsQuery>(), ROWS_QUERY),
+        (TypeId::of::<pb::OwnedQuery>(), OWNED_QUERY),
+        (TypeId::of::<pb::RowsResult>(), ROWS_RESULT),
+        (TypeId::of::<pb::EndorseRequest>(), ENDORSE_REQUEST),
+        (TypeId::of::<pb::EndorseResponse>(), ENDORSE_RESPONSE),
     ];
     table.into_iter().find(|(t, _)| *t == id).map(|(_, l)| l)
 }

@@ -44,13 +44,17 @@ pub enum Role {
     Sigverifier,
     /// A committing party's validator-committer.
     Vcservice,
+    /// A committing party's query service.
+    Query,
+    /// A token endorser.
+    Endorser,
     /// A client: wallet, load generator, tools.
     Client,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 8] = [
+    pub const ALL: [Role; 10] = [
         Role::Router,
         Role::Batcher,
         Role::Consenter,
@@ -58,6 +62,8 @@ impl Role {
         Role::Sidecar,
         Role::Sigverifier,
         Role::Vcservice,
+        Role::Query,
+        Role::Endorser,
         Role::Client,
     ];
 
@@ -71,6 +77,8 @@ impl Role {
             Role::Sidecar => "sidecar",
             Role::Sigverifier => "sigverifier",
             Role::Vcservice => "vcservice",
+            Role::Query => "query",
+            Role::Endorser => "endorser",
             Role::Client => "client",
         }
     }
@@ -126,8 +134,16 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         ("fabrx.v1.Assembler", Role::Sidecar | Role::Assembler | Role::Client) => true,
         // A committing party's own sidecar drives its verifier and validator-committer.
         ("fabrx.v1.SigVerifier" | "fabrx.v1.VcService" | "fabrx.v1.Coordinator", Role::Sidecar) => own_party,
+        // A committing party's query service reads its own validator-committers.
+        ("fabrx.v1.VcService", Role::Query) => {
+            own_party && matches!(method, "ReadRows" | "OwnedRows" | "GetStatuses" | "GetNextBlock")
+        }
         // Notifications and lookups for clients.
         ("fabrx.v1.Sidecar", Role::Client) => true,
+        // Committed state for wallets, tools and the endorsers' input checks.
+        ("fabrx.v1.Query", Role::Client | Role::Endorser) => true,
+        // Wallets ask the endorsers to endorse token requests.
+        ("fabrx.v1.Endorser", Role::Client) => true,
         _ => false,
     }
 }

@@ -4,7 +4,15 @@
 //! Layout (one column family, prefixed keys):
 //! - `s` ‖ tx id → `u32be(status) ‖ height(12 bytes)`
 //! - `d` ‖ ns id ‖ `0x00` ‖ key → `u64be(version) ‖ value`
-//! - `m` ‖ name → metadata (`last_committed_block`: u64be)
+//! - `o` ‖ ns id ‖ `0x00` ‖ owner (32 bytes) ‖ key → empty: the owner index, one entry per
+//!   row whose value is owned (`types::owned::owner_of`)
+//! - `m` ‖ name → metadata (`last_committed_block`: u64be; `owner_index_v1`: present once
+//!   the owner index covers every row)
+//!
+//! The owner index changes in the same `WriteBatch` as the rows: a write removes the
+//! entry of the value it replaces (read under the commit lock) and adds the new value's.
+//! Reads ([`Backend::read_rows`], [`Backend::owned_rows`]) go through one RocksDB
+//! snapshot, so rows, index and the last committed block are seen at one instant.
 //!
 //! A commit checks its conditions and applies one `WriteBatch` under a mutex, with a
 //! synced write, so a committed batch survives a process kill or power loss and a
@@ -12,15 +20,24 @@
 //! the first one's rows. Blocking RocksDB calls run on `spawn_blocking`.
 
 use super::Backend;
-use crate::model::{CommitResult, CommitSet, ReadSet, Row, StatusMap, VersionMap};
+use crate::model::{
+    CommitResult, CommitSet, OwnedPage, PageCollector, ReadSet, Row, Snapshot, StatusMap, VersionMap,
+    row_cost,
+};
 use crate::{Error, Result};
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use types::check::is_valid_namespace_id;
+use types::owned::{OWNER_LEN, owner_of};
 use types::{Height, META_NAMESPACE, Status, TxId, TxOutcome};
 
 const LAST_COMMITTED: &[u8] = b"mlast_committed_block";
+/// Present once the owner index covers every row (written by `init_schema`).
+const OWNER_INDEX_BUILT: &[u8] = b"mowner_index_v1";
+/// Index entries written per batch while building the index of an older store.
+const INDEX_BUILD_BATCH: usize = 10_000;
 
 /// The embedded RocksDB backend.
 #[derive(Clone)]
@@ -55,6 +72,25 @@ fn data_prefix(ns: &str) -> Result<Vec<u8>> {
 
 fn data_key(ns: &str, key: &[u8]) -> Result<Vec<u8>> {
     let mut k = data_prefix(ns)?;
+    k.extend_from_slice(key);
+    Ok(k)
+}
+
+/// `o` ‖ ns ‖ 0x00 ‖ owner: the index entries of one owner's rows in `ns`.
+fn owner_prefix(ns: &str, owner: &[u8]) -> Result<Vec<u8>> {
+    if !is_valid_namespace_id(ns) {
+        return Err(Error::InvalidNamespace { ns: ns.to_string() });
+    }
+    let mut k = Vec::with_capacity(2 + ns.len() + owner.len());
+    k.push(b'o');
+    k.extend_from_slice(ns.as_bytes());
+    k.push(0);
+    k.extend_from_slice(owner);
+    Ok(k)
+}
+
+fn owner_key(ns: &str, owner: &[u8], key: &[u8]) -> Result<Vec<u8>> {
+    let mut k = owner_prefix(ns, owner)?;
     k.extend_from_slice(key);
     Ok(k)
 }
@@ -144,49 +180,224 @@ impl EmbeddedBackend {
     }
 }
 
+/// A commit being staged: its write batch, and the owner of every row it wrote so far (a
+/// later write of the same key in the same commit replaces that owner's index entry).
+struct Staging {
+    batch: WriteBatch,
+    owners: HashMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl Staging {
+    /// Writes row `key` of `ns` at `version`, moving its owner index entry from the owner
+    /// of the value it replaces (`old_owner`, as committed) to the new value's owner.
+    fn put_row(
+        &mut self,
+        ns: &str,
+        key: &[u8],
+        old_owner: Option<Vec<u8>>,
+        version: u64,
+        value: &[u8],
+    ) -> Result<()> {
+        let dk = data_key(ns, key)?;
+        let old = match self.owners.get(&dk) {
+            Some(staged) => staged.clone(),
+            None => old_owner,
+        };
+        let new = owner_of(value);
+        if old.as_deref() != new {
+            if let Some(o) = &old {
+                self.batch.delete(owner_key(ns, o, key)?);
+            }
+            if let Some(n) = new {
+                self.batch.put(owner_key(ns, n, key)?, b"");
+            }
+        }
+        self.batch.put(&dk, encode_versioned(version, value));
+        self.owners.insert(dk, new.map(<[u8]>::to_vec));
+        Ok(())
+    }
+}
+
 impl Inner {
     fn version(&self, ns: &str, key: &[u8]) -> Result<Option<u64>> {
+        Ok(self.current(ns, key)?.map(|(v, _)| v))
+    }
+
+    /// The committed version of a row and the owner of its value.
+    fn current(&self, ns: &str, key: &[u8]) -> Result<Option<(u64, Option<Vec<u8>>)>> {
         match self.db.get_pinned(data_key(ns, key)?)? {
+            None => Ok(None),
+            Some(v) => {
+                let (version, value) = decode_versioned(&v)?;
+                Ok(Some((version, owner_of(value).map(<[u8]>::to_vec))))
+            }
+        }
+    }
+
+    /// Checks every condition of `set`; returns the batch to write when all hold.
+    fn stage(&self, set: &CommitSet) -> Result<Option<WriteBatch>> {
+        let mut st = Staging {
+            batch: WriteBatch::default(),
+            owners: HashMap::new(),
+        };
+        for TxOutcome { id, status, height } in &set.statuses {
+            let k = status_key(id.as_str());
+            if self.db.get_pinned(&k)?.is_some() {
+                return Ok(None);
+            }
+            st.batch.put(k, encode_status(*status, *height));
+        }
+        for (ns, w) in &set.writes {
+            for (k, v) in &w.inserts {
+                if self.version(ns, k)?.is_some() {
+                    return Ok(None);
+                }
+                st.put_row(ns, k, None, 0, v)?;
+            }
+            for (k, v, ver) in &w.updates {
+                match self.current(ns, k)? {
+                    Some((cur, owner)) if cur == *ver => st.put_row(ns, k, owner, ver + 1, v)?,
+                    _ => return Ok(None),
+                }
+            }
+            for (k, v) in &w.upserts {
+                let (next, owner) = match self.current(ns, k)? {
+                    None => (0, None),
+                    Some((cur, owner)) => (cur + 1, owner),
+                };
+                st.put_row(ns, k, owner, next, v)?;
+            }
+        }
+        Ok(Some(st.batch))
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(self.sync);
+        self.db.write_opt(batch, &wo)?;
+        Ok(())
+    }
+
+    /// Adds the owner index entries of every row, for a store written before the index
+    /// existed, then records that the index is complete. Idempotent; runs under the
+    /// commit lock, so no commit interleaves.
+    fn build_owner_index(&self) -> Result<()> {
+        let _guard = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if self.db.get_pinned(OWNER_INDEX_BUILT)?.is_some() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        for item in self.db.iterator(IteratorMode::From(b"d", Direction::Forward)) {
+            let (k, v) = item?;
+            if !k.starts_with(b"d") {
+                break;
+            }
+            let Some(sep) = k.iter().position(|&b| b == 0) else {
+                return Err(Error::Corrupt {
+                    what: "row key",
+                    detail: format!("{} bytes without a namespace separator", k.len()),
+                });
+            };
+            let ns = String::from_utf8_lossy(&k[1..sep]).into_owned();
+            if let Some(owner) = owner_of(decode_versioned(&v)?.1) {
+                batch.put(owner_key(&ns, owner, &k[sep + 1..])?, b"");
+            }
+            if batch.len() >= INDEX_BUILD_BATCH {
+                self.write(std::mem::take(&mut batch))?;
+            }
+        }
+        batch.put(OWNER_INDEX_BUILT, b"");
+        self.write(batch)
+    }
+}
+
+/// Reads through one RocksDB snapshot.
+struct SnapshotReader<'a> {
+    snap: rocksdb::Snapshot<'a>,
+}
+
+impl SnapshotReader<'_> {
+    fn last_committed(&self) -> Result<Option<u64>> {
+        match self.snap.get_pinned(LAST_COMMITTED)? {
             None => Ok(None),
             Some(v) => Ok(Some(decode_versioned(&v)?.0)),
         }
     }
 
-    /// Checks every condition of `set`; fills `batch` when all hold.
-    fn stage(&self, set: &CommitSet, batch: &mut WriteBatch) -> Result<bool> {
-        for TxOutcome { id, status, height } in &set.statuses {
-            let k = status_key(id.as_str());
-            if self.db.get_pinned(&k)?.is_some() {
-                return Ok(false);
-            }
-            batch.put(k, encode_status(*status, *height));
-        }
-        for (ns, w) in &set.writes {
-            for (k, v) in &w.inserts {
-                if self.version(ns, k)?.is_some() {
-                    return Ok(false);
-                }
-                batch.put(data_key(ns, k)?, encode_versioned(0, v));
-            }
-            for (k, v, ver) in &w.updates {
-                if self.version(ns, k)? != Some(*ver) {
-                    return Ok(false);
-                }
-                batch.put(data_key(ns, k)?, encode_versioned(ver + 1, v));
-            }
-            for (k, v) in &w.upserts {
-                let next = self.version(ns, k)?.map_or(0, |cur| cur + 1);
-                batch.put(data_key(ns, k)?, encode_versioned(next, v));
+    fn row(&self, ns: &str, key: &[u8]) -> Result<Option<Row>> {
+        match self.snap.get_pinned(data_key(ns, key)?)? {
+            None => Ok(None),
+            Some(v) => {
+                let (version, value) = decode_versioned(&v)?;
+                Ok(Some(Row {
+                    key: key.to_vec(),
+                    value: value.to_vec(),
+                    version,
+                }))
             }
         }
-        Ok(true)
+    }
+
+    fn rows(&self, ns: &str, mut keys: Vec<Vec<u8>>, max_bytes: usize) -> Result<Snapshot> {
+        keys.sort();
+        keys.dedup();
+        let mut page = PageCollector::new(usize::MAX, max_bytes);
+        let mut more = false;
+        for key in keys {
+            let Some(row) = self.row(ns, &key)? else { continue };
+            if !page.fits(row_cost(&row.key, &row.value)) {
+                more = true;
+                break;
+            }
+            page.push(row);
+        }
+        Ok(Snapshot {
+            rows: page.into_rows(),
+            more,
+            last_committed_block: self.last_committed()?,
+        })
+    }
+
+    fn owned(&self, ns: &str, owner: &[u8], page: &OwnedPage) -> Result<Snapshot> {
+        let prefix = owner_prefix(ns, owner)?;
+        let mut start = prefix.clone();
+        start.extend_from_slice(&page.after_key);
+        let mut out = PageCollector::new(page.limit, page.max_bytes);
+        let mut more = false;
+        for item in self.snap.iterator(IteratorMode::From(&start, Direction::Forward)) {
+            let (k, _) = item?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let key = &k[prefix.len()..];
+            if key <= page.after_key.as_slice() {
+                continue;
+            }
+            let row = self.row(ns, key)?.filter(|r| owner_of(&r.value) == Some(owner));
+            let Some(row) = row else {
+                return Err(Error::Corrupt {
+                    what: "owner index",
+                    detail: format!("entry for a key of {} bytes names no row of its owner", key.len()),
+                });
+            };
+            if !out.fits(row_cost(&row.key, &row.value)) {
+                more = true;
+                break;
+            }
+            out.push(row);
+        }
+        Ok(Snapshot {
+            rows: out.into_rows(),
+            more,
+            last_committed_block: self.last_committed()?,
+        })
     }
 }
 
 #[async_trait::async_trait]
 impl Backend for EmbeddedBackend {
     async fn init_schema(&self) -> Result<()> {
-        Ok(())
+        self.blocking(Inner::build_owner_index).await
     }
 
     async fn statuses(&self, ids: &[TxId]) -> Result<StatusMap> {
@@ -230,13 +441,10 @@ impl Backend for EmbeddedBackend {
         let set = set.clone();
         self.blocking(move |inner| {
             let _guard = inner.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-            let mut batch = WriteBatch::default();
-            if !inner.stage(&set, &mut batch)? {
+            let Some(batch) = inner.stage(&set)? else {
                 return Ok(CommitResult::Conflict);
-            }
-            let mut wo = WriteOptions::default();
-            wo.set_sync(inner.sync);
-            inner.db.write_opt(batch, &wo)?;
+            };
+            inner.write(batch)?;
             Ok(CommitResult::Applied)
         })
         .await
@@ -297,6 +505,36 @@ impl Backend for EmbeddedBackend {
                 });
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn read_rows(&self, ns: &str, keys: &[Vec<u8>], max_bytes: usize) -> Result<Snapshot> {
+        data_prefix(ns)?;
+        let (ns, keys) = (ns.to_string(), keys.to_vec());
+        self.blocking(move |inner| {
+            let reader = SnapshotReader {
+                snap: inner.db.snapshot(),
+            };
+            reader.rows(&ns, keys, max_bytes)
+        })
+        .await
+    }
+
+    async fn owned_rows(&self, ns: &str, owner: &[u8], page: &OwnedPage) -> Result<Snapshot> {
+        data_prefix(ns)?;
+        let (ns, owner, page) = (ns.to_string(), owner.to_vec(), page.clone());
+        self.blocking(move |inner| {
+            let reader = SnapshotReader {
+                snap: inner.db.snapshot(),
+            };
+            if owner.len() != OWNER_LEN {
+                return Ok(Snapshot {
+                    last_committed_block: reader.last_committed()?,
+                    ..Snapshot::default()
+                });
+            }
+            reader.owned(&ns, &owner, &page)
         })
         .await
     }

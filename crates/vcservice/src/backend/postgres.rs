@@ -7,9 +7,14 @@
 //! of data-modifying CTEs whose `RETURNING` counts reveal a failed condition, after which
 //! the transaction is rolled back. [`SqlMode::PerKey`] issues one statement per key and
 //! exists only to measure the difference.
+//!
+//! Each namespace table also carries the owner index (`pg_owner.rs`): a stored generated
+//! column `owner` and a partial index on `(owner, key)`.
 
 use super::Backend;
-use crate::model::{CommitResult, CommitSet, NsWrites, ReadSet, Row, StatusMap, VersionMap};
+use crate::model::{
+    CommitResult, CommitSet, NsWrites, OwnedPage, ReadSet, Row, Snapshot, StatusMap, VersionMap,
+};
 use crate::{Error, Result};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Postgres, Row as _};
@@ -18,6 +23,9 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use types::check::is_valid_namespace_id;
 use types::{Height, META_NAMESPACE, Status, TxId, TxOutcome};
+
+#[path = "pg_owner.rs"]
+mod owner;
 
 /// How statements are issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,7 +110,8 @@ impl PgBackend {
         sqlx::query(AssertSqlSafe(self.create_table_sql(&table(META_NAMESPACE)?)))
             .execute(&mut *conn)
             .await?;
-        Ok(())
+        drop(conn);
+        self.upgrade_owner_index().await
     }
 
     /// Connects to every endpoint (lazily: connections open on first use).
@@ -143,7 +152,8 @@ impl PgBackend {
         };
         format!(
             "CREATE TABLE IF NOT EXISTS {name} (key BYTEA NOT NULL, value BYTEA NOT NULL, \
-             version BIGINT NOT NULL, {pk}){split}"
+             version BIGINT NOT NULL, {}, {pk}){split}",
+            owner::owner_column()
         )
     }
 
@@ -417,9 +427,7 @@ impl Backend for PgBackend {
     async fn commit(&self, set: &CommitSet) -> Result<CommitResult> {
         let mut tx = self.pool().begin().await?;
         for ns in &set.new_namespaces {
-            sqlx::query(AssertSqlSafe(self.create_table_sql(&table(ns)?)))
-                .execute(&mut *tx)
-                .await?;
+            self.create_namespace_table(&mut tx, ns).await?;
         }
         let ok = match self.mode {
             SqlMode::SetBased => self.commit_set_based(&mut tx, set).await?,
@@ -477,6 +485,14 @@ impl Backend for PgBackend {
                 })
             })
             .collect()
+    }
+
+    async fn read_rows(&self, ns: &str, keys: &[Vec<u8>], max_bytes: usize) -> Result<Snapshot> {
+        self.read_rows_at_snapshot(ns, keys, max_bytes).await
+    }
+
+    async fn owned_rows(&self, ns: &str, owner: &[u8], page: &OwnedPage) -> Result<Snapshot> {
+        self.owned_rows_at_snapshot(ns, owner, page).await
     }
 }
 

@@ -93,6 +93,13 @@ impl Ns {
         });
         self
     }
+    pub fn blind_bytes(mut self, key: &str, value: Vec<u8>) -> Ns {
+        self.0.blind_writes.push(Write {
+            key: key.into(),
+            value,
+        });
+        self
+    }
     pub fn blind(mut self, key: &str, value: &str) -> Ns {
         self.0.blind_writes.push(Write {
             key: key.into(),

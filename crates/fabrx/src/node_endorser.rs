@@ -1,0 +1,77 @@
+//! `fabrx node endorser`: one token endorser (crates/endorser, docs/token.md), configured
+//! from the network config file.
+
+use anyhow::Context;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tracing::info;
+
+/// Arguments of `fabrx node endorser`.
+#[derive(Debug, Args)]
+pub struct EndorserArgs {
+    /// The network config file (`<dir>/config/network-config.json`); the share's key file
+    /// is read from `<dir>/keys/endorsers/endorser-<index>.key`.
+    #[arg(long)]
+    config: PathBuf,
+    /// The endorser's share index (1..n).
+    #[arg(long)]
+    index: u32,
+    /// Listen address (`ip:port`; port 0 picks one). Default: its endpoint in the config.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Prometheus `/metrics` listen address (off when absent).
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Requests checked and signed at once.
+    #[arg(long, default_value_t = endorser::service::ServiceConfig::default().max_in_flight)]
+    max_in_flight: usize,
+    #[command(flatten)]
+    server: crate::server_args::ServerArgs,
+}
+
+/// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
+/// `{"ready":"endorser","index":I,"listen":"ip:port"}`.
+pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
+    let config = netconfig::NetworkConfig::load(&args.config)
+        .with_context(|| format!("loading the network config {}", args.config.display()))?;
+    let me = config.endorser(args.index)?.clone();
+    crate::tls_setup::install(
+        &config,
+        &args.config,
+        wire::tls::Role::Endorser,
+        me.party,
+        Some(args.index),
+    )?;
+    let dir = netconfig::tls::network_dir(&args.config);
+    let mut cfg = config.endorser_node_config(&dir, args.index, args.listen)?;
+    cfg.service.max_in_flight = args.max_in_flight.max(1);
+    cfg.service.server = args.server.limits();
+    let metrics = match &args.metrics {
+        None => None,
+        Some(addr) => {
+            let registry = prometheus::Registry::new();
+            let m = endorser::metrics::Metrics::register(&registry)?;
+            crate::metrics_http::serve(addr.clone(), registry).await?;
+            Some(m)
+        }
+    };
+    let bound = endorser::node::bind(cfg, metrics)
+        .await
+        .with_context(|| format!("starting endorser {}", args.index))?;
+    let addr = bound.addr;
+    info!(index = args.index, %addr, "endorser listening");
+    println!(
+        "{}",
+        serde_json::json!({ "ready": "endorser", "index": args.index, "listen": addr.to_string() })
+    );
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let notified = stop.clone();
+    let serving = tokio::spawn(bound.serve(async move { notified.notified().await }));
+    crate::node_router::stopped().await?;
+    info!(index = args.index, "endorser stopping");
+    stop.notify_one();
+    serving.await.context("the endorser task")??;
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! The query service as a node: `spawn(config) -> Handle`. The binary (`fabrx node
+//! query`) builds a [`NodeConfig`], installs TLS when the network has it (the server then
+//! authenticates callers and authorizes them by role: `wire::tls::allowed`), calls
+//! [`spawn`] and prints its ready line with [`Handle::addr`].
+
+use crate::service::QueryService;
+use crate::upstream::{UpstreamConfig, VcUpstream};
+use crate::{Error, Result};
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::info;
+use wire::server::ServerLimits;
+
+/// Bounds of the query service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// Requests forwarded at once; more wait for a turn.
+    pub max_concurrent: NonZeroUsize,
+    /// A request waiting longer than this for its turn is refused `RESOURCE_EXHAUSTED`.
+    pub queue_timeout: Duration,
+    /// A vcservice call without an answer within this time counts as failed (the next
+    /// endpoint is tried).
+    pub call_timeout: Duration,
+    /// Time allowed to connect to a vcservice.
+    pub connect_timeout: Duration,
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        let upstream = UpstreamConfig::default();
+        QueryLimits {
+            max_concurrent: NonZeroUsize::new(64).unwrap_or(NonZeroUsize::MIN),
+            queue_timeout: Duration::from_secs(2),
+            call_timeout: upstream.call_timeout,
+            connect_timeout: upstream.connect_timeout,
+        }
+    }
+}
+
+/// Where and how a query node serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The address to listen on (port 0: any free port, see [`Handle::addr`]).
+    pub listen: SocketAddr,
+    /// This party's vcservice endpoints (`host:port` or `http://host:port`), at least one;
+    /// tried in turn when one does not answer.
+    pub vcservices: Vec<String>,
+    /// Request bounds and timeouts.
+    pub limits: QueryLimits,
+    /// Connection-level limits of the server.
+    pub server: ServerLimits,
+}
+
+impl NodeConfig {
+    /// A configuration with the default limits.
+    pub fn new(listen: SocketAddr, vcservices: Vec<String>) -> NodeConfig {
+        NodeConfig {
+            listen,
+            vcservices,
+            limits: QueryLimits::default(),
+            server: ServerLimits::default(),
+        }
+    }
+}
+
+/// A running query node.
+#[derive(Debug)]
+pub struct Handle {
+    /// The address it listens on (the configured one, with a port 0 resolved).
+    pub addr: SocketAddr,
+    server: JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Handle {
+    /// Waits until the server fails (it never ends on its own).
+    pub async fn failed(&mut self) -> Result<()> {
+        let r = (&mut self.server).await.map_err(|e| Error::Server {
+            detail: format!("server task: {e}"),
+        })?;
+        r.map_err(|e| Error::Server {
+            detail: e.to_string(),
+        })
+    }
+
+    /// Stops accepting calls and waits for the server to finish.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.server).await;
+    }
+}
+
+/// Validates `config`, binds the listener and serves `fabrx.v1.Query` until
+/// [`Handle::stop`]. Connections to the vcservices open on the first request, so the
+/// node starts even while they are down (requests then fail `UNAVAILABLE`).
+pub async fn spawn(config: NodeConfig) -> Result<Handle> {
+    let upstream = VcUpstream::new(
+        &config.vcservices,
+        UpstreamConfig {
+            call_timeout: config.limits.call_timeout,
+            connect_timeout: config.limits.connect_timeout,
+        },
+    )?;
+    let service = QueryService::new(
+        Arc::new(upstream),
+        config.limits.max_concurrent.get(),
+        config.limits.queue_timeout,
+    );
+    let listen_error = |e: std::io::Error| Error::Listen {
+        addr: config.listen,
+        reason: e.to_string(),
+    };
+    let listener = TcpListener::bind(config.listen).await.map_err(listen_error)?;
+    let addr = listener.local_addr().map_err(listen_error)?;
+    info!(%addr, vcservices = config.vcservices.len(), tls = wire::tls::installed().is_some(), "query listening");
+    let (incoming, _stats) = wire::server::incoming(listener, &config.server);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        wire::server::builder(&config.server)
+            .add_service(service.into_server())
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            }),
+    );
+    Ok(Handle {
+        addr,
+        server,
+        stop: Some(stop),
+    })
+}

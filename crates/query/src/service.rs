@@ -1,0 +1,87 @@
+//! The gRPC shell of the query service (`fabrx.v1.Query`): checks a request, waits for
+//! one of a bounded number of permits, and forwards it to the party's vcservices.
+
+use crate::check;
+use crate::upstream::VcUpstream;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::{Request, Response, Status};
+use tracing::instrument;
+use wire::pb;
+use wire::pb::query_server::{Query, QueryServer};
+
+/// Largest request accepted (`wire::limits::TOKEN_SERVICE_MAX_MESSAGE_BYTES`).
+pub const MAX_REQUEST_BYTES: usize = wire::limits::TOKEN_SERVICE_MAX_MESSAGE_BYTES;
+
+/// Largest answer sent: rows (`wire::limits::ROWS_RESULT`) or statuses
+/// (`wire::limits::TX_STATUS_BATCH`), as large as the vcservice sends them.
+pub const MAX_ANSWER_BYTES: usize = wire::limits::COMMITTER_MAX_ANSWER_BYTES;
+
+/// The tonic service. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct QueryService {
+    upstream: Arc<VcUpstream>,
+    permits: Arc<Semaphore>,
+    queue_timeout: Duration,
+}
+
+impl QueryService {
+    /// A service over `upstream` serving at most `max_concurrent` requests at once; a
+    /// request that waits longer than `queue_timeout` for its turn is refused
+    /// `RESOURCE_EXHAUSTED`.
+    pub fn new(upstream: Arc<VcUpstream>, max_concurrent: usize, queue_timeout: Duration) -> QueryService {
+        QueryService {
+            upstream,
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            queue_timeout,
+        }
+    }
+
+    /// The tonic server wrapper, with the message limits.
+    pub fn into_server(self) -> QueryServer<QueryService> {
+        QueryServer::new(self)
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
+            .max_encoding_message_size(MAX_ANSWER_BYTES)
+    }
+
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, Status> {
+        match tokio::time::timeout(self.queue_timeout, self.permits.clone().acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_)) => Err(Status::unavailable("query service shutting down")),
+            Err(_) => Err(Status::resource_exhausted(format!(
+                "query service busy: no turn within {:?}",
+                self.queue_timeout
+            ))),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Query for QueryService {
+    #[instrument(skip_all)]
+    async fn get_rows(&self, request: Request<pb::RowsQuery>) -> Result<Response<pb::RowsResult>, Status> {
+        let q = request.into_inner();
+        check::rows_query(&q)?;
+        let _permit = self.permit().await?;
+        self.upstream.read_rows(q).await.map(Response::new)
+    }
+
+    #[instrument(skip_all)]
+    async fn get_owned(&self, request: Request<pb::OwnedQuery>) -> Result<Response<pb::RowsResult>, Status> {
+        let q = check::owned_query(request.into_inner())?;
+        let _permit = self.permit().await?;
+        self.upstream.owned_rows(q).await.map(Response::new)
+    }
+
+    #[instrument(skip_all)]
+    async fn get_tx_status(
+        &self,
+        request: Request<pb::StatusQuery>,
+    ) -> Result<Response<pb::TxStatusBatch>, Status> {
+        let q = request.into_inner();
+        check::status_query(&q)?;
+        let _permit = self.permit().await?;
+        self.upstream.statuses(q).await.map(Response::new)
+    }
+}

@@ -1,0 +1,380 @@
+//! What an endorser checks before it signs (docs/token.md "Endorsement").
+//!
+//! [`check_request`] needs only the request and the endorser's policy: shape, the
+//! creator's signature, an issue's issuer, a transfer's inputs distinct, quantities
+//! positive and sums without overflow. [`check_inputs`] then takes the committed rows of
+//! the inputs (read at one snapshot): each exists, is unspent (version 0, a token), is
+//! owned by the creator, all inputs and outputs have one type, and the sums balance.
+
+use crate::request::{Action, Request};
+use crate::value::Token;
+use crate::{Address, address_to_hex};
+use std::collections::HashSet;
+
+/// Why an endorser refuses (the wire's `RejectReason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Ill-formed request.
+    Malformed,
+    /// The creator's signature does not verify.
+    BadSignature,
+    /// An issue by a key that may not issue.
+    NotIssuer,
+    /// An input is not in the committed state.
+    UnknownInput,
+    /// An input was spent.
+    SpentInput,
+    /// An input belongs to someone else.
+    NotOwner,
+    /// Types differ or sums do not balance.
+    Unbalanced,
+    /// The committed state could not be read.
+    StateUnavailable,
+}
+
+impl Reason {
+    /// The wire enum value.
+    pub fn to_pb(self) -> wire::pb::RejectReason {
+        use wire::pb::RejectReason as R;
+        match self {
+            Reason::Malformed => R::Malformed,
+            Reason::BadSignature => R::BadSignature,
+            Reason::NotIssuer => R::NotIssuer,
+            Reason::UnknownInput => R::UnknownInput,
+            Reason::SpentInput => R::SpentInput,
+            Reason::NotOwner => R::NotOwner,
+            Reason::Unbalanced => R::Unbalanced,
+            Reason::StateUnavailable => R::StateUnavailable,
+        }
+    }
+
+    /// From the wire enum value (`None` for unspecified or unknown).
+    pub fn from_pb(v: i32) -> Option<Reason> {
+        use wire::pb::RejectReason as R;
+        Some(match R::try_from(v).ok()? {
+            R::Malformed => Reason::Malformed,
+            R::BadSignature => Reason::BadSignature,
+            R::NotIssuer => Reason::NotIssuer,
+            R::UnknownInput => Reason::UnknownInput,
+            R::SpentInput => Reason::SpentInput,
+            R::NotOwner => Reason::NotOwner,
+            R::Unbalanced => Reason::Unbalanced,
+            R::StateUnavailable => Reason::StateUnavailable,
+            R::Unspecified => return None,
+        })
+    }
+
+    /// A short name for messages and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Malformed => "malformed",
+            Reason::BadSignature => "bad signature",
+            Reason::NotIssuer => "not an issuer",
+            Reason::UnknownInput => "unknown input",
+            Reason::SpentInput => "input already spent",
+            Reason::NotOwner => "not the owner",
+            Reason::Unbalanced => "unbalanced",
+            Reason::StateUnavailable => "state unavailable",
+        }
+    }
+}
+
+/// An endorser's refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {detail}", reason.name())]
+pub struct Rejection {
+    /// Why.
+    pub reason: Reason,
+    /// Details for people.
+    pub detail: String,
+}
+
+impl Rejection {
+    /// A refusal.
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Rejection {
+        Rejection {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What an endorser enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// The keys that may issue.
+    pub issuers: Vec<Address>,
+}
+
+/// The stateless checks.
+pub fn check_request(request: &Request, policy: &Policy) -> Result<(), Rejection> {
+    if request.outputs.is_empty() {
+        return Err(Rejection::new(
+            Reason::Malformed,
+            "a request must create at least one token",
+        ));
+    }
+    let mut total: u64 = 0;
+    for o in &request.outputs {
+        if o.quantity == 0 {
+            return Err(Rejection::new(Reason::Malformed, "an output of quantity 0"));
+        }
+        total = total
+            .checked_add(o.quantity)
+            .ok_or_else(|| Rejection::new(Reason::Malformed, "the outputs' sum overflows"))?;
+    }
+    match request.action {
+        Action::Issue => {
+            if !request.inputs.is_empty() {
+                return Err(Rejection::new(Reason::Malformed, "an issue spends no inputs"));
+            }
+            if !policy.issuers.contains(&request.creator) {
+                return Err(Rejection::new(
+                    Reason::NotIssuer,
+                    format!("{} is not an authorised issuer", address_to_hex(&request.creator)),
+                ));
+            }
+        }
+        Action::Transfer => {
+            if request.inputs.is_empty() {
+                return Err(Rejection::new(
+                    Reason::Malformed,
+                    "a transfer spends at least one input",
+                ));
+            }
+            let mut seen = HashSet::with_capacity(request.inputs.len());
+            if !request.inputs.iter().all(|k| seen.insert(k)) {
+                return Err(Rejection::new(Reason::Malformed, "an input is listed twice"));
+            }
+            let first = &request.outputs[0].token_type;
+            if request.outputs.iter().any(|o| &o.token_type != first) {
+                return Err(Rejection::new(
+                    Reason::Unbalanced,
+                    "outputs of more than one type",
+                ));
+            }
+        }
+    }
+    request.verify_signature()
+}
+
+/// A committed row of an input: its value and version (`None`: absent).
+pub type InputRow<'a> = Option<(&'a [u8], u64)>;
+
+/// The checks against the committed state: `rows[i]` is input `i`'s row.
+pub fn check_inputs(request: &Request, rows: &[InputRow<'_>]) -> Result<(), Rejection> {
+    if request.action == Action::Issue {
+        return Ok(());
+    }
+    if rows.len() != request.inputs.len() {
+        return Err(Rejection::new(
+            Reason::StateUnavailable,
+            "not every input was read",
+        ));
+    }
+    let mut sum: u64 = 0;
+    let token_type = &request.outputs[0].token_type;
+    for (key, row) in request.inputs.iter().zip(rows) {
+        let name = String::from_utf8_lossy(key);
+        let Some((value, version)) = row else {
+            return Err(Rejection::new(
+                Reason::UnknownInput,
+                format!("input {name} does not exist"),
+            ));
+        };
+        let token = match Token::decode(value) {
+            Ok(t) if *version == 0 => t,
+            _ => {
+                return Err(Rejection::new(
+                    Reason::SpentInput,
+                    format!("input {name} was spent"),
+                ));
+            }
+        };
+        if token.owner != request.creator {
+            return Err(Rejection::new(
+                Reason::NotOwner,
+                format!("input {name} belongs to {}", address_to_hex(&token.owner)),
+            ));
+        }
+        if &token.token_type != token_type {
+            return Err(Rejection::new(
+                Reason::Unbalanced,
+                format!(
+                    "input {name} is {:?}, the outputs {token_type:?}",
+                    token.token_type
+                ),
+            ));
+        }
+        sum = sum
+            .checked_add(token.quantity)
+            .ok_or_else(|| Rejection::new(Reason::Malformed, "the inputs' sum overflows"))?;
+    }
+    let out = request
+        .outputs
+        .iter()
+        .try_fold(0u64, |acc, o| acc.checked_add(o.quantity))
+        .ok_or_else(|| Rejection::new(Reason::Malformed, "the outputs' sum overflows"))?;
+    if sum != out {
+        return Err(Rejection::new(
+            Reason::Unbalanced,
+            format!("inputs hold {sum}, outputs {out}"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Output;
+    use crate::value::SPENT;
+
+    fn key(name: &str) -> crypto::SigningKey {
+        crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
+    }
+
+    fn addr(k: &crypto::SigningKey) -> Address {
+        k.public_key().as_bytes().try_into().unwrap()
+    }
+
+    fn out(owner: Address, q: u64) -> Output {
+        Output {
+            owner,
+            token_type: "EUR".into(),
+            quantity: q,
+        }
+    }
+
+    fn held(owner: Address, q: u64) -> Vec<u8> {
+        Token {
+            owner,
+            token_type: "EUR".into(),
+            quantity: q,
+            tx_id: "t0".into(),
+            index: 0,
+            sender: None,
+        }
+        .encode()
+    }
+
+    #[test]
+    fn only_issuers_issue() {
+        let (issuer, mallory) = (key("issuer"), key("mallory"));
+        let policy = Policy {
+            issuers: vec![addr(&issuer)],
+        };
+        let issue = |k: &crypto::SigningKey| {
+            Request::new(
+                Action::Issue,
+                b"n".to_vec(),
+                addr(k),
+                vec![],
+                vec![out([1; 32], 10)],
+            )
+            .sign(k)
+        };
+        check_request(&issue(&issuer), &policy).unwrap();
+        assert_eq!(
+            check_request(&issue(&mallory), &policy).unwrap_err().reason,
+            Reason::NotIssuer
+        );
+        // A request claiming the issuer's key but signed by another is refused.
+        let mut forged = issue(&mallory);
+        forged.creator = addr(&issuer);
+        assert_eq!(
+            check_request(&forged, &policy).unwrap_err().reason,
+            Reason::BadSignature
+        );
+    }
+
+    #[test]
+    fn transfers_must_balance_be_owned_and_unspent() {
+        let alice = key("alice");
+        let a = addr(&alice);
+        let policy = Policy { issuers: vec![] };
+        let transfer = |outs: Vec<Output>| {
+            Request::new(
+                Action::Transfer,
+                b"n".to_vec(),
+                a,
+                vec![b"k1".to_vec(), b"k2".to_vec()],
+                outs,
+            )
+            .sign(&alice)
+        };
+        let r = transfer(vec![out([2; 32], 30), out(a, 70)]);
+        check_request(&r, &policy).unwrap();
+        let (v1, v2) = (held(a, 60), held(a, 40));
+        check_inputs(&r, &[Some((&v1, 0)), Some((&v2, 0))]).unwrap();
+        let reason = |rows: &[InputRow<'_>]| check_inputs(&r, rows).unwrap_err().reason;
+        assert_eq!(reason(&[Some((&v1, 0)), None]), Reason::UnknownInput);
+        assert_eq!(reason(&[Some((&v1, 0)), Some((SPENT, 1))]), Reason::SpentInput);
+        assert_eq!(reason(&[Some((&v1, 0)), Some((&v2, 1))]), Reason::SpentInput);
+        let bob = held([2; 32], 40);
+        assert_eq!(reason(&[Some((&v1, 0)), Some((&bob, 0))]), Reason::NotOwner);
+        let less = held(a, 39);
+        assert_eq!(reason(&[Some((&v1, 0)), Some((&less, 0))]), Reason::Unbalanced);
+        let mut usd = Token::decode(&v2).unwrap();
+        usd.token_type = "USD".into();
+        let usd = usd.encode();
+        assert_eq!(reason(&[Some((&v1, 0)), Some((&usd, 0))]), Reason::Unbalanced);
+    }
+
+    #[test]
+    fn zero_overflowing_and_duplicate_inputs_are_malformed() {
+        let alice = key("alice");
+        let a = addr(&alice);
+        let policy = Policy { issuers: vec![a] };
+        let zero = Request::new(Action::Issue, b"n".to_vec(), a, vec![], vec![out(a, 0)]).sign(&alice);
+        assert_eq!(
+            check_request(&zero, &policy).unwrap_err().reason,
+            Reason::Malformed
+        );
+        let over = Request::new(
+            Action::Issue,
+            b"n".to_vec(),
+            a,
+            vec![],
+            vec![out(a, u64::MAX), out(a, 1)],
+        )
+        .sign(&alice);
+        assert_eq!(
+            check_request(&over, &policy).unwrap_err().reason,
+            Reason::Malformed
+        );
+        let dup = Request::new(
+            Action::Transfer,
+            b"n".to_vec(),
+            a,
+            vec![b"k".to_vec(), b"k".to_vec()],
+            vec![out(a, 1)],
+        )
+        .sign(&alice);
+        assert_eq!(
+            check_request(&dup, &policy).unwrap_err().reason,
+            Reason::Malformed
+        );
+        let none = Request::new(Action::Issue, b"n".to_vec(), a, vec![], vec![]).sign(&alice);
+        assert_eq!(
+            check_request(&none, &policy).unwrap_err().reason,
+            Reason::Malformed
+        );
+        // Inputs whose sum overflows.
+        let r = Request::new(
+            Action::Transfer,
+            b"n".to_vec(),
+            a,
+            vec![b"k1".to_vec(), b"k2".to_vec()],
+            vec![out(a, 1)],
+        )
+        .sign(&alice);
+        let big = held(a, u64::MAX);
+        assert_eq!(
+            check_inputs(&r, &[Some((&big, 0)), Some((&big, 0))])
+                .unwrap_err()
+                .reason,
+            Reason::Malformed
+        );
+    }
+}

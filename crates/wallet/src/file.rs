@@ -1,0 +1,295 @@
+//! The wallet file: JSON, mode 0600, replaced atomically (write a temporary file, fsync,
+//! rename, fsync the directory), and held by one command at a time through an exclusive
+//! lock on `<file>.lock`.
+
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// The format this code writes.
+pub const FORMAT: u32 = 1;
+
+/// A token the wallet holds (unspent when last seen).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldToken {
+    /// Its key in the token namespace.
+    pub key: String,
+    /// Its type.
+    pub token_type: String,
+    /// How much.
+    pub quantity: u64,
+    /// The tx that created it.
+    pub tx_id: String,
+    /// Who paid it (hex), absent for issued tokens.
+    pub sender: Option<String>,
+}
+
+/// A payment whose envelope may have reached the network: its inputs are locked until
+/// its final status is known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPayment {
+    /// The settlement tx id.
+    pub tx_id: String,
+    /// `issue` or `transfer`.
+    pub kind: String,
+    /// The payee (hex).
+    pub to: String,
+    /// How much.
+    pub amount: u64,
+    /// The type.
+    pub token_type: String,
+    /// Keys of the tokens it spends (locked).
+    pub inputs: Vec<String>,
+    /// The endorsed envelope (hex), sent again after a restart until its status is known.
+    pub envelope: String,
+}
+
+/// One line of history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The tx id.
+    pub tx_id: String,
+    /// `sent`, `received` or `issued` (by this wallet, to someone).
+    pub direction: String,
+    /// How much.
+    pub amount: u64,
+    /// The type.
+    pub token_type: String,
+    /// The other side (hex address; `issuer` for issued tokens received).
+    pub counterparty: String,
+    /// The final status (`COMMITTED` or the abort's name).
+    pub status: String,
+    /// The block it was decided in.
+    pub block: Option<u64>,
+}
+
+/// What the file holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalletFile {
+    /// Format version.
+    pub format: u32,
+    /// A name for people.
+    pub name: String,
+    /// The owner's Ed25519 secret key (hex).
+    pub secret_key: String,
+    /// Unspent tokens as last seen.
+    pub tokens: Vec<HeldToken>,
+    /// Payments whose outcome is not known yet.
+    pub pending: Vec<PendingPayment>,
+    /// Decided payments, oldest first.
+    pub history: Vec<HistoryEntry>,
+}
+
+impl WalletFile {
+    /// A new wallet for `key`.
+    pub fn new(name: String, key: &crypto::SigningKey) -> WalletFile {
+        WalletFile {
+            format: FORMAT,
+            name,
+            secret_key: hex::encode(key.to_bytes()),
+            tokens: Vec::new(),
+            pending: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    /// The owner's key.
+    pub fn key(&self) -> Result<crypto::SigningKey> {
+        let bytes = hex::decode(&self.secret_key).map_err(|e| Error::Invalid(format!("secret key: {e}")))?;
+        crypto::SigningKey::from_bytes(crypto::Scheme::Ed25519, &bytes)
+            .map_err(|e| Error::Invalid(format!("secret key: {e}")))
+    }
+
+    /// The owner's address.
+    pub fn address(&self) -> Result<token::Address> {
+        address_of(&self.key()?)
+    }
+
+    /// Keys locked by pending payments.
+    pub fn locked(&self) -> std::collections::HashSet<&str> {
+        self.pending
+            .iter()
+            .flat_map(|p| p.inputs.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+/// The address of an Ed25519 key.
+pub fn address_of(key: &crypto::SigningKey) -> Result<token::Address> {
+    key.public_key()
+        .as_bytes()
+        .try_into()
+        .map_err(|_| Error::Invalid("the wallet key is not an Ed25519 key".into()))
+}
+
+/// An open wallet: its file's content and the lock that makes this command its only user.
+#[derive(Debug)]
+pub struct Wallet {
+    path: PathBuf,
+    _lock: File,
+    /// The content.
+    pub data: WalletFile,
+}
+
+fn file_err(path: &Path, detail: impl std::fmt::Display) -> Error {
+    Error::File {
+        path: path.display().to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+fn lock(path: &Path) -> Result<File> {
+    let lp = lock_path(path);
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lp)
+        .map_err(|e| file_err(&lp, e))?;
+    if f.try_lock().is_err() {
+        eprintln!("waiting for another wallet command on {}", path.display());
+        f.lock().map_err(|e| file_err(&lp, e))?;
+    }
+    Ok(f)
+}
+
+impl Wallet {
+    /// Creates a new wallet file (refuses to overwrite one) with a fresh key.
+    pub fn create(path: &Path, name: String) -> Result<Wallet> {
+        let key = crypto::SigningKey::generate(crypto::Scheme::Ed25519, &mut rand::rngs::OsRng);
+        Wallet::create_with_key(path, name, &key)
+    }
+
+    /// Creates a new wallet file for `key` (refuses to overwrite one).
+    pub fn create_with_key(path: &Path, name: String, key: &crypto::SigningKey) -> Result<Wallet> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| file_err(dir, e))?;
+        }
+        let lock = lock(path)?;
+        if path.exists() {
+            return Err(file_err(path, "exists already (a wallet is never overwritten)"));
+        }
+        let w = Wallet {
+            path: path.to_path_buf(),
+            _lock: lock,
+            data: WalletFile::new(name, key),
+        };
+        w.save()?;
+        Ok(w)
+    }
+
+    /// Opens and locks an existing wallet file.
+    pub fn open(path: &Path) -> Result<Wallet> {
+        let lock = lock(path)?;
+        let meta = std::fs::metadata(path).map_err(|e| file_err(path, e))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(file_err(
+                path,
+                "is readable by others than its owner: `chmod 600` it (it holds a secret key)",
+            ));
+        }
+        let text = std::fs::read(path).map_err(|e| file_err(path, e))?;
+        let data: WalletFile =
+            serde_json::from_slice(&text).map_err(|e| file_err(path, format!("not a wallet: {e}")))?;
+        if data.format != FORMAT {
+            return Err(file_err(
+                path,
+                format!("format {} (this wallet reads {FORMAT})", data.format),
+            ));
+        }
+        data.key()?;
+        Ok(Wallet {
+            path: path.to_path_buf(),
+            _lock: lock,
+            data,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the file with the current content, atomically and durably.
+    pub fn save(&self) -> Result<()> {
+        let mut tmp = self.path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let text = serde_json::to_vec_pretty(&self.data).map_err(|e| file_err(&self.path, e))?;
+        {
+            let _ = std::fs::remove_file(&tmp);
+            let mut f = OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(|e| file_err(&tmp, e))?;
+            f.write_all(&text).map_err(|e| file_err(&tmp, e))?;
+            f.sync_all().map_err(|e| file_err(&tmp, e))?;
+        }
+        std::fs::rename(&tmp, &self.path).map_err(|e| file_err(&self.path, e))?;
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| file_err(dir, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wallet_is_created_once_private_and_reopened_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w/alice");
+        let w = Wallet::create(&path, "alice".into()).unwrap();
+        let addr = w.data.address().unwrap();
+        drop(w);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(
+            Wallet::create(&path, "again".into()).is_err(),
+            "never overwritten"
+        );
+        let w = Wallet::open(&path).unwrap();
+        assert_eq!(w.data.address().unwrap(), addr);
+        assert_eq!(w.data.name, "alice");
+        drop(w);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(Wallet::open(&path).is_err(), "a readable wallet is refused");
+    }
+
+    #[test]
+    fn a_save_replaces_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bob");
+        let mut w = Wallet::create(&path, "bob".into()).unwrap();
+        w.data.tokens.push(HeldToken {
+            key: "k".into(),
+            token_type: "EUR".into(),
+            quantity: 5,
+            tx_id: "t".into(),
+            sender: None,
+        });
+        w.save().unwrap();
+        drop(w);
+        assert_eq!(Wallet::open(&path).unwrap().data.tokens.len(), 1);
+        assert!(!dir.path().join("bob.tmp").exists());
+    }
+}

@@ -1,0 +1,394 @@
+//! The wallet's commands: sync, balance, and payments (issue, transfer).
+
+use crate::file::{HeldToken, HistoryEntry, PendingPayment, Wallet, WalletFile, address_of};
+use crate::net::TokenNetwork;
+use crate::{Error, Result};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+use token::{Action, Address, Output, Request, Settlement, Token, address_to_hex};
+use types::Status;
+
+/// A payment to make.
+#[derive(Debug, Clone)]
+pub struct Payment {
+    /// Issue (issuer wallets) or transfer.
+    pub action: Action,
+    /// The payee.
+    pub to: Address,
+    /// How much.
+    pub amount: u64,
+    /// The token type.
+    pub token_type: String,
+}
+
+/// How a payment ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentOutcome {
+    /// The settlement tx id.
+    pub tx_id: String,
+    /// Its final status.
+    pub status: Status,
+    /// The block it was decided in.
+    pub block: u64,
+}
+
+impl PaymentOutcome {
+    /// Why an aborted payment failed, for people.
+    pub fn reason(&self) -> Option<String> {
+        match self.status {
+            Status::Committed => None,
+            Status::AbortedMvccConflict => Some(
+                "double spend: an input was spent by another payment first (ABORTED_MVCC_CONFLICT)".into(),
+            ),
+            s => Some(format!("aborted: {}", s.name())),
+        }
+    }
+}
+
+/// Per type: (available, locked in pending payments).
+pub fn balance(w: &WalletFile) -> BTreeMap<String, (u64, u64)> {
+    let locked = w.locked();
+    let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for t in &w.tokens {
+        let e = out.entry(t.token_type.clone()).or_default();
+        if locked.contains(t.key.as_str()) {
+            e.1 = e.1.saturating_add(t.quantity);
+        } else {
+            e.0 = e.0.saturating_add(t.quantity);
+        }
+    }
+    out
+}
+
+fn held(t: &Token) -> HeldToken {
+    HeldToken {
+        key: String::from_utf8_lossy(&t.key()).into_owned(),
+        token_type: t.token_type.clone(),
+        quantity: t.quantity,
+        tx_id: t.tx_id.clone(),
+        sender: t.sender.as_ref().map(address_to_hex),
+    }
+}
+
+/// Moves a decided pending payment into the history.
+fn finalize(w: &mut WalletFile, tx_id: &str, status: Status, block: u64) {
+    let Some(pos) = w.pending.iter().position(|p| p.tx_id == tx_id) else {
+        return;
+    };
+    let p = w.pending.remove(pos);
+    if status == Status::Committed {
+        let spent: HashSet<&String> = p.inputs.iter().collect();
+        w.tokens.retain(|t| !spent.contains(&t.key));
+    }
+    w.history.push(HistoryEntry {
+        tx_id: p.tx_id,
+        direction: if p.kind == "issue" { "issued" } else { "sent" }.into(),
+        amount: p.amount,
+        token_type: p.token_type,
+        counterparty: p.to,
+        status: status.name().into(),
+        block: Some(block),
+    });
+}
+
+/// Settles what is known about pending payments: decided ones move to the history
+/// (their inputs unlocked, or spent); undecided ones are sent again (the same envelope:
+/// a tx id is decided once) and waited for up to `wait`. Returns how many are left.
+pub async fn resolve_pending(w: &mut WalletFile, net: &TokenNetwork, wait: Duration) -> Result<usize> {
+    if w.pending.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<String> = w.pending.iter().map(|p| p.tx_id.clone()).collect();
+    let known = net.statuses(&ids).await?;
+    for (id, (status, block)) in &known {
+        finalize(w, id, *status, *block);
+    }
+    let undecided: Vec<PendingPayment> = w.pending.clone();
+    for p in undecided {
+        let Ok(envelope) = hex::decode(&p.envelope) else {
+            continue;
+        };
+        net.submit(&envelope).await;
+        if let Some((status, block)) = net.wait_status(&p.tx_id, wait).await? {
+            finalize(w, &p.tx_id, status, block);
+        }
+    }
+    Ok(w.pending.len())
+}
+
+/// Replaces the known tokens with the unspent ones the committed state gives this
+/// wallet's owner, and records payments received since the last sync in the history.
+pub async fn refresh(w: &mut WalletFile, net: &TokenNetwork) -> Result<()> {
+    let me = w.address()?;
+    let owned = net.owned(&me).await?;
+    let known: HashSet<&str> = w
+        .history
+        .iter()
+        .map(|h| h.tx_id.as_str())
+        .chain(w.pending.iter().map(|p| p.tx_id.as_str()))
+        .collect();
+    let mut incoming: BTreeMap<String, (u64, String, String)> = BTreeMap::new();
+    for t in owned
+        .iter()
+        .filter(|t| t.sender != Some(me) && !known.contains(t.tx_id.as_str()))
+    {
+        let e = incoming.entry(t.tx_id.clone()).or_insert_with(|| {
+            let from = t
+                .sender
+                .as_ref()
+                .map_or_else(|| "issuer".to_string(), address_to_hex);
+            (0, t.token_type.clone(), from)
+        });
+        e.0 = e.0.saturating_add(t.quantity);
+    }
+    let ids: Vec<String> = incoming.keys().cloned().collect();
+    let blocks: HashMap<String, (Status, u64)> = if ids.is_empty() {
+        HashMap::new()
+    } else {
+        net.statuses(&ids).await?
+    };
+    for (tx_id, (amount, token_type, from)) in incoming {
+        let block = blocks.get(&tx_id).map(|(_, b)| *b);
+        w.history.push(HistoryEntry {
+            tx_id,
+            direction: "received".into(),
+            amount,
+            token_type,
+            counterparty: from,
+            status: Status::Committed.name().into(),
+            block,
+        });
+    }
+    w.tokens = owned.iter().map(held).collect();
+    Ok(())
+}
+
+/// Resolves pending payments and refreshes the tokens; saves the file.
+pub async fn sync(w: &mut Wallet, net: &TokenNetwork, wait: Duration) -> Result<usize> {
+    let left = resolve_pending(&mut w.data, net, wait).await?;
+    refresh(&mut w.data, net).await?;
+    w.save()?;
+    Ok(left)
+}
+
+/// Chooses unlocked tokens of `token_type` worth at least `amount` (largest first).
+fn select_inputs(w: &WalletFile, token_type: &str, amount: u64) -> Result<(Vec<HeldToken>, u64)> {
+    let locked = w.locked();
+    let mut candidates: Vec<&HeldToken> = w
+        .tokens
+        .iter()
+        .filter(|t| t.token_type == token_type && !locked.contains(t.key.as_str()))
+        .collect();
+    candidates.sort_by(|a, b| b.quantity.cmp(&a.quantity).then(a.key.cmp(&b.key)));
+    let mut chosen = Vec::new();
+    let mut sum: u64 = 0;
+    for t in candidates {
+        if sum >= amount || chosen.len() >= token::MAX_INPUTS {
+            break;
+        }
+        sum = sum.saturating_add(t.quantity);
+        chosen.push(t.clone());
+    }
+    if sum < amount {
+        let locked_sum: u64 = w
+            .tokens
+            .iter()
+            .filter(|t| t.token_type == token_type && locked.contains(t.key.as_str()))
+            .map(|t| t.quantity)
+            .fold(0, u64::saturating_add);
+        return Err(Error::InsufficientFunds {
+            available: sum,
+            needed: amount,
+            token_type: token_type.into(),
+            locked: if locked_sum > 0 {
+                format!(" ({locked_sum} more locked in pending payments)")
+            } else {
+                String::new()
+            },
+        });
+    }
+    Ok((chosen, sum))
+}
+
+/// Builds and signs the request of `payment` from this wallet.
+fn build_request(w: &WalletFile, payment: &Payment) -> Result<(Request, Vec<String>)> {
+    if payment.amount == 0 {
+        return Err(Error::Invalid("the amount must be at least 1".into()));
+    }
+    let key = w.key()?;
+    let me = address_of(&key)?;
+    let nonce: [u8; 32] = rand::random();
+    let payee = Output {
+        owner: payment.to,
+        token_type: payment.token_type.clone(),
+        quantity: payment.amount,
+    };
+    let (inputs, outputs) = match payment.action {
+        Action::Issue => (Vec::new(), vec![payee]),
+        Action::Transfer => {
+            let (chosen, sum) = select_inputs(w, &payment.token_type, payment.amount)?;
+            let mut outputs = vec![payee];
+            let change = sum.saturating_sub(payment.amount);
+            if change > 0 {
+                outputs.push(Output {
+                    owner: me,
+                    token_type: payment.token_type.clone(),
+                    quantity: change,
+                });
+            }
+            (chosen.into_iter().map(|t| t.key).collect(), outputs)
+        }
+    };
+    let keys = inputs.iter().map(|k| k.clone().into_bytes()).collect();
+    let request = Request::new(payment.action, nonce.to_vec(), me, keys, outputs).sign(&key);
+    Ok((request, inputs))
+}
+
+/// Makes a payment: sync, select inputs, endorse (t of n), aggregate, write the pending
+/// payment (inputs locked), submit to every router, wait up to `wait` for the final
+/// status, record it. Before the pending payment is written nothing is saved: a failure
+/// there leaves the wallet file as it was.
+pub async fn pay(
+    w: &mut Wallet,
+    net: &TokenNetwork,
+    payment: &Payment,
+    wait: Duration,
+) -> Result<PaymentOutcome> {
+    let original = w.data.clone();
+    let mut data = w.data.clone();
+    resolve_pending(&mut data, net, wait).await?;
+    refresh(&mut data, net).await?;
+    let (request, inputs) = build_request(&data, payment)?;
+    let settlement = Settlement::build(&request, &net.namespace, net.ns_version);
+    let message = settlement.endorsement_bytes();
+    let partials = net.endorse(&request, &message).await?;
+    let aggregate = crypto::aggregate_partials(&net.public, &partials)
+        .map_err(|e| Error::Invalid(format!("aggregating the endorsements: {e}")))?;
+    crypto::verify_namespace_endorsement(net.public.group_public_key(), &message, &aggregate)
+        .map_err(|e| Error::Invalid(format!("the aggregate endorsement does not verify: {e}")))?;
+    let envelope = token::envelope(&request, &settlement, aggregate.as_bytes(), &data.key()?);
+    let tx_id = settlement.tx_id.0.clone();
+    data.pending.push(PendingPayment {
+        tx_id: tx_id.clone(),
+        kind: match payment.action {
+            Action::Issue => "issue",
+            Action::Transfer => "transfer",
+        }
+        .into(),
+        to: address_to_hex(&payment.to),
+        amount: payment.amount,
+        token_type: payment.token_type.clone(),
+        inputs,
+        envelope: hex::encode(&envelope),
+    });
+    w.data = data;
+    w.save()?;
+    let submitted = net.submit(&envelope).await;
+    if submitted.acks == 0 {
+        // No router holds it: it can never be ordered. Back to the file as it was.
+        w.data = original;
+        w.save()?;
+        return Err(Error::Unreachable(format!(
+            "no router accepted the payment (0 of {})",
+            net.routers.len()
+        )));
+    }
+    let Some((status, block)) = net.wait_status(&tx_id, wait).await? else {
+        return Err(Error::Unconfirmed {
+            tx_id,
+            detail: format!(
+                "{} of {} routers accepted it (quorum {}), no final status within {wait:?}",
+                submitted.acks,
+                net.routers.len(),
+                submitted.quorum
+            ),
+        });
+    };
+    finalize(&mut w.data, &tx_id, status, block);
+    if status == Status::Committed {
+        let me = w.data.address()?;
+        w.data
+            .tokens
+            .extend(settlement.outputs.iter().filter(|t| t.owner == me).map(held));
+    }
+    w.save()?;
+    Ok(PaymentOutcome { tx_id, status, block })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wallet_with(tokens: &[(&str, u64)]) -> WalletFile {
+        let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, "ops-test");
+        let mut w = WalletFile::new("t".into(), &key);
+        for (k, q) in tokens {
+            w.tokens.push(HeldToken {
+                key: (*k).into(),
+                token_type: "EUR".into(),
+                quantity: *q,
+                tx_id: "t".into(),
+                sender: None,
+            });
+        }
+        w
+    }
+
+    #[test]
+    fn inputs_cover_the_amount_and_locked_tokens_are_left_alone() {
+        let mut w = wallet_with(&[("a", 100), ("b", 500), ("c", 300)]);
+        let (chosen, sum) = select_inputs(&w, "EUR", 600).unwrap();
+        assert_eq!((chosen.len(), sum), (2, 800));
+        w.pending.push(PendingPayment {
+            tx_id: "p".into(),
+            kind: "transfer".into(),
+            to: "x".into(),
+            amount: 1,
+            token_type: "EUR".into(),
+            inputs: vec!["b".into()],
+            envelope: String::new(),
+        });
+        assert_eq!(balance(&w)["EUR"], (400, 500));
+        let e = select_inputs(&w, "EUR", 600).unwrap_err();
+        assert!(e.to_string().contains("insufficient funds"), "{e}");
+        assert!(e.to_string().contains("500 more locked"), "{e}");
+        assert!(select_inputs(&w, "USD", 1).is_err());
+    }
+
+    #[test]
+    fn a_transfer_pays_change_back_and_signs() {
+        let w = wallet_with(&[("a", 1000)]);
+        let payment = Payment {
+            action: Action::Transfer,
+            to: [9; 32],
+            amount: 300,
+            token_type: "EUR".into(),
+        };
+        let (req, inputs) = build_request(&w, &payment).unwrap();
+        assert_eq!(inputs, vec!["a".to_string()]);
+        assert_eq!(req.outputs.len(), 2);
+        assert_eq!((req.outputs[0].quantity, req.outputs[1].quantity), (300, 700));
+        req.verify_signature().unwrap();
+        let zero = Payment { amount: 0, ..payment };
+        assert!(build_request(&w, &zero).is_err());
+    }
+
+    #[test]
+    fn a_decided_payment_leaves_pending_for_the_history() {
+        let mut w = wallet_with(&[("a", 1000)]);
+        w.pending.push(PendingPayment {
+            tx_id: "p".into(),
+            kind: "transfer".into(),
+            to: "bob".into(),
+            amount: 300,
+            token_type: "EUR".into(),
+            inputs: vec!["a".into()],
+            envelope: String::new(),
+        });
+        finalize(&mut w, "p", Status::AbortedMvccConflict, 7);
+        assert!(w.pending.is_empty());
+        assert_eq!(w.tokens.len(), 1, "an aborted payment spends nothing");
+        assert_eq!(w.history[0].status, "ABORTED_MVCC_CONFLICT");
+        assert_eq!(w.history[0].block, Some(7));
+    }
+}
