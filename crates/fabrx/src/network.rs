@@ -43,6 +43,16 @@ pub struct GenerateArgs {
     /// certificates; any process can call any node).
     #[arg(long)]
     insecure: bool,
+    /// Lay the network out for Kubernetes (docs/deploy.md): party p's nodes in namespace
+    /// PATTERN with `{party}` replaced by p (e.g. `fabrx-party{party}`), every endpoint a
+    /// Service DNS name on a fixed port per role (`router.fabrx-party1.svc.cluster.local:7050`),
+    /// plus `<dir>/k8s/shared/` (public) and `<dir>/k8s/party<p>/secret.yaml` (party p's
+    /// keys). `--host` and `--base-port` are then unused.
+    #[arg(long, value_name = "NAMESPACE_PATTERN", conflicts_with_all = ["host", "base_port"])]
+    k8s: Option<String>,
+    /// The cluster's DNS domain, with `--k8s`.
+    #[arg(long, default_value = netconfig::k8s::DEFAULT_CLUSTER_DOMAIN, requires = "k8s")]
+    k8s_domain: String,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -66,8 +76,17 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         dir: args.dir,
         tls: !args.insecure,
     };
-    let g = netconfig::generate(&spec)
-        .with_context(|| format!("generating a network in {}", spec.dir.display()))?;
+    let (g, k8s) = match &args.k8s {
+        None => (netconfig::generate(&spec), None),
+        Some(pattern) => {
+            let layout = netconfig::k8s::K8sLayout::new(pattern, &args.k8s_domain)?;
+            match netconfig::k8s::generate_k8s(&spec, &layout) {
+                Ok(k) => (Ok(k.network.clone()), Some(k)),
+                Err(e) => (Err(e), None),
+            }
+        }
+    };
+    let g = g.with_context(|| format!("generating a network in {}", spec.dir.display()))?;
     if args.json {
         let key_files: Vec<serde_json::Value> = g
             .key_files
@@ -81,6 +100,12 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
             "shards": spec.shards,
             "seeded": spec.seed.is_some(),
             "key_files": key_files,
+            "k8s": k8s.as_ref().map(|k| serde_json::json!({
+                "shared": k.shared_dir,
+                "secrets": k.secrets.iter()
+                    .map(|(p, path)| serde_json::json!({ "party": p, "path": path }))
+                    .collect::<Vec<_>>(),
+            })),
         });
         println!("{line}");
         return Ok(());
@@ -94,6 +119,15 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     println!("consenter peer keys: {}", g.peer_keys_path.display());
     for (node, path) in &g.key_files {
         println!("{node}: {}", path.display());
+    }
+    if let Some(k) = &k8s {
+        println!("kubernetes, shared with every party: {}", k.shared_dir.display());
+        for (party, path) in &k.secrets {
+            println!(
+                "kubernetes, party {party}'s secret (give it to party {party} only): {}",
+                path.display()
+            );
+        }
     }
     if spec.seed.is_some() {
         println!("keys derived from a seed: for tests and demos only");

@@ -550,7 +550,8 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         ordering_nodes(&config, &dir, &exe_text)
     };
     nodes.extend(committer_nodes(&config, &dir, &exe_text, args.committers)?);
-    if !args.no_token {
+    // The token application needs the orderer (its namespace is created through it).
+    if !args.no_token && !args.no_orderer {
         nodes.extend(token_nodes(&config, &dir, &exe_text, args.committers)?);
     }
     // Nodes of a previous `up` that still run are kept.

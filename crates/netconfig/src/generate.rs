@@ -267,6 +267,15 @@ fn write_key(path: &Path, key: &SigningKey) -> Result<()> {
 /// that already holds a network config or any of the key files; validates the config
 /// before writing anything.
 pub fn generate(spec: &GenerateSpec) -> Result<Generated> {
+    generate_with(spec, &|_| Ok(()))
+}
+
+/// [`generate`], with `rewrite` applied to the network file (e.g. its endpoints, by
+/// [`crate::k8s`]) after it is built and before it is validated and written.
+pub(crate) fn generate_with(
+    spec: &GenerateSpec,
+    rewrite: &dyn Fn(&mut NetworkFile) -> Result<()>,
+) -> Result<Generated> {
     if spec.parties == 0 {
         return Err(Error::NoParties);
     }
@@ -283,6 +292,7 @@ pub fn generate(spec: &GenerateSpec) -> Result<Generated> {
     };
     let token = crate::token::generated(spec.seed, &spec.host, spec.base_port, spec.parties, spec.shards)?;
     let (mut file, keys) = build(spec, &meta_key.public_key(), token.file.clone())?;
+    rewrite(&mut file)?;
     if spec.tls {
         file.tls = Some(crate::tls::generate(&spec.dir, &spec.host, &tls_holders(spec))?);
     }

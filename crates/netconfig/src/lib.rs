@@ -11,6 +11,8 @@
 //!   `consenter_node_config`, …).
 //! * [`generate`](mod@generate) — writing a new network's config and key files
 //!   (`fabrx network generate`).
+//! * [`k8s`] — the same network laid out for Kubernetes: service DNS names, one
+//!   namespace and one Secret per party (`fabrx network generate --k8s`).
 //!
 //! This crate depends on the role crates (router, batcher, consenter, bft) to produce their
 //! configs; they never depend on it, so each role stays usable without the file.
@@ -21,6 +23,7 @@ pub mod endpoint;
 mod error;
 pub mod file;
 pub mod generate;
+pub mod k8s;
 mod params;
 pub mod roles;
 pub mod tls;

