@@ -20,6 +20,9 @@ pub struct QueryArgs {
     /// Listen address (`ip:port`; port 0 picks one). Default: its endpoint in the config.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Prometheus `/metrics` listen address (off when absent).
+    #[arg(long)]
+    metrics: Option<String>,
     #[command(flatten)]
     server: crate::server_args::ServerArgs,
 }
@@ -37,7 +40,16 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let vcservice = config.committer_party(args.party)?.vcservice.uri();
     let mut cfg = query::node::NodeConfig::new(listen, vec![vcservice]);
     cfg.server = args.server.limits();
-    let handle = query::node::spawn(cfg)
+    let metrics = match &args.metrics {
+        None => None,
+        Some(addr) => {
+            let registry = prometheus::Registry::new();
+            let m = query::metrics::Metrics::register(&registry)?;
+            crate::metrics_http::serve(addr.clone(), registry).await?;
+            Some(m)
+        }
+    };
+    let handle = query::node::spawn_with_metrics(cfg, metrics)
         .await
         .with_context(|| format!("starting party {} query service", args.party))?;
     info!(party = args.party, addr = %handle.addr, "query service listening");

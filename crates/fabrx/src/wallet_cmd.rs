@@ -167,7 +167,15 @@ async fn balance(
 ) -> anyhow::Result<()> {
     let net = token_network(dir)?;
     let mut w = Wallet::open(file)?;
-    let pending = ops::sync(&mut w, &net, wait.min(Duration::from_secs(10))).await?;
+    // Offline, the balance as last seen is still worth showing, marked as such.
+    let pending = match ops::sync(&mut w, &net, wait.min(Duration::from_secs(10))).await {
+        Ok(p) => p,
+        Err(e @ wallet::Error::Unreachable(_)) => {
+            eprintln!("warning: {e}; showing the balance as last seen");
+            w.data.pending.len()
+        }
+        Err(e) => return Err(e.into()),
+    };
     let balances = ops::balance(&w.data);
     let shown: Vec<_> = balances
         .iter()

@@ -101,6 +101,14 @@ impl Handle {
 /// [`Handle::stop`]. Connections to the vcservices open on the first request, so the
 /// node starts even while they are down (requests then fail `UNAVAILABLE`).
 pub async fn spawn(config: NodeConfig) -> Result<Handle> {
+    spawn_with_metrics(config, None).await
+}
+
+/// [`spawn`], recording into `metrics` (`fabrx_query_*`).
+pub async fn spawn_with_metrics(
+    config: NodeConfig,
+    metrics: Option<crate::metrics::Metrics>,
+) -> Result<Handle> {
     let upstream = VcUpstream::new(
         &config.vcservices,
         UpstreamConfig {
@@ -112,7 +120,8 @@ pub async fn spawn(config: NodeConfig) -> Result<Handle> {
         Arc::new(upstream),
         config.limits.max_concurrent.get(),
         config.limits.queue_timeout,
-    );
+    )
+    .with_metrics(metrics);
     let listen_error = |e: std::io::Error| Error::Listen {
         addr: config.listen,
         reason: e.to_string(),

@@ -2,6 +2,7 @@
 //! one of a bounded number of permits, and forwards it to the party's vcservices.
 
 use crate::check;
+use crate::metrics::Metrics;
 use crate::upstream::VcUpstream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,7 @@ pub struct QueryService {
     upstream: Arc<VcUpstream>,
     permits: Arc<Semaphore>,
     queue_timeout: Duration,
+    metrics: Option<Metrics>,
 }
 
 impl QueryService {
@@ -35,7 +37,31 @@ impl QueryService {
             upstream,
             permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
             queue_timeout,
+            metrics: None,
         }
+    }
+
+    /// The service recording into `metrics`.
+    pub fn with_metrics(mut self, metrics: Option<Metrics>) -> QueryService {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Runs `answer` for RPC `rpc`, recording its outcome and latency.
+    async fn measured<T>(
+        &self,
+        rpc: &str,
+        answer: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        let Some(m) = &self.metrics else {
+            return answer.await;
+        };
+        let started = std::time::Instant::now();
+        m.in_flight.inc();
+        let outcome = answer.await;
+        m.in_flight.dec();
+        m.observe(rpc, started.elapsed().as_secs_f64(), &outcome);
+        outcome
     }
 
     /// The tonic server wrapper, with the message limits.
@@ -61,17 +87,23 @@ impl QueryService {
 impl Query for QueryService {
     #[instrument(skip_all)]
     async fn get_rows(&self, request: Request<pb::RowsQuery>) -> Result<Response<pb::RowsResult>, Status> {
-        let q = request.into_inner();
-        check::rows_query(&q)?;
-        let _permit = self.permit().await?;
-        self.upstream.read_rows(q).await.map(Response::new)
+        self.measured("rows", async {
+            let q = request.into_inner();
+            check::rows_query(&q)?;
+            let _permit = self.permit().await?;
+            self.upstream.read_rows(q).await.map(Response::new)
+        })
+        .await
     }
 
     #[instrument(skip_all)]
     async fn get_owned(&self, request: Request<pb::OwnedQuery>) -> Result<Response<pb::RowsResult>, Status> {
-        let q = check::owned_query(request.into_inner())?;
-        let _permit = self.permit().await?;
-        self.upstream.owned_rows(q).await.map(Response::new)
+        self.measured("owned", async {
+            let q = check::owned_query(request.into_inner())?;
+            let _permit = self.permit().await?;
+            self.upstream.owned_rows(q).await.map(Response::new)
+        })
+        .await
     }
 
     #[instrument(skip_all)]
@@ -79,9 +111,12 @@ impl Query for QueryService {
         &self,
         request: Request<pb::StatusQuery>,
     ) -> Result<Response<pb::TxStatusBatch>, Status> {
-        let q = request.into_inner();
-        check::status_query(&q)?;
-        let _permit = self.permit().await?;
-        self.upstream.statuses(q).await.map(Response::new)
+        self.measured("status", async {
+            let q = request.into_inner();
+            check::status_query(&q)?;
+            let _permit = self.permit().await?;
+            self.upstream.statuses(q).await.map(Response::new)
+        })
+        .await
     }
 }

@@ -395,3 +395,34 @@ async fn requests_beyond_the_bound_are_refused() {
     assert!(e.message().contains("no answer within"), "{}", e.message());
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_answers_by_rpc_and_outcome() {
+    let vc = vcservice().await;
+    let registry = prometheus::Registry::new();
+    let metrics = query::metrics::Metrics::register(&registry).unwrap();
+    let config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
+    let node = query::node::spawn_with_metrics(config, Some(metrics.clone()))
+        .await
+        .unwrap();
+    let mut client = QueryClient::connect(format!("http://{}", node.addr))
+        .await
+        .unwrap();
+    client.get_rows(rows_query(&["t1"])).await.unwrap();
+    client.get_rows(rows_query(&["t1"])).await.unwrap();
+    let bad = pb::RowsQuery {
+        namespace: "Not A Namespace".into(),
+        keys: vec![b"k".to_vec()],
+    };
+    assert!(client.get_rows(bad).await.is_err());
+    let count = |rpc: &str, outcome: &str| metrics.requests.with_label_values(&[rpc, outcome]).get();
+    assert_eq!(count("rows", "ok"), 2);
+    assert_eq!(count("rows", "InvalidArgument"), 1);
+    assert_eq!(metrics.latency.with_label_values(&["rows"]).get_sample_count(), 3);
+    assert_eq!(metrics.in_flight.get(), 0);
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(text.contains("fabrx_query_requests_total"), "{text}");
+    node.stop().await;
+}
