@@ -5,11 +5,13 @@
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use loadgen::committer::{self, Progress, RunInfo};
+use loadgen::series::{Schedule, Series};
 use loadgen::summary::Baseline;
 use loadgen::{Scheme, Summary, Workload, WorkloadSpec};
 use sidecar::pipeline::PipelineConfig;
 use std::io::IsTerminal;
 use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vcservice::config::{BackendOptions, DbTarget, open_backend};
@@ -34,9 +36,10 @@ pub struct LoadgenArgs {
     /// What to load.
     #[arg(long, value_enum)]
     target: Target,
-    /// Load blocks (the genesis blocks come on top).
-    #[arg(long, default_value_t = 200)]
-    blocks: usize,
+    /// Load blocks (the genesis blocks come on top) [default: 200; with --rates, what
+    /// the steps send].
+    #[arg(long)]
+    blocks: Option<usize>,
     /// Txs per load block.
     #[arg(long, default_value_t = 500)]
     block_size: usize,
@@ -87,24 +90,127 @@ pub struct LoadgenArgs {
     /// Txs of the serial commit baseline (and of the verify sample).
     #[arg(long, default_value_t = 2000)]
     baseline_txs: usize,
+    /// Write `per_second.csv`, `summary.json` and `report.svg` into this directory
+    /// (created if needed).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Open-loop rate steps, txs per second, comma-separated (committer and network
+    /// targets; needs --step-seconds).
+    #[arg(long, value_delimiter = ',', value_name = "R1,R2,…")]
+    rates: Vec<f64>,
+    /// How long each rate step of --rates lasts, in seconds.
+    #[arg(long, value_name = "SECS")]
+    step_seconds: Option<f64>,
     #[command(flatten)]
     pub(crate) network: crate::loadgen_network::NetworkArgs,
 }
 
+/// The default of `--blocks`.
+const DEFAULT_BLOCKS: usize = 200;
+
 /// Runs the command.
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
+    let schedule = schedule_of(&args)?;
     match args.target {
-        Target::Committer => committer_load(args).await,
+        Target::Committer => committer_load(args, schedule).await,
         Target::Network => {
-            let spec = spec_of(&args)?;
-            crate::loadgen_network::run(spec, &args.network, args.json).await
+            let spec = spec_of(&args, &schedule)?;
+            let out = crate::loadgen_network::Output {
+                json: args.json,
+                report: args.report.as_deref(),
+            };
+            crate::loadgen_network::run(spec, &args.network, schedule, out).await
         }
         Target::MockOrderer => {
-            let spec = spec_of(&args)?;
+            let spec = spec_of(&args, &schedule)?;
             let (dir, party, drain) = args.network.mock_args()?;
-            crate::loadgen_mock::run(spec, &dir, party, drain, args.verify_serial).await
+            let run = crate::loadgen_mock::MockArgs {
+                dir: &dir,
+                party,
+                drain,
+                verify_serial: args.verify_serial,
+                report: args.report.as_deref(),
+            };
+            crate::loadgen_mock::run(spec, run).await
         }
     }
+}
+
+/// When the load's txs are due: `--rates` steps, `--rate`, or as fast as the target
+/// takes them; combinations that make no sense are refused.
+fn schedule_of(args: &LoadgenArgs) -> anyhow::Result<Schedule> {
+    let net = &args.network;
+    if args.rates.is_empty() {
+        anyhow::ensure!(
+            args.step_seconds.is_none(),
+            "--step-seconds needs --rates (the rate of each step)"
+        );
+        if args.target == Target::MockOrderer {
+            anyhow::ensure!(
+                net.rate.is_none(),
+                "--rate is not supported with --target mock-orderer (it serves blocks as fast as the sidecar takes them)"
+            );
+        }
+        return Ok(match net.rate {
+            Some(rate) => {
+                anyhow::ensure!(rate.is_finite() && rate > 0.0, "invalid --rate: must be positive");
+                Schedule::Fixed { rate }
+            }
+            None => Schedule::Unpaced,
+        });
+    }
+    anyhow::ensure!(
+        args.target != Target::MockOrderer,
+        "--rates is not supported with --target mock-orderer (it serves blocks as fast as the sidecar takes them); use --target committer or network"
+    );
+    let secs = args
+        .step_seconds
+        .context("--rates needs --step-seconds (how long each step lasts)")?;
+    for (flag, given) in [
+        ("--rate", net.rate.is_some()),
+        ("--duration", net.duration.is_some()),
+        ("--txs", net.txs.is_some()),
+        ("--blocks", args.blocks.is_some()),
+    ] {
+        anyhow::ensure!(
+            !given,
+            "--rates cannot be combined with {flag}: the steps set the rate, the length and the number of txs"
+        );
+    }
+    let schedule = Schedule::steps(&args.rates, secs)?;
+    if args.target == Target::Committer {
+        // The committer takes whole blocks: a step must hold at least one.
+        for r in &args.rates {
+            anyhow::ensure!(
+                r * secs >= args.block_size as f64,
+                "invalid --rates: {r} tx/s for {secs} s is less than one block of {} txs; use a smaller --block-size or longer --step-seconds",
+                args.block_size
+            );
+        }
+    }
+    Ok(schedule)
+}
+
+/// Writes `per_second.csv`, `summary.json` (the summary line) and `report.svg` into `dir`.
+pub(crate) fn write_report(
+    dir: &Path,
+    series: &Series,
+    summary_line: &str,
+    title: &str,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the report directory {}", dir.display()))?;
+    let files = [
+        ("per_second.csv", loadgen::report::csv(series)),
+        ("summary.json", format!("{summary_line}\n")),
+        ("report.svg", loadgen::report::svg(series, title)),
+    ];
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("report written to {}", dir.display());
+    Ok(())
 }
 
 fn default_tag() -> String {
@@ -114,7 +220,7 @@ fn default_tag() -> String {
     format!("r{secs:x}{:x}", std::process::id())
 }
 
-fn spec_of(args: &LoadgenArgs) -> anyhow::Result<WorkloadSpec> {
+fn spec_of(args: &LoadgenArgs, schedule: &Schedule) -> anyhow::Result<WorkloadSpec> {
     for (flag, v) in [
         ("--workers", args.workers),
         ("--max-batch", args.max_batch),
@@ -123,8 +229,13 @@ fn spec_of(args: &LoadgenArgs) -> anyhow::Result<WorkloadSpec> {
     ] {
         anyhow::ensure!(v > 0, "invalid {flag}: must be at least 1");
     }
+    // With rate steps, the workload is what the steps send.
+    let blocks = match schedule.total() {
+        Some(txs) => usize::try_from(txs)?.div_ceil(args.block_size.max(1)),
+        None => args.blocks.unwrap_or(DEFAULT_BLOCKS),
+    };
     let spec = WorkloadSpec {
-        blocks: args.blocks,
+        blocks,
         block_size: args.block_size,
         reads: args.reads,
         writes: args.writes,
@@ -188,8 +299,8 @@ fn progress_printer() -> impl FnMut(&Progress) {
     }
 }
 
-async fn committer_load(args: LoadgenArgs) -> anyhow::Result<()> {
-    let spec = spec_of(&args)?;
+async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result<()> {
+    let spec = spec_of(&args, &schedule)?;
     let tmp = tempfile::tempdir()?;
     let pool = (2 * args.workers).clamp(4, 64) as u32;
     let (backend, kind) = open(args.db.as_deref(), &tmp, pool).await?;
@@ -212,7 +323,7 @@ async fn committer_load(args: LoadgenArgs) -> anyhow::Result<()> {
     let max_pending = config.graph.max_pending;
     let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
     let mut progress = progress_printer();
-    let run = committer::run(engine, &workload, config, &mut progress).await?;
+    let run = committer::run_paced(engine, &workload, config, &schedule, &mut progress).await?;
     let info = RunInfo {
         backend: kind,
         workers: args.workers,
@@ -232,7 +343,15 @@ async fn committer_load(args: LoadgenArgs) -> anyhow::Result<()> {
     if !args.json {
         print_human(&summary);
     }
-    println!("{}", serde_json::to_string(&summary)?);
+    let line = serde_json::to_string(&summary)?;
+    if let Some(dir) = &args.report {
+        let title = format!(
+            "fabrx loadgen --target committer · {} · {} txs · run {}",
+            summary.backend, summary.txs, summary.tag
+        );
+        write_report(dir, &run.series, &line, &title)?;
+    }
+    println!("{line}");
     let (statuses, state) = (
         summary.serial_mismatches.unwrap_or(0),
         summary.state_mismatches.unwrap_or(0),
@@ -309,6 +428,18 @@ fn print_human(s: &Summary) {
         s.committed, s.mvcc_conflict, s.signature_invalid, s.other
     );
     println!("  latency p50 {:.1} ms · p99 {:.1} ms", s.p50_ms, s.p99_ms);
+    for st in s.steps.iter().flatten() {
+        println!(
+            "  step {} at {} tx/s: {} sent, {:.0} tx/s, goodput {:.0} tx/s, p50 {} ms, p99 {} ms",
+            st.step,
+            st.rate,
+            st.sent,
+            st.tps,
+            st.goodput_tps,
+            st.p50_ms.map_or_else(|| "-".into(), |v| v.to_string()),
+            st.p99_ms.map_or_else(|| "-".into(), |v| v.to_string())
+        );
+    }
     if let (Some(a), Some(b)) = (s.serial_mismatches, s.state_mismatches) {
         println!("  serial oracle: {a} status mismatches, {b} state mismatches");
     }

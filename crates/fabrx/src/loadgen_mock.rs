@@ -10,14 +10,29 @@ use loadgen::{Workload, WorkloadSpec};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// How to run the mock orderer.
+pub struct MockArgs<'a> {
+    /// The network directory.
+    pub dir: &'a Path,
+    /// The committing party whose assembler endpoint is served.
+    pub party: u32,
+    /// How long to wait for a status before giving up.
+    pub drain: Duration,
+    /// Compare every status with the serial oracle.
+    pub verify_serial: bool,
+    /// `--report DIR`.
+    pub report: Option<&'a Path>,
+}
+
 /// Runs the mock orderer and prints the summary.
-pub async fn run(
-    spec: WorkloadSpec,
-    dir: &Path,
-    party: u32,
-    drain: Duration,
-    verify_serial: bool,
-) -> anyhow::Result<()> {
+pub async fn run(spec: WorkloadSpec, args: MockArgs<'_>) -> anyhow::Result<()> {
+    let MockArgs {
+        dir,
+        party,
+        drain,
+        verify_serial,
+        report,
+    } = args;
     let config_path = netconfig::config_path(dir);
     let config = netconfig::NetworkConfig::load(&config_path)
         .with_context(|| format!("loading the network config {}", config_path.display()))?;
@@ -73,7 +88,16 @@ pub async fn run(
     } else {
         None
     };
-    println!("{}", summary(&workload, &run, g, mismatches));
+    let line = summary(&workload, &run, g, mismatches).to_string();
+    if let Some(dir) = report {
+        let title = format!(
+            "fabrx loadgen --target mock-orderer · {} txs · run {}",
+            workload.load_txs(),
+            workload.spec.tag
+        );
+        crate::loadgen_cmd::write_report(dir, &run.series, &line, &title)?;
+    }
+    println!("{line}");
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use loadgen::network::{self, Endpoints, NetProgress, NetworkRun, Pace};
+use loadgen::series::Schedule;
 use loadgen::{Workload, WorkloadSpec};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -21,13 +22,13 @@ pub struct NetworkArgs {
     network: Option<PathBuf>,
     /// Load txs to send (default: --blocks × --block-size).
     #[arg(long)]
-    txs: Option<usize>,
+    pub(crate) txs: Option<usize>,
     /// Txs per second, open loop (default: as fast as --max-in-flight allows).
     #[arg(long)]
-    rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Stop sending after this many seconds.
     #[arg(long)]
-    duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// Txs sent and not yet confirmed, at most.
     #[arg(long, default_value_t = 20_000)]
     max_in_flight: usize,
@@ -55,14 +56,30 @@ impl NetworkArgs {
     }
 }
 
+/// Where the results go.
+pub struct Output<'a> {
+    /// Only the JSON summary line on stdout.
+    pub json: bool,
+    /// `--report DIR`.
+    pub report: Option<&'a Path>,
+}
+
 /// Runs the load against the network and prints the summary.
-pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyhow::Result<()> {
+pub async fn run(
+    mut spec: WorkloadSpec,
+    args: &NetworkArgs,
+    schedule: Schedule,
+    output: Output<'_>,
+) -> anyhow::Result<()> {
     let dir = args
         .network
         .as_ref()
         .context("--target network needs --network DIR (the directory of `fabrx up`)")?;
     check(args)?;
-    let txs = args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size));
+    let txs = match schedule.total() {
+        Some(n) => usize::try_from(n)?,
+        None => args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size)),
+    };
     anyhow::ensure!(txs > 0, "invalid --txs: must be at least 1");
     spec.blocks = txs.div_ceil(spec.block_size.max(1));
     if let Some(size) = args.tx_size {
@@ -98,7 +115,7 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
         .map(|(id, tx)| (id.0.clone(), Arc::new(network::envelope(id, tx))))
         .collect();
     let pace = Pace {
-        rate: args.rate,
+        schedule,
         max_in_flight: args.max_in_flight,
         duration: args.duration.map(Duration::from_secs_f64),
         drain: Duration::from_secs_f64(args.drain),
@@ -111,6 +128,22 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
     if endpoints.sidecar.is_some() && conflict_rate == 0.0 {
         summary["expected_mismatches"] = serde_json::json!(mismatches(&run, &workload));
     }
+    if !run.series.steps.is_empty() {
+        summary["steps"] = serde_json::json!(run.series.steps);
+    }
+    if let Some(dir) = output.report {
+        let title = format!(
+            "fabrx loadgen --target network · {} txs · confirmed by the {confirmed_by} · run {tag}",
+            run.sent
+        );
+        crate::loadgen_cmd::write_report(dir, &run.series, &summary.to_string(), &title)?;
+    }
+    print_summary(&run, &summary, output.json);
+    Ok(())
+}
+
+/// The human line on stderr (unless `json`), then the summary line on stdout.
+fn print_summary(run: &NetworkRun, summary: &serde_json::Value, json: bool) {
     if !json {
         eprintln!(
             "sent {} · submitted {} · confirmed {} · never confirmed {} · {:.0} tx/s · p50 {} ms · p99 {} ms",
@@ -124,7 +157,6 @@ pub async fn run(mut spec: WorkloadSpec, args: &NetworkArgs, json: bool) -> anyh
         );
     }
     println!("{summary}");
-    Ok(())
 }
 
 /// The padding of each created coin's value that brings a load tx's envelope to about
@@ -193,7 +225,7 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> anyhow::Result<f
             .map(|(id, tx)| (id.0.clone(), Arc::new(network::envelope(id, tx))))
             .collect();
         let pace = Pace {
-            rate: None,
+            schedule: Schedule::Unpaced,
             max_in_flight: txs.len().max(1),
             duration: None,
             drain: Duration::from_secs(60),

@@ -1,16 +1,19 @@
 //! The committer load driver: the load generator acts as the orderer and hands
-//! pre-signed blocks to the in-process committer pipeline as fast as it pulls them.
+//! pre-signed blocks to the in-process committer pipeline as fast as it pulls them, or
+//! paced by a [`Schedule`] (a fixed rate or rate steps, open loop).
 //!
 //! The genesis blocks run first (timed apart); then the load blocks. The pipeline pulls
-//! a block from the iterator whenever it has capacity; the pull instant of each block is
-//! recorded, and the latency of every tx of a block is the time from that pull to the
-//! emission of the block's final statuses.
+//! a block from the source whenever it has capacity (and, paced, the block is due); the
+//! instant each block was due and pulled is recorded, and the latency of every tx of a
+//! block is the time from its due instant (its pull, unpaced) to the emission of the
+//! block's final statuses.
 
 use crate::oracle::SerialOracle;
+use crate::series::{Recorder, Schedule, Series};
 use crate::summary::Summary;
 use crate::workload::Workload;
 use crate::{Error, Histogram, Result};
-use sidecar::pipeline::{BlockResult, Pipeline, PipelineConfig};
+use sidecar::pipeline::{BlockResult, BlockSource, Next, Pipeline, PipelineConfig};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -44,6 +47,8 @@ pub struct LoadRun {
     pub seconds: f64,
     /// Seconds the genesis blocks took.
     pub genesis_seconds: f64,
+    /// Per second and per rate step.
+    pub series: Series,
 }
 
 impl LoadRun {
@@ -83,37 +88,103 @@ pub async fn setup(engine: Engine, workload: &Workload, config: PipelineConfig) 
     Ok((pipeline, started.elapsed().as_secs_f64()))
 }
 
-/// Runs the genesis, then the load blocks, through a pipeline over `engine`.
+/// Runs the genesis, then the load blocks, through a pipeline over `engine`, each block
+/// as soon as the pipeline takes it.
 pub async fn run(
     engine: Engine,
     workload: &Workload,
     config: PipelineConfig,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<LoadRun> {
-    let (mut pipeline, genesis_seconds) = setup(engine, workload, config).await?;
+    run_paced(engine, workload, config, &Schedule::Unpaced, progress).await
+}
 
-    let pulls: Arc<Mutex<VecDeque<Instant>>> = Arc::new(Mutex::new(VecDeque::new()));
-    let pulled = pulls.clone();
-    let blocks = workload.load.iter().map(move |b: &Block| {
-        pulled
+/// When a load block was due and when the pipeline took it.
+#[derive(Clone, Copy)]
+struct Pull {
+    due: Instant,
+    taken: Instant,
+}
+
+/// The load blocks, each offered once its first tx is due by the schedule (open loop)
+/// and taken when the pipeline has room; the instants are queued for the emitter.
+struct PacedSource<'a> {
+    blocks: &'a [Block],
+    next: usize,
+    /// Tx index of the first tx of block `next`.
+    first_tx: u64,
+    schedule: &'a Schedule,
+    start: Instant,
+    pulls: &'a Mutex<VecDeque<Pull>>,
+}
+
+impl PacedSource<'_> {
+    fn due(&self) -> Option<Instant> {
+        self.schedule.due(self.first_tx).map(|d| self.start + d)
+    }
+}
+
+impl BlockSource for PacedSource<'_> {
+    fn try_next(&mut self) -> Next {
+        let (Some(block), Some(due)) = (self.blocks.get(self.next), self.due()) else {
+            return Next::Done;
+        };
+        let now = Instant::now();
+        if due > now {
+            return Next::Later;
+        }
+        self.next += 1;
+        self.first_tx += block.txs.len() as u64;
+        let pull = Pull { due, taken: now };
+        self.pulls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push_back(Instant::now());
-        b.clone()
-    });
+            .push_back(pull);
+        Next::Block(block.clone())
+    }
+
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        let due = self.due().unwrap_or(self.start);
+        tokio::time::sleep_until(due.into())
+    }
+}
+
+/// Runs the genesis, then the load blocks, through a pipeline over `engine`, each block
+/// offered when `schedule` says its first tx is due. A tx's latency runs from that
+/// instant (from the pull, unpaced) to its block's emission, so a pipeline that falls
+/// behind an open-loop rate shows the queueing in its latency.
+pub async fn run_paced(
+    engine: Engine,
+    workload: &Workload,
+    config: PipelineConfig,
+    schedule: &Schedule,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<LoadRun> {
+    let (mut pipeline, genesis_seconds) = setup(engine, workload, config).await?;
+    let pulls: Mutex<VecDeque<Pull>> = Mutex::new(VecDeque::new());
     let mut out = LoadRun {
         statuses: Vec::with_capacity(workload.load.len()),
         latency_us: Histogram::new(),
         seconds: 0.0,
         genesis_seconds,
+        series: Series::default(),
     };
+    let mut recorder = Recorder::new(schedule);
     let mut bad: Option<Error> = None;
     let (mut txs, mut committed) = (0u64, 0u64);
     let start = Instant::now();
+    let source = PacedSource {
+        blocks: &workload.load,
+        next: 0,
+        first_tx: 0,
+        schedule,
+        start,
+        pulls: &pulls,
+    };
     pipeline
-        .run(blocks, |b| {
+        .run_source(source, |b| {
             let now = Instant::now();
-            let pulled_at = pulls.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+            let pull = pulls.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
             let i = out.statuses.len();
             let expected = workload.load.get(i);
             if expected.is_none_or(|e| e.number() != b.number || e.txs.len() != b.statuses.len()) {
@@ -124,8 +195,22 @@ pub async fn run(
                 });
             }
             let n = b.statuses.len() as u64;
-            let latency = pulled_at.map_or(Duration::ZERO, |p| now.duration_since(p));
+            let pull = pull.unwrap_or(Pull { due: now, taken: now });
+            let latency = now.duration_since(pull.due);
             out.latency_us.record(latency.as_micros() as u64, n);
+            let since = |t: Instant| t.saturating_duration_since(start);
+            recorder.on_sent(since(pull.due), n);
+            recorder.on_acked(since(pull.taken), n);
+            let mut by_status: Vec<(Status, u64)> = Vec::new();
+            for (_, st) in &b.statuses {
+                match by_status.iter_mut().find(|(s, _)| s == st) {
+                    Some((_, c)) => *c += 1,
+                    None => by_status.push((*st, 1)),
+                }
+            }
+            for (st, c) in by_status {
+                recorder.on_final(since(now), since(pull.due), st.name(), c);
+            }
             txs += n;
             committed += b.statuses.iter().filter(|s| s.1 == Status::Committed).count() as u64;
             out.statuses.push(b.statuses.into_iter().map(|s| s.1).collect());
@@ -139,7 +224,9 @@ pub async fn run(
             Ok(())
         })
         .await?;
-    out.seconds = start.elapsed().as_secs_f64();
+    let end = start.elapsed();
+    out.seconds = end.as_secs_f64();
+    out.series = recorder.finish(end);
     match bad {
         Some(e) => Err(e),
         None => Ok(out),
@@ -204,6 +291,7 @@ pub fn summarize(workload: &Workload, run: &LoadRun, info: &RunInfo) -> Summary 
         max_pending: info.max_pending as u64,
         prebuild_seconds: info.prebuild_seconds,
         genesis_seconds: run.genesis_seconds,
+        steps: (!run.series.steps.is_empty()).then(|| run.series.steps.clone()),
         baseline: None,
     }
 }

@@ -14,6 +14,9 @@
 //!   stream to a real sidecar: the committer across processes without the orderer;
 //! - [`baseline`] measures the machine's signature-verify ceiling and a one-tx-at-a-time
 //!   commit baseline for comparison;
+//! - [`series`] aggregates a run per second and per rate step, and paces it
+//!   ([`series::Schedule`]);
+//! - [`report`] renders the per-second CSV and the SVG report of `--report DIR`;
 //! - [`summary`] is the final JSON line.
 
 pub mod baseline;
@@ -22,6 +25,8 @@ pub mod histogram;
 pub mod mock_orderer;
 pub mod network;
 pub mod oracle;
+pub mod report;
+pub mod series;
 mod signer;
 pub mod summary;
 pub mod workload;

@@ -26,6 +26,7 @@ use wire::pb::assembler_server::{Assembler, AssemblerServer};
 
 use crate::Histogram;
 use crate::network::envelope;
+use crate::series::{Recorder, Schedule, Series};
 
 /// Ordered blocks of `blocks` (numbered from 0), each signed by every key of
 /// `consenters` (replica `i` is `consenters[i].0`): the signers must be a quorum.
@@ -149,6 +150,9 @@ pub struct MockRun {
     pub seconds: f64,
     /// Block served to tx status, in microseconds, for the measured blocks.
     pub latency_us: Histogram,
+    /// Per second of the measured blocks, from the first serve of the first: `sent` and
+    /// `acked` are the txs of the blocks first served in that second.
+    pub series: Series,
 }
 
 /// Serves `blocks` on `listen` and collects the statuses of their txs (`ids`, by block)
@@ -193,6 +197,8 @@ pub async fn serve(
     let total: usize = ids.iter().map(Vec::len).sum();
     let mut got = 0usize;
     let mut latency_us = Histogram::new();
+    // (status instant, block, index) of the measured txs, in arrival order.
+    let mut arrivals: Vec<(Instant, usize, usize)> = Vec::new();
     let mut last = Instant::now();
     while got < total {
         let Ok(Some((id, status))) = tokio::time::timeout(drain, events.recv()).await else {
@@ -215,6 +221,7 @@ pub async fn serve(
                 u64::try_from(last.duration_since(t).as_micros()).unwrap_or(u64::MAX),
                 1,
             );
+            arrivals.push((last, b, i));
         }
     }
     watcher.abort();
@@ -226,9 +233,39 @@ pub async fn serve(
         .copied()
         .flatten()
         .unwrap_or(last);
+    let served = served.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let series = series(&served, ids, measure_from, &arrivals, &statuses, start, last);
     Ok(MockRun {
         statuses,
         seconds: last.saturating_duration_since(start).as_secs_f64(),
         latency_us,
+        series,
     })
+}
+
+/// The per-second series of the measured blocks from `start` to `end`.
+fn series(
+    served: &[Option<Instant>],
+    ids: &[Vec<String>],
+    measure_from: usize,
+    arrivals: &[(Instant, usize, usize)],
+    statuses: &[Vec<Option<String>>],
+    start: Instant,
+    end: Instant,
+) -> Series {
+    let mut r = Recorder::new(&Schedule::Unpaced);
+    let since = |t: Instant| t.saturating_duration_since(start);
+    for (b, at) in served.iter().enumerate().skip(measure_from) {
+        if let Some(at) = at {
+            let n = ids.get(b).map_or(0, Vec::len) as u64;
+            r.on_sent(since(*at), n);
+            r.on_acked(since(*at), n);
+        }
+    }
+    for (at, b, i) in arrivals {
+        if let (Some(Some(sent)), Some(status)) = (served.get(*b), statuses[*b][*i].as_deref()) {
+            r.on_final(since(*at), since(*sent), status, 1);
+        }
+    }
+    r.finish(since(end))
 }

@@ -4,7 +4,8 @@
 //! committer's notification stream — or, in an ordering-only network, by its tx id in
 //! an assembler's Deliver stream.
 //!
-//! Open loop at `rate` (or as fast as the in-flight bound allows), bounded everywhere:
+//! Open loop at a rate or in rate steps (or as fast as the in-flight bound allows),
+//! bounded everywhere:
 //! at most `max_in_flight` txs are sent and not yet confirmed (or refused), and every
 //! channel is sized by that bound. One persistent stream per router and one
 //! notification stream, each reopened after a failure (the txs a failed router stream
@@ -25,6 +26,7 @@ use wire::pb::router_client::RouterClient;
 use wire::pb::sidecar_client::SidecarClient;
 
 use crate::Histogram;
+use crate::series::{Recorder, Schedule, Series};
 
 /// Where the network listens (`http://host:port` each).
 #[derive(Debug, Clone)]
@@ -38,10 +40,11 @@ pub struct Endpoints {
 }
 
 /// How to send.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Pace {
-    /// Txs per second, open loop; none: as fast as `max_in_flight` allows.
-    pub rate: Option<f64>,
+    /// When each tx is due (open loop at a rate or in rate steps; unpaced: as fast as
+    /// `max_in_flight` allows). Sending stops at the end of the schedule's steps.
+    pub schedule: Schedule,
     /// Txs sent and not yet confirmed or refused, at most.
     pub max_in_flight: usize,
     /// Stop sending after this long; none: send every tx.
@@ -71,6 +74,8 @@ pub struct NetworkRun {
     pub latency_us: Histogram,
     /// The statuses of the txs by index (`None`: never confirmed).
     pub outcome: Vec<Option<String>>,
+    /// Per second and per rate step.
+    pub series: Series,
 }
 
 impl NetworkRun {
@@ -185,7 +190,9 @@ struct Tally {
     state: Vec<TxState>,
     out: NetworkRun,
     in_flight: usize,
+    start: Instant,
     last_confirm: Instant,
+    recorder: Recorder,
 }
 
 impl Tally {
@@ -212,17 +219,37 @@ impl Tally {
             }
         }
         self.out.sent = self.out.sent.saturating_add(range.len() as u64);
+        self.recorder
+            .on_sent(now.saturating_duration_since(self.start), range.len() as u64);
         Ok(())
+    }
+
+    fn on_ack(&mut self, ack: &Ack, n: usize, q: usize) {
+        let before = self.out.submitted;
+        on_ack(
+            &mut self.state[ack.tx],
+            ack,
+            n,
+            q,
+            &mut self.out,
+            &mut self.in_flight,
+        );
+        if self.out.submitted > before {
+            self.recorder.on_acked(self.start.elapsed(), 1);
+        }
     }
 
     fn on_status(&mut self, i: usize, status: String) {
         if self.out.outcome[i].is_some() {
             return;
         }
+        let now = Instant::now();
         let s = &mut self.state[i];
         if let Some(at) = s.sent_at {
-            let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let us = u64::try_from(now.duration_since(at).as_micros()).unwrap_or(u64::MAX);
             self.out.latency_us.record(us, 1);
+            let since = |t: Instant| t.saturating_duration_since(self.start);
+            self.recorder.on_final(since(now), since(at), &status, 1);
         }
         if !s.counted {
             s.counted = true;
@@ -231,7 +258,7 @@ impl Tally {
         *self.out.statuses.entry(status.clone()).or_default() += 1;
         self.out.outcome[i] = Some(status);
         self.out.confirmed += 1;
-        self.last_confirm = Instant::now();
+        self.last_confirm = now;
     }
 }
 
@@ -260,17 +287,22 @@ pub async fn run(
             ..NetworkRun::default()
         },
         in_flight: 0,
+        start,
         last_confirm: start,
+        recorder: Recorder::new(&pace.schedule),
     };
     let mut next = 0usize;
     let mut last_send = start;
     let mut last_progress = start;
     loop {
         let now = Instant::now();
-        let sending = next < txs.len() && pace.duration.is_none_or(|d| now.duration_since(start) < d);
+        let due = |i: usize| pace.schedule.due(i as u64).map(|d| start + d);
+        let sending = next < txs.len()
+            && due(next).is_some()
+            && pace.duration.is_none_or(|d| now.duration_since(start) < d);
         // Send what is due.
         let first = next;
-        while sending && next < txs.len() && t.in_flight < bound && due(pace.rate, start, next) <= now {
+        while sending && next < txs.len() && t.in_flight < bound && due(next).is_some_and(|d| d <= now) {
             next += 1;
             t.in_flight += 1;
         }
@@ -278,7 +310,7 @@ pub async fn run(
             t.send(&links, txs, first..next, now).await?;
             last_send = now;
         }
-        let done_sending = !sending || next >= txs.len();
+        let done_sending = !sending || next >= txs.len() || due(next).is_none();
         if done_sending && (t.in_flight == 0 || now.duration_since(last_send) >= pace.drain) {
             break;
         }
@@ -295,12 +327,10 @@ pub async fn run(
         let wake = if done_sending || t.in_flight >= bound {
             tick
         } else {
-            due(pace.rate, start, next).max(now).min(tick)
+            due(next).unwrap_or(tick).max(now).min(tick)
         };
         tokio::select! {
-            Some(ack) = links.acks.recv() => {
-                on_ack(&mut t.state[ack.tx], &ack, n, q, &mut t.out, &mut t.in_flight);
-            }
+            Some(ack) = links.acks.recv() => t.on_ack(&ack, n, q),
             Some((id, status)) = links.events.recv() => {
                 if let Some(&i) = index.get(id.as_str()) {
                     t.on_status(i, status);
@@ -310,7 +340,9 @@ pub async fn run(
         }
     }
     links.tasks.abort_all();
-    t.out.seconds = t.last_confirm.max(last_send).duration_since(start).as_secs_f64();
+    let end = t.last_confirm.max(last_send).duration_since(start);
+    t.out.seconds = end.as_secs_f64();
+    t.out.series = t.recorder.finish(end);
     Ok(t.out)
 }
 
@@ -326,14 +358,6 @@ fn stopped(what: &str) -> crate::Error {
     crate::Error::InvalidParam {
         flag: "network",
         detail: format!("{what} stopped"),
-    }
-}
-
-/// When tx `i` is due at `rate` per second from `start`.
-fn due(rate: Option<f64>, start: Instant, i: usize) -> Instant {
-    match rate {
-        Some(r) if r > 0.0 => start + Duration::from_secs_f64(i as f64 / r),
-        _ => start,
     }
 }
 
@@ -591,12 +615,5 @@ mod tests {
         on_ack(&mut b, &bad(2), 4, 3, &mut out, &mut in_flight);
         assert_eq!((out.submitted, out.refused, in_flight), (1, 1, 1));
         assert_eq!(out.router_errors.values().sum::<u64>(), 3);
-    }
-
-    #[test]
-    fn sends_are_due_at_the_rate() {
-        let t0 = Instant::now();
-        assert_eq!(due(None, t0, 1000), t0);
-        assert_eq!(due(Some(100.0), t0, 50), t0 + Duration::from_millis(500));
     }
 }

@@ -64,6 +64,9 @@ pub struct Summary {
     pub prebuild_seconds: f64,
     /// Seconds the genesis blocks took through the pipeline (not part of `seconds`).
     pub genesis_seconds: f64,
+    /// With `--rates`: throughput, goodput and latency of each rate step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<crate::series::StepRow>>,
     /// With `--baseline`: the comparison measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
