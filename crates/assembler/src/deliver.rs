@@ -8,6 +8,7 @@
 //! reader is back-pressured, never buffered. At most `max_streams` streams at once
 //! (RESOURCE_EXHAUSTED beyond).
 
+use prometheus::IntGauge;
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -45,6 +46,21 @@ pub struct DeliverService {
     store: StoreReader,
     streams: Arc<Semaphore>,
     limits: DeliverLimits,
+    open: Option<IntGauge>,
+}
+
+/// A stream's room under `max_streams`, counted in the open-streams gauge while held.
+struct StreamPermit {
+    _permit: OwnedSemaphorePermit,
+    open: Option<IntGauge>,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        if let Some(g) = &self.open {
+            g.dec();
+        }
+    }
 }
 
 impl DeliverService {
@@ -54,7 +70,14 @@ impl DeliverService {
             store,
             streams: Arc::new(Semaphore::new(limits.max_streams.min(Semaphore::MAX_PERMITS))),
             limits,
+            open: None,
         }
+    }
+
+    /// Counts the open streams in `gauge`.
+    pub fn with_open_streams_gauge(mut self, gauge: Option<IntGauge>) -> DeliverService {
+        self.open = gauge;
+        self
     }
 
     /// The tonic server, with the request (1 KiB) and block size limits.
@@ -89,6 +112,13 @@ impl Assembler for DeliverService {
                 self.limits.max_streams
             ))
         })?;
+        if let Some(g) = &self.open {
+            g.inc();
+        }
+        let permit = StreamPermit {
+            _permit: permit,
+            open: self.open.clone(),
+        };
         let (tx, rx) = mpsc::channel(self.limits.buffer.max(1));
         tokio::spawn(follow(self.store.clone(), r, tx, permit));
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -101,12 +131,7 @@ const READ_CHUNK: u64 = 16;
 /// Sends blocks from `r.from` on, in order, until `r.to` (or forever), waiting for new
 /// ones; ends when the client is gone, the ledger fails (with a status) or the node
 /// stops (UNAVAILABLE).
-async fn follow(
-    store: StoreReader,
-    r: pb::DeliverRequest,
-    tx: mpsc::Sender<Item>,
-    _permit: OwnedSemaphorePermit,
-) {
+async fn follow(store: StoreReader, r: pb::DeliverRequest, tx: mpsc::Sender<Item>, _permit: StreamPermit) {
     let mut watch = store.watch();
     let mut next = r.from;
     let last_wanted = match (r.to, r.to_end) {

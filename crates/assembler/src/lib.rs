@@ -7,9 +7,11 @@
 //! * [`core`] — the pure state machine (decisions and batches in, blocks out);
 //! * [`store`] — the block ledger (`crates/ledger`) with the encoded blocks;
 //! * [`node`] — the tokio node: decision follower, batch prefetch and fetch, the
-//!   `Assembler.Deliver` service.
+//!   `Assembler.Deliver` service;
+//! * [`metrics`] — what the node records (`fabrx_assembler_*`).
 
 pub mod core;
 pub mod deliver;
+pub mod metrics;
 pub mod node;
 pub mod store;

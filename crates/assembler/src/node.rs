@@ -29,6 +29,7 @@ use wire::pb::consenter_client::ConsenterClient;
 
 use crate::core::{Block, Core, CoreError, Limits, OfferedBatch, Wanted};
 use crate::deliver::{DeliverLimits, DeliverService};
+use crate::metrics::{Metrics, gauge_value};
 use crate::store::{BlockStore, StoreError};
 
 /// Largest message read from a consenter or a batcher.
@@ -87,6 +88,13 @@ pub struct NodeConfig {
     pub retry: Duration,
 }
 
+/// What a node may be handed besides its config.
+#[derive(Debug, Clone, Default)]
+pub struct Deps {
+    /// Where the node records its metrics (`None`: nowhere).
+    pub metrics: Option<Metrics>,
+}
+
 /// A running node.
 pub struct Running {
     /// The bound Deliver address.
@@ -134,6 +142,11 @@ fn primary_of(shard: ShardId, term: u64, n: u32) -> PartyId {
 
 /// Opens the ledger, binds the Deliver service and starts the node.
 pub async fn spawn(cfg: NodeConfig) -> Result<Running> {
+    spawn_with(cfg, Deps::default()).await
+}
+
+/// [`spawn`] with `deps` (its metrics).
+pub async fn spawn_with(cfg: NodeConfig, deps: Deps) -> Result<Running> {
     if cfg.consenters.is_empty() || cfg.shards == 0 {
         return Err(Error::Config("no consenters or no shards".into()));
     }
@@ -148,7 +161,11 @@ pub async fn spawn(cfg: NodeConfig) -> Result<Running> {
     // Re-read the decision of the last block: the core skips the headers it holds.
     let from_decision = last.as_ref().map_or(1, |(h, _)| h.decision);
     let (stop, rx_stop) = watch::channel(false);
-    let (server, addr) = serve(&cfg, &store, rx_stop.clone()).await?;
+    if let Some(m) = &deps.metrics {
+        m.height.set(gauge_value(height));
+    }
+    let open_streams = deps.metrics.as_ref().map(|m| m.deliver_streams.clone());
+    let (server, addr) = serve(&cfg, &store, open_streams, rx_stop.clone()).await?;
     let (tx_decisions, rx_decisions) = mpsc::channel(16);
     let (tx_batches, rx_batches) = mpsc::channel(64);
     let consenters = cfg
@@ -175,6 +192,7 @@ pub async fn spawn(cfg: NodeConfig) -> Result<Running> {
         tx_batches,
         fetching: None,
         retry: cfg.retry,
+        metrics: deps.metrics,
     };
     info!(party = cfg.party, %addr, from_decision, "assembler started");
     let main = tokio::spawn(main.run(rx_decisions, rx_batches, rx_stop));
@@ -191,6 +209,7 @@ pub async fn spawn(cfg: NodeConfig) -> Result<Running> {
 async fn serve(
     cfg: &NodeConfig,
     store: &BlockStore,
+    open_streams: Option<prometheus::IntGauge>,
     mut rx_stop: watch::Receiver<bool>,
 ) -> Result<(JoinHandle<()>, SocketAddr)> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -202,7 +221,9 @@ async fn serve(
     let addr = listener.local_addr().unwrap_or(cfg.listen);
     let server_limits = wire::server::ServerLimits::default();
     let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
-    let service = DeliverService::new(store.reader(), cfg.deliver).into_server();
+    let service = DeliverService::new(store.reader(), cfg.deliver)
+        .with_open_streams_gauge(open_streams)
+        .into_server();
     let server = tokio::spawn(async move {
         let shutdown = async move {
             let _ = rx_stop.wait_for(|s| *s).await;
@@ -421,6 +442,7 @@ struct MainLoop {
     /// The block whose batch is being fetched.
     fetching: Option<(u64, JoinHandle<()>)>,
     retry: Duration,
+    metrics: Option<Metrics>,
 }
 
 impl MainLoop {
@@ -453,11 +475,23 @@ impl MainLoop {
             }
             self.append_ready().await?;
             self.fetch_missing();
+            self.publish();
+        }
+    }
+
+    /// Sets the gauges from the core.
+    fn publish(&self) {
+        if let Some(m) = &self.metrics {
+            m.queued_headers.set(gauge_value(self.core.queued()));
+            m.prefetch_bytes.set(gauge_value(self.core.index_bytes()));
         }
     }
 
     fn on_decision(&mut self, d: &VerifiedDecision, proof: Arc<DecisionProof>) -> Result<()> {
         self.core.on_decision(proof, &d.headers, &d.terms)?;
+        if let Some(m) = &self.metrics {
+            m.decisions.inc();
+        }
         for h in &d.headers {
             if let Some(lane) = self.lanes.get(h.shard as usize) {
                 lane.send_if_modified(|v| {
@@ -497,14 +531,22 @@ impl MainLoop {
             .store
             .take()
             .ok_or_else(|| Error::Stopped("block store".into()))?;
+        let txs: usize = blocks.iter().map(|b| b.requests.len()).sum();
+        let count = blocks.len();
         let (store, appended) = tokio::task::spawn_blocking(move || {
             let r = blocks.iter().try_for_each(|b: &Block| store.append(b));
             (store, r)
         })
         .await
         .map_err(|e| Error::Stopped(format!("ledger thread: {e}")))?;
+        let height = store.next_block();
         self.store = Some(store);
         appended?;
+        if let Some(m) = &self.metrics {
+            m.blocks.inc_by(count as u64);
+            m.txs.inc_by(txs as u64);
+            m.height.set(gauge_value(height));
+        }
         Ok(())
     }
 

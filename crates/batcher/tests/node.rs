@@ -204,6 +204,18 @@ impl Net {
         self.nodes[&party].stats.snapshot()
     }
 
+    /// Party `party`'s metric `name` as its `/metrics` would show it.
+    fn metric(&self, party: PartyId, name: &str) -> u64 {
+        let stats = Arc::clone(&self.nodes[&party].stats);
+        let metrics = batcher::node::metrics::Metrics::new(stats).unwrap();
+        let values = metrics.values();
+        values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no metric {name} in {values:?}"))
+            .1
+    }
+
     /// Sends `requests` to the intake of every running batcher; asserts the answers.
     async fn submit_everywhere(&self, requests: &[Vec<u8>]) {
         for (p, addr) in &self.addrs {
@@ -313,9 +325,24 @@ async fn requests_are_batched_pulled_attested_ordered_and_leave_every_mempool() 
     assert!(headers.iter().all(|h| h.primary == 1 && h.term == 0));
     assert!(headers.len() >= 8, "30 requests in batches of at most 4");
     assert_eq!(net.stats(1).batches_cut, headers.len() as u64);
+    assert_eq!(
+        net.metric(1, "fabrx_batcher_batches_cut_total"),
+        headers.len() as u64
+    );
+    assert_eq!(
+        net.metric(1, "fabrx_batcher_batches_persisted_total"),
+        headers.len() as u64
+    );
     for p in 2..=PARTIES {
         let s = net.stats(p);
         assert!(s.batches_accepted > 0, "party {p}: {s:?}");
+        assert_eq!(
+            net.metric(p, "fabrx_batcher_bafs_sent_total"),
+            s.bafs_sent,
+            "party {p}"
+        );
+        assert_eq!(net.metric(p, "fabrx_batcher_mempool_requests"), 0, "party {p}");
+        assert_eq!(net.metric(p, "fabrx_batcher_mempool_bytes"), 0, "party {p}");
         // A batch ordered before its fsync completed needs no BAF of this party.
         assert!(
             s.bafs_sent > 0 && s.bafs_sent <= s.batches_accepted,
@@ -421,6 +448,8 @@ async fn a_term_change_moves_the_primary_and_the_pulls() {
     net.consenter.next_term(0);
     for p in 1..=PARTIES {
         eventually("every node is in term 1", || net.stats(p).term == 1).await;
+        assert_eq!(net.metric(p, "fabrx_batcher_term"), 1);
+        assert_eq!(net.metric(p, "fabrx_batcher_term_changes_total"), 1);
     }
     let b = requests(100..108);
     net.submit_everywhere(&b).await;

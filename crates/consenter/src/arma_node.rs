@@ -34,6 +34,7 @@ use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
 use crate::decision_wire::to_pb_decision;
 use crate::decisions_service::{DecisionsService, StreamLimits};
 use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use crate::metrics::Metrics;
 use crate::node::{DecisionSink, Launch, NodeConfig, Running, checked, launch};
 use crate::{Error, Result};
 
@@ -59,6 +60,13 @@ pub struct ArmaNodeConfig {
     /// Decisions the Arma decisions log keeps (the newest; older ones are pruned by
     /// whole segments when the state snapshot is replaced).
     pub retain_decisions: u64,
+}
+
+/// What an Arma consenter may be handed besides its config.
+#[derive(Debug, Clone, Default)]
+pub struct ArmaNodeDeps {
+    /// Where the node records its metrics (`None`: nowhere).
+    pub metrics: Option<Metrics>,
 }
 
 /// Decisions an Arma decisions log keeps by default: days of decisions at a few per
@@ -213,6 +221,7 @@ struct ArmaSink {
     written: Instant,
     interval: Duration,
     retain: u64,
+    metrics: Option<Metrics>,
 }
 
 impl ArmaSink {
@@ -250,6 +259,9 @@ impl ArmaSink {
             self.check_logged(&served)?;
         } else {
             self.log.append(&served)?;
+        }
+        if let Some(m) = &self.metrics {
+            m.on_decision(&served);
         }
         self.pending = Some((served.number, snapshot));
         self.unsnapshotted = self.unsnapshotted.saturating_add(1);
@@ -383,6 +395,7 @@ fn restore(
     cfg: &ArmaNodeConfig,
     key: crypto::SigningKey,
     keys: ClusterKeys,
+    metrics: Option<Metrics>,
 ) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
     let node = &cfg.node;
     let (wal, entries) = FileWal::open(&node.wal)?;
@@ -429,6 +442,7 @@ fn restore(
         written: Instant::now(),
         interval: cfg.snapshot_interval,
         retain: cfg.retain_decisions,
+        metrics,
     };
     for out in &replayed {
         match out {
@@ -450,6 +464,11 @@ fn restore(
 
 /// Restores the node from its data, binds its server and starts it.
 pub async fn spawn(cfg: ArmaNodeConfig) -> Result<Running> {
+    spawn_with(cfg, ArmaNodeDeps::default()).await
+}
+
+/// [`spawn`] with `deps` (its metrics).
+pub async fn spawn_with(cfg: ArmaNodeConfig, deps: ArmaNodeDeps) -> Result<Running> {
     let mut node = cfg.node.clone();
     if let Some(listen) = cfg.listen {
         // Its own peers entry may be a name others dial (the transport never dials it).
@@ -459,7 +478,7 @@ pub async fn spawn(cfg: ArmaNodeConfig) -> Result<Running> {
     }
     let (node, listen, key, keys) = checked(node)?;
     let cfg = ArmaNodeConfig { node, ..cfg };
-    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone())?;
+    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), deps.metrics)?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
     let arma = cfg.arma.clone();
     let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));

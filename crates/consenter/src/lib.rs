@@ -14,6 +14,7 @@
 //!   [`arma_log`] (its decisions log and state snapshot), [`decisions_service`]
 //!   (`Consenter.Decisions`) and [`decision_wire`] (decisions on the wire and
 //!   [`decision_wire::verify_pb_decision`] for their receivers); docs/consenter.md.
+//! * [`metrics`] — what the Arma node's decisions writer records (`fabrx_consenter_*`).
 
 pub mod arma;
 pub mod arma_log;
@@ -25,6 +26,7 @@ pub mod decisions_service;
 pub mod epoch;
 mod error;
 pub mod keys;
+pub mod metrics;
 pub mod node;
 pub mod service;
 pub mod submit;

@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
 use consenter::arma::{ArmaConfig, encode_baf, encode_complaint};
-use consenter::arma_node::{ArmaNodeConfig, parse_batcher_keys};
+use consenter::arma_node::{ArmaNodeConfig, ArmaNodeDeps, parse_batcher_keys};
 use consenter::decision_wire::verify_pb_decision;
 use consenter::decisions_service::StreamLimits;
 use consenter::keys::{EngineVerifier, NodeKeys, keys_from_seed_prefix};
+use consenter::metrics::Metrics;
 use consenter::node::{NodeConfig, NodeLimits};
 use crypto::{Scheme, SigningKey, derive_signing_key};
 use types::BatchId;
@@ -104,10 +105,15 @@ struct Node {
 impl Node {
     /// Starts the node; retries while the previous incarnation still holds its logs.
     fn start(cfg: &ArmaNodeConfig) -> Node {
+        Node::start_with(cfg, &ArmaNodeDeps::default())
+    }
+
+    /// [`Node::start`] with `deps`.
+    fn start_with(cfg: &ArmaNodeConfig, deps: &ArmaNodeDeps) -> Node {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let rt = tokio::runtime::Runtime::new().unwrap();
-            match rt.block_on(consenter::arma_node::spawn(cfg.clone())) {
+            match rt.block_on(consenter::arma_node::spawn_with(cfg.clone(), deps.clone())) {
                 Ok(running) => {
                     rt.spawn(async move {
                         let e = running.wait().await;
@@ -367,7 +373,22 @@ fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let peers: Vec<String> = (0..N).map(|_| free_addr()).collect();
     let cfgs: Vec<ArmaNodeConfig> = (0..N).map(|i| config(i, &peers, dir.path())).collect();
-    let mut nodes: Vec<Node> = cfgs.iter().map(Node::start).collect();
+    // Consenter 0 records its metrics.
+    let metrics = Metrics::new().unwrap();
+    let deps = ArmaNodeDeps {
+        metrics: Some(metrics.clone()),
+    };
+    let mut nodes: Vec<Node> = cfgs
+        .iter()
+        .enumerate()
+        .map(|(i, cfg)| {
+            if i == 0 {
+                Node::start_with(cfg, &deps)
+            } else {
+                Node::start(cfg)
+            }
+        })
+        .collect();
     let client = tokio::runtime::Runtime::new().unwrap();
 
     // Garbage and a BAF whose primary signature is not the primary's: refused at once.
@@ -426,6 +447,16 @@ fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
     );
     check_chain(&with_term);
     let term_decision = changed.number;
+    // Consenter 0's metrics count what its stream served: every decision from 1 on,
+    // the six headers and the term change.
+    let metrics_deadline = Instant::now() + DEADLINE;
+    while metrics.last_decision.get() < term_decision as i64 {
+        assert!(Instant::now() < metrics_deadline, "last_decision stuck");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(metrics.decisions.get(), metrics.last_decision.get() as u64);
+    assert!(metrics.headers.get() >= 6, "{:?}", metrics.headers.get());
+    assert_eq!(metrics.term_changes.get(), 1);
 
     // Consenter 3 stops; the others order shard 0's batch 4; it restarts from its data.
     let before = client.block_on(decisions_until(&peers[3], 1, |ds| {

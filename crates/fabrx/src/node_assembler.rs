@@ -24,6 +24,9 @@ pub struct AssemblerArgs {
     /// printed in the ready line). Default: the assembler's endpoint in the config.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Prometheus `/metrics` listen address (off when absent; docs/metrics.md).
+    #[arg(long)]
+    metrics: Option<String>,
 }
 
 /// Serves until SIGTERM or Ctrl-C (exit 0), or until the node stops on its own (a ledger
@@ -43,7 +46,12 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;
-    let running = assembler::node::spawn(cfg)
+    let mut deps = assembler::node::Deps::default();
+    if let Some(addr) = &args.metrics {
+        let registry = crate::node_router::serve_metrics(addr, &[("party", args.party)]).await?;
+        deps.metrics = Some(assembler::metrics::Metrics::register(&registry)?);
+    }
+    let running = assembler::node::spawn_with(cfg, deps)
         .await
         .with_context(|| format!("starting party {} assembler", args.party))?;
     info!(party = args.party, addr = %running.addr, height = running.height, "assembler listening");

@@ -32,6 +32,9 @@ pub struct BatcherArgs {
     /// host rather than an IP).
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Prometheus `/metrics` listen address (off when absent; docs/metrics.md).
+    #[arg(long)]
+    metrics: Option<String>,
 }
 
 /// Serves until SIGTERM or Ctrl-C (exit 0), or until the node stops on its own (a storage
@@ -62,6 +65,11 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     let mut handle = batcher::node::spawn(cfg, batcher::node::Deps::default())
         .await
         .with_context(|| format!("starting {node}"))?;
+    if let Some(addr) = &args.metrics {
+        let labels = [("party", args.party), ("shard", args.shard)];
+        let registry = crate::node_router::serve_metrics(addr, &labels).await?;
+        batcher::node::metrics::Metrics::register(&registry, std::sync::Arc::clone(&handle.stats))?;
+    }
     let term = handle.stats.snapshot().term;
     info!(party = args.party, shard = args.shard, addr = %handle.addr, term, "batcher listening");
     let ready = serde_json::json!({

@@ -107,6 +107,9 @@ pub struct ConsenterArgs {
     /// Open gRPC connections at once (more are closed at accept).
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Prometheus `/metrics` listen address (off when absent; docs/metrics.md).
+    #[arg(long)]
+    metrics: Option<String>,
 }
 
 /// The engine configuration from the flags (replica `id`).
@@ -237,6 +240,7 @@ pub fn network_dir(config: &Path) -> PathBuf {
 /// it listens it prints one JSON line on stdout:
 /// `{"ready":"consenter","event":"ready","role":"consenter","id":…,"party":…,"listen":"…"}`.
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
+    let metrics = args.metrics.clone();
     let (id, cfg) = match (&args.config, args.party) {
         (Some(path), Some(party)) => {
             let cfg = file_config(&args, path, party)?;
@@ -244,7 +248,12 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
         }
         _ => (args.id.unwrap_or(0), flag_config(args)?),
     };
-    let node = consenter::arma_node::spawn(cfg)
+    let mut deps = consenter::arma_node::ArmaNodeDeps::default();
+    if let Some(addr) = &metrics {
+        let registry = crate::node_router::serve_metrics(addr, &[("party", id.saturating_add(1))]).await?;
+        deps.metrics = Some(consenter::metrics::Metrics::register(&registry)?);
+    }
+    let node = consenter::arma_node::spawn_with(cfg, deps)
         .await
         .context("starting the consenter")?;
     let ready = serde_json::json!({

@@ -22,6 +22,9 @@ pub struct RouterArgs {
     /// names a host rather than an IP).
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Prometheus `/metrics` listen address (off when absent; docs/metrics.md).
+    #[arg(long)]
+    metrics: Option<String>,
     #[command(flatten)]
     server: crate::server_args::ServerArgs,
 }
@@ -34,7 +37,11 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     crate::tls_setup::install(&config, &args.config, wire::tls::Role::Router, args.party, None)?;
     let mut setup = config.router_setup(args.party, args.listen)?;
     setup.node.server = args.server.limits();
-    let deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());
+    let mut deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());
+    if let Some(addr) = &args.metrics {
+        let registry = serve_metrics(addr, &[("party", args.party)]).await?;
+        deps.metrics = Some(router::metrics::Metrics::register(&registry)?);
+    }
     let shards = setup.node.router.shards;
     let node = router::node::spawn(setup.node, deps)
         .await
@@ -51,6 +58,20 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     info!(party = args.party, "router stopping");
     node.shutdown().await;
     Ok(())
+}
+
+/// Serves a registry on `addr` whose every metric carries the constant `labels` (e.g.
+/// `party`, `shard`: docs/metrics.md); the caller registers its metrics in it.
+pub async fn serve_metrics(addr: &str, labels: &[(&str, u32)]) -> anyhow::Result<prometheus::Registry> {
+    let labels = labels
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), value.to_string()))
+        .collect();
+    let registry = prometheus::Registry::new_custom(None, Some(labels))?;
+    crate::metrics_http::serve(addr.to_owned(), registry.clone())
+        .await
+        .with_context(|| format!("serving metrics on {addr}"))?;
+    Ok(registry)
 }
 
 /// Waits for SIGTERM or Ctrl-C (SIGINT).

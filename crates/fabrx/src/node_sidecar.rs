@@ -78,10 +78,10 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let (verify, commit) = stages(&args).await?;
     let metrics = match &args.metrics {
         Some(addr) => {
-            let registry = prometheus::Registry::new();
-            let m = sidecar::metrics::Metrics::register(&registry)?;
-            crate::metrics_http::serve(addr.clone(), registry).await?;
-            Some(m)
+            // The `party` label when the sidecar reads a network's orderer.
+            let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
+            let registry = crate::node_router::serve_metrics(addr, &labels).await?;
+            Some(sidecar::metrics::Metrics::register(&registry)?)
         }
         None => None,
     };

@@ -5,8 +5,11 @@
 //! not already running (its own process group, stdout to `logs/<name>.out` where the
 //! node prints its ready line, stderr to `logs/<name>.log`), waits for each ready line
 //! (checked, not slept for: a node that exits first fails `up` with its log's tail),
-//! writes `network.json` and prints a table. `down` stops them (SIGTERM, then SIGKILL
+//! writes `network.json` and prints a table. Every node serves Prometheus `/metrics` on
+//! loopback, one port span above its own port ([`metrics`]; docs/metrics.md). `down` stops them (SIGTERM, then SIGKILL
 //! after 10 s); `status` shows each node's liveness.
+
+mod metrics;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -48,7 +51,9 @@ pub struct UpArgs {
     /// namespace and the issuer wallet): an ordering and committer network only.
     #[arg(long)]
     no_token: bool,
-    /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S)).
+    /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S);
+    /// the committers' and token services' follow; each node's `/metrics` port is its
+    /// port plus the width of that range).
     #[arg(long, default_value_t = 7050)]
     base_port: u16,
     /// One JSON object per line instead of the table.
@@ -375,20 +380,29 @@ fn token_setup(dir: &Path, config: &netconfig::NetworkConfig) -> anyhow::Result<
     Ok(())
 }
 
-/// Writes a validator-committer's config file when it has none: its listen address and
-/// database (`embedded`: a store in its data directory).
-fn write_vcservice_config(node: &NodeEntry, db: &str) -> anyhow::Result<()> {
+/// Writes a validator-committer's config file when it has none: its listen address,
+/// metrics address and database (`embedded`: a store in its data directory). A file
+/// that exists is kept, and its metrics address is what `node.metrics` records.
+fn write_vcservice_config(node: &mut NodeEntry, db: &str) -> anyhow::Result<()> {
     let path = node.data_dir.join("vcservice.toml");
     if path.exists() {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let config = vcservice::config::VcConfig::from_toml(&text)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        node.metrics = config.metrics_listen;
         return Ok(());
     }
     let db = match db {
         "embedded" => format!("embedded:{}", node.data_dir.join("db").display()),
         url => party_database(url, node.party)?,
     };
+    let metrics = node
+        .metrics
+        .as_ref()
+        .map_or_else(String::new, |m| format!("metrics_listen = {m:?}\n"));
     let text = format!(
         "# Written by `fabrx up`; edit and restart the node to change it (docs/vcservice.md).\n\
-         listen = {listen:?}\ndb = {db:?}\n",
+         listen = {listen:?}\n{metrics}db = {db:?}\n",
         listen = node.listen,
     );
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
@@ -526,6 +540,34 @@ fn prepare(args: &UpArgs) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Gives `nodes` their `/metrics` addresses: every node the config names sets the port
+/// span ([`metrics`]).
+fn assign_metrics(nodes: &mut [NodeEntry], config: &netconfig::NetworkConfig, dir: &Path, exe: &str) {
+    let mut all = ordering_nodes(config, dir, exe);
+    all.extend(committer_nodes(config, dir, exe, config.n()).unwrap_or_default());
+    all.extend(token_nodes(config, dir, exe, config.n()).unwrap_or_default());
+    if let Some(span) = metrics::span(&all) {
+        metrics::assign(nodes, span);
+    }
+}
+
+/// Nodes of a previous `up` that still run are kept, as they were started (pid, argv,
+/// metrics address).
+fn keep_running(nodes: &mut [NodeEntry], dir: &Path) -> anyhow::Result<()> {
+    let previous = load(dir)?.map(|f| f.nodes).unwrap_or_default();
+    for node in nodes {
+        if let Some(old) = previous
+            .iter()
+            .find(|o| o.name == node.name && alive(o.pid, &o.argv))
+        {
+            node.pid = old.pid;
+            node.argv.clone_from(&old.argv);
+            node.metrics.clone_from(&old.metrics);
+        }
+    }
+    Ok(())
+}
+
 /// `fabrx up`.
 pub fn up(args: UpArgs) -> anyhow::Result<()> {
     check_db(&args)?;
@@ -554,16 +596,8 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
     if !args.no_token && !args.no_orderer {
         nodes.extend(token_nodes(&config, &dir, &exe_text, args.committers)?);
     }
-    // Nodes of a previous `up` that still run are kept.
-    let previous = load(&dir)?.map(|f| f.nodes).unwrap_or_default();
-    for node in &mut nodes {
-        if let Some(old) = previous
-            .iter()
-            .find(|o| o.name == node.name && alive(o.pid, &o.argv))
-        {
-            node.pid = old.pid;
-        }
-    }
+    assign_metrics(&mut nodes, &config, &dir, &exe_text);
+    keep_running(&mut nodes, &dir)?;
     let mut started = Vec::new();
     let phases = [
         &["consenter", "batcher"][..],

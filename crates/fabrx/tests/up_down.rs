@@ -76,6 +76,44 @@ fn tx_ids_until(dir: &Path, party: u32, count: usize) -> Vec<String> {
     }
 }
 
+/// The body of `GET /metrics` at `addr` (plain HTTP/1.1).
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // One write: the endpoint answers after its first read.
+    let request = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    sock.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    sock.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The value of metric `name` in `text`, whose labels must include `labels`.
+fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"));
+    for label in labels {
+        assert!(line.contains(label), "{label} not in {line}");
+    }
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// The `/metrics` address of node `name`.
+fn metrics_of(net: &serde_json::Value, name: &str) -> String {
+    let node = net["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap();
+    node["metrics"].as_str().unwrap().to_owned()
+}
+
 fn send(net: &serde_json::Value, from: u64, count: u64) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let requests: Vec<Vec<u8>> = (from..from + count).map(envelope::envelope).collect();
@@ -129,10 +167,54 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
         assert!(alive(n["pid"].as_u64().unwrap()), "{n}");
         assert_eq!(n["shard"].is_null(), n["role"] != "batcher", "{n}");
     }
+    // Every node serves /metrics on its own loopback port, none a node's port.
+    let listens: std::collections::BTreeSet<&str> =
+        nodes.iter().map(|n| n["listen"].as_str().unwrap()).collect();
+    let metrics: std::collections::BTreeSet<&str> = nodes
+        .iter()
+        .map(|n| {
+            n["metrics"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no metrics in {n}"))
+        })
+        .collect();
+    assert_eq!(metrics.len(), nodes.len(), "one metrics address per node");
+    assert!(
+        metrics
+            .iter()
+            .all(|m| m.starts_with("127.0.0.1:") && !listens.contains(m))
+    );
 
     send(&net, 0, 50);
     let ids = tx_ids_until(&dir, 1, 50);
     assert_eq!(ids.len(), 50, "each request once");
+
+    // The documented metrics moved (docs/metrics.md).
+    let router = scrape(&metrics_of(&net, "router-1"));
+    assert!(metric(&router, "fabrx_router_requests_admitted_total", &["party=\"1\""]) > 0.0);
+    let assembler = scrape(&metrics_of(&net, "assembler-1"));
+    let party1 = ["party=\"1\""];
+    assert_eq!(
+        metric(&assembler, "fabrx_assembler_txs_appended_total", &party1),
+        50.0
+    );
+    let height = metric(&assembler, "fabrx_assembler_ledger_height", &party1);
+    let blocks = metric(&assembler, "fabrx_assembler_blocks_appended_total", &party1);
+    assert!(
+        height > 0.0 && height == blocks,
+        "height {height}, blocks {blocks}"
+    );
+    let batcher = scrape(&metrics_of(&net, "batcher-2-1"));
+    let labels = ["party=\"2\"", "shard=\"1\""];
+    assert!(metric(&batcher, "fabrx_batcher_batches_persisted_total", &labels) > 0.0);
+    let consenter = scrape(&metrics_of(&net, "consenter-4"));
+    assert!(
+        metric(
+            &consenter,
+            "fabrx_consenter_headers_ordered_total",
+            &["party=\"4\""]
+        ) > 0.0
+    );
 
     // Kill a consenter and an assembler by pid; `up` starts them again, alone.
     let pid_of = |net: &serde_json::Value, name: &str| {
@@ -170,6 +252,11 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
         let name = n["name"].as_str().unwrap();
         let same = pid_of(&restarted, name) == n["pid"].as_u64().unwrap();
         assert_eq!(same, !["consenter-3", "assembler-2"].contains(&name), "{name}");
+        assert_eq!(
+            metrics_of(&restarted, name),
+            n["metrics"].as_str().unwrap(),
+            "{name}"
+        );
     }
     send(&restarted, 50, 30);
     assert_eq!(tx_ids_until(&dir, 2, 80).len(), 80);

@@ -6,7 +6,8 @@
 //! [`inflight`] (per-shard bounds of forwarded, unanswered requests), [`backoff`] (the
 //! reconnect schedule) and [`answer`] (what a batcher answers and the gRPC code a client
 //! sees). The shells are [`service`] (the tonic `Router` service), [`link`] (the
-//! [`link::BatcherLink`] seam and its gRPC implementation) and [`node`] (serving it).
+//! [`link::BatcherLink`] seam and its gRPC implementation) and [`node`] (serving it);
+//! [`metrics`] records what they see.
 
 pub mod admission;
 pub mod answer;
@@ -15,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod inflight;
 pub mod link;
+pub mod metrics;
 pub mod node;
 pub mod service;
 

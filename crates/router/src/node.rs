@@ -4,6 +4,7 @@
 use crate::config::RouterConfig;
 use crate::error::{Error, Result};
 use crate::link::{BatcherLink, GrpcLink, LinkConfig};
+use crate::metrics::Metrics;
 use crate::service::RouterService;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,8 @@ pub struct NodeConfig {
 pub struct Deps {
     /// One link per shard: `links[s]` reaches this party's batcher of shard `s`.
     pub links: Vec<Arc<dyn BatcherLink>>,
+    /// Where the node records its metrics (`None`: nowhere).
+    pub metrics: Option<Metrics>,
 }
 
 impl Deps {
@@ -48,7 +51,7 @@ impl Deps {
                 Arc::new(link) as Arc<dyn BatcherLink>
             })
             .collect();
-        Deps { links }
+        Deps { links, metrics: None }
     }
 }
 
@@ -75,7 +78,7 @@ impl Handle {
 
 /// Validates the config, binds the listener and serves until [`Handle::shutdown`].
 pub async fn spawn(config: NodeConfig, deps: Deps) -> Result<Handle> {
-    let service = RouterService::new(config.router, deps.links)?;
+    let service = RouterService::with_metrics(config.router, deps.links, deps.metrics)?;
     let listen_error = |e: std::io::Error| Error::Listen {
         addr: config.listen,
         reason: e.to_string(),

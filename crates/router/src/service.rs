@@ -16,6 +16,7 @@ use crate::config::RouterConfig;
 use crate::error::{Error, Result};
 use crate::inflight::InFlight;
 use crate::link::BatcherLink;
+use crate::metrics::Metrics;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use parking_lot::Mutex;
@@ -34,6 +35,16 @@ struct Shared {
     links: Vec<Arc<dyn BatcherLink>>,
     in_flight: Mutex<InFlight>,
     next_link_id: AtomicU64,
+    metrics: Option<Metrics>,
+}
+
+impl Shared {
+    /// Publishes `shard`'s in-flight load `load` to the metrics, if any.
+    fn publish(&self, shard: ShardId, load: (usize, u64)) {
+        if let Some(m) = &self.metrics {
+            m.set_in_flight(shard, load);
+        }
+    }
 }
 
 /// Room taken in a shard's in-flight bounds, given back on drop.
@@ -45,7 +56,12 @@ struct Permit<'a> {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        self.shared.in_flight.lock().release(self.shard, self.bytes);
+        let load = {
+            let mut in_flight = self.shared.in_flight.lock();
+            in_flight.release(self.shard, self.bytes);
+            in_flight.load(self.shard)
+        };
+        self.shared.publish(self.shard, load);
     }
 }
 
@@ -58,6 +74,15 @@ pub struct RouterService {
 impl RouterService {
     /// A service over one link per shard (`links[s]` is shard `s`'s batcher).
     pub fn new(cfg: RouterConfig, links: Vec<Arc<dyn BatcherLink>>) -> Result<RouterService> {
+        RouterService::with_metrics(cfg, links, None)
+    }
+
+    /// [`RouterService::new`], recording into `metrics` when given.
+    pub fn with_metrics(
+        cfg: RouterConfig,
+        links: Vec<Arc<dyn BatcherLink>>,
+        metrics: Option<Metrics>,
+    ) -> Result<RouterService> {
         cfg.validate()?;
         if u32::try_from(links.len()).ok() != Some(cfg.shards.get()) {
             return Err(Error::InvalidConfig {
@@ -76,6 +101,7 @@ impl RouterService {
                 links,
                 in_flight: Mutex::new(in_flight),
                 next_link_id: AtomicU64::new(0),
+                metrics,
             }),
         })
     }
@@ -95,7 +121,11 @@ impl RouterService {
     /// Checks, forwards and answers one request.
     pub async fn answer(&self, request: pb::SubmitRequest) -> pb::SubmitResponse {
         let id = request.id;
-        match self.forward(request.envelope).await {
+        let result = self.forward(request.envelope).await;
+        if let Some(m) = &self.shared.metrics {
+            m.on_answer(&result);
+        }
+        match result {
             Ok(()) => pb::SubmitResponse {
                 id,
                 code: tonic::Code::Ok as u32,
@@ -117,7 +147,12 @@ impl RouterService {
         let admitted = check_request(&envelope, &shared.cfg)?;
         let shard = admitted.shard;
         let bytes = u64::try_from(envelope.len()).unwrap_or(u64::MAX);
-        shared.in_flight.lock().try_admit(shard, bytes)?;
+        let load = {
+            let mut in_flight = shared.in_flight.lock();
+            in_flight.try_admit(shard, bytes)?;
+            in_flight.load(shard)
+        };
+        shared.publish(shard, load);
         let _permit = Permit { shared, shard, bytes };
         let shards = shared.cfg.shards.get();
         let link = usize::try_from(shard)
@@ -150,8 +185,29 @@ impl pb::router_server::Router for RouterService {
         request: Request<Streaming<pb::SubmitRequest>>,
     ) -> std::result::Result<Response<Answers>, Status> {
         let (tx, rx) = mpsc::channel(self.shared.cfg.stream_max_in_flight.get());
-        tokio::spawn(run_stream(self.clone(), request.into_inner(), tx));
+        let open = self.shared.metrics.as_ref().map(|m| StreamOpen::new(&m.streams));
+        let svc = self.clone();
+        tokio::spawn(async move {
+            run_stream(svc, request.into_inner(), tx).await;
+            drop(open);
+        });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// One open client stream in the `streams` gauge, taken out on drop.
+struct StreamOpen(prometheus::IntGauge);
+
+impl StreamOpen {
+    fn new(gauge: &prometheus::IntGauge) -> StreamOpen {
+        gauge.inc();
+        StreamOpen(gauge.clone())
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

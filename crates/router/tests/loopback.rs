@@ -14,6 +14,7 @@ use common::{Client, config, envelope_signed_by, signed};
 use parking_lot::Mutex;
 use prost::Message;
 use router::link::{BatcherLink, GrpcLink, LinkConfig};
+use router::metrics::Metrics;
 use router::node::{self, Deps, Handle, NodeConfig};
 use router::{BatcherAnswer, BatcherRefusal, RouterConfig};
 use std::net::SocketAddr;
@@ -186,6 +187,11 @@ fn fast(mut cfg: RouterConfig) -> RouterConfig {
 /// A router node over `GrpcLink`s to `batchers` (shard `s` is `batchers[s]`), once every
 /// link is up.
 async fn router(cfg: RouterConfig, batchers: &[&BatcherServer]) -> Handle {
+    router_with(cfg, batchers, None).await
+}
+
+/// [`router`] recording into `metrics`.
+async fn router_with(cfg: RouterConfig, batchers: &[&BatcherServer], metrics: Option<Metrics>) -> Handle {
     let links: Vec<Arc<GrpcLink>> = batchers
         .iter()
         .zip(0u32..)
@@ -202,6 +208,7 @@ async fn router(cfg: RouterConfig, batchers: &[&BatcherServer]) -> Handle {
     eventually("the batcher links to be up", || links.iter().all(|l| l.is_up())).await;
     let deps = Deps {
         links: links.into_iter().map(|l| l as Arc<dyn BatcherLink>).collect(),
+        metrics,
     };
     let node_cfg = NodeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -274,9 +281,12 @@ async fn acks_only_after_admission_and_refusals_come_back() {
         BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await,
         BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await,
     );
-    let r = router(fast(config(2, &[&alice])), &[&b0, &b1]).await;
+    let metrics = Metrics::new().unwrap();
+    let r = router_with(fast(config(2, &[&alice])), &[&b0, &b1], Some(metrics.clone())).await;
     let mut s = Session::open(&r).await;
     let mut n = 0;
+    let refused = |reason: &str| metrics.refused.with_label_values(&[reason]).get();
+    let in_flight = |shard: &str| metrics.in_flight.with_label_values(&[shard]).get();
 
     // Admitted: OK, and the request reached the batcher of its shard, byte for byte.
     let req0 = request_for_shard(&alice, 0, 2, &mut n);
@@ -287,6 +297,8 @@ async fn acks_only_after_admission_and_refusals_come_back() {
     assert_eq!(code(&a), Code::Ok, "{}", a.reason);
     assert_eq!(b0.seen(), vec![req0]);
     assert_eq!(b1.seen(), vec![req1]);
+    assert_eq!(metrics.admitted.get(), 2);
+    assert_eq!(metrics.streams.get(), 1);
 
     // Refusals come back with their code and reason.
     for (why, expected) in [
@@ -300,6 +312,9 @@ async fn acks_only_after_admission_and_refusals_come_back() {
         assert_eq!(code(&a), expected, "{why}: {}", a.reason);
         assert!(a.reason.contains(why.as_str()), "{}", a.reason);
     }
+    let by_reason = ["batcher_duplicate", "batcher_full", "batcher_wrong_shard"].map(refused);
+    assert_eq!(by_reason, [1, 2, 1]);
+    assert_eq!(metrics.admitted.get(), 2);
 
     // Held by the batcher: no answer until it admits.
     b0.set_mode(Mode::Hold);
@@ -314,6 +329,8 @@ async fn acks_only_after_admission_and_refusals_come_back() {
         "answered before the batcher did"
     );
     assert_eq!(r.service.in_flight(0).0, 1);
+    assert_eq!((in_flight("0"), in_flight("1")), (1, 0));
+    assert!(metrics.in_flight_bytes.with_label_values(&["0"]).get() > 0);
     b0.release().await;
     let a = s.next().await;
     assert_eq!((a.id, code(&a)), (4, Code::Ok), "{}", a.reason);
@@ -321,6 +338,9 @@ async fn acks_only_after_admission_and_refusals_come_back() {
         r.service.in_flight(0) == (0, 0)
     })
     .await;
+    assert_eq!((in_flight("0"), metrics.admitted.get()), (0, 3));
+    drop(s);
+    eventually("the stream gauge to drop", || metrics.streams.get() == 0).await;
     r.shutdown().await;
 }
 

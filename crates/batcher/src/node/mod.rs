@@ -10,12 +10,14 @@
 //! * `decisions` — following the own party's consenter's `Decisions` stream.
 //! * `start` — opening the store, rebuilding the core, starting the tasks.
 //! * `run` — the loop.
+//! * [`metrics`] — [`Stats`] exported to Prometheus.
 //!
 //! [`NodeConfig`] parses no file: the `fabrx node batcher` command fills it from the
 //! network configuration.
 
 mod decisions;
 mod links;
+pub mod metrics;
 mod run;
 pub mod served;
 mod service;
@@ -158,14 +160,18 @@ pub struct Deps {
     pub listener: Option<TcpListener>,
 }
 
-/// Counters of a running node (metrics are another issue; these feed them later).
+/// Counters of a running node ([`metrics::Metrics`] exports them).
 #[derive(Debug, Default)]
 pub struct Stats {
     pending: AtomicU64,
+    pending_bytes: AtomicU64,
     in_flight: AtomicU64,
+    in_flight_bytes: AtomicU64,
     unordered_batches: AtomicU64,
     term: AtomicU64,
+    term_changes: AtomicU64,
     batches_cut: AtomicU64,
+    batches_persisted: AtomicU64,
     batches_accepted: AtomicU64,
     batches_rejected: AtomicU64,
     batches_restored: AtomicU64,
@@ -184,14 +190,22 @@ pub struct Stats {
 pub struct StatsSnapshot {
     /// Requests pending in the mempool.
     pub pending: u64,
+    /// Bytes of the requests pending in the mempool.
+    pub pending_bytes: u64,
     /// Requests in unordered batches of the term.
     pub in_flight: u64,
+    /// Bytes of the requests in unordered batches of the term.
+    pub in_flight_bytes: u64,
     /// Unordered batches of the term.
     pub unordered_batches: u64,
     /// The core's term.
     pub term: u64,
+    /// Term changes the core went through since the node started.
+    pub term_changes: u64,
     /// Batches this node cut as primary.
     pub batches_cut: u64,
+    /// Batches appended to the batch store and synced (cut or accepted).
+    pub batches_persisted: u64,
     /// Batches this node accepted as secondary.
     pub batches_accepted: u64,
     /// Pulled batches that failed verification.
@@ -229,10 +243,14 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             pending: get(&self.pending),
+            pending_bytes: get(&self.pending_bytes),
             in_flight: get(&self.in_flight),
+            in_flight_bytes: get(&self.in_flight_bytes),
             unordered_batches: get(&self.unordered_batches),
             term: get(&self.term),
+            term_changes: get(&self.term_changes),
             batches_cut: get(&self.batches_cut),
+            batches_persisted: get(&self.batches_persisted),
             batches_accepted: get(&self.batches_accepted),
             batches_rejected: get(&self.batches_rejected),
             batches_restored: get(&self.batches_restored),

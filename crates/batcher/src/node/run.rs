@@ -98,7 +98,10 @@ impl Node {
 
     async fn on_done(&mut self, done: Option<Done>) -> Result<()> {
         match done {
-            Some(Done::Persisted { id, digest }) => self.feed(Input::Persisted { id, digest }).await,
+            Some(Done::Persisted { id, digest }) => {
+                bump(&self.stats.batches_persisted);
+                self.feed(Input::Persisted { id, digest }).await
+            }
             Some(Done::Failed(e)) => {
                 error!(error = %e, "persisting failed: the batcher stops");
                 Err(e)
@@ -307,11 +310,17 @@ impl Node {
         self.tx_view
             .send_if_modified(|v| std::mem::replace(v, view) != view);
         let s = &self.stats;
-        s.pending.store(core.pending().0 as u64, Ordering::Relaxed);
-        s.in_flight.store(core.in_flight().0 as u64, Ordering::Relaxed);
+        let (pending, pending_bytes) = core.pending();
+        s.pending.store(pending as u64, Ordering::Relaxed);
+        s.pending_bytes.store(pending_bytes, Ordering::Relaxed);
+        let (in_flight, in_flight_bytes) = core.in_flight();
+        s.in_flight.store(in_flight as u64, Ordering::Relaxed);
+        s.in_flight_bytes.store(in_flight_bytes, Ordering::Relaxed);
         s.unordered_batches
             .store(core.unordered_batches() as u64, Ordering::Relaxed);
-        s.term.store(core.term(), Ordering::Relaxed);
+        if s.term.swap(core.term(), Ordering::Relaxed) != core.term() {
+            bump(&s.term_changes);
+        }
     }
 }
 

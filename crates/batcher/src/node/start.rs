@@ -87,6 +87,8 @@ pub(super) async fn start(config: NodeConfig, listener: TcpListener) -> Result<H
         core.remember_ordered(digest);
     }
     let stats = Arc::new(Stats::default());
+    // The restored term is where the node starts, not a change.
+    stats.term.store(progress.term, Ordering::Relaxed);
     let party = config.batcher.party;
     let own_highest = recovered
         .unordered

@@ -104,7 +104,9 @@ impl Drop for DownOnDrop {
 pub fn free_base_port() -> u16 {
     // The ordering nodes, then each party's committer nodes (sidecar, verifier, vcservice),
     // then the token application's (a query service per party, five endorsers).
-    let span = u16::try_from(PARTIES * (3 + SHARDS) + PARTIES * 3 + PARTIES + 5).unwrap();
+    let nodes = u16::try_from(PARTIES * (3 + SHARDS) + PARTIES * 3 + PARTIES + 5).unwrap();
+    // `fabrx up` puts each node's `/metrics` one node span above its port (src/up/metrics.rs).
+    let span = 2 * nodes;
     let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
