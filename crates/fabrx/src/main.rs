@@ -4,6 +4,7 @@ mod bench;
 mod blocks;
 mod committer;
 mod keygen;
+mod latency_proxy;
 mod loadgen_cmd;
 mod loadgen_mock;
 mod loadgen_network;
@@ -63,6 +64,8 @@ enum Command {
     InitDb(node::InitDbArgs),
     /// Create a node's key file and print its public key.
     Keygen(keygen::KeygenArgs),
+    /// Forward TCP connections with a fixed one-way delay: emulated regions (docs/benchmarks.md).
+    LatencyProxy(latency_proxy::LatencyProxyArgs),
     /// Load generator (see docs/loadgen.md).
     Loadgen(loadgen_cmd::LoadgenArgs),
     /// Network files: `fabrx network generate` (see docs/network-config.md).
@@ -101,6 +104,7 @@ fn main() -> anyhow::Result<()> {
             Command::Committer { cmd } => committer::run(cmd).await,
             Command::InitDb(args) => node::init_db(args).await,
             Command::Keygen(args) => keygen::run(args),
+            Command::LatencyProxy(args) => latency_proxy::run(args).await,
             Command::Loadgen(args) => loadgen_cmd::run(args).await,
             Command::Network { cmd } => network::run(cmd),
             Command::Node { role } => node::run(role).await,
