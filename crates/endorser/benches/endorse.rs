@@ -69,10 +69,15 @@ fn bench(c: &mut Criterion) {
     .sign(&issuer);
     let mut g = c.benchmark_group("endorse");
     g.bench_function("transfer_1in_2out", |b| {
-        b.iter(|| black_box(core.endorse(&transfer, &[Some((&value, 0))]).unwrap()));
+        b.iter(|| {
+            black_box(
+                core.endorse(&core.prepare(&transfer).unwrap(), &[Some((&value, 0))])
+                    .unwrap(),
+            )
+        });
     });
     g.bench_function("issue_1out", |b| {
-        b.iter(|| black_box(core.endorse(&issue, &[]).unwrap()))
+        b.iter(|| black_box(core.endorse(&core.prepare(&issue).unwrap(), &[]).unwrap()))
     });
     g.finish();
 

@@ -62,17 +62,19 @@ impl EndorserCore {
         self.share.index()
     }
 
-    /// The stateless checks; on success the keys whose committed rows
-    /// [`EndorserCore::endorse`] needs (the inputs, in order).
-    pub fn prepare(&self, request: &Request) -> Result<Vec<Vec<u8>>, Rejection> {
+    /// The stateless checks (shape, issuer, the creator's signature); on success the
+    /// request as checked, whose inputs' committed rows [`EndorserCore::endorse`] needs.
+    pub fn prepare(&self, request: &Request) -> Result<Prepared, Rejection> {
         check_request(request, &self.policy)?;
-        Ok(request.inputs.clone())
+        Ok(Prepared {
+            request: request.clone(),
+        })
     }
 
     /// The checks against the inputs' committed rows (`rows[i]` for input `i`, read at
     /// one snapshot), then the partial signature over the settlement tx.
-    pub fn endorse(&self, request: &Request, rows: &[InputRow<'_>]) -> Result<Endorsement, Rejection> {
-        check_request(request, &self.policy)?;
+    pub fn endorse(&self, prepared: &Prepared, rows: &[InputRow<'_>]) -> Result<Endorsement, Rejection> {
+        let request = &prepared.request;
         check_inputs(request, rows)?;
         let settlement = Settlement::build(request, &self.namespace, self.ns_version);
         let partial =
@@ -81,6 +83,20 @@ impl EndorserCore {
             tx_id: settlement.tx_id.0,
             partial,
         })
+    }
+}
+
+/// A request that passed [`EndorserCore::prepare`]: only `prepare` makes one, so
+/// [`EndorserCore::endorse`] never signs a request whose stateless checks did not pass.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    request: Request,
+}
+
+impl Prepared {
+    /// The keys of the inputs, whose committed rows the endorsement needs, in order.
+    pub fn keys(&self) -> &[Vec<u8>] {
+        &self.request.inputs
     }
 }
 
@@ -129,7 +145,11 @@ mod tests {
         let value = held.encode();
         let partials: Vec<_> = cores[1..4]
             .iter()
-            .map(|c| c.endorse(&request, &[Some((&value, 0))]).unwrap().partial)
+            .map(|c| {
+                c.endorse(&c.prepare(&request).unwrap(), &[Some((&value, 0))])
+                    .unwrap()
+                    .partial
+            })
             .collect();
         let sig = crypto::aggregate_partials(&set.public, &partials).unwrap();
         let bytes = Settlement::build(&request, "token", 0).endorsement_bytes();
@@ -138,7 +158,7 @@ mod tests {
         assert!(crypto::aggregate_partials(&set.public, &partials[..2]).is_err());
         // A spent input is refused by every endorser.
         let e = cores[0]
-            .endorse(&request, &[Some((token::SPENT, 1))])
+            .endorse(&cores[0].prepare(&request).unwrap(), &[Some((token::SPENT, 1))])
             .unwrap_err();
         assert_eq!(e.reason, Reason::SpentInput);
     }

@@ -14,7 +14,7 @@ pub mod metrics;
 pub mod node;
 pub mod service;
 
-pub use core::{Endorsement, EndorserCore};
+pub use core::{Endorsement, EndorserCore, Prepared};
 
 /// Errors of an endorser node.
 #[derive(Debug, thiserror::Error)]

@@ -153,24 +153,23 @@ impl EndorserService {
     }
 
     async fn decide(&self, request: &Request) -> Result<crate::Endorsement, Rejection> {
-        let keys = self.core.prepare(request)?;
-        let rows = if keys.is_empty() {
+        let prepared = self.core.prepare(request)?;
+        let rows = if prepared.keys().is_empty() {
             Vec::new()
         } else {
             self.state
-                .read(self.core.namespace(), &keys)
+                .read(self.core.namespace(), prepared.keys())
                 .await
                 .map_err(|e| Rejection::new(Reason::StateUnavailable, e))?
         };
         let core = self.core.clone();
-        let request = request.clone();
         let started = Instant::now();
         let signed = tokio::task::spawn_blocking(move || {
             let rows: Vec<token::check::InputRow<'_>> = rows
                 .iter()
                 .map(|r| r.as_ref().map(|(v, ver)| (v.as_slice(), *ver)))
                 .collect();
-            core.endorse(&request, &rows)
+            core.endorse(&prepared, &rows)
         })
         .await
         .map_err(|e| Rejection::new(Reason::StateUnavailable, format!("signing task: {e}")))?;
