@@ -32,10 +32,14 @@ pub enum Target {
 
 /// Arguments of `fabrx loadgen`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct LoadgenArgs {
+    /// Work on the results of load runs instead of running one.
+    #[command(subcommand)]
+    cmd: Option<LoadgenCmd>,
     /// What to load.
-    #[arg(long, value_enum)]
-    target: Target,
+    #[arg(long, value_enum, required = true)]
+    target: Option<Target>,
     /// Load blocks (the genesis blocks come on top) [default: 200; with --rates, what
     /// the steps send].
     #[arg(long)]
@@ -105,16 +109,109 @@ pub struct LoadgenArgs {
     pub(crate) network: crate::loadgen_network::NetworkArgs,
 }
 
+/// `fabrx loadgen <command>`.
+#[derive(Debug, clap::Subcommand)]
+pub enum LoadgenCmd {
+    /// Combine the report directories of the instances of one run (`--instance I
+    /// --instances K --report DIR` each) into one summary and report.
+    Merge(MergeArgs),
+}
+
+/// Arguments of `fabrx loadgen merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The instances' report directories (each with `summary.json` and `raw.json`).
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Also write the merged `per_second.csv`, `summary.json` and `report.svg` here.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Print only the JSON summary line on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The largest report file `merge` reads.
+const MAX_REPORT_FILE: u64 = 512 << 20;
+
+fn read_bounded(path: &Path) -> anyhow::Result<String> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    anyhow::ensure!(
+        len <= MAX_REPORT_FILE,
+        "{} is {len} bytes, more than a report file holds ({MAX_REPORT_FILE})",
+        path.display()
+    );
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `fabrx loadgen merge`.
+fn merge(args: &MergeArgs) -> anyhow::Result<()> {
+    let mut parts = Vec::with_capacity(args.dirs.len());
+    for dir in &args.dirs {
+        let name = dir.display().to_string();
+        let summary = read_bounded(&dir.join("summary.json"))?;
+        let summary: serde_json::Value = serde_json::from_str(summary.trim())
+            .with_context(|| format!("{name}/summary.json does not parse"))?;
+        let raw = read_bounded(&dir.join("raw.json")).with_context(|| {
+            format!("{name} has no raw.json: was it written by `fabrx loadgen --target network --report`?")
+        })?;
+        let raw: loadgen::merge::Raw =
+            serde_json::from_str(&raw).with_context(|| format!("{name}/raw.json does not parse"))?;
+        parts.push(loadgen::merge::Part { name, summary, raw });
+    }
+    let merged = loadgen::merge::merge(&parts)?;
+    let line = merged.summary.to_string();
+    if let Some(dir) = &args.report {
+        let title = format!(
+            "fabrx loadgen merge · {} of {} instances · {} txs sent",
+            parts.len(),
+            merged.summary["instances"],
+            merged.summary["sent"]
+        );
+        write_report(dir, &merged.series, &line, &title)?;
+    }
+    if !args.json {
+        eprintln!(
+            "merged {} reports: sent {} · confirmed {} · committed {} · {} tx/s · p50 {} ms · p99 {} ms",
+            parts.len(),
+            merged.summary["sent"],
+            merged.summary["confirmed"],
+            merged.summary["committed"],
+            merged.summary["tps"],
+            merged.summary["p50_ms"],
+            merged.summary["p99_ms"]
+        );
+    }
+    println!("{line}");
+    Ok(())
+}
+
 /// The default of `--blocks`.
 const DEFAULT_BLOCKS: usize = 200;
 
 /// Runs the command.
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
-    let schedule = schedule_of(&args)?;
-    match args.target {
+    if let Some(LoadgenCmd::Merge(m)) = &args.cmd {
+        return merge(m);
+    }
+    let target = args.target.context("--target is required")?;
+    if target != Target::Network {
+        for (flag, given) in [
+            ("--instance", args.network.instance != 1),
+            ("--instances", args.network.instances != 1),
+            ("--metrics", args.network.metrics.is_some()),
+        ] {
+            anyhow::ensure!(!given, "{flag} is supported with --target network only");
+        }
+    }
+    let schedule = schedule_of(&args, target)?;
+    match target {
         Target::Committer => committer_load(args, schedule).await,
         Target::Network => {
-            let spec = spec_of(&args, &schedule)?;
+            let mut spec = spec_of(&args, &schedule, target)?;
+            let schedule = crate::loadgen_network::share(&args.network, &mut spec, schedule)?;
             let out = crate::loadgen_network::Output {
                 json: args.json,
                 report: args.report.as_deref(),
@@ -122,7 +219,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             crate::loadgen_network::run(spec, &args.network, schedule, out).await
         }
         Target::MockOrderer => {
-            let spec = spec_of(&args, &schedule)?;
+            let spec = spec_of(&args, &schedule, target)?;
             let (dir, party, drain) = args.network.mock_args()?;
             let run = crate::loadgen_mock::MockArgs {
                 dir: &dir,
@@ -138,14 +235,14 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
 
 /// When the load's txs are due: `--rates` steps, `--rate`, or as fast as the target
 /// takes them; combinations that make no sense are refused.
-fn schedule_of(args: &LoadgenArgs) -> anyhow::Result<Schedule> {
+fn schedule_of(args: &LoadgenArgs, target: Target) -> anyhow::Result<Schedule> {
     let net = &args.network;
     if args.rates.is_empty() {
         anyhow::ensure!(
             args.step_seconds.is_none(),
             "--step-seconds needs --rates (the rate of each step)"
         );
-        if args.target == Target::MockOrderer {
+        if target == Target::MockOrderer {
             anyhow::ensure!(
                 net.rate.is_none(),
                 "--rate is not supported with --target mock-orderer (it serves blocks as fast as the sidecar takes them)"
@@ -160,7 +257,7 @@ fn schedule_of(args: &LoadgenArgs) -> anyhow::Result<Schedule> {
         });
     }
     anyhow::ensure!(
-        args.target != Target::MockOrderer,
+        target != Target::MockOrderer,
         "--rates is not supported with --target mock-orderer (it serves blocks as fast as the sidecar takes them); use --target committer or network"
     );
     let secs = args
@@ -178,7 +275,7 @@ fn schedule_of(args: &LoadgenArgs) -> anyhow::Result<Schedule> {
         );
     }
     let schedule = Schedule::steps(&args.rates, secs)?;
-    if args.target == Target::Committer {
+    if target == Target::Committer {
         // The committer takes whole blocks: a step must hold at least one.
         for r in &args.rates {
             anyhow::ensure!(
@@ -220,7 +317,7 @@ fn default_tag() -> String {
     format!("r{secs:x}{:x}", std::process::id())
 }
 
-fn spec_of(args: &LoadgenArgs, schedule: &Schedule) -> anyhow::Result<WorkloadSpec> {
+fn spec_of(args: &LoadgenArgs, schedule: &Schedule, target: Target) -> anyhow::Result<WorkloadSpec> {
     for (flag, v) in [
         ("--workers", args.workers),
         ("--max-batch", args.max_batch),
@@ -244,7 +341,7 @@ fn spec_of(args: &LoadgenArgs, schedule: &Schedule) -> anyhow::Result<WorkloadSp
         invalid_sig_rate: args.invalid_sig_rate,
         seed: args.seed,
         tag: args.tag.clone().unwrap_or_else(default_tag),
-        reuse_outputs: args.target != Target::Network,
+        reuse_outputs: target != Target::Network,
         output_padding: 0,
     };
     spec.validate()?;
@@ -300,7 +397,7 @@ fn progress_printer() -> impl FnMut(&Progress) {
 }
 
 async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result<()> {
-    let spec = spec_of(&args, &schedule)?;
+    let spec = spec_of(&args, &schedule, Target::Committer)?;
     let tmp = tempfile::tempdir()?;
     let pool = (2 * args.workers).clamp(4, 64) as u32;
     let (backend, kind) = open(args.db.as_deref(), &tmp, pool).await?;

@@ -42,6 +42,73 @@ pub struct NetworkArgs {
     /// coins it creates); smaller than the plain tx: the plain tx.
     #[arg(long)]
     tx_size: Option<usize>,
+    /// This process's number among the cooperating load processes of one run (1 to
+    /// --instances): its own tag `<tag>_<I>` (namespace, keys, tx ids), seed + I − 1,
+    /// and its share of the rate, the steps' rates and --txs.
+    #[arg(long, default_value_t = 1, value_name = "I")]
+    pub(crate) instance: u32,
+    /// How many load processes share the run (`fabrx loadgen merge` combines their
+    /// report directories).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub(crate) instances: u32,
+    /// Serve the load generator's own metrics on ADDR (`GET /metrics`), and its rate
+    /// (`GET /rate`; with --rate, `POST /rate` with the new txs per second as the body).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics: Option<String>,
+}
+
+/// Most load processes of one run.
+pub const MAX_INSTANCES: u32 = 1000;
+
+/// This instance's share of the run: its tag, seed and schedule (`--instance I
+/// --instances K`); unchanged for a run of one process.
+pub fn share(args: &NetworkArgs, spec: &mut WorkloadSpec, schedule: Schedule) -> anyhow::Result<Schedule> {
+    let (i, k) = (args.instance, args.instances);
+    anyhow::ensure!(
+        (1..=MAX_INSTANCES).contains(&k),
+        "invalid --instances {k}: give 1 to {MAX_INSTANCES}"
+    );
+    anyhow::ensure!(
+        (1..=k).contains(&i),
+        "invalid --instance {i}: give 1 to --instances ({k})"
+    );
+    if k == 1 {
+        return Ok(schedule);
+    }
+    spec.tag = format!("{}_{i}", spec.tag);
+    spec.seed = spec.seed.wrapping_add(u64::from(i - 1));
+    spec.validate()
+        .with_context(|| format!("the tag of instance {i} is `{}`", spec.tag))?;
+    let kf = f64::from(k);
+    Ok(match schedule {
+        Schedule::Unpaced => Schedule::Unpaced,
+        Schedule::Fixed { rate } => Schedule::Fixed { rate: rate / kf },
+        Schedule::Steps { rates, step } => {
+            let mine: Vec<f64> = rates.iter().map(|r| r / kf).collect();
+            Schedule::steps(&mine, step.as_secs_f64())
+                .with_context(|| format!("instance {i}'s share (1/{k}) of --rates"))?
+        }
+    })
+}
+
+/// Instance `i`'s share (1 to `k`) of `total` txs: the shares differ by at most one and
+/// add up to `total`.
+pub fn share_of(total: usize, i: u32, k: u32) -> usize {
+    let part = |j: u32| (total as u128 * u128::from(j) / u128::from(k.max(1))) as usize;
+    part(i).saturating_sub(part(i.saturating_sub(1)))
+}
+
+/// CPU seconds this process has used (user + system), from `/proc/self/stat`; `None`
+/// where that file is missing. The kernel reports clock ticks of 1/100 s (`USER_HZ`).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some((user + system) as f64 / 100.0)
 }
 
 impl NetworkArgs {
@@ -64,13 +131,25 @@ pub struct Output<'a> {
     pub report: Option<&'a Path>,
 }
 
-/// Runs the load against the network and prints the summary.
-pub async fn run(
+/// The load, ready to send: the genesis committed (with a committer), every load tx's
+/// envelope built.
+struct Prepared {
+    endpoints: Endpoints,
+    workload: Workload,
+    load: Vec<(String, Arc<Vec<u8>>)>,
+    tag: String,
+    conflict_rate: f64,
+    confirmed_by: &'static str,
+    genesis_seconds: f64,
+    /// CPU seconds of the process before the preparation.
+    cpu_at_start: Option<f64>,
+}
+
+async fn prepare(
     mut spec: WorkloadSpec,
     args: &NetworkArgs,
-    schedule: Schedule,
-    output: Output<'_>,
-) -> anyhow::Result<()> {
+    schedule: &Schedule,
+) -> anyhow::Result<Prepared> {
     let dir = args
         .network
         .as_ref()
@@ -78,7 +157,11 @@ pub async fn run(
     check(args)?;
     let txs = match schedule.total() {
         Some(n) => usize::try_from(n)?,
-        None => args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size)),
+        None => share_of(
+            args.txs.unwrap_or(spec.blocks.saturating_mul(spec.block_size)),
+            args.instance,
+            args.instances,
+        ),
     };
     anyhow::ensure!(txs > 0, "invalid --txs: must be at least 1");
     spec.blocks = txs.div_ceil(spec.block_size.max(1));
@@ -91,6 +174,7 @@ pub async fn run(
         .with_context(|| format!("reading the network's administrator key {}", meta_path.display()))?;
     let tag = spec.tag.clone();
     let conflict_rate = spec.conflict_rate;
+    let cpu_at_start = cpu_seconds();
     let workload =
         tokio::task::spawn_blocking(move || loadgen::workload::plan(&spec)?.sign_with_meta(meta)).await??;
     let confirmed_by = if endpoints.sidecar.is_some() {
@@ -114,17 +198,74 @@ pub async fn run(
         .take(txs)
         .map(|(id, tx)| (id.0.clone(), Arc::new(network::envelope(id, tx))))
         .collect();
+    Ok(Prepared {
+        endpoints,
+        workload,
+        load,
+        tag,
+        conflict_rate,
+        confirmed_by,
+        genesis_seconds,
+        cpu_at_start,
+    })
+}
+
+/// Runs the load against the network and prints the summary.
+pub async fn run(
+    spec: WorkloadSpec,
+    args: &NetworkArgs,
+    schedule: Schedule,
+    output: Output<'_>,
+) -> anyhow::Result<()> {
+    let Prepared {
+        endpoints,
+        workload,
+        load,
+        tag,
+        conflict_rate,
+        confirmed_by,
+        genesis_seconds,
+        cpu_at_start,
+    } = prepare(spec, args, &schedule).await?;
+    let rate = match schedule {
+        Schedule::Fixed { rate } => Some(rate),
+        _ => None,
+    };
+    let control = rate.map(|r| Arc::new(network::RateControl::new(r)));
+    let metrics = match &args.metrics {
+        Some(addr) => Some(LoadMetrics::serve(addr, args.instance, control.clone()).await?),
+        None => None,
+    };
     let pace = Pace {
         schedule,
         max_in_flight: args.max_in_flight,
         duration: args.duration.map(Duration::from_secs_f64),
         drain: Duration::from_secs_f64(args.drain),
+        control: control.clone().filter(|_| args.metrics.is_some()),
     };
-    let run = network::run(&endpoints, &load, pace, printer()).await?;
+    let cpu_at_load = cpu_seconds();
+    let started_unix_ms = unix_ms();
+    let mut print = printer();
+    let run = network::run(&endpoints, &load, pace, |p| {
+        if let Some(m) = &metrics {
+            m.update(&p);
+        }
+        print(p);
+    })
+    .await?;
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
-    let mut summary = summary(&run, confirmed_by, &tag, args.rate, genesis_seconds);
+    let mut summary = summary(&run, confirmed_by, &tag, rate, genesis_seconds);
+    let cpu = [cpu_at_start, cpu_at_load, cpu_seconds()];
+    annotate(
+        &mut summary,
+        args,
+        started_unix_ms,
+        control.as_deref(),
+        cpu,
+        run.sent,
+    );
     if endpoints.sidecar.is_some() && conflict_rate == 0.0 {
         summary["expected_mismatches"] = serde_json::json!(mismatches(&run, &workload));
     }
@@ -137,9 +278,56 @@ pub async fn run(
             run.sent
         );
         crate::loadgen_cmd::write_report(dir, &run.series, &summary.to_string(), &title)?;
+        write_raw(dir, args, started_unix_ms, &run)?;
     }
     print_summary(&run, &summary, output.json);
     Ok(())
+}
+
+/// The instance, the wall-clock start, the rate changes and the client's own cost:
+/// preparing (planning, signing, envelopes; genesis included), then sending the load
+/// and following its statuses (`cpu`: CPU seconds before, at the start of the load and
+/// after it).
+fn annotate(
+    summary: &mut serde_json::Value,
+    args: &NetworkArgs,
+    started_unix_ms: u64,
+    control: Option<&network::RateControl>,
+    cpu: [Option<f64>; 3],
+    sent: u64,
+) {
+    summary["instance"] = serde_json::json!(args.instance);
+    summary["instances"] = serde_json::json!(args.instances);
+    summary["started_unix_ms"] = serde_json::json!(started_unix_ms);
+    if let Some(c) = control
+        && args.metrics.is_some()
+    {
+        summary["rate_changes"] = serde_json::json!(c.changes());
+        summary["final_rate"] = serde_json::json!(c.get());
+    }
+    if let [Some(a), Some(b), Some(c)] = cpu {
+        let round = |v: f64| (v * 1000.0).round() / 1000.0;
+        summary["client_prepare_cpu_seconds"] = serde_json::json!(round(b - a));
+        summary["client_cpu_seconds"] = serde_json::json!(round(c - a));
+        if c > a {
+            summary["client_txs_per_cpu_second"] =
+                serde_json::json!((sent as f64 / (c - a) * 10.0).round() / 10.0);
+        }
+    }
+}
+
+/// `raw.json` of the report directory: what `fabrx loadgen merge` needs besides the
+/// summary.
+fn write_raw(dir: &Path, args: &NetworkArgs, started_unix_ms: u64, run: &NetworkRun) -> anyhow::Result<()> {
+    let raw = loadgen::merge::Raw {
+        instance: args.instance,
+        instances: args.instances,
+        started_unix_ms,
+        latency_us: run.latency_us.to_sparse(),
+        series: run.series.clone(),
+    };
+    let path = dir.join("raw.json");
+    std::fs::write(&path, serde_json::to_string(&raw)?).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The human line on stderr (unless `json`), then the summary line on stdout.
@@ -157,6 +345,119 @@ fn print_summary(run: &NetworkRun, summary: &serde_json::Value, json: bool) {
         );
     }
     println!("{summary}");
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The load generator's own metrics (`--metrics ADDR`), updated once a second.
+struct LoadMetrics {
+    sent: prometheus::IntCounter,
+    submitted: prometheus::IntCounter,
+    confirmed: prometheus::IntCounter,
+    in_flight: prometheus::IntGauge,
+    rate: prometheus::Gauge,
+    control: Option<Arc<network::RateControl>>,
+    last: std::sync::Mutex<(u64, u64, u64)>,
+}
+
+impl LoadMetrics {
+    async fn serve(
+        addr: &str,
+        instance: u32,
+        control: Option<Arc<network::RateControl>>,
+    ) -> anyhow::Result<Arc<LoadMetrics>> {
+        use prometheus::{Gauge, IntCounter, IntGauge, Registry};
+        let labels = std::collections::HashMap::from([("instance".to_string(), instance.to_string())]);
+        let registry = Registry::new_custom(None, Some(labels))?;
+        let m = Arc::new(LoadMetrics {
+            sent: IntCounter::new("fabrx_loadgen_sent_total", "Txs sent to the routers")?,
+            submitted: IntCounter::new(
+                "fabrx_loadgen_submitted_total",
+                "Txs a quorum of routers acknowledged",
+            )?,
+            confirmed: IntCounter::new("fabrx_loadgen_confirmed_total", "Txs with a final status")?,
+            in_flight: IntGauge::new("fabrx_loadgen_in_flight", "Txs sent and not confirmed")?,
+            rate: Gauge::new("fabrx_loadgen_rate", "Offered txs per second (0: unpaced)")?,
+            control: control.clone(),
+            last: std::sync::Mutex::new((0, 0, 0)),
+        });
+        registry.register(Box::new(m.sent.clone()))?;
+        registry.register(Box::new(m.submitted.clone()))?;
+        registry.register(Box::new(m.confirmed.clone()))?;
+        registry.register(Box::new(m.in_flight.clone()))?;
+        registry.register(Box::new(m.rate.clone()))?;
+        m.rate.set(control.as_ref().map_or(0.0, |c| c.get()));
+        let routes: crate::metrics_http::Routes = {
+            let m = m.clone();
+            Arc::new(move |req| rate_route(req, m.control.as_deref(), &m.rate))
+        };
+        crate::metrics_http::serve_with(addr.to_string(), registry, Some(routes))
+            .await
+            .with_context(|| format!("serving the loadgen's metrics on {addr}"))?;
+        eprintln!("loadgen: metrics and rate control on http://{addr}/metrics, /rate");
+        Ok(m)
+    }
+
+    fn update(&self, p: &NetProgress) {
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        let (s, q, c) = *last;
+        self.sent.inc_by(p.sent.saturating_sub(s));
+        self.submitted.inc_by(p.submitted.saturating_sub(q));
+        self.confirmed.inc_by(p.confirmed.saturating_sub(c));
+        *last = (p.sent.max(s), p.submitted.max(q), p.confirmed.max(c));
+        self.in_flight
+            .set(i64::try_from(p.sent.saturating_sub(p.confirmed)).unwrap_or(i64::MAX));
+        if let Some(c) = &self.control {
+            self.rate.set(c.get());
+        }
+    }
+}
+
+/// `GET /rate` answers the offered rate; `POST /rate` (body: txs per second) changes
+/// it in a fixed-rate run; other paths: the metrics.
+fn rate_route(
+    req: &crate::metrics_http::Request,
+    control: Option<&network::RateControl>,
+    gauge: &prometheus::Gauge,
+) -> Option<(u16, String)> {
+    if req.path != "/rate" {
+        return None;
+    }
+    Some(match (req.method.as_str(), control) {
+        ("GET", Some(c)) => (200, format!("{}\n", c.get())),
+        ("GET", None) => (200, "unpaced\n".into()),
+        ("POST" | "PUT", None) => (
+            409,
+            "this run has no fixed rate to change (start it with --rate)\n".into(),
+        ),
+        ("POST" | "PUT", Some(c)) => {
+            let text = String::from_utf8_lossy(&req.body);
+            let given = req
+                .query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("tps="))
+                .unwrap_or(text.trim());
+            match given
+                .trim()
+                .parse::<f64>()
+                .map_err(|e| e.to_string())
+                .and_then(|r| c.set(r))
+            {
+                Ok(()) => {
+                    gauge.set(c.get());
+                    (200, format!("{}\n", c.get()))
+                }
+                Err(e) => (400, format!("invalid rate {given:?}: {e}\n")),
+            }
+        }
+        _ => (405, "use GET or POST /rate\n".into()),
+    })
 }
 
 /// The padding of each created coin's value that brings a load tx's envelope to about
@@ -229,6 +530,7 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> anyhow::Result<f
             max_in_flight: txs.len().max(1),
             duration: None,
             drain: Duration::from_secs(60),
+            control: None,
         };
         let run = network::run(endpoints, &txs, pace, |_| {}).await?;
         for ((id, _), outcome) in txs.iter().zip(&run.outcome) {

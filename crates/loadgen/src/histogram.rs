@@ -95,6 +95,69 @@ impl Histogram {
     }
 }
 
+/// A histogram as it is written to a file (`fabrx loadgen --report`'s `raw.json`): its
+/// non-empty buckets by index, and the extremes. Read back with [`Histogram::from_sparse`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SparseHistogram {
+    /// `(bucket index, count)` of every non-empty bucket, by index.
+    pub buckets: Vec<(u32, u64)>,
+    /// The smallest value recorded (`u64::MAX` when empty).
+    pub min: u64,
+    /// The largest value recorded (0 when empty).
+    pub max: u64,
+}
+
+impl Histogram {
+    /// Adds every value of `other` (as if recorded here too). Counts saturate.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c = c.saturating_add(*o);
+        }
+        self.total = self.total.saturating_add(other.total);
+        if other.total > 0 {
+            self.max = self.max.max(other.max);
+            self.min = self.min.min(other.min);
+        }
+    }
+
+    /// The non-empty buckets and the extremes.
+    pub fn to_sparse(&self) -> SparseHistogram {
+        SparseHistogram {
+            buckets: self
+                .counts
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c > 0)
+                .map(|(i, c)| (u32::try_from(i).unwrap_or(u32::MAX), *c))
+                .collect(),
+            min: self.min,
+            max: self.max,
+        }
+    }
+
+    /// The histogram written as `sparse`; `None` when a bucket index is out of range or
+    /// the extremes contradict the buckets (a file that was not written by
+    /// [`Histogram::to_sparse`]).
+    pub fn from_sparse(sparse: &SparseHistogram) -> Option<Histogram> {
+        let mut h = Histogram::new();
+        for &(i, c) in &sparse.buckets {
+            let slot = h.counts.get_mut(usize::try_from(i).ok()?)?;
+            *slot = slot.checked_add(c)?;
+            h.total = h.total.checked_add(c)?;
+        }
+        if h.total > 0 {
+            let lowest = sparse.buckets.iter().find(|(_, c)| *c > 0)?.0 as usize;
+            let highest_bucket = sparse.buckets.iter().rev().find(|(_, c)| *c > 0)?.0 as usize;
+            if index(sparse.min) != lowest || index(sparse.max) != highest_bucket {
+                return None;
+            }
+            h.min = sparse.min;
+            h.max = sparse.max;
+        }
+        Some(h)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +216,46 @@ mod tests {
         assert_eq!(h.max(), 200_000);
         h.record(5, 0);
         assert_eq!(h.count(), 100);
+    }
+
+    #[test]
+    fn merged_histograms_answer_as_one_and_survive_a_file() {
+        let (mut a, mut b, mut both) = (Histogram::new(), Histogram::new(), Histogram::new());
+        for v in 0..1000u64 {
+            let x = v * v;
+            if v % 3 == 0 {
+                a.record(x, 1);
+            } else {
+                b.record(x, 2);
+            }
+            both.record(x, if v % 3 == 0 { 1 } else { 2 });
+        }
+        let back = Histogram::from_sparse(&a.to_sparse()).unwrap();
+        assert_eq!(back.to_sparse(), a.to_sparse());
+        a.merge(&Histogram::new());
+        a.merge(&b);
+        for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(a.quantile(q), both.quantile(q), "q {q}");
+        }
+        assert_eq!((a.count(), a.max()), (both.count(), both.max()));
+        // Out-of-range buckets and extremes that contradict the buckets are refused.
+        let bad = SparseHistogram {
+            buckets: vec![(u32::MAX, 1)],
+            min: 0,
+            max: 0,
+        };
+        assert!(Histogram::from_sparse(&bad).is_none());
+        let lying = SparseHistogram {
+            buckets: vec![(5, 1)],
+            min: 5,
+            max: 1_000_000,
+        };
+        assert!(Histogram::from_sparse(&lying).is_none());
+        let overflow = SparseHistogram {
+            buckets: vec![(1, u64::MAX), (2, 1)],
+            min: 1,
+            max: 2,
+        };
+        assert!(Histogram::from_sparse(&overflow).is_none());
     }
 }

@@ -22,6 +22,7 @@
 pub mod baseline;
 pub mod committer;
 pub mod histogram;
+pub mod merge;
 pub mod mock_orderer;
 pub mod network;
 pub mod oracle;

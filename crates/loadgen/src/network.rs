@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use prost::Message as _;
@@ -51,6 +52,105 @@ pub struct Pace {
     pub duration: Option<Duration>,
     /// After the last send, wait this long at most for the outstanding statuses.
     pub drain: Duration,
+    /// With a fixed-rate schedule: the rate, changeable while the run goes on (the
+    /// loadgen's HTTP port, docs/loadgen.md "Changing the rate while it runs").
+    pub control: Option<Arc<RateControl>>,
+}
+
+/// The rate of a fixed-rate run, changed from outside while it runs. A change takes
+/// effect within 100 ms and starts a fresh schedule from that instant: txs still due at
+/// the old rate are not caught up.
+#[derive(Debug)]
+pub struct RateControl {
+    bits: AtomicU64,
+    changes: AtomicU64,
+}
+
+/// The highest rate [`RateControl::set`] takes, txs per second.
+pub const MAX_RATE: f64 = 100_000_000.0;
+
+impl RateControl {
+    /// A control starting at `rate` (txs per second).
+    pub fn new(rate: f64) -> RateControl {
+        RateControl {
+            bits: AtomicU64::new(rate.to_bits()),
+            changes: AtomicU64::new(0),
+        }
+    }
+
+    /// The current rate.
+    pub fn get(&self) -> f64 {
+        f64::from_bits(self.bits.load(Ordering::Relaxed))
+    }
+
+    /// Changes the rate; refused unless positive, finite and at most [`MAX_RATE`].
+    pub fn set(&self, rate: f64) -> Result<(), String> {
+        if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
+            return Err(format!("{rate} is not a rate in (0, {MAX_RATE}] txs per second"));
+        }
+        self.bits.store(rate.to_bits(), Ordering::Relaxed);
+        self.changes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Changes made so far.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
+    }
+}
+
+/// When each tx is due: the schedule, or with a [`RateControl`] a fixed rate counted
+/// from the last change.
+struct Pacer<'a> {
+    schedule: &'a Schedule,
+    start: Instant,
+    control: Option<&'a RateControl>,
+    /// Since `anchor.0`, tx `anchor.1` onwards at `anchor.2` txs per second.
+    anchor: (Instant, usize, f64),
+}
+
+impl<'a> Pacer<'a> {
+    /// Refused: a control without a fixed-rate schedule.
+    fn new(
+        schedule: &'a Schedule,
+        start: Instant,
+        control: Option<&'a RateControl>,
+    ) -> crate::Result<Pacer<'a>> {
+        if control.is_some() && !matches!(schedule, Schedule::Fixed { .. }) {
+            return Err(crate::Error::InvalidParam {
+                flag: "rate",
+                detail: "the rate can be changed at run time only in a run at a fixed --rate".into(),
+            });
+        }
+        let rate = control.map_or(0.0, RateControl::get);
+        Ok(Pacer {
+            schedule,
+            start,
+            control,
+            anchor: (start, 0, rate),
+        })
+    }
+
+    /// Picks up a rate change: from `now`, tx `next` onwards at the new rate.
+    fn refresh(&mut self, now: Instant, next: usize) {
+        if let Some(c) = self.control {
+            let rate = c.get();
+            if rate.to_bits() != self.anchor.2.to_bits() {
+                self.anchor = (now, next, rate);
+            }
+        }
+    }
+
+    fn due(&self, i: usize) -> Option<Instant> {
+        match self.control {
+            Some(_) => {
+                let (at, first, rate) = self.anchor;
+                let secs = i.saturating_sub(first) as f64 / rate;
+                Some(at + Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX / 4))
+            }
+            None => self.schedule.due(i as u64).map(|d| self.start + d),
+        }
+    }
 }
 
 /// What one run saw.
@@ -279,6 +379,7 @@ pub async fn run(
         .map(|(i, (id, _))| (id.as_str(), i))
         .collect();
     let start = Instant::now();
+    let mut pacer = Pacer::new(&pace.schedule, start, pace.control.as_deref())?;
     let mut t = Tally {
         state: vec![TxState::default(); txs.len()],
         out: NetworkRun {
@@ -296,7 +397,8 @@ pub async fn run(
     let mut last_progress = start;
     loop {
         let now = Instant::now();
-        let due = |i: usize| pace.schedule.due(i as u64).map(|d| start + d);
+        pacer.refresh(now, next);
+        let due = |i: usize| pacer.due(i);
         let sending = next < txs.len()
             && due(next).is_some()
             && pace.duration.is_none_or(|d| now.duration_since(start) < d);
@@ -578,6 +680,30 @@ async fn watch_assembler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_change_starts_a_fresh_schedule_from_its_instant() {
+        let schedule = Schedule::Fixed { rate: 10.0 };
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        let plain = Pacer::new(&schedule, start, None).unwrap();
+        assert_eq!(plain.due(10), Some(start + ms(1000)));
+        let control = RateControl::new(10.0);
+        let mut p = Pacer::new(&schedule, start, Some(&control)).unwrap();
+        assert!(Pacer::new(&Schedule::Unpaced, start, Some(&control)).is_err());
+        assert_eq!(p.due(10), Some(start + ms(1000)));
+        p.refresh(start + ms(300), 3);
+        assert_eq!(p.due(10), Some(start + ms(1000)), "no change, no new anchor");
+        control.set(20.0).unwrap();
+        p.refresh(start + ms(500), 5);
+        assert_eq!(p.due(5), Some(start + ms(500)));
+        assert_eq!(p.due(7), Some(start + ms(600)));
+        assert_eq!(control.changes(), 1);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, MAX_RATE * 2.0] {
+            assert!(control.set(bad).is_err(), "{bad}");
+        }
+        assert_eq!(control.get(), 20.0);
+    }
 
     #[test]
     fn quorum_is_two_f_plus_one() {
