@@ -14,6 +14,13 @@ use vcservice::{Backend, Durability, EmbeddedBackend, Engine, EngineConfig, PgBa
 pub enum Bench {
     /// The validator-committer alone.
     Vc(VcBenchArgs),
+    /// The ordering service alone, for each network shape in rate steps: start,
+    /// warm up, load, collect, tear down (docs/benchmarks.md "Suites").
+    Ordering(crate::bench_suite::SuiteArgs),
+    /// The committer: bad signatures, double spends, tx size, inputs and outputs.
+    Committer(crate::bench_suite::SuiteArgs),
+    /// The whole network in rate steps.
+    E2e(crate::bench_suite::SuiteArgs),
 }
 
 /// Arguments of `fabrx bench vc`.
@@ -37,7 +44,14 @@ pub struct VcBenchArgs {
 pub async fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Vc(args) => run_vc(args).await,
+        Bench::Ordering(a) => suite(crate::bench_suite::Suite::Ordering, a).await,
+        Bench::Committer(a) => suite(crate::bench_suite::Suite::Committer, a).await,
+        Bench::E2e(a) => suite(crate::bench_suite::Suite::E2e, a).await,
     }
+}
+
+async fn suite(which: crate::bench_suite::Suite, args: crate::bench_suite::SuiteArgs) -> anyhow::Result<()> {
+    tokio::task::spawn_blocking(move || crate::bench_suite::run(which, &args)).await?
 }
 
 fn sig() -> Vec<Endorsement> {

@@ -219,7 +219,10 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             crate::loadgen_network::run(spec, &args.network, schedule, out).await
         }
         Target::MockOrderer => {
-            let spec = spec_of(&args, &schedule, target)?;
+            let mut spec = spec_of(&args, &schedule, target)?;
+            if let Some(size) = args.network.tx_size {
+                spec.output_padding = crate::loadgen_network::padding_for(&spec, size)?;
+            }
             let (dir, party, drain) = args.network.mock_args()?;
             let run = crate::loadgen_mock::MockArgs {
                 dir: &dir,
@@ -397,7 +400,10 @@ fn progress_printer() -> impl FnMut(&Progress) {
 }
 
 async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result<()> {
-    let spec = spec_of(&args, &schedule, Target::Committer)?;
+    let mut spec = spec_of(&args, &schedule, Target::Committer)?;
+    if let Some(size) = args.network.tx_size {
+        spec.output_padding = crate::loadgen_network::padding_for(&spec, size)?;
+    }
     let tmp = tempfile::tempdir()?;
     let pool = (2 * args.workers).clamp(4, 64) as u32;
     let (backend, kind) = open(args.db.as_deref(), &tmp, pool).await?;

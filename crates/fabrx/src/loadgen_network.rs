@@ -41,7 +41,7 @@ pub struct NetworkArgs {
     /// Make each load tx's envelope about this many bytes (a memo in the value of the
     /// coins it creates); smaller than the plain tx: the plain tx.
     #[arg(long)]
-    tx_size: Option<usize>,
+    pub(crate) tx_size: Option<usize>,
     /// This process's number among the cooperating load processes of one run (1 to
     /// --instances): its own tag `<tag>_<I>` (namespace, keys, tx ids), seed + I − 1,
     /// and its share of the rate, the steps' rates and --txs.
@@ -462,7 +462,7 @@ fn rate_route(
 
 /// The padding of each created coin's value that brings a load tx's envelope to about
 /// `size` bytes (measured on a one-tx plan with the same shape).
-fn padding_for(spec: &WorkloadSpec, size: usize) -> anyhow::Result<usize> {
+pub(crate) fn padding_for(spec: &WorkloadSpec, size: usize) -> anyhow::Result<usize> {
     let outputs = spec.writes.saturating_sub(spec.spends());
     anyhow::ensure!(
         outputs > 0,

@@ -1,6 +1,7 @@
 //! The `fabrx` binary composes the library crates; it holds no protocol logic.
 
 mod bench;
+mod bench_suite;
 mod blocks;
 mod committer;
 mod keygen;

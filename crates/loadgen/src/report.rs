@@ -307,6 +307,29 @@ fn steps_chart(steps: &[StepRow]) -> Option<Chart<'static>> {
     })
 }
 
+/// A self-contained SVG page: `title` on top, then the charts one below the other.
+fn page(title: &str, charts: &[Chart<'_>]) -> String {
+    let height = 40.0 + HEIGHT * charts.len() as f64;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif">"#
+    );
+    let _ = writeln!(out, "<title>{}</title>", escape(title));
+    out.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="26" font-size="18" text-anchor="middle">{}</text>"#,
+        WIDTH / 2.0,
+        escape(title)
+    );
+    for (i, chart) in charts.iter().enumerate() {
+        draw(&mut out, chart, 40.0 + HEIGHT * i as f64);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
 /// `report.svg`: throughput over time (series `sent`, `committed`, and `aborted` when
 /// any tx aborted), latency over time (`p50`, `p99`), and with rate steps the
 /// throughput–latency curve (`step p50`, `step p99`: one point per step at its
@@ -345,25 +368,130 @@ pub fn svg(series: &Series, title: &str) -> String {
         },
     ];
     charts.extend(steps_chart(&series.steps));
-    let height = 40.0 + HEIGHT * charts.len() as f64;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif">"#
-    );
-    let _ = writeln!(out, "<title>{}</title>", escape(title));
-    out.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="26" font-size="18" text-anchor="middle">{}</text>"#,
-        WIDTH / 2.0,
-        escape(title)
-    );
-    for (i, chart) in charts.iter().enumerate() {
-        draw(&mut out, chart, 40.0 + HEIGHT * i as f64);
+    page(title, &charts)
+}
+
+/// One measured point of a benchmark suite (`fabrx bench`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuitePoint {
+    /// The swept parameter (offered rate, share of bad signatures, tx size, …).
+    pub x: f64,
+    /// Confirmed txs per second.
+    pub tps: f64,
+    /// Committed txs per second.
+    pub goodput_tps: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: Option<f64>,
+}
+
+/// One line of a panel: the points of one run or one sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuiteCurve {
+    /// Its name in the legend.
+    pub name: String,
+    /// Its points, by x.
+    pub points: Vec<SuitePoint>,
+}
+
+/// A panel of a suite's plot: one swept parameter, shown as throughput and p99 latency
+/// against it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuitePanel {
+    /// Heads both charts.
+    pub title: String,
+    /// The swept parameter and its unit.
+    pub x_label: String,
+    /// Its lines.
+    pub curves: Vec<SuiteCurve>,
+}
+
+const PALETTE: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// `suite.svg` of `fabrx bench`: for every panel, a chart of throughput and goodput
+/// against its parameter (series `<curve> tps`, `<curve> goodput`) and one of p99
+/// latency (series `<curve> p99`), markers on every point.
+pub fn suite_svg(title: &str, panels: &[SuitePanel]) -> String {
+    let titles: Vec<(String, String)> = panels
+        .iter()
+        .map(|p| {
+            (
+                format!("{}: throughput", p.title),
+                format!("{}: p99 latency", p.title),
+            )
+        })
+        .collect();
+    let names: Vec<Vec<[String; 3]>> = panels
+        .iter()
+        .map(|p| {
+            p.curves
+                .iter()
+                .map(|c| {
+                    [
+                        format!("{} tps", c.name),
+                        format!("{} goodput", c.name),
+                        format!("{} p99", c.name),
+                    ]
+                })
+                .collect()
+        })
+        .collect();
+    let mut charts = Vec::new();
+    for (k, panel) in panels.iter().enumerate() {
+        let mut throughput = Vec::new();
+        let mut latency = Vec::new();
+        for (j, c) in panel.curves.iter().enumerate() {
+            let color = PALETTE[j % PALETTE.len()];
+            let [tps, goodput, p99] = &names[k][j];
+            let pts = |f: &dyn Fn(&SuitePoint) -> Option<f64>| -> Vec<Option<(f64, f64)>> {
+                c.points.iter().map(|p| f(p).map(|v| (p.x, v))).collect()
+            };
+            let markers = |n: usize| vec![String::new(); n];
+            throughput.push(Line {
+                name: tps,
+                color,
+                points: pts(&|p| Some(p.tps)),
+                markers: markers(c.points.len()),
+            });
+            if c.points.iter().any(|p| (p.goodput_tps - p.tps).abs() > 1e-9) {
+                throughput.push(Line {
+                    name: goodput,
+                    color: PALETTE[(j + 4) % PALETTE.len()],
+                    points: pts(&|p| Some(p.goodput_tps)),
+                    markers: markers(c.points.len()),
+                });
+            }
+            let p99_points = pts(&|p| p.p99_ms);
+            let n = p99_points.iter().flatten().count();
+            latency.push(Line {
+                name: p99,
+                color,
+                points: p99_points,
+                markers: markers(n),
+            });
+        }
+        let x_extent = panel
+            .curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.x))
+            .fold(0.0, f64::max);
+        charts.push(Chart {
+            title: &titles[k].0,
+            x_label: &panel.x_label,
+            y_label: "txs per second",
+            x_extent,
+            lines: throughput,
+        });
+        charts.push(Chart {
+            title: &titles[k].1,
+            x_label: &panel.x_label,
+            y_label: "p99 latency (ms)",
+            x_extent,
+            lines: latency,
+        });
     }
-    out.push_str("</svg>\n");
-    out
+    page(title, &charts)
 }
 
 #[cfg(test)]
@@ -386,6 +514,63 @@ mod tests {
             r.on_final(sent + Duration::from_millis(30 + i % 50), sent, status, 1);
         }
         r.finish(Duration::from_secs(5))
+    }
+
+    #[test]
+    fn suite_svg_has_two_charts_per_panel_and_a_series_per_curve() {
+        let point = |x: f64, tps: f64, goodput: f64| SuitePoint {
+            x,
+            tps,
+            goodput_tps: goodput,
+            p99_ms: Some(x + 10.0),
+        };
+        let panels = vec![
+            SuitePanel {
+                title: "Bad signatures".into(),
+                x_label: "share (%)".into(),
+                curves: vec![SuiteCurve {
+                    name: "committer".into(),
+                    points: vec![point(0.0, 100.0, 100.0), point(10.0, 100.0, 90.0)],
+                }],
+            },
+            SuitePanel {
+                title: "Ordering <4x1 & 4x2>".into(),
+                x_label: "offered (tx/s)".into(),
+                curves: vec![
+                    SuiteCurve {
+                        name: "4x1".into(),
+                        points: vec![point(100.0, 99.0, 99.0)],
+                    },
+                    SuiteCurve {
+                        name: "4x2".into(),
+                        points: vec![point(100.0, 98.0, 98.0)],
+                    },
+                ],
+            },
+        ];
+        let text = suite_svg("suite", &panels);
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        let charts = doc
+            .descendants()
+            .filter(|n| n.attribute("class") == Some("chart"))
+            .count();
+        assert_eq!(charts, 4);
+        let series: Vec<&str> = doc
+            .descendants()
+            .filter_map(|n| n.attribute("data-series"))
+            .collect();
+        assert_eq!(
+            series,
+            vec![
+                "committer tps",
+                "committer goodput",
+                "committer p99",
+                "4x1 tps",
+                "4x2 tps",
+                "4x1 p99",
+                "4x2 p99"
+            ]
+        );
     }
 
     #[test]
