@@ -87,7 +87,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
                     .with_context(|| format!("loading the network config {}", path.display()))?;
                 crate::tls_setup::install(&net, path, wire::tls::Role::Vcservice, party, None)?;
             }
-            run_vcservice(&config).await
+            run_vcservice(&config, party).await
         }
         Role::Sidecar(args) => crate::node_sidecar::run(args).await,
         Role::Sigverifier(args) => crate::node_sigverifier::run(args).await,
@@ -101,10 +101,13 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
     }
 }
 
-async fn run_vcservice(path: &std::path::Path) -> anyhow::Result<()> {
+/// Runs a vcservice from its TOML file; its metrics carry the label `party` when it
+/// serves one (`--party`).
+async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg = VcConfig::from_toml(&text)?;
-    let registry = prometheus::Registry::new();
+    let labels = party.map(|p| [("party".to_owned(), p.to_string())].into_iter().collect());
+    let registry = prometheus::Registry::new_custom(None, labels)?;
     let metrics = Arc::new(Metrics::register(&registry)?);
     if let Some(addr) = &cfg.metrics_listen {
         crate::metrics_http::serve(addr.clone(), registry.clone()).await?;

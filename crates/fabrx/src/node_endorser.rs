@@ -51,10 +51,9 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let metrics = match &args.metrics {
         None => None,
         Some(addr) => {
-            let registry = prometheus::Registry::new();
-            let m = endorser::metrics::Metrics::register(&registry)?;
-            crate::metrics_http::serve(addr.clone(), registry).await?;
-            Some(m)
+            // The `party` label: the party the network config gives this share.
+            let registry = crate::node_router::serve_metrics(addr, &[("party", me.party)]).await?;
+            Some(endorser::metrics::Metrics::register(&registry)?)
         }
     };
     let bound = endorser::node::bind(cfg, metrics)

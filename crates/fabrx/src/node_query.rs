@@ -43,10 +43,8 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let metrics = match &args.metrics {
         None => None,
         Some(addr) => {
-            let registry = prometheus::Registry::new();
-            let m = query::metrics::Metrics::register(&registry)?;
-            crate::metrics_http::serve(addr.clone(), registry).await?;
-            Some(m)
+            let registry = crate::node_router::serve_metrics(addr, &[("party", args.party)]).await?;
+            Some(query::metrics::Metrics::register(&registry)?)
         }
     };
     let handle = query::node::spawn_with_metrics(cfg, metrics)

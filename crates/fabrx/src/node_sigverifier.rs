@@ -49,10 +49,10 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
     let metrics = match &args.metrics {
         None => None,
         Some(addr) => {
-            let registry = prometheus::Registry::new();
-            let metrics = Arc::new(Metrics::register(&registry)?);
-            crate::metrics_http::serve(addr.clone(), registry).await?;
-            Some(metrics)
+            // The `party` label when the verifier serves a network's party.
+            let labels: Vec<(&str, u32)> = args.party.map(|p| ("party", p)).into_iter().collect();
+            let registry = crate::node_router::serve_metrics(addr, &labels).await?;
+            Some(Arc::new(Metrics::register(&registry)?))
         }
     };
     let listener = tokio::net::TcpListener::bind(&args.listen)
