@@ -75,6 +75,37 @@ for p in 1 2 3 4; do
 done
 
 check "hadolint Dockerfile" "$VENV/bin/hadolint" Dockerfile
+# The chart carries a copy of the dashboard (.Files.Get reads only files inside the chart).
+check "grafana dashboard: chart copy equals deploy/grafana" \
+  cmp deploy/grafana/fabrx-dashboard.json helm/fabrx/dashboards/fabrx-dashboard.json
+check "grafana dashboard: metric names in docs/metrics.md and the source" \
+  python3 - deploy/grafana/fabrx-dashboard.json docs/metrics.md crates <<'PY'
+# Every fabrx_ name the dashboard queries is documented and registered by some crate
+# (histogram series: the name without _bucket/_sum/_count).
+import json, pathlib, re, sys
+dashboard, docs, crates = sys.argv[1:]
+strings = []
+def walk(v):
+    if isinstance(v, str): strings.append(v)
+    elif isinstance(v, dict): [walk(x) for x in v.values()]
+    elif isinstance(v, list): [walk(x) for x in v]
+walk(json.load(open(dashboard)))
+used = {m for s in strings for m in re.findall(r"fabrx_[a-z0-9_]+", s)}
+source = set()
+for f in pathlib.Path(crates).glob("*/src/**/*.rs"):
+    source |= set(re.findall(r'"(fabrx_[a-z0-9_]+)"', f.read_text()))
+documented = set(re.findall(r"fabrx_[a-z0-9_]+", open(docs).read()))
+bad = []
+for m in sorted(used):
+    base = re.sub(r"_(bucket|sum|count)$", "", m)
+    name = base if base != m and base in source else m
+    for where, names in (("the source", source), ("docs/metrics.md", documented)):
+        if name not in names:
+            bad.append(f"{m}: {name} not in {where}")
+print(f"{len(used)} metric names, {len(bad)} problems")
+print("\n".join(bad))
+sys.exit(1 if bad or not used else 0)
+PY
 
 for case in "${CASES[@]}"; do
   read -r values config ns <<<"$case"
@@ -84,6 +115,25 @@ for case in "${CASES[@]}"; do
   check "$name: helm lint --strict" "$HELM" lint --strict helm/fabrx "${args[@]}"
   check "$name: helm template" sh -c '"$@" > "'"$render"'"' _ "$HELM" template fabrx helm/fabrx "${args[@]}"
   [ -s "$render" ] || continue
+  check "$name: grafana dashboard ConfigMap" "$VENV/bin/python" - "$render" <<'PY'
+# The dashboard ConfigMap: the Grafana sidecar's label, and the dashboard as valid JSON,
+# the same as deploy/grafana/fabrx-dashboard.json.
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "fabrx-grafana-dashboard"]
+assert len(cms) == 1, f"{len(cms)} dashboard ConfigMaps"
+cm = cms[0]
+assert cm["metadata"]["labels"].get("grafana_dashboard") == "1", cm["metadata"]["labels"]
+data = cm["data"]
+assert list(data) == ["fabrx-dashboard.json"], list(data)
+dashboard = json.loads(data["fabrx-dashboard.json"])
+assert dashboard == json.load(open("deploy/grafana/fabrx-dashboard.json")), "differs from deploy/grafana"
+assert dashboard["uid"] and dashboard["panels"], "no uid or no panels"
+print(f"ok: {len(dashboard['panels'])} panels, uid {dashboard['uid']}")
+PY
+  check "$name: no dashboard with grafana.dashboard.enabled=false" sh -c \
+    '! "$@" --set grafana.dashboard.enabled=false | grep -q "name: fabrx-grafana-dashboard"' \
+    _ "$HELM" template fabrx helm/fabrx "${args[@]}"
   check "$name: schemas (kubernetes-validate $K8S_VERSION, strict)" \
     "$VENV/bin/python" - "$render" "$K8S_VERSION" <<'PY'
 import sys, yaml, kubernetes_validate as kv
@@ -269,6 +319,22 @@ for w in workloads:
         fail(f"{w['kind']}/{n} has no Service")
     if np_on and n not in policies:
         fail(f"{w['kind']}/{n} has no NetworkPolicy")
+
+# 6. With metrics on, every node serves /metrics: a `metrics` container port and Service
+#    port, and `--metrics` in its argv (the vcservice: metrics_listen in its config).
+if values.get("metrics", {}).get("enabled"):
+    for w in workloads:
+        if w["kind"] == "Job":
+            continue
+        n = w["metadata"]["name"]
+        c = w["spec"]["template"]["spec"]["containers"][0]
+        if not any(p.get("name") == "metrics" for p in c.get("ports", [])):
+            fail(f"{w['kind']}/{n}: no metrics container port")
+        if n != "vcservice" and "--metrics" not in c.get("args", []):
+            fail(f"{w['kind']}/{n}: no --metrics in its args")
+        svc = services.get(n)
+        if svc and not any(p.get("name") == "metrics" for p in svc["spec"]["ports"]):
+            fail(f"Service/{n}: no metrics port")
 
 for p in problems:
     print("  -", p)
