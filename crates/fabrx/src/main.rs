@@ -23,6 +23,7 @@ mod node_sidecar;
 mod node_sigverifier;
 mod server_args;
 mod status_height;
+mod status_watch;
 mod tls_setup;
 mod up;
 mod wallet_cmd;
@@ -52,8 +53,8 @@ enum Command {
     Up(up::UpArgs),
     /// Stop the nodes `fabrx up` started.
     Down(up::DirArgs),
-    /// Each node's liveness.
-    Status(up::DirArgs),
+    /// Each node's liveness (`--watch`: throughput and queues from its metrics).
+    Status(up::StatusArgs),
     /// Print and verify party P's blocks from its assembler (docs/assembler.md).
     Blocks(blocks::BlocksArgs),
     /// The committer without an orderer.

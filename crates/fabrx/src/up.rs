@@ -7,9 +7,11 @@
 //! (checked, not slept for: a node that exits first fails `up` with its log's tail),
 //! writes `network.json` and prints a table. Every node serves Prometheus `/metrics` on
 //! loopback, one port span above its own port ([`metrics`]; docs/metrics.md). `down` stops them (SIGTERM, then SIGKILL
-//! after 10 s); `status` shows each node's liveness.
+//! after 10 s); `status` shows each node's liveness, `status --watch` its throughput and
+//! queue depth from its metrics ([`watch`]).
 
 mod metrics;
+mod watch;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -70,6 +72,20 @@ pub struct DirArgs {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
+}
+
+/// Arguments of `fabrx status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Keep scraping every node's `/metrics` and redraw a table of liveness, throughput
+    /// and queue depth until Ctrl-C (docs/metrics.md "Watching a network").
+    #[arg(long)]
+    watch: bool,
+    /// Seconds between two scrapes, with `--watch`.
+    #[arg(long, default_value = "2", requires = "watch")]
+    interval: std::num::NonZeroU64,
 }
 
 /// One node of `network.json`.
@@ -704,11 +720,23 @@ fn signal(sig: &str, pid: u32) {
         .status();
 }
 
-/// `fabrx status`: each node's liveness.
-pub fn status(args: DirArgs) -> anyhow::Result<()> {
+/// `fabrx status`: each node's liveness, or with `--watch` its metrics until Ctrl-C.
+pub fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let StatusArgs {
+        dir: args,
+        watch,
+        interval,
+    } = args;
     let Some(file) = load(&args.dir)? else {
         bail!("no network.json in {}", args.dir.display());
     };
+    if watch {
+        let watch = watch::Watch {
+            interval: Duration::from_secs(interval.get()),
+            json: args.json,
+        };
+        return tokio::runtime::Handle::current().block_on(watch::run(&file.nodes, &watch));
+    }
     let config_path = netconfig::config_path(&args.dir);
     let config = netconfig::NetworkConfig::load(&config_path)?;
     crate::tls_setup::install_client(&config, &args.dir)?;

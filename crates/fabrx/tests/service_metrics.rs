@@ -48,7 +48,10 @@ fn scrape(addr: &str) -> String {
 
 /// The sample lines of `text` (no comments), at least one, all of prefix `prefix`.
 fn samples<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
     assert!(!lines.is_empty(), "no samples in\n{text}");
     for l in &lines {
         assert!(l.starts_with(prefix), "{l}");
@@ -75,15 +78,30 @@ fn committer_and_token_services_label_their_metrics_with_their_party() {
     let mut verifier = Proc::start(
         "sigverifier",
         argv(&[
-            "node", "sigverifier", "--listen", "127.0.0.1:0", "--network", &config, "--party", "2",
-            "--metrics", &verifier_metrics,
+            "node",
+            "sigverifier",
+            "--listen",
+            "127.0.0.1:0",
+            "--network",
+            &config,
+            "--party",
+            "2",
+            "--metrics",
+            &verifier_metrics,
         ]),
         &dir,
     );
     let bare_metrics = free_addr();
     let mut bare = Proc::start(
         "sigverifier-bare",
-        argv(&["node", "sigverifier", "--listen", "127.0.0.1:0", "--metrics", &bare_metrics]),
+        argv(&[
+            "node",
+            "sigverifier",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            &bare_metrics,
+        ]),
         &dir,
     );
 
@@ -107,7 +125,16 @@ fn committer_and_token_services_label_their_metrics_with_their_party() {
     let query_metrics = free_addr();
     net.start(
         "query",
-        argv(&["node", "query", "--party", "2", "--listen", "127.0.0.1:0", "--metrics", &query_metrics]),
+        argv(&[
+            "node",
+            "query",
+            "--party",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            &query_metrics,
+        ]),
     );
     // Endorser 2 belongs to party 2 in a generated network.
     let endorser_party = net.config.endorser(2).unwrap().party;
@@ -116,7 +143,14 @@ fn committer_and_token_services_label_their_metrics_with_their_party() {
     net.start(
         "endorser",
         argv(&[
-            "node", "endorser", "--index", "2", "--listen", "127.0.0.1:0", "--metrics", &endorser_metrics,
+            "node",
+            "endorser",
+            "--index",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            &endorser_metrics,
         ]),
     );
 
