@@ -156,15 +156,17 @@ pub fn role_metrics(role: &str) -> Option<RoleMetrics> {
 
 /// The per-second rate of counter `name` from `previous` to `current`; a counter that
 /// went down restarted with its node, so its whole current value is the increase (as
-/// Prometheus `rate()` does). `None` without two samples that both have it, or when no
-/// time passed.
+/// Prometheus `rate()` does). A counter a sample lacks is 0 there (a labelled counter has
+/// no series before its first event). `None` without a previous sample, or when no time
+/// passed.
 pub fn rate(previous: Option<&Sample>, current: &Sample, name: &str) -> Option<f64> {
     let previous = previous?;
     let seconds = current.at - previous.at;
     if seconds <= 0.0 {
         return None;
     }
-    let (before, now) = (previous.value(name)?, current.value(name)?);
+    let before = previous.value(name).unwrap_or(0.0);
+    let now = current.value(name).unwrap_or(0.0);
     let increase = if now >= before { now - before } else { now };
     Some(increase / seconds)
 }
@@ -333,13 +335,15 @@ fabrx_router_streams 2
     fn rate_is_the_increase_per_second_and_survives_a_restart() {
         let name = "fabrx_sidecar_txs_total";
         let at = |t: f64, v: f64| Sample::parse(&format!("{name} {v}\n"), t).unwrap();
-        let table: [(Option<Sample>, Sample, Option<f64>); 5] = [
+        let table: [(Option<Sample>, Sample, Option<f64>); 6] = [
             (None, at(1.0, 10.0), None),
             (Some(at(1.0, 10.0)), at(3.0, 50.0), Some(20.0)),
             // Restarted: 6 since the restart.
             (Some(at(1.0, 10.0)), at(3.0, 6.0), Some(3.0)),
             (Some(at(3.0, 10.0)), at(3.0, 20.0), None),
-            (Some(Sample::parse("", 1.0).unwrap()), at(2.0, 5.0), None),
+            // No series yet, then 5: from 0.
+            (Some(Sample::parse("", 1.0).unwrap()), at(2.0, 5.0), Some(5.0)),
+            (Some(at(1.0, 4.0)), Sample::parse("", 2.0).unwrap(), Some(0.0)),
         ];
         for (previous, current, want) in table {
             assert_eq!(rate(previous.as_ref(), &current, name), want);
