@@ -36,14 +36,18 @@ pub(super) async fn run(nodes: &[NodeEntry], watch: &Watch) -> anyhow::Result<()
         let round = async {
             let samples = scrape_all(nodes, start, timeout).await;
             let rows = rows(nodes, &samples, &previous);
-            draw(&rows, watch.json, terminal)?;
+            match draw(&rows, watch.json, terminal) {
+                // The reader went away (`| head`): done.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
+                r => r?,
+            }
             previous.extend(samples.into_iter().filter_map(|(name, s)| Some((name, s?))));
             tokio::time::sleep(watch.interval).await;
-            anyhow::Ok(())
+            std::io::Result::Ok(true)
         };
         tokio::select! {
             r = &mut ctrl_c => return r.map_err(Into::into),
-            r = round => r?,
+            r = round => if !r? { return Ok(()) },
         }
     }
 }
@@ -119,7 +123,7 @@ fn rows(
 }
 
 /// Prints one round: the table (after clearing a terminal) or one JSON line per node.
-fn draw(rows: &[Row], json: bool, terminal: bool) -> anyhow::Result<()> {
+fn draw(rows: &[Row], json: bool, terminal: bool) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
         for r in rows {
