@@ -200,7 +200,7 @@ fn ordering_plan(
         runs.push(RunPlan {
             name: format!("ordering-{parties}x{shards}"),
             panel: 0,
-            curve: format!("{parties} parties × {shards} shards"),
+            curve: format!("{parties}x{shards}"),
             x: None,
             network: Some(NetPlan {
                 parties,
@@ -214,7 +214,7 @@ fn ordering_plan(
         });
     }
     Ok(Plan {
-        title: "fabrx bench ordering: the ordering service alone".into(),
+        title: "fabrx bench ordering: the ordering service alone (parties x shards)".into(),
         panels: vec![(
             format!("Ordering, {}-byte txs", opts.tx_size),
             "offered load (tx/s)".into(),
@@ -234,7 +234,7 @@ fn e2e_plan(loadgen: &[String], warmup: &[String]) -> Plan {
         runs: vec![RunPlan {
             name: "e2e-4x2".into(),
             panel: 0,
-            curve: "committed".into(),
+            curve: "4x2".into(),
             x: None,
             network: Some(NetPlan {
                 parties: 4,
@@ -274,15 +274,18 @@ fn committer_plan(opts: &SuiteArgs) -> Plan {
         no_orderer: true,
         fresh: true,
     });
-    let curve = if opts.in_process {
-        "committer (one process)"
+    let (curve, mode) = if opts.in_process {
+        ("committer", "the committer in one process")
     } else {
-        "committer (processes, mock orderer)"
+        (
+            "committer",
+            "sidecar, verifier and validator-committer processes behind the mock orderer",
+        )
     };
     let runs = committer_runs(opts, &base, network.as_ref(), curve);
     Plan {
         title: format!(
-            "fabrx bench committer: {curve}, Ed25519, {} txs per run",
+            "fabrx bench committer: {mode}, Ed25519, {} txs per run",
             blocks * block_size
         ),
         panels: vec![
@@ -365,12 +368,21 @@ fn committer_runs(opts: &SuiteArgs, base: &[String], network: Option<&NetPlan>, 
 
 /// The points a run's summary line gives: one at the run's x, or one per rate step at
 /// its offered rate.
+/// Without a committer every confirmed tx is good (`ORDERED`): goodput is throughput.
 pub fn points(run: &RunPlan, summary: &Value) -> Vec<SuitePoint> {
-    let point = |x: f64, v: &Value| SuitePoint {
-        x,
-        tps: v["tps"].as_f64().unwrap_or(0.0),
-        goodput_tps: v["goodput_tps"].as_f64().unwrap_or(0.0),
-        p99_ms: v["p99_ms"].as_f64(),
+    let ordering_only = run.network.as_ref().is_some_and(|n| n.committers == 0);
+    let point = |x: f64, v: &Value| {
+        let tps = v["tps"].as_f64().unwrap_or(0.0);
+        SuitePoint {
+            x,
+            tps,
+            goodput_tps: if ordering_only {
+                tps
+            } else {
+                v["goodput_tps"].as_f64().unwrap_or(0.0)
+            },
+            p99_ms: v["p99_ms"].as_f64(),
+        }
     };
     match run.x {
         Some(x) => vec![point(x, summary)],
@@ -414,6 +426,11 @@ fn panels(plan: &Plan, measured: &[(RunPlan, Vec<SuitePoint>)]) -> Vec<SuitePane
         .collect()
 }
 
+/// A CSV field in double quotes (a quote inside doubled).
+fn quote(field: &str) -> String {
+    format!("\"{}\"", field.replace('"', "\"\""))
+}
+
 /// `suite.csv`: one row per point.
 fn suite_csv(plan: &Plan, measured: &[(RunPlan, Vec<SuitePoint>)]) -> String {
     let mut out = String::from("panel,curve,run,x,tps,goodput_tps,p99_ms\n");
@@ -421,9 +438,9 @@ fn suite_csv(plan: &Plan, measured: &[(RunPlan, Vec<SuitePoint>)]) -> String {
         for p in pts {
             let _ = writeln!(
                 out,
-                "{:?},{:?},{},{},{},{},{}",
-                plan.panels[run.panel].0,
-                run.curve,
+                "{},{},{},{},{},{},{}",
+                quote(&plan.panels[run.panel].0),
+                quote(&run.curve),
                 run.name,
                 p.x,
                 p.tps,
