@@ -452,6 +452,79 @@ fn suite_csv(plan: &Plan, measured: &[(RunPlan, Vec<SuitePoint>)]) -> String {
     out
 }
 
+/// CPU used by the nodes of one role during a run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RoleCpu {
+    /// Nodes of the role that were measured.
+    pub nodes: usize,
+    /// CPU seconds (user + system) all of them used.
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` per confirmed tx, in microseconds.
+    pub us_per_tx: f64,
+}
+
+/// CPU per role between two samples of `(role, pid, clock ticks)` (1/100 s), over
+/// `txs` confirmed txs; a node missing from either sample (restarted, gone) is left
+/// out.
+pub fn cpu_per_role(
+    before: &[(String, u64, u64)],
+    after: &[(String, u64, u64)],
+    txs: u64,
+) -> std::collections::BTreeMap<String, RoleCpu> {
+    let mut out: std::collections::BTreeMap<String, RoleCpu> = std::collections::BTreeMap::new();
+    for (role, pid, end) in after {
+        let Some((_, _, start)) = before.iter().find(|(r, p, _)| r == role && p == pid) else {
+            continue;
+        };
+        let e = out.entry(role.clone()).or_insert(RoleCpu {
+            nodes: 0,
+            cpu_seconds: 0.0,
+            us_per_tx: 0.0,
+        });
+        e.nodes += 1;
+        e.cpu_seconds += end.saturating_sub(*start) as f64 / 100.0;
+    }
+    for e in out.values_mut() {
+        e.cpu_seconds = (e.cpu_seconds * 100.0).round() / 100.0;
+        if txs > 0 {
+            e.us_per_tx = (e.cpu_seconds * 1e6 / txs as f64 * 10.0).round() / 10.0;
+        }
+    }
+    out
+}
+
+/// `(role, pid, clock ticks)` of every running node of the network in `dir`.
+fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
+    let Ok(text) = std::fs::read_to_string(dir.join("network.json")) else {
+        return Vec::new();
+    };
+    let Ok(net) = serde_json::from_str::<Value>(&text) else {
+        return Vec::new();
+    };
+    net["nodes"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter_map(|n| {
+                    let pid = n["pid"].as_u64()?;
+                    Some((n["role"].as_str()?.to_string(), pid, ticks(pid)?))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// User + system clock ticks of process `pid` (`/proc/PID/stat`).
+fn ticks(pid: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    user.checked_add(system)
+}
+
 /// A network started for the suite; stopped (and its directory removed unless kept)
 /// when dropped.
 struct Running {
@@ -534,6 +607,30 @@ fn load(flags: &[String], net: Option<&Path>, report: Option<&Path>, log: &Path)
     serde_json::from_str(last).with_context(|| format!("the loadgen's last line is not JSON: {last:?}"))
 }
 
+/// One measured load run: its summary line, the CPU its network's nodes used per role,
+/// and the txs that CPU is divided by.
+fn measure(
+    run: &RunPlan,
+    network: Option<&Path>,
+    dir: &Path,
+) -> anyhow::Result<(Value, std::collections::BTreeMap<String, RoleCpu>, u64)> {
+    let before = network.map(sample_cpu).unwrap_or_default();
+    let summary = load(&run.loadgen, network, Some(dir), &dir.join("loadgen.log"))?;
+    let after = network.map(sample_cpu).unwrap_or_default();
+    let txs = summary["confirmed"]
+        .as_u64()
+        .or_else(|| summary["txs"].as_u64())
+        .unwrap_or(0);
+    let cpu = cpu_per_role(&before, &after, txs);
+    for (role, c) in &cpu {
+        eprintln!(
+            "  {role}: {} node(s), {:.1} CPU s, {:.0} µs per tx",
+            c.nodes, c.cpu_seconds, c.us_per_tx
+        );
+    }
+    Ok((summary, cpu, txs))
+}
+
 /// Runs a suite.
 pub fn run(suite: Suite, opts: &SuiteArgs) -> anyhow::Result<()> {
     let plan = plan(suite, opts)?;
@@ -572,7 +669,7 @@ pub fn run(suite: Suite, opts: &SuiteArgs) -> anyhow::Result<()> {
             plan.runs.len(),
             run.name
         );
-        let summary = load(&run.loadgen, network, Some(&dir), &dir.join("loadgen.log"))?;
+        let (summary, cpu, txs) = measure(run, network, &dir)?;
         let pts = points(run, &summary);
         for p in &pts {
             eprintln!(
@@ -586,6 +683,7 @@ pub fn run(suite: Suite, opts: &SuiteArgs) -> anyhow::Result<()> {
         lines.push(serde_json::json!({
             "run": run.name, "panel": plan.panels[run.panel].0, "curve": run.curve,
             "x": run.x, "loadgen": run.loadgen, "summary": summary,
+            "cpu_per_role": cpu, "cpu_txs": txs,
         }));
         measured.push((run.clone(), pts));
     }
@@ -632,6 +730,33 @@ mod tests {
         let mut argv = vec!["bench"];
         argv.extend(flags);
         Cli::parse_from(argv).opts
+    }
+
+    #[test]
+    fn cpu_per_role_sums_the_nodes_that_ran_throughout() {
+        let s = |v: &[(&str, u64, u64)]| -> Vec<(String, u64, u64)> {
+            v.iter().map(|(r, p, t)| ((*r).to_string(), *p, *t)).collect()
+        };
+        let before = s(&[
+            ("router", 1, 100),
+            ("router", 2, 50),
+            ("batcher", 3, 0),
+            ("sidecar", 4, 10),
+        ]);
+        // Router 2 restarted (new pid): left out; the sidecar's pid is gone.
+        let after = s(&[("router", 1, 300), ("router", 9, 70), ("batcher", 3, 1000)]);
+        let cpu = cpu_per_role(&before, &after, 1000);
+        assert_eq!(cpu.len(), 2);
+        assert_eq!(
+            cpu["router"],
+            RoleCpu {
+                nodes: 1,
+                cpu_seconds: 2.0,
+                us_per_tx: 2000.0
+            }
+        );
+        assert_eq!(cpu["batcher"].us_per_tx, 10_000.0);
+        assert_eq!(cpu_per_role(&before, &after, 0)["router"].us_per_tx, 0.0);
     }
 
     #[test]
