@@ -334,6 +334,16 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
         let addr = node["metrics"].as_str().unwrap();
         let (code, text) = http(addr, "GET", "/metrics", "");
         assert_eq!(code, 200, "{}", node["name"]);
+        // One naming scheme: every sample is fabrx_<role>_… and carries the node's party.
+        let party = format!("party=\"{}\"", node["party"]);
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            assert!(
+                line.starts_with(&format!("fabrx_{role}_")),
+                "{}: {line}",
+                node["name"]
+            );
+            assert!(line.contains(&party), "{}: {line} lacks {party}", node["name"]);
+        }
         for name in *names {
             let doc_name = name
                 .strip_suffix("_count")
