@@ -68,6 +68,9 @@ pub struct SuiteArgs {
     /// of its processes behind the mock orderer.
     #[arg(long)]
     in_process: bool,
+    /// Namespace signature scheme of the load: ed25519, ecdsa-p256 or bls-threshold.
+    #[arg(long, default_value = "ed25519")]
+    scheme: String,
     /// First port of the suite's networks.
     #[arg(long, default_value_t = 27050)]
     base_port: u16,
@@ -156,12 +159,14 @@ pub fn plan(suite: Suite, opts: &SuiteArgs) -> anyhow::Result<Plan> {
         a.push(join(rates));
         a.extend(["--step-seconds".into(), step.to_string()]);
         a.extend(["--tx-size".into(), opts.tx_size.to_string()]);
+        a.extend(["--scheme".into(), opts.scheme.clone()]);
         a
     };
     let warmup = |txs: u32, rate: u32| {
         let mut a = args(&["--target", "network", "--txs"]);
         a.extend([txs.to_string(), "--rate".into(), rate.to_string()]);
         a.extend(["--tx-size".into(), opts.tx_size.to_string()]);
+        a.extend(["--scheme".into(), opts.scheme.clone()]);
         a
     };
     let (warm_txs, warm_rate) = if opts.quick { (100, 100) } else { (2000, 1000) };
@@ -265,6 +270,7 @@ fn committer_plan(opts: &SuiteArgs) -> Plan {
         };
         a.extend(["--blocks".into(), blocks.to_string()]);
         a.extend(["--block-size".into(), block_size.to_string()]);
+        a.extend(["--scheme".into(), opts.scheme.clone()]);
         a
     };
     let network = (!opts.in_process).then_some(NetPlan {
@@ -285,7 +291,8 @@ fn committer_plan(opts: &SuiteArgs) -> Plan {
     let runs = committer_runs(opts, &base, network.as_ref(), curve);
     Plan {
         title: format!(
-            "fabrx bench committer: {mode}, Ed25519, {} txs per run",
+            "fabrx bench committer: {mode}, {}, {} txs per run",
+            opts.scheme,
             blocks * block_size
         ),
         panels: vec![
