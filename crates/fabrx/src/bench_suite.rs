@@ -489,7 +489,7 @@ pub fn cpu_per_role(
             us_per_tx: 0.0,
         });
         e.nodes += 1;
-        e.cpu_seconds += end.saturating_sub(*start) as f64 / 100.0;
+        e.cpu_seconds += end.saturating_sub(*start) as f64 / crate::proc_cpu::TICKS_PER_SECOND;
     }
     for e in out.values_mut() {
         e.cpu_seconds = (e.cpu_seconds * 100.0).round() / 100.0;
@@ -515,21 +515,15 @@ fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
                 .iter()
                 .filter_map(|n| {
                     let pid = n["pid"].as_u64()?;
-                    Some((n["role"].as_str()?.to_string(), pid, ticks(pid)?))
+                    Some((
+                        n["role"].as_str()?.to_string(),
+                        pid,
+                        crate::proc_cpu::ticks(Some(pid))?,
+                    ))
                 })
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// User + system clock ticks of process `pid` (`/proc/PID/stat`).
-fn ticks(pid: u64) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let user: u64 = fields.get(11)?.parse().ok()?;
-    let system: u64 = fields.get(12)?.parse().ok()?;
-    user.checked_add(system)
 }
 
 /// A network started for the suite; stopped (and its directory removed unless kept)

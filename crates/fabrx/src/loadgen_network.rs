@@ -98,19 +98,6 @@ pub fn share_of(total: usize, i: u32, k: u32) -> usize {
     part(i).saturating_sub(part(i.saturating_sub(1)))
 }
 
-/// CPU seconds this process has used (user + system), from `/proc/self/stat`; `None`
-/// where that file is missing. The kernel reports clock ticks of 1/100 s (`USER_HZ`).
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
-    let user: u64 = fields.get(11)?.parse().ok()?;
-    let system: u64 = fields.get(12)?.parse().ok()?;
-    Some((user + system) as f64 / 100.0)
-}
-
 impl NetworkArgs {
     /// The network directory, the committing party and the drain of `--target mock-orderer`.
     pub fn mock_args(&self) -> anyhow::Result<(PathBuf, u32, Duration)> {
@@ -174,7 +161,7 @@ async fn prepare(
         .with_context(|| format!("reading the network's administrator key {}", meta_path.display()))?;
     let tag = spec.tag.clone();
     let conflict_rate = spec.conflict_rate;
-    let cpu_at_start = cpu_seconds();
+    let cpu_at_start = crate::proc_cpu::own_seconds();
     let workload =
         tokio::task::spawn_blocking(move || loadgen::workload::plan(&spec)?.sign_with_meta(meta)).await??;
     let confirmed_by = if endpoints.sidecar.is_some() {
@@ -243,7 +230,7 @@ pub async fn run(
         drain: Duration::from_secs_f64(args.drain),
         control: control.clone().filter(|_| args.metrics.is_some()),
     };
-    let cpu_at_load = cpu_seconds();
+    let cpu_at_load = crate::proc_cpu::own_seconds();
     let started_unix_ms = unix_ms();
     let mut print = printer();
     let run = network::run(&endpoints, &load, pace, |p| {
@@ -257,7 +244,7 @@ pub async fn run(
         eprintln!();
     }
     let mut summary = summary(&run, confirmed_by, &tag, rate, genesis_seconds);
-    let cpu = [cpu_at_start, cpu_at_load, cpu_seconds()];
+    let cpu = [cpu_at_start, cpu_at_load, crate::proc_cpu::own_seconds()];
     annotate(
         &mut summary,
         args,
