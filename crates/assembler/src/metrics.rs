@@ -4,7 +4,7 @@
 //! with a small prefetch index mean batches arrive late (batchers or the network);
 //! a large prefetch index means decisions arrive late (consenters).
 
-use prometheus::{IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
 
 /// The metrics of one assembler.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub struct Metrics {
     pub prefetch_bytes: IntGauge,
     /// Deliver streams open.
     pub deliver_streams: IntGauge,
+    /// Time to append and sync the blocks that became ready together.
+    pub append_seconds: Histogram,
 }
 
 impl Metrics {
@@ -36,6 +38,7 @@ impl Metrics {
         registry.register(Box::new(m.queued_headers.clone()))?;
         registry.register(Box::new(m.prefetch_bytes.clone()))?;
         registry.register(Box::new(m.deliver_streams.clone()))?;
+        registry.register(Box::new(m.append_seconds.clone()))?;
         Ok(m)
     }
 
@@ -64,6 +67,13 @@ impl Metrics {
                 "Bytes of prefetched batches held",
             )?,
             deliver_streams: IntGauge::new("fabrx_assembler_deliver_streams", "Deliver streams open")?,
+            append_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "fabrx_assembler_append_seconds",
+                    "Time to append and sync the blocks that became ready together",
+                )
+                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
+            )?,
         })
     }
 }

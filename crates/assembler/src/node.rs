@@ -533,6 +533,7 @@ impl MainLoop {
             .ok_or_else(|| Error::Stopped("block store".into()))?;
         let txs: usize = blocks.iter().map(|b| b.requests.len()).sum();
         let count = blocks.len();
+        let began = std::time::Instant::now();
         let (store, appended) = tokio::task::spawn_blocking(move || {
             let r = blocks.iter().try_for_each(|b: &Block| store.append(b));
             (store, r)
@@ -545,6 +546,7 @@ impl MainLoop {
         if let Some(m) = &self.metrics {
             m.blocks.inc_by(count as u64);
             m.txs.inc_by(txs as u64);
+            m.append_seconds.observe(began.elapsed().as_secs_f64());
             m.height.set(gauge_value(height));
         }
         Ok(())

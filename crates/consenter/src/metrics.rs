@@ -4,7 +4,9 @@
 //! A `last_decision` that stops moving on one consenter while it moves on the others
 //! points at that replica (catching up, or cut off).
 
-use prometheus::{IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use wire::pb;
 
 /// The metrics of one consenter.
@@ -19,6 +21,12 @@ pub struct Metrics {
     pub term_changes: IntCounter,
     /// The number of the newest decision recorded.
     pub last_decision: IntGauge,
+    /// Time between consecutive recorded decisions (how often the cluster decides).
+    pub interval_seconds: Histogram,
+    /// Block headers per decision (how many batches one consensus instance orders).
+    pub headers_per_decision: Histogram,
+    /// When the previous decision was recorded.
+    previous: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Metrics {
@@ -29,6 +37,8 @@ impl Metrics {
         registry.register(Box::new(m.headers.clone()))?;
         registry.register(Box::new(m.term_changes.clone()))?;
         registry.register(Box::new(m.last_decision.clone()))?;
+        registry.register(Box::new(m.interval_seconds.clone()))?;
+        registry.register(Box::new(m.headers_per_decision.clone()))?;
         Ok(m)
     }
 
@@ -51,6 +61,21 @@ impl Metrics {
                 "fabrx_consenter_last_decision",
                 "Number of the newest decision recorded",
             )?,
+            interval_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "fabrx_consenter_decision_interval_seconds",
+                    "Time between consecutive recorded decisions",
+                )
+                .buckets(prometheus::exponential_buckets(0.0005, 2.0, 16)?),
+            )?,
+            headers_per_decision: Histogram::with_opts(
+                HistogramOpts::new(
+                    "fabrx_consenter_headers_per_decision",
+                    "Block headers in each recorded decision",
+                )
+                .buckets(prometheus::exponential_buckets(1.0, 2.0, 10)?),
+            )?,
+            previous: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -61,5 +86,13 @@ impl Metrics {
         self.term_changes.inc_by(d.terms.len() as u64);
         self.last_decision
             .set(i64::try_from(d.number).unwrap_or(i64::MAX));
+        self.headers_per_decision.observe(d.headers.len() as f64);
+        let now = Instant::now();
+        if let Ok(mut previous) = self.previous.lock()
+            && let Some(before) = previous.replace(now)
+        {
+            self.interval_seconds
+                .observe(now.duration_since(before).as_secs_f64());
+        }
     }
 }

@@ -260,13 +260,20 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
     let docs =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md")).unwrap();
     let moving: &[(&str, &[&str])] = &[
-        ("router", &["fabrx_router_requests_admitted_total"]),
+        (
+            "router",
+            &[
+                "fabrx_router_requests_admitted_total",
+                "fabrx_router_admit_seconds_count",
+            ],
+        ),
         (
             "batcher",
             &[
                 "fabrx_batcher_requests_admitted_total",
                 "fabrx_batcher_batches_persisted_total",
                 "fabrx_batcher_decisions_total",
+                "fabrx_batcher_batch_order_seconds_count",
             ],
         ),
         (
@@ -275,6 +282,8 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
                 "fabrx_consenter_decisions_total",
                 "fabrx_consenter_headers_ordered_total",
                 "fabrx_consenter_last_decision",
+                "fabrx_consenter_decision_interval_seconds_count",
+                "fabrx_consenter_headers_per_decision_count",
             ],
         ),
         (
@@ -283,6 +292,7 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
                 "fabrx_assembler_blocks_appended_total",
                 "fabrx_assembler_txs_appended_total",
                 "fabrx_assembler_ledger_height",
+                "fabrx_assembler_append_seconds_count",
             ],
         ),
         (

@@ -4,7 +4,10 @@
 //! bound answers `RESOURCE_EXHAUSTED` (`refused_total{reason="shard_full"}`).
 
 use crate::error::Error;
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+use std::time::Duration;
 use types::ShardId;
 
 /// The metrics of one router.
@@ -20,6 +23,8 @@ pub struct Metrics {
     pub in_flight_bytes: IntGaugeVec,
     /// Client `Submit` streams open.
     pub streams: IntGauge,
+    /// Time from a request's arrival to its batcher's answer (admitted requests).
+    pub admit_seconds: Histogram,
 }
 
 impl Metrics {
@@ -31,6 +36,7 @@ impl Metrics {
         registry.register(Box::new(m.in_flight.clone()))?;
         registry.register(Box::new(m.in_flight_bytes.clone()))?;
         registry.register(Box::new(m.streams.clone()))?;
+        registry.register(Box::new(m.admit_seconds.clone()))?;
         Ok(m)
     }
 
@@ -63,6 +69,13 @@ impl Metrics {
                 &["shard"],
             )?,
             streams: IntGauge::new("fabrx_router_streams", "Client Submit streams open")?,
+            admit_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "fabrx_router_admit_seconds",
+                    "Time from a request's arrival to its batcher's admission",
+                )
+                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
+            )?,
         })
     }
 
@@ -77,10 +90,13 @@ impl Metrics {
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
-    /// Records the outcome of one request.
-    pub(crate) fn on_answer(&self, result: &Result<(), Error>) {
+    /// Records the outcome of one request, answered `took` after it arrived.
+    pub(crate) fn on_answer(&self, result: &Result<(), Error>, took: Duration) {
         match result {
-            Ok(()) => self.admitted.inc(),
+            Ok(()) => {
+                self.admitted.inc();
+                self.admit_seconds.observe(took.as_secs_f64());
+            }
             Err(e) => self.refused.with_label_values(&[reason(e)]).inc(),
         }
     }

@@ -121,9 +121,10 @@ impl RouterService {
     /// Checks, forwards and answers one request.
     pub async fn answer(&self, request: pb::SubmitRequest) -> pb::SubmitResponse {
         let id = request.id;
+        let began = std::time::Instant::now();
         let result = self.forward(request.envelope).await;
         if let Some(m) = &self.shared.metrics {
-            m.on_answer(&result);
+            m.on_answer(&result, began.elapsed());
         }
         match result {
             Ok(()) => pb::SubmitResponse {

@@ -9,9 +9,76 @@ use std::sync::Arc;
 
 use prometheus::Registry;
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{Counter, Gauge, Metric, MetricFamily, MetricType};
+use prometheus::proto::{Bucket, Counter, Gauge, Histogram, Metric, MetricFamily, MetricType};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::{Stats, StatsSnapshot};
+
+/// Upper bounds of [`LatencyBuckets`], seconds: 1 ms doubling to about 33 s.
+const BOUNDS: [f64; 16] = [
+    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384,
+    32.768,
+];
+
+/// A latency histogram of atomics, exported as a Prometheus histogram at scrape time.
+#[derive(Debug, Default)]
+pub struct LatencyBuckets {
+    /// Observations at or below each bound (not cumulative; the scrape adds them up).
+    counts: [AtomicU64; 16],
+    total: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl LatencyBuckets {
+    /// Records one latency.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = BOUNDS.iter().position(|b| secs <= *b) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let _ = self
+            .sum_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some(s.saturating_add(micros))
+            });
+    }
+
+    fn family(&self, name: &str, help: &str) -> MetricFamily {
+        let mut h = Histogram::default();
+        let mut cumulative = 0u64;
+        let buckets = BOUNDS
+            .iter()
+            .zip(&self.counts)
+            .map(|(bound, c)| {
+                cumulative = cumulative.saturating_add(c.load(Ordering::Relaxed));
+                let mut b = Bucket::default();
+                b.set_upper_bound(*bound);
+                b.set_cumulative_count(cumulative);
+                b
+            })
+            .collect();
+        h.set_bucket(buckets);
+        h.set_sample_count(self.total.load(Ordering::Relaxed));
+        h.set_sample_sum(self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let mut metric = Metric::default();
+        metric.set_histogram(h);
+        let mut family = MetricFamily::default();
+        family.set_name(name.into());
+        family.set_help(help.into());
+        family.set_field_type(MetricType::HISTOGRAM);
+        family.set_metric(vec![metric]);
+        family
+    }
+}
+
+/// The name and help of the batch ordering latency.
+const ORDER_SECONDS: (&str, &str) = (
+    "fabrx_batcher_batch_order_seconds",
+    "Time from a batch persisted here to its decision",
+);
 
 /// Whether a metric only grows (a counter) or goes up and down (a gauge).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,10 +229,16 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// A collector of `stats` (a running node's [`super::Handle::stats`]).
     pub fn new(stats: Arc<Stats>) -> prometheus::Result<Metrics> {
-        let descs = ENTRIES
+        let mut descs = ENTRIES
             .iter()
             .map(|e| Desc::new(e.name.into(), e.help.into(), Vec::new(), HashMap::new()))
             .collect::<prometheus::Result<Vec<_>>>()?;
+        descs.push(Desc::new(
+            ORDER_SECONDS.0.into(),
+            ORDER_SECONDS.1.into(),
+            Vec::new(),
+            HashMap::new(),
+        )?);
         Ok(Metrics { stats, descs })
     }
 
@@ -214,6 +287,9 @@ impl Collector for Metrics {
                 family.set_metric(vec![metric]);
                 family
             })
+            .chain(std::iter::once(
+                self.stats.order_latency.family(ORDER_SECONDS.0, ORDER_SECONDS.1),
+            ))
             .collect()
     }
 }
@@ -231,6 +307,8 @@ mod tests {
         stats.pending_bytes.store(300, Ordering::Relaxed);
         super::super::bump(&stats.bafs_sent);
         super::super::bump(&stats.bafs_sent);
+        stats.order_latency.observe(Duration::from_millis(3));
+        stats.order_latency.observe(Duration::from_millis(700));
         let families = registry.gather();
         let mut text = Vec::new();
         prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &families, &mut text).expect("encodes");
@@ -241,9 +319,16 @@ mod tests {
             "# TYPE fabrx_batcher_bafs_sent_total counter",
             "fabrx_batcher_bafs_sent_total 2",
             "fabrx_batcher_batches_persisted_total 0",
+            "# TYPE fabrx_batcher_batch_order_seconds histogram",
+            "fabrx_batcher_batch_order_seconds_bucket{le=\"0.002\"} 0",
+            "fabrx_batcher_batch_order_seconds_bucket{le=\"0.004\"} 1",
+            "fabrx_batcher_batch_order_seconds_bucket{le=\"1.024\"} 2",
+            "fabrx_batcher_batch_order_seconds_bucket{le=\"+Inf\"} 2",
+            "fabrx_batcher_batch_order_seconds_sum 0.703",
+            "fabrx_batcher_batch_order_seconds_count 2",
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
         }
-        assert_eq!(families.len(), ENTRIES.len());
+        assert_eq!(families.len(), ENTRIES.len() + 1);
     }
 }

@@ -183,6 +183,8 @@ pub struct Stats {
     decisions: AtomicU64,
     ordered_batches: AtomicU64,
     fetched_batches: AtomicU64,
+    /// Time from a batch persisted here to the decision that orders it.
+    order_latency: metrics::LatencyBuckets,
 }
 
 /// A copy of [`Stats`] at one moment.

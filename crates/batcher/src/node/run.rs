@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 use tracing::{error, warn};
-use types::PartyId;
+use types::{BatchId, PartyId};
 use wire::pb;
 
 use super::decisions::Decided;
@@ -61,7 +61,14 @@ pub(super) struct Node {
     pub(super) ordered_mark: Option<(PartyId, u64)>,
     pub(super) started: Instant,
     pub(super) tick: Duration,
+    /// When the newest batches were persisted here (at most [`PERSISTED_KEPT`]), to
+    /// measure how long each waits for its decision.
+    pub(super) persisted_at: VecDeque<(BatchId, Instant)>,
 }
+
+/// Batches whose persist instant is kept for the ordering latency; older ones (a
+/// term's batches that were never ordered) fall out.
+const PERSISTED_KEPT: usize = 4096;
 
 impl Node {
     pub(super) async fn run(mut self, initial: Vec<Output>, mut q: Queues) -> Result<()> {
@@ -100,6 +107,10 @@ impl Node {
         match done {
             Some(Done::Persisted { id, digest }) => {
                 bump(&self.stats.batches_persisted);
+                if self.persisted_at.len() >= PERSISTED_KEPT {
+                    self.persisted_at.pop_front();
+                }
+                self.persisted_at.push_back((id, Instant::now()));
                 self.feed(Input::Persisted { id, digest }).await
             }
             Some(Done::Failed(e)) => {
@@ -190,6 +201,11 @@ impl Node {
             .collect();
         for ordered in decided.ordered {
             bump(&self.stats.ordered_batches);
+            if let Some(i) = self.persisted_at.iter().position(|(id, _)| *id == ordered.id)
+                && let Some((_, at)) = self.persisted_at.remove(i)
+            {
+                self.stats.order_latency.observe(at.elapsed());
+            }
             self.served.remove(ordered.id, &ordered.digest);
             if ordered.term == self.progress.term {
                 self.progress.last_ordered_seq = self.progress.last_ordered_seq.max(ordered.id.seq);

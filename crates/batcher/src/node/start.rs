@@ -276,6 +276,7 @@ impl Parts {
             ordered_mark: None,
             started: Instant::now(),
             tick: shell.tick,
+            persisted_at: std::collections::VecDeque::new(),
         };
         let main = tokio::spawn(node.run(
             initial,
