@@ -81,7 +81,10 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     let mut printed = 0u64;
     while let Some(block) = stream.message().await.context("the Deliver stream failed")? {
         let (line, verified, next) = describe(&block, previous, &chain, &verifier, keys.n(), args.tx_ids);
-        println!("{line}");
+        if !crate::out::line(&line.to_string()) {
+            // The reader stopped reading (`| head`): nothing more to show.
+            return Ok(());
+        }
         printed += 1;
         if !verified {
             failed += 1;

@@ -21,6 +21,7 @@ mod node_query;
 mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
+mod out;
 mod proc_cpu;
 mod server_args;
 mod status_height;

@@ -678,16 +678,18 @@ fn print_nodes(nodes: &[NodeEntry], json: bool, state: impl Fn(&NodeEntry) -> &'
                 "name": n.name, "role": n.role, "party": n.party, "shard": n.shard,
                 "pid": n.pid, "listen": n.listen, "state": state(n), "log": n.log,
             });
-            println!("{line}");
-        } else {
-            println!(
-                "{:<14} {:<11} pid {:<8} {:<22} {}",
-                n.name,
-                n.role,
-                n.pid,
-                n.listen,
-                state(n)
-            );
+            if !crate::out::line(&line.to_string()) {
+                return;
+            }
+        } else if !crate::out::line(&format!(
+            "{:<14} {:<11} pid {:<8} {:<22} {}",
+            n.name,
+            n.role,
+            n.pid,
+            n.listen,
+            state(n)
+        )) {
+            return;
         }
     }
 }
@@ -754,13 +756,18 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
                 "name": n.name, "role": n.role, "party": n.party, "shard": n.shard,
                 "pid": n.pid, "listen": n.listen, "state": state, "height": height, "log": n.log,
             });
-            println!("{line}");
+            if !crate::out::line(&line.to_string()) {
+                return Ok(());
+            }
         } else {
             let h = height.map_or_else(String::new, |h| format!("height {h}"));
-            println!(
+            let text = format!(
                 "{:<14} {:<11} pid {:<8} {:<22} {state:<8} {h}",
                 n.name, n.role, n.pid, n.listen
             );
+            if !crate::out::line(&text) {
+                return Ok(());
+            }
         }
     }
     Ok(())
