@@ -188,7 +188,7 @@ pub struct BatchingParams {
     pub max_batch_requests: u32,
     /// Most request bytes in one batch (4 MiB; at least `max_request_bytes`).
     pub max_batch_bytes: u64,
-    /// A primary cuts a non-full batch once its oldest request waited this long (50 ms).
+    /// A primary cuts a non-full batch once its oldest request waited this long (200 ms).
     pub batch_timeout_ms: u64,
     /// Most batches a primary has cut and not seen confirmed (10).
     pub window: u32,
@@ -213,7 +213,7 @@ impl Default for BatchingParams {
             max_request_bytes: 1 << 20,
             max_batch_requests: 1000,
             max_batch_bytes: 4 << 20,
-            batch_timeout_ms: 50,
+            batch_timeout_ms: 200,
             window: 10,
             max_unordered_batches: 100,
             mempool_max_requests: 100_000,
@@ -233,7 +233,7 @@ pub struct ConsensusParams {
     pub batch_max: u64,
     /// The leader cuts a batch at this many bytes (4 MiB).
     pub batch_max_bytes: u64,
-    /// The leader cuts a non-empty batch after this long (20 ms).
+    /// The leader cuts a non-empty batch after this long (50 ms).
     pub batch_interval_ms: u64,
     /// A request not ordered within this time makes a replica complain (3 s).
     pub request_timeout_ms: u64,
@@ -262,7 +262,7 @@ impl Default for ConsensusParams {
         ConsensusParams {
             batch_max: 1000,
             batch_max_bytes: 4 << 20,
-            batch_interval_ms: 20,
+            batch_interval_ms: 50,
             request_timeout_ms: 3_000,
             heartbeat_interval_ms: 200,
             heartbeat_timeout_ms: 2_000,
