@@ -29,7 +29,7 @@ use tracing::info;
 use types::{PartyId, ShardId};
 use wire::pb;
 
-use crate::arma::{Applied, ArmaApp, ArmaConfig, ArmaState, decode_verified};
+use crate::arma::{Applied, ArmaApp, ArmaConfig, ArmaState, PrimarySignatures, decode_verified_with};
 use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
 use crate::decision_wire::to_pb_decision;
 use crate::decisions_service::{DecisionsService, StreamLimits};
@@ -94,6 +94,9 @@ struct Verified {
     set: HashSet<Digest>,
     order: VecDeque<Digest>,
     cap: usize,
+    /// The primary signatures that verified (shared with the application), so the BAFs
+    /// of one batch cost one primary-signature check between them.
+    primaries: Arc<PrimarySignatures>,
 }
 
 impl Verified {
@@ -126,7 +129,8 @@ fn check_request(cfg: &ArmaConfig, cache: &VerifiedCache, request: &[u8]) -> std
     if cache.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
         return Ok(());
     }
-    decode_verified(cfg, request).map_err(|e| e.to_string())?;
+    let primaries = Arc::clone(&cache.lock().unwrap_or_else(|e| e.into_inner()).primaries);
+    decode_verified_with(cfg, request, &primaries).map_err(|e| e.to_string())?;
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
     Ok(())
 }
@@ -415,13 +419,15 @@ fn restore(
         load_snapshot(&cfg.state, cfg.arma.shards)?.unwrap_or_else(|| ArmaState::genesis(cfg.arma.shards));
     reconcile_log(&entries, &state, &mut log, &cfg.state)?;
     let queue = HandoffQueue::default();
+    let app = ArmaApp::new(cfg.arma.clone(), state);
     let verified = Arc::new(Mutex::new(Verified {
         set: HashSet::new(),
         order: VecDeque::new(),
         cap: VERIFIED_CACHE,
+        primaries: app.primaries(),
     }));
     let app = NodeApp {
-        app: ArmaApp::new(cfg.arma.clone(), state),
+        app,
         queue: queue.clone(),
         verified: verified.clone(),
     };
@@ -561,6 +567,7 @@ mod tests {
             set: HashSet::new(),
             order: VecDeque::new(),
             cap: 2,
+            primaries: Arc::default(),
         };
         let d = |i: u8| Digest::of_request(&[i]);
         for i in 0..3 {

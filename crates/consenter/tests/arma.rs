@@ -14,8 +14,9 @@ use std::sync::Arc;
 use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
 use bft::{Application, Certificate, Decision, InstanceId, Phase, Proposal, ProposalContext, Signer as _};
 use consenter::arma::{
-    ArmaApp, ArmaConfig, ArmaError, ArmaState, DecisionProof, Item, Metadata, OrderedHeader, TermChange,
-    decode, decode_verified, encode_baf, encode_complaint,
+    ArmaApp, ArmaConfig, ArmaError, ArmaState, DecisionProof, Item, Metadata, OrderedHeader,
+    PrimarySignatures, TermChange, decode, decode_verified, decode_verified_with, encode_baf,
+    encode_complaint,
 };
 use consenter::keys::{ClusterKeys, EngineSigner, EngineVerifier};
 use crypto::{Scheme, SigningKey, derive_signing_key};
@@ -194,6 +195,38 @@ fn f_plus_one_complaints_of_the_term_change_it_once() {
     // The abandoned batch's BAFs no longer order it.
     let out = s.execute(&cfg, 3, &[baf(&pending, 3)]);
     assert!(out.headers.is_empty());
+}
+
+#[test]
+fn a_batch_primary_signature_is_verified_once_and_forgeries_still_fail() {
+    let cfg = config();
+    let primaries = PrimarySignatures::default();
+    let b = batch(0, 0, 1, 1, 1);
+    for signer in 1..=N {
+        let good = Baf::sign(&b, signer, &batcher_key(signer, 0));
+        assert_eq!(
+            decode_verified_with(&cfg, &encode_baf(&good), &primaries),
+            Ok(Item::Baf(good))
+        );
+    }
+    assert_eq!(primaries.len(), 1, "one entry for the four BAFs of one batch");
+    // A cached primary signature does not vouch for another header or signature.
+    let mut forged_primary = Baf::sign(&b, 2, &batcher_key(2, 0));
+    forged_primary.primary_signature = batch(0, 0, 1, 1, 7).signature;
+    assert_eq!(
+        decode_verified_with(&cfg, &encode_baf(&forged_primary), &primaries),
+        Err(sig_err("primary", 1, 0))
+    );
+    let mut other_header = Baf::sign(&b, 3, &batcher_key(3, 0));
+    other_header.header.tx_count += 1;
+    assert!(decode_verified_with(&cfg, &encode_baf(&other_header), &primaries).is_err());
+    // Nor does it excuse the signer's own signature.
+    let wrong_signer = Baf::sign(&b, 2, &batcher_key(2, 1));
+    assert_eq!(
+        decode_verified_with(&cfg, &encode_baf(&wrong_signer), &primaries),
+        Err(sig_err("BAF", 2, 0))
+    );
+    assert_eq!(primaries.len(), 1);
 }
 
 #[test]

@@ -10,11 +10,12 @@
 //!   the shell, which persists and serves it.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use bft::{Application, Decision, Proposal, ProposalContext, Seq};
 use sha2::{Digest as _, Sha256};
 
-use super::request::{Item, decode, decode_verified};
+use super::request::{Item, PrimarySignatures, decode, decode_verified_with};
 use super::state::{ArmaConfig, ArmaState};
 use ::arma::Outcome;
 
@@ -65,6 +66,9 @@ pub struct ArmaApp {
     state: ArmaState,
     applied: Vec<Applied>,
     verified: Verified,
+    /// Primary signatures that verified (see [`PrimarySignatures`]); the node shares it
+    /// with its Submit handler.
+    primaries: Arc<PrimarySignatures>,
     /// Decisions whose metadata differed from what this replica computes (should stay 0;
     /// a non-zero value means diverged state, for tests and metrics).
     pub diverged: u64,
@@ -78,6 +82,7 @@ impl ArmaApp {
             state,
             applied: Vec::new(),
             verified: Verified::default(),
+            primaries: Arc::default(),
             diverged: 0,
         }
     }
@@ -85,6 +90,11 @@ impl ArmaApp {
     /// The state (after the last applied decision).
     pub fn state(&self) -> &ArmaState {
         &self.state
+    }
+
+    /// The cache of verified primary signatures, to share with other verifiers.
+    pub fn primaries(&self) -> Arc<PrimarySignatures> {
+        Arc::clone(&self.primaries)
     }
 
     /// The config.
@@ -120,7 +130,7 @@ impl Application for ArmaApp {
         if self.verified.contains(&digest) {
             return true;
         }
-        let ok = decode_verified(&self.cfg, request).is_ok();
+        let ok = decode_verified_with(&self.cfg, request, &self.primaries).is_ok();
         if ok {
             self.verified.insert(digest);
         }

@@ -25,5 +25,8 @@ mod state;
 pub use ::arma::{DecisionProof, Metadata, OrderedHeader, Outcome, TermChange};
 pub use app::{Applied, ArmaApp};
 pub use error::{ArmaError, ArmaResult};
-pub use request::{Item, decode, decode_verified, encode_baf, encode_complaint};
+pub use request::{
+    Item, PRIMARY_SIGNATURES, PrimarySignatures, decode, decode_verified, decode_verified_with, encode_baf,
+    encode_complaint,
+};
 pub use state::{ArmaConfig, ArmaState, Knobs, ShardState};

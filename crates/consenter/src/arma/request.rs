@@ -2,9 +2,14 @@
 //! one complaint (proto `fabrx/v1/orderer.proto`), decoded and checked against the
 //! network's batcher keys.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use arma::{Baf, Complaint};
 pub use arma::{encode_baf, encode_complaint};
+use crypto::PublicKey;
 use prost::Message as _;
+use sha2::{Digest as _, Sha256};
 use types::{PartyId, ShardId};
 use wire::pb;
 
@@ -55,6 +60,18 @@ pub fn decode(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
 /// Decodes a request and checks its signatures against the network's batcher keys: a
 /// BAF's signer and primary signatures, a complaint's signer signature.
 pub fn decode_verified(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
+    decode_verified_with(cfg, bytes, &PrimarySignatures::default())
+}
+
+/// [`decode_verified`], checking a BAF's primary signature only when `primaries` does
+/// not hold it yet: the f+1 (up to N) BAFs of one batch carry the same primary signature
+/// over the same header, so a consenter verifies it once per batch instead of once per
+/// BAF. The signer's own signature is always checked.
+pub fn decode_verified_with(
+    cfg: &ArmaConfig,
+    bytes: &[u8],
+    primaries: &PrimarySignatures,
+) -> ArmaResult<Item> {
     let item = decode(cfg, bytes)?;
     let bad = |which, party, shard| ArmaError::BadSignature { which, party, shard };
     match &item {
@@ -64,11 +81,15 @@ pub fn decode_verified(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
             if !cfg.batcher_key(b.signer, shard).is_some_and(|k| b.verifies(k)) {
                 return Err(bad("BAF", b.signer, shard));
             }
-            if !cfg
-                .batcher_key(primary, shard)
-                .is_some_and(|k| b.primary_verifies(k))
-            {
+            let Some(key) = cfg.batcher_key(primary, shard) else {
                 return Err(bad("primary", primary, shard));
+            };
+            let seen = PrimarySignatures::key_of(b, key);
+            if !primaries.contains(&seen) {
+                if !b.primary_verifies(key) {
+                    return Err(bad("primary", primary, shard));
+                }
+                primaries.insert(seen);
             }
         }
         Item::Complaint(c) => {
@@ -78,6 +99,53 @@ pub fn decode_verified(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
         }
     }
     Ok(item)
+}
+
+/// Primary signatures over batch headers that verified, by
+/// `SHA-256(key ‖ signed header ‖ signature)`: two generations of at most
+/// [`PRIMARY_SIGNATURES`] entries each (bounded; the older generation is dropped whole).
+/// Shared by the threads that verify requests; an entry only ever records a successful
+/// verification, so a lost or dropped entry costs a verification, never safety.
+#[derive(Debug, Default)]
+pub struct PrimarySignatures {
+    generations: Mutex<[HashSet<[u8; 32]>; 2]>,
+}
+
+/// Entries per generation of [`PrimarySignatures`]: far more batches than are in flight.
+pub const PRIMARY_SIGNATURES: usize = 4_096;
+
+impl PrimarySignatures {
+    fn key_of(baf: &Baf, key: &PublicKey) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(key.as_bytes());
+        h.update(baf.header.signed_bytes());
+        h.update(baf.primary_signature.as_bytes());
+        h.finalize().into()
+    }
+
+    fn contains(&self, d: &[u8; 32]) -> bool {
+        let g = self.generations.lock().unwrap_or_else(|e| e.into_inner());
+        g[0].contains(d) || g[1].contains(d)
+    }
+
+    fn insert(&self, d: [u8; 32]) {
+        let mut g = self.generations.lock().unwrap_or_else(|e| e.into_inner());
+        if g[0].len() >= PRIMARY_SIGNATURES {
+            g[1] = std::mem::take(&mut g[0]);
+        }
+        g[0].insert(d);
+    }
+
+    /// Entries held (both generations).
+    pub fn len(&self) -> usize {
+        let g = self.generations.lock().unwrap_or_else(|e| e.into_inner());
+        g[0].len() + g[1].len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Whether `party` is `1..=parties`.
