@@ -420,15 +420,22 @@ impl Batcher {
             return;
         }
         let digest = batch_digest(requests);
-        if self
+        let held = if self
             .in_flight
             .get(&id)
             .is_some_and(|b| b.batch.header.digest == digest)
         {
-            self.remove_in_flight(id);
-        }
-        for request in requests {
-            let d = RequestDigest::of(request);
+            self.remove_in_flight(id)
+        } else {
+            None
+        };
+        // A batch held in flight has the same requests (same batch digest): reuse the
+        // request digests computed when it entered the flight.
+        let digests = match held {
+            Some(b) => b.digests,
+            None => requests.iter().map(|r| RequestDigest::of(r)).collect(),
+        };
+        for d in digests {
             self.mempool.remove(&d);
             self.ordered.insert(d);
         }
