@@ -1,16 +1,16 @@
 //! The party's block ledger: every block as `fabrx.v1.OrderedBlock` bytes (header,
-//! requests, proof) in a [`ledger::Ledger`], indexed by number and by the tx id of each
-//! request that decodes as an envelope. Readers learn of appends through a watch
-//! channel of the next block number.
+//! requests, proof) in a [`ledger::Ledger`], indexed by number. The orderer's ledger
+//! keeps no tx-id index: no reader of the assembler looks a tx up by id, and indexing
+//! every request cost a decode and an index write per tx. Readers learn of appends
+//! through a watch channel of the next block number.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arma::{DecisionProof, OrderedHeader};
-use ledger::{Ledger, LedgerConfig, LedgerReader, LedgerTx};
+use ledger::{Ledger, LedgerConfig, LedgerReader};
 use prost::Message as _;
 use tokio::sync::watch;
-use types::{Status, TxId};
 use wire::pb;
 
 use crate::core::Block;
@@ -29,24 +29,6 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-}
-
-/// The tx ids of a block's requests, for the ledger's index: a request that is not an
-/// envelope with a tx id is kept in the block, not indexed.
-fn ledger_txs(requests: &[arma::Request]) -> Vec<LedgerTx> {
-    requests
-        .iter()
-        .map(|r| match pb::Envelope::decode(&r[..]) {
-            Ok(env) if !env.tx_id.is_empty() => LedgerTx {
-                id: TxId(env.tx_id),
-                status: None,
-            },
-            _ => LedgerTx {
-                id: TxId(String::new()),
-                status: Some(Status::MalformedBadEnvelope),
-            },
-        })
-        .collect()
 }
 
 /// The wire form of a block (`headers_only`: without its requests).
@@ -107,8 +89,7 @@ impl BlockStore {
     /// Appends `block` durably, then tells the readers.
     pub fn append(&mut self, block: &Block) -> Result<(), StoreError> {
         let bytes = encode_block(block, false).encode_to_vec();
-        self.ledger
-            .append(block.header.number, &bytes, &ledger_txs(&block.requests))?;
+        self.ledger.append(block.header.number, &bytes, &[])?;
         self.tx_next.send_replace(self.ledger.next_block());
         Ok(())
     }
@@ -154,10 +135,5 @@ impl StoreReader {
             block.requests.clear();
         }
         Ok(Some(block))
-    }
-
-    /// Where the tx with id `id` is (block number and index), if any block holds it.
-    pub fn tx(&self, id: &TxId) -> Result<Option<types::Height>, StoreError> {
-        Ok(self.ledger.tx(id)?.map(|l| l.height))
     }
 }
