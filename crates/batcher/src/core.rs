@@ -250,7 +250,8 @@ impl Batcher {
         }
         self.next_seq = id.seq.checked_add(1);
         let digest = batch.header.digest;
-        self.add_in_flight(batch);
+        let digests = batch.requests.iter().map(|r| RequestDigest::of(r)).collect();
+        self.add_in_flight(batch, digests);
         self.out.retain(|o| !matches!(o, Output::Persist(_)));
         self.on_persisted(id, digest);
         if !self.is_primary() {
@@ -372,17 +373,17 @@ impl Batcher {
     }
 
     /// Records a batch of the term as in flight (its requests leave the pending queue).
-    pub(crate) fn add_in_flight(&mut self, batch: Arc<SignedBatch>) {
+    /// `digests` are the [`RequestDigest`]s of its requests, in order (the caller has
+    /// them already: from the mempool when cutting, from verification when pulling).
+    pub(crate) fn add_in_flight(&mut self, batch: Arc<SignedBatch>, digests: Vec<RequestDigest>) {
         let id = batch.id();
-        let mut digests = Vec::with_capacity(batch.requests.len());
+        debug_assert_eq!(digests.len(), batch.requests.len());
         let mut own = Vec::with_capacity(batch.requests.len());
         let mut bytes = 0u64;
-        for request in &batch.requests {
-            let digest = RequestDigest::of(request);
-            own.push(self.mempool.remove(&digest));
-            self.in_flight_digests.entry(digest).or_insert(id);
+        for (request, digest) in batch.requests.iter().zip(&digests) {
+            own.push(self.mempool.remove(digest));
+            self.in_flight_digests.entry(*digest).or_insert(id);
             bytes = bytes.saturating_add(request.len() as u64);
-            digests.push(digest);
         }
         self.in_flight_requests = self.in_flight_requests.saturating_add(digests.len());
         self.in_flight_bytes = self.in_flight_bytes.saturating_add(bytes);

@@ -19,11 +19,11 @@ impl Batcher {
             if taken.is_empty() {
                 return;
             }
-            let requests = taken.into_iter().map(|e| e.request).collect();
+            let (requests, digests) = taken.into_iter().map(|e| (e.request, e.digest)).unzip();
             let id = BatchId::new(self.cfg.shard, self.cfg.party, seq);
             let batch = Arc::new(SignedBatch::sign(id, self.term, requests, &self.key));
             self.next_seq = seq.checked_add(1);
-            self.add_in_flight(batch);
+            self.add_in_flight(batch, digests);
         }
     }
 

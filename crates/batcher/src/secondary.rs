@@ -28,12 +28,15 @@ impl Batcher {
             // asked for.
             return;
         }
-        if let Err(error) = verify_batch(&self.cfg, &batch) {
-            self.reject(from, error);
-            return;
-        }
+        let digests = match verify_batch_digests(&self.cfg, &batch) {
+            Ok(digests) => digests,
+            Err(error) => {
+                self.reject(from, error);
+                return;
+            }
+        };
         self.next_seq = batch.id().seq.checked_add(1);
-        self.add_in_flight(Arc::new(batch));
+        self.add_in_flight(Arc::new(batch), digests);
     }
 
     fn reject(&mut self, from: types::PartyId, error: Error) {
@@ -108,6 +111,12 @@ fn check_origin(cfg: &Config, from: types::PartyId, batch: &SignedBatch) -> Resu
 /// Checks a batch as a secondary must before persisting it: limits, tx count, digest,
 /// every request's size, shard and uniqueness, and the primary's signature.
 pub fn verify_batch(cfg: &Config, batch: &SignedBatch) -> Result<()> {
+    verify_batch_digests(cfg, batch).map(|_| ())
+}
+
+/// [`verify_batch`], returning the [`RequestDigest`]s of the batch's requests in order
+/// (computed for the uniqueness check, kept so they are not computed again).
+fn verify_batch_digests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<RequestDigest>> {
     let id = batch.id();
     let count = batch.requests.len();
     if id.shard != cfg.shard {
@@ -142,7 +151,7 @@ pub fn verify_batch(cfg: &Config, batch: &SignedBatch) -> Result<()> {
             max: cfg.max_batch_bytes.get(),
         });
     }
-    verify_requests(cfg, batch)?;
+    let digests = verify_requests(cfg, batch)?;
     if batch_digest(&batch.requests) != batch.header.digest {
         return Err(Error::DigestMismatch { id });
     }
@@ -153,13 +162,14 @@ pub fn verify_batch(cfg: &Config, batch: &SignedBatch) -> Result<()> {
     if !signed {
         return Err(Error::BadBatchSignature { id });
     }
-    Ok(())
+    Ok(digests)
 }
 
-fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<()> {
+fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<RequestDigest>> {
     let id = batch.id();
     let max = cfg.max_request_bytes.get();
     let mut seen = HashSet::with_capacity(batch.requests.len());
+    let mut digests = Vec::with_capacity(batch.requests.len());
     for (index, request) in batch.requests.iter().enumerate() {
         if request.len() > max {
             return Err(Error::RequestTooLarge {
@@ -173,9 +183,11 @@ fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<()> {
         if shard != cfg.shard {
             return Err(Error::RequestOfAnotherShard { id, index, shard });
         }
-        if !seen.insert(RequestDigest::of(request)) {
+        let digest = RequestDigest::of(request);
+        if !seen.insert(digest) {
             return Err(Error::DuplicateRequestInBatch { id, index });
         }
+        digests.push(digest);
     }
-    Ok(())
+    Ok(digests)
 }
