@@ -243,6 +243,12 @@ pub async fn run(
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
+    if run.stalled {
+        eprintln!(
+            "loadgen: stopped: {} txs in flight and nothing confirmed for {} s (see never_confirmed)",
+            args.max_in_flight, args.drain
+        );
+    }
     let mut summary = summary(&run, confirmed_by, &tag, rate, genesis_seconds);
     let cpu = [cpu_at_start, cpu_at_load, crate::proc_cpu::own_seconds()];
     annotate(
@@ -642,5 +648,6 @@ fn summary(
         "router_errors": run.router_errors,
         "tag": tag,
         "expected_mismatches": null,
+        "stalled": run.stalled,
     })
 }

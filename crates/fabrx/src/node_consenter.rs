@@ -80,8 +80,9 @@ pub struct ConsenterArgs {
     /// The leader cuts a proposal at this many requests (BAFs and complaints).
     #[arg(long, default_value_t = 1000)]
     batch_max: usize,
-    /// The leader cuts a non-empty proposal after this many milliseconds.
-    #[arg(long, default_value_t = 20)]
+    /// The leader cuts a non-empty proposal after this many milliseconds (the network
+    /// config's default, `consensus.batch_interval_ms`).
+    #[arg(long, default_value_t = 50)]
     batch_interval_ms: u64,
     /// A request not ordered within this time makes a replica complain (view change).
     #[arg(long, default_value_t = 3000)]

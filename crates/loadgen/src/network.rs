@@ -176,6 +176,9 @@ pub struct NetworkRun {
     pub outcome: Vec<Option<String>>,
     /// Per second and per rate step.
     pub series: Series,
+    /// The run ended because nothing moved for the drain time while its in-flight bound
+    /// was full (txs sent and never confirmed held every slot).
+    pub stalled: bool,
 }
 
 impl NetworkRun {
@@ -324,6 +327,26 @@ impl Tally {
         Ok(())
     }
 
+    /// Whether the run is over: nothing left to send and every tx confirmed, or the
+    /// drain time passed since the last send; or stalled — every in-flight slot held by
+    /// txs that are not confirmed, and nothing confirmed or sent for the drain time
+    /// (they will not be: stop rather than wait forever).
+    fn over(
+        &mut self,
+        done_sending: bool,
+        now: Instant,
+        last_send: Instant,
+        drain: Duration,
+        bound: usize,
+    ) -> bool {
+        if done_sending && (self.in_flight == 0 || now.duration_since(last_send) >= drain) {
+            return true;
+        }
+        self.out.stalled =
+            self.in_flight >= bound && now.duration_since(self.last_confirm.max(last_send)) >= drain;
+        self.out.stalled
+    }
+
     fn on_ack(&mut self, ack: &Ack, n: usize, q: usize) {
         let before = self.out.submitted;
         on_ack(
@@ -401,7 +424,8 @@ pub async fn run(
         let due = |i: usize| pacer.due(i);
         let sending = next < txs.len()
             && due(next).is_some()
-            && pace.duration.is_none_or(|d| now.duration_since(start) < d);
+            && pace.duration.is_none_or(|d| now.duration_since(start) < d)
+            && pace.schedule.end().is_none_or(|e| now.duration_since(start) < e);
         // Send what is due.
         let first = next;
         while sending && next < txs.len() && t.in_flight < bound && due(next).is_some_and(|d| d <= now) {
@@ -413,7 +437,7 @@ pub async fn run(
             last_send = now;
         }
         let done_sending = !sending || next >= txs.len() || due(next).is_none();
-        if done_sending && (t.in_flight == 0 || now.duration_since(last_send) >= pace.drain) {
+        if t.over(done_sending, now, last_send, pace.drain, bound) {
             break;
         }
         if now.duration_since(last_progress) >= Duration::from_secs(1) {
@@ -680,6 +704,36 @@ async fn watch_assembler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_ends_after_its_drain_or_when_stalled_at_its_bound() {
+        let start = Instant::now();
+        let secs = Duration::from_secs;
+        let mut t = Tally {
+            state: Vec::new(),
+            out: NetworkRun::default(),
+            in_flight: 10,
+            start,
+            last_confirm: start,
+            recorder: Recorder::new(&Schedule::Unpaced),
+        };
+        let drain = secs(60);
+        // Still sending, below the bound: never over, however long it is quiet.
+        assert!(!t.over(false, start + secs(600), start, drain, 20));
+        // Done sending: over once the drain passed since the last send.
+        assert!(!t.over(true, start + secs(59), start, drain, 20));
+        assert!(t.over(true, start + secs(60), start, drain, 20));
+        assert!(!t.out.stalled);
+        // At the bound with nothing confirmed or sent for the drain: stalled.
+        assert!(!t.over(false, start + secs(30), start, drain, 10));
+        t.last_confirm = start + secs(20);
+        assert!(
+            !t.over(false, start + secs(70), start, drain, 10),
+            "a confirmation at 20 s"
+        );
+        assert!(t.over(false, start + secs(80), start, drain, 10));
+        assert!(t.out.stalled);
+    }
 
     #[test]
     fn a_rate_change_starts_a_fresh_schedule_from_its_instant() {

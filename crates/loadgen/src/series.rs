@@ -110,6 +110,17 @@ impl Schedule {
         }
     }
 
+    /// When the schedule's last step ends, from the start of the run; `None` when it has
+    /// no end of its own. Txs not sent by then (the target held them back) are not sent.
+    pub fn end(&self) -> Option<Duration> {
+        match self {
+            Schedule::Steps { rates, step } => {
+                Some(step.saturating_mul(u32::try_from(rates.len()).unwrap_or(u32::MAX)))
+            }
+            _ => None,
+        }
+    }
+
     /// The rate steps (empty unless [`Schedule::Steps`]).
     pub fn rates(&self) -> &[f64] {
         match self {
@@ -396,6 +407,8 @@ mod tests {
         assert_eq!(s.step_of(ms(1999)), Some(0));
         assert_eq!(s.step_of(ms(2000)), Some(1));
         assert_eq!(s.step_of(ms(4000)), None);
+        assert_eq!(s.end(), Some(ms(4000)));
+        assert_eq!(Schedule::Fixed { rate: 1.0 }.end(), None);
     }
 
     #[test]

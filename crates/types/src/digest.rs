@@ -20,8 +20,9 @@ pub fn batch_digest<T: AsRef<[u8]>>(requests: &[T]) -> Digest32 {
 
 /// CRC-64 as computed by Go's `crc64.Checksum(_, crc64.MakeTable(crc64.ECMA))` (the
 /// reflected ECMA-182 polynomial, also catalogued as CRC-64/XZ), so that fabrx and Go
-/// clients agree on shards.
-const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
+/// clients agree on shards. Slice-by-16 tables (32 KiB, built at compile time): the
+/// byte-at-a-time table cost about 5 % of a batcher's CPU.
+const CRC64: crc::Crc<u64, crc::Table<16>> = crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_XZ);
 
 /// The CRC-64/ECMA checksum of a payload.
 pub fn crc64(payload: &[u8]) -> u64 {
