@@ -67,6 +67,32 @@ fn batch_verify(c: &mut Criterion) {
     group.finish();
 }
 
+/// Ed25519 batches signed by one key, as a namespace's txs are under its policy.
+fn batch_verify_one_key(c: &mut Criterion) {
+    let mut group = c.benchmark_group("batch_verify_one_key");
+    let key = derive_signing_key(Scheme::Ed25519, "bench-policy");
+    let pk = key.public_key();
+    for size in [64usize, 512] {
+        let msgs: Vec<Vec<u8>> = (0..size)
+            .map(|i| format!("tx-{i}").repeat(32).into_bytes())
+            .collect();
+        let sigs: Vec<Signature> = msgs.iter().map(|m| sign_namespace_endorsement(&key, m)).collect();
+        let items: Vec<SignedMessage<'_>> = (0..size)
+            .map(|i| SignedMessage {
+                public_key: &pk,
+                message: &msgs[i],
+                signature: &sigs[i],
+            })
+            .collect();
+        assert!(verify_namespace_endorsements(&items).iter().all(|ok| *ok));
+        group.throughput(Throughput::Elements(size as u64));
+        group.bench_function(BenchmarkId::new("ed25519", size), |b| {
+            b.iter(|| verify_namespace_endorsements(black_box(&items)))
+        });
+    }
+    group.finish();
+}
+
 fn threshold(c: &mut Criterion) {
     let mut group = c.benchmark_group("threshold");
     for t in [3u32, 5, 10] {
@@ -122,6 +148,6 @@ fn multisig(c: &mut Criterion) {
 mod harness {
     #![allow(missing_docs)]
     use super::*;
-    criterion_group!(benches, single, batch_verify, threshold, multisig);
+    criterion_group!(benches, single, batch_verify, batch_verify_one_key, threshold, multisig);
 }
 criterion_main!(harness::benches);
