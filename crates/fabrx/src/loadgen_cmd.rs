@@ -497,6 +497,10 @@ async fn baseline(
         verify_per_s_one_core: rates.one_core_per_s,
         verify_ceiling_per_s: rates.one_core_per_s * rates.cores as f64,
         verify_per_s_all_cores: rates.all_cores_per_s,
+        verify_batch_per_s_one_core: rates.batch_one_core_per_s,
+        verify_batch_ceiling_per_s: rates.batch_one_core_per_s * rates.cores as f64,
+        verify_batch_per_s_all_cores: rates.batch_all_cores_per_s,
+        tps_over_verify_ceiling: ratio(summary.tps, rates.one_core_per_s * rates.cores as f64),
         serial_txs: serial.txs,
         serial_committed: serial.committed,
         serial_seconds: serial.seconds,
@@ -507,6 +511,11 @@ async fn baseline(
             0.0
         },
     })
+}
+
+/// `a / b`, or 0 when `b` is not positive.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
 }
 
 fn print_human(s: &Summary) {
@@ -550,6 +559,13 @@ fn print_human(s: &Summary) {
         println!(
             "  verify: {:.0}/s on one core, ceiling {:.0}/s on {} cores, measured {:.0}/s in parallel",
             b.verify_per_s_one_core, b.verify_ceiling_per_s, b.cores, b.verify_per_s_all_cores
+        );
+        println!(
+            "  batched verify: {:.0}/s on one core, ceiling {:.0}/s, measured {:.0}/s in parallel; pipeline at {:.2}× the single ceiling",
+            b.verify_batch_per_s_one_core,
+            b.verify_batch_ceiling_per_s,
+            b.verify_batch_per_s_all_cores,
+            b.tps_over_verify_ceiling
         );
         println!(
             "  serial commit: {} txs in {:.2} s = {:.0} tx/s; pipeline speedup {:.1}×",

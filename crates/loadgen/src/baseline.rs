@@ -1,7 +1,9 @@
 //! Comparison measurements for a committer load run (`fabrx loadgen --baseline`):
 //!
 //! - the signature-verify ceiling: namespace endorsements of the workload verified one
-//!   after the other on one thread, and in parallel on every core (rayon);
+//!   after the other on one thread, and in parallel on every core (rayon); then the same
+//!   sample through the batch path the pipeline uses (`Policies::verify_batch`), on one
+//!   thread and on every core;
 //! - a serial commit: the load txs one at a time, each structurally checked, verified and
 //!   committed through the vcservice engine as a batch of one, on one thread — what a
 //!   committer without the dependency graph and batching would do.
@@ -26,6 +28,10 @@ pub struct VerifyRates {
     pub one_core_per_s: f64,
     /// Verifications per second on the rayon pool (all cores).
     pub all_cores_per_s: f64,
+    /// Batched verifications (`Policies::verify_batch`) per second on one thread.
+    pub batch_one_core_per_s: f64,
+    /// Batched verifications per second on the rayon pool (all cores).
+    pub batch_all_cores_per_s: f64,
     /// Cores available to the process.
     pub cores: usize,
 }
@@ -71,12 +77,33 @@ pub fn verify_rates(workload: &Workload, sample: usize) -> Result<VerifyRates> {
         .count();
     let all = rate(txs.len(), t.elapsed().as_secs_f64());
     debug_assert_eq!(ok_one, ok_all);
+    let batch: Vec<_> = txs.iter().map(|&(id, tx)| (id.clone(), tx.clone())).collect();
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .map_err(|e| Error::Task {
+            detail: e.to_string(),
+        })?;
+    let t = Instant::now();
+    let ok_batch_one = one_thread.install(|| valid(&policies.verify_batch(&batch)));
+    let batch_one = rate(batch.len(), t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let ok_batch_all = valid(&policies.verify_batch(&batch));
+    let batch_all = rate(batch.len(), t.elapsed().as_secs_f64());
+    debug_assert_eq!((ok_batch_one, ok_batch_all), (ok_one, ok_one));
     Ok(VerifyRates {
         sample: txs.len(),
         one_core_per_s: one,
         all_cores_per_s: all,
+        batch_one_core_per_s: batch_one,
+        batch_all_cores_per_s: batch_all,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     })
+}
+
+/// Valid txs among batch verdicts (`None` = valid).
+fn valid(verdicts: &[Option<Status>]) -> usize {
+    verdicts.iter().filter(|v| v.is_none()).count()
 }
 
 /// Runs the genesis through a pipeline, then the first `max_txs` load txs one at a time:

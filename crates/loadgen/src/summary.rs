@@ -83,6 +83,19 @@ pub struct Baseline {
     pub verify_ceiling_per_s: f64,
     /// Namespace signatures verified per second on all cores (rayon), measured.
     pub verify_per_s_all_cores: f64,
+    /// The same sample through the batch path the pipeline uses
+    /// (`Policies::verify_batch`), per second on one thread.
+    #[serde(default)]
+    pub verify_batch_per_s_one_core: f64,
+    /// `verify_batch_per_s_one_core × cores`: the batched ceiling.
+    #[serde(default)]
+    pub verify_batch_ceiling_per_s: f64,
+    /// The batch path per second on all cores (rayon), measured.
+    #[serde(default)]
+    pub verify_batch_per_s_all_cores: f64,
+    /// The pipeline's `tps` over `verify_ceiling_per_s` (the single-verification ceiling).
+    #[serde(default)]
+    pub tps_over_verify_ceiling: f64,
     /// Txs run one at a time (check, verify, commit through the vcservice engine).
     pub serial_txs: u64,
     /// Of those, committed.

@@ -238,6 +238,13 @@ impl Pipeline {
     where
         F: FnMut(BlockResult) -> Result<()>,
     {
+        // Final blocks come last and in order: the newest is recorded once, before the
+        // first of them is emitted (one synced write per round instead of one per block;
+        // a restart resumes from the block store, so recording ahead of it is harmless).
+        let mut unrecorded = outputs.iter().rev().find_map(|o| match o {
+            Output::BlockFinal(b) => Some(b.number),
+            _ => None,
+        });
         for output in outputs {
             match output {
                 Output::SetPolicy { ns, policy } => {
@@ -247,7 +254,9 @@ impl Pipeline {
                 }
                 Output::Dispatch(job) => self.spawn_job(job),
                 Output::BlockFinal(block) => {
-                    self.commit.set_last_committed(block.number).await?;
+                    if let Some(newest) = unrecorded.take() {
+                        self.commit.set_last_committed(newest.max(block.number)).await?;
+                    }
                     self.metrics.blocks.inc();
                     self.metrics.txs.inc_by(block.statuses.len() as u64);
                     let committed = block

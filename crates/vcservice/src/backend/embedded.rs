@@ -25,7 +25,7 @@ use crate::model::{
     row_cost,
 };
 use crate::{Error, Result};
-use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
+use rocksdb::{BlockBasedOptions, DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -156,6 +156,15 @@ impl EmbeddedBackend {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.increase_parallelism(2);
+        // Most point reads miss: a new tx id's status (looked up when planning and again
+        // under the commit lock), a created row's version. Bloom filters on the memtable
+        // (whole keys) and on every table file answer those without searching.
+        opts.set_memtable_prefix_bloom_ratio(0.1);
+        opts.set_memtable_whole_key_filtering(true);
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        table.set_whole_key_filtering(true);
+        opts.set_block_based_table_factory(&table);
         let db = DB::open(&opts, path)?;
         Ok(EmbeddedBackend {
             inner: Arc::new(Inner {
