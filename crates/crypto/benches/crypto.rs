@@ -148,6 +148,13 @@ fn multisig(c: &mut Criterion) {
 mod harness {
     #![allow(missing_docs)]
     use super::*;
-    criterion_group!(benches, single, batch_verify, batch_verify_one_key, threshold, multisig);
+    criterion_group!(
+        benches,
+        single,
+        batch_verify,
+        batch_verify_one_key,
+        threshold,
+        multisig
+    );
 }
 criterion_main!(harness::benches);
