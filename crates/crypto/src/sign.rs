@@ -96,8 +96,9 @@ pub struct SignedMessage<'a> {
 ///
 /// Same verdicts as [`verify_namespace_endorsement`] one by one, faster: Ed25519 uses
 /// batch verification (one chunk per rayon thread), BLS a random-linear-combination
-/// multi-pairing, ECDSA P-256 verifies in parallel on rayon. A failing batch falls back
-/// to checking its items one by one. Run it off async worker threads.
+/// multi-pairing, ECDSA P-256 verifies in parallel on rayon. A failing Ed25519 batch
+/// falls back to its halves as batches, then to its items one by one; a failing BLS
+/// batch to its items one by one. Run it off async worker threads.
 pub fn verify_namespace_endorsements(items: &[SignedMessage<'_>]) -> Vec<bool> {
     verify_many(Purpose::NamespaceEndorsement, items)
 }
@@ -110,6 +111,34 @@ pub fn verify_client_requests(items: &[SignedMessage<'_>]) -> Vec<bool> {
 /// Verifies many batch attestation fragments (see [`verify_namespace_endorsements`]).
 pub fn verify_batch_attestations(items: &[SignedMessage<'_>]) -> Vec<bool> {
     verify_many(Purpose::BatchAttestation, items)
+}
+
+/// An Ed25519 item of [`verify_many`]: its index and (key, message, signature).
+type EdItem<'a> = (usize, (&'a ed25519_dalek::VerifyingKey, &'a [u8], &'a Signature));
+
+/// Below this many items, a failed Ed25519 batch is checked one by one.
+const ED25519_ONE_BY_ONE: usize = 8;
+
+/// Verdicts of Ed25519 items: one batch; when it fails, each half as a batch of its own,
+/// down to [`ED25519_ONE_BY_ONE`] items checked one by one. A bad signature then costs a
+/// few batches of the halves around it instead of a single verification of every item.
+fn ed25519_verdicts(
+    purpose: Purpose,
+    part: &[EdItem<'_>],
+    one_by_one: &(dyn Fn(&[usize]) -> Vec<(usize, bool)> + Sync),
+) -> Vec<(usize, bool)> {
+    let triples: Vec<_> = part.iter().map(|(_, t)| *t).collect();
+    if ed25519::verify_batch(purpose, &triples) {
+        return part.iter().map(|(i, _)| (*i, true)).collect();
+    }
+    if part.len() <= ED25519_ONE_BY_ONE {
+        let indices: Vec<usize> = part.iter().map(|(i, _)| *i).collect();
+        return one_by_one(&indices);
+    }
+    let (left, right) = part.split_at(part.len() / 2);
+    let mut out = ed25519_verdicts(purpose, left, one_by_one);
+    out.extend(ed25519_verdicts(purpose, right, one_by_one));
+    out
 }
 
 fn verify_many(purpose: Purpose, items: &[SignedMessage<'_>]) -> Vec<bool> {
@@ -141,15 +170,7 @@ fn verify_many(purpose: Purpose, items: &[SignedMessage<'_>]) -> Vec<bool> {
         let chunk = ed.len().div_ceil(rayon::current_num_threads().max(1));
         let ed_results: Vec<Vec<(usize, bool)>> = ed
             .par_chunks(chunk)
-            .map(|part| {
-                let triples: Vec<_> = part.iter().map(|(_, t)| *t).collect();
-                let indices: Vec<usize> = part.iter().map(|(i, _)| *i).collect();
-                if ed25519::verify_batch(purpose, &triples) {
-                    indices.into_iter().map(|i| (i, true)).collect()
-                } else {
-                    one_by_one(&indices)
-                }
-            })
+            .map(|part| ed25519_verdicts(purpose, part, &one_by_one))
             .collect();
         results.extend(ed_results.into_iter().flatten());
     }

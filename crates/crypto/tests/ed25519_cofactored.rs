@@ -152,3 +152,27 @@ proptest! {
         prop_assert_eq!(vk.verify(&tagged(&msg), &sig).is_ok(), theirs);
     }
 }
+
+#[test]
+fn bad_signatures_anywhere_in_a_large_batch_get_their_own_verdicts() {
+    // Large enough that a failing batch is split into halves several times, with one
+    // key per item and with one key for all (its terms gathered into one point).
+    let shared = derive_signing_key(Scheme::Ed25519, "policy");
+    let one_key: Vec<_> = (0..70)
+        .map(|i| {
+            let msg = format!("m{i}").into_bytes();
+            let sig = sign_namespace_endorsement(&shared, &msg);
+            (shared.public_key(), msg, sig)
+        })
+        .collect();
+    let bad = [0usize, 9, 33, 34, 69];
+    for mut items in [honest_batch(70), one_key] {
+        assert_eq!(verdicts(&items), vec![true; 70]);
+        for &i in &bad {
+            // The message no longer matches its signature.
+            items[i].1.push(b'!');
+        }
+        let expected: Vec<bool> = (0..70).map(|i| !bad.contains(&i)).collect();
+        assert_eq!(verdicts(&items), expected);
+    }
+}
