@@ -116,17 +116,16 @@ pub fn verify_batch_attestations(items: &[SignedMessage<'_>]) -> Vec<bool> {
 /// An Ed25519 item of [`verify_many`]: its index and (key, message, signature).
 type EdItem<'a> = (usize, (&'a ed25519_dalek::VerifyingKey, &'a [u8], &'a Signature));
 
+/// Checks items (by index) one by one: `(index, valid)`.
+type OneByOne<'f> = dyn Fn(&[usize]) -> Vec<(usize, bool)> + Sync + 'f;
+
 /// Below this many items, a failed Ed25519 batch is checked one by one.
 const ED25519_ONE_BY_ONE: usize = 8;
 
 /// Verdicts of Ed25519 items: one batch; when it fails, each half as a batch of its own,
 /// down to [`ED25519_ONE_BY_ONE`] items checked one by one. A bad signature then costs a
 /// few batches of the halves around it instead of a single verification of every item.
-fn ed25519_verdicts(
-    purpose: Purpose,
-    part: &[EdItem<'_>],
-    one_by_one: &(dyn Fn(&[usize]) -> Vec<(usize, bool)> + Sync),
-) -> Vec<(usize, bool)> {
+fn ed25519_verdicts(purpose: Purpose, part: &[EdItem<'_>], one_by_one: &OneByOne<'_>) -> Vec<(usize, bool)> {
     let triples: Vec<_> = part.iter().map(|(_, t)| *t).collect();
     if ed25519::verify_batch(purpose, &triples) {
         return part.iter().map(|(i, _)| (*i, true)).collect();
