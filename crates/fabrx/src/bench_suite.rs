@@ -71,6 +71,11 @@ pub struct SuiteArgs {
     /// Namespace signature scheme of the load: ed25519, ecdsa-p256 or bls-threshold.
     #[arg(long, default_value = "ed25519")]
     scheme: String,
+    /// The committers' database (committer and e2e suites): a PostgreSQL URL naming a
+    /// database NAME on a server this user may create databases on; each network gets a
+    /// fresh database NAME_bK, dropped after it [default: the embedded store].
+    #[arg(long, value_name = "postgres://…/NAME")]
+    db: Option<String>,
     /// First port of the suite's networks.
     #[arg(long, default_value_t = 27050)]
     base_port: u16,
@@ -264,7 +269,11 @@ fn committer_plan(opts: &SuiteArgs) -> Plan {
     };
     let base = {
         let mut a = if opts.in_process {
-            args(&["--target", "committer", "--max-pending", "5000"])
+            let mut a = args(&["--target", "committer", "--max-pending", "5000"]);
+            if let Some(url) = &opts.db {
+                a.extend(["--db".into(), url.clone()]);
+            }
+            a
         } else {
             args(&["--target", "mock-orderer"])
         };
@@ -291,7 +300,8 @@ fn committer_plan(opts: &SuiteArgs) -> Plan {
     let runs = committer_runs(opts, &base, network.as_ref(), curve);
     Plan {
         title: format!(
-            "fabrx bench committer: {mode}, {}, {} txs per run",
+            "fabrx bench committer: {mode}, {}, {}, {} txs per run",
+            opts.db.as_ref().map_or("embedded store", |_| "PostgreSQL"),
             opts.scheme,
             blocks * block_size
         ),
@@ -531,6 +541,8 @@ fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
 struct Running {
     dir: PathBuf,
     keep: bool,
+    /// A database made for this network: the server's URL and its name, dropped after.
+    database: Option<(String, String)>,
 }
 
 impl Drop for Running {
@@ -544,18 +556,68 @@ impl Drop for Running {
         if !self.keep {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+        if let Some((url, name)) = &self.database
+            && let Err(e) = sql(url, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        {
+            eprintln!("bench: dropping database {name}: {e:#}");
+        }
     }
+}
+
+/// Runs one statement on the server of `url`.
+fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
+    tokio::runtime::Handle::current().block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(url)
+            .await
+            .with_context(|| format!("connecting to {url}"))?;
+        sqlx::query(sqlx::AssertSqlSafe(statement.to_string()))
+            .execute(&mut conn)
+            .await
+            .with_context(|| format!("running {statement:?}"))?;
+        Ok(())
+    })
+}
+
+/// A fresh database `<NAME>_b<seq>` next to the one `url` names: its URL and name.
+fn fresh_database(url: &str, seq: usize) -> anyhow::Result<(String, String)> {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (server, name) = base
+        .rsplit_once('/')
+        .filter(|(s, n)| s.contains("://") && !n.is_empty())
+        .with_context(|| format!("--db {url:?} names no database"))?;
+    let fresh = format!("{name}_b{seq}");
+    anyhow::ensure!(
+        fresh.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "database name {fresh:?}: only letters, digits and _ are supported"
+    );
+    sql(url, &format!("DROP DATABASE IF EXISTS \"{fresh}\" WITH (FORCE)"))?;
+    sql(url, &format!("CREATE DATABASE \"{fresh}\""))?;
+    let fresh_url = match query {
+        Some(q) => format!("{server}/{fresh}?{q}"),
+        None => format!("{server}/{fresh}"),
+    };
+    Ok((fresh_url, fresh))
 }
 
 fn exe() -> PathBuf {
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("fabrx"))
 }
 
-fn start(net: &NetPlan, dir: &Path, opts: &SuiteArgs) -> anyhow::Result<Running> {
+fn start(net: &NetPlan, dir: &Path, opts: &SuiteArgs, seq: usize) -> anyhow::Result<Running> {
     let _ = std::fs::remove_dir_all(dir);
-    let running = Running {
+    let mut running = Running {
         dir: dir.to_path_buf(),
         keep: opts.keep,
+        database: None,
+    };
+    let db = match (&opts.db, net.committers) {
+        (Some(url), 1..) => {
+            let (fresh_url, name) = fresh_database(url, seq)?;
+            running.database = Some((url.clone(), name));
+            Some(fresh_url)
+        }
+        _ => None,
     };
     let mut cmd = Command::new(exe());
     cmd.args(["up", "--json", "--no-token", "--dir"])
@@ -566,6 +628,9 @@ fn start(net: &NetPlan, dir: &Path, opts: &SuiteArgs) -> anyhow::Result<Running>
         .args(["--base-port", &opts.base_port.to_string()]);
     if net.no_orderer {
         cmd.arg("--no-orderer");
+    }
+    if let Some(url) = &db {
+        cmd.args(["--db", url]);
     }
     let out = cmd.output().context("running fabrx up")?;
     if !out.status.success() {
@@ -655,7 +720,7 @@ pub fn run(suite: Suite, opts: &SuiteArgs) -> anyhow::Result<()> {
         {
             drop(current.take()); // stops the previous network first
             eprintln!("bench {}: starting {net:?}", suite.name());
-            current = Some((net.clone(), start(net, &net_dir, opts)?));
+            current = Some((net.clone(), start(net, &net_dir, opts, i)?));
             fresh = true;
         }
         let network = run.network.as_ref().map(|_| net_dir.as_path());
