@@ -302,6 +302,7 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
                 "fabrx_sidecar_txs_total",
                 "fabrx_sidecar_committed_txs_total",
                 "fabrx_sidecar_next_block",
+                "fabrx_sidecar_block_seconds_count",
             ],
         ),
         (

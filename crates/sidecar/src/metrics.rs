@@ -3,7 +3,7 @@
 //! means verify or commit is slow (jobs in flight at the limit); a growing ready queue with
 //! few jobs means the worker limit is too low.
 
-use prometheus::{IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
 
 /// The metrics of one sidecar.
 #[derive(Debug, Clone)]
@@ -24,6 +24,8 @@ pub struct Metrics {
     pub committed: IntCounter,
     /// The next block the sidecar expects.
     pub next_block: IntGauge,
+    /// Time from a block's admission into the pipeline to its final statuses.
+    pub block_seconds: Histogram,
 }
 
 impl Metrics {
@@ -38,6 +40,7 @@ impl Metrics {
         registry.register(Box::new(m.txs.clone()))?;
         registry.register(Box::new(m.committed.clone()))?;
         registry.register(Box::new(m.next_block.clone()))?;
+        registry.register(Box::new(m.block_seconds.clone()))?;
         Ok(m)
     }
 
@@ -64,6 +67,13 @@ impl Metrics {
                 "Txs of final blocks that committed",
             )?,
             next_block: IntGauge::new("fabrx_sidecar_next_block", "The next block expected")?,
+            block_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "fabrx_sidecar_block_seconds",
+                    "Time from a block's admission into the pipeline to its final statuses",
+                )
+                .buckets(prometheus::exponential_buckets(0.001, 2.0, 16)?),
+            )?,
         })
     }
 }

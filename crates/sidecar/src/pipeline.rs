@@ -114,7 +114,14 @@ pub struct Pipeline {
     core: CommitterCore,
     jobs: JoinSet<JobResult>,
     metrics: Metrics,
+    /// When each block in the pipeline was admitted, oldest first (blocks finish in
+    /// order); at most [`ADMITTED_KEPT`].
+    admitted_at: std::collections::VecDeque<(u64, std::time::Instant)>,
 }
+
+/// Admission instants kept for the block latency histogram (more blocks than the graph
+/// ever holds at once).
+const ADMITTED_KEPT: usize = 65_536;
 
 /// Decodes a stored `_meta` value.
 fn decode_policy(v: &[u8]) -> Option<NamespacePolicy> {
@@ -147,6 +154,7 @@ impl Pipeline {
             core: CommitterCore::new(config),
             jobs: JoinSet::new(),
             metrics: Metrics::new()?,
+            admitted_at: std::collections::VecDeque::new(),
         })
     }
 
@@ -188,6 +196,11 @@ impl Pipeline {
                 match source.try_next() {
                     Next::Block(b) => {
                         unmerged = unmerged.saturating_add(b.txs.len());
+                        if self.admitted_at.len() >= ADMITTED_KEPT {
+                            self.admitted_at.pop_front();
+                        }
+                        self.admitted_at
+                            .push_back((b.header.number, std::time::Instant::now()));
                         chosen.push(b);
                     }
                     Next::Later => break,
@@ -259,6 +272,12 @@ impl Pipeline {
                     }
                     self.metrics.blocks.inc();
                     self.metrics.txs.inc_by(block.statuses.len() as u64);
+                    while self.admitted_at.front().is_some_and(|(n, _)| *n < block.number) {
+                        self.admitted_at.pop_front();
+                    }
+                    if let Some((_, at)) = self.admitted_at.pop_front_if(|(n, _)| *n == block.number) {
+                        self.metrics.block_seconds.observe(at.elapsed().as_secs_f64());
+                    }
                     let committed = block
                         .statuses
                         .iter()
