@@ -581,22 +581,9 @@ fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
 
 /// A fresh database `<NAME>_b<seq>` next to the one `url` names: its URL and name.
 fn fresh_database(url: &str, seq: usize) -> anyhow::Result<(String, String)> {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
-    let (server, name) = base
-        .rsplit_once('/')
-        .filter(|(s, n)| s.contains("://") && !n.is_empty())
-        .with_context(|| format!("--db {url:?} names no database"))?;
-    let fresh = format!("{name}_b{seq}");
-    anyhow::ensure!(
-        fresh.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-        "database name {fresh:?}: only letters, digits and _ are supported"
-    );
+    let (fresh_url, fresh) = crate::up::sibling_database(url, &format!("_b{seq}"))?;
     sql(url, &format!("DROP DATABASE IF EXISTS \"{fresh}\" WITH (FORCE)"))?;
     sql(url, &format!("CREATE DATABASE \"{fresh}\""))?;
-    let fresh_url = match query {
-        Some(q) => format!("{server}/{fresh}?{q}"),
-        None => format!("{server}/{fresh}"),
-    };
     Ok((fresh_url, fresh))
 }
 

@@ -503,16 +503,7 @@ fn party_database(url: &str, p: u32) -> anyhow::Result<String> {
     if p == 1 {
         return Ok(url.to_owned());
     }
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
-    let (server, name) = base
-        .rsplit_once('/')
-        .filter(|(s, n)| s.contains("://") && !n.is_empty())
-        .with_context(|| format!("--db {url:?} names no database"))?;
-    let party_name = format!("{name}_party{p}");
-    anyhow::ensure!(
-        party_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-        "database name {party_name:?}: only letters, digits and _ are supported"
-    );
+    let (party_url, party_name) = sibling_database(url, &format!("_party{p}"))?;
     let rt = tokio::runtime::Handle::current();
     rt.block_on(async {
         use sqlx::Connection;
@@ -529,10 +520,28 @@ fn party_database(url: &str, p: u32) -> anyhow::Result<String> {
             Err(e) => Err(anyhow::Error::from(e).context(format!("creating database {party_name}"))),
         }
     })?;
-    Ok(match query {
-        Some(q) => format!("{server}/{party_name}?{q}"),
-        None => format!("{server}/{party_name}"),
-    })
+    Ok(party_url)
+}
+
+/// The URL and name of the database `<NAME><suffix>` on the server of `url`, which
+/// names database NAME (the query string kept); refused unless the name is letters,
+/// digits and `_` only (it is quoted into SQL).
+pub(crate) fn sibling_database(url: &str, suffix: &str) -> anyhow::Result<(String, String)> {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (server, name) = base
+        .rsplit_once('/')
+        .filter(|(s, n)| s.contains("://") && !n.is_empty())
+        .with_context(|| format!("--db {url:?} names no database"))?;
+    let sibling = format!("{name}{suffix}");
+    anyhow::ensure!(
+        sibling.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "database name {sibling:?}: only letters, digits and _ are supported"
+    );
+    let sibling_url = match query {
+        Some(q) => format!("{server}/{sibling}?{q}"),
+        None => format!("{server}/{sibling}"),
+    };
+    Ok((sibling_url, sibling))
 }
 
 /// Creates `--dir` and generates the network there when it has none; returns the
