@@ -218,7 +218,11 @@ pub async fn run(
         Schedule::Fixed { rate } => Some(rate),
         _ => None,
     };
-    let control = rate.map(|r| Arc::new(network::RateControl::new(r)));
+    // The rate can change only through the metrics port, so only a run serving one has a
+    // control.
+    let control = rate
+        .filter(|_| args.metrics.is_some())
+        .map(|r| Arc::new(network::RateControl::new(r)));
     let metrics = match &args.metrics {
         Some(addr) => Some(LoadMetrics::serve(addr, args.instance, control.clone()).await?),
         None => None,
@@ -228,7 +232,7 @@ pub async fn run(
         max_in_flight: args.max_in_flight,
         duration: args.duration.map(Duration::from_secs_f64),
         drain: Duration::from_secs_f64(args.drain),
-        control: control.clone().filter(|_| args.metrics.is_some()),
+        control: control.clone(),
     };
     let cpu_at_load = crate::proc_cpu::own_seconds();
     let started_unix_ms = unix_ms();
@@ -292,9 +296,7 @@ fn annotate(
     summary["instance"] = serde_json::json!(args.instance);
     summary["instances"] = serde_json::json!(args.instances);
     summary["started_unix_ms"] = serde_json::json!(started_unix_ms);
-    if let Some(c) = control
-        && args.metrics.is_some()
-    {
+    if let Some(c) = control {
         summary["rate_changes"] = serde_json::json!(c.changes());
         summary["final_rate"] = serde_json::json!(c.get());
     }
