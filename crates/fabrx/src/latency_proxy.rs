@@ -312,6 +312,7 @@ async fn serve(listener: TcpListener, target: String, limits: Limits, shared: Ar
 /// `fabrx latency-proxy`: binds every route, prints the ready line, serves until SIGTERM
 /// or Ctrl-C (exit 0).
 pub async fn run(args: LatencyProxyArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let limits = Limits {
         delay: Duration::from_millis(args.delay_ms),
         max_buffer_bytes: args.max_buffer_bytes,
@@ -344,7 +345,7 @@ pub async fn run(args: LatencyProxyArgs) -> anyhow::Result<()> {
     );
     let ready = serde_json::json!({"ready": "latency-proxy", "delay_ms": args.delay_ms, "routes": routes});
     println!("{ready}");
-    crate::node_router::stopped().await?;
+    stopping.wait().await;
     info!(
         connections = shared.connections.load(Ordering::Relaxed),
         bytes = shared.bytes.load(Ordering::Relaxed),

@@ -104,6 +104,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
 /// Runs a vcservice from its TOML file; its metrics carry the label `party` when it
 /// serves one (`--party`).
 async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg = VcConfig::from_toml(&text)?;
     let labels = party.map(|p| [("party".to_owned(), p.to_string())].into_iter().collect());
@@ -126,7 +127,7 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     );
     tokio::select! {
         r = node.failed() => r.context("the vcservice stopped"),
-        _ = tokio::signal::ctrl_c() => {
+        () = stopping.wait() => {
             node.stop().await;
             Ok(())
         }

@@ -34,6 +34,7 @@ pub struct AssemblerArgs {
 /// listening it prints one JSON line to stdout:
 /// `{"ready":"assembler","party":P,"listen":"ip:port","height":H}` (H: blocks held).
 pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     crate::tls_setup::install(
@@ -68,8 +69,7 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
             r.with_context(|| format!("party {} assembler stopped", args.party))?;
             anyhow::bail!("party {} assembler stopped on its own", args.party)
         }
-        r = crate::node_router::stopped() => {
-            r?;
+        () = stopping.wait() => {
             info!(party = args.party, "assembler stopping");
             Ok(())
         }

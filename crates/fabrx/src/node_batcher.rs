@@ -41,6 +41,7 @@ pub struct BatcherArgs {
 /// failure: exit non-zero). Once listening it prints one JSON line to stdout:
 /// `{"ready":"batcher","party":P,"shard":S,"listen":"ip:port","term":T}`.
 pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     crate::tls_setup::install(
@@ -87,8 +88,7 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
             r.and(shut).with_context(|| format!("{node} stopped"))?;
             anyhow::bail!("{node} stopped on its own")
         }
-        r = crate::node_router::stopped() => {
-            r?;
+        () = stopping.wait() => {
             info!(party = args.party, shard = args.shard, "batcher stopping");
             handle.shutdown().await.with_context(|| format!("stopping {node}"))
         }

@@ -241,6 +241,7 @@ pub fn network_dir(config: &Path) -> PathBuf {
 /// it listens it prints one JSON line on stdout:
 /// `{"ready":"consenter","event":"ready","role":"consenter","id":…,"party":…,"listen":"…"}`.
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let metrics = args.metrics.clone();
     let (id, cfg) = match (&args.config, args.party) {
         (Some(path), Some(party)) => {
@@ -268,6 +269,6 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
     println!("{ready}");
     tokio::select! {
         r = node.wait() => r.context("the consenter failed"),
-        r = crate::node_router::stopped() => r,
+        () = stopping.wait() => Ok(()),
     }
 }

@@ -34,6 +34,7 @@ pub struct EndorserArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"endorser","index":I,"listen":"ip:port"}`.
 pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     let me = config.endorser(args.index)?.clone();
@@ -68,7 +69,7 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let stop = Arc::new(tokio::sync::Notify::new());
     let notified = stop.clone();
     let serving = tokio::spawn(bound.serve(async move { notified.notified().await }));
-    crate::node_router::stopped().await?;
+    stopping.wait().await;
     info!(index = args.index, "endorser stopping");
     stop.notify_one();
     serving.await.context("the endorser task")??;

@@ -74,6 +74,7 @@ pub struct SidecarArgs {
 /// Reading from the orderer, once its service listens it prints one JSON line to stdout:
 /// `{"ready":"sidecar","party":P,"listen":"ip:port","next_block":N}`.
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     let (feed, meta_policy, party) = feed(&args)?;
     let (verify, commit) = stages(&args).await?;
     let metrics = match &args.metrics {
@@ -116,7 +117,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     // A failed store append or stage stops the node; the error ends the process.
     let summary = tokio::select! {
         s = node.source_done() => s.context("the sidecar stopped")?,
-        _ = tokio::signal::ctrl_c() => {
+        () = stopping.wait() => {
             node.stop(Duration::from_secs(5)).await;
             return Ok(());
         }
@@ -128,7 +129,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         "block source done"
     );
     if !args.exit_when_done {
-        tokio::signal::ctrl_c().await?;
+        stopping.wait().await;
     }
     node.stop(Duration::from_secs(5)).await;
     Ok(())

@@ -40,6 +40,7 @@ pub struct SigverifierArgs {
 /// Runs the verifier until Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"sigverifier","listen":"ip:port"}`.
 pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
+    let mut stopping = crate::node_router::Stopping::install()?;
     if let (Some(path), Some(party)) = (&args.network, args.party) {
         let config = netconfig::NetworkConfig::load(path)
             .with_context(|| format!("loading the network config {}", path.display()))?;
@@ -71,9 +72,7 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
         ..ServiceConfig::default()
     };
     VerifierService::new(verifier, config, metrics)
-        .serve(listener, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .serve(listener, async move { stopping.wait().await })
         .await?;
     Ok(())
 }
