@@ -51,10 +51,19 @@ pub async fn in_process(
 }
 
 /// In-process verification with a copy-on-write policy cache, batched and parallel, off
-/// the async workers.
-#[derive(Default)]
+/// the async workers; batch sizes follow the share of bad signatures it sees.
 pub struct LocalVerifier {
     policies: RwLock<Arc<policy::Policies>>,
+    adaptive: Arc<policy::batch::Adaptive>,
+}
+
+impl Default for LocalVerifier {
+    fn default() -> LocalVerifier {
+        LocalVerifier {
+            policies: RwLock::default(),
+            adaptive: Arc::new(policy::batch::Adaptive::new(policy::batch::Chunks::default())),
+        }
+    }
 }
 
 impl LocalVerifier {
@@ -77,12 +86,15 @@ impl VerifyStage for LocalVerifier {
         let policies = self.snapshot();
         // Batched (Ed25519 and BLS batch equations) and parallel over the rayon pool;
         // equal to `verify_tx` per tx (crates/sigverifier/tests/equivalence.rs).
-        tokio::task::spawn_blocking(move || policies.verify_batch(&batch))
-            .await
-            .map_err(|e| sidecar::Error::Stage {
-                stage: "verify",
-                detail: e.to_string(),
-            })
+        let adaptive = self.adaptive.clone();
+        tokio::task::spawn_blocking(move || {
+            policy::batch::verify_batch_adaptive(&policies, &batch, &adaptive)
+        })
+        .await
+        .map_err(|e| sidecar::Error::Stage {
+            stage: "verify",
+            detail: e.to_string(),
+        })
     }
 
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> sidecar::Result<()> {

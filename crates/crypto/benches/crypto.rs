@@ -144,6 +144,81 @@ fn multisig(c: &mut Criterion) {
     group.finish();
 }
 
+/// 512 Ed25519 (128 BLS) endorsements, distinct keys, checked on one thread in batches of `group`
+/// (1 = one by one), with a share of bad signatures spread evenly: the cost model behind
+/// `policy::batch::Adaptive`.
+fn in_groups(c: &mut Criterion) {
+    let mut group = c.benchmark_group("in_groups");
+    group.warm_up_time(std::time::Duration::from_millis(500));
+    group.measurement_time(std::time::Duration::from_secs(2));
+    group.sample_size(10);
+    for (scheme, size, groups, bads) in [
+        (
+            Scheme::Ed25519,
+            512usize,
+            &[1usize, 2, 4, 8, 16, 32, 64, 128][..],
+            &[0usize, 1, 5, 10, 20, 30][..],
+        ),
+        (
+            Scheme::Bls12381,
+            128,
+            &[1, 2, 4, 8, 16, 32][..],
+            &[0, 5, 10, 20][..],
+        ),
+    ] {
+        in_groups_of(&mut group, scheme, size, groups, bads);
+    }
+    group.finish();
+}
+
+fn in_groups_of(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    scheme: Scheme,
+    size: usize,
+    groups: &[usize],
+    bads: &[usize],
+) {
+    let keys: Vec<SigningKey> = (0..size)
+        .map(|i| derive_signing_key(scheme, &format!("bench-{i}")))
+        .collect();
+    let pks: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
+    let msgs: Vec<Vec<u8>> = (0..size)
+        .map(|i| format!("tx-{i}").repeat(32).into_bytes())
+        .collect();
+    for &bad_percent in bads {
+        // Every (100 / bad_percent)-th signature signs another message.
+        let sigs: Vec<Signature> = keys
+            .iter()
+            .zip(&msgs)
+            .enumerate()
+            .map(|(i, (k, m))| {
+                let bad = bad_percent > 0 && (i * bad_percent) % 100 < bad_percent;
+                if bad {
+                    sign_namespace_endorsement(k, b"another message")
+                } else {
+                    sign_namespace_endorsement(k, m)
+                }
+            })
+            .collect();
+        let items: Vec<SignedMessage<'_>> = (0..size)
+            .map(|i| SignedMessage {
+                public_key: &pks[i],
+                message: &msgs[i],
+                signature: &sigs[i],
+            })
+            .collect();
+        let expected = verify_namespace_endorsements_in_groups(&items, 1);
+        group.throughput(Throughput::Elements(size as u64));
+        for &g in groups {
+            assert_eq!(verify_namespace_endorsements_in_groups(&items, g), expected);
+            let name = format!("{}/bad{bad_percent}", scheme.name());
+            group.bench_function(BenchmarkId::new(name, g), |b| {
+                b.iter(|| verify_namespace_endorsements_in_groups(black_box(&items), g))
+            });
+        }
+    }
+}
+
 /// Criterion's generated entry points carry no docs.
 mod harness {
     #![allow(missing_docs)]
@@ -154,7 +229,8 @@ mod harness {
         batch_verify,
         batch_verify_one_key,
         threshold,
-        multisig
+        multisig,
+        in_groups
     );
 }
 criterion_main!(harness::benches);

@@ -30,7 +30,7 @@ pub use sign::{
     sign_decision_certificate, sign_namespace_endorsement, verify_batch_attestation,
     verify_batch_attestations, verify_block_header, verify_client_request, verify_client_requests,
     verify_consensus_message, verify_decision_certificate, verify_namespace_endorsement,
-    verify_namespace_endorsements,
+    verify_namespace_endorsements, verify_namespace_endorsements_in_groups,
 };
 pub use threshold::{
     KeyShare, MAX_SHARES, PartialSignature, ThresholdKeySet, ThresholdPublicKeys, aggregate_partials,

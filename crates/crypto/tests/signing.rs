@@ -257,3 +257,26 @@ fn mixed_scheme_batches_keep_order() {
     assert_eq!(verdicts, expected);
     assert!(verify_batch_attestations(&[]).is_empty());
 }
+
+#[test]
+fn grouped_verification_matches_single_verification_for_every_group_size() {
+    let (pks, msgs, mut sigs) = batch_fixture(45, |i| Scheme::ALL[i % 3]);
+    // Bad ones of each scheme, two adjacent Ed25519 ones, and garbage bytes.
+    for (bad, from) in [(0, 3), (3, 6), (4, 7), (8, 11), (10, 13), (20, 23), (44, 41)] {
+        sigs[bad] = sigs[from].clone();
+    }
+    sigs[30] = Signature::from_bytes(vec![7; 9]);
+    let all = items(&pks, &msgs, &sigs);
+    let singles: Vec<bool> = (0..45)
+        .map(|i| verify_namespace_endorsement(&pks[i], &msgs[i], &sigs[i]).is_ok())
+        .collect();
+    assert_eq!(singles.iter().filter(|ok| !**ok).count(), 8);
+    for group in 0..=46 {
+        assert_eq!(
+            verify_namespace_endorsements_in_groups(&all, group),
+            singles,
+            "group {group}"
+        );
+    }
+    assert!(verify_namespace_endorsements_in_groups(&[], 8).is_empty());
+}

@@ -44,7 +44,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Debug, Clone)]
 pub struct Verifier {
     pool: Arc<rayon::ThreadPool>,
-    chunks: batch::Chunks,
+    /// Batch sizes following the bad-signature share of this verifier's calls.
+    adaptive: Arc<batch::Adaptive>,
 }
 
 impl Verifier {
@@ -60,14 +61,21 @@ impl Verifier {
             })?;
         Ok(Verifier {
             pool: Arc::new(pool),
-            chunks: batch::Chunks::default(),
+            adaptive: Arc::new(batch::Adaptive::new(batch::Chunks::default())),
         })
     }
 
-    /// The same verifier with other chunk sizes (signatures per crypto batch call).
+    /// The same verifier with other chunk sizes (signatures per rayon task, and the
+    /// largest batch equation), and a fresh bad-signature estimate.
     pub fn with_chunks(mut self, chunks: batch::Chunks) -> Verifier {
-        self.chunks = chunks;
+        self.adaptive = Arc::new(batch::Adaptive::new(chunks));
         self
+    }
+
+    /// The estimated share of bad signatures in recent calls (0.0 to 1.0), which sets
+    /// the batch sizes.
+    pub fn bad_share(&self) -> f64 {
+        self.adaptive.bad_share()
     }
 
     /// Number of verification threads.
@@ -80,7 +88,7 @@ impl Verifier {
     /// `result[i]` is `policies.verify_tx(&txs[i].0, &txs[i].1).err()`.
     pub fn verify(&self, policies: &Policies, txs: &[(TxId, Arc<Tx>)]) -> Vec<Option<Status>> {
         self.pool
-            .install(|| batch::verify_batch(policies, txs, self.chunks))
+            .install(|| batch::verify_batch_adaptive(policies, txs, &self.adaptive))
     }
 
     /// [`Policies::verify_tx`] tx by tx, in parallel on this verifier's threads, without
@@ -102,8 +110,8 @@ impl Verifier {
         txs: Vec<(TxId, Arc<Tx>)>,
         done: impl FnOnce(Vec<Option<Status>>) + Send + 'static,
     ) {
-        let chunks = self.chunks;
+        let adaptive = self.adaptive.clone();
         self.pool
-            .spawn(move || done(batch::verify_batch(&policies, &txs, chunks)));
+            .spawn(move || done(batch::verify_batch_adaptive(&policies, &txs, &adaptive)));
     }
 }

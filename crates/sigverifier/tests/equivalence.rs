@@ -175,13 +175,23 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn batch_equals_verify_tx(specs in proptest::collection::vec(tx_strategy(), 0..40), chunk in 1usize..70) {
+    fn batch_equals_verify_tx(
+        specs in proptest::collection::vec(tx_strategy(), 0..40),
+        chunk in 1usize..70,
+        bad_per_mille in 0usize..400,
+    ) {
         let k = keys();
         let txs: Vec<_> = specs.iter().enumerate().map(|(i, s)| build(i, s)).collect();
         let want = oracle(&k.policies, &txs);
         prop_assert_eq!(&k.policies.verify_batch(&txs), &want);
         let verifier = Verifier::new(2).unwrap().with_chunks(sigverifier::batch::Chunks::uniform(chunk));
+        // Twice: the second call batches by the share the first one saw.
         prop_assert_eq!(&verifier.verify(&k.policies, &txs), &want);
+        prop_assert_eq!(&verifier.verify(&k.policies, &txs), &want);
+        // Batch sizes chosen for any bad share give the same verdicts.
+        let adaptive = sigverifier::batch::Adaptive::new(sigverifier::batch::Chunks::uniform(chunk));
+        adaptive.observe(1000, bad_per_mille);
+        prop_assert_eq!(&sigverifier::batch::verify_batch_adaptive(&k.policies, &txs, &adaptive), &want);
     }
 }
 
