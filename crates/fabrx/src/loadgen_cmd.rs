@@ -484,7 +484,13 @@ async fn baseline(
     };
     let (serial_workload, _) = prebuild(serial_spec).await?;
     let tmp = tempfile::tempdir()?;
-    let (backend, _) = open(args.db.as_deref(), &tmp, 4).await?;
+    // The run's embedded store is still open (RocksDB locks its directory): the serial
+    // baseline gets a fresh one in a temp dir; PostgreSQL is shared (its own tag).
+    let db = match args.db.as_deref() {
+        Some(db) if matches!(DbTarget::parse(db)?, DbTarget::Embedded(_)) => None,
+        db => db,
+    };
+    let (backend, _) = open(db, &tmp, 4).await?;
     let engine = Engine::new(backend, EngineConfig::default(), None);
     let serial = loadgen::baseline::serial_commit(engine, serial_workload, args.baseline_txs).await?;
     let serial_tps = if serial.seconds > 0.0 {

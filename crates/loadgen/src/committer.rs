@@ -135,6 +135,12 @@ impl BlockSource for PacedSource<'_> {
         }
         self.next += 1;
         self.first_tx += block.txs.len() as u64;
+        // Unpaced, every block is "due" at the start: its latency runs from its pull.
+        let due = if matches!(self.schedule, Schedule::Unpaced) {
+            now
+        } else {
+            due
+        };
         let pull = Pull { due, taken: now };
         self.pulls
             .lock()

@@ -227,54 +227,84 @@ impl Staging {
     }
 }
 
-impl Inner {
-    fn version(&self, ns: &str, key: &[u8]) -> Result<Option<u64>> {
-        Ok(self.current(ns, key)?.map(|(v, _)| v))
-    }
+/// The version after `v`; a row at the largest version is corrupt, not a panic.
+fn bump(v: u64) -> Result<u64> {
+    v.checked_add(1).ok_or_else(|| Error::Corrupt {
+        what: "row version",
+        detail: format!("{v} has no successor"),
+    })
+}
 
-    /// The committed version of a row and the owner of its value.
-    fn current(&self, ns: &str, key: &[u8]) -> Result<Option<(u64, Option<Vec<u8>>)>> {
-        match self.db.get_pinned(data_key(ns, key)?)? {
-            None => Ok(None),
-            Some(v) => {
-                let (version, value) = decode_versioned(&v)?;
-                Ok(Some((version, owner_of(value).map(<[u8]>::to_vec))))
+impl Inner {
+    /// Checks every condition of `set`; returns the batch to write when all hold.
+    ///
+    /// Every key it checks is read in one `multi_get` (one lookup setup for the whole
+    /// set instead of one per key); like the key-by-key reads, they see only what is
+    /// committed, never this set's own writes.
+    fn stage(&self, set: &CommitSet) -> Result<Option<WriteBatch>> {
+        let mut keys = Vec::with_capacity(set.statuses.len());
+        for TxOutcome { id, .. } in &set.statuses {
+            keys.push(status_key(id.as_str()));
+        }
+        for (ns, w) in &set.writes {
+            for (k, _) in &w.inserts {
+                keys.push(data_key(ns, k)?);
+            }
+            for (k, _, _) in &w.updates {
+                keys.push(data_key(ns, k)?);
+            }
+            for (k, _) in &w.upserts {
+                keys.push(data_key(ns, k)?);
             }
         }
-    }
-
-    /// Checks every condition of `set`; returns the batch to write when all hold.
-    fn stage(&self, set: &CommitSet) -> Result<Option<WriteBatch>> {
+        let mut found = self.db.multi_get(&keys).into_iter();
+        let mut next = move || -> Result<Option<Vec<u8>>> {
+            match found.next() {
+                Some(v) => Ok(v?),
+                None => Err(Error::Corrupt {
+                    what: "multi_get",
+                    detail: "fewer values than keys".to_string(),
+                }),
+            }
+        };
+        let current = |v: Option<Vec<u8>>| -> Result<Option<(u64, Option<Vec<u8>>)>> {
+            match v {
+                None => Ok(None),
+                Some(v) => {
+                    let (version, value) = decode_versioned(&v)?;
+                    Ok(Some((version, owner_of(value).map(<[u8]>::to_vec))))
+                }
+            }
+        };
         let mut st = Staging {
             batch: WriteBatch::default(),
             owners: HashMap::new(),
         };
-        for TxOutcome { id, status, height } in &set.statuses {
-            let k = status_key(id.as_str());
-            if self.db.get_pinned(&k)?.is_some() {
+        for (TxOutcome { status, height, .. }, k) in set.statuses.iter().zip(&keys) {
+            if next()?.is_some() {
                 return Ok(None);
             }
             st.batch.put(k, encode_status(*status, *height));
         }
         for (ns, w) in &set.writes {
             for (k, v) in &w.inserts {
-                if self.version(ns, k)?.is_some() {
+                if next()?.is_some() {
                     return Ok(None);
                 }
                 st.put_row(ns, k, None, 0, v)?;
             }
             for (k, v, ver) in &w.updates {
-                match self.current(ns, k)? {
-                    Some((cur, owner)) if cur == *ver => st.put_row(ns, k, owner, ver + 1, v)?,
+                match current(next()?)? {
+                    Some((cur, owner)) if cur == *ver => st.put_row(ns, k, owner, bump(cur)?, v)?,
                     _ => return Ok(None),
                 }
             }
             for (k, v) in &w.upserts {
-                let (next, owner) = match self.current(ns, k)? {
+                let (next_version, owner) = match current(next()?)? {
                     None => (0, None),
-                    Some((cur, owner)) => (cur + 1, owner),
+                    Some((cur, owner)) => (bump(cur)?, owner),
                 };
-                st.put_row(ns, k, owner, next, v)?;
+                st.put_row(ns, k, owner, next_version, v)?;
             }
         }
         Ok(Some(st.batch))
