@@ -59,6 +59,8 @@ pub struct ShellStatus {
     pub last_decided: crate::types::Seq,
     /// True while the replica waits for a new view.
     pub view_changing: bool,
+    /// Requests waiting to be ordered.
+    pub pending: usize,
 }
 
 impl ShellStatus {
@@ -69,6 +71,7 @@ impl ShellStatus {
             leader: replica.config().leader(replica.view()),
             last_decided: replica.last_decided(),
             view_changing: replica.status() != crate::replica::Status::Normal,
+            pending: replica.pending_len(),
         }
     }
 }

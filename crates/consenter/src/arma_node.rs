@@ -484,6 +484,7 @@ pub async fn spawn_with(cfg: ArmaNodeConfig, deps: ArmaNodeDeps) -> Result<Runni
     }
     let (node, listen, key, keys) = checked(node)?;
     let cfg = ArmaNodeConfig { node, ..cfg };
+    let metrics = deps.metrics.clone();
     let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), deps.metrics)?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
     let arma = cfg.arma.clone();
@@ -498,6 +499,7 @@ pub async fn spawn_with(cfg: ArmaNodeConfig, deps: ArmaNodeDeps) -> Result<Runni
         sink,
         decisions: Some(decisions),
         request_check: Some(check),
+        metrics,
     })
     .await
 }

@@ -4,7 +4,7 @@
 //! A `last_decision` that stops moving on one consenter while it moves on the others
 //! points at that replica (catching up, or cut off).
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wire::pb;
@@ -25,6 +25,19 @@ pub struct Metrics {
     pub interval_seconds: Histogram,
     /// Block headers per decision (how many batches one consensus instance orders).
     pub headers_per_decision: Histogram,
+    /// Requests waiting in the BFT replica to be ordered (sampled each second).
+    pub pending_requests: IntGauge,
+    /// The replica's current view.
+    pub view: IntGauge,
+    /// 1 while the replica waits for a new view, else 0.
+    pub view_changing: IntGauge,
+    /// Consensus messages from peers, by `outcome`: `received` (accepted into the
+    /// engine) or `rejected` (bad signature, sender or size).
+    pub messages: IntCounterVec,
+    /// Consensus messages to peers, by `outcome`: `sent`, `deduplicated` (the same
+    /// message was already queued for that peer) or `dropped` (the peer's outgoing
+    /// queue was full).
+    pub messages_out: IntCounterVec,
     /// When the previous decision was recorded.
     previous: Arc<Mutex<Option<Instant>>>,
 }
@@ -39,6 +52,11 @@ impl Metrics {
         registry.register(Box::new(m.last_decision.clone()))?;
         registry.register(Box::new(m.interval_seconds.clone()))?;
         registry.register(Box::new(m.headers_per_decision.clone()))?;
+        registry.register(Box::new(m.pending_requests.clone()))?;
+        registry.register(Box::new(m.view.clone()))?;
+        registry.register(Box::new(m.view_changing.clone()))?;
+        registry.register(Box::new(m.messages.clone()))?;
+        registry.register(Box::new(m.messages_out.clone()))?;
         Ok(m)
     }
 
@@ -75,6 +93,29 @@ impl Metrics {
                 )
                 .buckets(prometheus::exponential_buckets(1.0, 2.0, 10)?),
             )?,
+            pending_requests: IntGauge::new(
+                "fabrx_consenter_pending_requests",
+                "Requests waiting in the BFT replica to be ordered",
+            )?,
+            view: IntGauge::new("fabrx_consenter_view", "The BFT replica's current view")?,
+            view_changing: IntGauge::new(
+                "fabrx_consenter_view_changing",
+                "1 while the replica waits for a new view, else 0",
+            )?,
+            messages: IntCounterVec::new(
+                Opts::new(
+                    "fabrx_consenter_messages_in_total",
+                    "Consensus messages from peers, by outcome (received, rejected)",
+                ),
+                &["outcome"],
+            )?,
+            messages_out: IntCounterVec::new(
+                Opts::new(
+                    "fabrx_consenter_messages_out_total",
+                    "Consensus messages to peers, by outcome (sent, deduplicated, dropped)",
+                ),
+                &["outcome"],
+            )?,
             previous: Arc::new(Mutex::new(None)),
         })
     }
@@ -94,5 +135,87 @@ impl Metrics {
             self.interval_seconds
                 .observe(now.duration_since(before).as_secs_f64());
         }
+    }
+}
+
+/// What [`Metrics::sample`] last saw of the transport counters, to add the difference.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Seen {
+    received: u64,
+    rejected: u64,
+    sent: u64,
+    deduplicated: u64,
+    dropped: u64,
+}
+
+impl Metrics {
+    /// Brings the gauges to `status` and the message counters to `stats`, given what
+    /// the previous sample saw; returns what this one saw.
+    pub(crate) fn sample(
+        &self,
+        status: &bft::shell::ShellStatus,
+        stats: &crate::transport::Stats,
+        seen: Seen,
+    ) -> Seen {
+        use crate::transport::Stats as S;
+        self.pending_requests
+            .set(i64::try_from(status.pending).unwrap_or(i64::MAX));
+        self.view.set(i64::try_from(status.view).unwrap_or(i64::MAX));
+        self.view_changing.set(i64::from(status.view_changing));
+        let now = Seen {
+            received: S::get(&stats.received),
+            rejected: S::get(&stats.rejected),
+            sent: S::get(&stats.sent),
+            deduplicated: S::get(&stats.deduplicated),
+            dropped: S::get(&stats.dropped_outgoing),
+        };
+        let add = |vec: &IntCounterVec, outcome: &str, was: u64, is: u64| {
+            vec.with_label_values(&[outcome]).inc_by(is.saturating_sub(was));
+        };
+        add(&self.messages, "received", seen.received, now.received);
+        add(&self.messages, "rejected", seen.rejected, now.rejected);
+        add(&self.messages_out, "sent", seen.sent, now.sent);
+        add(
+            &self.messages_out,
+            "deduplicated",
+            seen.deduplicated,
+            now.deduplicated,
+        );
+        add(&self.messages_out, "dropped", seen.dropped, now.dropped);
+        now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn samples_add_what_the_transport_counted_since_the_last_one() {
+        let m = Metrics::new().unwrap();
+        let stats = crate::transport::Stats::default();
+        let status = bft::shell::ShellStatus {
+            view: 3,
+            leader: 2,
+            last_decided: 9,
+            view_changing: true,
+            pending: 17,
+        };
+        stats.received.store(5, Ordering::Relaxed);
+        stats.sent.store(7, Ordering::Relaxed);
+        let seen = m.sample(&status, &stats, Seen::default());
+        stats.received.store(8, Ordering::Relaxed);
+        stats.dropped_outgoing.store(2, Ordering::Relaxed);
+        m.sample(&status, &stats, seen);
+        let n = |v: &IntCounterVec, o: &str| v.with_label_values(&[o]).get();
+        assert_eq!(n(&m.messages, "received"), 8);
+        assert_eq!(n(&m.messages, "rejected"), 0);
+        assert_eq!(n(&m.messages_out, "sent"), 7);
+        assert_eq!(n(&m.messages_out, "dropped"), 2);
+        assert_eq!(
+            (m.pending_requests.get(), m.view.get(), m.view_changing.get()),
+            (17, 3, 1)
+        );
     }
 }

@@ -153,6 +153,7 @@ pub async fn run(cfg: NodeConfig) -> Result<()> {
         sink: log,
         decisions: None,
         request_check: None,
+        metrics: None,
     })
     .await?;
     node.wait().await
@@ -206,6 +207,8 @@ pub(crate) struct Launch<A: bft::Application, S> {
         Option<wire::pb::consenter_server::ConsenterServer<crate::decisions_service::DecisionsService>>,
     /// The application's check of a submitted request, run before it is queued.
     pub request_check: Option<crate::service::RequestCheck>,
+    /// Where the replica's state and the transport counters are sampled each second.
+    pub metrics: Option<crate::metrics::Metrics>,
 }
 
 /// A running node.
@@ -249,6 +252,9 @@ where
     });
     tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
     let transport = spawn_transport(cfg, epoch, l.key, l.keys.clone(), stats.clone());
+    if let Some(m) = l.metrics {
+        tokio::spawn(sample_metrics(m, tx_status.subscribe(), stats.clone()));
+    }
     let mut service = ConsensusService::new(ServiceDeps {
         me,
         keys: l.keys,
@@ -295,6 +301,25 @@ where
         writer,
     })
 }
+
+/// Samples the replica's status and the transport counters into `m` each second, until
+/// the shell drops its status sender.
+async fn sample_metrics(m: crate::metrics::Metrics, mut rx: watch::Receiver<ShellStatus>, stats: Arc<Stats>) {
+    let mut seen = crate::metrics::Seen::default();
+    let mut tick = tokio::time::interval(METRICS_SAMPLE);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let status = *rx.borrow_and_update();
+        seen = m.sample(&status, &stats, seen);
+        if rx.has_changed().is_err() {
+            return;
+        }
+    }
+}
+
+/// How often [`sample_metrics`] runs.
+const METRICS_SAMPLE: Duration = Duration::from_secs(1);
 
 /// The outgoing peer links.
 fn spawn_transport(

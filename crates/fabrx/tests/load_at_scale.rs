@@ -284,6 +284,8 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
                 "fabrx_consenter_last_decision",
                 "fabrx_consenter_decision_interval_seconds_count",
                 "fabrx_consenter_headers_per_decision_count",
+                "fabrx_consenter_messages_in_total",
+                "fabrx_consenter_messages_out_total",
             ],
         ),
         (
