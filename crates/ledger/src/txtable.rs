@@ -18,6 +18,8 @@ use crate::files::{CRC32C, io_err, sync_dir};
 use crate::{Error, Result};
 
 const SLOT: u64 = 32;
+/// Slots read per system call while probing (512 bytes).
+const PROBE_WINDOW: u64 = 16;
 /// Slots of a new table.
 pub(crate) const INITIAL_SLOTS: u64 = 1024;
 
@@ -126,36 +128,46 @@ impl TxTable {
         self.capacity
     }
 
-    fn read(&self, i: u64) -> Result<Read> {
-        let mut s = [0u8; SLOT as usize];
-        self.file
-            .read_exact_at(&mut s, i * SLOT)
-            .map_err(io_err(&self.path))?;
-        Ok(decode(&s))
-    }
-
     /// Probes for `fingerprint`; returns the first occupied slot with that fingerprint
     /// for which `verify` gives `Some`, or `Err(empty slot index)` where it could go
     /// (`None` if the table is full).
+    ///
+    /// Reads [`PROBE_WINDOW`] consecutive slots per system call (a probe chain near the
+    /// 70 % load limit is several slots long), and checks a slot's CRC only when its
+    /// fingerprint matches: every other occupied slot, torn or not, is skipped either way.
     fn probe<T>(
         &self,
         fingerprint: u64,
         mut verify: impl FnMut(&Slot) -> Result<Option<T>>,
     ) -> Result<std::result::Result<T, Option<u64>>> {
         let mask = self.capacity - 1;
-        let start = fingerprint & mask;
-        for step in 0..self.capacity {
-            let i = (start + step) & mask;
-            match self.read(i)? {
-                Read::Empty => return Ok(Err(Some(i))),
-                Read::Torn => {}
-                Read::Occupied(slot) if slot.fingerprint == fingerprint => {
-                    if let Some(found) = verify(&slot)? {
-                        return Ok(Ok(found));
-                    }
+        let want = fingerprint.to_le_bytes();
+        let mut window = [0u8; (PROBE_WINDOW * SLOT) as usize];
+        let mut i = fingerprint & mask;
+        let mut left = self.capacity;
+        while left > 0 {
+            // Up to the window, the end of the file, or the slots left to probe.
+            let n = PROBE_WINDOW.min(self.capacity - i).min(left);
+            let bytes = &mut window[..(n * SLOT) as usize];
+            self.file
+                .read_exact_at(bytes, i * SLOT)
+                .map_err(io_err(&self.path))?;
+            for (k, s) in bytes.chunks_exact(SLOT as usize).enumerate() {
+                let at = i + k as u64;
+                if s.iter().all(|b| *b == 0) {
+                    return Ok(Err(Some(at)));
                 }
-                Read::Occupied(_) => {}
+                if s[..8] != want {
+                    continue;
+                }
+                if let Read::Occupied(slot) = decode(s)
+                    && let Some(found) = verify(&slot)?
+                {
+                    return Ok(Ok(found));
+                }
             }
+            left -= n;
+            i = (i + n) & mask;
         }
         Ok(Err(None))
     }
@@ -311,6 +323,54 @@ mod tests {
         assert_eq!(
             g.lookup(7, |s| Ok((s.number == 1).then_some(1))).unwrap(),
             Some(1)
+        );
+    }
+
+    /// Chains that run past the end of the file wrap to slot 0, across probe windows;
+    /// a full table answers "full" after every slot, once.
+    #[test]
+    fn chains_wrap_around_the_end_and_a_full_table_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TxTable::open(dir.path().join("txs.idx")).unwrap();
+        let last = INITIAL_SLOTS - 1;
+        let slot = |fingerprint, number| Slot {
+            fingerprint,
+            number,
+            tx_index: 0,
+            tx_offset: 12,
+        };
+        let is = |n: u64| move |s: &Slot| Ok((s.number == n).then_some(()));
+        // 40 slots from the last one: 1 at its home, 39 wrapped (more than two windows).
+        for n in 0..40 {
+            assert!(matches!(
+                t.insert(slot(last, n), is(n)).unwrap(),
+                Some(Insert::Inserted)
+            ));
+        }
+        for n in 0..40 {
+            assert_eq!(
+                t.lookup(last, |s| Ok((s.number == n).then_some(s.number)))
+                    .unwrap(),
+                Some(n)
+            );
+        }
+        // Slot 38 (the 40th) is where the chain ends; 39 is empty.
+        assert_eq!(t.probe(last, |_| Ok(None::<()>)).unwrap(), Err(Some(39)));
+        // Another fingerprint whose home is inside the wrapped part starts there.
+        assert_eq!(t.lookup(3, |s| Ok(Some(s.number))).unwrap(), None);
+        // Fill every slot: a miss probes all of them and says "full".
+        for n in 40..INITIAL_SLOTS {
+            assert!(matches!(
+                t.insert(slot(n, 1000 + n), is(1000 + n)).unwrap(),
+                Some(Insert::Inserted)
+            ));
+        }
+        assert_eq!(t.probe(12_345, |_| Ok(None::<()>)).unwrap(), Err(None));
+        assert!(t.insert(slot(1, 99_999), is(99_999)).unwrap().is_none());
+        assert_eq!(
+            t.lookup(last, |s| Ok((s.number == 39).then_some(s.number)))
+                .unwrap(),
+            Some(39)
         );
     }
 }
