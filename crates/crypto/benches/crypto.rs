@@ -33,30 +33,56 @@ fn single(c: &mut Criterion) {
     group.finish();
 }
 
+/// `size` namespace endorsements by distinct keys of `scheme` over distinct messages;
+/// `bad_percent` of them, spread evenly, sign another message instead.
+struct Endorsements {
+    pks: Vec<PublicKey>,
+    msgs: Vec<Vec<u8>>,
+    sigs: Vec<Signature>,
+}
+
+fn endorsements(scheme: Scheme, size: usize, bad_percent: usize) -> Endorsements {
+    let keys: Vec<SigningKey> = (0..size)
+        .map(|i| derive_signing_key(scheme, &format!("bench-{i}")))
+        .collect();
+    let msgs: Vec<Vec<u8>> = (0..size)
+        .map(|i| format!("tx-{i}").repeat(32).into_bytes())
+        .collect();
+    let sigs = keys
+        .iter()
+        .zip(&msgs)
+        .enumerate()
+        .map(|(i, (k, m))| {
+            let bad = bad_percent > 0 && (i * bad_percent) % 100 < bad_percent;
+            sign_namespace_endorsement(k, if bad { b"another message" } else { m })
+        })
+        .collect();
+    Endorsements {
+        pks: keys.iter().map(SigningKey::public_key).collect(),
+        msgs,
+        sigs,
+    }
+}
+
+impl Endorsements {
+    fn items(&self) -> Vec<SignedMessage<'_>> {
+        (0..self.sigs.len())
+            .map(|i| SignedMessage {
+                public_key: &self.pks[i],
+                message: &self.msgs[i],
+                signature: &self.sigs[i],
+            })
+            .collect()
+    }
+}
+
 /// Distinct signers and messages, as in a block of endorsed transactions.
 fn batch_verify(c: &mut Criterion) {
     let mut group = c.benchmark_group("batch_verify");
     for scheme in Scheme::ALL {
         for size in [64usize, 512] {
-            let keys: Vec<SigningKey> = (0..size)
-                .map(|i| derive_signing_key(scheme, &format!("bench-{i}")))
-                .collect();
-            let pks: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
-            let msgs: Vec<Vec<u8>> = (0..size)
-                .map(|i| format!("tx-{i}").repeat(32).into_bytes())
-                .collect();
-            let sigs: Vec<Signature> = keys
-                .iter()
-                .zip(&msgs)
-                .map(|(k, m)| sign_namespace_endorsement(k, m))
-                .collect();
-            let items: Vec<SignedMessage<'_>> = (0..size)
-                .map(|i| SignedMessage {
-                    public_key: &pks[i],
-                    message: &msgs[i],
-                    signature: &sigs[i],
-                })
-                .collect();
+            let fixture = endorsements(scheme, size, 0);
+            let items = fixture.items();
             assert!(verify_namespace_endorsements(&items).iter().all(|ok| *ok));
             group.throughput(Throughput::Elements(size as u64));
             group.bench_function(BenchmarkId::new(scheme.name(), size), |b| {
@@ -178,35 +204,9 @@ fn in_groups_of(
     groups: &[usize],
     bads: &[usize],
 ) {
-    let keys: Vec<SigningKey> = (0..size)
-        .map(|i| derive_signing_key(scheme, &format!("bench-{i}")))
-        .collect();
-    let pks: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
-    let msgs: Vec<Vec<u8>> = (0..size)
-        .map(|i| format!("tx-{i}").repeat(32).into_bytes())
-        .collect();
     for &bad_percent in bads {
-        // Every (100 / bad_percent)-th signature signs another message.
-        let sigs: Vec<Signature> = keys
-            .iter()
-            .zip(&msgs)
-            .enumerate()
-            .map(|(i, (k, m))| {
-                let bad = bad_percent > 0 && (i * bad_percent) % 100 < bad_percent;
-                if bad {
-                    sign_namespace_endorsement(k, b"another message")
-                } else {
-                    sign_namespace_endorsement(k, m)
-                }
-            })
-            .collect();
-        let items: Vec<SignedMessage<'_>> = (0..size)
-            .map(|i| SignedMessage {
-                public_key: &pks[i],
-                message: &msgs[i],
-                signature: &sigs[i],
-            })
-            .collect();
+        let fixture = endorsements(scheme, size, bad_percent);
+        let items = fixture.items();
         let expected = verify_namespace_endorsements_in_groups(&items, 1);
         group.throughput(Throughput::Elements(size as u64));
         for &g in groups {

@@ -115,46 +115,25 @@ pub fn verify_namespace_endorsements(items: &[SignedMessage<'_>]) -> Vec<bool> {
 /// their own chunks.
 pub fn verify_namespace_endorsements_in_groups(items: &[SignedMessage<'_>], group: usize) -> Vec<bool> {
     let purpose = Purpose::NamespaceEndorsement;
-    let one = |i: usize| {
-        let it = &items[i];
-        verify(purpose, it.public_key, it.message, it.signature).is_ok()
+    let one_by_one = |indices: &[usize]| -> Vec<(usize, bool)> {
+        indices
+            .iter()
+            .map(|&i| (i, verify_one(purpose, &items[i])))
+            .collect()
     };
-    let mut verdicts = vec![false; items.len()];
     if group <= 1 {
-        for (i, v) in verdicts.iter_mut().enumerate() {
-            *v = one(i);
-        }
-        return verdicts;
+        let all: Vec<usize> = (0..items.len()).collect();
+        return verdicts_of(items.len(), one_by_one(&all));
     }
-    let one_by_one =
-        |indices: &[usize]| -> Vec<(usize, bool)> { indices.iter().map(|&i| (i, one(i))).collect() };
-    let mut ed = Vec::new();
-    let mut bl = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match item.public_key.inner() {
-            PublicInner::Ed25519(k) => ed.push((i, (k, item.message, item.signature))),
-            PublicInner::EcdsaP256(_) => verdicts[i] = one(i),
-            PublicInner::Bls12381(k) => bl.push((i, (k, item.message, item.signature))),
-        }
+    let split = by_scheme(items);
+    let mut results = one_by_one(&split.ecdsa);
+    for part in split.ed25519.chunks(group) {
+        results.extend(ed25519_verdicts(purpose, part, &one_by_one));
     }
-    for part in ed.chunks(group) {
-        for (i, ok) in ed25519_verdicts(purpose, part, &one_by_one) {
-            verdicts[i] = ok;
-        }
+    for part in split.bls.chunks(group) {
+        results.extend(bls_verdicts(purpose, part, &one_by_one));
     }
-    for part in bl.chunks(group) {
-        let triples: Vec<_> = part.iter().map(|(_, t)| *t).collect();
-        if bls::verify_batch(purpose, &triples) {
-            for (i, _) in part {
-                verdicts[*i] = true;
-            }
-        } else {
-            for (i, _) in part {
-                verdicts[*i] = one(*i);
-            }
-        }
-    }
-    verdicts
+    verdicts_of(items.len(), results)
 }
 
 /// Verifies many client request signatures (see [`verify_namespace_endorsements`]).
@@ -195,47 +174,74 @@ fn ed25519_verdicts(purpose: Purpose, part: &[EdItem<'_>], one_by_one: &OneByOne
 }
 
 fn verify_many(purpose: Purpose, items: &[SignedMessage<'_>]) -> Vec<bool> {
-    let mut verdicts = vec![false; items.len()];
-    let mut ed = Vec::new();
-    let mut ec = Vec::new();
-    let mut bl = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match item.public_key.inner() {
-            PublicInner::Ed25519(k) => ed.push((i, (k, item.message, item.signature))),
-            PublicInner::EcdsaP256(_) => ec.push(i),
-            PublicInner::Bls12381(k) => bl.push((i, (k, item.message, item.signature))),
-        }
-    }
+    let split = by_scheme(items);
     let one_by_one = |indices: &[usize]| -> Vec<(usize, bool)> {
         indices
             .par_iter()
-            .map(|&i| {
-                let it = &items[i];
-                (
-                    i,
-                    verify(purpose, it.public_key, it.message, it.signature).is_ok(),
-                )
-            })
+            .map(|&i| (i, verify_one(purpose, &items[i])))
             .collect()
     };
-    let mut results = one_by_one(&ec);
-    if !ed.is_empty() {
-        let chunk = ed.len().div_ceil(rayon::current_num_threads().max(1));
-        let ed_results: Vec<Vec<(usize, bool)>> = ed
+    let mut results = one_by_one(&split.ecdsa);
+    if !split.ed25519.is_empty() {
+        let chunk = split.ed25519.len().div_ceil(rayon::current_num_threads().max(1));
+        let ed_results: Vec<Vec<(usize, bool)>> = split
+            .ed25519
             .par_chunks(chunk)
             .map(|part| ed25519_verdicts(purpose, part, &one_by_one))
             .collect();
         results.extend(ed_results.into_iter().flatten());
     }
-    if !bl.is_empty() {
-        let triples: Vec<_> = bl.iter().map(|(_, t)| *t).collect();
-        let indices: Vec<usize> = bl.iter().map(|(i, _)| *i).collect();
-        if bls::verify_batch(purpose, &triples) {
-            results.extend(indices.into_iter().map(|i| (i, true)));
-        } else {
-            results.extend(one_by_one(&indices));
+    if !split.bls.is_empty() {
+        results.extend(bls_verdicts(purpose, &split.bls, &one_by_one));
+    }
+    verdicts_of(items.len(), results)
+}
+
+/// A BLS item of [`verify_many`]: its index and (key, message, signature).
+type BlsItem<'a> = (usize, (&'a blst::min_pk::PublicKey, &'a [u8], &'a Signature));
+
+/// The items of one call, by scheme (indices into the call's items).
+struct ByScheme<'a> {
+    ed25519: Vec<EdItem<'a>>,
+    ecdsa: Vec<usize>,
+    bls: Vec<BlsItem<'a>>,
+}
+
+fn by_scheme<'a>(items: &[SignedMessage<'a>]) -> ByScheme<'a> {
+    let mut split = ByScheme {
+        ed25519: Vec::new(),
+        ecdsa: Vec::new(),
+        bls: Vec::new(),
+    };
+    for (i, item) in items.iter().enumerate() {
+        match item.public_key.inner() {
+            PublicInner::Ed25519(k) => split.ed25519.push((i, (k, item.message, item.signature))),
+            PublicInner::EcdsaP256(_) => split.ecdsa.push(i),
+            PublicInner::Bls12381(k) => split.bls.push((i, (k, item.message, item.signature))),
         }
     }
+    split
+}
+
+/// One item checked on its own.
+fn verify_one(purpose: Purpose, item: &SignedMessage<'_>) -> bool {
+    verify(purpose, item.public_key, item.message, item.signature).is_ok()
+}
+
+/// Verdicts of BLS items: one multi-pairing; when it fails, each item on its own.
+fn bls_verdicts(purpose: Purpose, part: &[BlsItem<'_>], one_by_one: &OneByOne<'_>) -> Vec<(usize, bool)> {
+    let triples: Vec<_> = part.iter().map(|(_, t)| *t).collect();
+    if bls::verify_batch(purpose, &triples) {
+        part.iter().map(|(i, _)| (*i, true)).collect()
+    } else {
+        let indices: Vec<usize> = part.iter().map(|(i, _)| *i).collect();
+        one_by_one(&indices)
+    }
+}
+
+/// `(index, valid)` pairs as a vector of `n` verdicts (an index never given: invalid).
+fn verdicts_of(n: usize, results: Vec<(usize, bool)>) -> Vec<bool> {
+    let mut verdicts = vec![false; n];
     for (i, ok) in results {
         verdicts[i] = ok;
     }
