@@ -197,17 +197,16 @@ struct Staging {
 }
 
 impl Staging {
-    /// Writes row `key` of `ns` at `version`, moving its owner index entry from the owner
-    /// of the value it replaces (`old_owner`, as committed) to the new value's owner.
+    /// Writes row `key` of `ns` (its data key `dk`, [`data_key`]) at `version`, moving
+    /// its owner index entry from the owner of the value it replaces (`old_owner`, as
+    /// committed) to the new value's owner.
     fn put_row(
         &mut self,
-        ns: &str,
-        key: &[u8],
+        (ns, key, dk): (&str, &[u8], Vec<u8>),
         old_owner: Option<Vec<u8>>,
         version: u64,
         value: &[u8],
     ) -> Result<()> {
-        let dk = data_key(ns, key)?;
         let old = match self.owners.get(&dk) {
             Some(staged) => staged.clone(),
             None => old_owner,
@@ -257,10 +256,12 @@ impl Inner {
                 keys.push(data_key(ns, k)?);
             }
         }
-        let mut found = self.db.multi_get(&keys).into_iter();
-        let mut next = move || -> Result<Option<Vec<u8>>> {
-            match found.next() {
-                Some(v) => Ok(v?),
+        let values = self.db.multi_get(&keys);
+        let mut read = keys.into_iter().zip(values);
+        // The next key and its committed value, in the order the keys were listed.
+        let mut next = move || -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+            match read.next() {
+                Some((k, v)) => Ok((k, v?)),
                 None => Err(Error::Corrupt {
                     what: "multi_get",
                     detail: "fewer values than keys".to_string(),
@@ -280,31 +281,35 @@ impl Inner {
             batch: WriteBatch::default(),
             owners: HashMap::new(),
         };
-        for (TxOutcome { status, height, .. }, k) in set.statuses.iter().zip(&keys) {
-            if next()?.is_some() {
+        for TxOutcome { status, height, .. } in &set.statuses {
+            let (k, v) = next()?;
+            if v.is_some() {
                 return Ok(None);
             }
             st.batch.put(k, encode_status(*status, *height));
         }
         for (ns, w) in &set.writes {
             for (k, v) in &w.inserts {
-                if next()?.is_some() {
+                let (dk, found) = next()?;
+                if found.is_some() {
                     return Ok(None);
                 }
-                st.put_row(ns, k, None, 0, v)?;
+                st.put_row((ns, k, dk), None, 0, v)?;
             }
             for (k, v, ver) in &w.updates {
-                match current(next()?)? {
-                    Some((cur, owner)) if cur == *ver => st.put_row(ns, k, owner, bump(cur)?, v)?,
+                let (dk, found) = next()?;
+                match current(found)? {
+                    Some((cur, owner)) if cur == *ver => st.put_row((ns, k, dk), owner, bump(cur)?, v)?,
                     _ => return Ok(None),
                 }
             }
             for (k, v) in &w.upserts {
-                let (next_version, owner) = match current(next()?)? {
+                let (dk, found) = next()?;
+                let (next_version, owner) = match current(found)? {
                     None => (0, None),
                     Some((cur, owner)) => (bump(cur)?, owner),
                 };
-                st.put_row(ns, k, owner, next_version, v)?;
+                st.put_row((ns, k, dk), owner, next_version, v)?;
             }
         }
         Ok(Some(st.batch))
