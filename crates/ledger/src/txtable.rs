@@ -55,8 +55,13 @@ enum Read {
     Occupied(Slot),
 }
 
+/// Whether slot bytes `s` are an empty slot (all zeros).
+fn is_empty(s: &[u8]) -> bool {
+    s.iter().all(|b| *b == 0)
+}
+
 fn decode(s: &[u8]) -> Read {
-    if s.iter().all(|b| *b == 0) {
+    if is_empty(s) {
         return Read::Empty;
     }
     let u32_at = |i: usize| u32_le(&s[i..i + 4]);
@@ -154,7 +159,7 @@ impl TxTable {
                 .map_err(io_err(&self.path))?;
             for (k, s) in bytes.chunks_exact(SLOT as usize).enumerate() {
                 let at = i + k as u64;
-                if s.iter().all(|b| *b == 0) {
+                if is_empty(s) {
                     return Ok(Err(Some(at)));
                 }
                 if s[..8] != want {
