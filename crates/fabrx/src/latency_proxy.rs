@@ -312,7 +312,7 @@ async fn serve(listener: TcpListener, target: String, limits: Limits, shared: Ar
 /// `fabrx latency-proxy`: binds every route, prints the ready line, serves until SIGTERM
 /// or Ctrl-C (exit 0).
 pub async fn run(args: LatencyProxyArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let limits = Limits {
         delay: Duration::from_millis(args.delay_ms),
         max_buffer_bytes: args.max_buffer_bytes,

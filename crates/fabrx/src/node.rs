@@ -104,7 +104,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
 /// Runs a vcservice from its TOML file; its metrics carry the label `party` when it
 /// serves one (`--party`).
 async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg = VcConfig::from_toml(&text)?;
     let labels = party.map(|p| [("party".to_owned(), p.to_string())].into_iter().collect());
@@ -130,6 +130,33 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
         () = stopping.wait() => {
             node.stop().await;
             Ok(())
+        }
+    }
+}
+
+/// SIGTERM and Ctrl-C (SIGINT), caught from the moment it is made: a node makes it before
+/// it prints its ready line, so a supervisor that signals as soon as it reads that line
+/// gets a clean stop (exit 0) rather than the default action of the signal.
+pub struct Stopping {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Stopping {
+    /// Installs both handlers now.
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
+    }
+
+    /// Waits for either signal (also one that arrived before this call).
+    pub async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
         }
     }
 }

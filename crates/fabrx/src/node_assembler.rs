@@ -34,7 +34,7 @@ pub struct AssemblerArgs {
 /// listening it prints one JSON line to stdout:
 /// `{"ready":"assembler","party":P,"listen":"ip:port","height":H}` (H: blocks held).
 pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     crate::tls_setup::install(

@@ -41,7 +41,7 @@ pub struct BatcherArgs {
 /// failure: exit non-zero). Once listening it prints one JSON line to stdout:
 /// `{"ready":"batcher","party":P,"shard":S,"listen":"ip:port","term":T}`.
 pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     crate::tls_setup::install(

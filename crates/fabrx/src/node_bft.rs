@@ -90,7 +90,7 @@ pub struct BftArgs {
 
 /// Runs the replica until it fails or the process is stopped.
 pub async fn run(args: BftArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     std::fs::create_dir_all(&args.wal).with_context(|| format!("creating {}", args.wal.display()))?;
     let n = args.peers.len() as u32;
     let mut engine = bft::Config::new(args.id, n);

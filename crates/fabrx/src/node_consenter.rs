@@ -241,7 +241,7 @@ pub fn network_dir(config: &Path) -> PathBuf {
 /// it listens it prints one JSON line on stdout:
 /// `{"ready":"consenter","event":"ready","role":"consenter","id":…,"party":…,"listen":"…"}`.
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let metrics = args.metrics.clone();
     let (id, cfg) = match (&args.config, args.party) {
         (Some(path), Some(party)) => {

@@ -34,7 +34,7 @@ pub struct EndorserArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"endorser","index":I,"listen":"ip:port"}`.
 pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     let me = config.endorser(args.index)?.clone();

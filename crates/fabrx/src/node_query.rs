@@ -30,7 +30,7 @@ pub struct QueryArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"query","party":P,"listen":"ip:port"}`.
 pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     crate::tls_setup::install(&config, &args.config, wire::tls::Role::Query, args.party, None)?;

@@ -32,7 +32,7 @@ pub struct RouterArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"router","party":P,"listen":"ip:port","shards":S}`.
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     crate::tls_setup::install(&config, &args.config, wire::tls::Role::Router, args.party, None)?;
@@ -73,31 +73,4 @@ pub async fn serve_metrics(addr: &str, labels: &[(&str, u32)]) -> anyhow::Result
         .await
         .with_context(|| format!("serving metrics on {addr}"))?;
     Ok(registry)
-}
-
-/// SIGTERM and Ctrl-C (SIGINT), caught from the moment it is made: a node makes it before
-/// it prints its ready line, so a supervisor that signals as soon as it reads that line
-/// gets a clean stop (exit 0) rather than the default action of the signal.
-pub struct Stopping {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Stopping {
-    /// Installs both handlers now.
-    pub fn install() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-        })
-    }
-
-    /// Waits for either signal (also one that arrived before this call).
-    pub async fn wait(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-    }
 }

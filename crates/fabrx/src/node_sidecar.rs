@@ -74,7 +74,7 @@ pub struct SidecarArgs {
 /// Reading from the orderer, once its service listens it prints one JSON line to stdout:
 /// `{"ready":"sidecar","party":P,"listen":"ip:port","next_block":N}`.
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     let (feed, meta_policy, party) = feed(&args)?;
     let (verify, commit) = stages(&args).await?;
     let metrics = match &args.metrics {

@@ -40,7 +40,7 @@ pub struct SigverifierArgs {
 /// Runs the verifier until Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"sigverifier","listen":"ip:port"}`.
 pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node_router::Stopping::install()?;
+    let mut stopping = crate::node::Stopping::install()?;
     if let (Some(path), Some(party)) = (&args.network, args.party) {
         let config = netconfig::NetworkConfig::load(path)
             .with_context(|| format!("loading the network config {}", path.display()))?;

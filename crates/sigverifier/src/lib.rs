@@ -72,12 +72,6 @@ impl Verifier {
         self
     }
 
-    /// The estimated share of bad signatures in recent calls (0.0 to 1.0), which sets
-    /// the batch sizes.
-    pub fn bad_share(&self) -> f64 {
-        self.adaptive.bad_share()
-    }
-
     /// Number of verification threads.
     pub fn threads(&self) -> usize {
         self.pool.current_num_threads()
