@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
         b"nonce".to_vec(),
         addr(&alice),
         vec![held.key()],
-        vec![out([7; 32], 300), out(addr(&alice), 700)],
+        vec![out(addr(&issuer), 300), out(addr(&alice), 700)],
     )
     .sign(&alice);
     let issue = Request::new(
@@ -71,13 +71,13 @@ fn bench(c: &mut Criterion) {
     g.bench_function("transfer_1in_2out", |b| {
         b.iter(|| {
             black_box(
-                core.endorse(&core.prepare(&transfer).unwrap(), &[Some((&value, 0))])
+                core.endorse(&core.prepare(&transfer, token::request::unix_now()).unwrap(), &[Some((&value, 0))])
                     .unwrap(),
             )
         });
     });
     g.bench_function("issue_1out", |b| {
-        b.iter(|| black_box(core.endorse(&core.prepare(&issue).unwrap(), &[]).unwrap()))
+        b.iter(|| black_box(core.endorse(&core.prepare(&issue, token::request::unix_now()).unwrap(), &[]).unwrap()))
     });
     g.finish();
 

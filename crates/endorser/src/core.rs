@@ -62,17 +62,19 @@ impl EndorserCore {
         self.share.index()
     }
 
-    /// The stateless checks (shape, issuer, the creator's signature); on success the
-    /// request as checked, whose inputs' committed rows [`EndorserCore::endorse`] needs.
-    pub fn prepare(&self, request: &Request) -> Result<Prepared, Rejection> {
-        check_request(request, &self.policy)?;
+    /// The stateless checks at time `now` (seconds since the Unix epoch: shape, expiry,
+    /// issuer, the creator's signature); on success the request as checked, whose inputs'
+    /// committed rows [`EndorserCore::endorse`] needs.
+    pub fn prepare(&self, request: &Request, now: u64) -> Result<Prepared, Rejection> {
+        check_request(request, &self.policy, now)?;
         Ok(Prepared {
             request: request.clone(),
         })
     }
 
-    /// The checks against the inputs' committed rows (`rows[i]` for input `i`, read at
-    /// one snapshot), then the partial signature over the settlement tx.
+    /// The checks against the inputs' committed rows (`rows[i]` for input `i`; each row
+    /// is checked against its key, so it may come from any source), then the partial
+    /// signature over the settlement tx.
     pub fn endorse(&self, prepared: &Prepared, rows: &[InputRow<'_>]) -> Result<Endorsement, Rejection> {
         let request = &prepared.request;
         check_inputs(request, rows)?;
@@ -136,7 +138,7 @@ mod tests {
             addr(&alice),
             vec![held.key()],
             vec![Output {
-                owner: [4; 32],
+                owner: addr(&issuer),
                 token_type: "EUR".into(),
                 quantity: 10,
             }],
@@ -146,7 +148,7 @@ mod tests {
         let partials: Vec<_> = cores[1..4]
             .iter()
             .map(|c| {
-                c.endorse(&c.prepare(&request).unwrap(), &[Some((&value, 0))])
+                c.endorse(&c.prepare(&request, token::request::unix_now()).unwrap(), &[Some((&value, 0))])
                     .unwrap()
                     .partial
             })
@@ -158,7 +160,7 @@ mod tests {
         assert!(crypto::aggregate_partials(&set.public, &partials[..2]).is_err());
         // A spent input is refused by every endorser.
         let e = cores[0]
-            .endorse(&cores[0].prepare(&request).unwrap(), &[Some((token::SPENT, 1))])
+            .endorse(&cores[0].prepare(&request, token::request::unix_now()).unwrap(), &[Some((token::SPENT, 1))])
             .unwrap_err();
         assert_eq!(e.reason, Reason::SpentInput);
     }

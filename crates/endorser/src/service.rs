@@ -5,7 +5,6 @@ use crate::core::EndorserCore;
 use crate::metrics::Metrics;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use token::{Reason, Rejection, Request};
 use tokio::net::TcpListener;
@@ -38,16 +37,45 @@ impl Default for ServiceConfig {
     }
 }
 
-/// Reads committed rows from the first query service that answers.
+/// Reads the inputs' committed rows through the query services, trusting none of them:
+/// a row counts only when it is an unspent token that hashes to the key it was read for
+/// (`token::value::verified`), so a lying service can neither give an input another owner
+/// nor more value. An input without such a row at one service is asked of the next (the
+/// endorser's own party's service first), so one service that hides or denies a token
+/// cannot block a payment either; what the first service said is kept for inputs that no
+/// service proves (the refusal then names it).
 #[derive(Debug, Clone)]
 pub struct StateReader {
     channels: Arc<Vec<(String, Channel)>>,
-    next: Arc<AtomicUsize>,
+    call_timeout: Duration,
+}
+
+/// One input's row as a service answered it (`None`: absent).
+pub type Row = Option<(Vec<u8>, u64)>;
+
+/// Whether `row` proves that `key` is an unspent token.
+fn proves(key: &[u8], row: &Row) -> bool {
+    matches!(row, Some((value, 0)) if token::value::verified(key, value).is_some())
+}
+
+/// Merges one service's answer for the inputs at `asked` into `best` (`None`: no
+/// service answered for that input yet): a proving row replaces anything; otherwise the
+/// first answer stays.
+pub fn merge_rows(keys: &[Vec<u8>], asked: &[usize], answer: &[Row], best: &mut [Option<Row>]) {
+    for (&i, row) in asked.iter().zip(answer) {
+        let (Some(key), Some(slot)) = (keys.get(i), best.get_mut(i)) else {
+            continue;
+        };
+        let proven = slot.as_ref().is_some_and(|r| proves(key, r));
+        if !proven && (slot.is_none() || proves(key, row)) {
+            *slot = Some(row.clone());
+        }
+    }
 }
 
 impl StateReader {
-    /// A reader over `endpoints` (`http://host:port`; connected lazily, reconnected by
-    /// the transport).
+    /// A reader over `endpoints` (`http://host:port`, in the order they are asked;
+    /// connected lazily, reconnected by the transport).
     pub fn new(endpoints: &[String]) -> Result<StateReader, String> {
         if endpoints.is_empty() {
             return Err("no query service endpoint".into());
@@ -64,46 +92,57 @@ impl StateReader {
             .collect::<Result<Vec<_>, String>>()?;
         Ok(StateReader {
             channels: Arc::new(channels),
-            next: Arc::new(AtomicUsize::new(0)),
+            call_timeout: Duration::from_secs(3),
         })
     }
 
+    async fn ask(&self, at: usize, namespace: &str, keys: Vec<Vec<u8>>) -> Result<Vec<Row>, String> {
+        let (name, channel) = &self.channels[at];
+        let mut client = QueryClient::new(channel.clone())
+            .max_decoding_message_size(wire::limits::ROWS_RESULT.max_bytes)
+            .max_encoding_message_size(wire::limits::ROWS_QUERY.max_bytes);
+        let query = pb::RowsQuery {
+            namespace: namespace.into(),
+            keys: keys.clone(),
+        };
+        let reply = match tokio::time::timeout(self.call_timeout, client.get_rows(query)).await {
+            Ok(Ok(r)) => r.into_inner(),
+            Ok(Err(s)) => return Err(format!("{name}: {}", s.message())),
+            Err(_) => return Err(format!("{name}: no answer within {:?}", self.call_timeout)),
+        };
+        Ok(keys
+            .iter()
+            .map(|k| {
+                reply
+                    .rows
+                    .iter()
+                    .find(|r| &r.key == k)
+                    .map(|r| (r.value.clone(), r.version))
+            })
+            .collect())
+    }
+
     /// The rows of `keys` of `namespace`, in key order of the request (`None`: absent).
-    pub async fn read(
-        &self,
-        namespace: &str,
-        keys: &[Vec<u8>],
-    ) -> Result<Vec<Option<(Vec<u8>, u64)>>, String> {
-        let n = self.channels.len();
-        let start = self.next.load(Ordering::Relaxed);
+    pub async fn read(&self, namespace: &str, keys: &[Vec<u8>]) -> Result<Vec<Row>, String> {
+        let mut best: Vec<Option<Row>> = vec![None; keys.len()];
         let mut errors = Vec::new();
-        for i in 0..n {
-            let at = (start + i) % n;
-            let (name, channel) = &self.channels[at];
-            let mut client = QueryClient::new(channel.clone())
-                .max_decoding_message_size(wire::limits::ROWS_RESULT.max_bytes)
-                .max_encoding_message_size(wire::limits::ROWS_QUERY.max_bytes);
-            let query = pb::RowsQuery {
-                namespace: namespace.into(),
-                keys: keys.to_vec(),
-            };
-            match client.get_rows(query).await {
-                Ok(reply) => {
-                    self.next.store(at, Ordering::Relaxed);
-                    let rows = reply.into_inner().rows;
-                    return Ok(keys
-                        .iter()
-                        .map(|k| {
-                            rows.iter()
-                                .find(|r| &r.key == k)
-                                .map(|r| (r.value.clone(), r.version))
-                        })
-                        .collect());
-                }
-                Err(s) => errors.push(format!("{name}: {}", s.message())),
+        for at in 0..self.channels.len() {
+            let asked: Vec<usize> = (0..keys.len())
+                .filter(|&i| !best[i].as_ref().is_some_and(|r| proves(&keys[i], r)))
+                .collect();
+            if asked.is_empty() {
+                break;
+            }
+            let wanted = asked.iter().map(|&i| keys[i].clone()).collect();
+            match self.ask(at, namespace, wanted).await {
+                Ok(answer) => merge_rows(keys, &asked, &answer, &mut best),
+                Err(e) => errors.push(e),
             }
         }
-        Err(format!("no query service answered: {}", errors.join("; ")))
+        if best.iter().any(Option::is_none) {
+            return Err(format!("no query service answered: {}", errors.join("; ")));
+        }
+        Ok(best.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
@@ -153,7 +192,7 @@ impl EndorserService {
     }
 
     async fn decide(&self, request: &Request) -> Result<crate::Endorsement, Rejection> {
-        let prepared = self.core.prepare(request)?;
+        let prepared = self.core.prepare(request, token::request::unix_now())?;
         let rows = if prepared.keys().is_empty() {
             Vec::new()
         } else {

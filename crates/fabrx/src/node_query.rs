@@ -41,6 +41,8 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let vcservice = config.committer_party(args.party)?.vcservice.uri();
     let mut cfg = query::node::NodeConfig::new(listen, vec![vcservice]);
     cfg.server = args.server.limits();
+    // Owners read their own tokens; the network's issuers may read anyone's (auditors).
+    cfg.reads.auditors = config.token().map(|t| t.issuers.clone()).unwrap_or_default();
     let metrics = match &args.metrics {
         None => None,
         Some(addr) => {

@@ -53,6 +53,13 @@ pub enum WalletCmd {
     History,
     /// Look up pending payments and the tokens held.
     Sync,
+    /// Cancel a pending payment by spending its tokens back to this wallet: at most one
+    /// of the two commits, so nothing is paid twice.
+    Abandon {
+        /// The pending payment's tx id.
+        #[arg(long)]
+        tx: String,
+    },
 }
 
 /// What a payment pays.
@@ -91,10 +98,20 @@ pub fn token_network(dir: &Path) -> anyhow::Result<TokenNetwork> {
         .committers()
         .map(|c| c.parties.iter().map(|p| p.sidecar.uri()).collect())
         .unwrap_or_default();
+    // The query services that run: those `fabrx up` started when it wrote network.json
+    // (committing parties only), else every one the config lists.
+    let running = running_query_parties(dir);
+    let query: Vec<String> = app
+        .query
+        .iter()
+        .filter(|(p, _)| running.as_ref().is_none_or(|r| r.contains(p)))
+        .map(|(_, e)| e.uri())
+        .collect();
     Ok(TokenNetwork {
         routers: config.parties().iter().map(|p| p.router.uri()).collect(),
         sidecars,
-        query: app.query.iter().map(|(_, e)| e.uri()).collect(),
+        confirmations: wallet::net::confirmations(query.len()),
+        query,
         endorsers: app.endorsers.iter().map(|e| e.endpoint.uri()).collect(),
         public: app.public.clone(),
         namespace: app.namespace.clone(),
@@ -103,8 +120,24 @@ pub fn token_network(dir: &Path) -> anyhow::Result<TokenNetwork> {
     })
 }
 
+/// The parties whose query service `fabrx up` started, from `<dir>/network.json`
+/// (`None` without one: a network not started by `fabrx up`).
+fn running_query_parties(dir: &Path) -> Option<Vec<u32>> {
+    let text = std::fs::read_to_string(dir.join("network.json")).ok()?;
+    let net: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(
+        net.get("nodes")?
+            .as_array()?
+            .iter()
+            .filter(|n| n.get("role").and_then(|r| r.as_str()) == Some("query"))
+            .filter_map(|n| n.get("party").and_then(serde_json::Value::as_u64))
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect(),
+    )
+}
+
 fn address(text: &str) -> anyhow::Result<token::Address> {
-    token::address_from_hex(text).map_err(|_| wallet::Error::UnknownAddress(text.to_string()).into())
+    token::parse_address(text).map_err(|e| wallet::Error::UnknownAddress(e.detail).into())
 }
 
 /// Runs a wallet command.
@@ -114,7 +147,7 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
     match args.cmd {
         WalletCmd::Init { name } => {
             let w = Wallet::create(&args.wallet, name)?;
-            let addr = token::address_to_hex(&w.data.address()?);
+            let addr = token::address_text(&w.data.address()?);
             print(
                 json,
                 serde_json::json!({ "wallet": args.wallet, "address": addr }),
@@ -124,7 +157,7 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
         }
         WalletCmd::Address => {
             let w = Wallet::open(&args.wallet)?;
-            let addr = token::address_to_hex(&w.data.address()?);
+            let addr = token::address_text(&w.data.address()?);
             print(json, serde_json::json!({ "address": addr }), &addr);
             Ok(())
         }
@@ -140,6 +173,30 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
             balance(&args.network, &args.wallet, token_type, wait, json).await
         }
         WalletCmd::History => history(&args.network, &args.wallet, wait, json).await,
+        WalletCmd::Abandon { tx } => {
+            let net = token_network(&args.network)?;
+            let mut w = Wallet::open(&args.wallet)?;
+            let outcome = ops::abandon(&mut w, &net, &tx, wait).await?;
+            let value = serde_json::json!({
+                "abandoned": tx,
+                "cancellation": outcome.tx_id,
+                "status": outcome.status.name(),
+                "block": outcome.block,
+            });
+            if outcome.status == types::Status::Committed {
+                print(json, value, &format!("abandoned {tx}: its tokens are back (cancellation {} in block {})", outcome.tx_id, outcome.block));
+                Ok(())
+            } else {
+                if json {
+                    println!("{value}");
+                }
+                bail!(
+                    "the cancellation {} did not commit ({}): payment {tx} committed first, or its tokens were spent otherwise (`history`)",
+                    outcome.tx_id,
+                    outcome.status.name()
+                )
+            }
+        }
         WalletCmd::Sync => {
             let net = token_network(&args.network)?;
             let mut w = Wallet::open(&args.wallet)?;
@@ -246,7 +303,7 @@ async fn pay(dir: &Path, file: &Path, payment: &Payment, wait: Duration, json: b
         "block": outcome.block,
         "amount": payment.amount,
         "type": payment.token_type,
-        "to": token::address_to_hex(&payment.to),
+        "to": token::address_text(&payment.to),
         "reason": reason,
     });
     match reason {
@@ -258,7 +315,7 @@ async fn pay(dir: &Path, file: &Path, payment: &Payment, wait: Duration, json: b
                     "committed: {} {} to {} in block {} (tx {})",
                     payment.amount,
                     payment.token_type,
-                    token::address_to_hex(&payment.to),
+                    token::address_text(&payment.to),
                     outcome.block,
                     outcome.tx_id
                 ),

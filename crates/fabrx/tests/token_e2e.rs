@@ -124,6 +124,7 @@ fn network(dir: &Path) -> (wallet::TokenNetwork, netconfig::NetworkConfig) {
         namespace: app.namespace.clone(),
         ns_version: app.ns_version,
         call_timeout: Duration::from_secs(10),
+        confirmations: 1,
     };
     (net, config)
 }
@@ -163,7 +164,7 @@ fn hostile_and_refused(dir: &Path, alice: &Path, bob: &Path) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let (alice_key, bob_key) = (key_of(alice), key_of(bob));
-        let owned = net.owned(&addr_bytes(&alice_key)).await.unwrap();
+        let owned = net.owned(&alice_key).await.unwrap();
         let input = owned.first().expect("alice holds a token").clone();
         let out = |owner: token::Address, q: u64| token::Output {
             owner,
@@ -242,7 +243,7 @@ fn hostile_and_refused(dir: &Path, alice: &Path, bob: &Path) {
                 .expect("a final status");
             assert_eq!(status.0, types::Status::AbortedSignatureInvalid, "{nonce}");
         }
-        let still = net.owned(&addr_bytes(&alice_key)).await.unwrap();
+        let still = net.owned(&alice_key).await.unwrap();
         assert!(
             still.iter().any(|t| t.key() == input.key()),
             "the token is unspent"

@@ -257,7 +257,7 @@ impl NetworkConfig {
 
     /// What endorser `index` needs to run: its share file under the network directory
     /// `dir`, the key set, the namespace and issuers, and the query services it reads
-    /// through (every committing party's, those of parties `1..=committers` first).
+    /// through (its own party's first, then every other party's in party order).
     pub fn endorser_node_config(
         &self,
         dir: &Path,
@@ -276,7 +276,15 @@ impl NetworkConfig {
             policy: token::Policy {
                 issuers: app.issuers.clone(),
             },
-            query: app.query.iter().map(|(_, e)| e.uri()).collect(),
+            // Its own party's query service first, then the others: every row is checked
+            // against its key, and an input one service does not prove is asked of the next.
+            query: app
+                .query
+                .iter()
+                .filter(|(p, _)| *p == me.party)
+                .chain(app.query.iter().filter(|(p, _)| *p != me.party))
+                .map(|(_, e)| e.uri())
+                .collect(),
             service: endorser::service::ServiceConfig::default(),
         })
     }

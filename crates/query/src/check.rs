@@ -96,6 +96,7 @@ mod tests {
             owner,
             after_key,
             limit,
+            ..Default::default()
         }
     }
 

@@ -2,6 +2,7 @@
 //! party's committed state for wallets, tools and the token endorsers.
 //!
 //! - [`check`] is the pure part: which requests are well formed, and the page bounds;
+//! - [`limiter`]: how many signed reads one reader may make (a bounded table);
 //! - [`upstream`] calls the party's validator-committers with failover (they all read the
 //!   one state database, so any of them answers for all);
 //! - [`service`] is the gRPC shell (`fabrx.v1.Query`): `GetRows` → `VcService.ReadRows`,
@@ -14,11 +15,12 @@
 
 pub mod check;
 pub mod metrics;
+pub mod limiter;
 pub mod node;
 pub mod service;
 pub mod upstream;
 
-pub use node::{Handle, NodeConfig, QueryLimits, spawn};
+pub use node::{Handle, NodeConfig, QueryLimits, ReadPolicy, spawn};
 
 /// Errors of the query service.
 #[derive(Debug, thiserror::Error)]

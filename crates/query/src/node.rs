@@ -42,6 +42,28 @@ impl Default for QueryLimits {
     }
 }
 
+/// Who may read whose tokens (docs/token.md "Who may read what").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadPolicy {
+    /// Whether `GetOwned` needs a read signed by the owner or an auditor
+    /// (`token::read`); off only for experiments.
+    pub signed: bool,
+    /// Keys that may read any owner's tokens (the issuer, auditors).
+    pub auditors: Vec<[u8; 32]>,
+    /// Signed reads one reader may make per second (a burst of twice as many).
+    pub per_reader_per_second: u32,
+}
+
+impl Default for ReadPolicy {
+    fn default() -> Self {
+        ReadPolicy {
+            signed: true,
+            auditors: Vec::new(),
+            per_reader_per_second: 50,
+        }
+    }
+}
+
 /// Where and how a query node serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeConfig {
@@ -54,6 +76,8 @@ pub struct NodeConfig {
     pub limits: QueryLimits,
     /// Connection-level limits of the server.
     pub server: ServerLimits,
+    /// Who may read whose tokens.
+    pub reads: ReadPolicy,
 }
 
 impl NodeConfig {
@@ -64,6 +88,7 @@ impl NodeConfig {
             vcservices,
             limits: QueryLimits::default(),
             server: ServerLimits::default(),
+            reads: ReadPolicy::default(),
         }
     }
 }
@@ -121,7 +146,8 @@ pub async fn spawn_with_metrics(
         config.limits.max_concurrent.get(),
         config.limits.queue_timeout,
     )
-    .with_metrics(metrics);
+    .with_metrics(metrics)
+    .with_reads(config.reads.clone());
     let listen_error = |e: std::io::Error| Error::Listen {
         addr: config.listen,
         reason: e.to_string(),

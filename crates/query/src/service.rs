@@ -26,6 +26,8 @@ pub struct QueryService {
     permits: Arc<Semaphore>,
     queue_timeout: Duration,
     metrics: Option<Metrics>,
+    reads: Arc<crate::node::ReadPolicy>,
+    limiter: Arc<std::sync::Mutex<crate::limiter::Limiter>>,
 }
 
 impl QueryService {
@@ -38,7 +40,41 @@ impl QueryService {
             permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
             queue_timeout,
             metrics: None,
+            reads: Arc::new(crate::node::ReadPolicy::default()),
+            limiter: Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
+                crate::node::ReadPolicy::default().per_reader_per_second,
+            ))),
         }
+    }
+
+    /// The service enforcing `reads` on `GetOwned`.
+    pub fn with_reads(mut self, reads: crate::node::ReadPolicy) -> QueryService {
+        self.limiter = Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
+            reads.per_reader_per_second,
+        )));
+        self.reads = Arc::new(reads);
+        self
+    }
+
+    /// Whether the caller of `q` may read its owner's tokens now.
+    fn authorize(&self, q: &pb::OwnedQuery) -> Result<(), Status> {
+        if !self.reads.signed {
+            return Ok(());
+        }
+        let reader = token::read::check_read(q, &self.reads.auditors, token::request::unix_now())
+            .map_err(|e| Status::permission_denied(e.to_string()))?;
+        let allowed = self
+            .limiter
+            .lock()
+            .map(|mut l| l.allow(&reader, std::time::Instant::now()))
+            .unwrap_or(false);
+        if !allowed {
+            return Err(Status::resource_exhausted(format!(
+                "this reader made more than {} reads per second",
+                self.reads.per_reader_per_second
+            )));
+        }
+        Ok(())
     }
 
     /// The service recording into `metrics`.
@@ -99,7 +135,11 @@ impl Query for QueryService {
     #[instrument(skip_all)]
     async fn get_owned(&self, request: Request<pb::OwnedQuery>) -> Result<Response<pb::RowsResult>, Status> {
         self.measured("owned", async {
-            let q = check::owned_query(request.into_inner())?;
+            let q = request.into_inner();
+            // The signature covers the request as sent, so it is checked before the page
+            // size is clamped.
+            self.authorize(&q)?;
+            let q = check::owned_query(q)?;
             let _permit = self.permit().await?;
             self.upstream.owned_rows(q).await.map(Response::new)
         })

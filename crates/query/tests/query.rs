@@ -308,7 +308,8 @@ async fn metrics_count_answers_by_rpc_and_outcome() {
     let vc = vcservice().await;
     let registry = prometheus::Registry::new();
     let metrics = query::metrics::Metrics::register(&registry).unwrap();
-    let config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
+    let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
+    config.reads.signed = false;
     let node = query::node::spawn_with_metrics(config, Some(metrics.clone()))
         .await
         .unwrap();
@@ -331,5 +332,58 @@ async fn metrics_count_answers_by_rpc_and_outcome() {
         .encode_to_string(&registry.gather())
         .unwrap();
     assert!(text.contains("fabrx_query_requests_total"), "{text}");
+    node.stop().await;
+}
+
+/// Who may read whose tokens (docs/token.md "Who may read what"): only a read signed by
+/// the owner, or by an auditor of the network; another client asking for an owner's
+/// tokens is refused, however it signs; each reader is held to its rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_owner_or_an_auditor_reads_an_owners_tokens() {
+    let vc = vcservice().await;
+    let key = |n: &str| crypto::derive_signing_key(crypto::Scheme::Ed25519, n);
+    let (alice, mallory, auditor) = (key("alice"), key("mallory"), key("auditor"));
+    let addr = |k: &crypto::SigningKey| -> [u8; 32] { k.public_key().as_bytes().try_into().unwrap() };
+    let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
+    config.reads = query::ReadPolicy {
+        signed: true,
+        auditors: vec![addr(&auditor)],
+        per_reader_per_second: 5,
+    };
+    let node = query::spawn(config).await.unwrap();
+    let mut client = QueryClient::connect(format!("http://{}", node.addr)).await.unwrap();
+    let now = token::request::unix_now();
+    // Owner 1's tokens (t1), asked without a signature, or by mallory however she signs.
+    let e = client.get_owned(owned_query(1, "", 0)).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    let owner1 = [1u8; OWNER_LEN];
+    let as_auditor = token::read::signed_audit_query(&mallory, "token", &owner1, b"", now);
+    let e = client.get_owned(as_auditor).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    let mut forged = token::read::signed_owned_query(&mallory, "token", b"", 0, now);
+    forged.owner = owner1.to_vec();
+    let e = client.get_owned(forged).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    let stale = token::read::signed_owned_query(&alice, "token", b"", 0, now - 3600);
+    let e = client.get_owned(stale).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e}");
+    // Alice reads her own (she holds nothing here); the auditor reads owner 1's.
+    let own = token::read::signed_owned_query(&alice, "token", b"", 0, now);
+    assert!(client.get_owned(own).await.unwrap().into_inner().rows.is_empty());
+    let audit = token::read::signed_audit_query(&auditor, "token", &owner1, b"", now);
+    let page = client.get_owned(audit).await.unwrap().into_inner();
+    assert_eq!(keys(&page), vec!["t1".to_string()]);
+    // A reader beyond its burst (twice 5 a second) is refused; others are not.
+    let mut refused = 0;
+    for _ in 0..20 {
+        let q = token::read::signed_owned_query(&alice, "token", b"", 0, now);
+        if let Err(e) = client.get_owned(q).await {
+            assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 5, "{refused} of 20 refused");
+    let audit = token::read::signed_audit_query(&auditor, "token", &owner1, b"", now);
+    assert!(client.get_owned(audit).await.is_ok());
     node.stop().await;
 }

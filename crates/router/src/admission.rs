@@ -1,7 +1,8 @@
 //! The router's checks of one request (Arma §4.2; `docs/router.md` "Checks"): not empty,
 //! not over the configured size, an envelope that decodes and passes the structural
-//! checks of `types::check`, and, when the network requires it, the client's signature
-//! over the payload. An admitted request gets its shard (`types::digest::shard_of` of the
+//! checks of `types::check`, the signature of a self-certified creator
+//! (`wire::SELF_CERTIFIED_MSP`) over the payload, and, when the network requires it, the
+//! client's signature over the payload. An admitted request gets its shard (`types::digest::shard_of` of the
 //! request bytes, what the batcher checks) and its digest (the batcher's dedup key).
 
 use crate::config::{ClientAuth, RouterConfig};
@@ -90,6 +91,14 @@ pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refus
         status: types::Status::MalformedBadEnvelope,
     })?;
     check_structure(&env)?;
+    // A self-certified creator (its identity is its key) signs every envelope, whatever
+    // the network's client policy: the committer refuses an unsigned one anyway, so it is
+    // refused here before it costs ordering.
+    if let Some(key) = wire::self_certified_key(&env) {
+        let key = crypto::PublicKey::from_bytes(crypto::Scheme::Ed25519, key).map_err(|_| Refusal::BadSignature)?;
+        let sig = crypto::Signature::from_bytes(env.signature.as_slice());
+        crypto::verify_client_request(&key, &env.payload, &sig).map_err(|_| Refusal::BadSignature)?;
+    }
     if let ClientAuth::Signed(keys) = &cfg.client_auth {
         let creator = env
             .identity

@@ -31,10 +31,43 @@ use tracing::{debug, info, warn};
 use types::check::CheckedPayload;
 use types::digest::Digest32;
 use types::{BatchId, Block, BlockHeader, BlockMetadata, Status, Tx, TxId};
+use prost::Message as _;
 use wire::pb;
 use wire::pb::assembler_client::AssemblerClient;
 
 use crate::{Error, Result};
+
+/// Positions (in `envelopes`' own `(position, envelope)` pairs) of self-certified
+/// envelopes whose creator signature over the payload does not verify.
+pub fn unsigned_self_certified(envelopes: &[(usize, pb::Envelope)]) -> Vec<usize> {
+    let mut bad = Vec::new();
+    let mut claims = Vec::with_capacity(envelopes.len());
+    for (i, env) in envelopes {
+        let key = wire::self_certified_key(env).unwrap_or_default();
+        match crypto::PublicKey::from_bytes(crypto::Scheme::Ed25519, key) {
+            Ok(pk) => claims.push((*i, pk, crypto::Signature::from_bytes(env.signature.clone()), env)),
+            Err(_) => bad.push(*i),
+        }
+    }
+    let items: Vec<crypto::SignedMessage<'_>> = claims
+        .iter()
+        .map(|(_, pk, sig, env)| crypto::SignedMessage {
+            public_key: pk,
+            message: &env.payload,
+            signature: sig,
+        })
+        .collect();
+    let verdicts = crypto::verify_client_requests(&items);
+    bad.extend(
+        claims
+            .iter()
+            .zip(verdicts)
+            .filter(|(_, ok)| !ok)
+            .map(|((i, ..), _)| *i),
+    );
+    bad.sort_unstable();
+    bad
+}
 
 /// Largest Deliver message accepted (a block with all its requests).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -294,7 +327,10 @@ pub fn check(
 /// The committer's block from a verified ordered block: each request is an envelope,
 /// decoded and structurally checked once here; one that fails keeps its position with
 /// its status. A configuration envelope is not applied by the committer yet: it gets
-/// `MALFORMED_UNSUPPORTED_ENVELOPE_PAYLOAD`.
+/// `MALFORMED_UNSUPPORTED_ENVELOPE_PAYLOAD`. An envelope of a self-certified creator
+/// (`wire::SELF_CERTIFIED_MSP`) whose signature over the payload does not verify under
+/// that creator's key is `MALFORMED_BAD_ENVELOPE`, which is never stored: nobody but the
+/// creator can decide the creator's tx ids (the block's claims are checked as one batch).
 pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDecoder) -> Block {
     let h = &v.header;
     let signatures = b
@@ -311,8 +347,19 @@ pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDec
         .unwrap_or_default();
     let mut txs = Vec::with_capacity(b.requests.len());
     let mut refused = Vec::new();
+    let mut envelopes = Vec::new();
     for (i, raw) in b.requests.iter().enumerate() {
-        let (id, checked) = wire::check_envelope_bytes(raw, decoder);
+        let (id, checked) = match pb::Envelope::decode(raw.as_slice()) {
+            Ok(env) => {
+                let checked = wire::check_decoded_envelope(&env, decoder);
+                let id = env.tx_id.clone();
+                if matches!(checked, Ok(CheckedPayload::Tx(_))) && wire::self_certified_key(&env).is_some() {
+                    envelopes.push((i, env));
+                }
+                (id, checked)
+            }
+            Err(_) => (String::new(), Err(Status::MalformedBadEnvelope)),
+        };
         let status = match checked {
             Ok(CheckedPayload::Tx(tx)) => {
                 txs.push((TxId(id), Arc::new(tx)));
@@ -325,6 +372,13 @@ pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDec
         refused.push((u32::try_from(i).unwrap_or(u32::MAX), status));
         txs.push((TxId(id), Arc::new(Tx::default())));
     }
+    for i in unsigned_self_certified(&envelopes) {
+        refused.push((u32::try_from(i).unwrap_or(u32::MAX), Status::MalformedBadEnvelope));
+        if let Some(t) = txs.get_mut(i) {
+            t.1 = Arc::new(Tx::default());
+        }
+    }
+    refused.sort_unstable_by_key(|(i, _)| *i);
     Block {
         header: BlockHeader {
             number: h.number,

@@ -1,9 +1,11 @@
 //! What an endorser checks before it signs (docs/token.md "Endorsement").
 //!
-//! [`check_request`] needs only the request and the endorser's policy: shape, the
-//! creator's signature, an issue's issuer, a transfer's inputs distinct, quantities
-//! positive and sums without overflow. [`check_inputs`] then takes the committed rows of
-//! the inputs (read at one snapshot): each exists, is unspent (version 0, a token), is
+//! [`check_request`] needs only the request, the endorser's policy and the time: shape,
+//! expiry, the outputs' owners valid keys, the creator's signature, an issue's issuer, a
+//! transfer's inputs distinct, quantities positive and sums without overflow.
+//! [`check_inputs`] then takes the committed rows of the inputs: each exists, is unspent
+//! (version 0, a token), is the token its key names (the key is a hash of the whole token,
+//! so a row that claims another owner or quantity is caught here, whoever served it), is
 //! owned by the creator, all inputs and outputs have one type, and the sums balance.
 
 use crate::request::{Action, Request};
@@ -28,8 +30,12 @@ pub enum Reason {
     NotOwner,
     /// Types differ or sums do not balance.
     Unbalanced,
-    /// The committed state could not be read.
+    /// The committed state could not be read, or what was read is not what the key names.
     StateUnavailable,
+    /// The request expired, or asks for too long a validity.
+    Expired,
+    /// An output's owner is not a valid public key.
+    BadOwner,
 }
 
 impl Reason {
@@ -45,6 +51,8 @@ impl Reason {
             Reason::NotOwner => R::NotOwner,
             Reason::Unbalanced => R::Unbalanced,
             Reason::StateUnavailable => R::StateUnavailable,
+            Reason::Expired => R::Expired,
+            Reason::BadOwner => R::BadOwner,
         }
     }
 
@@ -60,6 +68,8 @@ impl Reason {
             R::NotOwner => Reason::NotOwner,
             R::Unbalanced => Reason::Unbalanced,
             R::StateUnavailable => Reason::StateUnavailable,
+            R::Expired => Reason::Expired,
+            R::BadOwner => Reason::BadOwner,
             R::Unspecified => return None,
         })
     }
@@ -75,6 +85,8 @@ impl Reason {
             Reason::NotOwner => "not the owner",
             Reason::Unbalanced => "unbalanced",
             Reason::StateUnavailable => "state unavailable",
+            Reason::Expired => "expired",
+            Reason::BadOwner => "bad owner",
         }
     }
 }
@@ -106,12 +118,43 @@ pub struct Policy {
     pub issuers: Vec<Address>,
 }
 
-/// The stateless checks.
-pub fn check_request(request: &Request, policy: &Policy) -> Result<(), Rejection> {
+/// Whether `owner` is a valid Ed25519 public key (a token sent elsewhere could never be
+/// spent: value burnt by a typo).
+pub fn is_valid_owner(owner: &Address) -> bool {
+    crypto::PublicKey::from_bytes(crypto::Scheme::Ed25519, owner).is_ok()
+}
+
+/// The stateless checks, at time `now` (seconds since the Unix epoch).
+pub fn check_request(request: &Request, policy: &Policy, now: u64) -> Result<(), Rejection> {
     if request.outputs.is_empty() {
         return Err(Rejection::new(
             Reason::Malformed,
             "a request must create at least one token",
+        ));
+    }
+    if request.expires_at < now {
+        return Err(Rejection::new(
+            Reason::Expired,
+            format!(
+                "the request expired {} s ago",
+                now.saturating_sub(request.expires_at)
+            ),
+        ));
+    }
+    if request.expires_at.saturating_sub(now) > crate::request::MAX_VALIDITY_SECS {
+        return Err(Rejection::new(
+            Reason::Expired,
+            format!(
+                "the request is valid for {} s; endorsers accept at most {} s",
+                request.expires_at.saturating_sub(now),
+                crate::request::MAX_VALIDITY_SECS
+            ),
+        ));
+    }
+    if let Some(o) = request.outputs.iter().find(|o| !is_valid_owner(&o.owner)) {
+        return Err(Rejection::new(
+            Reason::BadOwner,
+            format!("output owner {} is not a valid public key", address_to_hex(&o.owner)),
         ));
     }
     let mut total: u64 = 0;
@@ -182,14 +225,17 @@ pub fn check_inputs(request: &Request, rows: &[InputRow<'_>]) -> Result<(), Reje
                 format!("input {name} does not exist"),
             ));
         };
-        let token = match Token::decode(value) {
-            Ok(t) if *version == 0 => t,
-            _ => {
-                return Err(Rejection::new(
-                    Reason::SpentInput,
-                    format!("input {name} was spent"),
-                ));
-            }
+        if *version != 0 || Token::decode(value).is_err() {
+            return Err(Rejection::new(
+                Reason::SpentInput,
+                format!("input {name} was spent"),
+            ));
+        }
+        let Some(token) = crate::value::verified(key, value) else {
+            return Err(Rejection::new(
+                Reason::StateUnavailable,
+                format!("the row read for input {name} is not the token its key names"),
+            ));
         };
         if token.owner != request.creator {
             return Err(Rejection::new(
@@ -227,7 +273,7 @@ pub fn check_inputs(request: &Request, rows: &[InputRow<'_>]) -> Result<(), Reje
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Output;
+    use crate::request::{Output, unix_now};
     use crate::value::SPENT;
 
     fn key(name: &str) -> crypto::SigningKey {
@@ -238,6 +284,10 @@ mod tests {
         k.public_key().as_bytes().try_into().unwrap()
     }
 
+    fn payee() -> Address {
+        addr(&key("payee"))
+    }
+
     fn out(owner: Address, q: u64) -> Output {
         Output {
             owner,
@@ -246,16 +296,19 @@ mod tests {
         }
     }
 
-    fn held(owner: Address, q: u64) -> Vec<u8> {
+    fn held(owner: Address, q: u64, index: u32) -> Token {
         Token {
             owner,
             token_type: "EUR".into(),
             quantity: q,
             tx_id: "t0".into(),
-            index: 0,
+            index,
             sender: None,
         }
-        .encode()
+    }
+
+    fn check(r: &Request, policy: &Policy) -> Result<(), Rejection> {
+        check_request(r, policy, unix_now())
     }
 
     #[test]
@@ -265,60 +318,96 @@ mod tests {
             issuers: vec![addr(&issuer)],
         };
         let issue = |k: &crypto::SigningKey| {
-            Request::new(
-                Action::Issue,
-                b"n".to_vec(),
-                addr(k),
-                vec![],
-                vec![out([1; 32], 10)],
-            )
-            .sign(k)
+            Request::new(Action::Issue, b"n".to_vec(), addr(k), vec![], vec![out(payee(), 10)]).sign(k)
         };
-        check_request(&issue(&issuer), &policy).unwrap();
-        assert_eq!(
-            check_request(&issue(&mallory), &policy).unwrap_err().reason,
-            Reason::NotIssuer
-        );
+        check(&issue(&issuer), &policy).unwrap();
+        assert_eq!(check(&issue(&mallory), &policy).unwrap_err().reason, Reason::NotIssuer);
         // A request claiming the issuer's key but signed by another is refused.
         let mut forged = issue(&mallory);
         forged.creator = addr(&issuer);
-        assert_eq!(
-            check_request(&forged, &policy).unwrap_err().reason,
-            Reason::BadSignature
-        );
+        assert_eq!(check(&forged, &policy).unwrap_err().reason, Reason::BadSignature);
     }
 
     #[test]
-    fn transfers_must_balance_be_owned_and_unspent() {
+    fn expired_too_long_lived_and_unspendable_outputs_are_refused() {
+        let issuer = key("issuer");
+        let policy = Policy {
+            issuers: vec![addr(&issuer)],
+        };
+        let now = unix_now();
+        let at = |expires: u64, owner: Address| {
+            Request::new(Action::Issue, b"n".to_vec(), addr(&issuer), vec![], vec![out(owner, 1)])
+                .expiring_at(expires)
+                .sign(&issuer)
+        };
+        check_request(&at(now, payee()), &policy, now).unwrap();
+        let reason = |r: &Request| check_request(r, &policy, now).unwrap_err().reason;
+        assert_eq!(reason(&at(now - 1, payee())), Reason::Expired);
+        assert_eq!(
+            reason(&at(now + crate::request::MAX_VALIDITY_SECS + 1, payee())),
+            Reason::Expired
+        );
+        // Not a point of the curve: nobody could ever sign for it.
+        let invalid = (0u8..=255)
+            .map(|b| [b; 32])
+            .find(|a| !is_valid_owner(a))
+            .expect("some 32-byte string is not a point");
+        assert_eq!(reason(&at(now + 60, invalid)), Reason::BadOwner);
+    }
+
+    #[test]
+    fn transfers_must_balance_be_owned_unspent_and_what_their_keys_name() {
         let alice = key("alice");
         let a = addr(&alice);
         let policy = Policy { issuers: vec![] };
+        let (t1, t2) = (held(a, 60, 0), held(a, 40, 1));
         let transfer = |outs: Vec<Output>| {
-            Request::new(
-                Action::Transfer,
-                b"n".to_vec(),
-                a,
-                vec![b"k1".to_vec(), b"k2".to_vec()],
-                outs,
-            )
-            .sign(&alice)
+            Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), t2.key()], outs).sign(&alice)
         };
-        let r = transfer(vec![out([2; 32], 30), out(a, 70)]);
-        check_request(&r, &policy).unwrap();
-        let (v1, v2) = (held(a, 60), held(a, 40));
+        let r = transfer(vec![out(payee(), 30), out(a, 70)]);
+        check(&r, &policy).unwrap();
+        let (v1, v2) = (t1.encode(), t2.encode());
         check_inputs(&r, &[Some((&v1, 0)), Some((&v2, 0))]).unwrap();
         let reason = |rows: &[InputRow<'_>]| check_inputs(&r, rows).unwrap_err().reason;
         assert_eq!(reason(&[Some((&v1, 0)), None]), Reason::UnknownInput);
         assert_eq!(reason(&[Some((&v1, 0)), Some((SPENT, 1))]), Reason::SpentInput);
         assert_eq!(reason(&[Some((&v1, 0)), Some((&v2, 1))]), Reason::SpentInput);
-        let bob = held([2; 32], 40);
-        assert_eq!(reason(&[Some((&v1, 0)), Some((&bob, 0))]), Reason::NotOwner);
-        let less = held(a, 39);
-        assert_eq!(reason(&[Some((&v1, 0)), Some((&less, 0))]), Reason::Unbalanced);
-        let mut usd = Token::decode(&v2).unwrap();
+        // A row that says the token is someone else's, or holds more, or another type: it
+        // is not the token the key names, whoever served it.
+        let mut lie = t2.clone();
+        lie.owner = payee();
+        let lie_owner = lie.encode();
+        assert_eq!(reason(&[Some((&v1, 0)), Some((&lie_owner, 0))]), Reason::StateUnavailable);
+        let mut lie = t2.clone();
+        lie.quantity = 1_000;
+        let lie_more = lie.encode();
+        assert_eq!(reason(&[Some((&v1, 0)), Some((&lie_more, 0))]), Reason::StateUnavailable);
+        // The real token of another owner under its own key.
+        let bobs = held(payee(), 40, 1);
+        let rb = Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), bobs.key()], vec![out(a, 100)])
+            .sign(&alice);
+        let vb = bobs.encode();
+        assert_eq!(
+            check_inputs(&rb, &[Some((&v1, 0)), Some((&vb, 0))]).unwrap_err().reason,
+            Reason::NotOwner
+        );
+        let less = held(a, 39, 1);
+        let rl = Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), less.key()], vec![out(a, 100)])
+            .sign(&alice);
+        let vl = less.encode();
+        assert_eq!(
+            check_inputs(&rl, &[Some((&v1, 0)), Some((&vl, 0))]).unwrap_err().reason,
+            Reason::Unbalanced
+        );
+        let mut usd = t2.clone();
         usd.token_type = "USD".into();
-        let usd = usd.encode();
-        assert_eq!(reason(&[Some((&v1, 0)), Some((&usd, 0))]), Reason::Unbalanced);
+        let ru = Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), usd.key()], vec![out(a, 100)])
+            .sign(&alice);
+        let vu = usd.encode();
+        assert_eq!(
+            check_inputs(&ru, &[Some((&v1, 0)), Some((&vu, 0))]).unwrap_err().reason,
+            Reason::Unbalanced
+        );
     }
 
     #[test]
@@ -327,10 +416,7 @@ mod tests {
         let a = addr(&alice);
         let policy = Policy { issuers: vec![a] };
         let zero = Request::new(Action::Issue, b"n".to_vec(), a, vec![], vec![out(a, 0)]).sign(&alice);
-        assert_eq!(
-            check_request(&zero, &policy).unwrap_err().reason,
-            Reason::Malformed
-        );
+        assert_eq!(check(&zero, &policy).unwrap_err().reason, Reason::Malformed);
         let over = Request::new(
             Action::Issue,
             b"n".to_vec(),
@@ -339,10 +425,7 @@ mod tests {
             vec![out(a, u64::MAX), out(a, 1)],
         )
         .sign(&alice);
-        assert_eq!(
-            check_request(&over, &policy).unwrap_err().reason,
-            Reason::Malformed
-        );
+        assert_eq!(check(&over, &policy).unwrap_err().reason, Reason::Malformed);
         let dup = Request::new(
             Action::Transfer,
             b"n".to_vec(),
@@ -351,27 +434,22 @@ mod tests {
             vec![out(a, 1)],
         )
         .sign(&alice);
-        assert_eq!(
-            check_request(&dup, &policy).unwrap_err().reason,
-            Reason::Malformed
-        );
+        assert_eq!(check(&dup, &policy).unwrap_err().reason, Reason::Malformed);
         let none = Request::new(Action::Issue, b"n".to_vec(), a, vec![], vec![]).sign(&alice);
-        assert_eq!(
-            check_request(&none, &policy).unwrap_err().reason,
-            Reason::Malformed
-        );
+        assert_eq!(check(&none, &policy).unwrap_err().reason, Reason::Malformed);
         // Inputs whose sum overflows.
+        let (b1, b2) = (held(a, u64::MAX, 0), held(a, u64::MAX, 1));
         let r = Request::new(
             Action::Transfer,
             b"n".to_vec(),
             a,
-            vec![b"k1".to_vec(), b"k2".to_vec()],
+            vec![b1.key(), b2.key()],
             vec![out(a, 1)],
         )
         .sign(&alice);
-        let big = held(a, u64::MAX);
+        let (v1, v2) = (b1.encode(), b2.encode());
         assert_eq!(
-            check_inputs(&r, &[Some((&big, 0)), Some((&big, 0))])
+            check_inputs(&r, &[Some((&v1, 0)), Some((&v2, 0))])
                 .unwrap_err()
                 .reason,
             Reason::Malformed

@@ -3,16 +3,22 @@
 //! Signing bytes (signed by the creator under the crypto purpose `ClientRequest`):
 //!
 //! ```text
-//! "fabrx/token-request/v1" ‖ u8(action) ‖ bytes(nonce) ‖ creator (32)
+//! "fabrx/token-request/v2" ‖ u8(action) ‖ bytes(nonce) ‖ creator (32)
+//!   ‖ u64be(expires_at)
 //!   ‖ u32be(#inputs)  ‖ for each: bytes(key)
 //!   ‖ u32be(#outputs) ‖ for each: owner (32) ‖ bytes(type) ‖ u64be(quantity)
 //! ```
-//! where `bytes(x) = u32be(len x) ‖ x`.
+//! where `bytes(x) = u32be(len x) ‖ x` and `expires_at` is in seconds since the Unix
+//! epoch: no endorser signs a request after it (nor one valid for more than
+//! [`MAX_VALIDITY_SECS`]).
 //!
 //! The settlement tx's id follows the tx id rule (docs/wire.md) over the nonce and the
-//! creator's identity `Identity { msp_id: "token", certificate: creator }`, so the
-//! sidecar checks it (`MALFORMED_TX_ID_CONFLICT` otherwise) and nobody but the creator
-//! can take an id a wallet chose.
+//! creator's identity `Identity { msp_id: "token", certificate: creator }`. The id alone
+//! does not protect it: an endorser sees the nonce before the wallet submits. What does is
+//! the committer's intake rule for self-certified identities (docs/wire.md): an envelope
+//! in the `token` MSP whose creator signature over the payload does not verify is
+//! `MALFORMED_BAD_ENVELOPE`, which is never stored, so only the creator's own envelope
+//! can decide its id.
 
 use crate::check::{Reason, Rejection};
 use crate::{Address, KEY_LEN, MAX_INPUTS, MAX_OUTPUTS, MAX_TYPE_LEN};
@@ -24,6 +30,19 @@ pub const TOKEN_MSP: &str = "token";
 
 /// Longest nonce, in bytes.
 pub const MAX_NONCE_LEN: usize = 64;
+
+/// Longest validity an endorser accepts: `expires_at` at most this far in the future.
+pub const MAX_VALIDITY_SECS: u64 = 3600;
+
+/// The validity a wallet gives its requests by default.
+pub const DEFAULT_VALIDITY_SECS: u64 = 600;
+
+/// Seconds since the Unix epoch, by this machine's clock.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +73,8 @@ pub struct Request {
     pub nonce: Vec<u8>,
     /// The creator's public key.
     pub creator: Address,
+    /// No endorser signs the request after this time (seconds since the Unix epoch).
+    pub expires_at: u64,
     /// Keys of the tokens spent.
     pub inputs: Vec<Vec<u8>>,
     /// Tokens created.
@@ -78,7 +99,8 @@ fn key_of(bytes: &[u8], what: &str) -> Result<Address, Rejection> {
 }
 
 impl Request {
-    /// An unsigned request (sign it with [`Request::sign`]).
+    /// An unsigned request expiring [`DEFAULT_VALIDITY_SECS`] from now (sign it with
+    /// [`Request::sign`]; another expiry: [`Request::expiring_at`]).
     pub fn new(
         action: Action,
         nonce: Vec<u8>,
@@ -90,10 +112,18 @@ impl Request {
             action,
             nonce,
             creator,
+            expires_at: unix_now().saturating_add(DEFAULT_VALIDITY_SECS),
             inputs,
             outputs,
             signature: Vec::new(),
         }
+    }
+
+    /// The same request expiring at `expires_at` (unsigned: sign it after).
+    pub fn expiring_at(mut self, expires_at: u64) -> Request {
+        self.expires_at = expires_at;
+        self.signature.clear();
+        self
     }
 
     /// The bytes the creator signs.
@@ -106,6 +136,7 @@ impl Request {
         });
         put_bytes(&mut out, &self.nonce);
         out.extend_from_slice(&self.creator);
+        out.extend_from_slice(&self.expires_at.to_be_bytes());
         out.extend_from_slice(&u32::try_from(self.inputs.len()).unwrap_or(u32::MAX).to_be_bytes());
         for k in &self.inputs {
             put_bytes(&mut out, k);
@@ -157,6 +188,7 @@ impl Request {
             },
             nonce: self.nonce.clone(),
             creator: self.creator.to_vec(),
+            expires_at: self.expires_at,
             inputs: self.inputs.clone(),
             outputs: self
                 .outputs
@@ -215,6 +247,7 @@ impl Request {
             action,
             nonce: p.nonce.clone(),
             creator: key_of(&p.creator, "the creator")?,
+            expires_at: p.expires_at,
             inputs: p.inputs.clone(),
             outputs,
             signature: p.signature.clone(),
@@ -278,9 +311,12 @@ mod tests {
         let mut issue = r.clone();
         issue.action = Action::Issue;
         assert!(issue.verify_signature().is_err());
-        let mut nonce = r;
+        let mut nonce = r.clone();
         nonce.nonce = b"nonce-2".to_vec();
         assert!(nonce.verify_signature().is_err());
+        let mut later = r;
+        later.expires_at += 1;
+        assert!(later.verify_signature().is_err());
     }
 
     #[test]

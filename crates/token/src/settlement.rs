@@ -7,8 +7,9 @@
 //! - for each input, a read-write at version 0 that writes [`SPENT`]: the input must be
 //!   unspent when the tx's turn comes, and a second spend of it aborts
 //!   `ABORTED_MVCC_CONFLICT`;
-//! - for each output `i`, a read-write of `token_key(tx id, i)` that requires the key to
-//!   be absent and writes the token;
+//! - for each output `i`, a read-write of the token's key (a hash of the whole token,
+//!   which names the tx id and `i`) that requires the key to be absent and writes the
+//!   token;
 //! - metadata: the signed request, so an auditor can check who asked for what.
 
 use crate::request::{Action, Request};
@@ -140,7 +141,11 @@ mod tests {
             vec![b"in-1".to_vec(), b"in-2".to_vec()],
             vec![
                 Output {
-                    owner: [5; 32],
+                    owner: crypto::derive_signing_key(crypto::Scheme::Ed25519, "payee")
+                        .public_key()
+                        .as_bytes()
+                        .try_into()
+                        .unwrap(),
                     token_type: "EUR".into(),
                     quantity: 3,
                 },
@@ -173,7 +178,7 @@ mod tests {
         let rws = &s.tx.namespaces[0].read_writes;
         assert_eq!(rws.len(), 4);
         assert_eq!((rws[0].version, rws[0].value.as_slice()), (Some(0), SPENT));
-        assert_eq!(rws[2].key, crate::token_key(&s.tx_id.0, 0));
+        assert_eq!(rws[2].key, crate::token_key(&rws[2].value));
         assert_eq!(rws[2].version, None);
         let t = Token::decode(&rws[3].value).unwrap();
         assert_eq!((t.quantity, t.index, t.sender), (4, 1, Some(transfer().creator)));

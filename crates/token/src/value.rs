@@ -1,8 +1,6 @@
 //! A token as stored in the committed state.
 //!
-//! The key of output `i` of tx `id` is
-//! `hex SHA-256("fabrx/token/v1" ‖ u32be(len id) ‖ id ‖ u32be(i))` (DESIGN.md). Its value
-//! is an *owned value* (`types::owned`), so the committer indexes it by owner:
+//! Its value is an *owned value* (`types::owned`), so the committer indexes it by owner:
 //!
 //! ```text
 //! "fxtk1" ‖ owner (32) ‖ u64be(quantity) ‖ u16be(len type) ‖ type
@@ -13,6 +11,15 @@
 //! token self-describing: a wallet learns from the committed state alone who paid it, in
 //! which tx. A spent token's row holds [`SPENT`], which is not an owned value, so it
 //! leaves its owner's index in the same commit that spends it.
+//!
+//! The key of a token is a hash of its whole value:
+//! `hex SHA-256("fabrx/token/v2" ‖ value)` ([`token_key`]; ADR 0013). The value names the
+//! creating tx and the output index, so two tokens never share a key; and because the key
+//! binds owner, type and quantity, a row read from anyone (a query service, a peer) is
+//! checked against the key it was asked for ([`verified`]): nobody can answer that a
+//! token belongs to someone else or holds more than it does. The committer checks that
+//! the key exists unspent (version 0) when a settlement spends it, so the content an
+//! endorser checked is the content spent.
 
 use crate::{Address, KEY_LEN, MAX_TYPE_LEN};
 use sha2::{Digest, Sha256};
@@ -38,14 +45,22 @@ pub struct Token {
     pub sender: Option<Address>,
 }
 
-/// The key of output `index` of tx `tx_id`.
-pub fn token_key(tx_id: &str, index: u32) -> Vec<u8> {
+/// The key of the token stored as `value`: `hex SHA-256("fabrx/token/v2" ‖ value)`.
+pub fn token_key(value: &[u8]) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(types::tags::TOKEN_KEY);
-    h.update(u32::try_from(tx_id.len()).unwrap_or(u32::MAX).to_be_bytes());
-    h.update(tx_id.as_bytes());
-    h.update(index.to_be_bytes());
+    h.update(value);
     hex::encode(h.finalize()).into_bytes()
+}
+
+/// The token a row holds when the row is what `key` names: the value decodes as a token
+/// and hashes to `key`. `None` for anything else (a spent marker, another token's value,
+/// a forged one).
+pub fn verified(key: &[u8], value: &[u8]) -> Option<Token> {
+    if token_key(value) != key {
+        return None;
+    }
+    Token::decode(value).ok()
 }
 
 /// Why a stored value is not a token.
@@ -129,9 +144,9 @@ impl Token {
         })
     }
 
-    /// Its key in the token namespace.
+    /// Its key in the token namespace (a hash of its whole value).
     pub fn key(&self) -> Vec<u8> {
-        token_key(&self.tx_id, self.index)
+        token_key(&self.encode())
     }
 }
 
@@ -180,12 +195,35 @@ mod tests {
     }
 
     #[test]
-    fn keys_follow_the_design_rule() {
-        // hex SHA-256("fabrx/token/v1" ‖ u32be(4) ‖ "ab12" ‖ u32be(2))
+    fn a_key_is_the_hash_of_the_whole_token() {
+        let t = token(None);
         let mut h = Sha256::new();
-        h.update(b"fabrx/token/v1\x00\x00\x00\x04ab12\x00\x00\x00\x02");
-        assert_eq!(token_key("ab12", 2), hex::encode(h.finalize()).into_bytes());
-        assert_ne!(token_key("ab12", 2), token_key("ab12", 3));
-        assert_eq!(token(None).key(), token_key("ab12", 2));
+        h.update(b"fabrx/token/v2");
+        h.update(t.encode());
+        assert_eq!(t.key(), hex::encode(h.finalize()).into_bytes());
+        // Every field is bound: another owner, quantity, type, index or sender is another key.
+        let mut variants = vec![t.clone(); 5];
+        variants[0].owner = [4; 32];
+        variants[1].quantity += 1;
+        variants[2].token_type = "USD".into();
+        variants[3].index = 3;
+        variants[4].sender = Some([9; 32]);
+        for v in &variants {
+            assert_ne!(v.key(), t.key(), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn a_row_is_verified_against_the_key_it_was_read_for() {
+        let t = token(Some([9; 32]));
+        assert_eq!(verified(&t.key(), &t.encode()), Some(t.clone()));
+        let mut lie = t.clone();
+        lie.owner = [7; 32];
+        assert_eq!(verified(&t.key(), &lie.encode()), None, "another owner");
+        lie = t.clone();
+        lie.quantity = 1_000_000;
+        assert_eq!(verified(&t.key(), &lie.encode()), None, "more value");
+        assert_eq!(verified(&t.key(), SPENT), None);
+        assert_eq!(verified(&token_key(SPENT), SPENT), None, "not a token");
     }
 }

@@ -7,13 +7,22 @@
 /// Transaction ids: `hex(SHA-256(TX_ID ‖ u32be(|nonce|) ‖ nonce ‖ u32be(|creator|) ‖ creator))`.
 pub const TX_ID: &[u8] = b"fabrx/txid/v1";
 
-/// The token application: the key of output i of tx `id` is
-/// `hex SHA-256(TOKEN_KEY ‖ u32be(len id) ‖ id ‖ u32be(i))` (DESIGN.md).
-pub const TOKEN_KEY: &[u8] = b"fabrx/token/v1";
+/// The token application: the key of a token is `hex SHA-256(TOKEN_KEY ‖ value)`, a hash
+/// of the whole stored token (ADR 0013), so a row cannot claim another owner or quantity
+/// under a token's key.
+pub const TOKEN_KEY: &[u8] = b"fabrx/token/v2";
 
 /// The token application: the bytes a wallet signs for a token request start with this
 /// tag (signed under the crypto purpose `ClientRequest`; docs/token.md).
-pub const TOKEN_REQUEST: &[u8] = b"fabrx/token-request/v1";
+pub const TOKEN_REQUEST: &[u8] = b"fabrx/token-request/v2";
+
+/// The token application: the checksum of an address as people write it is the first 4
+/// bytes of `SHA-256(ADDRESS ‖ key)` (docs/token.md "Addresses").
+pub const ADDRESS: &[u8] = b"fabrx/address/v1";
+
+/// The token application: the bytes an owner signs to read its own tokens from a query
+/// service (docs/token.md "Who may read what").
+pub const TOKEN_READ: &[u8] = b"fabrx/token-read/v1";
 
 /// Tags of the BFT engine's hashes and signatures.
 pub mod bft {
@@ -109,6 +118,8 @@ pub fn all() -> Vec<&'static [u8]> {
         TX_ID,
         TOKEN_KEY,
         TOKEN_REQUEST,
+        TOKEN_READ,
+        ADDRESS,
         bft::REQUEST,
         bft::PROPOSAL,
         bft::PREPARE,

@@ -152,6 +152,7 @@ mod tests {
             owner,
             after_key,
             limit,
+            ..Default::default()
         }
     }
 

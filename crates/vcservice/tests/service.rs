@@ -281,6 +281,7 @@ async fn reads_are_checked_and_bounded() {
         owner,
         after_key,
         limit: 0,
+        ..Default::default()
     };
     let p1 = client
         .owned_rows(owned(vec![], vec![1; 32]))

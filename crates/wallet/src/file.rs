@@ -45,6 +45,10 @@ pub struct PendingPayment {
     pub inputs: Vec<String>,
     /// The endorsed envelope (hex), sent again after a restart until its status is known.
     pub envelope: String,
+    /// For a cancellation (`kind` = `cancel`): the pending payment it replaces. It spends
+    /// the same inputs back to this wallet, so at most one of the two commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// One line of history.
@@ -141,6 +145,11 @@ fn file_err(path: &Path, detail: impl std::fmt::Display) -> Error {
     }
 }
 
+/// `O_NOFOLLOW`.
+const fn libc_nofollow() -> i32 {
+    libc::O_NOFOLLOW
+}
+
 fn lock_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".lock");
@@ -149,13 +158,16 @@ fn lock_path(path: &Path) -> PathBuf {
 
 fn lock(path: &Path) -> Result<File> {
     let lp = lock_path(path);
+    // O_NOFOLLOW: a symbolic link planted at the lock's path is refused, not followed (it
+    // could point the wallet at a file of the attacker's choosing).
     let f = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
+        .custom_flags(libc_nofollow())
         .open(&lp)
-        .map_err(|e| file_err(&lp, e))?;
+        .map_err(|e| file_err(&lp, format!("{e} (a lock file must not be a symbolic link)")))?;
     if f.try_lock().is_err() {
         eprintln!("waiting for another wallet command on {}", path.display());
         f.lock().map_err(|e| file_err(&lp, e))?;
@@ -273,6 +285,18 @@ mod tests {
         drop(w);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(Wallet::open(&path).is_err(), "a readable wallet is refused");
+    }
+
+    #[test]
+    fn a_symlinked_lock_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("carol");
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"precious").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("carol.lock")).unwrap();
+        let e = Wallet::create(&path, "carol".into()).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
     }
 
     #[test]

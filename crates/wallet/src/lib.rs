@@ -17,7 +17,7 @@ pub mod ops;
 
 pub use file::{Wallet, WalletFile};
 pub use net::TokenNetwork;
-pub use ops::{Payment, PaymentOutcome};
+pub use ops::{ABANDONED, Payment, PaymentOutcome};
 
 /// Errors a wallet command reports.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,20 @@ pub enum Error {
     /// The network could not be reached.
     #[error("network unreachable: {0}")]
     Unreachable(String),
+    /// A payment like this one is still pending: paying again could pay twice.
+    #[error(
+        "a payment of {amount} {token_type} to {to} is still pending (tx {tx_id}): `sync` resolves it, `abandon --tx {tx_id}` cancels it; paying again now could pay twice"
+    )]
+    StillPending {
+        /// The pending payment.
+        tx_id: String,
+        /// Its amount.
+        amount: u64,
+        /// Its type.
+        token_type: String,
+        /// Its payee.
+        to: String,
+    },
     /// The payment reached the network but its outcome is not known yet; its inputs stay
     /// locked and the next wallet command looks again.
     #[error("payment {tx_id} submitted, status not known yet ({detail}); its tokens stay locked until it is")]

@@ -1,4 +1,7 @@
-//! The network as a wallet sees it.
+//! The network as a wallet sees it, trusting no single party: a token counts only when
+//! its row hashes to its key and names this wallet's owner, and a status or a token only
+//! when [`TokenNetwork::confirmations`] query services (f + 1 of the committing parties'
+//! by default) give it. A sidecar's notification only wakes the wallet up to ask them.
 
 use crate::{Error, Result};
 use std::collections::HashMap;
@@ -32,6 +35,18 @@ pub struct TokenNetwork {
     pub ns_version: u64,
     /// How long one call may take.
     pub call_timeout: Duration,
+    /// How many query services must agree before a status or a token is believed
+    /// (at least 1; [`confirmations`] of the number of query services by default).
+    pub confirmations: usize,
+}
+
+/// Most pages of owned rows read from one query service (of up to 1,000 rows each).
+pub const MAX_OWNED_PAGES: usize = 1000;
+
+/// The confirmations a wallet needs from `n` query services: f + 1, f = ⌊(n − 1)/3⌋, so
+/// that at least one of them is honest when at most f parties are not.
+pub fn confirmations(n: usize) -> usize {
+    n.saturating_sub(1) / 3 + 1
 }
 
 /// What the routers said to one envelope.
@@ -126,10 +141,20 @@ impl TokenNetwork {
                 }
             }
         }
-        // A refusal for a reason of the request itself is what the payer needs to see.
-        if let Some(r) = refusals
-            .into_iter()
-            .find(|r| r.reason != Reason::StateUnavailable)
+        // A refusal for a reason of the request itself is what the payer needs to see, but
+        // only when enough endorsers gave it that no t could have endorsed: one endorser
+        // alone cannot make the wallet report a reason of its choosing.
+        let n = self.endorsers.len();
+        let decisive = n.saturating_sub(t) + 1;
+        let mut counts: Vec<(Reason, usize)> = Vec::new();
+        for r in refusals.iter().filter(|r| r.reason != Reason::StateUnavailable) {
+            match counts.iter_mut().find(|(reason, _)| *reason == r.reason) {
+                Some(c) => c.1 += 1,
+                None => counts.push((r.reason, 1)),
+            }
+        }
+        if let Some((reason, _)) = counts.iter().find(|(_, c)| *c >= decisive)
+            && let Some(r) = refusals.into_iter().find(|r| r.reason == *reason)
         {
             return Err(Error::Refused(r));
         }
@@ -179,120 +204,186 @@ impl TokenNetwork {
             .collect()
     }
 
-    /// Final statuses (and blocks) of `ids` that have one.
+    /// Final statuses (and blocks) of `ids` that [`TokenNetwork::confirmations`] query
+    /// services agree on. Statuses that are never stored (a duplicate id, a bad envelope)
+    /// are not an id's final status and are left out.
     pub async fn statuses(&self, ids: &[String]) -> Result<HashMap<String, (Status, u64)>> {
-        let mut errors = Vec::new();
-        for mut c in self.query()? {
+        let calls = self.query()?.into_iter().map(|mut c| {
             let q = pb::StatusQuery { tx_ids: ids.to_vec() };
-            match self
-                .timed(async { c.get_tx_status(q).await.map(tonic::Response::into_inner) })
-                .await
-            {
+            async move {
+                self.timed(async { c.get_tx_status(q).await.map(tonic::Response::into_inner) })
+                    .await
+            }
+        });
+        let answers = futures::future::join_all(calls).await;
+        let mut errors = Vec::new();
+        let mut votes: HashMap<(String, Status, u64), usize> = HashMap::new();
+        let mut answered = 0;
+        for a in answers {
+            match a {
                 Ok(batch) => {
-                    return Ok(batch
-                        .statuses
-                        .into_iter()
-                        .filter_map(|s| Some((s.tx_id, (Status::from_code(s.code).ok()?, s.block))))
-                        .collect());
+                    answered += 1;
+                    let mut seen = std::collections::HashSet::new();
+                    for s in batch.statuses {
+                        let Ok(status) = Status::from_code(s.code) else { continue };
+                        if status.is_stored() && ids.contains(&s.tx_id) && seen.insert(s.tx_id.clone()) {
+                            *votes.entry((s.tx_id, status, s.block)).or_default() += 1;
+                        }
+                    }
                 }
                 Err(e) => errors.push(e),
             }
         }
-        Err(Error::Unreachable(format!(
-            "no query service answered: {}",
-            errors.join("; ")
-        )))
+        let need = self.confirmations.max(1);
+        if answered < need {
+            return Err(Error::Unreachable(format!(
+                "{answered} query services answered, {need} needed: {}",
+                errors.join("; ")
+            )));
+        }
+        Ok(votes
+            .into_iter()
+            .filter(|(_, n)| *n >= need)
+            .map(|((id, status, block), _)| (id, (status, block)))
+            .collect())
     }
 
-    /// Every unspent token `owner` holds, from the committer's owner index.
-    pub async fn owned(&self, owner: &token::Address) -> Result<Vec<Token>> {
-        let mut errors = Vec::new();
-        'clients: for mut c in self.query()? {
-            let mut tokens = Vec::new();
-            let mut after = Vec::new();
-            loop {
-                let q = pb::OwnedQuery {
-                    namespace: self.namespace.clone(),
-                    owner: owner.to_vec(),
-                    after_key: after.clone(),
-                    limit: 0,
-                };
-                let page = match self
-                    .timed(async { c.get_owned(q).await.map(tonic::Response::into_inner) })
-                    .await
-                {
-                    Ok(p) => p,
-                    Err(e) => {
-                        errors.push(e);
-                        continue 'clients;
+    /// Every token one query service says `owner` holds, checked: each row hashes to its
+    /// key and names `owner`; pages are bounded ([`MAX_OWNED_PAGES`]) and must advance.
+    /// The query is signed by the owner's key (only the owner may read its tokens).
+    async fn owned_from(
+        &self,
+        c: &mut QueryClient<Channel>,
+        key: &crypto::SigningKey,
+        owner: &token::Address,
+    ) -> std::result::Result<Vec<Token>, String> {
+        let mut tokens = Vec::new();
+        let mut after: Vec<u8> = Vec::new();
+        for _ in 0..MAX_OWNED_PAGES {
+            let q = token::read::signed_owned_query(key, &self.namespace, &after, 0, token::request::unix_now());
+            let page = self
+                .timed(async { c.get_owned(q).await.map(tonic::Response::into_inner) })
+                .await?;
+            for row in &page.rows {
+                match token::value::verified(&row.key, &row.value) {
+                    Some(t) if &t.owner == owner && row.version == 0 => tokens.push(t),
+                    _ => {
+                        return Err(format!(
+                            "the query service answered a row that is not one of this wallet's tokens (key {})",
+                            String::from_utf8_lossy(&row.key).chars().take(80).collect::<String>()
+                        ));
                     }
-                };
-                for row in &page.rows {
-                    if let Ok(t) = Token::decode(&row.value) {
-                        tokens.push(t);
-                    }
-                }
-                match page.rows.last() {
-                    Some(last) if page.more => after = last.key.clone(),
-                    _ => return Ok(tokens),
                 }
             }
+            match page.rows.last() {
+                Some(last) if page.more => {
+                    if last.key <= after {
+                        return Err("the query service's pages do not advance".into());
+                    }
+                    after = last.key.clone();
+                }
+                _ => return Ok(tokens),
+            }
         }
-        Err(Error::Unreachable(format!(
-            "no query service answered: {}",
-            errors.join("; ")
-        )))
+        Err(format!("more than {MAX_OWNED_PAGES} pages of tokens"))
     }
 
-    /// Waits up to `wait` for the final status of `tx_id`: from a sidecar's notification
-    /// stream, and by asking the query service once a second (whichever says first).
-    pub async fn wait_status(&self, tx_id: &str, wait: Duration) -> Result<Option<(Status, u64)>> {
-        let deadline = tokio::time::Instant::now() + wait;
-        let ids = vec![tx_id.to_string()];
-        let notified = async {
-            for uri in self.sidecars.iter().cycle() {
-                if tokio::time::Instant::now() >= deadline {
-                    break;
+    /// Every unspent token the wallet of `key` holds, from the committers' owner index:
+    /// those that [`TokenNetwork::confirmations`] query services list, each row checked.
+    pub async fn owned(&self, key: &crypto::SigningKey) -> Result<Vec<Token>> {
+        let owner: token::Address = key
+            .public_key()
+            .as_bytes()
+            .try_into()
+            .map_err(|_| Error::Invalid("the wallet key is not an Ed25519 key".into()))?;
+        let mut clients = self.query()?;
+        let calls = clients.iter_mut().map(|c| self.owned_from(c, key, &owner));
+        let answers = futures::future::join_all(calls).await;
+        let mut errors = Vec::new();
+        let mut votes: HashMap<Vec<u8>, (Token, usize)> = HashMap::new();
+        let mut answered = 0;
+        for a in answers {
+            match a {
+                Ok(tokens) => {
+                    answered += 1;
+                    let mut seen = std::collections::HashSet::new();
+                    for t in tokens {
+                        let k = t.key();
+                        if seen.insert(k.clone()) {
+                            votes.entry(k).or_insert((t, 0)).1 += 1;
+                        }
+                    }
                 }
-                let Ok(ch) = channel(uri) else { continue };
+                Err(e) => errors.push(e),
+            }
+        }
+        let need = self.confirmations.max(1);
+        if answered < need {
+            return Err(Error::Unreachable(format!(
+                "{answered} query services answered, {need} needed: {}",
+                errors.join("; ")
+            )));
+        }
+        let mut out: Vec<Token> = votes
+            .into_values()
+            .filter(|(_, n)| *n >= need)
+            .map(|(t, _)| t)
+            .collect();
+        out.sort_by_key(Token::key);
+        Ok(out)
+    }
+
+    /// Resolves once a sidecar reports a stored final status for `tx_id` (a hint only:
+    /// the status is then confirmed through the query services); never, without sidecars.
+    async fn notified(&self, tx_id: &str) {
+        if self.sidecars.is_empty() {
+            return std::future::pending().await;
+        }
+        let ids = vec![tx_id.to_string()];
+        for uri in self.sidecars.iter().cycle() {
+            if let Ok(ch) = channel(uri) {
                 let mut c = SidecarClient::new(ch);
                 let sub = tokio_stream::iter(vec![pb::SubscribeRequest { tx_ids: ids.clone() }])
                     .chain(tokio_stream::pending());
                 if let Ok(r) = c.subscribe(sub).await {
                     let mut events = r.into_inner();
                     while let Ok(Some(ev)) = events.message().await {
-                        if let Some(st) = ev.status.filter(|s| s.tx_id == tx_id)
-                            && let Ok(status) = Status::from_code(st.code)
-                        {
-                            return Some((status, st.block));
+                        if ev.status.is_some_and(|s| {
+                            s.tx_id == tx_id && Status::from_code(s.code).is_ok_and(Status::is_stored)
+                        }) {
+                            return;
                         }
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(300)).await;
             }
-            None
-        };
-        let polled = async {
-            loop {
-                if let Ok(found) = self.statuses(&ids).await
-                    && let Some(s) = found.get(tx_id)
-                {
-                    return Some(*s);
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    return None;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// Waits up to `wait` for the final status of `tx_id`, confirmed by
+    /// [`TokenNetwork::confirmations`] query services (asked once a second, and at once
+    /// when a sidecar notifies a status).
+    pub async fn wait_status(&self, tx_id: &str, wait: Duration) -> Result<Option<(Status, u64)>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let ids = vec![tx_id.to_string()];
+        let hint = self.notified(tx_id);
+        tokio::pin!(hint);
+        let mut hinted = false;
+        loop {
+            if let Ok(found) = self.statuses(&ids).await
+                && let Some(s) = found.get(tx_id)
+            {
+                return Ok(Some(*s));
             }
-        };
-        let first = tokio::time::timeout_at(deadline, async {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let pause = (deadline - now).min(Duration::from_secs(1));
             tokio::select! {
-                Some(s) = notified => Some(s),
-                Some(s) = polled => Some(s),
-                else => None,
+                () = &mut hint, if !hinted => hinted = true,
+                () = tokio::time::sleep(pause) => {}
             }
-        })
-        .await;
-        Ok(first.unwrap_or(None))
+        }
     }
 }

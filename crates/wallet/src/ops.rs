@@ -5,7 +5,7 @@ use crate::net::TokenNetwork;
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
-use token::{Action, Address, Output, Request, Settlement, Token, address_to_hex};
+use token::{Action, Address, Output, Request, Settlement, Token, address_text};
 use types::Status;
 
 /// A payment to make.
@@ -66,11 +66,13 @@ fn held(t: &Token) -> HeldToken {
         token_type: t.token_type.clone(),
         quantity: t.quantity,
         tx_id: t.tx_id.clone(),
-        sender: t.sender.as_ref().map(address_to_hex),
+        sender: t.sender.as_ref().map(address_text),
     }
 }
 
-/// Moves a decided pending payment into the history.
+/// Moves a decided pending payment into the history. A committed cancellation also
+/// settles the payment it replaced: that one can never commit now (its inputs are spent),
+/// so it leaves as `ABANDONED`.
 fn finalize(w: &mut WalletFile, tx_id: &str, status: Status, block: u64) {
     let Some(pos) = w.pending.iter().position(|p| p.tx_id == tx_id) else {
         return;
@@ -79,10 +81,29 @@ fn finalize(w: &mut WalletFile, tx_id: &str, status: Status, block: u64) {
     if status == Status::Committed {
         let spent: HashSet<&String> = p.inputs.iter().collect();
         w.tokens.retain(|t| !spent.contains(&t.key));
+        if let Some(original) = &p.replaces
+            && let Some(at) = w.pending.iter().position(|o| &o.tx_id == original)
+        {
+            let o = w.pending.remove(at);
+            w.history.push(HistoryEntry {
+                tx_id: o.tx_id,
+                direction: if o.kind == "issue" { "issued" } else { "sent" }.into(),
+                amount: o.amount,
+                token_type: o.token_type,
+                counterparty: o.to,
+                status: ABANDONED.into(),
+                block: None,
+            });
+        }
     }
     w.history.push(HistoryEntry {
         tx_id: p.tx_id,
-        direction: if p.kind == "issue" { "issued" } else { "sent" }.into(),
+        direction: match p.kind.as_str() {
+            "issue" => "issued",
+            "cancel" => "cancelled",
+            _ => "sent",
+        }
+        .into(),
         amount: p.amount,
         token_type: p.token_type,
         counterparty: p.to,
@@ -90,6 +111,9 @@ fn finalize(w: &mut WalletFile, tx_id: &str, status: Status, block: u64) {
         block: Some(block),
     });
 }
+
+/// The history status of a payment replaced by a committed cancellation.
+pub const ABANDONED: &str = "ABANDONED";
 
 /// Settles what is known about pending payments: decided ones move to the history
 /// (their inputs unlocked, or spent); undecided ones are sent again (the same envelope:
@@ -120,7 +144,7 @@ pub async fn resolve_pending(w: &mut WalletFile, net: &TokenNetwork, wait: Durat
 /// wallet's owner, and records payments received since the last sync in the history.
 pub async fn refresh(w: &mut WalletFile, net: &TokenNetwork) -> Result<()> {
     let me = w.address()?;
-    let owned = net.owned(&me).await?;
+    let owned = net.owned(&w.key()?).await?;
     let known: HashSet<&str> = w
         .history
         .iter()
@@ -136,7 +160,7 @@ pub async fn refresh(w: &mut WalletFile, net: &TokenNetwork) -> Result<()> {
             let from = t
                 .sender
                 .as_ref()
-                .map_or_else(|| "issuer".to_string(), address_to_hex);
+                .map_or_else(|| "issuer".to_string(), address_text);
             (0, t.token_type.clone(), from)
         });
         e.0 = e.0.saturating_add(t.quantity);
@@ -254,10 +278,21 @@ pub async fn pay(
     payment: &Payment,
     wait: Duration,
 ) -> Result<PaymentOutcome> {
-    let original = w.data.clone();
     let mut data = w.data.clone();
     resolve_pending(&mut data, net, wait).await?;
     refresh(&mut data, net).await?;
+    let to = address_text(&payment.to);
+    if let Some(p) = data.pending.iter().find(|p| {
+        p.replaces.is_none() && p.to == to && p.amount == payment.amount && p.token_type == payment.token_type
+    }) {
+        // A retry of a payment whose outcome is not known yet would pay twice.
+        return Err(Error::StillPending {
+            tx_id: p.tx_id.clone(),
+            amount: p.amount,
+            token_type: p.token_type.clone(),
+            to: p.to.clone(),
+        });
+    }
     let (request, inputs) = build_request(&data, payment)?;
     let settlement = Settlement::build(&request, &net.namespace, net.ns_version);
     let message = settlement.endorsement_bytes();
@@ -275,29 +310,24 @@ pub async fn pay(
             Action::Transfer => "transfer",
         }
         .into(),
-        to: address_to_hex(&payment.to),
+        to: address_text(&payment.to),
         amount: payment.amount,
         token_type: payment.token_type.clone(),
         inputs,
         envelope: hex::encode(&envelope),
+        replaces: None,
     });
     w.data = data;
     w.save()?;
+    // From here on the payment stays pending until its final status is known (or a
+    // cancellation replaces it): a router that did not answer in time may still have
+    // forwarded it, so no silence or refusal is taken to mean it was not sent.
     let submitted = net.submit(&envelope).await;
-    if submitted.acks == 0 {
-        // No router holds it: it can never be ordered. Back to the file as it was.
-        w.data = original;
-        w.save()?;
-        return Err(Error::Unreachable(format!(
-            "no router accepted the payment (0 of {})",
-            net.routers.len()
-        )));
-    }
     let Some((status, block)) = net.wait_status(&tx_id, wait).await? else {
         return Err(Error::Unconfirmed {
             tx_id,
             detail: format!(
-                "{} of {} routers accepted it (quorum {}), no final status within {wait:?}",
+                "{} of {} routers acknowledged it (quorum {}), no final status within {wait:?}",
                 submitted.acks,
                 net.routers.len(),
                 submitted.quorum
@@ -313,6 +343,90 @@ pub async fn pay(
     }
     w.save()?;
     Ok(PaymentOutcome { tx_id, status, block })
+}
+
+/// Cancels pending payment `tx_id` by replacing it: a new payment spends the same inputs
+/// back to this wallet. At most one of the two can commit (they spend the same tokens at
+/// version 0), so the user pays at most once whatever the network did with the first; the
+/// next `sync` tells which one committed. Refused when the endorsers see an input spent
+/// already (then the first payment, or another copy of the wallet, spent it: `sync`).
+pub async fn abandon(w: &mut Wallet, net: &TokenNetwork, tx_id: &str, wait: Duration) -> Result<PaymentOutcome> {
+    let mut data = w.data.clone();
+    resolve_pending(&mut data, net, wait).await?;
+    let Some(original) = data.pending.iter().find(|p| p.tx_id == tx_id).cloned() else {
+        w.data = data;
+        w.save()?;
+        return Err(Error::Invalid(format!(
+            "no pending payment {tx_id} (it may have been decided: see `history`)"
+        )));
+    };
+    if original.kind == "issue" || original.inputs.is_empty() {
+        return Err(Error::Invalid(
+            "an issue spends no tokens, so it cannot be replaced: wait for its status".into(),
+        ));
+    }
+    let key = data.key()?;
+    let me = address_of(&key)?;
+    let held: Vec<&HeldToken> = data
+        .tokens
+        .iter()
+        .filter(|t| original.inputs.contains(&t.key))
+        .collect();
+    if held.len() != original.inputs.len() {
+        return Err(Error::Invalid(format!(
+            "the inputs of {tx_id} are no longer among this wallet's unspent tokens: it, or another payment, spent them (`sync`)"
+        )));
+    }
+    let sum = held.iter().map(|t| t.quantity).try_fold(0u64, u64::checked_add);
+    let sum = sum.ok_or_else(|| Error::Invalid("the inputs' sum overflows".into()))?;
+    let nonce: [u8; 32] = rand::random();
+    let request = Request::new(
+        Action::Transfer,
+        nonce.to_vec(),
+        me,
+        original.inputs.iter().map(|k| k.clone().into_bytes()).collect(),
+        vec![Output {
+            owner: me,
+            token_type: original.token_type.clone(),
+            quantity: sum,
+        }],
+    )
+    .sign(&key);
+    let settlement = Settlement::build(&request, &net.namespace, net.ns_version);
+    let message = settlement.endorsement_bytes();
+    let partials = net.endorse(&request, &message).await?;
+    let aggregate = crypto::aggregate_partials(&net.public, &partials)
+        .map_err(|e| Error::Invalid(format!("aggregating the endorsements: {e}")))?;
+    let envelope = token::envelope(&request, &settlement, aggregate.as_bytes(), &key);
+    let cancel_id = settlement.tx_id.0.clone();
+    data.pending.push(PendingPayment {
+        tx_id: cancel_id.clone(),
+        kind: "cancel".into(),
+        to: address_text(&me),
+        amount: sum,
+        token_type: original.token_type.clone(),
+        inputs: original.inputs.clone(),
+        envelope: hex::encode(&envelope),
+        replaces: Some(original.tx_id.clone()),
+    });
+    w.data = data;
+    w.save()?;
+    net.submit(&envelope).await;
+    resolve_pending(&mut w.data, net, wait).await?;
+    refresh(&mut w.data, net).await?;
+    w.save()?;
+    let decided = w.data.history.iter().rev().find(|h| h.tx_id == cancel_id);
+    match decided {
+        Some(h) => Ok(PaymentOutcome {
+            tx_id: cancel_id,
+            status: h.status.parse().unwrap_or(Status::AbortedMvccConflict),
+            block: h.block.unwrap_or(0),
+        }),
+        None => Err(Error::Unconfirmed {
+            tx_id: cancel_id,
+            detail: format!("the cancellation of {tx_id} has no final status within {wait:?}"),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -347,6 +461,7 @@ mod tests {
             token_type: "EUR".into(),
             inputs: vec!["b".into()],
             envelope: String::new(),
+            replaces: None,
         });
         assert_eq!(balance(&w)["EUR"], (400, 500));
         let e = select_inputs(&w, "EUR", 600).unwrap_err();
@@ -360,7 +475,7 @@ mod tests {
         let w = wallet_with(&[("a", 1000)]);
         let payment = Payment {
             action: Action::Transfer,
-            to: [9; 32],
+            to: address_of(&crypto::derive_signing_key(crypto::Scheme::Ed25519, "payee")).unwrap(),
             amount: 300,
             token_type: "EUR".into(),
         };
@@ -384,6 +499,7 @@ mod tests {
             token_type: "EUR".into(),
             inputs: vec!["a".into()],
             envelope: String::new(),
+            replaces: None,
         });
         finalize(&mut w, "p", Status::AbortedMvccConflict, 7);
         assert!(w.pending.is_empty());

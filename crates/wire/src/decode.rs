@@ -56,6 +56,27 @@ pub fn check_envelope_bytes(raw: &[u8], dec: &ProstDecoder) -> EnvelopeCheck {
     (env.tx_id, outcome)
 }
 
+/// The MSP id of self-certified identities: the identity's certificate is the creator's
+/// raw Ed25519 public key (32 bytes), as token wallets use it. An envelope in this MSP
+/// must carry the creator's client-request signature over its payload; the committer's
+/// intake checks it, and an envelope whose signature does not verify is
+/// `MALFORMED_BAD_ENVELOPE`, never stored (docs/wire.md "Who can take an id").
+pub const SELF_CERTIFIED_MSP: &str = "token";
+
+/// The claimed creator key of an envelope in [`SELF_CERTIFIED_MSP`] (the certificate's
+/// bytes, whatever their length: a wrong length fails the signature check), or `None`
+/// for an envelope of any other MSP.
+pub fn self_certified_key(env: &pb::Envelope) -> Option<&[u8]> {
+    let id = env.identity.as_ref()?;
+    if id.msp_id != SELF_CERTIFIED_MSP {
+        return None;
+    }
+    Some(match &id.creator {
+        Some(pb::identity::Creator::Certificate(c)) => c.as_slice(),
+        _ => &[],
+    })
+}
+
 /// Structurally checks a decoded envelope (`types::check::check_envelope` over its parts).
 pub fn check_decoded_envelope(env: &pb::Envelope, dec: &ProstDecoder) -> Result<CheckedPayload, Status> {
     let creator = env

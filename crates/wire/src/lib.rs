@@ -16,7 +16,10 @@ pub mod pb {
     tonic::include_proto!("fabrx.v1");
 }
 
-pub use decode::{ProstDecoder, check_decoded_envelope, check_envelope_bytes, encode_policy};
+pub use decode::{
+    ProstDecoder, SELF_CERTIFIED_MSP, check_decoded_envelope, check_envelope_bytes, encode_policy,
+    self_certified_key,
+};
 
 /// Errors converting wire messages into domain types.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -140,8 +140,10 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         }
         // Notifications and lookups for clients.
         ("fabrx.v1.Sidecar", Role::Client) => true,
-        // Committed state for wallets, tools and the endorsers' input checks.
-        ("fabrx.v1.Query", Role::Client | Role::Endorser) => true,
+        // Committed state: rows by key for the endorsers' input checks only; owners'
+        // tokens (signed reads, checked by the service) and statuses for clients.
+        ("fabrx.v1.Query", Role::Endorser) => true,
+        ("fabrx.v1.Query", Role::Client) => matches!(method, "GetOwned" | "GetTxStatus"),
         // Wallets ask the endorsers to endorse token requests.
         ("fabrx.v1.Endorser", Role::Client) => true,
         _ => false,

@@ -24,6 +24,8 @@ pub async fn query_node(
 ) -> (query::Handle, QueryClient<tonic::transport::Channel>) {
     let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vcservices);
     config.limits = limits;
+    // These checks are about answers and forwarding; signed reads have their own test.
+    config.reads.signed = false;
     let node = query::spawn(config).await.unwrap();
     let client = QueryClient::connect(format!("http://{}", node.addr))
         .await
@@ -45,6 +47,7 @@ pub fn owned_query(owner: u8, after: &str, limit: u32) -> pb::OwnedQuery {
         owner: vec![owner; OWNER_LEN],
         after_key: after.as_bytes().to_vec(),
         limit,
+        ..Default::default()
     }
 }
 
