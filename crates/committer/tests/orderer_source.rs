@@ -896,3 +896,101 @@ fn to_block_keeps_refused_requests_at_their_positions() {
         }
     }
 }
+
+/// Nobody but its creator can take a tx id (docs/wire.md "Who can take an id"): an
+/// envelope that carries a token wallet's nonce and identity (so the derived id is the
+/// wallet's) but a payload the wallet never signed is `MALFORMED_BAD_ENVELOPE` at the
+/// committer's intake, which is never stored and does not hold the id, so the wallet's
+/// own envelope under that id, ordered later, is scheduled as any tx. Before the rule, the
+/// junk envelope took the id and the payment became `REJECTED_DUPLICATE_TX_ID`.
+#[test]
+fn a_front_run_envelope_under_a_wallets_id_does_not_take_the_id() {
+    let keys = cluster_keys();
+    let verifier = arma::CertificateVerifier::new(keys.clone());
+    let decoder = wire::ProstDecoder::default();
+    let alice = derive_signing_key(Scheme::Ed25519, "front-run-alice");
+    let me: token::Address = alice.public_key().as_bytes().try_into().unwrap();
+    let issuer = derive_signing_key(Scheme::Ed25519, "front-run-issuer");
+    let request = token::Request::new(
+        token::Action::Issue,
+        b"alice's nonce".to_vec(),
+        issuer.public_key().as_bytes().try_into().unwrap(),
+        vec![],
+        vec![token::Output {
+            owner: me,
+            token_type: "CBDC".into(),
+            quantity: 5,
+        }],
+    )
+    .sign(&issuer);
+    let settlement = token::Settlement::build(&request, "token", 0);
+    let real = token::envelope(&request, &settlement, &[7; 96], &issuer);
+    // What an endorser that saw the request can make: the same id, nonce and creator,
+    // another payload, and a signature that is not the creator's.
+    let mut junk = pb::Envelope::decode(real.as_slice()).unwrap();
+    let mut tx = settlement.endorsed(&[1; 96]);
+    tx.namespaces[0].read_writes.truncate(0);
+    tx.namespaces[0].blind_writes.push(types::Write {
+        key: b"junk".to_vec(),
+        value: b"junk".to_vec(),
+    });
+    junk.payload = pb::Tx::from(&tx).encode_to_vec();
+    junk.signature = crypto::sign_client_request(&alice, &junk.payload).into_bytes();
+    let junk = junk.encode_to_vec();
+    // The same bytes with no signature at all.
+    let mut unsigned = pb::Envelope::decode(junk.as_slice()).unwrap();
+    unsigned.signature.clear();
+    let unsigned = unsigned.encode_to_vec();
+
+    let blocks: Vec<(Vec<Vec<u8>>, Vec<(u32, Status)>)> = vec![
+        (
+            vec![junk.clone(), unsigned.clone()],
+            vec![(0, Status::MalformedBadEnvelope), (1, Status::MalformedBadEnvelope)],
+        ),
+        (vec![real.clone()], vec![]),
+    ];
+    let mut intake = sidecar::intake::Intake::new();
+    let mut previous: Option<(u64, Digest32)> = None;
+    for (number, (requests, want_refused)) in blocks.into_iter().enumerate() {
+        let h = header(number as u64, previous.map_or([0; 32], |p| p.1), &requests);
+        let b = ordered_block(h, &requests, &[0, 1, 2]);
+        let v = sidecar::orderer::check(&b, previous, &keys.chain_id(), &verifier, N).unwrap();
+        let block = sidecar::orderer::to_block(b, &v, &decoder);
+        assert_eq!(block.refused, want_refused, "block {number}");
+        let refused = block.refused.clone();
+        let txs: Vec<types::BlockTx> = block
+            .txs
+            .iter()
+            .enumerate()
+            .map(|(i, (id, tx))| types::BlockTx {
+                id: id.clone(),
+                height: types::Height::new(number as u64, i as u32),
+                tx: tx.clone(),
+            })
+            .collect();
+        let routes: Vec<sidecar::intake::Route> = intake
+            .admit(
+                txs,
+                |i| refused.iter().find(|(at, _)| *at as usize == i).map(|(_, s)| *s),
+                &decoder,
+            )
+            .into_iter()
+            .map(|a| a.route)
+            .collect();
+        if number == 0 {
+            assert_eq!(
+                routes,
+                vec![
+                    sidecar::intake::Route::Answer(Status::MalformedBadEnvelope),
+                    sidecar::intake::Route::Answer(Status::MalformedBadEnvelope)
+                ],
+                "never stored, the id stays free"
+            );
+            assert!(!Status::MalformedBadEnvelope.is_stored());
+        } else {
+            assert_eq!(block.txs[0].0.0, settlement.tx_id.0);
+            assert_eq!(routes, vec![sidecar::intake::Route::Schedule], "the wallet's own envelope");
+        }
+        previous = Some((number as u64, h.hash()));
+    }
+}
