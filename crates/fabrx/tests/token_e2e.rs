@@ -11,7 +11,15 @@
 //! - with 2 of 5 endorsers down payments commit, with 3 down they fail clearly;
 //! - a wallet killed mid-payment, run again, ends with the right balance;
 //! - hostile: settlement txs with a forged aggregate, or a signature of too few shares,
-//!   sent straight to the routers, abort `ABORTED_SIGNATURE_INVALID`.
+//!   sent straight to the routers, abort `ABORTED_SIGNATURE_INVALID`;
+//! - front-running: an envelope under alice's next tx id (her nonce and identity, as an
+//!   endorser sees them) with a payload she did not sign is refused by every router, and
+//!   her payment under that id then commits;
+//! - private reads: bob cannot read alice's tokens (unsigned, signed by himself as a
+//!   reader, or rows by key, which only endorsers may read); the issuer (an auditor) can;
+//! - a slow network: behind routers 6 s away and calls that time out after 3 s, a payment
+//!   stays pending (never rolled back), a retry of it is refused instead of paying
+//!   twice, and `sync` finds it committed, once.
 
 #![allow(
     clippy::unwrap_used,
@@ -251,6 +259,150 @@ fn hostile_and_refused(dir: &Path, alice: &Path, bob: &Path) {
     });
 }
 
+/// Front-running alice's next payment, and reading her tokens without being her.
+fn front_run_and_private_reads(dir: &Path, alice: &Path, bob: &Path, issuer: &Path) {
+    let (net, _) = network(dir);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (alice_key, bob_key, issuer_key) = (key_of(alice), key_of(bob), key_of(issuer));
+        let owned = net.owned(&alice_key).await.unwrap();
+        let input = owned.first().expect("alice holds a token").clone();
+        let request = token::Request::new(
+            token::Action::Transfer,
+            b"front-run-me".to_vec(),
+            addr_bytes(&alice_key),
+            vec![input.key()],
+            vec![token::Output {
+                owner: addr_bytes(&bob_key),
+                token_type: "CBDC".into(),
+                quantity: input.quantity,
+            }],
+        )
+        .sign(&alice_key);
+        let settlement = token::Settlement::build(&request, &net.namespace, net.ns_version);
+        // What a Byzantine endorser can send before alice: her id, nonce and identity,
+        // any payload, signed by anyone but her.
+        let mut junk_tx = settlement.endorsed(&[1; 96]);
+        junk_tx.namespaces[0].read_writes.truncate(1);
+        let payload = prost::Message::encode_to_vec(&wire::pb::Tx::from(&junk_tx));
+        let junk = prost::Message::encode_to_vec(&wire::pb::Envelope {
+            signature: crypto::sign_client_request(&bob_key, &payload).into_bytes(),
+            payload,
+            identity: Some(request.identity()),
+            tx_id: settlement.tx_id.0.clone(),
+            nonce: request.nonce.clone(),
+            payload_type: wire::pb::PayloadType::Tx as i32,
+        });
+        let sent = net.submit(&junk).await;
+        assert_eq!(sent.acks, 0, "every router refuses an envelope its creator did not sign");
+        // Alice's own payment under that id.
+        let mut partials = Vec::new();
+        for i in 0..3 {
+            let r = endorse(&net, i, &request).await;
+            assert_eq!(r.reject, 0, "{r:?}");
+            partials.push(crypto::PartialSignature {
+                index: r.share_index,
+                signature: crypto::Signature::from_bytes(r.partial_signature),
+            });
+        }
+        let aggregate = crypto::aggregate_partials(&net.public, &partials).unwrap();
+        let envelope = token::envelope(&request, &settlement, aggregate.as_bytes(), &alice_key);
+        let sent = net.submit(&envelope).await;
+        assert!(sent.acks >= sent.quorum, "{sent:?}");
+        let status = net
+            .wait_status(&settlement.tx_id.0, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .expect("a final status");
+        assert_eq!(status.0, types::Status::Committed);
+
+        // Bob reading alice's tokens.
+        let query = net.query[0].clone();
+        let mut client = wire::pb::query_client::QueryClient::new(
+            wire::server::client_endpoint(query).unwrap().connect().await.unwrap(),
+        );
+        let now = token::request::unix_now();
+        let alice_addr = addr_bytes(&alice_key);
+        let unsigned = wire::pb::OwnedQuery {
+            namespace: net.namespace.clone(),
+            owner: alice_addr.to_vec(),
+            ..Default::default()
+        };
+        let e = client.get_owned(unsigned).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+        let as_reader = token::read::signed_audit_query(&bob_key, &net.namespace, &alice_addr, b"", now);
+        let e = client.get_owned(as_reader).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+        let rows = wire::pb::RowsQuery {
+            namespace: net.namespace.clone(),
+            keys: vec![input.key()],
+        };
+        let e = client.get_rows(rows).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "rows by key are the endorsers' only: {e}");
+        // The issuer audits bob (who holds tokens now); bob reads his own.
+        let bob_addr = addr_bytes(&bob_key);
+        let audit = token::read::signed_audit_query(&issuer_key, &net.namespace, &bob_addr, b"", now);
+        let page = client.get_owned(audit).await.unwrap().into_inner();
+        assert!(!page.rows.is_empty());
+        let own = token::read::signed_owned_query(&bob_key, &net.namespace, b"", 0, now);
+        assert_eq!(client.get_owned(own).await.unwrap().into_inner().rows, page.rows);
+    });
+}
+
+/// Every router 6 s away behind `fabrx latency-proxy`, calls timing out after 3 s: alice
+/// pays bob 25.
+fn slow_routers(dir: &Path, alice: &Path, bob_addr: &str) {
+    let (mut net, config) = network(dir);
+    let mut proxy = Command::new(bin());
+    proxy.args(["latency-proxy", "--delay-ms", "6000"]);
+    for p in config.parties() {
+        proxy.args(["--route", &format!("127.0.0.1:0={}", p.router.listen_addr())]);
+    }
+    let mut proxy = proxy
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
+    net.routers = ready["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("http://{}", r["listen"].as_str().unwrap()))
+        .collect();
+    net.call_timeout = Duration::from_secs(3);
+    let payment = wallet::Payment {
+        action: token::Action::Transfer,
+        to: token::parse_address(bob_addr).unwrap(),
+        amount: 25,
+        token_type: "CBDC".into(),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut w = wallet::Wallet::open(alice).unwrap();
+    let first = rt.block_on(wallet::ops::pay(&mut w, &net, &payment, Duration::from_secs(1)));
+    assert!(
+        matches!(first, Err(wallet::Error::Unconfirmed { .. })),
+        "no router answered in time: {first:?}"
+    );
+    assert_eq!(w.data.pending.len(), 1, "the payment stays pending");
+    let again = rt.block_on(wallet::ops::pay(&mut w, &net, &payment, Duration::from_secs(1)));
+    assert!(
+        matches!(again, Err(wallet::Error::StillPending { .. })),
+        "a retry must not pay twice: {again:?}"
+    );
+    drop(w);
+    // The delayed submission reaches the routers and commits; `sync` finds it.
+    ok(&wallet(dir, alice, &["sync"]), "sync after the slow network");
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
 #[test]
 fn issue_transfer_double_spend_endorser_faults_and_a_killed_wallet() {
     let tmp = tempfile::tempdir().unwrap();
@@ -409,5 +561,23 @@ fn issue_transfer_double_spend_endorser_faults_and_a_killed_wallet() {
         1,
         "{hist:?}"
     );
+
+    // A slow network: the payment stays pending, is not paid twice, and commits once.
+    let bob_before = balance(&dir, &bob).0;
+    slow_routers(&dir, &alice, &b);
+    assert_eq!(balance(&dir, &alice), (175, 0));
+    assert_eq!(balance(&dir, &bob).0, bob_before + 25, "paid once");
+    let hist = history(&dir, &alice);
+    assert_eq!(
+        hist.iter()
+            .filter(|h| h["direction"] == "sent" && h["amount"] == 25 && h["status"] == "COMMITTED")
+            .count(),
+        1,
+        "{hist:?}"
+    );
+
+    // Front-running and private reads (alice pays her 175 token to bob).
+    front_run_and_private_reads(&dir, &alice, &bob, &issuer);
+    assert_eq!(balance(&dir, &bob).0, bob_before + 25 + 175);
     fabrx_ok(&["down", "--dir"], &dir);
 }
