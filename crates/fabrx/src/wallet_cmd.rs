@@ -24,6 +24,11 @@ pub struct WalletArgs {
     /// How long a payment waits for its final status, in seconds.
     #[arg(long, default_value_t = 60)]
     wait_secs: u64,
+    /// The name of an environment variable holding the passphrase of the wallet's key:
+    /// `init` seals the new key under it (PBKDF2 + ChaCha20-Poly1305), every other command
+    /// needs it to open a sealed key.
+    #[arg(long, global = true)]
+    passphrase_env: Option<String>,
     #[command(subcommand)]
     cmd: WalletCmd,
 }
@@ -140,13 +145,35 @@ fn address(text: &str) -> anyhow::Result<token::Address> {
     token::parse_address(text).map_err(|e| wallet::Error::UnknownAddress(e.detail).into())
 }
 
+/// The passphrase `--passphrase-env` names, read once.
+static PASSPHRASE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Opens the wallet file, unsealing its key with the passphrase when one was given.
+fn open_wallet(path: &Path) -> anyhow::Result<Wallet> {
+    let passphrase = PASSPHRASE.get().and_then(Option::as_deref);
+    Ok(Wallet::open_with(path, passphrase)?)
+}
+
 /// Runs a wallet command.
 pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
     let wait = Duration::from_secs(args.wait_secs);
     let json = args.json;
+    let passphrase = match &args.passphrase_env {
+        None => None,
+        Some(var) => Some(std::env::var(var).with_context(|| {
+            format!("--passphrase-env {var}: the environment variable {var} is not set")
+        })?),
+    };
+    if passphrase.as_ref().is_some_and(String::is_empty) {
+        bail!("the wallet passphrase is empty");
+    }
+    let _ = PASSPHRASE.set(passphrase.clone());
     match args.cmd {
         WalletCmd::Init { name } => {
-            let w = Wallet::create(&args.wallet, name)?;
+            let w = match &passphrase {
+                Some(p) => Wallet::create_sealed(&args.wallet, name, p)?,
+                None => Wallet::create(&args.wallet, name)?,
+            };
             let addr = token::address_text(&w.data.address()?);
             print(
                 json,
@@ -156,7 +183,7 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
             Ok(())
         }
         WalletCmd::Address => {
-            let w = Wallet::open(&args.wallet)?;
+            let w = open_wallet(&args.wallet)?;
             let addr = token::address_text(&w.data.address()?);
             print(json, serde_json::json!({ "address": addr }), &addr);
             Ok(())
@@ -175,7 +202,7 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
         WalletCmd::History => history(&args.network, &args.wallet, wait, json).await,
         WalletCmd::Abandon { tx } => {
             let net = token_network(&args.network)?;
-            let mut w = Wallet::open(&args.wallet)?;
+            let mut w = open_wallet(&args.wallet)?;
             let outcome = ops::abandon(&mut w, &net, &tx, wait).await?;
             let value = serde_json::json!({
                 "abandoned": tx,
@@ -199,7 +226,7 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
         }
         WalletCmd::Sync => {
             let net = token_network(&args.network)?;
-            let mut w = Wallet::open(&args.wallet)?;
+            let mut w = open_wallet(&args.wallet)?;
             let pending = ops::sync(&mut w, &net, wait).await?;
             let msg = format!("{} tokens, {pending} payments pending", w.data.tokens.len());
             print(
@@ -223,7 +250,7 @@ async fn balance(
     json: bool,
 ) -> anyhow::Result<()> {
     let net = token_network(dir)?;
-    let mut w = Wallet::open(file)?;
+    let mut w = open_wallet(file)?;
     // Offline, the balance as last seen is still worth showing, marked as such.
     let pending = match ops::sync(&mut w, &net, wait.min(Duration::from_secs(10))).await {
         Ok(p) => p,
@@ -268,7 +295,7 @@ async fn balance(
 
 async fn history(dir: &Path, file: &Path, wait: Duration, json: bool) -> anyhow::Result<()> {
     let net = token_network(dir)?;
-    let mut w = Wallet::open(file)?;
+    let mut w = open_wallet(file)?;
     ops::sync(&mut w, &net, wait.min(Duration::from_secs(10))).await?;
     for h in &w.data.history {
         if json {
@@ -294,7 +321,7 @@ fn print(json: bool, value: serde_json::Value, text: &str) {
 
 async fn pay(dir: &Path, file: &Path, payment: &Payment, wait: Duration, json: bool) -> anyhow::Result<()> {
     let net = token_network(dir)?;
-    let mut w = Wallet::open(file)?;
+    let mut w = open_wallet(file)?;
     let outcome = ops::pay(&mut w, &net, payment, wait).await?;
     let reason = outcome.reason();
     let value = serde_json::json!({

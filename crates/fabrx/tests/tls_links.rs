@@ -237,8 +237,8 @@ fn every_link_admits_only_its_roles() {
         );
 
         // The token application: the query service reads its own party's
-        // validator-committer; clients and endorsers read the query service; clients ask
-        // the endorsers.
+        // validator-committer; endorsers read its rows, clients their tokens and statuses;
+        // clients ask the endorsers.
         let rows = || pb::RowsQuery {
             namespace: "token".into(),
             keys: vec![b"k".to_vec()],
@@ -266,9 +266,19 @@ fn every_link_admits_only_its_roles() {
             query("router-1").get_rows(rows()).await,
             "a router at the query service",
         );
-        served(
+        // Rows by key are the endorsers' input checks only; a client reads its own tokens
+        // (a signed read, checked by the service itself) and statuses.
+        denied(
             query("client").get_rows(rows()).await,
-            "a client at the query service",
+            "a client reading rows by key",
+        );
+        served(
+            query("client")
+                .get_tx_status(pb::StatusQuery {
+                    tx_ids: vec!["t".into()],
+                })
+                .await,
+            "a client asking statuses",
         );
         served(
             query("endorser-1-1").get_rows(rows()).await,

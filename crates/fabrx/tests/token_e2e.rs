@@ -403,6 +403,51 @@ fn slow_routers(dir: &Path, alice: &Path, bob_addr: &str) {
     let _ = proxy.wait();
 }
 
+/// A payment that never reached a router (every router unreachable) stays pending;
+/// `abandon` replaces it by spending its tokens back; the original envelope, sent later
+/// by anyone, can no longer pay.
+fn abandon_a_pending_payment(dir: &Path, alice: &Path, bob_addr: &str) {
+    let (mut net, _) = network(dir);
+    let real_routers = net.routers.clone();
+    net.routers = vec!["http://127.0.0.1:1".into(); real_routers.len()];
+    let payment = wallet::Payment {
+        action: token::Action::Transfer,
+        to: token::parse_address(bob_addr).unwrap(),
+        amount: 40,
+        token_type: "CBDC".into(),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut w = wallet::Wallet::open(alice).unwrap();
+    let first = rt.block_on(wallet::ops::pay(&mut w, &net, &payment, Duration::from_secs(1)));
+    assert!(matches!(first, Err(wallet::Error::Unconfirmed { .. })), "{first:?}");
+    let pending = w.data.pending[0].clone();
+    drop(w);
+    let out = ok(
+        &wallet(dir, alice, &["abandon", "--tx", &pending.tx_id]),
+        "abandon",
+    );
+    assert_eq!(out["status"], "COMMITTED", "{out}");
+    let hist = history(dir, alice);
+    assert!(
+        hist.iter()
+            .any(|h| h["tx_id"] == pending.tx_id.as_str() && h["status"] == wallet::ABANDONED),
+        "{hist:?}"
+    );
+    // The original envelope, sent now, aborts: its tokens were spent by the cancellation.
+    net.routers = real_routers;
+    rt.block_on(async {
+        let envelope = hex::decode(&pending.envelope).unwrap();
+        let sent = net.submit(&envelope).await;
+        assert!(sent.acks >= sent.quorum, "{sent:?}");
+        let status = net
+            .wait_status(&pending.tx_id, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .expect("a final status");
+        assert_eq!(status.0, types::Status::AbortedMvccConflict);
+    });
+}
+
 #[test]
 fn issue_transfer_double_spend_endorser_faults_and_a_killed_wallet() {
     let tmp = tempfile::tempdir().unwrap();
@@ -575,6 +620,11 @@ fn issue_transfer_double_spend_endorser_faults_and_a_killed_wallet() {
         1,
         "{hist:?}"
     );
+
+    // A pending payment abandoned: nothing paid, alice keeps her 175.
+    abandon_a_pending_payment(&dir, &alice, &b);
+    assert_eq!(balance(&dir, &alice), (175, 0));
+    assert_eq!(balance(&dir, &bob).0, bob_before + 25, "the abandoned payment never paid");
 
     // Front-running and private reads (alice pays her 175 token to bob).
     front_run_and_private_reads(&dir, &alice, &bob, &issuer);

@@ -10,7 +10,7 @@
 
 use crate::request::{Action, Request};
 use crate::value::Token;
-use crate::{Address, address_to_hex};
+use crate::{Address, address_text};
 use std::collections::HashSet;
 
 /// Why an endorser refuses (the wire's `RejectReason`).
@@ -154,7 +154,7 @@ pub fn check_request(request: &Request, policy: &Policy, now: u64) -> Result<(),
     if let Some(o) = request.outputs.iter().find(|o| !is_valid_owner(&o.owner)) {
         return Err(Rejection::new(
             Reason::BadOwner,
-            format!("output owner {} is not a valid public key", address_to_hex(&o.owner)),
+            format!("output owner {} is not a valid public key", address_text(&o.owner)),
         ));
     }
     let mut total: u64 = 0;
@@ -174,7 +174,7 @@ pub fn check_request(request: &Request, policy: &Policy, now: u64) -> Result<(),
             if !policy.issuers.contains(&request.creator) {
                 return Err(Rejection::new(
                     Reason::NotIssuer,
-                    format!("{} is not an authorised issuer", address_to_hex(&request.creator)),
+                    format!("{} is not an authorised issuer", address_text(&request.creator)),
                 ));
             }
         }
@@ -240,7 +240,7 @@ pub fn check_inputs(request: &Request, rows: &[InputRow<'_>]) -> Result<(), Reje
         if token.owner != request.creator {
             return Err(Rejection::new(
                 Reason::NotOwner,
-                format!("input {name} belongs to {}", address_to_hex(&token.owner)),
+                format!("input {name} belongs to {}", address_text(&token.owner)),
             ));
         }
         if &token.token_type != token_type {

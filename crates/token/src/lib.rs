@@ -86,7 +86,7 @@ pub fn parse_address(text: &str) -> Result<Address, Rejection> {
     Ok(key)
 }
 
-/// Parses an address written as 64 hex digits.
+/// Parses a raw public key written as 64 hex digits (configuration files; no checksum).
 pub fn address_from_hex(text: &str) -> Result<Address, Rejection> {
     let bytes = hex::decode(text.trim())
         .map_err(|e| Rejection::new(Reason::Malformed, format!("address {text:?} is not hex: {e}")))?;

@@ -77,7 +77,8 @@ pub struct WalletFile {
     pub format: u32,
     /// A name for people.
     pub name: String,
-    /// The owner's Ed25519 secret key (hex).
+    /// The owner's Ed25519 secret key: hex, or sealed under a passphrase
+    /// (`pbkdf2-sha256-chacha20poly1305:…`, see [`seal_key`]).
     pub secret_key: String,
     /// Unspent tokens as last seen.
     pub tokens: Vec<HeldToken>,
@@ -85,6 +86,87 @@ pub struct WalletFile {
     pub pending: Vec<PendingPayment>,
     /// Decided payments, oldest first.
     pub history: Vec<HistoryEntry>,
+    /// The secret key (hex) once a sealed one was opened with its passphrase; never
+    /// written.
+    #[serde(skip)]
+    unlocked: Option<String>,
+}
+
+/// How a sealed secret key starts.
+pub const SEALED_PREFIX: &str = "pbkdf2-sha256-chacha20poly1305:";
+
+/// PBKDF2 iterations of a sealed key.
+const SEAL_ITERATIONS: u32 = 600_000;
+
+/// Associated data of a sealed key.
+const SEAL_AAD: &[u8] = b"fabrx/wallet-key/v1";
+
+fn seal_cipher(passphrase: &str, salt: &[u8], iterations: u32) -> Result<ring::aead::LessSafeKey> {
+    let iterations = std::num::NonZeroU32::new(iterations)
+        .ok_or_else(|| Error::Invalid("a sealed key with 0 iterations".into()))?;
+    let mut k = [0u8; 32];
+    ring::pbkdf2::derive(
+        ring::pbkdf2::PBKDF2_HMAC_SHA256,
+        iterations,
+        salt,
+        passphrase.as_bytes(),
+        &mut k,
+    );
+    let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &k)
+        .map_err(|_| Error::Invalid("sealing key".into()))?;
+    Ok(ring::aead::LessSafeKey::new(unbound))
+}
+
+/// Seals `secret` under `passphrase`: PBKDF2-HMAC-SHA256 (600,000 iterations, a random
+/// 16-byte salt) derives a ChaCha20-Poly1305 key, which encrypts it under a random nonce.
+/// Text: `pbkdf2-sha256-chacha20poly1305:<iterations>:<salt>:<nonce>:<ciphertext+tag>`.
+pub fn seal_key(secret: &[u8], passphrase: &str) -> Result<String> {
+    let salt: [u8; 16] = rand::random();
+    let nonce: [u8; 12] = rand::random();
+    let cipher = seal_cipher(passphrase, &salt, SEAL_ITERATIONS)?;
+    let mut sealed = secret.to_vec();
+    cipher
+        .seal_in_place_append_tag(
+            ring::aead::Nonce::assume_unique_for_key(nonce),
+            ring::aead::Aad::from(SEAL_AAD),
+            &mut sealed,
+        )
+        .map_err(|_| Error::Invalid("sealing the key".into()))?;
+    Ok(format!(
+        "{SEALED_PREFIX}{SEAL_ITERATIONS}:{}:{}:{}",
+        hex::encode(salt),
+        hex::encode(nonce),
+        hex::encode(sealed)
+    ))
+}
+
+/// Opens a key sealed by [`seal_key`].
+pub fn open_key(text: &str, passphrase: &str) -> Result<Vec<u8>> {
+    let bad = || Error::Invalid("the sealed wallet key is damaged".into());
+    let rest = text.strip_prefix(SEALED_PREFIX).ok_or_else(bad)?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    let [iterations, salt, nonce, sealed] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let iterations: u32 = iterations.parse().map_err(|_| bad())?;
+    if iterations > 100 * SEAL_ITERATIONS {
+        return Err(bad());
+    }
+    let salt = hex::decode(salt).map_err(|_| bad())?;
+    let nonce: [u8; 12] = hex::decode(nonce)
+        .ok()
+        .and_then(|n| n.try_into().ok())
+        .ok_or_else(bad)?;
+    let mut sealed = hex::decode(sealed).map_err(|_| bad())?;
+    let cipher = seal_cipher(passphrase, &salt, iterations)?;
+    let plain = cipher
+        .open_in_place(
+            ring::aead::Nonce::assume_unique_for_key(nonce),
+            ring::aead::Aad::from(SEAL_AAD),
+            &mut sealed,
+        )
+        .map_err(|_| Error::Invalid("wrong passphrase for the wallet key".into()))?;
+    Ok(plain.to_vec())
 }
 
 impl WalletFile {
@@ -97,12 +179,46 @@ impl WalletFile {
             tokens: Vec::new(),
             pending: Vec::new(),
             history: Vec::new(),
+            unlocked: None,
         }
+    }
+
+    /// Whether the secret key is sealed under a passphrase.
+    pub fn is_sealed(&self) -> bool {
+        self.secret_key.starts_with(SEALED_PREFIX)
+    }
+
+    /// Seals the secret key under `passphrase` (it stays usable in this process).
+    pub fn seal(&mut self, passphrase: &str) -> Result<()> {
+        if self.is_sealed() {
+            return Err(Error::Invalid("the wallet key is sealed already".into()));
+        }
+        let secret = hex::decode(&self.secret_key).map_err(|e| Error::Invalid(format!("secret key: {e}")))?;
+        self.unlocked = Some(self.secret_key.clone());
+        self.secret_key = seal_key(&secret, passphrase)?;
+        Ok(())
+    }
+
+    /// Opens a sealed secret key with `passphrase` for this process.
+    pub fn unlock(&mut self, passphrase: &str) -> Result<()> {
+        if self.is_sealed() {
+            self.unlocked = Some(hex::encode(open_key(&self.secret_key, passphrase)?));
+        }
+        Ok(())
     }
 
     /// The owner's key.
     pub fn key(&self) -> Result<crypto::SigningKey> {
-        let bytes = hex::decode(&self.secret_key).map_err(|e| Error::Invalid(format!("secret key: {e}")))?;
+        let text = match (&self.unlocked, self.is_sealed()) {
+            (Some(k), _) => k,
+            (None, true) => {
+                return Err(Error::Invalid(
+                    "the wallet key is sealed: give its passphrase (`fabrx wallet --passphrase-env VAR …`)".into(),
+                ));
+            }
+            (None, false) => &self.secret_key,
+        };
+        let bytes = hex::decode(text).map_err(|e| Error::Invalid(format!("secret key: {e}")))?;
         crypto::SigningKey::from_bytes(crypto::Scheme::Ed25519, &bytes)
             .map_err(|e| Error::Invalid(format!("secret key: {e}")))
     }
@@ -184,6 +300,10 @@ impl Wallet {
 
     /// Creates a new wallet file for `key` (refuses to overwrite one).
     pub fn create_with_key(path: &Path, name: String, key: &crypto::SigningKey) -> Result<Wallet> {
+        Wallet::create_with_data(path, WalletFile::new(name, key))
+    }
+
+    fn create_with_data(path: &Path, data: WalletFile) -> Result<Wallet> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| file_err(dir, e))?;
         }
@@ -194,14 +314,28 @@ impl Wallet {
         let w = Wallet {
             path: path.to_path_buf(),
             _lock: lock,
-            data: WalletFile::new(name, key),
+            data,
         };
         w.save()?;
         Ok(w)
     }
 
-    /// Opens and locks an existing wallet file.
+    /// Opens and locks an existing wallet file (a sealed key needs [`Wallet::open_with`]).
     pub fn open(path: &Path) -> Result<Wallet> {
+        Wallet::open_with(path, None)
+    }
+
+    /// Creates a new wallet file whose key is sealed under `passphrase`.
+    pub fn create_sealed(path: &Path, name: String, passphrase: &str) -> Result<Wallet> {
+        let key = crypto::SigningKey::generate(crypto::Scheme::Ed25519, &mut rand::rngs::OsRng);
+        let mut data = WalletFile::new(name, &key);
+        data.seal(passphrase)?;
+        Wallet::create_with_data(path, data)
+    }
+
+    /// Opens and locks an existing wallet file, unsealing its key with `passphrase` when
+    /// it is sealed.
+    pub fn open_with(path: &Path, passphrase: Option<&str>) -> Result<Wallet> {
         let lock = lock(path)?;
         let meta = std::fs::metadata(path).map_err(|e| file_err(path, e))?;
         if meta.permissions().mode() & 0o077 != 0 {
@@ -219,7 +353,13 @@ impl Wallet {
                 format!("format {} (this wallet reads {FORMAT})", data.format),
             ));
         }
-        data.key()?;
+        let mut data = data;
+        if let Some(p) = passphrase {
+            data.unlock(p)?;
+        }
+        if !data.is_sealed() || data.unlocked.is_some() {
+            data.key()?;
+        }
         Ok(Wallet {
             path: path.to_path_buf(),
             _lock: lock,
@@ -285,6 +425,31 @@ mod tests {
         drop(w);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(Wallet::open(&path).is_err(), "a readable wallet is refused");
+    }
+
+    #[test]
+    fn a_sealed_key_needs_its_passphrase_and_is_not_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dora");
+        let w = Wallet::create_sealed(&path, "dora".into(), "correct horse").unwrap();
+        let addr = w.data.address().unwrap();
+        let secret = hex::encode(w.data.key().unwrap().to_bytes());
+        drop(w);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&secret), "the secret key is not in the file");
+        assert!(text.contains(SEALED_PREFIX));
+        let w = Wallet::open(&path).unwrap();
+        let e = w.data.key().unwrap_err();
+        assert!(e.to_string().contains("passphrase"), "{e}");
+        drop(w);
+        let e = Wallet::open_with(&path, Some("wrong horse")).unwrap_err();
+        assert!(e.to_string().contains("wrong passphrase"), "{e}");
+        let w = Wallet::open_with(&path, Some("correct horse")).unwrap();
+        assert_eq!(w.data.address().unwrap(), addr);
+        // Saving keeps it sealed.
+        w.save().unwrap();
+        drop(w);
+        assert!(!std::fs::read_to_string(&path).unwrap().contains(&secret));
     }
 
     #[test]

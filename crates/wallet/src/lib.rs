@@ -43,7 +43,7 @@ pub enum Error {
         locked: String,
     },
     /// The payee's address is not an address.
-    #[error("unknown address {0:?}: an address is 64 hex digits (`fabrx wallet address`)")]
+    #[error("unknown address: {0}")]
     UnknownAddress(String),
     /// A bad argument.
     #[error("{0}")]

@@ -122,12 +122,14 @@ pub async fn resolve_pending(w: &mut WalletFile, net: &TokenNetwork, wait: Durat
     if w.pending.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<String> = w.pending.iter().map(|p| p.tx_id.clone()).collect();
-    let known = net.statuses(&ids).await?;
-    for (id, (status, block)) in &known {
-        finalize(w, id, *status, *block);
-    }
-    let undecided: Vec<PendingPayment> = w.pending.clone();
+    look_up_pending(w, net).await?;
+    // A payment being cancelled is not sent again: its cancellation is.
+    let undecided: Vec<PendingPayment> = w
+        .pending
+        .iter()
+        .filter(|p| !w.pending.iter().any(|c| c.replaces.as_ref() == Some(&p.tx_id)))
+        .cloned()
+        .collect();
     for p in undecided {
         let Ok(envelope) = hex::decode(&p.envelope) else {
             continue;
@@ -138,6 +140,22 @@ pub async fn resolve_pending(w: &mut WalletFile, net: &TokenNetwork, wait: Durat
         }
     }
     Ok(w.pending.len())
+}
+
+/// Moves pending payments whose final status is known into the history, sending nothing.
+async fn look_up_pending(w: &mut WalletFile, net: &TokenNetwork) -> Result<()> {
+    if w.pending.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = w.pending.iter().map(|p| p.tx_id.clone()).collect();
+    let known = net.statuses(&ids).await?;
+    // Cancellations first: a committed one settles the payment it replaced.
+    let mut decided: Vec<(&String, &(Status, u64))> = known.iter().collect();
+    decided.sort_by_key(|(id, _)| !w.pending.iter().any(|p| &p.tx_id == *id && p.replaces.is_some()));
+    for (id, (status, block)) in decided {
+        finalize(w, id, *status, *block);
+    }
+    Ok(())
 }
 
 /// Replaces the known tokens with the unspent ones the committed state gives this
@@ -352,7 +370,9 @@ pub async fn pay(
 /// already (then the first payment, or another copy of the wallet, spent it: `sync`).
 pub async fn abandon(w: &mut Wallet, net: &TokenNetwork, tx_id: &str, wait: Duration) -> Result<PaymentOutcome> {
     let mut data = w.data.clone();
-    resolve_pending(&mut data, net, wait).await?;
+    // Look up, but do not send the payment again: it is being given up.
+    look_up_pending(&mut data, net).await?;
+    refresh(&mut data, net).await?;
     let Some(original) = data.pending.iter().find(|p| p.tx_id == tx_id).cloned() else {
         w.data = data;
         w.save()?;
