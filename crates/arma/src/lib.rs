@@ -1,4 +1,4 @@
-//! The nouns Arma's roles share (Arma §4; DESIGN.md "Arma, the details that the roles must
+//! The nouns Arma's roles share (Arma §4; docs/contracts.md "Protocol facts the roles
 //! agree on"): client requests as batchers hold them, batches with their primary's
 //! signature, batch attestation fragments (BAFs), complaints, the bytes each is signed
 //! over, their wire form, and the rule that names a shard's primary.

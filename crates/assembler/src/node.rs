@@ -134,7 +134,7 @@ fn channel(uri: &str) -> Result<Channel> {
         .connect_lazy())
 }
 
-/// The primary of `shard` in `term` among `n` parties (DESIGN.md).
+/// The primary of `shard` in `term` among `n` parties (docs/contracts.md).
 fn primary_of(shard: ShardId, term: u64, n: u32) -> PartyId {
     let n = u64::from(n.max(1));
     ((u64::from(shard) + term) % n) as PartyId + 1

@@ -125,7 +125,7 @@ impl Config {
         Ok(())
     }
 
-    /// The primary of this shard in `term`: party `((shard + term) mod N) + 1` (DESIGN.md).
+    /// This shard's primary in `term`: party `((shard + term) mod N) + 1` (docs/contracts.md).
     pub fn primary_of(&self, term: u64) -> PartyId {
         primary_of(self.shard, term, self.parties)
     }

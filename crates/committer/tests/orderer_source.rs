@@ -941,11 +941,27 @@ fn a_front_run_envelope_under_a_wallets_id_does_not_take_the_id() {
     let mut unsigned = pb::Envelope::decode(junk.as_slice()).unwrap();
     unsigned.signature.clear();
     let unsigned = unsigned.encode_to_vec();
+    // The id with no nonce, in another MSP (a free-form id that looks like the wallet's).
+    let mut free_form = pb::Envelope::decode(junk.as_slice()).unwrap();
+    free_form.nonce.clear();
+    free_form.identity = Some(identity());
+    let free_form = free_form.encode_to_vec();
+    // The wallet's identity and nonce with a payload of another type (a stored 103
+    // before), and under another nonce (a stored 105 before).
+    let mut other_type = pb::Envelope::decode(junk.as_slice()).unwrap();
+    other_type.payload_type = 9;
+    let other_type = other_type.encode_to_vec();
+    let mut other_nonce = pb::Envelope::decode(junk.as_slice()).unwrap();
+    other_nonce.nonce = b"another nonce".to_vec();
+    let other_nonce = other_nonce.encode_to_vec();
+    let bad = Status::MalformedBadEnvelope;
 
-    let blocks: Vec<(Vec<Vec<u8>>, Vec<(u32, Status)>)> = vec![
+    // Each block: its requests and the statuses `to_block` refuses them with.
+    type Refused = Vec<(u32, Status)>;
+    let blocks: Vec<(Vec<Vec<u8>>, Refused)> = vec![
         (
-            vec![junk.clone(), unsigned.clone()],
-            vec![(0, Status::MalformedBadEnvelope), (1, Status::MalformedBadEnvelope)],
+            vec![junk.clone(), unsigned, free_form, other_type, other_nonce],
+            vec![(0, bad), (1, bad), (2, bad), (3, bad), (4, bad)],
         ),
         (vec![real.clone()], vec![]),
     ];
@@ -980,16 +996,17 @@ fn a_front_run_envelope_under_a_wallets_id_does_not_take_the_id() {
         if number == 0 {
             assert_eq!(
                 routes,
-                vec![
-                    sidecar::intake::Route::Answer(Status::MalformedBadEnvelope),
-                    sidecar::intake::Route::Answer(Status::MalformedBadEnvelope)
-                ],
+                vec![sidecar::intake::Route::Answer(bad); 5],
                 "never stored, the id stays free"
             );
             assert!(!Status::MalformedBadEnvelope.is_stored());
         } else {
             assert_eq!(block.txs[0].0.0, settlement.tx_id.0);
-            assert_eq!(routes, vec![sidecar::intake::Route::Schedule], "the wallet's own envelope");
+            assert_eq!(
+                routes,
+                vec![sidecar::intake::Route::Schedule],
+                "the wallet's own envelope"
+            );
         }
         previous = Some((number as u64, h.hash()));
     }

@@ -71,13 +71,21 @@ fn bench(c: &mut Criterion) {
     g.bench_function("transfer_1in_2out", |b| {
         b.iter(|| {
             black_box(
-                core.endorse(&core.prepare(&transfer, token::request::unix_now()).unwrap(), &[Some((&value, 0))])
-                    .unwrap(),
+                core.endorse(
+                    &core.prepare(&transfer, token::request::unix_now()).unwrap(),
+                    &[Some((&value, 0))],
+                )
+                .unwrap(),
             )
         });
     });
     g.bench_function("issue_1out", |b| {
-        b.iter(|| black_box(core.endorse(&core.prepare(&issue, token::request::unix_now()).unwrap(), &[]).unwrap()))
+        b.iter(|| {
+            black_box(
+                core.endorse(&core.prepare(&issue, token::request::unix_now()).unwrap(), &[])
+                    .unwrap(),
+            )
+        })
     });
     g.finish();
 

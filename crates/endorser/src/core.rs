@@ -148,9 +148,12 @@ mod tests {
         let partials: Vec<_> = cores[1..4]
             .iter()
             .map(|c| {
-                c.endorse(&c.prepare(&request, token::request::unix_now()).unwrap(), &[Some((&value, 0))])
-                    .unwrap()
-                    .partial
+                c.endorse(
+                    &c.prepare(&request, token::request::unix_now()).unwrap(),
+                    &[Some((&value, 0))],
+                )
+                .unwrap()
+                .partial
             })
             .collect();
         let sig = crypto::aggregate_partials(&set.public, &partials).unwrap();
@@ -160,7 +163,10 @@ mod tests {
         assert!(crypto::aggregate_partials(&set.public, &partials[..2]).is_err());
         // A spent input is refused by every endorser.
         let e = cores[0]
-            .endorse(&cores[0].prepare(&request, token::request::unix_now()).unwrap(), &[Some((token::SPENT, 1))])
+            .endorse(
+                &cores[0].prepare(&request, token::request::unix_now()).unwrap(),
+                &[Some((token::SPENT, 1))],
+            )
             .unwrap_err();
         assert_eq!(e.reason, Reason::SpentInput);
     }

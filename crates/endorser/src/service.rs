@@ -50,6 +50,9 @@ pub struct StateReader {
     call_timeout: Duration,
 }
 
+/// Largest answer of a query service an endorser decodes (a request's at most 64 inputs).
+pub const MAX_ROWS_ANSWER_BYTES: usize = 1 << 20;
+
 /// One input's row as a service answered it (`None`: absent).
 pub type Row = Option<(Vec<u8>, u64)>;
 
@@ -98,8 +101,10 @@ impl StateReader {
 
     async fn ask(&self, at: usize, namespace: &str, keys: Vec<Vec<u8>>) -> Result<Vec<Row>, String> {
         let (name, channel) = &self.channels[at];
+        // At most 64 inputs of a few hundred bytes each: an answer much larger is not one
+        // the endorser needs to hold.
         let mut client = QueryClient::new(channel.clone())
-            .max_decoding_message_size(wire::limits::ROWS_RESULT.max_bytes)
+            .max_decoding_message_size(MAX_ROWS_ANSWER_BYTES)
             .max_encoding_message_size(wire::limits::ROWS_QUERY.max_bytes);
         let query = pb::RowsQuery {
             namespace: namespace.into(),

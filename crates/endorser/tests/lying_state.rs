@@ -31,8 +31,11 @@ enum Answer {
     Hidden,
 }
 
+/// Committed rows by key: value and version.
+type Rows = HashMap<Vec<u8>, (Vec<u8>, u64)>;
+
 struct FakeQuery {
-    rows: Arc<HashMap<Vec<u8>, (Vec<u8>, u64)>>,
+    rows: Arc<Rows>,
     answer: Answer,
     mallory: token::Address,
 }
@@ -114,8 +117,12 @@ async fn endorser(set: &crypto::ThresholdKeySet, query: Vec<String>) -> Endorser
     )
     .unwrap();
     let state = endorser::service::StateReader::new(&query).unwrap();
-    let service =
-        endorser::service::EndorserService::new(core, state, endorser::service::ServiceConfig::default(), None);
+    let service = endorser::service::EndorserService::new(
+        core,
+        state,
+        endorser::service::ServiceConfig::default(),
+        None,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();
     tokio::spawn(service.serve(listener, std::future::pending()));

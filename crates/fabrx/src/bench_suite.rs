@@ -541,7 +541,7 @@ fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
 struct Running {
     dir: PathBuf,
     keep: bool,
-    /// A database made for this network: the server's URL and its name, dropped after.
+    /// A database made for this network: its URL and name, dropped after.
     database: Option<(String, String)>,
 }
 
@@ -557,33 +557,17 @@ impl Drop for Running {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
         if let Some((url, name)) = &self.database
-            && let Err(e) = sql(url, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+            && let Err(e) = crate::pg_admin::drop_database(url)
         {
             eprintln!("bench: dropping database {name}: {e:#}");
         }
     }
 }
 
-/// Runs one statement on the server of `url`.
-fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
-    tokio::runtime::Handle::current().block_on(async {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(url)
-            .await
-            .with_context(|| format!("connecting to {url}"))?;
-        sqlx::query(sqlx::AssertSqlSafe(statement.to_string()))
-            .execute(&mut conn)
-            .await
-            .with_context(|| format!("running {statement:?}"))?;
-        Ok(())
-    })
-}
-
 /// A fresh database `<NAME>_b<seq>` next to the one `url` names: its URL and name.
 fn fresh_database(url: &str, seq: usize) -> anyhow::Result<(String, String)> {
-    let (fresh_url, fresh) = crate::up::sibling_database(url, &format!("_b{seq}"))?;
-    sql(url, &format!("DROP DATABASE IF EXISTS \"{fresh}\" WITH (FORCE)"))?;
-    sql(url, &format!("CREATE DATABASE \"{fresh}\""))?;
+    let (fresh_url, fresh) = crate::pg_admin::sibling_database(url, &format!("_b{seq}"))?;
+    crate::pg_admin::recreate_database(&fresh_url)?;
     Ok((fresh_url, fresh))
 }
 
@@ -601,7 +585,7 @@ fn start(net: &NetPlan, dir: &Path, opts: &SuiteArgs, seq: usize) -> anyhow::Res
     let db = match (&opts.db, net.committers) {
         (Some(url), 1..) => {
             let (fresh_url, name) = fresh_database(url, seq)?;
-            running.database = Some((url.clone(), name));
+            running.database = Some((fresh_url.clone(), name));
             Some(fresh_url)
         }
         _ => None,

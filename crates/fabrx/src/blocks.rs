@@ -1,5 +1,5 @@
 //! `fabrx blocks`: reads party P's assembler Deliver stream and prints one JSON line per
-//! block, each block verified on its own and against the previous one (DESIGN.md
+//! block, each block verified on its own and against the previous one (docs/contracts.md
 //! "Contracts"; docs/assembler.md). Exits non-zero if any block fails verification.
 
 use anyhow::Context;

@@ -156,7 +156,7 @@ fn summary(
         "never_confirmed": missing,
         "tps": per_second(txs - missing),
         "goodput_tps": per_second(committed),
-        // The name DESIGN.md gives; `goodput_tps` as the committer target spells it.
+        // The name docs/contracts.md gives; `goodput_tps` as the committer target spells it.
         "goodput": per_second(committed),
         "p50_ms": ms(0.5),
         "p99_ms": ms(0.99),

@@ -598,7 +598,7 @@ fn printer() -> impl FnMut(NetProgress) {
     }
 }
 
-/// The JSON summary line (DESIGN.md "Contracts"; docs/loadgen.md).
+/// The JSON summary line (docs/contracts.md "Contracts"; docs/loadgen.md).
 fn summary(
     run: &NetworkRun,
     confirmed_by: &str,
@@ -638,7 +638,7 @@ fn summary(
         "never_confirmed": run.never_confirmed(),
         "tps": per_second(run.confirmed),
         "goodput_tps": per_second(committed),
-        // The name DESIGN.md gives; `goodput_tps` as the committer target spells it.
+        // The name docs/contracts.md gives; `goodput_tps` as the committer target spells it.
         "goodput": per_second(committed),
         "p50_ms": ms(0.5),
         "p90_ms": ms(0.9),

@@ -22,6 +22,7 @@ mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
 mod out;
+mod pg_admin;
 mod proc_cpu;
 mod server_args;
 mod status_height;

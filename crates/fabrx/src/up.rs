@@ -1,4 +1,4 @@
-//! `fabrx up / down / status` (DESIGN.md "Contracts"; docs/network.md): a whole network
+//! `fabrx up / down / status` (docs/contracts.md "Contracts"; docs/network.md): a whole network
 //! on this machine, every node its own OS process on loopback.
 //!
 //! `up` generates the network into `--dir` when it has none, starts every node that is
@@ -496,52 +496,17 @@ fn check_db(args: &UpArgs) -> anyhow::Result<()> {
 }
 
 /// The database of committing party `p` on the PostgreSQL server of `url`: party 1's
-/// is `url` itself, party p's the database `<name>_party<p>` next to it, created when
-/// missing (each party keeps its own state: a party's committer must not see another's
-/// writes).
+/// is the database `url` names, party p's the database `<name>_party<p>` next to it; each
+/// is created when missing (each party keeps its own state: a party's committer must not
+/// see another's writes).
 fn party_database(url: &str, p: u32) -> anyhow::Result<String> {
-    if p == 1 {
-        return Ok(url.to_owned());
-    }
-    let (party_url, party_name) = sibling_database(url, &format!("_party{p}"))?;
-    let rt = tokio::runtime::Handle::current();
-    rt.block_on(async {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(url)
-            .await
-            .with_context(|| format!("connecting to {url} to create {party_name}"))?;
-        // The name is letters, digits and _ only (checked above).
-        match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{party_name}\"")))
-            .execute(&mut conn)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => Ok(()),
-            Err(e) => Err(anyhow::Error::from(e).context(format!("creating database {party_name}"))),
-        }
-    })?;
-    Ok(party_url)
-}
-
-/// The URL and name of the database `<NAME><suffix>` on the server of `url`, which
-/// names database NAME (the query string kept); refused unless the name is letters,
-/// digits and `_` only (it is quoted into SQL).
-pub(crate) fn sibling_database(url: &str, suffix: &str) -> anyhow::Result<(String, String)> {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
-    let (server, name) = base
-        .rsplit_once('/')
-        .filter(|(s, n)| s.contains("://") && !n.is_empty())
-        .with_context(|| format!("--db {url:?} names no database"))?;
-    let sibling = format!("{name}{suffix}");
-    anyhow::ensure!(
-        sibling.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-        "database name {sibling:?}: only letters, digits and _ are supported"
-    );
-    let sibling_url = match query {
-        Some(q) => format!("{server}/{sibling}?{q}"),
-        None => format!("{server}/{sibling}"),
+    let party_url = if p == 1 {
+        url.to_owned()
+    } else {
+        crate::pg_admin::sibling_database(url, &format!("_party{p}"))?.0
     };
-    Ok((sibling_url, sibling))
+    crate::pg_admin::ensure_database(&party_url)?;
+    Ok(party_url)
 }
 
 /// Creates `--dir` and generates the network there when it has none; returns the

@@ -1,4 +1,4 @@
-//! `fabrx wallet` (DESIGN.md "Contracts"; docs/token.md "The wallet"): issue, transfer
+//! `fabrx wallet` (docs/contracts.md "Contracts"; docs/token.md "The wallet"): issue, transfer
 //! and show balances of tokens. Exit code 0 only when the command did what it says (a
 //! payment: committed).
 
@@ -97,7 +97,7 @@ pub fn token_network(dir: &Path) -> anyhow::Result<TokenNetwork> {
     let config_path = netconfig::config_path(dir);
     let config = netconfig::NetworkConfig::load(&config_path)
         .with_context(|| format!("loading the network config {}", config_path.display()))?;
-    crate::tls_setup::install_client(&config, dir)?;
+    crate::tls_setup::install_wallet(&config, dir)?;
     let app = config.token()?;
     let sidecars = config
         .committers()
@@ -115,7 +115,7 @@ pub fn token_network(dir: &Path) -> anyhow::Result<TokenNetwork> {
     Ok(TokenNetwork {
         routers: config.parties().iter().map(|p| p.router.uri()).collect(),
         sidecars,
-        confirmations: wallet::net::confirmations(query.len()),
+        confirmations: wallet::net::confirmations(config.parties().len(), query.len()),
         query,
         endorsers: app.endorsers.iter().map(|e| e.endpoint.uri()).collect(),
         public: app.public.clone(),
@@ -158,12 +158,13 @@ fn open_wallet(path: &Path) -> anyhow::Result<Wallet> {
 pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
     let wait = Duration::from_secs(args.wait_secs);
     let json = args.json;
-    let passphrase = match &args.passphrase_env {
-        None => None,
-        Some(var) => Some(std::env::var(var).with_context(|| {
-            format!("--passphrase-env {var}: the environment variable {var} is not set")
-        })?),
-    };
+    let passphrase =
+        match &args.passphrase_env {
+            None => None,
+            Some(var) => Some(std::env::var(var).with_context(|| {
+                format!("--passphrase-env {var}: the environment variable {var} is not set")
+            })?),
+        };
     if passphrase.as_ref().is_some_and(String::is_empty) {
         bail!("the wallet passphrase is empty");
     }
@@ -200,30 +201,6 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
             balance(&args.network, &args.wallet, token_type, wait, json).await
         }
         WalletCmd::History => history(&args.network, &args.wallet, wait, json).await,
-        WalletCmd::Abandon { tx } => {
-            let net = token_network(&args.network)?;
-            let mut w = open_wallet(&args.wallet)?;
-            let outcome = ops::abandon(&mut w, &net, &tx, wait).await?;
-            let value = serde_json::json!({
-                "abandoned": tx,
-                "cancellation": outcome.tx_id,
-                "status": outcome.status.name(),
-                "block": outcome.block,
-            });
-            if outcome.status == types::Status::Committed {
-                print(json, value, &format!("abandoned {tx}: its tokens are back (cancellation {} in block {})", outcome.tx_id, outcome.block));
-                Ok(())
-            } else {
-                if json {
-                    println!("{value}");
-                }
-                bail!(
-                    "the cancellation {} did not commit ({}): payment {tx} committed first, or its tokens were spent otherwise (`history`)",
-                    outcome.tx_id,
-                    outcome.status.name()
-                )
-            }
-        }
         WalletCmd::Sync => {
             let net = token_network(&args.network)?;
             let mut w = open_wallet(&args.wallet)?;
@@ -239,7 +216,39 @@ pub async fn run(args: WalletArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        WalletCmd::Abandon { tx } => abandon(&args.network, &args.wallet, &tx, wait, json).await,
     }
+}
+
+async fn abandon(dir: &Path, file: &Path, tx: &str, wait: Duration, json: bool) -> anyhow::Result<()> {
+    let net = token_network(dir)?;
+    let mut w = open_wallet(file)?;
+    let outcome = ops::abandon(&mut w, &net, tx, wait).await?;
+    let value = serde_json::json!({
+        "abandoned": tx,
+        "cancellation": outcome.tx_id,
+        "status": outcome.status.name(),
+        "block": outcome.block,
+    });
+    if outcome.status == types::Status::Committed {
+        print(
+            json,
+            value,
+            &format!(
+                "abandoned {tx}: its tokens are back (cancellation {} in block {})",
+                outcome.tx_id, outcome.block
+            ),
+        );
+        return Ok(());
+    }
+    if json {
+        println!("{value}");
+    }
+    bail!(
+        "the cancellation {} did not commit ({}): payment {tx} committed first, or its tokens were spent otherwise (`history`)",
+        outcome.tx_id,
+        outcome.status.name()
+    )
 }
 
 async fn balance(

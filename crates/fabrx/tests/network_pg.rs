@@ -1,6 +1,6 @@
 //! Two committing parties on one PostgreSQL server (issue #12): `fabrx up --committers 2
-//! --db postgres://…/NAME` gives party 1 the database NAME and party 2 `NAME_party2`
-//! (created by `up`); a load through the routers is committed by both parties'
+//! --db postgres://…/NAME` against a server that has neither gives party 1 the database
+//! NAME and party 2 `NAME_party2`, both created by `up`; a load through the routers is committed by both parties'
 //! committers, each reporting every tx `COMMITTED`. The PostgreSQL cluster is the test's
 //! own throwaway one (testkit).
 
@@ -20,7 +20,8 @@ use std::process::Command;
 #[test]
 fn two_committing_parties_each_commit_into_their_own_database() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let url = rt.block_on(testkit::pg::cluster().fresh_database("netpg"));
+    // A cluster without the database: `fabrx up` creates it (and party 2's).
+    let url = testkit::pg::cluster().missing_database_url("netpg");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("net");
     let _down = cluster::DownOnDrop(dir.clone());

@@ -284,6 +284,25 @@ fn every_link_admits_only_its_roles() {
             query("endorser-1-1").get_rows(rows()).await,
             "an endorser at the query service",
         );
+        // A wallet's certificate: what a payment needs, and no blocks.
+        served(
+            query("wallet")
+                .get_tx_status(pb::StatusQuery {
+                    tx_ids: vec!["t".into()],
+                })
+                .await,
+            "a wallet asking statuses",
+        );
+        denied(
+            query("wallet").get_rows(rows()).await,
+            "a wallet reading rows by key",
+        );
+        denied(
+            pb::assembler_client::AssemblerClient::new(net.channel("assembler-1", Some("wallet")))
+                .deliver(pb::DeliverRequest::default())
+                .await,
+            "a wallet reading blocks",
+        );
         let endorse = |cert| pb::endorser_client::EndorserClient::new(net.channel("endorser-1", Some(cert)));
         denied(
             endorse("sidecar-1").endorse(pb::EndorseRequest::default()).await,

@@ -113,7 +113,7 @@ fn network(dir: &Path) -> (wallet::TokenNetwork, netconfig::NetworkConfig) {
     let path = netconfig::config_path(dir);
     let config = netconfig::NetworkConfig::load(&path).unwrap();
     let me = wire::tls::Peer {
-        role: wire::tls::Role::Client,
+        role: wire::tls::Role::Wallet,
         party: 0,
         shard: None,
     };
@@ -294,7 +294,10 @@ fn front_run_and_private_reads(dir: &Path, alice: &Path, bob: &Path, issuer: &Pa
             payload_type: wire::pb::PayloadType::Tx as i32,
         });
         let sent = net.submit(&junk).await;
-        assert_eq!(sent.acks, 0, "every router refuses an envelope its creator did not sign");
+        assert_eq!(
+            sent.acks, 0,
+            "every router refuses an envelope its creator did not sign"
+        );
         // Alice's own payment under that id.
         let mut partials = Vec::new();
         for i in 0..3 {
@@ -319,7 +322,11 @@ fn front_run_and_private_reads(dir: &Path, alice: &Path, bob: &Path, issuer: &Pa
         // Bob reading alice's tokens.
         let query = net.query[0].clone();
         let mut client = wire::pb::query_client::QueryClient::new(
-            wire::server::client_endpoint(query).unwrap().connect().await.unwrap(),
+            wire::server::client_endpoint(query)
+                .unwrap()
+                .connect()
+                .await
+                .unwrap(),
         );
         let now = token::request::unix_now();
         let alice_addr = addr_bytes(&alice_key);
@@ -338,7 +345,11 @@ fn front_run_and_private_reads(dir: &Path, alice: &Path, bob: &Path, issuer: &Pa
             keys: vec![input.key()],
         };
         let e = client.get_rows(rows).await.unwrap_err();
-        assert_eq!(e.code(), tonic::Code::PermissionDenied, "rows by key are the endorsers' only: {e}");
+        assert_eq!(
+            e.code(),
+            tonic::Code::PermissionDenied,
+            "rows by key are the endorsers' only: {e}"
+        );
         // The issuer audits bob (who holds tokens now); bob reads his own.
         let bob_addr = addr_bytes(&bob_key);
         let audit = token::read::signed_audit_query(&issuer_key, &net.namespace, &bob_addr, b"", now);
@@ -419,7 +430,10 @@ fn abandon_a_pending_payment(dir: &Path, alice: &Path, bob_addr: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut w = wallet::Wallet::open(alice).unwrap();
     let first = rt.block_on(wallet::ops::pay(&mut w, &net, &payment, Duration::from_secs(1)));
-    assert!(matches!(first, Err(wallet::Error::Unconfirmed { .. })), "{first:?}");
+    assert!(
+        matches!(first, Err(wallet::Error::Unconfirmed { .. })),
+        "{first:?}"
+    );
     let pending = w.data.pending[0].clone();
     drop(w);
     let out = ok(
@@ -624,7 +638,11 @@ fn issue_transfer_double_spend_endorser_faults_and_a_killed_wallet() {
     // A pending payment abandoned: nothing paid, alice keeps her 175.
     abandon_a_pending_payment(&dir, &alice, &b);
     assert_eq!(balance(&dir, &alice), (175, 0));
-    assert_eq!(balance(&dir, &bob).0, bob_before + 25, "the abandoned payment never paid");
+    assert_eq!(
+        balance(&dir, &bob).0,
+        bob_before + 25,
+        "the abandoned payment never paid"
+    );
 
     // Front-running and private reads (alice pays her 175 token to bob).
     front_run_and_private_reads(&dir, &alice, &bob, &issuer);

@@ -1,4 +1,4 @@
-//! `fabrx up / status / down` (DESIGN.md "Contracts", docs/network.md) for an
+//! `fabrx up / status / down` (docs/contracts.md "Contracts", docs/network.md) for an
 //! ordering-only network (`--committers 0`, 4 parties × 2 shards, 20 processes):
 //! `up` returns once every node printed its ready line and writes `network.json` with
 //! every contract field; requests sent to the routers come out of `fabrx blocks`; a node

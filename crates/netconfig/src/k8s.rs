@@ -222,7 +222,7 @@ pub fn secret_files(dir: &Path, config: &NetworkConfig, party: PartyId) -> Vec<S
     }
     if let Some(tls) = &config.file.tls {
         for c in &tls.certificates {
-            if c.party != party && c.role != "client" {
+            if c.party != party && c.role != "client" && c.role != "wallet" {
                 continue;
             }
             let (cert, key) = crate::tls::tls_paths(dir, &c.name);

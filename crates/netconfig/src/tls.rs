@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! tls/ca.pem, tls/ca.key         the network CA (the key only to issue more certificates)
-//! tls/<name>.pem, tls/<name>.key one per node (`router-1`, `batcher-1-0`, …) and `client`
+//! tls/<name>.pem, tls/<name>.key one per node (`router-1`, `batcher-1-0`, …), `client`
+//!                                (tools, load generators) and `wallet` (token wallets)
 //! ```
 //!
 //! TLS keys are always random (ECDSA P-256), also in a network generated with a seed.
@@ -40,10 +41,11 @@ pub fn network_dir(config_path: &Path) -> PathBuf {
 }
 
 /// The name of a node's certificate: `<role>-<party>` (`-<shard>` for a batcher); the
-/// clients' is `client`.
+/// clients' is `client`, the wallets' `wallet`.
 pub fn cert_name(peer: Peer) -> String {
     match (peer.role, peer.shard) {
         (Role::Client, _) => "client".into(),
+        (Role::Wallet, _) => "wallet".into(),
         (role, Some(s)) => format!("{}-{}-{s}", role.name(), peer.party),
         (role, None) => format!("{}-{}", role.name(), peer.party),
     }
@@ -71,7 +73,8 @@ fn write(path: &Path, text: &str, secret: bool) -> Result<()> {
     })
 }
 
-/// Generates the CA and a certificate for each of `holders` (plus the clients') under
+/// Generates the CA and a certificate for each of `holders` (plus the clients' and the
+/// wallets') under
 /// `dir/tls`, every certificate naming `fabrx-node` and `host`; returns the config's
 /// `tls` section.
 pub(crate) fn generate(dir: &Path, host: &str, holders: &[Peer]) -> Result<TlsFile> {
@@ -93,11 +96,13 @@ pub(crate) fn generate(dir: &Path, host: &str, holders: &[Peer]) -> Result<TlsFi
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let mut all: Vec<Peer> = holders.to_vec();
-    all.push(Peer {
-        role: Role::Client,
-        party: 0,
-        shard: None,
-    });
+    for role in [Role::Client, Role::Wallet] {
+        all.push(Peer {
+            role,
+            party: 0,
+            shard: None,
+        });
+    }
     let mut certificates = Vec::with_capacity(all.len());
     for peer in all {
         let name = cert_name(peer);
@@ -155,6 +160,13 @@ impl crate::NetworkConfig {
     /// Whether the network's links use mutual TLS (the config has a `tls` section).
     pub fn tls_enabled(&self) -> bool {
         self.file.tls.is_some()
+    }
+
+    /// Whether the network has TLS and a certificate for `role` (networks generated
+    /// before wallets had their own certificate have none for [`Role::Wallet`]).
+    pub fn has_tls_role(&self, role: Role) -> Option<bool> {
+        let tls = self.file.tls.as_ref()?;
+        Some(tls.certificates.iter().any(|c| c.role == role.name()))
     }
 
     /// The TLS identity of `me` in the network whose config file is `config_path`

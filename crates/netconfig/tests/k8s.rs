@@ -137,6 +137,7 @@ fn each_secret_holds_only_its_partys_keys() {
         assert_eq!(entries.contains_key("meta.key"), p == 1);
         assert_eq!(entries.contains_key("issuer.key"), p == 1);
         assert!(entries.contains_key("tls-client.key"));
+        assert!(entries.contains_key("tls-wallet.key"));
         // Nothing of another party, and never the CA's key.
         for q in (1..=4).filter(|q| *q != p) {
             let theirs = read(key_file_path(dir.path(), Node::Consenter(q)).unwrap());
@@ -146,10 +147,9 @@ fn each_secret_holds_only_its_partys_keys() {
             );
         }
         // TLS material named `tls-<role>-<party>[-<shard>].{pem,key}`: only party p's.
-        for key in entries
-            .keys()
-            .filter(|k| k.starts_with("tls-") && !k.starts_with("tls-client."))
-        {
+        for key in entries.keys().filter(|k| {
+            k.starts_with("tls-") && !k.starts_with("tls-client.") && !k.starts_with("tls-wallet.")
+        }) {
             let name = key.trim_start_matches("tls-").rsplit_once('.').unwrap().0;
             let holder: u32 = name.split('-').nth(1).unwrap().parse().unwrap();
             assert_eq!(holder, p, "{key} in party {p}'s secret");

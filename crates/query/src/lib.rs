@@ -14,8 +14,8 @@
 //! validator-committer, which reads every answer at one snapshot of the database.
 
 pub mod check;
-pub mod metrics;
 pub mod limiter;
+pub mod metrics;
 pub mod node;
 pub mod service;
 pub mod upstream;

@@ -50,8 +50,11 @@ pub struct ReadPolicy {
     pub signed: bool,
     /// Keys that may read any owner's tokens (the issuer, auditors).
     pub auditors: Vec<[u8; 32]>,
-    /// Signed reads one reader may make per second (a burst of twice as many).
+    /// Signed reads one reader may make per second (a burst of twice as many; 0: no limit).
     pub per_reader_per_second: u32,
+    /// Signed reads all readers together may make per second (a burst of twice as many;
+    /// 0: no limit): reader keys cost nothing, so this is what bounds the service.
+    pub per_service_per_second: u32,
 }
 
 impl Default for ReadPolicy {
@@ -60,6 +63,7 @@ impl Default for ReadPolicy {
             signed: true,
             auditors: Vec::new(),
             per_reader_per_second: 50,
+            per_service_per_second: 5000,
         }
     }
 }

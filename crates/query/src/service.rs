@@ -43,6 +43,7 @@ impl QueryService {
             reads: Arc::new(crate::node::ReadPolicy::default()),
             limiter: Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
                 crate::node::ReadPolicy::default().per_reader_per_second,
+                crate::node::ReadPolicy::default().per_service_per_second,
             ))),
         }
     }
@@ -51,6 +52,7 @@ impl QueryService {
     pub fn with_reads(mut self, reads: crate::node::ReadPolicy) -> QueryService {
         self.limiter = Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
             reads.per_reader_per_second,
+            reads.per_service_per_second,
         )));
         self.reads = Arc::new(reads);
         self
@@ -63,18 +65,22 @@ impl QueryService {
         }
         let reader = token::read::check_read(q, &self.reads.auditors, token::request::unix_now())
             .map_err(|e| Status::permission_denied(e.to_string()))?;
-        let allowed = self
+        let verdict = self
             .limiter
             .lock()
-            .map(|mut l| l.allow(&reader, std::time::Instant::now()))
-            .unwrap_or(false);
-        if !allowed {
-            return Err(Status::resource_exhausted(format!(
+            .map_err(|_| Status::internal("the read limiter failed"))?
+            .allow(&reader, std::time::Instant::now());
+        match verdict {
+            Ok(()) => Ok(()),
+            Err(crate::limiter::Limited::Reader) => Err(Status::resource_exhausted(format!(
                 "this reader made more than {} reads per second",
                 self.reads.per_reader_per_second
-            )));
+            ))),
+            Err(crate::limiter::Limited::Service) => Err(Status::resource_exhausted(format!(
+                "the query service serves at most {} signed reads per second; retry later",
+                self.reads.per_service_per_second
+            ))),
         }
-        Ok(())
     }
 
     /// The service recording into `metrics`.

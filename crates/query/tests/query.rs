@@ -349,9 +349,12 @@ async fn only_the_owner_or_an_auditor_reads_an_owners_tokens() {
         signed: true,
         auditors: vec![addr(&auditor)],
         per_reader_per_second: 5,
+        per_service_per_second: 0,
     };
     let node = query::spawn(config).await.unwrap();
-    let mut client = QueryClient::connect(format!("http://{}", node.addr)).await.unwrap();
+    let mut client = QueryClient::connect(format!("http://{}", node.addr))
+        .await
+        .unwrap();
     let now = token::request::unix_now();
     // Owner 1's tokens (t1), asked without a signature, or by mallory however she signs.
     let e = client.get_owned(owned_query(1, "", 0)).await.unwrap_err();

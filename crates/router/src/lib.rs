@@ -1,4 +1,4 @@
-//! Arma router (DESIGN.md "The flow of one transaction", `docs/router.md`): a client
+//! Arma router (docs/ARCHITECTURE.md "One transaction, end to end"; `docs/router.md`): a client
 //! stream service that checks each request, maps it to its shard and forwards it to its
 //! own party's batcher of that shard, acking the client only once the batcher admitted it.
 //!

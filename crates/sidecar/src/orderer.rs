@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arma::{CertificateVerifier, ClusterKeys, VerifiedBlock};
+use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -31,7 +32,6 @@ use tracing::{debug, info, warn};
 use types::check::CheckedPayload;
 use types::digest::Digest32;
 use types::{BatchId, Block, BlockHeader, BlockMetadata, Status, Tx, TxId};
-use prost::Message as _;
 use wire::pb;
 use wire::pb::assembler_client::AssemblerClient;
 
@@ -329,8 +329,9 @@ pub fn check(
 /// its status. A configuration envelope is not applied by the committer yet: it gets
 /// `MALFORMED_UNSUPPORTED_ENVELOPE_PAYLOAD`. An envelope of a self-certified creator
 /// (`wire::SELF_CERTIFIED_MSP`) whose signature over the payload does not verify under
-/// that creator's key is `MALFORMED_BAD_ENVELOPE`, which is never stored: nobody but the
-/// creator can decide the creator's tx ids (the block's claims are checked as one batch).
+/// that creator's key is `MALFORMED_BAD_ENVELOPE` whatever else is wrong with it, which
+/// is never stored: nobody but the creator can decide the creator's tx ids (the block's
+/// claims are checked as one batch).
 pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDecoder) -> Block {
     let h = &v.header;
     let signatures = b
@@ -353,7 +354,9 @@ pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDec
             Ok(env) => {
                 let checked = wire::check_decoded_envelope(&env, decoder);
                 let id = env.tx_id.clone();
-                if matches!(checked, Ok(CheckedPayload::Tx(_))) && wire::self_certified_key(&env).is_some() {
+                // Whatever its structure, a self-certified envelope its creator did not
+                // sign must not decide the creator's id: its signature is checked too.
+                if wire::self_certified_key(&env).is_some() && checked != Err(Status::MalformedBadEnvelope) {
                     envelopes.push((i, env));
                 }
                 (id, checked)
@@ -373,7 +376,11 @@ pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDec
         txs.push((TxId(id), Arc::new(Tx::default())));
     }
     for i in unsigned_self_certified(&envelopes) {
-        refused.push((u32::try_from(i).unwrap_or(u32::MAX), Status::MalformedBadEnvelope));
+        let at = u32::try_from(i).unwrap_or(u32::MAX);
+        match refused.iter_mut().find(|(r, _)| *r == at) {
+            Some(r) => r.1 = Status::MalformedBadEnvelope,
+            None => refused.push((at, Status::MalformedBadEnvelope)),
+        }
         if let Some(t) = txs.get_mut(i) {
             t.1 = Arc::new(Tx::default());
         }

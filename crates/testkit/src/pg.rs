@@ -39,6 +39,18 @@ pub fn cluster() -> &'static PgCluster {
 }
 
 impl PgCluster {
+    /// The URL of a database this cluster does not have (nothing is created): for tools
+    /// that must create their database themselves.
+    pub fn missing_database_url(&self, prefix: &str) -> String {
+        let name = format!(
+            "{}_{}_{}",
+            prefix.to_ascii_lowercase(),
+            std::process::id(),
+            NEXT_DB.fetch_add(1, Ordering::Relaxed)
+        );
+        format!("{}/{name}", self.base_url)
+    }
+
     /// Creates a fresh, empty database and returns its URL.
     pub async fn fresh_database(&self, prefix: &str) -> String {
         let name = format!(

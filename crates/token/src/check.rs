@@ -154,7 +154,10 @@ pub fn check_request(request: &Request, policy: &Policy, now: u64) -> Result<(),
     if let Some(o) = request.outputs.iter().find(|o| !is_valid_owner(&o.owner)) {
         return Err(Rejection::new(
             Reason::BadOwner,
-            format!("output owner {} is not a valid public key", address_text(&o.owner)),
+            format!(
+                "output owner {} is not a valid public key",
+                address_text(&o.owner)
+            ),
         ));
     }
     let mut total: u64 = 0;
@@ -318,10 +321,20 @@ mod tests {
             issuers: vec![addr(&issuer)],
         };
         let issue = |k: &crypto::SigningKey| {
-            Request::new(Action::Issue, b"n".to_vec(), addr(k), vec![], vec![out(payee(), 10)]).sign(k)
+            Request::new(
+                Action::Issue,
+                b"n".to_vec(),
+                addr(k),
+                vec![],
+                vec![out(payee(), 10)],
+            )
+            .sign(k)
         };
         check(&issue(&issuer), &policy).unwrap();
-        assert_eq!(check(&issue(&mallory), &policy).unwrap_err().reason, Reason::NotIssuer);
+        assert_eq!(
+            check(&issue(&mallory), &policy).unwrap_err().reason,
+            Reason::NotIssuer
+        );
         // A request claiming the issuer's key but signed by another is refused.
         let mut forged = issue(&mallory);
         forged.creator = addr(&issuer);
@@ -336,9 +349,15 @@ mod tests {
         };
         let now = unix_now();
         let at = |expires: u64, owner: Address| {
-            Request::new(Action::Issue, b"n".to_vec(), addr(&issuer), vec![], vec![out(owner, 1)])
-                .expiring_at(expires)
-                .sign(&issuer)
+            Request::new(
+                Action::Issue,
+                b"n".to_vec(),
+                addr(&issuer),
+                vec![],
+                vec![out(owner, 1)],
+            )
+            .expiring_at(expires)
+            .sign(&issuer)
         };
         check_request(&at(now, payee()), &policy, now).unwrap();
         let reason = |r: &Request| check_request(r, &policy, now).unwrap_err().reason;
@@ -377,35 +396,65 @@ mod tests {
         let mut lie = t2.clone();
         lie.owner = payee();
         let lie_owner = lie.encode();
-        assert_eq!(reason(&[Some((&v1, 0)), Some((&lie_owner, 0))]), Reason::StateUnavailable);
+        assert_eq!(
+            reason(&[Some((&v1, 0)), Some((&lie_owner, 0))]),
+            Reason::StateUnavailable
+        );
         let mut lie = t2.clone();
         lie.quantity = 1_000;
         let lie_more = lie.encode();
-        assert_eq!(reason(&[Some((&v1, 0)), Some((&lie_more, 0))]), Reason::StateUnavailable);
+        assert_eq!(
+            reason(&[Some((&v1, 0)), Some((&lie_more, 0))]),
+            Reason::StateUnavailable
+        );
         // The real token of another owner under its own key.
         let bobs = held(payee(), 40, 1);
-        let rb = Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), bobs.key()], vec![out(a, 100)])
-            .sign(&alice);
+        let rb = Request::new(
+            Action::Transfer,
+            b"n".to_vec(),
+            a,
+            vec![t1.key(), bobs.key()],
+            vec![out(a, 100)],
+        )
+        .sign(&alice);
         let vb = bobs.encode();
         assert_eq!(
-            check_inputs(&rb, &[Some((&v1, 0)), Some((&vb, 0))]).unwrap_err().reason,
+            check_inputs(&rb, &[Some((&v1, 0)), Some((&vb, 0))])
+                .unwrap_err()
+                .reason,
             Reason::NotOwner
         );
         let less = held(a, 39, 1);
-        let rl = Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), less.key()], vec![out(a, 100)])
-            .sign(&alice);
+        let rl = Request::new(
+            Action::Transfer,
+            b"n".to_vec(),
+            a,
+            vec![t1.key(), less.key()],
+            vec![out(a, 100)],
+        )
+        .sign(&alice);
         let vl = less.encode();
         assert_eq!(
-            check_inputs(&rl, &[Some((&v1, 0)), Some((&vl, 0))]).unwrap_err().reason,
+            check_inputs(&rl, &[Some((&v1, 0)), Some((&vl, 0))])
+                .unwrap_err()
+                .reason,
             Reason::Unbalanced
         );
         let mut usd = t2.clone();
         usd.token_type = "USD".into();
-        let ru = Request::new(Action::Transfer, b"n".to_vec(), a, vec![t1.key(), usd.key()], vec![out(a, 100)])
-            .sign(&alice);
+        let ru = Request::new(
+            Action::Transfer,
+            b"n".to_vec(),
+            a,
+            vec![t1.key(), usd.key()],
+            vec![out(a, 100)],
+        )
+        .sign(&alice);
         let vu = usd.encode();
         assert_eq!(
-            check_inputs(&ru, &[Some((&v1, 0)), Some((&vu, 0))]).unwrap_err().reason,
+            check_inputs(&ru, &[Some((&v1, 0)), Some((&vu, 0))])
+                .unwrap_err()
+                .reason,
             Reason::Unbalanced
         );
     }

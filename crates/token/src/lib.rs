@@ -1,4 +1,4 @@
-//! The token application's shared model (docs/token.md; DESIGN.md "The token
+//! The token application's shared model (docs/token.md; docs/contracts.md "The token
 //! application"), used alike by the endorsers that check and sign and by the wallets that
 //! build requests and aggregate signatures. Pure: no I/O.
 //!

@@ -84,7 +84,9 @@ pub enum ReadRefusal {
     #[error("a read of an owner's tokens must be signed by the owner (or an auditor): {0}")]
     Unsigned(String),
     /// Signed too long ago, or in the future.
-    #[error("the read was signed at {issued_at}, more than {MAX_SKEW_SECS} s from the service's clock ({now})")]
+    #[error(
+        "the read was signed at {issued_at}, more than {MAX_SKEW_SECS} s from the service's clock ({now})"
+    )]
     Stale {
         /// When it says it was signed.
         issued_at: u64,
@@ -100,10 +102,12 @@ pub enum ReadRefusal {
 /// the owner or one of `auditors`.
 pub fn check_read(q: &pb::OwnedQuery, auditors: &[Address], now: u64) -> Result<Address, ReadRefusal> {
     let reader_bytes = if q.reader.is_empty() { &q.owner } else { &q.reader };
-    let reader: Address = reader_bytes
-        .as_slice()
-        .try_into()
-        .map_err(|_| ReadRefusal::Unsigned(format!("a reader key of {} bytes, not {KEY_LEN}", reader_bytes.len())))?;
+    let reader: Address = reader_bytes.as_slice().try_into().map_err(|_| {
+        ReadRefusal::Unsigned(format!(
+            "a reader key of {} bytes, not {KEY_LEN}",
+            reader_bytes.len()
+        ))
+    })?;
     if !q.reader.is_empty() && q.reader != q.owner && !auditors.contains(&reader) {
         return Err(ReadRefusal::NotAllowed);
     }
@@ -146,10 +150,16 @@ mod tests {
         // ... or alice's query with the owner changed, or no signature.
         theft = q.clone();
         theft.owner = addr(&mallory).to_vec();
-        assert!(matches!(check_read(&theft, &auditors, now), Err(ReadRefusal::Unsigned(_))));
+        assert!(matches!(
+            check_read(&theft, &auditors, now),
+            Err(ReadRefusal::Unsigned(_))
+        ));
         let mut unsigned = q.clone();
         unsigned.signature.clear();
-        assert!(matches!(check_read(&unsigned, &auditors, now), Err(ReadRefusal::Unsigned(_))));
+        assert!(matches!(
+            check_read(&unsigned, &auditors, now),
+            Err(ReadRefusal::Unsigned(_))
+        ));
         // A changed page is another read.
         let mut later = q.clone();
         later.after_key = b"k".to_vec();

@@ -12,13 +12,14 @@
 //! epoch: no endorser signs a request after it (nor one valid for more than
 //! [`MAX_VALIDITY_SECS`]).
 //!
-//! The settlement tx's id follows the tx id rule (docs/wire.md) over the nonce and the
-//! creator's identity `Identity { msp_id: "token", certificate: creator }`. The id alone
-//! does not protect it: an endorser sees the nonce before the wallet submits. What does is
-//! the committer's intake rule for self-certified identities (docs/wire.md): an envelope
-//! in the `token` MSP whose creator signature over the payload does not verify is
-//! `MALFORMED_BAD_ENVELOPE`, which is never stored, so only the creator's own envelope
-//! can decide its id.
+//! The settlement tx's id follows the tx id rule of self-certified creators (docs/wire.md)
+//! over the nonce and the creator's identity `Identity { msp_id: "token", certificate:
+//! creator }`: `fxs1-` and 64 hex digits. The id alone does not protect it: an endorser
+//! sees the nonce before the wallet submits. What does is the committer's rule for
+//! reserved ids (docs/wire.md "Who can take an id"): any envelope that carries such an id
+//! without being its creator's nonce-derived envelope signed by the creator over the
+//! payload is `MALFORMED_BAD_ENVELOPE`, which is never stored, so only the creator's own
+//! envelope can decide its id.
 
 use crate::check::{Reason, Rejection};
 use crate::{Address, KEY_LEN, MAX_INPUTS, MAX_OUTPUTS, MAX_TYPE_LEN};
@@ -27,6 +28,9 @@ use wire::pb;
 
 /// The MSP id of token identities.
 pub const TOKEN_MSP: &str = "token";
+
+/// Length of a token key (64 hex digits of a SHA-256).
+pub const INPUT_KEY_LEN: usize = 64;
 
 /// Longest nonce, in bytes.
 pub const MAX_NONCE_LEN: usize = 64;
@@ -174,9 +178,10 @@ impl Request {
         identity_of(&self.creator)
     }
 
-    /// The settlement tx's id: the tx id rule over the nonce and the creator's identity.
+    /// The settlement tx's id: the tx id rule of self-certified creators over the nonce
+    /// and the creator's identity (`fxs1-` and 64 hex digits).
     pub fn tx_id(&self) -> String {
-        types::txid::derive_tx_id(&self.nonce, &self.identity().encode_to_vec())
+        types::txid::derive_self_certified_tx_id(&self.nonce, &self.identity().encode_to_vec())
     }
 
     /// The request as the wire carries it.
@@ -222,6 +227,12 @@ impl Request {
                 "{} inputs and {} outputs (at most {MAX_INPUTS} and {MAX_OUTPUTS})",
                 p.inputs.len(),
                 p.outputs.len()
+            )));
+        }
+        if let Some(k) = p.inputs.iter().find(|k| k.len() != INPUT_KEY_LEN) {
+            return Err(malformed(format!(
+                "an input key of {} bytes; a token key is {INPUT_KEY_LEN} hex digits",
+                k.len()
             )));
         }
         let outputs = p
@@ -281,7 +292,7 @@ mod tests {
             Action::Transfer,
             b"nonce-1".to_vec(),
             addr(&k),
-            vec![b"k1".to_vec()],
+            vec![vec![b'a'; 64]],
             vec![Output {
                 owner: [5; 32],
                 token_type: "EUR".into(),
@@ -296,7 +307,8 @@ mod tests {
         let r = request();
         r.verify_signature().unwrap();
         assert_eq!(Request::from_pb(&r.to_pb()).unwrap(), r);
-        assert_eq!(r.tx_id().len(), 64);
+        assert_eq!(r.tx_id().len(), 69);
+        assert!(r.tx_id().starts_with(types::txid::SELF_CERTIFIED_ID_PREFIX));
     }
 
     #[test]
@@ -333,6 +345,9 @@ mod tests {
         assert_eq!(Request::from_pb(&p).unwrap_err().reason, Reason::Malformed);
         let mut p = good.clone();
         p.outputs[0].token_type = "x".repeat(65);
+        assert_eq!(Request::from_pb(&p).unwrap_err().reason, Reason::Malformed);
+        let mut p = good.clone();
+        p.inputs = vec![vec![1; 65]];
         assert_eq!(Request::from_pb(&p).unwrap_err().reason, Reason::Malformed);
         let mut p = good;
         p.inputs = vec![vec![1]; MAX_INPUTS + 1];

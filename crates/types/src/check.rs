@@ -3,9 +3,12 @@
 //! (crate `wire`) stays at the edge; these functions decide, they do not parse.
 //!
 //! Order of checks (the first failing one decides the status):
-//! 1. envelope: id missing (102) or not well formed (101); payload type unsupported
-//!    (103); id not derived from nonce and creator (105); payload undecodable (104 for a
-//!    tx, 115 for a config update);
+//! 1. envelope: id missing (102) or not well formed (101); a reserved self-certified id
+//!    (`txid::SELF_CERTIFIED_ID_PREFIX`) not derived from this envelope's nonce by a
+//!    self-certified creator, or a self-certified creator without such an id (101: never
+//!    stored, so the id stays its creator's); payload type unsupported (103); id not
+//!    derived from nonce and creator (105); payload undecodable (104 for a tx, 115 for a
+//!    config update);
 //! 2. transaction: no namespaces (106); then per namespace in order: id invalid (108),
 //!    duplicate (107), blind writes in `_meta` (109), no writes (110), empty key (111),
 //!    duplicate key (112), key or value over the size limit (104), invalid `_meta`
@@ -48,6 +51,9 @@ pub struct EnvelopeParts<'a> {
     pub creator: &'a [u8],
     /// The payload bytes.
     pub payload: &'a [u8],
+    /// Whether the creator is self-certified (its identity is its key; the committer's
+    /// intake checks its signature over the payload).
+    pub self_certified: bool,
 }
 
 /// A payload that passed the structural checks.
@@ -92,10 +98,20 @@ pub fn check_tx_id(id: &str) -> Result<(), Status> {
 /// Checks a decoded envelope and its payload.
 pub fn check_envelope(env: &EnvelopeParts<'_>, dec: &dyn PayloadDecoder) -> Result<CheckedPayload, Status> {
     check_tx_id(env.tx_id)?;
+    let reserved = env.tx_id.starts_with(txid::SELF_CERTIFIED_ID_PREFIX);
+    if reserved || env.self_certified {
+        // Only the creator's own nonce-derived envelope may carry a reserved id, and a
+        // self-certified creator uses only those; anything else is never stored.
+        let derived =
+            !env.nonce.is_empty() && txid::derive_self_certified_tx_id(env.nonce, env.creator) == env.tx_id;
+        if !(reserved && env.self_certified && derived) {
+            return Err(Status::MalformedBadEnvelope);
+        }
+    }
     if let PayloadKind::Unsupported(_) = env.kind {
         return Err(Status::MalformedUnsupportedEnvelopePayload);
     }
-    if !env.nonce.is_empty() && txid::derive_tx_id(env.nonce, env.creator) != env.tx_id {
+    if !reserved && !env.nonce.is_empty() && txid::derive_tx_id(env.nonce, env.creator) != env.tx_id {
         return Err(Status::MalformedTxIdConflict);
     }
     match env.kind {

@@ -270,6 +270,7 @@ fn envelope_table() {
         nonce,
         creator: b"alice",
         payload,
+        self_certified: false,
     };
     let rows: Vec<(&str, EnvelopeParts<'_>, Result<CheckedPayload, Status>)> = vec![
         (
@@ -322,6 +323,84 @@ fn envelope_table() {
             "115 config undecodable",
             env(PayloadKind::Config, "c1", b"", b"junk"),
             Err(Status::MalformedConfigTxInvalid),
+        ),
+    ];
+    for (name, parts, want) in rows {
+        assert_eq!(
+            check_envelope(&parts, &FakeDecoder(tx.clone())),
+            want,
+            "row {name:?}"
+        );
+    }
+}
+
+/// Reserved ids of self-certified creators (`txid::SELF_CERTIFIED_ID_PREFIX`): only the
+/// creator's own nonce-derived envelope may carry one; anything else is 101, never
+/// stored, so it cannot take the id (not 103 or 105, which are stored).
+#[test]
+fn reserved_ids_table() {
+    let tx = valid_tx();
+    let derived = txid::derive_tx_id(b"n1", b"alice");
+    let reserved = txid::derive_self_certified_tx_id(b"n1", b"alice");
+    let env = |kind, id: &'static str, nonce: &'static [u8], payload: &'static [u8]| EnvelopeParts {
+        kind,
+        tx_id: id,
+        nonce,
+        creator: b"alice",
+        payload,
+        self_certified: false,
+    };
+    let rows: Vec<(&str, EnvelopeParts<'_>, Result<CheckedPayload, Status>)> = vec![
+        (
+            "valid reserved id of a self-certified creator",
+            EnvelopeParts {
+                tx_id: &reserved,
+                self_certified: true,
+                ..env(PayloadKind::Tx, "", b"n1", b"TX")
+            },
+            Ok(CheckedPayload::Tx(tx.clone())),
+        ),
+        (
+            "101 a reserved id without a nonce (never stored)",
+            EnvelopeParts {
+                tx_id: &reserved,
+                ..env(PayloadKind::Tx, "", b"", b"TX")
+            },
+            Err(Status::MalformedBadEnvelope),
+        ),
+        (
+            "101 a reserved id from a creator that is not self-certified",
+            EnvelopeParts {
+                tx_id: &reserved,
+                ..env(PayloadKind::Tx, "", b"n1", b"TX")
+            },
+            Err(Status::MalformedBadEnvelope),
+        ),
+        (
+            "101 a reserved id under another nonce (not 105: never stored)",
+            EnvelopeParts {
+                tx_id: &reserved,
+                self_certified: true,
+                ..env(PayloadKind::Tx, "", b"n2", b"TX")
+            },
+            Err(Status::MalformedBadEnvelope),
+        ),
+        (
+            "101 a reserved id with a malformed payload from someone else",
+            EnvelopeParts {
+                tx_id: &reserved,
+                ..env(PayloadKind::Unsupported(9), "", b"", b"junk")
+            },
+            Err(Status::MalformedBadEnvelope),
+        ),
+        (
+            "101 a self-certified creator with an id that is not reserved",
+            EnvelopeParts {
+                tx_id: &derived,
+                self_certified: true,
+                ..env(PayloadKind::Tx, "", b"n1", b"TX")
+            },
+            Err(Status::MalformedBadEnvelope),
         ),
     ];
     for (name, parts, want) in rows {

@@ -1,4 +1,4 @@
-//! Transaction status codes, numbered as in Fabric-X (shared/DESIGN.md).
+//! Transaction status codes, numbered as in Fabric-X (docs/contracts.md "Status codes").
 
 use crate::{Error, Result};
 use std::fmt;

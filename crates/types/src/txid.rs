@@ -15,6 +15,21 @@ pub const MAX_TX_ID_LEN: usize = 256;
 /// Domain-separation tag of the tx id derivation.
 pub const TX_ID_TAG: &[u8] = crate::tags::TX_ID;
 
+/// Prefix reserved for the tx ids of self-certified creators (token wallets: the identity
+/// is the creator's key). Such an id is `SELF_CERTIFIED_ID_PREFIX ‖ derive_tx_id(nonce,
+/// creator)`; an envelope that carries one without being that creator's self-certified,
+/// nonce-derived envelope is `MALFORMED_BAD_ENVELOPE`, which is never stored, so nobody
+/// else can take or burn such an id (docs/wire.md "Who can take an id").
+pub const SELF_CERTIFIED_ID_PREFIX: &str = "fxs1-";
+
+/// The tx id of a self-certified creator's request (see [`SELF_CERTIFIED_ID_PREFIX`]).
+pub fn derive_self_certified_tx_id(nonce: &[u8], creator: &[u8]) -> String {
+    let mut id = String::with_capacity(SELF_CERTIFIED_ID_PREFIX.len() + 64);
+    id.push_str(SELF_CERTIFIED_ID_PREFIX);
+    id.push_str(&derive_tx_id(nonce, creator));
+    id
+}
+
 /// Derives the tx id of a request from its nonce and serialized creator identity.
 pub fn derive_tx_id(nonce: &[u8], creator: &[u8]) -> String {
     let mut h = Sha256::new();

@@ -213,7 +213,8 @@ impl WalletFile {
             (Some(k), _) => k,
             (None, true) => {
                 return Err(Error::Invalid(
-                    "the wallet key is sealed: give its passphrase (`fabrx wallet --passphrase-env VAR …`)".into(),
+                    "the wallet key is sealed: give its passphrase (`fabrx wallet --passphrase-env VAR …`)"
+                        .into(),
                 ));
             }
             (None, false) => &self.secret_key,

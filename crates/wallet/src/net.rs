@@ -40,13 +40,25 @@ pub struct TokenNetwork {
     pub confirmations: usize,
 }
 
-/// Most pages of owned rows read from one query service (of up to 1,000 rows each).
-pub const MAX_OWNED_PAGES: usize = 1000;
+/// Rows the wallet asks for per page of owned rows; a page with more is not believed.
+pub const OWNED_PAGE_ROWS: u32 = 1000;
 
-/// The confirmations a wallet needs from `n` query services: f + 1, f = ⌊(n − 1)/3⌋, so
-/// that at least one of them is honest when at most f parties are not.
-pub fn confirmations(n: usize) -> usize {
-    n.saturating_sub(1) / 3 + 1
+/// Most pages of owned rows read from one query service (100,000 tokens).
+pub const MAX_OWNED_PAGES: usize = 100;
+
+/// Largest answer the wallet decodes from a query service (a page of owned rows is well
+/// under 1 MiB).
+pub const MAX_QUERY_ANSWER_BYTES: usize = 4 << 20;
+
+/// How long reading every page of one query service may take.
+pub const OWNED_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The confirmations a wallet needs in a network of `parties` parties of which
+/// `running` run a query service: f + 1 (f = ⌊(parties − 1)/3⌋), so that at least one of
+/// them is honest when at most f parties are not — or every running one when fewer run
+/// (with one committing party, that party is trusted by necessity).
+pub fn confirmations(parties: usize, running: usize) -> usize {
+    (parties.saturating_sub(1) / 3 + 1).min(running).max(1)
 }
 
 /// What the routers said to one envelope.
@@ -197,10 +209,7 @@ impl TokenNetwork {
     fn query(&self) -> Result<Vec<QueryClient<Channel>>> {
         self.query
             .iter()
-            .map(|u| {
-                Ok(QueryClient::new(channel(u)?)
-                    .max_decoding_message_size(wire::limits::ROWS_RESULT.max_bytes))
-            })
+            .map(|u| Ok(QueryClient::new(channel(u)?).max_decoding_message_size(MAX_QUERY_ANSWER_BYTES)))
             .collect()
     }
 
@@ -225,7 +234,9 @@ impl TokenNetwork {
                     answered += 1;
                     let mut seen = std::collections::HashSet::new();
                     for s in batch.statuses {
-                        let Ok(status) = Status::from_code(s.code) else { continue };
+                        let Ok(status) = Status::from_code(s.code) else {
+                            continue;
+                        };
                         if status.is_stored() && ids.contains(&s.tx_id) && seen.insert(s.tx_id.clone()) {
                             *votes.entry((s.tx_id, status, s.block)).or_default() += 1;
                         }
@@ -241,51 +252,84 @@ impl TokenNetwork {
                 errors.join("; ")
             )));
         }
-        Ok(votes
+        let mut confirmed: HashMap<String, Option<(Status, u64)>> = HashMap::new();
+        for ((id, status, block), n) in votes {
+            if n >= need {
+                // Two outcomes confirmed for one id: the services disagree beyond f, so
+                // neither is believed.
+                confirmed
+                    .entry(id)
+                    .and_modify(|c| *c = None)
+                    .or_insert(Some((status, block)));
+            }
+        }
+        Ok(confirmed
             .into_iter()
-            .filter(|(_, n)| *n >= need)
-            .map(|((id, status, block), _)| (id, (status, block)))
+            .filter_map(|(id, c)| Some((id, c?)))
             .collect())
     }
 
     /// Every token one query service says `owner` holds, checked: each row hashes to its
-    /// key and names `owner`; pages are bounded ([`MAX_OWNED_PAGES`]) and must advance.
-    /// The query is signed by the owner's key (only the owner may read its tokens).
+    /// key and names `owner`; a page holds at most [`OWNED_PAGE_ROWS`] rows in rising key
+    /// order after the last page's; at most [`MAX_OWNED_PAGES`] pages within
+    /// [`OWNED_DEADLINE`]. The query is signed by the owner's key (only the owner may
+    /// read its tokens).
     async fn owned_from(
         &self,
         c: &mut QueryClient<Channel>,
         key: &crypto::SigningKey,
         owner: &token::Address,
     ) -> std::result::Result<Vec<Token>, String> {
-        let mut tokens = Vec::new();
-        let mut after: Vec<u8> = Vec::new();
-        for _ in 0..MAX_OWNED_PAGES {
-            let q = token::read::signed_owned_query(key, &self.namespace, &after, 0, token::request::unix_now());
-            let page = self
-                .timed(async { c.get_owned(q).await.map(tonic::Response::into_inner) })
-                .await?;
-            for row in &page.rows {
-                match token::value::verified(&row.key, &row.value) {
-                    Some(t) if &t.owner == owner && row.version == 0 => tokens.push(t),
-                    _ => {
-                        return Err(format!(
-                            "the query service answered a row that is not one of this wallet's tokens (key {})",
-                            String::from_utf8_lossy(&row.key).chars().take(80).collect::<String>()
-                        ));
+        let read = async {
+            let mut tokens = Vec::new();
+            let mut after: Vec<u8> = Vec::new();
+            for _ in 0..MAX_OWNED_PAGES {
+                let q = token::read::signed_owned_query(
+                    key,
+                    &self.namespace,
+                    &after,
+                    OWNED_PAGE_ROWS,
+                    token::request::unix_now(),
+                );
+                let page = self
+                    .timed(async { c.get_owned(q).await.map(tonic::Response::into_inner) })
+                    .await?;
+                if page.rows.len() > OWNED_PAGE_ROWS as usize {
+                    return Err(format!(
+                        "the query service answered a page of {} rows ({OWNED_PAGE_ROWS} asked)",
+                        page.rows.len()
+                    ));
+                }
+                for row in &page.rows {
+                    if row.key <= after {
+                        return Err("the query service's rows do not advance".into());
                     }
+                    match token::value::verified(&row.key, &row.value) {
+                        Some(t) if &t.owner == owner && row.version == 0 => tokens.push(t),
+                        _ => {
+                            return Err(format!(
+                                "the query service answered a row that is not one of this wallet's tokens (key {})",
+                                String::from_utf8_lossy(&row.key)
+                                    .chars()
+                                    .take(80)
+                                    .collect::<String>()
+                            ));
+                        }
+                    }
+                    after.clone_from(&row.key);
+                }
+                if !page.more {
+                    return Ok(tokens);
+                }
+                if page.rows.is_empty() {
+                    return Err("the query service's pages do not advance".into());
                 }
             }
-            match page.rows.last() {
-                Some(last) if page.more => {
-                    if last.key <= after {
-                        return Err("the query service's pages do not advance".into());
-                    }
-                    after = last.key.clone();
-                }
-                _ => return Ok(tokens),
-            }
-        }
-        Err(format!("more than {MAX_OWNED_PAGES} pages of tokens"))
+            Err(format!("more than {MAX_OWNED_PAGES} pages of tokens"))
+        };
+        tokio::time::timeout(OWNED_DEADLINE, read)
+            .await
+            .unwrap_or_else(|_| Err(format!("no complete answer within {OWNED_DEADLINE:?}")))
     }
 
     /// Every unspent token the wallet of `key` holds, from the committers' owner index:

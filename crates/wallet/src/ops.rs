@@ -368,7 +368,12 @@ pub async fn pay(
 /// version 0), so the user pays at most once whatever the network did with the first; the
 /// next `sync` tells which one committed. Refused when the endorsers see an input spent
 /// already (then the first payment, or another copy of the wallet, spent it: `sync`).
-pub async fn abandon(w: &mut Wallet, net: &TokenNetwork, tx_id: &str, wait: Duration) -> Result<PaymentOutcome> {
+pub async fn abandon(
+    w: &mut Wallet,
+    net: &TokenNetwork,
+    tx_id: &str,
+    wait: Duration,
+) -> Result<PaymentOutcome> {
     let mut data = w.data.clone();
     // Look up, but do not send the payment again: it is being given up.
     look_up_pending(&mut data, net).await?;

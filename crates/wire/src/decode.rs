@@ -95,6 +95,7 @@ pub fn check_decoded_envelope(env: &pb::Envelope, dec: &ProstDecoder) -> Result<
         nonce: &env.nonce,
         creator: &creator,
         payload: &env.payload,
+        self_certified: self_certified_key(env).is_some(),
     };
     check_envelope(&parts, dec)
 }

@@ -48,13 +48,16 @@ pub enum Role {
     Query,
     /// A token endorser.
     Endorser,
-    /// A client: wallet, load generator, tools.
+    /// A client: load generator, tools (`fabrx blocks`, `fabrx status`).
     Client,
+    /// A token wallet: submits, asks endorsers, reads its own tokens and statuses, and
+    /// nothing else (it cannot read blocks: docs/token.md "Who may read what").
+    Wallet,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 10] = [
+    pub const ALL: [Role; 11] = [
         Role::Router,
         Role::Batcher,
         Role::Consenter,
@@ -65,6 +68,7 @@ impl Role {
         Role::Query,
         Role::Endorser,
         Role::Client,
+        Role::Wallet,
     ];
 
     /// The role's name (as in `network.json`).
@@ -80,6 +84,7 @@ impl Role {
             Role::Query => "query",
             Role::Endorser => "endorser",
             Role::Client => "client",
+            Role::Wallet => "wallet",
         }
     }
 
@@ -117,8 +122,9 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
     let method = parts.next().unwrap_or("");
     let own_party = peer.party == me.party;
     match (service, peer.role) {
-        // Clients submit to any router; a router forwards to its own party's batchers.
-        ("fabrx.v1.Router", Role::Client) => true,
+        // Clients and wallets submit to any router; a router forwards to its own party's
+        // batchers.
+        ("fabrx.v1.Router", Role::Client | Role::Wallet) => true,
         ("fabrx.v1.BatcherIntake", Role::Router) => own_party,
         // Batchers of one shard pull, fetch, ack and forward among themselves;
         // assemblers pull and fetch batches.
@@ -138,14 +144,15 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         ("fabrx.v1.VcService", Role::Query) => {
             own_party && matches!(method, "ReadRows" | "OwnedRows" | "GetStatuses" | "GetNextBlock")
         }
-        // Notifications and lookups for clients.
+        // Notifications and lookups for clients; status notifications for wallets.
         ("fabrx.v1.Sidecar", Role::Client) => true,
+        ("fabrx.v1.Sidecar", Role::Wallet) => matches!(method, "Subscribe" | "GetTxStatus"),
         // Committed state: rows by key for the endorsers' input checks only; owners'
         // tokens (signed reads, checked by the service) and statuses for clients.
         ("fabrx.v1.Query", Role::Endorser) => true,
-        ("fabrx.v1.Query", Role::Client) => matches!(method, "GetOwned" | "GetTxStatus"),
-        // Wallets ask the endorsers to endorse token requests.
-        ("fabrx.v1.Endorser", Role::Client) => true,
+        ("fabrx.v1.Query", Role::Client | Role::Wallet) => matches!(method, "GetOwned" | "GetTxStatus"),
+        // Wallets (and tools) ask the endorsers to endorse token requests.
+        ("fabrx.v1.Endorser", Role::Client | Role::Wallet) => true,
         _ => false,
     }
 }

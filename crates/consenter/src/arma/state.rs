@@ -104,7 +104,7 @@ impl ArmaConfig {
             .unwrap_or(((self.parties - 1) / 3 + 1) as usize)
     }
 
-    /// The primary of `shard` in `term` (DESIGN.md: party `((s + t) mod N) + 1`).
+    /// The primary of `shard` in `term` (docs/contracts.md: party `((s + t) mod N) + 1`).
     pub fn primary_of(&self, shard: ShardId, term: u64) -> PartyId {
         arma::primary_of(shard, term, self.parties)
     }
