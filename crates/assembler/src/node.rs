@@ -129,15 +129,8 @@ impl Running {
 }
 
 fn channel(uri: &str) -> Result<Channel> {
-    Ok(wire::server::client_endpoint(uri.to_string())
-        .map_err(|e| Error::Config(format!("endpoint {uri}: {e}")))?
-        .connect_lazy())
-}
-
-/// The primary of `shard` in `term` among `n` parties (docs/contracts.md).
-fn primary_of(shard: ShardId, term: u64, n: u32) -> PartyId {
-    let n = u64::from(n.max(1));
-    ((u64::from(shard) + term) % n) as PartyId + 1
+    clients::channel::lazy(uri, clients::channel::DEFAULT_CONNECT_TIMEOUT)
+        .map_err(|e| Error::Config(e.to_string()))
 }
 
 /// Opens the ledger, binds the Deliver service and starts the node.
@@ -252,7 +245,7 @@ fn prefetchers(
             .get(&(cfg.party, shard))
             .ok_or_else(|| Error::Config(format!("no batcher of party {} shard {shard}", cfg.party)))?;
         let (tx_lane, rx_lane) = watch::channel(LaneView {
-            primary: primary_of(shard, 0, cfg.consenter_keys.n()),
+            primary: arma::primary_of(shard, 0, cfg.consenter_keys.n()),
             term: 0,
             from_seq: 1,
         });
@@ -513,7 +506,7 @@ impl MainLoop {
         for t in &d.terms {
             if let Some(lane) = self.lanes.get(t.shard as usize) {
                 lane.send_replace(LaneView {
-                    primary: primary_of(t.shard, t.term, self.n),
+                    primary: arma::primary_of(t.shard, t.term, self.n),
                     term: t.term,
                     from_seq: t.last_ordered_seq.saturating_add(1),
                 });

@@ -2,8 +2,15 @@
 //! another role. A client multiplexes, reconnects and matches answers to calls; it makes
 //! no protocol decisions (those stay in the role that calls it).
 //!
+//! - [`channel`]: the one way to open a channel to a service;
+//! - [`retry`]: the one retry classification (which answers are worth another attempt);
+//! - [`failover`]: one call over several equivalent endpoints;
 //! - [`verifier`]: the `SigVerifier.Verify` stream, multiplexed by request id.
 
+pub mod channel;
+pub mod failover;
+pub mod retry;
 pub mod verifier;
 
+pub use failover::{Failover, FailoverError};
 pub use verifier::{ClientConfig, ClientError, VerifierClient};

@@ -86,11 +86,9 @@ impl StateReader {
         let channels = endpoints
             .iter()
             .map(|e| {
-                let ep = wire::server::client_endpoint(e.clone()).map_err(|err| format!("{e}: {err}"))?;
-                Ok((
-                    e.clone(),
-                    ep.connect_timeout(Duration::from_secs(2)).connect_lazy(),
-                ))
+                let channel =
+                    clients::channel::lazy(e, Duration::from_secs(2)).map_err(|err| err.to_string())?;
+                Ok((e.clone(), channel))
             })
             .collect::<Result<Vec<_>, String>>()?;
         Ok(StateReader {

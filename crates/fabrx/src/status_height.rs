@@ -10,10 +10,7 @@ const PROBE: Duration = Duration::from_secs(2);
 
 /// The height of node `role` listening on `listen`, if it answers.
 pub async fn height(role: &str, listen: &str) -> Option<u64> {
-    let channel = wire::server::client_endpoint(format!("http://{listen}"))
-        .ok()?
-        .connect_timeout(PROBE)
-        .connect_lazy();
+    let channel = clients::channel::lazy(listen, PROBE).ok()?;
     let probe = async {
         match role {
             "assembler" => assembler_height(channel).await,

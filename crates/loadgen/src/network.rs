@@ -225,9 +225,9 @@ pub fn envelope(id: &TxId, tx: &Tx) -> Vec<u8> {
     .encode_to_vec()
 }
 
-/// The quorum of `n` routers: 2f + 1 with f = ⌊(n − 1)/3⌋.
+/// The quorum of `n` routers: 2f + 1 with f = ⌊(n − 1)/3⌋ (`types::Quorum::client_acks`).
 pub fn quorum(n: usize) -> usize {
-    2 * (n.saturating_sub(1) / 3) + 1
+    types::Quorum::new(n).map_or(1, |q| q.client_acks())
 }
 
 /// One router's answer to one tx.
@@ -514,12 +514,12 @@ fn on_ack(s: &mut TxState, ack: &Ack, n: usize, q: usize, out: &mut NetworkRun, 
 }
 
 pub(crate) fn channel(uri: &str) -> crate::Result<tonic::transport::Channel> {
-    wire::server::client_endpoint(uri.to_string())
-        .map(|e| e.connect_lazy())
-        .map_err(|e| crate::Error::InvalidParam {
+    clients::channel::lazy(uri, clients::channel::DEFAULT_CONNECT_TIMEOUT).map_err(|e| {
+        crate::Error::InvalidParam {
             flag: "network",
-            detail: format!("endpoint {uri}: {e}"),
-        })
+            detail: e.to_string(),
+        }
+    })
 }
 
 /// One router's persistent Submit stream, reopened after a failure. Requests are

@@ -1,16 +1,16 @@
-//! The party's validator-committers, called with failover. Every vcservice of a party
-//! reads the same state database, so any one answers for all: a call goes to the endpoint
-//! that answered last, and on a transport failure or timeout to the next, each endpoint
-//! at most once per call. When none answers the call fails `UNAVAILABLE`, naming each
-//! endpoint and why.
+//! The party's validator-committers, called with failover (`clients::Failover`). Every
+//! vcservice of a party reads the same state database, so any one answers for all: a call
+//! goes to the endpoint that answered last, and on an answer the clients' retry
+//! classification retries (`clients::retry`), or none within the call timeout, to the
+//! next, each endpoint at most once per call. When none answers the call fails
+//! `UNAVAILABLE`, naming each endpoint and why.
 
 use crate::{Error, Result};
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tonic::Status;
 use tonic::transport::Channel;
-use tonic::{Code, Status};
-use tracing::{debug, warn};
+use tracing::warn;
 use wire::pb;
 use wire::pb::vc_service_client::VcServiceClient;
 
@@ -33,68 +33,41 @@ impl Default for UpstreamConfig {
     }
 }
 
-/// The vcservices of one party, with failover. Cheap to share (`Arc`).
+/// The vcservices of one party, with failover (`clients::Failover`). Cheap to share
+/// (`Arc`).
 #[derive(Debug)]
 pub struct VcUpstream {
-    endpoints: Vec<(String, VcServiceClient<Channel>)>,
-    /// The endpoint that answered last: tried first.
-    preferred: AtomicUsize,
-    call_timeout: Duration,
-}
-
-/// Whether a failed call may succeed on another endpoint: the endpoint is down, slow or
-/// its store failed. Answers about the request itself (`INVALID_ARGUMENT`, …) are final.
-fn worth_another_endpoint(s: &Status) -> bool {
-    matches!(
-        s.code(),
-        Code::Unavailable
-            | Code::DeadlineExceeded
-            | Code::Cancelled
-            | Code::Unknown
-            | Code::Aborted
-            | Code::Internal
-    )
+    inner: clients::Failover<VcServiceClient<Channel>>,
 }
 
 impl VcUpstream {
     /// Clients of `endpoints` (`host:port` or `http://host:port`); connections open lazily,
     /// on the first call.
     pub fn new(endpoints: &[String], config: UpstreamConfig) -> Result<VcUpstream> {
-        if endpoints.is_empty() {
-            return Err(Error::Config {
-                detail: "no vcservice endpoints configured".into(),
-            });
-        }
         let endpoints = endpoints
             .iter()
             .map(|e| {
-                let uri = if e.contains("://") {
-                    e.clone()
-                } else {
-                    format!("http://{e}")
-                };
-                let channel = wire::server::client_endpoint(uri)
-                    .map_err(|err| Error::Config {
-                        detail: format!("vcservice endpoint {e:?}: {err}"),
-                    })?
-                    .connect_timeout(config.connect_timeout)
-                    .connect_lazy();
+                let channel =
+                    clients::channel::lazy(e, config.connect_timeout).map_err(|err| Error::Config {
+                        detail: format!("vcservice {err}"),
+                    })?;
                 let client = VcServiceClient::new(channel)
                     .max_decoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
                     .max_encoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES);
                 Ok((e.clone(), client))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(VcUpstream {
-            endpoints,
-            preferred: AtomicUsize::new(0),
-            call_timeout: config.call_timeout,
-        })
+        let inner = clients::Failover::new("vcservice", endpoints, config.call_timeout).ok_or_else(|| {
+            Error::Config {
+                detail: "no vcservice endpoints configured".into(),
+            }
+        })?;
+        Ok(VcUpstream { inner })
     }
 
     /// The endpoints, in configuration order.
     pub fn endpoints(&self) -> impl Iterator<Item = &str> {
-        self.endpoints.iter().map(|(e, _)| e.as_str())
+        self.inner.endpoints()
     }
 
     /// `VcService.ReadRows`.
@@ -129,27 +102,15 @@ impl VcUpstream {
         F: Fn(VcServiceClient<Channel>) -> Fut,
         Fut: Future<Output = std::result::Result<T, Status>>,
     {
-        let n = self.endpoints.len();
-        let first = self.preferred.load(Ordering::Relaxed) % n;
-        let mut failures = Vec::new();
-        for i in (0..n).map(|k| (first + k) % n) {
-            let (endpoint, client) = &self.endpoints[i];
-            let reason = match tokio::time::timeout(self.call_timeout, f(client.clone())).await {
-                Ok(Ok(answer)) => {
-                    self.preferred.store(i, Ordering::Relaxed);
-                    return Ok(answer);
-                }
-                Ok(Err(s)) if !worth_another_endpoint(&s) => return Err(s),
-                Ok(Err(s)) => format!("{:?}: {}", s.code(), s.message()),
-                Err(_) => format!("no answer within {:?}", self.call_timeout),
-            };
-            debug!(endpoint = %endpoint, method, reason = %reason, "vcservice failed; trying the next");
-            failures.push(format!("{endpoint}: {reason}"));
-        }
-        warn!(method, endpoints = n, "no vcservice answered");
-        Err(Status::unavailable(format!(
-            "no vcservice of this party answered {method}: {}",
-            failures.join("; ")
-        )))
+        self.inner.call(f).await.map_err(|e| match e {
+            clients::FailoverError::Final { code, message, .. } => Status::new(code, message),
+            clients::FailoverError::NoneAnswered { reasons, .. } => {
+                warn!(method, endpoints = reasons.len(), "no vcservice answered");
+                Status::unavailable(format!(
+                    "no vcservice of this party answered {method}: {}",
+                    reasons.join("; ")
+                ))
+            }
+        })
     }
 }

@@ -114,11 +114,11 @@ pub fn spawn(cfg: OrdererConfig, from: u64) -> Result<(mpsc::Receiver<Block>, Jo
         .assemblers
         .iter()
         .map(|uri| {
-            wire::server::client_endpoint(uri.clone())
-                .map(|e| e.connect_lazy())
-                .map_err(|e| Error::Config {
-                    detail: format!("assembler endpoint {uri}: {e}"),
-                })
+            clients::channel::lazy(uri, clients::channel::DEFAULT_CONNECT_TIMEOUT).map_err(|e| {
+                Error::Config {
+                    detail: format!("assembler {e}"),
+                }
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::channel(cfg.buffer.max(1));

@@ -44,22 +44,6 @@ impl Default for RemoteConfig {
     }
 }
 
-/// Whether a gRPC status is worth resubmitting elsewhere.
-fn retryable(s: &tonic::Status) -> bool {
-    use tonic::Code::*;
-    !matches!(
-        s.code(),
-        InvalidArgument
-            | NotFound
-            | AlreadyExists
-            | PermissionDenied
-            | Unauthenticated
-            | FailedPrecondition
-            | OutOfRange
-            | Unimplemented
-    )
-}
-
 /// The failover bookkeeping of one call: after a lost attempt, log it, give up once
 /// `give_up_after` has passed, and back off (50 ms doubling to 2 s by default) each time
 /// every endpoint failed in a row.
@@ -125,7 +109,7 @@ impl<C: Clone> Failover<C> {
             let (addr, client) = &self.clients[i];
             let reason = match tokio::time::timeout(self.config.call_timeout, f(client.clone())).await {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(s)) if !retryable(&s) => {
+                Ok(Err(s)) if !clients::retry::retryable(&s) => {
                     return Err(Error::Remote {
                         service: self.what,
                         endpoint: addr.clone(),
@@ -141,16 +125,9 @@ impl<C: Clone> Failover<C> {
 }
 
 fn channel(addr: &str) -> Result<Channel> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    // Keepalive pings while idle: servers close connections without traffic.
-    let ep = wire::server::client_endpoint(uri).map_err(|e| Error::Config {
-        detail: format!("endpoint {addr}: {e}"),
-    })?;
-    Ok(ep.connect_timeout(Duration::from_secs(2)).connect_lazy())
+    clients::channel::lazy(addr, Duration::from_secs(2)).map_err(|e| Error::Config {
+        detail: e.to_string(),
+    })
 }
 
 fn no_endpoints(what: &str) -> Error {

@@ -71,14 +71,13 @@ pub struct Submitted {
 }
 
 fn channel(uri: &str) -> Result<Channel> {
-    let ep = wire::server::client_endpoint(uri.to_string())
-        .map_err(|e| Error::Unreachable(format!("{uri}: {e}")))?;
-    Ok(ep.connect_timeout(Duration::from_secs(3)).connect_lazy())
+    clients::channel::lazy(uri, clients::channel::DEFAULT_CONNECT_TIMEOUT)
+        .map_err(|e| Error::Unreachable(e.to_string()))
 }
 
-/// The quorum of `n` routers: 2f + 1.
+/// The quorum of `n` routers: 2f + 1 (`types::Quorum::client_acks`).
 pub fn quorum(n: usize) -> usize {
-    2 * (n.saturating_sub(1) / 3) + 1
+    types::Quorum::new(n).map_or(1, |q| q.client_acks())
 }
 
 impl TokenNetwork {

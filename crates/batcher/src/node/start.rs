@@ -51,10 +51,9 @@ fn batch_record_bound(cfg: &Config) -> Result<u32> {
 }
 
 fn channel(uri: &str) -> Result<Channel> {
-    let endpoint = wire::server::client_endpoint(uri.to_string()).map_err(|e| Error::NodeConfig {
-        reason: format!("bad endpoint {uri}: {e}"),
-    })?;
-    Ok(endpoint.connect_timeout(Duration::from_secs(5)).connect_lazy())
+    clients::channel::lazy(uri, Duration::from_secs(5)).map_err(|e| Error::NodeConfig {
+        reason: format!("bad {e}"),
+    })
 }
 
 fn channels(uris: &BTreeMap<PartyId, String>, except: PartyId) -> Result<BTreeMap<PartyId, Channel>> {
