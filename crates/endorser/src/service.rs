@@ -40,14 +40,18 @@ impl Default for ServiceConfig {
 /// Reads the inputs' committed rows through the query services, trusting none of them:
 /// a row counts only when it is an unspent token that hashes to the key it was read for
 /// (`token::value::verified`), so a lying service can neither give an input another owner
-/// nor more value. An input without such a row at one service is asked of the next (the
-/// endorser's own party's service first), so one service that hides or denies a token
-/// cannot block a payment either; what the first service said is kept for inputs that no
-/// service proves (the refusal then names it).
+/// nor more value. An input without such a row at one service is asked of the next, so
+/// one service that hides or denies a token cannot block a payment either; what the
+/// first service said is kept for inputs that no service proves (the refusal then names
+/// it). The services are asked in the configured order (the endorser's own party's
+/// first), starting from the one that answered last.
 #[derive(Debug, Clone)]
 pub struct StateReader {
     channels: Arc<Vec<(String, Channel)>>,
     call_timeout: Duration,
+    /// The service that answered last: asked first (a service that is down is not
+    /// waited for on every request; the order above is the order until one answers).
+    preferred: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Largest answer of a query service an endorser decodes (a request's at most 64 inputs).
@@ -94,6 +98,7 @@ impl StateReader {
         Ok(StateReader {
             channels: Arc::new(channels),
             call_timeout: Duration::from_secs(3),
+            preferred: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         })
     }
 
@@ -129,7 +134,10 @@ impl StateReader {
     pub async fn read(&self, namespace: &str, keys: &[Vec<u8>]) -> Result<Vec<Row>, String> {
         let mut best: Vec<Option<Row>> = vec![None; keys.len()];
         let mut errors = Vec::new();
-        for at in 0..self.channels.len() {
+        let n = self.channels.len();
+        let first = self.preferred.load(std::sync::atomic::Ordering::Relaxed) % n;
+        let mut answered = false;
+        for at in (0..n).map(|k| (first + k) % n) {
             let asked: Vec<usize> = (0..keys.len())
                 .filter(|&i| !best[i].as_ref().is_some_and(|r| proves(&keys[i], r)))
                 .collect();
@@ -138,7 +146,13 @@ impl StateReader {
             }
             let wanted = asked.iter().map(|&i| keys[i].clone()).collect();
             match self.ask(at, namespace, wanted).await {
-                Ok(answer) => merge_rows(keys, &asked, &answer, &mut best),
+                Ok(answer) => {
+                    if !answered {
+                        answered = true;
+                        self.preferred.store(at, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    merge_rows(keys, &asked, &answer, &mut best);
+                }
                 Err(e) => errors.push(e),
             }
         }
