@@ -568,8 +568,23 @@ impl MainLoop {
     }
 }
 
-/// Asks each batcher in turn for the wanted batch until one serves a batch with the
-/// right id and digest (the core checks the requests against the digest).
+/// How long one batcher may take to answer a fetch: a batcher that does not answer (a
+/// Byzantine primary that hangs) costs at most this per round, never the node.
+pub const FETCH_CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Whether `b` is the wanted batch: its id and digest are the ordered ones, and its
+/// requests hash to that digest (a batcher's header fields alone are not trusted).
+fn is_wanted(w: &Wanted, b: &OfferedBatch) -> bool {
+    (b.shard, b.primary, b.seq, b.digest) == (w.shard, w.primary, w.seq, w.digest)
+        && types::digest::batch_digest(&b.requests) == w.digest
+}
+
+/// Asks every batcher of the shard for the wanted batch at once, each call bounded by
+/// [`FETCH_CALL_TIMEOUT`], and hands the core the first answer that [`is_wanted`];
+/// forged, wrong or missing answers are passed over, and the round is repeated after
+/// `retry` until one serves it. A batch ordered with f + 1 attestations is held by at
+/// least one honest batcher, so one Byzantine batcher — withholding, hanging or forging —
+/// delays a block by at most one call timeout, never for good.
 async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>, retry: Duration) {
     let request = pb::FetchRequest {
         shard: w.shard,
@@ -578,17 +593,28 @@ async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>
         digest: w.digest.to_vec(),
     };
     for round in 0u32.. {
+        let mut calls = tokio::task::JoinSet::new();
         for ch in &batchers {
             let mut client = BatcherPeerClient::new(ch.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
-            match client.fetch(request.clone()).await {
-                Ok(b) => {
+            let request = request.clone();
+            calls.spawn(async move { tokio::time::timeout(FETCH_CALL_TIMEOUT, client.fetch(request)).await });
+        }
+        while let Some(answer) = calls.join_next().await {
+            match answer {
+                Ok(Ok(Ok(b))) => {
                     let b = offered(b.into_inner());
-                    if (b.shard, b.primary, b.seq, b.digest) == (w.shard, w.primary, w.seq, w.digest) {
+                    if is_wanted(&w, &b) {
                         let _ = tx.send(b).await;
                         return;
                     }
+                    debug!(
+                        block = w.block,
+                        "a batcher served another batch, or requests that do not hash to its digest"
+                    );
                 }
-                Err(s) => debug!(block = w.block, code = ?s.code(), "fetch failed"),
+                Ok(Ok(Err(s))) => debug!(block = w.block, code = ?s.code(), "fetch failed"),
+                Ok(Err(_)) => debug!(block = w.block, "a batcher did not answer the fetch in time"),
+                Err(e) => debug!(block = w.block, error = %e, "fetch task"),
             }
         }
         if round >= 3 {
@@ -600,5 +626,155 @@ async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>
             );
         }
         tokio::time::sleep(retry).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::wrappers::TcpListenerStream;
+    use wire::pb::batcher_peer_server::{BatcherPeer, BatcherPeerServer};
+
+    /// How a stand-in batcher answers `Fetch`.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Answer {
+        Honest,
+        Hang,
+        Forge,
+        Refuse,
+    }
+
+    struct FakeBatcher {
+        answer: Answer,
+        batch: pb::Batch,
+    }
+
+    type Batches = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = std::result::Result<pb::Batch, tonic::Status>> + Send>,
+    >;
+
+    #[tonic::async_trait]
+    impl BatcherPeer for FakeBatcher {
+        type PullStream = Batches;
+
+        async fn pull(
+            &self,
+            _r: tonic::Request<pb::PullRequest>,
+        ) -> std::result::Result<tonic::Response<Batches>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+
+        async fn fetch(
+            &self,
+            _r: tonic::Request<pb::FetchRequest>,
+        ) -> std::result::Result<tonic::Response<pb::Batch>, tonic::Status> {
+            match self.answer {
+                Answer::Honest => Ok(tonic::Response::new(self.batch.clone())),
+                Answer::Hang => std::future::pending().await,
+                Answer::Refuse => Err(tonic::Status::not_found("not held")),
+                Answer::Forge => {
+                    // The ordered id and digest, other requests.
+                    let mut b = self.batch.clone();
+                    b.requests = vec![b"forged".to_vec()];
+                    Ok(tonic::Response::new(b))
+                }
+            }
+        }
+
+        async fn ack(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::BatchAttestationFragment>>,
+        ) -> std::result::Result<tonic::Response<pb::PeerAck>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+
+        async fn forward(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::ForwardRequest>>,
+        ) -> std::result::Result<tonic::Response<pb::PeerAck>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+    }
+
+    async fn batcher(answer: Answer, batch: pb::Batch) -> Channel {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(BatcherPeerServer::new(FakeBatcher { answer, batch }))
+                .serve_with_incoming(TcpListenerStream::new(listener)),
+        );
+        channel(&format!("http://{at}")).unwrap()
+    }
+
+    /// One Byzantine batcher listed first (the assembler's own party, say) that hangs, and
+    /// one that serves forged requests under the ordered id and digest, cannot keep the
+    /// assembler from the batch an honest batcher holds. (Before: the first call hung for
+    /// ever, and a forged answer was handed on and the fetch ended.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hanging_or_forging_batcher_does_not_stall_the_fetch() {
+        let requests = vec![b"tx-1".to_vec(), b"tx-2".to_vec()];
+        let digest = types::digest::batch_digest(&requests);
+        let batch = pb::Batch {
+            shard: 0,
+            primary: 2,
+            seq: 7,
+            requests,
+            digest: digest.to_vec(),
+            ..Default::default()
+        };
+        let w = Wanted {
+            block: 3,
+            shard: 0,
+            primary: 2,
+            seq: 7,
+            digest,
+        };
+        for order in [
+            [Answer::Hang, Answer::Forge, Answer::Refuse, Answer::Honest],
+            [Answer::Forge, Answer::Hang, Answer::Honest, Answer::Refuse],
+        ] {
+            let mut batchers = Vec::new();
+            for a in order {
+                batchers.push(batcher(a, batch.clone()).await);
+            }
+            let (tx, mut rx) = mpsc::channel(4);
+            let task = tokio::spawn(fetch(w, batchers, tx, Duration::from_millis(50)));
+            let got = tokio::time::timeout(FETCH_CALL_TIMEOUT * 2, rx.recv())
+                .await
+                .expect("the honest batcher's batch within a call timeout")
+                .unwrap();
+            assert_eq!(got.requests.len(), 2);
+            assert!(is_wanted(&w, &got));
+            task.abort();
+        }
+    }
+
+    #[test]
+    fn header_fields_alone_are_not_trusted() {
+        let requests: Vec<Arc<[u8]>> = vec![Arc::from(&b"tx"[..])];
+        let digest = types::digest::batch_digest(&requests);
+        let w = Wanted {
+            block: 0,
+            shard: 1,
+            primary: 1,
+            seq: 1,
+            digest,
+        };
+        let good = OfferedBatch {
+            shard: 1,
+            primary: 1,
+            seq: 1,
+            digest,
+            requests: requests.clone(),
+        };
+        assert!(is_wanted(&w, &good));
+        let forged = OfferedBatch {
+            requests: vec![Arc::from(&b"other"[..])],
+            ..good.clone()
+        };
+        assert!(!is_wanted(&w, &forged));
+        let other = OfferedBatch { seq: 2, ..good };
+        assert!(!is_wanted(&w, &other));
     }
 }

@@ -415,20 +415,22 @@ impl Batcher {
     }
 
     /// An ordered batch: its requests leave the mempool (whether or not this batcher held
-    /// the batch) and are remembered as ordered; a lagging secondary skips past it.
+    /// the batch) and are remembered as ordered; a lagging secondary skips past it. A
+    /// batch this batcher holds under the same id with another digest lost: the primary
+    /// signed two versions (the consenters change the term once this batcher's BAF for
+    /// the other version is ordered). Its requests that were not ordered go back to the
+    /// front of the mempool at once, so the censorship watch sees them again, and this
+    /// batcher complains.
     fn on_ordered(&mut self, id: BatchId, requests: &[Request]) {
         if id.shard != self.cfg.shard {
             return;
         }
         let digest = batch_digest(requests);
-        let held = if self
-            .in_flight
-            .get(&id)
-            .is_some_and(|b| b.batch.header.digest == digest)
-        {
-            self.remove_in_flight(id)
-        } else {
-            None
+        let same = self.in_flight.get(&id).map(|b| b.batch.header.digest == digest);
+        let (held, lost) = match same {
+            Some(true) => (self.remove_in_flight(id), None),
+            Some(false) => (None, self.remove_in_flight(id)),
+            None => (None, None),
         };
         // A batch held in flight has the same requests (same batch digest): reuse the
         // request digests computed when it entered the flight.
@@ -439,6 +441,10 @@ impl Batcher {
         for d in digests {
             self.mempool.remove(&d);
             self.ordered.insert(d);
+        }
+        if let Some(lost) = lost {
+            self.give_back(std::slice::from_ref(&lost));
+            self.complain(crate::ComplaintReason::BogusBatch);
         }
         let behind = self.next_seq.is_some_and(|next| next <= id.seq);
         if id.primary == self.primary && !self.is_primary() && behind {

@@ -772,6 +772,43 @@ fn ordered_batches_drop_their_requests_even_unseen_and_a_lagging_secondary_skips
     assert_eq!(b.next_seq(), Some(2));
 }
 
+/// A late equivocation seen by a secondary: it holds version B of seq 1 (with the
+/// victim's request), and the consenters order version A (without it). Before, B stayed
+/// in flight for ever: the victim's request was neither pending (no censorship watch, no
+/// forward) nor resubmittable (refused as a duplicate). Now it goes back to the pending
+/// queue at once, and the secondary complains.
+#[test]
+fn an_ordered_other_version_of_a_held_batch_returns_its_requests() {
+    let mut b = batcher(2);
+    let victim = req(7, 20);
+    let other = req(8, 20);
+    let version_b = signed(1, 1, vec![other.clone(), victim.clone()]);
+    let version_a = signed(1, 1, vec![other.clone()]);
+    let _ = b.handle(Input::Tick(0));
+    let _ = b.handle(Input::Batch {
+        from: 1,
+        batch: (*version_b).clone(),
+    });
+    let _ = b.handle(persisted(&version_b));
+    assert_eq!(b.in_flight(), (2, 40));
+    assert_eq!(b.pending(), (0, 0));
+    let out = b.handle(Input::Ordered {
+        id: version_a.id(),
+        requests: version_a.requests.clone(),
+    });
+    assert_eq!(b.in_flight(), (0, 0), "the losing version left the flight");
+    assert_eq!(b.pending(), (1, 20), "the victim's request is pending again");
+    assert!(b.knows(&RequestDigest::of(&victim)));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Complain(c) if c.reason == ComplaintReason::BogusBatch)),
+        "{out:?}"
+    );
+    // The ordered request stays ordered; the victim's is not refused as ordered.
+    let out = b.handle(Input::Request(other.clone()));
+    assert_eq!(out, vec![refused(&other, RefuseReason::Duplicate)]);
+}
+
 #[test]
 fn the_unordered_bound_stops_cutting_and_pulling() {
     // Window 4 = unordered bound 4; acks confirm every batch, ordering frees them.

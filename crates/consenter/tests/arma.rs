@@ -171,6 +171,38 @@ fn two_digests_for_one_seq_are_equivocation_and_change_the_term() {
     );
 }
 
+/// A late equivocation: the primary serves version A to itself and one honest secondary
+/// (their two BAFs order A) and version B, with the victim's tx, to the others, whose
+/// BAFs arrive after A is ordered. Before, those BAFs were ignored as stale: no
+/// equivocation, no term change, and B's requests stayed in flight for ever. Now the
+/// primary-signed B for an ordered seq changes the term.
+#[test]
+fn another_digest_for_an_ordered_seq_is_equivocation_found_late() {
+    let cfg = config();
+    let mut s = ArmaState::genesis(SHARDS);
+    let a = batch(0, 0, 1, 1, 1);
+    let b = batch(0, 0, 1, 1, 2);
+    let out = s.execute(&cfg, 1, &[baf(&a, 1), baf(&a, 2)]);
+    assert_eq!(out.headers.len(), 1, "A ordered with f+1 BAFs");
+    assert!(out.terms.is_empty());
+    // A late BAF for A changes nothing.
+    let out = s.execute(&cfg, 2, &[baf(&a, 3)]);
+    assert!(out.headers.is_empty() && out.terms.is_empty());
+    // B's BAFs, late.
+    let out = s.execute(&cfg, 3, &[baf(&b, 3), baf(&b, 4)]);
+    assert!(out.headers.is_empty());
+    assert_eq!(out.terms, vec![term(0, 1, 1)], "the term changes at once");
+    assert_eq!(s.equivocations, 1);
+    // The snapshot keeps what the check needs, and an old snapshot without it decodes.
+    let again = ArmaState::decode(&s.encode(), SHARDS).unwrap();
+    assert_eq!(again, s);
+    let old = serde_json::to_string(&ArmaState::genesis(SHARDS))
+        .unwrap()
+        .replace(",\"ordered\":{}", "");
+    assert!(!old.contains("ordered\""), "{old}");
+    assert!(ArmaState::decode(old.as_bytes(), SHARDS).is_ok());
+}
+
 #[test]
 fn f_plus_one_complaints_of_the_term_change_it_once() {
     let cfg = config();

@@ -149,6 +149,11 @@ pub struct ShardState {
     pub last_ordered_seq: u64,
     votes: BTreeMap<u64, SeqVotes>,
     complaints: BTreeSet<PartyId>,
+    /// The digests (and tx counts) of the last `max_seqs_ahead` seqs ordered in this
+    /// term: a BAF for one of them with another primary-signed digest is a late
+    /// equivocation (the primary served one version to some and another to the others).
+    #[serde(default)]
+    ordered: BTreeMap<u64, (Digest32, u32)>,
 }
 
 impl ShardState {
@@ -166,6 +171,7 @@ impl ShardState {
         self.term = self.term.saturating_add(1);
         self.votes.clear();
         self.complaints.clear();
+        self.ordered.clear();
         TermChange {
             shard,
             term: self.term,
@@ -224,7 +230,22 @@ impl ArmaState {
         let seq = h.id.seq;
         let current = h.term == state.term && h.id.primary == cfg.primary_of(shard, state.term);
         let ahead = seq.saturating_sub(state.last_ordered_seq);
-        if !current || ahead == 0 || ahead > cfg.max_seqs_ahead {
+        if !current || ahead > cfg.max_seqs_ahead {
+            return;
+        }
+        if ahead == 0 {
+            // A seq already ordered: the same digest is a late BAF; another digest the
+            // primary signed for it is an equivocation found late, and changes the term
+            // like one found early (the other version's requests go back to the
+            // batchers' mempools then, so the primary cannot censor with it).
+            let differs = state
+                .ordered
+                .get(&seq)
+                .is_some_and(|(d, c)| *d != h.digest || *c != h.tx_count);
+            if differs && !cfg.knobs.ignore_equivocation {
+                self.equivocations = self.equivocations.saturating_add(1);
+                out.terms.push(state.next_term(shard));
+            }
             return;
         }
         match state.votes.get_mut(&seq) {
@@ -272,6 +293,10 @@ impl ArmaState {
                 return;
             };
             state.last_ordered_seq = next;
+            state.ordered.insert(next, (votes.digest, votes.tx_count));
+            while u64::try_from(state.ordered.len()).unwrap_or(u64::MAX) > cfg.max_seqs_ahead {
+                state.ordered.pop_first();
+            }
             let header = OrderedHeader {
                 number: self.next_block,
                 previous_hash: self.previous_hash,
