@@ -307,6 +307,23 @@ enum RoundError {
     Refused(String),
 }
 
+/// How a round of `Submit` calls to `n` consenters stands: it succeeds once f + 1
+/// accepted (at least one correct consenter then decides the request), and the request
+/// is refused once f + 1 refused it (at least one correct consenter judged it invalid);
+/// answers of up to f Byzantine consenters — an immediate `accepted` for a request they
+/// then drop, or an immediate refusal — decide nothing. `None`: not yet.
+fn round_verdict(n: usize, accepted: usize, refused: usize, answered: usize) -> Option<Result<(), bool>> {
+    let needed = n.saturating_sub(1) / 3 + 1;
+    if accepted >= needed {
+        return Some(Ok(()));
+    }
+    if refused >= needed {
+        return Some(Err(true));
+    }
+    // Every consenter answered and neither side has f + 1: retry.
+    (answered >= n).then_some(Err(false))
+}
+
 async fn submit_round(bytes: &[u8], consenters: &[Channel], shell: ShellConfig) -> Result<(), RoundError> {
     let calls = consenters.iter().map(|channel| {
         let mut client = BftConsensusClient::new(channel.clone()).max_decoding_message_size(1 << 10);
@@ -325,23 +342,36 @@ async fn submit_round(bytes: &[u8], consenters: &[Channel], shell: ShellConfig) 
             }
         })
     });
+    let n = consenters.len();
     let mut pending: FuturesUnordered<_> = calls.collect();
-    let mut failure = RoundError::Retry("no consenter".into());
+    let (mut accepted, mut refused, mut answered) = (0usize, 0usize, 0usize);
+    let mut last_refusal = String::new();
+    let mut last_failure = "no consenter".to_string();
     while let Some(result) = pending.next().await {
+        answered += 1;
         match result {
-            Ok(()) => return Ok(()),
-            // A refusal means the request itself is refused (a stale term, a bad
-            // signature): every correct consenter judges it alike.
-            Err(e @ RoundError::Refused(_)) => failure = e,
-            Err(e) if matches!(failure, RoundError::Retry(_)) => failure = e,
-            Err(_) => {}
+            Ok(()) => accepted += 1,
+            Err(RoundError::Refused(reason)) => {
+                refused += 1;
+                last_refusal = reason;
+            }
+            Err(RoundError::Retry(reason)) => last_failure = reason,
+        }
+        match round_verdict(n, accepted, refused, answered) {
+            Some(Ok(())) => return Ok(()),
+            Some(Err(true)) => return Err(RoundError::Refused(last_refusal)),
+            Some(Err(false)) => break,
+            None => {}
         }
     }
-    Err(failure)
+    Err(RoundError::Retry(format!(
+        "{accepted} accepted and {refused} refused of {n} ({last_failure})"
+    )))
 }
 
-/// Submits one job to every consenter until one answers that it is decided, or the job
-/// is obsolete; retries with backoff.
+/// Submits one job to every consenter until f + 1 accepted it (or f + 1 refused it), or
+/// the job is obsolete (its term ended, its batch was ordered); retries with backoff. A
+/// complaint is therefore re-sent until f + 1 consenters took it or the term changes.
 async fn submit_one(
     job: SubmitJob,
     consenters: &[Channel],
@@ -406,6 +436,35 @@ mod tests {
         };
         assert!(!obsolete(&complaint, &view(2, Some((1, 5)))));
         assert!(obsolete(&complaint, &view(3, None)));
+    }
+
+    /// One Byzantine consenter of four (f = 1) that answers `accepted` at once (and then
+    /// drops the request) or refuses at once decides nothing: the round waits for f + 1.
+    /// Before, the first `accepted` ended the submission, and one refusal among timeouts
+    /// dropped it.
+    #[test]
+    fn a_round_needs_f_plus_one_alike_answers() {
+        let n = 4;
+        assert_eq!(round_verdict(n, 1, 0, 1), None, "one accepted is not enough");
+        assert_eq!(round_verdict(n, 2, 0, 2), Some(Ok(())));
+        assert_eq!(
+            round_verdict(n, 0, 1, 4),
+            Some(Err(false)),
+            "one refusal among failures: retry"
+        );
+        assert_eq!(round_verdict(n, 1, 1, 4), Some(Err(false)));
+        assert_eq!(
+            round_verdict(n, 0, 2, 2),
+            Some(Err(true)),
+            "f + 1 refusals: dropped"
+        );
+        assert_eq!(
+            round_verdict(1, 1, 0, 1),
+            Some(Ok(())),
+            "one consenter: its answer"
+        );
+        assert_eq!(round_verdict(7, 2, 0, 2), None, "f = 2 of 7");
+        assert_eq!(round_verdict(7, 3, 0, 3), Some(Ok(())));
     }
 
     #[test]
