@@ -1,6 +1,7 @@
 //! The batches a node serves from memory: every batch its core emitted `Serve` for, kept
 //! until it is ordered, its term is over, or the bound pushes it out (a `Fetch` then
-//! reads it from the store). `Pull` streams wait on a version counter for new ones.
+//! reads it from the store). `Pull` streams wait on a version counter for new ones, and
+//! skip seqs that left the set ([`Served::at_or_after`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,9 +51,16 @@ impl Served {
         self.version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// The batch of `primary` in `term` at `seq`.
-    pub fn by_seq(&self, term: u64, primary: PartyId, seq: u64) -> Option<Arc<SignedBatch>> {
-        self.lock().get(&(term, primary, seq)).cloned()
+    /// The served batch of `primary` in `term` with the lowest seq at or above `seq`. A
+    /// `Pull` from a seq that was ordered (and so left the served set) goes on with the
+    /// next one served instead of waiting for it for ever: a primary cuts, and a
+    /// secondary accepts, seqs in order, so a lower seq missing here is one that was
+    /// ordered or pushed out by the bound, never one still to come.
+    pub fn at_or_after(&self, term: u64, primary: PartyId, seq: u64) -> Option<Arc<SignedBatch>> {
+        self.lock()
+            .range((term, primary, seq)..=(term, primary, u64::MAX))
+            .next()
+            .map(|(_, b)| Arc::clone(b))
     }
 
     /// The batch `id` with `digest`, whatever its term.
@@ -87,5 +95,44 @@ impl Served {
     /// A receiver that changes whenever a batch is served.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(term: u64, primary: PartyId, seq: u64) -> Arc<SignedBatch> {
+        let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("served/{primary}"));
+        let requests: Vec<arma::Request> = vec![Arc::from(&seq.to_be_bytes()[..])];
+        Arc::new(SignedBatch::sign(
+            BatchId::new(0, primary, seq),
+            term,
+            requests,
+            &key,
+        ))
+    }
+
+    /// A puller asking for seq 2 after seqs 1–3 were served and 1–2 ordered (removed):
+    /// before, it waited at seq 2 for ever; now it gets seq 3. Other lanes and terms are
+    /// not mixed in.
+    #[test]
+    fn a_pull_from_an_ordered_seq_goes_on_with_the_next_served() {
+        let s = Served::new(16);
+        for seq in 1..=3 {
+            s.insert(batch(5, 2, seq));
+        }
+        s.insert(batch(5, 3, 9));
+        s.insert(batch(6, 2, 7));
+        for seq in 1..=2 {
+            let b = batch(5, 2, seq);
+            s.remove(b.id(), &b.header.digest);
+        }
+        let next = s.at_or_after(5, 2, 2).unwrap();
+        assert_eq!(next.id().seq, 3);
+        assert_eq!(s.at_or_after(5, 2, 3).unwrap().id().seq, 3);
+        assert!(s.at_or_after(5, 2, 4).is_none(), "nothing served after: wait");
+        assert!(s.at_or_after(4, 2, 1).is_none(), "another term");
+        assert_eq!(s.at_or_after(6, 2, 0).unwrap().header.term, 6);
     }
 }

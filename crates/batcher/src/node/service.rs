@@ -203,11 +203,16 @@ impl BatcherPeer for PeerService {
             let mut seq = r.from_seq;
             loop {
                 version.borrow_and_update();
-                if let Some(b) = served.by_seq(r.term, r.primary, seq) {
+                // The next served seq at or after `seq`: an ordered batch left the set, and
+                // a puller that asks for it (an assembler after a restart) goes on with the
+                // next one instead of waiting for it for ever.
+                if let Some(b) = served.at_or_after(r.term, r.primary, seq) {
                     if tx.send(Ok(pb::Batch::from(&*b))).await.is_err() {
                         return;
                     }
-                    let Some(next) = seq.checked_add(1) else { return };
+                    let Some(next) = b.id().seq.checked_add(1) else {
+                        return;
+                    };
                     seq = next;
                     continue;
                 }
