@@ -301,50 +301,86 @@ impl Follower {
         let mut source = 0usize;
         loop {
             let before = self.next;
-            let channel = self.consenters[source % self.consenters.len()].clone();
-            let reason = self.follow(channel).await;
+            let at = source % self.consenters.len();
+            let channel = self.consenters[at].clone();
+            let (reason, ahead) = self.follow(at, channel).await;
             if self.tx.is_closed() {
                 return;
             }
-            debug!(next = self.next, source, reason, "decision stream ended");
+            debug!(next = self.next, source = at, reason, "decision stream ended");
+            if let Some(i) = ahead {
+                // Another consenter holds what this one did not give: follow it.
+                source = i;
+                continue;
+            }
             if self.next == before {
                 // No progress from this consenter: try the next one after a pause.
-                source = source.wrapping_add(1);
+                source = at.wrapping_add(1);
                 tokio::time::sleep(self.retry).await;
             }
         }
     }
 
-    async fn follow(&mut self, channel: Channel) -> String {
+    /// Reads consenter `at`'s decisions until its stream fails, or until another
+    /// consenter is found ahead (`clients::decisions`): a source that is silent, trickles
+    /// or replays old decisions is left for it. Returns why, and the one ahead.
+    async fn follow(&mut self, at: usize, channel: Channel) -> (String, Option<usize>) {
+        use tokio_stream::StreamExt as _;
         let mut client = ConsenterClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         let mut stream = match client.decisions(pb::DecisionsRequest { from: self.next }).await {
             Ok(s) => s.into_inner(),
-            Err(s) => return format!("open: {:?}: {}", s.code(), s.message()),
+            Err(s) => return (format!("open: {:?}: {}", s.code(), s.message()), None),
         };
         let chain = self.keys.chain_id();
         let verifier = arma::CertificateVerifier::new(self.keys.clone());
+        let n = self.keys.n();
+        let others: Vec<(usize, Channel)> = self
+            .consenters
+            .iter()
+            .cloned()
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .collect();
+        let mut check = tokio::time::interval(clients::decisions::CHECK_EVERY);
+        check.tick().await;
+        let mut at_last_check = self.next;
         loop {
-            let d = match stream.message().await {
-                Ok(Some(d)) => d,
-                Ok(None) => return "ended".into(),
-                Err(s) => return format!("{:?}: {}", s.code(), s.message()),
+            let message = tokio::select! {
+                m = stream.next() => m,
+                _ = check.tick(), if !others.is_empty() => {
+                    let from = clients::decisions::probe_from(self.next, at_last_check);
+                    at_last_check = self.next;
+                    let verify = |d: &pb::Decision| arma::verify_pb_decision(d, &chain, &verifier, n).is_ok();
+                    if let Some(i) = clients::decisions::ahead(&others, from, MAX_MESSAGE_BYTES, verify).await {
+                        return (format!("consenter {i} holds decision {from}, which this one has not given"), Some(i));
+                    }
+                    continue;
+                }
+            };
+            let d = match message {
+                Some(Ok(d)) => d,
+                None => return ("ended".into(), None),
+                Some(Err(s)) => return (format!("{:?}: {}", s.code(), s.message()), None),
             };
             if d.number < self.next {
                 continue;
             }
             if d.number > self.next {
-                return format!("decision {} arrived while {} was expected", d.number, self.next);
+                return (
+                    format!("decision {} arrived while {} was expected", d.number, self.next),
+                    None,
+                );
             }
-            let verified = match arma::verify_pb_decision(&d, &chain, &verifier, self.keys.n()) {
+            let verified = match arma::verify_pb_decision(&d, &chain, &verifier, n) {
                 Ok(v) => v,
-                Err(e) => return format!("decision {} does not verify: {e}", d.number),
+                Err(e) => return (format!("decision {} does not verify: {e}", d.number), None),
             };
             let proof = match DecisionProof::try_from(&d) {
                 Ok(p) => Arc::new(p),
-                Err(e) => return format!("decision {}: {e}", d.number),
+                Err(e) => return (format!("decision {}: {e}", d.number), None),
             };
             if self.tx.send((verified, proof)).await.is_err() {
-                return "node stopped".into();
+                return ("node stopped".into(), None);
             }
             self.next = self.next.saturating_add(1);
         }

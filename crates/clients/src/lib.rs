@@ -5,9 +5,11 @@
 //! - [`channel`]: the one way to open a channel to a service;
 //! - [`retry`]: the one retry classification (which answers are worth another attempt);
 //! - [`failover`]: one call over several equivalent endpoints;
+//! - [`decisions`]: whether another consenter is ahead of the one a follower reads;
 //! - [`verifier`]: the `SigVerifier.Verify` stream, multiplexed by request id.
 
 pub mod channel;
+pub mod decisions;
 pub mod failover;
 pub mod retry;
 pub mod verifier;

@@ -112,13 +112,19 @@ impl Follower {
                 0 => self.consenter.clone(),
                 i => self.fallbacks[(i - 1) % self.fallbacks.len()].clone(),
             };
-            let (reason, out_of_range) = self.follow(channel).await;
+            let (reason, out_of_range, ahead) = self.follow(source, channel).await;
             if self.tx.is_closed() {
                 return;
             }
             if self.next > before {
                 attempt = 0;
                 not_held = 0;
+            }
+            if let Some(i) = ahead {
+                // Another consenter holds what this one did not give: follow it.
+                debug!(next = self.next, reason, "leaving a consenter that is behind");
+                source = i;
+                continue;
             }
             let can_fail_over = self.consenter_keys.is_some() && !self.fallbacks.is_empty();
             if out_of_range && can_fail_over {
@@ -147,52 +153,97 @@ impl Follower {
         }
     }
 
-    /// Reads decisions from `channel` until the stream fails; returns why, and whether
-    /// the consenter said it does not hold the next decision.
-    async fn follow(&mut self, channel: Channel) -> (String, bool) {
+    /// Reads decisions from source `at` (0: the own consenter; i: fallback i − 1) until
+    /// the stream fails; returns why, whether the consenter said it does not hold the
+    /// next decision, and another source found ahead of it (checked every
+    /// `clients::decisions::CHECK_EVERY` when decisions are verified: a consenter that
+    /// keeps its stream open and silent, trickles or replays old decisions is left).
+    async fn follow(&mut self, at: usize, channel: Channel) -> (String, bool, Option<usize>) {
         let mut client = ConsenterClient::new(channel).max_decoding_message_size(DECISION_MAX_MESSAGE_BYTES);
         let request = pb::DecisionsRequest { from: self.next };
         let out_of_range = |s: &tonic::Status| s.code() == tonic::Code::OutOfRange;
         let mut stream = match client.decisions(request).await {
             Ok(s) => s.into_inner(),
-            Err(s) => return (format!("open: {:?}: {}", s.code(), s.message()), out_of_range(&s)),
+            Err(s) => {
+                return (
+                    format!("open: {:?}: {}", s.code(), s.message()),
+                    out_of_range(&s),
+                    None,
+                );
+            }
         };
-        let reason = self.follow_stream(&mut stream).await;
+        let reason = self.follow_stream(at, &mut stream).await;
         match reason {
-            Ok(reason) => (reason, false),
-            Err(s) => (format!("{:?}: {}", s.code(), s.message()), out_of_range(&s)),
+            Ok((reason, ahead)) => (reason, false, ahead),
+            Err(s) => (format!("{:?}: {}", s.code(), s.message()), out_of_range(&s), None),
         }
+    }
+
+    /// The sources other than `at`, by source number.
+    fn other_sources(&self, at: usize) -> Vec<(usize, Channel)> {
+        std::iter::once(self.consenter.clone())
+            .chain(self.fallbacks.iter().cloned())
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .collect()
     }
 
     /// Feeds the decisions of `stream` in order; `Err` is the stream's status.
     async fn follow_stream(
         &mut self,
+        at: usize,
         stream: &mut tonic::Streaming<pb::Decision>,
-    ) -> std::result::Result<String, tonic::Status> {
+    ) -> std::result::Result<(String, Option<usize>), tonic::Status> {
+        use tokio_stream::StreamExt as _;
+        // Without keys nothing served can be verified: no other source is trusted.
+        let others = if self.consenter_keys.is_some() {
+            self.other_sources(at)
+        } else {
+            Vec::new()
+        };
+        let mut check = tokio::time::interval(clients::decisions::CHECK_EVERY);
+        check.tick().await;
+        let mut at_last_check = self.next;
         loop {
-            let decision = match stream.message().await {
-                Ok(Some(d)) => d,
-                Ok(None) => return Ok("the consenter ended the stream".into()),
-                Err(s) => return Err(s),
+            let message = tokio::select! {
+                m = stream.next() => m,
+                _ = check.tick(), if !others.is_empty() => {
+                    let from = clients::decisions::probe_from(self.next, at_last_check);
+                    at_last_check = self.next;
+                    let keys = self.consenter_keys.as_ref();
+                    let verify = |d: &pb::Decision| verify_decision(d, keys).is_ok();
+                    if let Some(i) = clients::decisions::ahead(&others, from, DECISION_MAX_MESSAGE_BYTES, verify).await {
+                        return Ok((format!("source {i} holds decision {from}, which this one has not given"), Some(i)));
+                    }
+                    continue;
+                }
+            };
+            let decision = match message {
+                Some(Ok(d)) => d,
+                None => return Ok(("the consenter ended the stream".into(), None)),
+                Some(Err(s)) => return Err(s),
             };
             if decision.number < self.next {
                 continue;
             }
             if decision.number > self.next {
-                return Ok(format!(
-                    "decision {} arrived while {} was expected",
-                    decision.number, self.next
+                return Ok((
+                    format!(
+                        "decision {} arrived while {} was expected",
+                        decision.number, self.next
+                    ),
+                    None,
                 ));
             }
             if let Err(e) = verify_decision(&decision, self.consenter_keys.as_ref()) {
-                return Ok(format!("decision {} does not verify: {e}", decision.number));
+                return Ok((format!("decision {} does not verify: {e}", decision.number), None));
             }
             let decided = match self.resolve(decision).await {
                 Ok(d) => d,
-                Err(e) => return Ok(e.to_string()),
+                Err(e) => return Ok((e.to_string(), None)),
             };
             if self.tx.send(decided).await.is_err() {
-                return Ok("node stopped".into());
+                return Ok(("node stopped".into(), None));
             }
             self.next = self.next.saturating_add(1);
         }
