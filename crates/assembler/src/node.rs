@@ -604,9 +604,16 @@ impl MainLoop {
     }
 }
 
-/// How long one batcher may take to answer a fetch: a batcher that does not answer (a
-/// Byzantine primary that hangs) costs at most this per round, never the node.
+/// How long one batcher may take to answer a fetch in the first round: a batcher that
+/// does not answer (a Byzantine primary that hangs) costs at most this per round, never
+/// the node. Each later round doubles it, up to 16 times (48 s): a large batch on a slow
+/// link, fetched from every batcher at once, still arrives.
 pub const FETCH_CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The call timeout of fetch round `round` (see [`FETCH_CALL_TIMEOUT`]).
+fn fetch_timeout(round: u32) -> Duration {
+    FETCH_CALL_TIMEOUT.saturating_mul(1 << round.min(4))
+}
 
 /// Whether `b` is the wanted batch: its id and digest are the ordered ones, and its
 /// requests hash to that digest (a batcher's header fields alone are not trusted).
@@ -629,23 +636,32 @@ async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>
         digest: w.digest.to_vec(),
     };
     for round in 0u32.. {
+        let timeout = fetch_timeout(round);
         let mut calls = tokio::task::JoinSet::new();
         for ch in &batchers {
-            let mut client = BatcherPeerClient::new(ch.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
+            let mut client =
+                BatcherPeerClient::new(ch.clone()).max_decoding_message_size(wire::limits::BATCH.max_bytes);
             let request = request.clone();
-            calls.spawn(async move { tokio::time::timeout(FETCH_CALL_TIMEOUT, client.fetch(request)).await });
+            calls.spawn(async move { tokio::time::timeout(timeout, client.fetch(request)).await });
         }
         while let Some(answer) = calls.join_next().await {
             match answer {
                 Ok(Ok(Ok(b))) => {
-                    let b = offered(b.into_inner());
+                    let b = b.into_inner();
+                    // The header first: another batch's requests are not even copied.
+                    let header = (b.shard, b.primary, b.seq, b.digest.as_slice());
+                    if header != (w.shard, w.primary, w.seq, w.digest.as_slice()) {
+                        debug!(block = w.block, "a batcher served another batch");
+                        continue;
+                    }
+                    let b = offered(b);
                     if is_wanted(&w, &b) {
                         let _ = tx.send(b).await;
                         return;
                     }
                     debug!(
                         block = w.block,
-                        "a batcher served another batch, or requests that do not hash to its digest"
+                        "a batcher served requests that do not hash to the ordered digest"
                     );
                 }
                 Ok(Ok(Err(s))) => debug!(block = w.block, code = ?s.code(), "fetch failed"),

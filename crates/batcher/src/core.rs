@@ -92,6 +92,10 @@ pub enum Output {
     Serve(Arc<SignedBatch>),
     /// Send the BAF to the consenters.
     SendBaf(Baf),
+    /// Send this BAF to the consenters as evidence that the primary equivocated: it
+    /// attests a version of an ordered batch id with another digest, so the shell submits
+    /// it until the term changes (not only until the id is ordered).
+    SendEvidence(Baf),
     /// Send the BAF to the primary `to` as this secondary's ack.
     AckPrimary {
         /// The primary.
@@ -417,10 +421,10 @@ impl Batcher {
     /// An ordered batch: its requests leave the mempool (whether or not this batcher held
     /// the batch) and are remembered as ordered; a lagging secondary skips past it. A
     /// batch this batcher holds under the same id with another digest lost: the primary
-    /// signed two versions (the consenters change the term once this batcher's BAF for
-    /// the other version is ordered). Its requests that were not ordered go back to the
-    /// front of the mempool at once, so the censorship watch sees them again, and this
-    /// batcher complains.
+    /// signed two versions. Its requests that were not ordered go back to the front of the
+    /// mempool at once, so the censorship watch sees them again, and this batcher sends
+    /// its BAF for the lost version as evidence (`Output::SendEvidence`): the consenters
+    /// change the term once it is ordered (docs/consenter.md "Equivocation found late").
     fn on_ordered(&mut self, id: BatchId, requests: &[Request]) {
         if id.shard != self.cfg.shard {
             return;
@@ -443,8 +447,9 @@ impl Batcher {
             self.ordered.insert(d);
         }
         if let Some(lost) = lost {
+            let evidence = Baf::sign(&lost.batch, self.cfg.party, &self.key);
             self.give_back(std::slice::from_ref(&lost));
-            self.complain(crate::ComplaintReason::BogusBatch);
+            self.out.push(Output::SendEvidence(evidence));
         }
         let behind = self.next_seq.is_some_and(|next| next <= id.seq);
         if id.primary == self.primary && !self.is_primary() && behind {

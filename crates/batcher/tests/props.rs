@@ -147,6 +147,7 @@ impl Sim {
                     .or_default()
                     .insert(p);
             }
+            Output::SendEvidence(baf) => panic!("evidence of equivocation with a correct primary: {baf:?}"),
             Output::AckPrimary { to, baf } => {
                 let key = (p, baf.header.id, baf.header.digest);
                 assert!(self.persisted.contains(&key), "party {p} acked before Persisted");

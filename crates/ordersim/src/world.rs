@@ -684,6 +684,11 @@ impl World {
                 let bytes = encode_baf(&baf);
                 self.submit(b, baf.header.term, baf.header.id.seq, bytes);
             }
+            BOutput::SendEvidence(baf) => {
+                // Resent until the term changes (seq 0: not dropped once the id is ordered).
+                let bytes = encode_baf(&baf);
+                self.submit(b, baf.header.term, 0, bytes);
+            }
             BOutput::AckPrimary { to, baf } => {
                 let target = self.b_index(to, shard);
                 self.send(party, to, || Ev::ToBatcher {

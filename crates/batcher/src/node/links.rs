@@ -274,7 +274,10 @@ fn obsolete(job: &SubmitJob, view: &SubmitView) -> bool {
         }
 }
 
-/// Submits jobs, at most `submit_concurrency` at once.
+/// Submits jobs: each in a task of its own, at most `submit_concurrency` rounds of calls
+/// at once. A job holds a permit only while its round runs, never while it backs off, so
+/// jobs that cannot reach f + 1 consenters (a partition) neither block the others nor
+/// the node's loop, and end when they become obsolete.
 pub async fn run_submitter(
     mut rx: mpsc::Receiver<SubmitJob>,
     consenters: Vec<Channel>,
@@ -286,14 +289,13 @@ pub async fn run_submitter(
     let consenters = Arc::new(consenters);
     let mut tasks = JoinSet::new();
     while let Some(job) = rx.recv().await {
-        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
-            return;
-        };
-        let (c, v, s) = (Arc::clone(&consenters), rx_view.clone(), Arc::clone(&stats));
-        tasks.spawn(async move {
-            submit_one(job, &c, v, shell, &s).await;
-            drop(permit);
-        });
+        let (c, v, s, p) = (
+            Arc::clone(&consenters),
+            rx_view.clone(),
+            Arc::clone(&stats),
+            Arc::clone(&permits),
+        );
+        tasks.spawn(async move { submit_one(job, &c, v, shell, &s, &p).await });
         while tasks.try_join_next().is_some() {}
     }
 }
@@ -378,6 +380,7 @@ async fn submit_one(
     mut rx_view: watch::Receiver<SubmitView>,
     shell: ShellConfig,
     stats: &Stats,
+    permits: &Semaphore,
 ) {
     let mut attempt = 0u32;
     loop {
@@ -385,10 +388,14 @@ async fn submit_one(
             bump(&stats.submits_dropped);
             return;
         }
+        let Ok(permit) = permits.acquire().await else {
+            return;
+        };
         let done = tokio::select! {
             r = submit_round(&job.bytes, consenters, shell) => r,
             r = rx_view.changed() => { if r.is_err() { return; } continue; }
         };
+        drop(permit);
         match done {
             Ok(()) => return,
             Err(RoundError::Refused(reason)) => {

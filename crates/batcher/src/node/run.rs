@@ -280,6 +280,12 @@ impl Node {
                     let (term, id) = (baf.header.term, baf.header.id);
                     self.submit(baf.into(), term, Some((id.primary, id.seq))).await?;
                 }
+                Output::SendEvidence(baf) => {
+                    bump(&self.stats.bafs_sent);
+                    let term = baf.header.term;
+                    // Retried until the term changes: the id is ordered already.
+                    self.submit(baf.into(), term, None).await?;
+                }
                 Output::AckPrimary { to, baf } => {
                     self.acks.send(to, (&baf).into());
                 }

@@ -1,7 +1,7 @@
 //! The batches a node serves from memory: every batch its core emitted `Serve` for, kept
 //! until it is ordered, its term is over, or the bound pushes it out (a `Fetch` then
 //! reads it from the store). `Pull` streams wait on a version counter for new ones, and
-//! skip seqs that left the set ([`Served::at_or_after`]).
+//! skip seqs that left the set because they were ordered ([`Served::next_for_pull`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +17,8 @@ type Key = (u64, PartyId, u64);
 /// Served batches by (term, primary, seq), at most `capacity` of them.
 pub struct Served {
     batches: Mutex<BTreeMap<Key, Arc<SignedBatch>>>,
+    /// Per (term, primary): the highest seq removed because it was ordered.
+    ordered: Mutex<BTreeMap<(u64, PartyId), u64>>,
     capacity: usize,
     version: watch::Sender<u64>,
 }
@@ -30,6 +32,7 @@ impl Served {
     pub fn new(capacity: usize) -> Served {
         Served {
             batches: Mutex::new(BTreeMap::new()),
+            ordered: Mutex::new(BTreeMap::new()),
             capacity: capacity.max(1),
             version: watch::Sender::new(0),
         }
@@ -51,14 +54,26 @@ impl Served {
         self.version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// The served batch of `primary` in `term` with the lowest seq at or above `seq`. A
-    /// `Pull` from a seq that was ordered (and so left the served set) goes on with the
-    /// next one served instead of waiting for it for ever: a primary cuts, and a
-    /// secondary accepts, seqs in order, so a lower seq missing here is one that was
-    /// ordered or pushed out by the bound, never one still to come.
-    pub fn at_or_after(&self, term: u64, primary: PartyId, seq: u64) -> Option<Arc<SignedBatch>> {
-        self.lock()
-            .range((term, primary, seq)..=(term, primary, u64::MAX))
+    /// What a `Pull` from `seq` of `primary`'s lane in `term` reads next: the batch at
+    /// `seq`; or, when `seq` was ordered (and so left the set), the next one served — a
+    /// puller that asks for an ordered seq (an assembler after a restart) goes on instead
+    /// of waiting for it for ever. A seq not served and not known ordered (not cut yet,
+    /// or pushed out by the bound) is waited for, as before.
+    pub fn next_for_pull(&self, term: u64, primary: PartyId, seq: u64) -> Option<Arc<SignedBatch>> {
+        let map = self.lock();
+        if let Some(b) = map.get(&(term, primary, seq)) {
+            return Some(Arc::clone(b));
+        }
+        let mark = self
+            .ordered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(term, primary))
+            .copied();
+        if mark.is_none_or(|m| seq > m) {
+            return None;
+        }
+        map.range((term, primary, seq)..=(term, primary, u64::MAX))
             .next()
             .map(|(_, b)| Arc::clone(b))
     }
@@ -71,15 +86,31 @@ impl Served {
             .cloned()
     }
 
-    /// Forgets the batch `id` with `digest` (it was ordered).
+    /// Forgets the batch `id` with `digest` (it was ordered), and remembers that its
+    /// seq was ordered in its term.
     pub fn remove(&self, id: BatchId, digest: &Digest32) {
-        self.lock()
-            .retain(|_, b| !(b.id() == id && b.header.digest == *digest));
+        let mut ordered_in = Vec::new();
+        self.lock().retain(|_, b| {
+            let gone = b.id() == id && b.header.digest == *digest;
+            if gone {
+                ordered_in.push(b.header.term);
+            }
+            !gone
+        });
+        let mut marks = self.ordered.lock().unwrap_or_else(PoisonError::into_inner);
+        for term in ordered_in {
+            let mark = marks.entry((term, id.primary)).or_insert(id.seq);
+            *mark = (*mark).max(id.seq);
+        }
     }
 
-    /// Forgets the batches of terms before `term`.
+    /// Forgets the batches (and ordered marks) of terms before `term`.
     pub fn forget_before(&self, term: u64) {
         self.lock().retain(|(t, _, _), _| *t >= term);
+        self.ordered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(t, _), _| *t >= term);
     }
 
     /// Batches served now.
@@ -114,8 +145,9 @@ mod tests {
     }
 
     /// A puller asking for seq 2 after seqs 1–3 were served and 1–2 ordered (removed):
-    /// before, it waited at seq 2 for ever; now it gets seq 3. Other lanes and terms are
-    /// not mixed in.
+    /// before, it waited at seq 2 for ever; now it gets seq 3. A seq not known ordered is
+    /// still waited for (a lagging secondary is not sent later seqs it would refuse), and
+    /// other lanes and terms are not mixed in.
     #[test]
     fn a_pull_from_an_ordered_seq_goes_on_with_the_next_served() {
         let s = Served::new(16);
@@ -124,15 +156,18 @@ mod tests {
         }
         s.insert(batch(5, 3, 9));
         s.insert(batch(6, 2, 7));
+        assert!(s.next_for_pull(5, 3, 8).is_none(), "not ordered: wait for seq 8");
         for seq in 1..=2 {
             let b = batch(5, 2, seq);
             s.remove(b.id(), &b.header.digest);
         }
-        let next = s.at_or_after(5, 2, 2).unwrap();
-        assert_eq!(next.id().seq, 3);
-        assert_eq!(s.at_or_after(5, 2, 3).unwrap().id().seq, 3);
-        assert!(s.at_or_after(5, 2, 4).is_none(), "nothing served after: wait");
-        assert!(s.at_or_after(4, 2, 1).is_none(), "another term");
-        assert_eq!(s.at_or_after(6, 2, 0).unwrap().header.term, 6);
+        assert_eq!(s.next_for_pull(5, 2, 2).unwrap().id().seq, 3);
+        assert_eq!(s.next_for_pull(5, 2, 1).unwrap().id().seq, 3);
+        assert_eq!(s.next_for_pull(5, 2, 3).unwrap().id().seq, 3);
+        assert!(s.next_for_pull(5, 2, 4).is_none(), "nothing served after: wait");
+        assert!(s.next_for_pull(4, 2, 1).is_none(), "another term");
+        assert!(s.next_for_pull(6, 2, 0).is_none(), "term 6 has nothing ordered");
+        s.forget_before(6);
+        assert!(s.next_for_pull(5, 2, 2).is_none());
     }
 }

@@ -206,7 +206,7 @@ impl BatcherPeer for PeerService {
                 // The next served seq at or after `seq`: an ordered batch left the set, and
                 // a puller that asks for it (an assembler after a restart) goes on with the
                 // next one instead of waiting for it for ever.
-                if let Some(b) = served.at_or_after(r.term, r.primary, seq) {
+                if let Some(b) = served.next_for_pull(r.term, r.primary, seq) {
                     if tx.send(Ok(pb::Batch::from(&*b))).await.is_err() {
                         return;
                     }

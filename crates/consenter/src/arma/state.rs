@@ -149,12 +149,20 @@ pub struct ShardState {
     pub last_ordered_seq: u64,
     votes: BTreeMap<u64, SeqVotes>,
     complaints: BTreeSet<PartyId>,
-    /// The digests (and tx counts) of the last `max_seqs_ahead` seqs ordered in this
-    /// term: a BAF for one of them with another primary-signed digest is a late
+    /// The digests (hex) and tx counts of the last [`ORDERED_WINDOW`] seqs ordered in
+    /// this term: a BAF for one of them with another primary-signed digest is a late
     /// equivocation (the primary served one version to some and another to the others).
+    /// `None` in a state read from a snapshot written before this was kept: the check
+    /// starts for that shard at its next term change, at the same decision on every
+    /// consenter (replaying the log from different snapshots cannot make them differ).
     #[serde(default)]
-    ordered: BTreeMap<u64, (Digest32, u32)>,
+    ordered: Option<BTreeMap<u64, (String, u32)>>,
 }
+
+/// How many ordered seqs of a term a shard remembers for the late-equivocation check.
+/// The evidence (a correct secondary's BAF for the other version) is submitted as soon as
+/// that secondary learns the seq was ordered, a few decisions later.
+pub const ORDERED_WINDOW: usize = 64;
 
 impl ShardState {
     /// Seqs with counted BAFs (unordered).
@@ -171,7 +179,7 @@ impl ShardState {
         self.term = self.term.saturating_add(1);
         self.votes.clear();
         self.complaints.clear();
-        self.ordered.clear();
+        self.ordered = Some(BTreeMap::new());
         TermChange {
             shard,
             term: self.term,
@@ -199,7 +207,13 @@ impl ArmaState {
     /// The state at genesis: every shard in term 0 with nothing ordered.
     pub fn genesis(shards: u32) -> ArmaState {
         ArmaState {
-            shards: vec![ShardState::default(); shards as usize],
+            shards: vec![
+                ShardState {
+                    ordered: Some(BTreeMap::new()),
+                    ..ShardState::default()
+                };
+                shards as usize
+            ],
             next_block: 0,
             previous_hash: [0; 32],
             applied: 0,
@@ -240,8 +254,9 @@ impl ArmaState {
             // batchers' mempools then, so the primary cannot censor with it).
             let differs = state
                 .ordered
-                .get(&seq)
-                .is_some_and(|(d, c)| *d != h.digest || *c != h.tx_count);
+                .as_ref()
+                .and_then(|o| o.get(&seq))
+                .is_some_and(|(d, c)| *d != hex::encode(h.digest) || *c != h.tx_count);
             if differs && !cfg.knobs.ignore_equivocation {
                 self.equivocations = self.equivocations.saturating_add(1);
                 out.terms.push(state.next_term(shard));
@@ -293,9 +308,11 @@ impl ArmaState {
                 return;
             };
             state.last_ordered_seq = next;
-            state.ordered.insert(next, (votes.digest, votes.tx_count));
-            while u64::try_from(state.ordered.len()).unwrap_or(u64::MAX) > cfg.max_seqs_ahead {
-                state.ordered.pop_first();
+            if let Some(ordered) = state.ordered.as_mut() {
+                ordered.insert(next, (hex::encode(votes.digest), votes.tx_count));
+                while ordered.len() > ORDERED_WINDOW {
+                    ordered.pop_first();
+                }
             }
             let header = OrderedHeader {
                 number: self.next_block,
