@@ -55,7 +55,7 @@ pub struct LatencyProxyArgs {
     #[arg(long, default_value = "8388608")]
     max_buffer_bytes: NonZeroUsize,
     /// Close a connection after this many seconds without a byte in either direction.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = crate::server_args::positive_u64)]
     idle_timeout_s: u64,
 }
 
@@ -316,7 +316,7 @@ pub async fn run(args: LatencyProxyArgs) -> anyhow::Result<()> {
     let limits = Limits {
         delay: Duration::from_millis(args.delay_ms),
         max_buffer_bytes: args.max_buffer_bytes,
-        idle_timeout: Duration::from_secs(args.idle_timeout_s.max(1)),
+        idle_timeout: Duration::from_secs(args.idle_timeout_s),
     };
     let mut bound = Vec::with_capacity(args.routes.len());
     for route in &args.routes {

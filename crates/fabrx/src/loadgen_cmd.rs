@@ -45,7 +45,7 @@ pub struct LoadgenArgs {
     #[arg(long)]
     blocks: Option<usize>,
     /// Txs per load block.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_parser = crate::server_args::positive_usize)]
     block_size: usize,
     /// Keys each tx reads (spent coins count as reads).
     #[arg(long, default_value_t = 1)]
@@ -331,7 +331,7 @@ fn spec_of(args: &LoadgenArgs, schedule: &Schedule, target: Target) -> anyhow::R
     }
     // With rate steps, the workload is what the steps send.
     let blocks = match schedule.total() {
-        Some(txs) => usize::try_from(txs)?.div_ceil(args.block_size.max(1)),
+        Some(txs) => usize::try_from(txs)?.div_ceil(args.block_size),
         None => args.blocks.unwrap_or(DEFAULT_BLOCKS),
     };
     let spec = WorkloadSpec {

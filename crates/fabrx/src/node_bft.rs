@@ -55,7 +55,7 @@ pub struct BftArgs {
     #[arg(long, default_value_t = 2000)]
     view_change_timeout_ms: u64,
     /// Clock tick of the replica.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::server_args::positive_u64)]
     tick_ms: u64,
     /// Messages kept per peer while it is slow or down (oldest dropped beyond).
     #[arg(long, default_value_t = 4096)]
@@ -122,7 +122,7 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
         wal: args.wal.join("replica.wal"),
         decisions: args.decisions,
         chain: args.chain_id,
-        tick: Duration::from_millis(args.tick_ms.max(1)),
+        tick: Duration::from_millis(args.tick_ms),
         limits,
         channel_capacity: 4096,
     };

@@ -97,7 +97,7 @@ pub struct ConsenterArgs {
     #[arg(long, default_value_t = 2000)]
     view_change_timeout_ms: u64,
     /// Clock tick of the replica.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::server_args::positive_u64)]
     tick_ms: u64,
     /// How long Submit waits for the decision (DEADLINE_EXCEEDED beyond).
     #[arg(long, default_value_t = 30_000)]
@@ -179,7 +179,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::Arma
         wal: args.data_dir.join("wal").join("replica.wal"),
         decisions: args.data_dir.join("decisions"),
         chain: args.chain_id.clone(),
-        tick: Duration::from_millis(args.tick_ms.max(1)),
+        tick: Duration::from_millis(args.tick_ms),
         limits: limits(&args),
         channel_capacity: 4096,
     };

@@ -25,7 +25,7 @@ pub struct EndorserArgs {
     #[arg(long)]
     metrics: Option<String>,
     /// Requests checked and signed at once.
-    #[arg(long, default_value_t = endorser::service::ServiceConfig::default().max_in_flight)]
+    #[arg(long, default_value_t = endorser::service::ServiceConfig::default().max_in_flight, value_parser = crate::server_args::positive_usize)]
     max_in_flight: usize,
     #[command(flatten)]
     server: crate::server_args::ServerArgs,
@@ -47,7 +47,7 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
     )?;
     let dir = netconfig::tls::network_dir(&args.config);
     let mut cfg = config.endorser_node_config(&dir, args.index, args.listen)?;
-    cfg.service.max_in_flight = args.max_in_flight.max(1);
+    cfg.service.max_in_flight = args.max_in_flight;
     cfg.service.server = args.server.limits();
     let metrics = match &args.metrics {
         None => None,

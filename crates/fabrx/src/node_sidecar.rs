@@ -61,7 +61,7 @@ pub struct SidecarArgs {
     #[arg(long)]
     max_pending: Option<NonZeroUsize>,
     /// A remote call without an answer within this many milliseconds is resubmitted.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, default_value_t = 30_000, value_parser = crate::server_args::positive_u64)]
     call_timeout_ms: u64,
     /// Exit once every block of the source is final (otherwise keep serving).
     #[arg(long)]
@@ -155,7 +155,7 @@ fn feed(args: &SidecarArgs) -> anyhow::Result<(Feed, types::NamespacePolicy, Opt
 /// The verify and commit stages the arguments ask for.
 async fn stages(args: &SidecarArgs) -> anyhow::Result<(Arc<dyn VerifyStage>, Arc<dyn CommitStage>)> {
     let remote = RemoteConfig {
-        call_timeout: Duration::from_millis(args.call_timeout_ms.max(1)),
+        call_timeout: Duration::from_millis(args.call_timeout_ms),
         ..RemoteConfig::default()
     };
     let verify: Arc<dyn VerifyStage> = if args.verifier.is_empty() {

@@ -28,10 +28,10 @@ pub struct SigverifierArgs {
     #[arg(long)]
     metrics: Option<String>,
     /// Batches of one stream verified or queued at once.
-    #[arg(long, default_value_t = ServiceConfig::default().max_in_flight)]
+    #[arg(long, default_value_t = ServiceConfig::default().max_in_flight, value_parser = crate::server_args::positive_usize)]
     max_in_flight: usize,
     /// Batches of all streams together verified or queued at once.
-    #[arg(long, default_value_t = ServiceConfig::default().max_in_flight_total)]
+    #[arg(long, default_value_t = ServiceConfig::default().max_in_flight_total, value_parser = crate::server_args::positive_usize)]
     max_in_flight_total: usize,
     #[command(flatten)]
     server: crate::server_args::ServerArgs,
@@ -66,8 +66,8 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
         serde_json::json!({ "ready": "sigverifier", "listen": addr.to_string() })
     );
     let config = ServiceConfig {
-        max_in_flight: args.max_in_flight.max(1),
-        max_in_flight_total: args.max_in_flight_total.max(1),
+        max_in_flight: args.max_in_flight,
+        max_in_flight_total: args.max_in_flight_total,
         server: args.server.limits(),
         ..ServiceConfig::default()
     };

@@ -4,15 +4,34 @@ use clap::Args;
 use std::time::Duration;
 use wire::server::ServerLimits;
 
+/// A flag that must be a positive whole number: parsed, not clamped (a 0 is refused with
+/// the flag's name instead of silently becoming 1).
+pub fn positive_usize(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// [`positive_usize`] for `u64` flags (timeouts, ticks).
+pub fn positive_u64(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Flags of a node's gRPC server.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
     /// Most client connections open at once; at the bound a new connection evicts a
     /// silent or the longest-idle one.
-    #[arg(long, default_value_t = ServerLimits::default().max_connections)]
+    #[arg(long, default_value_t = ServerLimits::default().max_connections, value_parser = positive_usize)]
     pub max_connections: usize,
     /// A connection without traffic for this many milliseconds is closed.
-    #[arg(long, default_value_t = 120_000)]
+    #[arg(long, default_value_t = 120_000, value_parser = positive_u64)]
     pub idle_timeout_ms: u64,
 }
 
@@ -20,9 +39,24 @@ impl ServerArgs {
     /// The limits these flags select.
     pub fn limits(&self) -> ServerLimits {
         ServerLimits {
-            max_connections: self.max_connections.max(1),
-            idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
+            max_connections: self.max_connections,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             ..ServerLimits::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_is_refused_not_clamped() {
+        assert_eq!(positive_usize("3"), Ok(3));
+        assert_eq!(positive_u64(" 7 "), Ok(7));
+        assert!(positive_usize("0").unwrap_err().contains("at least 1"));
+        assert!(positive_u64("0").unwrap_err().contains("at least 1"));
+        assert!(positive_usize("-1").is_err());
+        assert!(positive_u64("many").is_err());
     }
 }
