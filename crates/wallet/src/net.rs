@@ -205,6 +205,19 @@ impl TokenNetwork {
         }
     }
 
+    /// The confirmations needed, when at least that many query services answered (else
+    /// the network is unreachable, naming why the others did not).
+    fn enough_answered(&self, answered: usize, errors: &[String]) -> Result<usize> {
+        let need = self.confirmations.max(1);
+        if answered < need {
+            return Err(Error::Unreachable(format!(
+                "{answered} query services answered, {need} needed: {}",
+                errors.join("; ")
+            )));
+        }
+        Ok(need)
+    }
+
     fn query(&self) -> Result<Vec<QueryClient<Channel>>> {
         self.query
             .iter()
@@ -244,13 +257,7 @@ impl TokenNetwork {
                 Err(e) => errors.push(e),
             }
         }
-        let need = self.confirmations.max(1);
-        if answered < need {
-            return Err(Error::Unreachable(format!(
-                "{answered} query services answered, {need} needed: {}",
-                errors.join("; ")
-            )));
-        }
+        let need = self.enough_answered(answered, &errors)?;
         let mut confirmed: HashMap<String, Option<(Status, u64)>> = HashMap::new();
         for ((id, status, block), n) in votes {
             if n >= need {
@@ -360,13 +367,7 @@ impl TokenNetwork {
                 Err(e) => errors.push(e),
             }
         }
-        let need = self.confirmations.max(1);
-        if answered < need {
-            return Err(Error::Unreachable(format!(
-                "{answered} query services answered, {need} needed: {}",
-                errors.join("; ")
-            )));
-        }
+        let need = self.enough_answered(answered, &errors)?;
         let mut out: Vec<Token> = votes
             .into_values()
             .filter(|(_, n)| *n >= need)

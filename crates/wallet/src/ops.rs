@@ -286,6 +286,24 @@ fn build_request(w: &WalletFile, payment: &Payment) -> Result<(Request, Vec<Stri
     Ok((request, inputs))
 }
 
+/// The settlement of `request` and its envelope: endorsed by t endorsers (each partial
+/// verified), aggregated, the aggregate checked under the group key, signed by `key`.
+async fn endorsed_envelope(
+    net: &TokenNetwork,
+    request: &Request,
+    key: &crypto::SigningKey,
+) -> Result<(Settlement, Vec<u8>)> {
+    let settlement = Settlement::build(request, &net.namespace, net.ns_version);
+    let message = settlement.endorsement_bytes();
+    let partials = net.endorse(request, &message).await?;
+    let aggregate = crypto::aggregate_partials(&net.public, &partials)
+        .map_err(|e| Error::Invalid(format!("aggregating the endorsements: {e}")))?;
+    crypto::verify_namespace_endorsement(net.public.group_public_key(), &message, &aggregate)
+        .map_err(|e| Error::Invalid(format!("the aggregate endorsement does not verify: {e}")))?;
+    let envelope = token::envelope(request, &settlement, aggregate.as_bytes(), key);
+    Ok((settlement, envelope))
+}
+
 /// Makes a payment: sync, select inputs, endorse (t of n), aggregate, write the pending
 /// payment (inputs locked), submit to every router, wait up to `wait` for the final
 /// status, record it. Before the pending payment is written nothing is saved: a failure
@@ -312,14 +330,7 @@ pub async fn pay(
         });
     }
     let (request, inputs) = build_request(&data, payment)?;
-    let settlement = Settlement::build(&request, &net.namespace, net.ns_version);
-    let message = settlement.endorsement_bytes();
-    let partials = net.endorse(&request, &message).await?;
-    let aggregate = crypto::aggregate_partials(&net.public, &partials)
-        .map_err(|e| Error::Invalid(format!("aggregating the endorsements: {e}")))?;
-    crypto::verify_namespace_endorsement(net.public.group_public_key(), &message, &aggregate)
-        .map_err(|e| Error::Invalid(format!("the aggregate endorsement does not verify: {e}")))?;
-    let envelope = token::envelope(&request, &settlement, aggregate.as_bytes(), &data.key()?);
+    let (settlement, envelope) = endorsed_envelope(net, &request, &data.key()?).await?;
     let tx_id = settlement.tx_id.0.clone();
     data.pending.push(PendingPayment {
         tx_id: tx_id.clone(),
@@ -417,12 +428,7 @@ pub async fn abandon(
         }],
     )
     .sign(&key);
-    let settlement = Settlement::build(&request, &net.namespace, net.ns_version);
-    let message = settlement.endorsement_bytes();
-    let partials = net.endorse(&request, &message).await?;
-    let aggregate = crypto::aggregate_partials(&net.public, &partials)
-        .map_err(|e| Error::Invalid(format!("aggregating the endorsements: {e}")))?;
-    let envelope = token::envelope(&request, &settlement, aggregate.as_bytes(), &key);
+    let (settlement, envelope) = endorsed_envelope(net, &request, &key).await?;
     let cancel_id = settlement.tx_id.0.clone();
     data.pending.push(PendingPayment {
         tx_id: cancel_id.clone(),
