@@ -474,6 +474,95 @@ mod tests {
         assert_eq!(round_verdict(7, 3, 0, 3), Some(Ok(())));
     }
 
+    /// How a stand-in consenter answers `Submit`.
+    #[derive(Clone, Copy)]
+    enum Says {
+        Accepted,
+        Refused,
+        Silent,
+    }
+
+    struct FakeConsenter(Says);
+
+    #[tonic::async_trait]
+    impl pb::bft_consensus_server::BftConsensus for FakeConsenter {
+        async fn exchange(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::BftEnvelope>>,
+        ) -> std::result::Result<tonic::Response<pb::BftExchangeSummary>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+
+        async fn submit(
+            &self,
+            _r: tonic::Request<pb::BftSubmitRequest>,
+        ) -> std::result::Result<tonic::Response<pb::BftSubmitResponse>, tonic::Status> {
+            match self.0 {
+                Says::Accepted => Ok(tonic::Response::new(pb::BftSubmitResponse {
+                    accepted: true,
+                    decided_seq: 1,
+                })),
+                Says::Refused => Err(tonic::Status::invalid_argument("refused")),
+                Says::Silent => std::future::pending().await,
+            }
+        }
+
+        async fn status(
+            &self,
+            _r: tonic::Request<pb::BftStatusRequest>,
+        ) -> std::result::Result<tonic::Response<pb::BftStatusResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+    }
+
+    async fn consenters(says: &[Says]) -> Vec<Channel> {
+        let mut out = Vec::new();
+        for s in says {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let at = listener.local_addr().unwrap();
+            tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(pb::bft_consensus_server::BftConsensusServer::new(FakeConsenter(
+                        *s,
+                    )))
+                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            );
+            out.push(
+                clients::channel::lazy(&at.to_string(), clients::channel::DEFAULT_CONNECT_TIMEOUT).unwrap(),
+            );
+        }
+        out
+    }
+
+    /// The rule on real calls: one Byzantine consenter of four answering `accepted` at
+    /// once while the others are silent (a view change, say) does not end the round, nor
+    /// does one refusing at once; two alike answers do.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_over_real_calls_ends_only_on_f_plus_one_alike_answers() {
+        let shell = ShellConfig {
+            submit_timeout: std::time::Duration::from_millis(300),
+            ..ShellConfig::default()
+        };
+        let round = |says: Vec<Says>| async move {
+            let c = consenters(&says).await;
+            submit_round(b"baf", &c, shell).await
+        };
+        use Says::{Accepted, Refused, Silent};
+        assert!(matches!(
+            round(vec![Accepted, Silent, Silent, Silent]).await,
+            Err(RoundError::Retry(_))
+        ));
+        assert!(matches!(
+            round(vec![Refused, Silent, Silent, Silent]).await,
+            Err(RoundError::Retry(_))
+        ));
+        assert!(round(vec![Accepted, Refused, Accepted, Silent]).await.is_ok());
+        assert!(matches!(
+            round(vec![Refused, Refused, Accepted, Silent]).await,
+            Err(RoundError::Refused(_))
+        ));
+    }
+
     #[test]
     fn the_pull_follows_the_core() {
         let open = PullWant {
