@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use crate::keys::{PublicInner, SecretInner};
-use crate::{PublicKey, Purpose, Result, Signature, SigningKey, bls, ecdsa, ed25519};
+use crate::{PublicKey, Purpose, Result, Scheme, Signature, SigningKey, bls, ecdsa, ed25519};
 
 fn sign(purpose: Purpose, key: &SigningKey, message: &[u8]) -> Signature {
     match &key.0 {
@@ -139,6 +139,37 @@ pub fn verify_namespace_endorsements_in_groups(items: &[SignedMessage<'_>], grou
 /// Verifies many client request signatures (see [`verify_namespace_endorsements`]).
 pub fn verify_client_requests(items: &[SignedMessage<'_>]) -> Vec<bool> {
     verify_many(Purpose::ClientRequest, items)
+}
+
+/// Verifies client request signatures of self-certified creators, whose identity is
+/// their raw Ed25519 public key: `result[i]` for `items[i] = (key bytes, message,
+/// signature)`, a key that is not an Ed25519 key being invalid. The parsed ones are
+/// checked as one batch ([`verify_client_requests`]).
+pub fn verify_client_requests_by_ed25519_key(items: &[(&[u8], &[u8], &[u8])]) -> Vec<bool> {
+    let parsed: Vec<Option<(PublicKey, Signature)>> = items
+        .iter()
+        .map(|(key, _, sig)| {
+            PublicKey::from_bytes(Scheme::Ed25519, key)
+                .ok()
+                .map(|pk| (pk, Signature::from_bytes(*sig)))
+        })
+        .collect();
+    let batch: Vec<SignedMessage<'_>> = parsed
+        .iter()
+        .zip(items)
+        .filter_map(|(p, (_, message, _))| {
+            p.as_ref().map(|(public_key, signature)| SignedMessage {
+                public_key,
+                message,
+                signature,
+            })
+        })
+        .collect();
+    let mut verdicts = verify_client_requests(&batch).into_iter();
+    parsed
+        .iter()
+        .map(|p| p.is_some() && verdicts.next().unwrap_or(false))
+        .collect()
 }
 
 /// Verifies many batch attestation fragments (see [`verify_namespace_endorsements`]).

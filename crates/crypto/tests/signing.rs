@@ -280,3 +280,28 @@ fn grouped_verification_matches_single_verification_for_every_group_size() {
     }
     assert!(verify_namespace_endorsements_in_groups(&[], 8).is_empty());
 }
+
+/// Self-certified creators: the key comes as raw bytes with the claim. Valid claims
+/// verify; a bad signature, a signature by another key, and bytes that are no Ed25519 key
+/// do not; each verdict stays at its position.
+#[test]
+fn client_requests_by_raw_ed25519_key() {
+    let alice = derive_signing_key(Scheme::Ed25519, "raw-key/alice");
+    let bob = derive_signing_key(Scheme::Ed25519, "raw-key/bob");
+    let a = alice.public_key().as_bytes().to_vec();
+    let good = sign_client_request(&alice, b"payload").into_bytes();
+    let by_bob = sign_client_request(&bob, b"payload").into_bytes();
+    let not_a_key = vec![0xffu8; 31];
+    let items: Vec<(&[u8], &[u8], &[u8])> = vec![
+        (&a, b"payload", &good),
+        (&a, b"other payload", &good),
+        (&a, b"payload", &by_bob),
+        (&not_a_key, b"payload", &good),
+        (&a, b"payload", &good),
+    ];
+    assert_eq!(
+        verify_client_requests_by_ed25519_key(&items),
+        vec![true, false, false, false, true]
+    );
+    assert!(verify_client_requests_by_ed25519_key(&[]).is_empty());
+}

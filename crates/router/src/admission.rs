@@ -95,10 +95,10 @@ pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refus
     // the network's client policy: the committer refuses an unsigned one anyway, so it is
     // refused here before it costs ordering.
     if let Some(key) = wire::self_certified_key(&env) {
-        let key =
-            crypto::PublicKey::from_bytes(crypto::Scheme::Ed25519, key).map_err(|_| Refusal::BadSignature)?;
-        let sig = crypto::Signature::from_bytes(env.signature.as_slice());
-        crypto::verify_client_request(&key, &env.payload, &sig).map_err(|_| Refusal::BadSignature)?;
+        let claim = [(key, env.payload.as_slice(), env.signature.as_slice())];
+        if crypto::verify_client_requests_by_ed25519_key(&claim) != [true] {
+            return Err(Refusal::BadSignature);
+        }
     }
     if let ClientAuth::Signed(keys) = &cfg.client_auth {
         let creator = env

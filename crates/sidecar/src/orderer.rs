@@ -38,35 +38,21 @@ use wire::pb::assembler_client::AssemblerClient;
 use crate::{Error, Result};
 
 /// Positions (in `envelopes`' own `(position, envelope)` pairs) of self-certified
-/// envelopes whose creator signature over the payload does not verify.
+/// envelopes whose creator signature over the payload does not verify (one batch).
 pub fn unsigned_self_certified(envelopes: &[(usize, pb::Envelope)]) -> Vec<usize> {
-    let mut bad = Vec::new();
-    let mut claims = Vec::with_capacity(envelopes.len());
-    for (i, env) in envelopes {
-        let key = wire::self_certified_key(env).unwrap_or_default();
-        match crypto::PublicKey::from_bytes(crypto::Scheme::Ed25519, key) {
-            Ok(pk) => claims.push((*i, pk, crypto::Signature::from_bytes(env.signature.clone()), env)),
-            Err(_) => bad.push(*i),
-        }
-    }
-    let items: Vec<crypto::SignedMessage<'_>> = claims
+    let items: Vec<(&[u8], &[u8], &[u8])> = envelopes
         .iter()
-        .map(|(_, pk, sig, env)| crypto::SignedMessage {
-            public_key: pk,
-            message: &env.payload,
-            signature: sig,
+        .map(|(_, env)| {
+            let key = wire::self_certified_key(env).unwrap_or_default();
+            (key, env.payload.as_slice(), env.signature.as_slice())
         })
         .collect();
-    let verdicts = crypto::verify_client_requests(&items);
-    bad.extend(
-        claims
-            .iter()
-            .zip(verdicts)
-            .filter(|(_, ok)| !ok)
-            .map(|((i, ..), _)| *i),
-    );
-    bad.sort_unstable();
-    bad
+    crypto::verify_client_requests_by_ed25519_key(&items)
+        .into_iter()
+        .zip(envelopes)
+        .filter(|(ok, _)| !ok)
+        .map(|(_, (i, _))| *i)
+        .collect()
 }
 
 /// Largest Deliver message accepted (a block with all its requests).

@@ -87,7 +87,7 @@ fn finalize(w: &mut WalletFile, tx_id: &str, status: Status, block: u64) {
             let o = w.pending.remove(at);
             w.history.push(HistoryEntry {
                 tx_id: o.tx_id,
-                direction: if o.kind == "issue" { "issued" } else { "sent" }.into(),
+                direction: direction(&o.kind).into(),
                 amount: o.amount,
                 token_type: o.token_type,
                 counterparty: o.to,
@@ -98,18 +98,22 @@ fn finalize(w: &mut WalletFile, tx_id: &str, status: Status, block: u64) {
     }
     w.history.push(HistoryEntry {
         tx_id: p.tx_id,
-        direction: match p.kind.as_str() {
-            "issue" => "issued",
-            "cancel" => "cancelled",
-            _ => "sent",
-        }
-        .into(),
+        direction: direction(&p.kind).into(),
         amount: p.amount,
         token_type: p.token_type,
         counterparty: p.to,
         status: status.name().into(),
         block: Some(block),
     });
+}
+
+/// The history direction of a payment of `kind` this wallet made.
+fn direction(kind: &str) -> &'static str {
+    match kind {
+        "issue" => "issued",
+        "cancel" => "cancelled",
+        _ => "sent",
+    }
 }
 
 /// The history status of a payment replaced by a committed cancellation.
