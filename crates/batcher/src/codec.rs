@@ -96,7 +96,7 @@ impl TryFrom<pb::ConsenterRequest> for ConsenterRequest {
 }
 
 /// Decodes one BFT request as a `ConsenterRequest` and checks its shape (the consenter
-/// application does the same in `consenter::arma::request`, with its own error type, and
+/// application does the same in `consenter::application::request`, with its own error type, and
 /// then checks parties and signatures).
 pub fn decode_consenter_request(bytes: &[u8]) -> Result<ConsenterRequest> {
     let decoded = pb::ConsenterRequest::decode(bytes).map_err(|e| Error::Undecodable {

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use batcher::Config;
-use batcher::node::{Deps, Handle, NodeConfig, ShellConfig, StatsSnapshot};
+use batcher::node::{Config as NodeConfig, Deps, Handle, ShellConfig, StatsSnapshot};
+use wire::node::Node as _;
 use scripted::Scripted;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -181,7 +182,7 @@ impl Net {
     }
 
     async fn stop(&mut self, party: PartyId) {
-        self.nodes.remove(&party).unwrap().shutdown().await.unwrap();
+        self.nodes.remove(&party).unwrap().stop().await.unwrap();
     }
 
     /// Restarts `party` from its data directory on the same port.
@@ -561,7 +562,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
     );
     let s = node.stats.snapshot();
     assert_eq!((s.admitted, s.refused, s.pending), (4, 4, 4));
-    node.shutdown().await.unwrap();
+    node.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,6 +36,7 @@ use committer::{LocalCommitter, LocalVerifier};
 use crypto::{Scheme, derive_signing_key};
 use prost::Message;
 use sidecar::node::{Config, Deps, Feed, Handle};
+use wire::node::Node as _;
 use sidecar::orderer::OrdererConfig;
 use sidecar::store::BlockStore;
 use tokio::sync::{mpsc, watch};
@@ -485,7 +486,7 @@ async fn start_node(
     assemblers: &[&str],
 ) -> (Handle, SidecarClient<Channel>) {
     let mut config = Config::new(store.to_path_buf());
-    config.listen = Some("127.0.0.1:0".parse().unwrap());
+    config.listen = "127.0.0.1:0".parse().unwrap();
     let deps = Deps {
         verify: Arc::new(LocalVerifier::new()),
         commit: db.clone(),
@@ -494,7 +495,7 @@ async fn start_node(
         metrics: None,
     };
     let node = sidecar::node::spawn(config, deps).await.unwrap();
-    let client = SidecarClient::connect(format!("http://{}", node.listen.unwrap()))
+    let client = SidecarClient::connect(format!("http://{}", node.addr))
         .await
         .unwrap();
     (node, client)
@@ -630,7 +631,7 @@ async fn an_honest_chain_is_committed_with_malformed_requests_in_place() {
     // One stream, from block 0 (nothing to anchor), still open: the node follows.
     assert_eq!(a.froms(), vec![0]);
     assert_eq!(a.open_streams(), 1);
-    node.stop(Duration::from_secs(1)).await;
+    node.stop().await.unwrap();
 }
 
 /// Scenario 2: the first assembler serves `tampered` as block `t`; the second is honest.
@@ -664,7 +665,7 @@ async fn byzantine_first_assembler(t: u64, tampered: pb::OrderedBlock, evil_ids:
         "{froms:?}"
     );
     assert_eq!(b.froms(), vec![t]);
-    node.stop(Duration::from_secs(1)).await;
+    node.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -717,7 +718,7 @@ async fn a_restarted_node_resumes_at_the_store_anchored_on_the_block_before() {
     assert_eq!(node.resumed_at, 0);
     wait_stored(&client, first_run).await;
     assert_eq!(a.froms(), vec![0]);
-    node.stop(Duration::from_secs(1)).await;
+    node.stop().await.unwrap();
     drop(client);
 
     // The new node's own assembler is down: it fails over before its first block.
@@ -730,7 +731,7 @@ async fn a_restarted_node_resumes_at_the_store_anchored_on_the_block_before() {
     wait_stored(&client, w.len()).await;
     assert_stored(&client, &w).await;
     assert_eq!(a.froms()[asked_before..], [first_run - 1], "{:?}", a.froms());
-    node.stop(Duration::from_secs(1)).await;
+    node.stop().await.unwrap();
 }
 
 // ------------------------------------------------------------------ stalls and stops
@@ -748,7 +749,7 @@ async fn a_withholding_first_assembler_is_left_for_the_next_one() {
     let (node, client) = start_node(&dir.path().join("store"), &db, &w.meta_policy, &[&a.url, &b.url]).await;
     wait_stored_within(&client, w.len(), Duration::from_secs(5)).await;
     assert_stored(&client, &w).await;
-    node.stop(Duration::from_secs(1)).await;
+    node.stop().await.unwrap();
 }
 
 /// `Handle::stop` returns only once the block task and the orderer reader are gone: the
@@ -763,7 +764,7 @@ async fn stop_releases_the_store_and_the_deliver_stream() {
     let (node, client) = start_node(&store, &db, &w.meta_policy, &[&a.url]).await;
     wait_stored(&client, w.len()).await;
     assert_eq!(a.open_streams(), 1);
-    node.stop(Duration::from_secs(1)).await;
+    node.stop().await.unwrap();
     let reopened = BlockStore::open(&store).map(|_| ());
     let deadline = Instant::now() + Duration::from_secs(2);
     while a.open_streams() > 0 && Instant::now() < deadline {

@@ -15,6 +15,7 @@
 mod common;
 use common::{check_answers, keys, owned, owned_query, query_node};
 use query::QueryLimits;
+use wire::node::Node as _;
 use std::sync::Arc;
 use tokio_stream::wrappers::TcpListenerStream;
 use types::{Endorsement, Height, NamespacePolicy, PolicyScheme, ReadWrite, Status, Tx, TxId, TxNamespace};
@@ -129,5 +130,5 @@ async fn answers_rows_owned_rows_and_statuses() {
         .unwrap()
         .into_inner();
     assert_eq!((keys(&page), page.more), (vec!["t1".into()], false));
-    node.stop().await;
+    node.stop().await.unwrap();
 }

@@ -35,6 +35,7 @@
     clippy::too_many_lines
 )]
 
+use wire::node::Node as _;
 use prost::Message;
 use std::future::Future;
 use std::sync::OnceLock;
@@ -252,7 +253,7 @@ async fn sidecar_survives_hostile_input() {
     backend.init_schema().await.unwrap();
     let engine = vcservice::Engine::new(backend, vcservice::EngineConfig::default(), None);
     let mut config = sidecar::node::Config::new(dir.path().join("store"));
-    config.listen = Some("127.0.0.1:0".parse().unwrap());
+    config.listen = "127.0.0.1:0".parse().unwrap();
     let deps = sidecar::node::Deps {
         verify: std::sync::Arc::new(committer::LocalVerifier::new()),
         commit: std::sync::Arc::new(committer::LocalCommitter::new(engine)),
@@ -263,7 +264,7 @@ async fn sidecar_survives_hostile_input() {
     let mut node = sidecar::node::spawn(config, deps).await.unwrap();
     let summary = honest("the workload", node.source_done()).await.unwrap();
     assert_eq!(summary.next_block, file.blocks.len() as u64);
-    let ch = channel(node.listen.unwrap()).await;
+    let ch = channel(node.addr).await;
     let mut client = SidecarClient::new(ch.clone());
     let next = sc::next_block(&mut client).await;
     assert_eq!(next, summary.next_block);
@@ -303,7 +304,7 @@ async fn sidecar_survives_hostile_input() {
     honest("Subscribe", sc::subscribe_final(&mut client, &statuses[0])).await;
     assert!(service_panics().is_empty(), "{:#?}", service_panics());
     assert_no_hangs("sidecar", &fuzzer);
-    node.stop(Duration::from_secs(5)).await;
+    node.stop().await.unwrap();
 }
 
 // ------------------------------------------------------------------ the fuzzer itself
@@ -399,5 +400,5 @@ async fn raw_calls_reach_the_decoder() {
     .await;
     assert!(matches!(garbage, rpcfuzz::Outcome::Failed { .. }), "{garbage:?}");
     assert!(message.contains("decode"), "{message}");
-    node.stop().await;
+    node.stop().await.unwrap();
 }

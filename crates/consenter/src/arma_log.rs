@@ -30,7 +30,7 @@ use prost::Message as _;
 use tokio::sync::watch;
 use wire::pb;
 
-use crate::arma::ArmaState;
+use crate::application::ArmaState;
 use crate::{Error, Result};
 
 /// Segment size of the log: pruning removes whole segments.

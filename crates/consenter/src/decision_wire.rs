@@ -4,7 +4,7 @@
 
 use wire::pb;
 
-use crate::arma::Applied;
+use crate::application::Applied;
 
 pub use arma::{DecisionWireError, VerifiedDecision, verify_pb_decision};
 

@@ -68,7 +68,7 @@ pub enum Error {
     },
     /// The Arma application refused its configuration or a snapshot.
     #[error(transparent)]
-    Arma(#[from] crate::arma::ArmaError),
+    Arma(#[from] crate::application::ArmaError),
     /// A component stopped although the node should run forever.
     #[error("{what} stopped")]
     Stopped {

@@ -8,17 +8,17 @@
 //! * [`transport`] — outgoing: bounded drop-oldest queue and reconnecting stream per peer.
 //! * [`service`] — incoming: verify-then-decode, submit, status.
 //! * [`decisions`] — the test application's decisions log.
-//! * [`node`] — wires it all up (`fabrx node bft`).
-//! * [`arma`] — the Arma application (BAFs, complaints, terms, block headers).
-//! * [`arma_node`] — the node running it (`fabrx node consenter`), with
+//! * [`replica`] — wires a replica of the plain BFT cluster (`fabrx node bft`: ordering
+//!   opaque requests, for tests and measurements of the engine alone).
+//! * [`application`] — the Arma application (BAFs, complaints, terms, block headers).
+//! * [`node`] — the consenter node running it (`fabrx node consenter`), with
 //!   [`arma_log`] (its decisions log and state snapshot), [`decisions_service`]
 //!   (`Consenter.Decisions`) and [`decision_wire`] (decisions on the wire and
 //!   [`decision_wire::verify_pb_decision`] for their receivers); docs/consenter.md.
 //! * [`metrics`] — what the Arma node's decisions writer records (`fabrx_consenter_*`).
 
-pub mod arma;
+pub mod application;
 pub mod arma_log;
-pub mod arma_node;
 pub mod codec;
 pub mod decision_wire;
 pub mod decisions;
@@ -28,6 +28,7 @@ mod error;
 pub mod keys;
 pub mod metrics;
 pub mod node;
+pub mod replica;
 pub mod service;
 pub mod submit;
 pub mod transport;

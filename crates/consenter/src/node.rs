@@ -1,506 +1,573 @@
-//! One consenter replica as a process: file WAL, decisions log, the engine shell,
-//! the gRPC service (peer streams, submit, status) and the outgoing peer links.
+//! An Arma consenter node (`fabrx node consenter`): the node of [`crate::node`] running
+//! the Arma application ([`ArmaApp`]) instead of `bft::NullApp`, with the Arma
+//! decisions log, the state snapshot and the `Consenter.Decisions` stream
+//! (docs/consenter.md).
 //!
-//! The application is the simplest honest one: it orders opaque client requests and
-//! nothing else (`bft::NullApp`: non-empty requests, empty metadata). Its durable
-//! state is the decisions log, whose last sequence number is the height it applied.
+//! The engine applies decisions inside its shell task; [`NodeApp`] wraps the
+//! application, drains [`ArmaApp::take_applied`] after every apply and hands each
+//! outcome, with a snapshot of the state after it, to the decisions writer thread
+//! through a queue that the bounded decisions channel bounds (the shell waits when the
+//! writer is behind). The writer pairs each outcome with the decision the engine
+//! delivered (same number, else [`Error::Diverged`]), appends what is served — headers,
+//! term changes, view, requests root, metadata and the commit certificate's signatures
+//! — to the log, and from time to time syncs the log and then replaces the snapshot.
+//! On restart the application starts from the snapshot, the engine re-applies the
+//! WAL's decisions above it, and every re-derived decision the log already holds must
+//! be the one it holds: the node never serves another header for a number it served.
 
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use bft::shell::{Delivery, ShellConfig, ShellDeps, ShellStatus};
-use bft::{Decision, Digest, FileWal, NullApp, Output, Refusal, Replica, ReplicaId};
-use tokio::sync::{mpsc, watch};
+use bft::{
+    Application, Decision, Digest, FileWal, Output, Proposal, ProposalContext, Replica, Seq, WalEntry,
+};
+use crypto::{PublicKey, Scheme};
 use tracing::info;
+use types::{PartyId, ShardId};
+use wire::pb;
 
-use crate::decisions::DecisionLog;
-use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier, NodeKeys};
-use crate::service::{ConsensusService, ServiceDeps, ServiceLimits};
-use crate::submit::{SubmitLimits, Waiters};
-use crate::transport::{GrpcTransport, MAX_MESSAGE_BYTES, QueueLimits, Stats, TransportConfig};
+use crate::application::{Applied, ArmaApp, ArmaConfig, ArmaState, PrimarySignatures, decode_verified_with};
+use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
+use crate::decision_wire::to_pb_decision;
+use crate::decisions_service::{DecisionsService, StreamLimits};
+use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use crate::metrics::Metrics;
+use crate::replica::{DecisionSink, Launch, ReplicaConfig, checked, launch};
+pub use crate::replica::Handle;
 use crate::{Error, Result};
 
-/// The node's resource bounds (docs/bft.md "Limits"). `Default` holds the defaults
-/// of `fabrx node bft`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeLimits {
-    /// Outgoing messages kept per peer while it is slow or down.
-    pub peer_queue_messages: usize,
-    /// Outgoing bytes kept per peer.
-    pub peer_queue_bytes: usize,
-    /// Outgoing bytes kept over all peers.
-    pub total_queue_bytes: usize,
-    /// Verified inbound bytes per sender waiting for the replica.
-    pub inbound_bytes_per_peer: usize,
-    /// Bytes of undecided client requests waiting in `Submit` at once.
-    pub submit_bytes: usize,
-    /// Clients waiting in `Submit` at once.
-    pub submit_waiting: usize,
-    /// How long `Submit` waits for the decision.
-    pub submit_timeout: Duration,
-    /// Open gRPC connections at once.
-    pub max_connections: usize,
-    /// A connection that sends nothing this long is closed.
-    pub idle_timeout: Duration,
-    /// Concurrent HTTP/2 streams (calls) per connection.
-    pub max_streams_per_connection: u32,
+/// Everything an Arma consenter needs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The replica (engine, peers, keys, chain, WAL); `node.decisions` is the Arma
+    /// decisions log directory.
+    pub node: ReplicaConfig,
+    /// The network as the application sees it (parties, shards, batcher keys).
+    pub arma: ArmaConfig,
+    /// The state snapshot file.
+    pub state: PathBuf,
+    /// Bind here instead of this replica's `peers` entry (e.g. `0.0.0.0:port`; the
+    /// entry may then be a host name the others dial).
+    pub listen: Option<SocketAddr>,
+    /// Bounds of the Decisions streams.
+    pub streams: StreamLimits,
+    /// How often the state snapshot is replaced while decisions flow (it is also
+    /// replaced every 256 decisions); `Duration::ZERO` replaces it whenever the
+    /// decisions writer runs idle.
+    pub snapshot_interval: Duration,
+    /// Decisions the Arma decisions log keeps (the newest; older ones are pruned by
+    /// whole segments when the state snapshot is replaced).
+    pub retain_decisions: u64,
 }
 
-impl Default for NodeLimits {
-    fn default() -> NodeLimits {
-        NodeLimits {
-            peer_queue_messages: 4096,
-            peer_queue_bytes: 32 << 20,
-            total_queue_bytes: 96 << 20,
-            inbound_bytes_per_peer: 32 << 20,
-            submit_bytes: 64 << 20,
-            submit_waiting: 10_000,
-            submit_timeout: Duration::from_secs(30),
-            max_connections: 1024,
-            idle_timeout: Duration::from_secs(120),
-            max_streams_per_connection: 64,
+/// What an Arma consenter may be handed besides its config.
+#[derive(Debug, Clone, Default)]
+pub struct Deps {
+    /// Where the node records its metrics (`None`: nowhere).
+    pub metrics: Option<Metrics>,
+}
+
+/// Decisions an Arma decisions log keeps by default: days of decisions at a few per
+/// second, about a kilobyte each.
+pub const DEFAULT_RETAIN_DECISIONS: u64 = 1_000_000;
+
+/// What the engine's application hands to the decisions writer, in order.
+enum Handoff {
+    /// One applied decision and the encoded state after it.
+    Applied { applied: Applied, snapshot: Vec<u8> },
+    /// A state-transfer snapshot installed after decision `seq` (the decisions up to it
+    /// will not be delivered here).
+    Installed { seq: u64, snapshot: Vec<u8> },
+}
+
+/// Applied outcomes waiting for the writer thread. Bounded by the decisions channel:
+/// every entry's decision is in that channel or about to be sent into it.
+type HandoffQueue = Arc<Mutex<VecDeque<Handoff>>>;
+
+/// Request digests whose signatures verified (FIFO, at most `cap`), shared by the Submit
+/// handler and the engine's application: a BAF that a batcher submitted here is not
+/// verified again when the engine admits it, when a peer forwards it or when a proposal
+/// carries it (`ArmaApp` keeps its own cache for requests that reach it otherwise).
+struct Verified {
+    set: HashSet<Digest>,
+    order: VecDeque<Digest>,
+    cap: usize,
+    /// The primary signatures that verified (shared with the application), so the BAFs
+    /// of one batch cost one primary-signature check between them.
+    primaries: Arc<PrimarySignatures>,
+}
+
+impl Verified {
+    fn contains(&self, d: &Digest) -> bool {
+        self.set.contains(d)
+    }
+
+    fn insert(&mut self, d: Digest) {
+        if self.cap == 0 || !self.set.insert(d) {
+            return;
+        }
+        self.order.push_back(d);
+        while self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
         }
     }
 }
 
-/// Everything one replica needs.
-#[derive(Clone, Debug)]
-pub struct NodeConfig {
-    /// Engine settings (`id`, `n` and timers).
-    pub engine: bft::Config,
-    /// `host:port` of every replica (index = replica id); this replica listens on
-    /// its own entry.
-    pub peers: Vec<String>,
-    /// Where this replica's key and the cluster's public keys come from.
-    pub keys: NodeKeys,
-    /// The chain name; with the public keys it makes the chain id bound into every
-    /// signature (`fabrx node bft --chain-id`).
-    pub chain: String,
-    /// WAL directory (a journal).
-    pub wal: PathBuf,
-    /// Decisions log directory (a journal of JSON records).
-    pub decisions: PathBuf,
-    /// Clock tick of the shell.
-    pub tick: Duration,
-    /// Resource bounds.
-    pub limits: NodeLimits,
-    /// Capacity of the request and decision channels (the replica's input queue of
-    /// peer messages is smaller; peer bytes are bounded by `inbound_bytes_per_peer`).
-    pub channel_capacity: usize,
+/// Shared cache of verified requests.
+type VerifiedCache = Arc<Mutex<Verified>>;
+
+/// How many request digests the verified cache keeps.
+const VERIFIED_CACHE: usize = 1 << 16;
+
+/// Checks one request with the Arma application's rules, through the cache.
+fn check_request(cfg: &ArmaConfig, cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
+    let digest = Digest::of_request(request);
+    if cache.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
+        return Ok(());
+    }
+    let primaries = Arc::clone(&cache.lock().unwrap_or_else(|e| e.into_inner()).primaries);
+    decode_verified_with(cfg, request, &primaries).map_err(|e| e.to_string())?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
+    Ok(())
 }
 
-/// Capacity of the replica's input queue of peer messages: every message in it may
-/// be as large as `MAX_MESSAGE_BYTES`, so it is short.
-const NET_QUEUE: usize = 8;
+/// The engine's application: [`ArmaApp`] plus the hand-off of applied outcomes.
+pub struct NodeApp {
+    app: ArmaApp,
+    queue: HandoffQueue,
+    verified: VerifiedCache,
+}
 
-/// Checks that the engine's byte bounds fit the transport's message limit: a
-/// state-transfer response and a new-view proof (a quorum of view changes, each with
-/// a prepared proposal) must be sendable.
-fn check_sizes(cfg: &NodeConfig) -> Result<()> {
-    let e = &cfg.engine;
-    let decision = e
-        .max_batch_bytes
-        .max(e.max_request_bytes)
-        .saturating_add(64 << 10);
-    let new_view = decision.saturating_mul(e.quorum().q as usize);
-    let sync = e.sync_max_bytes.max(decision);
-    if new_view > MAX_MESSAGE_BYTES || sync > MAX_MESSAGE_BYTES {
+impl Application for NodeApp {
+    fn verify_request(&mut self, request: &[u8]) -> bool {
+        let digest = Digest::of_request(request);
+        if self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&digest)
+        {
+            return true; // checked by the Submit handler
+        }
+        let ok = self.app.verify_request(request);
+        if ok {
+            self.verified
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(digest);
+        }
+        ok
+    }
+
+    fn assemble(&mut self, ctx: ProposalContext, requests: &[Vec<u8>]) -> Vec<u8> {
+        self.app.assemble(ctx, requests)
+    }
+
+    fn verify_proposal(&mut self, proposal: &Proposal) -> bool {
+        self.app.verify_proposal(proposal)
+    }
+
+    fn apply(&mut self, decision: &Decision) {
+        self.app.apply(decision);
+        let applied = self.app.take_applied();
+        if applied.is_empty() {
+            return;
+        }
+        let snapshot = self.app.state().encode();
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        for a in applied {
+            queue.push_back(Handoff::Applied {
+                applied: a,
+                snapshot: snapshot.clone(),
+            });
+        }
+    }
+
+    fn applied(&self) -> Seq {
+        self.app.applied()
+    }
+
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        self.app.snapshot()
+    }
+
+    fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
+        if !self.app.install_snapshot(seq, snapshot) {
+            return false;
+        }
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Handoff::Installed {
+                seq,
+                snapshot: snapshot.to_vec(),
+            });
+        true
+    }
+}
+
+/// Snapshots are written after this many decisions (or at `snapshot_interval`).
+const SNAPSHOT_DECISIONS: u64 = 256;
+
+/// The decisions writer's side: the log, the snapshot, the hand-off queue.
+struct ArmaSink {
+    log: ArmaLog,
+    queue: HandoffQueue,
+    state_path: PathBuf,
+    /// The newest snapshot not written yet, with its decision.
+    pending: Option<(u64, Vec<u8>)>,
+    /// Decisions recorded since the last snapshot.
+    unsnapshotted: u64,
+    written: Instant,
+    interval: Duration,
+    retain: u64,
+    metrics: Option<Metrics>,
+}
+
+impl ArmaSink {
+    /// Appends decision `d` (or checks it against the log's record) and keeps its snapshot.
+    fn record(&mut self, d: &Decision) -> Result<()> {
+        self.take_installs()?;
+        let handoff = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let Some(Handoff::Applied { applied, snapshot }) = handoff else {
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: "delivered without an applied outcome".into(),
+            });
+        };
+        if applied.decision != d.seq() {
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: format!(
+                    "delivered while the application's next outcome is {}",
+                    applied.decision
+                ),
+            });
+        }
+        if applied.outcome.metadata() != applied.metadata {
+            // The certified metadata is not what this state computes (a decision obtained
+            // by state transfer on a diverged state): its headers would not be proven.
+            return Err(Error::Diverged {
+                decision: d.seq(),
+                reason: "the certified metadata differs from the outcome this consenter computes".into(),
+            });
+        }
+        let served = to_pb_decision(&applied, d);
+        if served.number < self.log.first() {
+            // Pruned from the log (or before a restart point): nothing to compare with.
+        } else if served.number <= self.log.last() {
+            self.check_logged(&served)?;
+        } else {
+            self.log.append(&served)?;
+        }
+        if let Some(m) = &self.metrics {
+            m.on_decision(&served);
+        }
+        self.pending = Some((served.number, snapshot));
+        self.unsnapshotted = self.unsnapshotted.saturating_add(1);
+        Ok(())
+    }
+
+    /// Handles the state-transfer snapshots at the head of the hand-off queue: the state
+    /// file is replaced first, then a log that ends before the snapshot restarts after it
+    /// (a crash in between is finished on restart: a state ahead of the log restarts it).
+    fn take_installs(&mut self) -> Result<()> {
+        loop {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(Handoff::Installed { .. }) = queue.front() else {
+                return Ok(());
+            };
+            let Some(Handoff::Installed { seq, snapshot }) = queue.pop_front() else {
+                return Ok(());
+            };
+            drop(queue);
+            self.log.sync()?;
+            write_snapshot(&self.state_path, &snapshot)?;
+            if self.log.last() < seq {
+                self.log.restart_at(seq)?;
+            }
+            self.pending = None;
+            self.unsnapshotted = 0;
+            self.written = Instant::now();
+            info!(
+                decision = seq,
+                "installed a state-transfer snapshot; the decisions log restarts after it"
+            );
+        }
+    }
+
+    /// A re-derived decision must be the logged one (headers, terms, root, metadata).
+    fn check_logged(&self, served: &pb::Decision) -> Result<()> {
+        let logged = self.log.reader().read(served.number)?;
+        let same = logged.is_some_and(|l| {
+            l.headers == served.headers
+                && l.terms == served.terms
+                && l.requests_root == served.requests_root
+                && l.metadata == served.metadata
+        });
+        if same {
+            Ok(())
+        } else {
+            Err(Error::Diverged {
+                decision: served.number,
+                reason: "re-applied from the WAL, it differs from the decisions log".into(),
+            })
+        }
+    }
+
+    /// Syncs the log, then replaces the snapshot with the newest one.
+    fn write_snapshot(&mut self) -> Result<()> {
+        self.take_installs()?;
+        let Some((decision, bytes)) = self.pending.take() else {
+            return Ok(());
+        };
+        self.log.sync()?;
+        write_snapshot(&self.state_path, &bytes)?;
+        self.log.prune(self.retain)?;
+        self.written = Instant::now();
+        self.unsnapshotted = 0;
+        tracing::debug!(decision, "state snapshot written");
+        Ok(())
+    }
+}
+
+impl DecisionSink for ArmaSink {
+    fn decided(&mut self, d: &Arc<Decision>) -> Result<()> {
+        self.record(d)?;
+        if self.unsnapshotted >= SNAPSHOT_DECISIONS {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+
+    fn installed(&mut self, _seq: u64) -> Result<()> {
+        self.take_installs()
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        if self.written.elapsed() >= self.interval {
+            self.write_snapshot()?;
+        }
+        Ok(())
+    }
+}
+
+/// A state snapshot ahead of the decisions log is the trace of a snapshot install that
+/// stopped before the log restarted (the WAL then holds a checkpoint at or above it):
+/// finish it. Any other state ahead of the log is refused.
+fn reconcile_log(
+    entries: &[WalEntry],
+    state: &ArmaState,
+    log: &mut ArmaLog,
+    state_path: &Path,
+) -> Result<()> {
+    let checkpointed = entries
+        .iter()
+        .filter_map(|e| match e {
+            WalEntry::Checkpoint { checkpoint, .. } => Some(checkpoint.seq),
+            _ => None,
+        })
+        .max();
+    if state.applied > log.last() && checkpointed.is_some_and(|c| c >= state.applied) {
+        // A state-transfer install wrote the state and stopped before the log restarted.
+        info!(
+            decision = state.applied,
+            "finishing an interrupted snapshot install"
+        );
+        log.restart_at(state.applied)?;
+    }
+    if state.applied > log.last() {
         return Err(Error::Config {
             reason: format!(
-                "a new view ({new_view} bytes) or a state-transfer response ({sync} bytes) would exceed the \
-                 transport's {MAX_MESSAGE_BYTES}-byte message limit: lower the batch or sync byte bounds"
+                "the state snapshot {} is at decision {} but the decisions log ends at {}",
+                state_path.display(),
+                state.applied,
+                log.last()
             ),
         });
     }
     Ok(())
 }
 
-/// Validates the configuration and loads the keys; the engine's chain id is set from
-/// the chain name and the keys.
-pub(crate) fn checked(
-    mut cfg: NodeConfig,
-) -> Result<(NodeConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
-    let me: ReplicaId = cfg.engine.id;
-    let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
-    if n != cfg.engine.n || me >= n {
-        return Err(Error::Config {
-            reason: format!("replica {me} of {} peers, engine n = {}", n, cfg.engine.n),
-        });
-    }
-    let listen: SocketAddr = cfg.peers[me as usize].parse().map_err(|_| Error::Config {
-        reason: format!("listen address {:?} is not ip:port", cfg.peers[me as usize]),
-    })?;
-    check_sizes(&cfg)?;
-    let (key, keys) = cfg.keys.load(me, n)?;
-    let keys = keys.with_chain(&cfg.chain);
-    cfg.engine.chain = keys.chain_id();
-    Ok((cfg, listen, key, keys))
-}
-
-/// Runs the replica until a component fails (a WAL or log write error stops it).
-pub async fn run(cfg: NodeConfig) -> Result<()> {
-    let (cfg, listen, key, keys) = checked(cfg)?;
-    let (replica, wal, log) = restore(&cfg, key.clone(), keys.clone())?;
-    let node = launch(Launch {
-        cfg,
-        listen,
-        key,
-        keys,
-        replica,
-        wal,
-        sink: log,
-        decisions: None,
-        request_check: None,
-        metrics: None,
-    })
-    .await?;
-    node.wait().await
-}
-
-/// What the decisions writer thread does with each decision the engine delivered, in
-/// order, before the clients waiting for its requests are answered.
-pub(crate) trait DecisionSink: Send + 'static {
-    /// Records decision `d` (the next one; re-deliveries are the sink's to skip).
-    fn decided(&mut self, d: &Arc<Decision>) -> Result<()>;
-    /// The application installed a state-transfer snapshot after decision `seq`.
-    fn installed(&mut self, seq: u64) -> Result<()>;
-    /// The writer's queue ran empty: a moment to flush.
-    fn idle(&mut self) -> Result<()>;
-}
-
-impl DecisionSink for DecisionLog {
-    fn decided(&mut self, d: &Arc<Decision>) -> Result<()> {
-        self.append(d)
-    }
-    fn installed(&mut self, seq: u64) -> Result<()> {
-        // `NullApp` without snapshots never installs one: this log is the ledger.
-        Err(Error::Diverged {
-            decision: seq,
-            reason: "a snapshot was installed, but this node keeps every decision".into(),
-        })
-    }
-    fn idle(&mut self) -> Result<()> {
-        self.flush()
-    }
-}
-
-/// A restored replica and what the node serves beside it.
-pub(crate) struct Launch<A: bft::Application, S> {
-    /// The checked configuration.
-    pub cfg: NodeConfig,
-    /// Where to listen.
-    pub listen: SocketAddr,
-    /// This replica's key.
-    pub key: crypto::SigningKey,
-    /// The cluster's keys (with the chain id).
-    pub keys: ClusterKeys,
-    /// The restored replica.
-    pub replica: Replica<A>,
-    /// Its WAL.
-    pub wal: FileWal,
-    /// Where decisions go.
-    pub sink: S,
-    /// The `Consenter` service (Arma mode).
-    pub decisions:
-        Option<wire::pb::consenter_server::ConsenterServer<crate::decisions_service::DecisionsService>>,
-    /// The application's check of a submitted request, run before it is queued.
-    pub request_check: Option<crate::service::RequestCheck>,
-    /// Where the replica's state and the transport counters are sampled each second.
-    pub metrics: Option<crate::metrics::Metrics>,
-}
-
-/// A running node.
-pub struct Running {
-    /// The address the gRPC server is bound to.
-    pub listen: SocketAddr,
-    shell: tokio::task::JoinHandle<bft::Result<()>>,
-    server: ServerTask,
-    writer: std::thread::JoinHandle<Result<()>>,
-}
-
-impl Running {
-    /// Waits for the first component to stop; the node never stops on its own, so that
-    /// is an error (the component's own, or `Stopped`).
-    pub async fn wait(self) -> Result<()> {
-        supervise(self.shell, self.server, self.writer).await
-    }
-}
-
-/// Binds the server and starts the transport, the decisions writer and the shell.
-pub(crate) async fn launch<A, S>(l: Launch<A, S>) -> Result<Running>
-where
-    A: bft::Application + Send + 'static,
-    S: DecisionSink,
-{
-    let cfg = &l.cfg;
-    let me = cfg.engine.id;
-    let epoch = crate::epoch::next_boot_epoch(&cfg.wal.with_extension("epoch"))?;
-    let limits = &cfg.limits;
-    let stats = Arc::new(Stats::default());
-    let (tx_inbound, rx_inbound) = mpsc::channel(cfg.channel_capacity);
-    let (tx_net, rx_net) = mpsc::channel(NET_QUEUE);
-    tokio::spawn(crate::service::forward_inbound(rx_inbound, tx_net));
-    let (tx_requests, rx_requests) = mpsc::channel(cfg.channel_capacity);
-    let (tx_decisions, rx_decisions) = mpsc::channel(cfg.channel_capacity);
-    let (tx_refused, rx_refused) = mpsc::channel(cfg.channel_capacity);
-    let (tx_status, rx_status) = watch::channel(ShellStatus::of(&l.replica));
-    let waiters = Waiters::new(SubmitLimits {
-        max_bytes: limits.submit_bytes,
-        max_waiting: limits.submit_waiting,
-    });
-    tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
-    let transport = spawn_transport(cfg, epoch, l.key, l.keys.clone(), stats.clone());
-    if let Some(m) = l.metrics {
-        tokio::spawn(sample_metrics(m, tx_status.subscribe(), stats.clone()));
-    }
-    let mut service = ConsensusService::new(ServiceDeps {
-        me,
-        keys: l.keys,
-        tx_inbound,
-        tx_requests,
-        rx_status,
-        stats,
-        waiters: waiters.clone(),
-        limits: ServiceLimits {
-            max_request_bytes: cfg.engine.max_request_bytes,
-            submit_timeout: limits.submit_timeout,
-            inbound_bytes_per_peer: limits.inbound_bytes_per_peer,
-        },
-    });
-    if let Some(check) = l.request_check {
-        service = service.with_request_check(check);
-    }
-    let (server, listen) = serve(me, l.listen, service, l.decisions, limits).await?;
-    let sink = l.sink;
-    let writer = std::thread::Builder::new()
-        .name(format!("decisions-{me}"))
-        .spawn(move || write_decisions(sink, rx_decisions, &waiters))
-        .map_err(|e| Error::Io {
-            path: "decisions writer thread".into(),
-            source: e,
-        })?;
-    let shell = bft::shell::spawn(
-        ShellConfig { me, tick: cfg.tick },
-        ShellDeps {
-            replica: l.replica,
-            wal: l.wal,
-            transport,
-            rx_net,
-            rx_requests,
-            tx_decisions,
-            tx_status: Some(tx_status),
-            tx_refused: Some(tx_refused),
-        },
-    );
-    Ok(Running {
-        listen,
-        shell,
-        server,
-        writer,
-    })
-}
-
-/// Samples the replica's status and the transport counters into `m` each second, until
-/// the shell drops its status sender.
-async fn sample_metrics(m: crate::metrics::Metrics, mut rx: watch::Receiver<ShellStatus>, stats: Arc<Stats>) {
-    let mut seen = crate::metrics::Seen::default();
-    let mut tick = tokio::time::interval(METRICS_SAMPLE);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let status = *rx.borrow_and_update();
-        seen = m.sample(&status, &stats, seen);
-        if rx.has_changed().is_err() {
-            return;
-        }
-    }
-}
-
-/// How often [`sample_metrics`] runs.
-const METRICS_SAMPLE: Duration = Duration::from_secs(1);
-
-/// The outgoing peer links.
-fn spawn_transport(
-    cfg: &NodeConfig,
-    epoch: u64,
-    key: crypto::SigningKey,
-    keys: ClusterKeys,
-    stats: Arc<Stats>,
-) -> GrpcTransport {
-    let limits = &cfg.limits;
-    let (transport, _links) = GrpcTransport::spawn(
-        TransportConfig {
-            me: cfg.engine.id,
-            peers: cfg.peers.clone(),
-            limits: QueueLimits {
-                messages_per_peer: limits.peer_queue_messages,
-                bytes_per_peer: limits.peer_queue_bytes,
-                total_bytes: limits.total_queue_bytes,
-            },
-            epoch,
-            backoff_min: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(1),
-        },
-        key,
-        keys,
-        stats,
-    );
-    transport
-}
-
-/// Waits for the first component to stop; the node never stops on its own, so that
-/// is an error (the component's own, or `Stopped`).
-async fn supervise(
-    shell: tokio::task::JoinHandle<bft::Result<()>>,
-    server: ServerTask,
-    writer: std::thread::JoinHandle<Result<()>>,
-) -> Result<()> {
-    tokio::select! {
-        r = shell => {
-            r.map_err(|_| Error::Stopped { what: "replica task" })??;
-            Err(Error::Stopped { what: "replica task" })
-        }
-        r = server => {
-            r.map_err(|_| Error::Stopped { what: "grpc server" })?
-                .map_err(|e| Error::Server { reason: e.to_string() })?;
-            Err(Error::Stopped { what: "grpc server" })
-        }
-        r = tokio::task::spawn_blocking(move || writer.join()) => {
-            match r {
-                Ok(Ok(Err(e))) => Err(e),
-                _ => Err(Error::Stopped { what: "decisions writer" }),
-            }
-        }
-    }
-}
-
-/// The replica restored from its WAL, with the decisions log caught up: decisions the
-/// log lost (a crash before the write) come back from the WAL.
+/// Restores the replica, the application (from the snapshot) and the sink, and brings
+/// the log up to the WAL.
 fn restore(
-    cfg: &NodeConfig,
+    cfg: &Config,
     key: crypto::SigningKey,
     keys: ClusterKeys,
-) -> Result<(Replica<NullApp>, FileWal, DecisionLog)> {
-    let (wal, entries) = FileWal::open(&cfg.wal)?;
-    let mut log = DecisionLog::open(&cfg.decisions)?;
+    metrics: Option<Metrics>,
+) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
+    let node = &cfg.node;
+    let (wal, entries) = FileWal::open(&node.wal)?;
+    let mut log = ArmaLog::open(&node.decisions)?;
     if entries.is_empty() && log.last() > 0 {
         return Err(Error::Config {
             reason: format!(
-                "the WAL {} is missing or empty but the decisions log {} holds decisions up to seq {}: \
-                 a fresh replica could vote again on what it decided; restore the WAL (or remove both \
-                 to rejoin as a new replica by state transfer)",
-                cfg.wal.display(),
-                cfg.decisions.display(),
+                "the WAL {} is missing or empty but the decisions log {} holds decisions up to {}: \
+                 restore the WAL (or remove the WAL, the log and the state to rejoin as a new replica)",
+                node.wal.display(),
+                node.decisions.display(),
                 log.last()
             ),
         });
     }
-    // No snapshots: this node's decisions log is its ledger and must hold every
-    // decision, so the engine never replaces decisions by a checkpoint here.
-    let app = NullApp {
-        applied: log.last(),
-        requests: 0,
-        snapshots: false,
+    let state =
+        load_snapshot(&cfg.state, cfg.arma.shards)?.unwrap_or_else(|| ArmaState::genesis(cfg.arma.shards));
+    reconcile_log(&entries, &state, &mut log, &cfg.state)?;
+    let queue = HandoffQueue::default();
+    let app = ArmaApp::new(cfg.arma.clone(), state);
+    let verified = Arc::new(Mutex::new(Verified {
+        set: HashSet::new(),
+        order: VecDeque::new(),
+        cap: VERIFIED_CACHE,
+        primaries: app.primaries(),
+    }));
+    let app = NodeApp {
+        app,
+        queue: queue.clone(),
+        verified: verified.clone(),
     };
     let verifier = Arc::new(EngineVerifier::new(keys));
     let (replica, replayed) = Replica::restore(
-        cfg.engine.clone(),
+        node.engine.clone(),
         app,
         Box::new(EngineSigner::new(key)),
         verifier,
         &entries,
     )?;
+    let mut sink = ArmaSink {
+        log,
+        queue,
+        state_path: cfg.state.clone(),
+        pending: None,
+        unsnapshotted: 0,
+        written: Instant::now(),
+        interval: cfg.snapshot_interval,
+        retain: cfg.retain_decisions,
+        metrics,
+    };
     for out in &replayed {
-        if let Output::Deliver(d) = out {
-            log.append(d)?;
+        match out {
+            Output::Deliver(d) => sink.record(d)?,
+            Output::Installed { .. } => sink.take_installs()?,
+            _ => {}
         }
     }
-    log.flush()?;
+    sink.write_snapshot()?;
     info!(
-        id = cfg.engine.id,
-        n = cfg.engine.n,
+        id = node.engine.id,
         wal_entries = entries.len(),
         decided = replica.last_decided(),
-        view = replica.view(),
-        "replica restored"
+        logged = sink.log.last(),
+        "Arma consenter restored"
     );
-    // The decoded entries are not needed once the replica is rebuilt (it keeps what it
-    // needs, sharing the decisions): free them now rather than at the end of `run`.
-    drop(entries);
-    Ok((replica, wal, log))
+    Ok((replica, wal, sink, verified))
 }
 
-type ServerTask = tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>;
-
-/// Binds `listen` and serves the consensus service (and, in Arma mode, the `Consenter`
-/// service) on it with the connection-level limits every fabrx server has
-/// (`wire::server`: bounded connections, idle timeout, streams per connection, HTTP/2
-/// windows; docs/limits.md). Returns the task and the bound address.
-async fn serve(
-    me: ReplicaId,
-    listen: SocketAddr,
-    service: ConsensusService,
-    decisions: Option<
-        wire::pb::consenter_server::ConsenterServer<crate::decisions_service::DecisionsService>,
-    >,
-    limits: &NodeLimits,
-) -> Result<(ServerTask, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| Error::Io {
-            path: format!("listen {listen}"),
-            source: e,
-        })?;
-    let bound = listener.local_addr().unwrap_or(listen);
-    info!(id = me, listen = %bound, "consensus service listening");
-    let server_limits = wire::server::ServerLimits {
-        max_connections: limits.max_connections.max(1),
-        idle_timeout: limits.idle_timeout,
-        max_concurrent_streams: limits.max_streams_per_connection,
-        ..wire::server::ServerLimits::default()
-    };
-    let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
-    let task = tokio::spawn(
-        wire::server::builder(&server_limits)
-            .add_service(service.into_server())
-            .add_optional_service(decisions)
-            .serve_with_incoming(incoming),
-    );
-    Ok((task, bound))
-}
-
-/// Answers the clients waiting for requests the replica refused.
-async fn answer_refusals(mut rx: mpsc::Receiver<(Digest, Refusal)>, waiters: Arc<Waiters>) {
-    while let Some((digest, reason)) = rx.recv().await {
-        waiters.refused(digest, reason);
-    }
-}
-
-/// The decisions writer thread: appends each decision in order, answers the clients
-/// waiting for its requests (the decision is already in the WAL), flushes whenever
-/// the queue runs empty.
-fn write_decisions<S: DecisionSink>(
-    mut sink: S,
-    mut rx: mpsc::Receiver<Delivery>,
-    waiters: &Waiters,
-) -> Result<()> {
-    while let Some(delivery) = rx.blocking_recv() {
-        match delivery {
-            Delivery::Decided(d) => {
-                sink.decided(&d)?;
-                waiters.decided(&d);
-            }
-            // The replica dropped its pending requests: their clients must resubmit.
-            Delivery::Installed { seq } => {
-                sink.installed(seq)?;
-                waiters.skipped(seq);
-            }
-        }
-        if rx.is_empty() {
-            sink.idle()?;
+/// Validates the config, restores the node from its data, binds its server and starts it.
+pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
+    let mut node = cfg.node.clone();
+    if let Some(listen) = cfg.listen {
+        // Its own peers entry may be a name others dial (the transport never dials it).
+        if let Some(own) = node.peers.get_mut(node.engine.id as usize) {
+            *own = listen.to_string();
         }
     }
-    sink.idle()
+    let (node, listen, key, keys) = checked(node)?;
+    let cfg = Config { node, ..cfg };
+    let metrics = deps.metrics.clone();
+    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), deps.metrics)?;
+    let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
+    let arma = cfg.arma.clone();
+    let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));
+    launch(Launch {
+        listen,
+        cfg: cfg.node,
+        key,
+        keys,
+        replica,
+        wal,
+        sink,
+        decisions: Some(decisions),
+        request_check: Some(check),
+        metrics,
+    })
+    .await
+}
+
+/// Parses a batcher-keys file (docs/consenter.md "Batcher keys"): one line per
+/// `(party, shard)`, `<party> <shard> <hex>` (Ed25519) or `<party> <shard> <scheme> <hex>`;
+/// blank lines and `#` comments are ignored.
+pub fn parse_batcher_keys(
+    text: &str,
+) -> std::result::Result<BTreeMap<(PartyId, ShardId), PublicKey>, String> {
+    let mut keys = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = |e: String| format!("line {}: {e}", i + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (party, shard, scheme, hex) = match fields.as_slice() {
+            [p, s, h] => (*p, *s, Scheme::Ed25519, *h),
+            [p, s, scheme, h] => (*p, *s, scheme.parse().map_err(|e| at(format!("{e}")))?, *h),
+            _ => return Err(at("expected \"<party> <shard> [<scheme>] <hex>\"".into())),
+        };
+        let party: PartyId = party.parse().map_err(|_| at(format!("party {party:?}")))?;
+        let shard: ShardId = shard.parse().map_err(|_| at(format!("shard {shard:?}")))?;
+        let key = PublicKey::from_hex(scheme, hex).map_err(|e| at(e.to_string()))?;
+        if keys.insert((party, shard), key).is_some() {
+            return Err(at(format!("a second key for party {party}, shard {shard}")));
+        }
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batcher_keys_parse_with_or_without_scheme_and_refuse_mistakes() {
+        let k = crypto::derive_signing_key(Scheme::Ed25519, "k").public_key();
+        let text = format!("# comment\n\n1 0 {hex}\n 2 0 ed25519 {hex} \n", hex = k.to_hex());
+        let keys = parse_batcher_keys(&text).expect("parses");
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys.get(&(2, 0)), Some(&k));
+        let twice = format!("1 0 {hex}\n1 0 {hex}\n", hex = k.to_hex());
+        assert!(parse_batcher_keys(&twice).unwrap_err().contains("line 2"));
+        assert!(parse_batcher_keys("1 0").is_err(), "no key");
+        assert!(
+            parse_batcher_keys(&format!("x 0 {}", k.to_hex())).is_err(),
+            "party"
+        );
+        assert!(parse_batcher_keys("1 0 ed25519 zz").is_err(), "hex");
+        assert!(
+            parse_batcher_keys(&format!("1 0 rsa {}", k.to_hex())).is_err(),
+            "scheme"
+        );
+    }
+
+    #[test]
+    fn the_verified_cache_is_bounded() {
+        let mut v = Verified {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            cap: 2,
+            primaries: Arc::default(),
+        };
+        let d = |i: u8| Digest::of_request(&[i]);
+        for i in 0..3 {
+            v.insert(d(i));
+        }
+        v.insert(d(2));
+        assert!(!v.contains(&d(0)) && v.contains(&d(1)) && v.contains(&d(2)));
+        assert_eq!(v.order.len(), 2);
+    }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
 use bft::{Application, Certificate, Decision, InstanceId, Phase, Proposal, ProposalContext, Signer as _};
-use consenter::arma::{
+use consenter::application::{
     ArmaApp, ArmaConfig, ArmaError, ArmaState, DecisionProof, Item, Metadata, OrderedHeader,
     PrimarySignatures, TermChange, decode, decode_verified, decode_verified_with, encode_baf,
     encode_complaint,
@@ -146,7 +146,7 @@ fn bafs_of_another_term_primary_or_window_are_ignored() {
             baf(&too_far, 2),
         ],
     );
-    assert_eq!(out, consenter::arma::Outcome::default());
+    assert_eq!(out, consenter::application::Outcome::default());
     assert_eq!(s.shards[0].pending_seqs(), 0);
 }
 

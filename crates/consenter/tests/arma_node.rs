@@ -16,13 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
-use consenter::arma::{ArmaConfig, encode_baf, encode_complaint};
-use consenter::arma_node::{ArmaNodeConfig, ArmaNodeDeps, parse_batcher_keys};
+use consenter::application::{ArmaConfig, encode_baf, encode_complaint};
+use wire::node::Node as _;
+use consenter::node::{Config as ArmaNodeConfig, Deps as ArmaNodeDeps, parse_batcher_keys};
 use consenter::decision_wire::verify_pb_decision;
 use consenter::decisions_service::StreamLimits;
 use consenter::keys::{EngineVerifier, NodeKeys, keys_from_seed_prefix};
 use consenter::metrics::Metrics;
-use consenter::node::{NodeConfig, NodeLimits};
+use consenter::replica::{NodeLimits, ReplicaConfig};
 use crypto::{Scheme, SigningKey, derive_signing_key};
 use types::BatchId;
 use wire::pb;
@@ -71,7 +72,7 @@ fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
     engine.batch_interval_ms = 5;
     engine.heartbeat_interval_ms = 50;
     ArmaNodeConfig {
-        node: NodeConfig {
+        node: ReplicaConfig {
             engine,
             peers: peers.to_vec(),
             keys: NodeKeys::Seeded { prefix: SEEDS.into() },
@@ -93,7 +94,7 @@ fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
         } else {
             Duration::from_secs(1)
         },
-        retain_decisions: consenter::arma_node::DEFAULT_RETAIN_DECISIONS,
+        retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
     }
 }
 
@@ -113,10 +114,11 @@ impl Node {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let rt = tokio::runtime::Runtime::new().unwrap();
-            match rt.block_on(consenter::arma_node::spawn_with(cfg.clone(), deps.clone())) {
+            match rt.block_on(consenter::node::spawn(cfg.clone(), deps.clone())) {
                 Ok(running) => {
                     rt.spawn(async move {
-                        let e = running.wait().await;
+                        let mut running = running;
+                        let e = running.failed().await;
                         panic!("consenter stopped: {e:?}");
                     });
                     return Node { rt: Some(rt) };
@@ -615,7 +617,7 @@ fn refuses_a_log_that_differs_from_the_wal(cfg: &ArmaNodeConfig, served: &[pb::D
     std::fs::remove_file(&cfg.state).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let e = rt
-        .block_on(consenter::arma_node::spawn(cfg.clone()))
+        .block_on(consenter::node::spawn(cfg.clone(), ArmaNodeDeps::default()))
         .err()
         .expect("refused");
     assert!(matches!(e, consenter::Error::Diverged { .. }), "{e}");

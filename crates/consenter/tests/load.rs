@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use consenter::keys::NodeKeys;
-use consenter::node::{NodeConfig, NodeLimits};
+use consenter::replica::{NodeLimits, ReplicaConfig};
 use wire::pb;
 use wire::pb::bft_consensus_client::BftConsensusClient;
 
@@ -26,14 +26,14 @@ fn free_addr() -> String {
 }
 
 /// `fabrx node bft`'s defaults.
-fn config(id: u32, peers: &[String], dir: &Path) -> NodeConfig {
+fn config(id: u32, peers: &[String], dir: &Path) -> ReplicaConfig {
     let mut engine = bft::Config::new(id, peers.len() as u32);
     engine.batch_interval_ms = 20;
     engine.request_timeout_ms = 3000;
     engine.heartbeat_interval_ms = 200;
     engine.heartbeat_timeout_ms = 2000;
     engine.view_change_timeout_ms = 2000;
-    NodeConfig {
+    ReplicaConfig {
         engine,
         peers: peers.to_vec(),
         keys: NodeKeys::Seeded {
@@ -75,7 +75,7 @@ async fn many_large_submissions_are_decided_or_refused_never_lost() {
     let dir = tempfile::tempdir().unwrap();
     let peers: Vec<String> = (0..4).map(|_| free_addr()).collect();
     for id in 0..4 {
-        tokio::spawn(consenter::node::run(config(id, &peers, dir.path())));
+        tokio::spawn(consenter::replica::run(config(id, &peers, dir.path())));
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     for p in &peers {

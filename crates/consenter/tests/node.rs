@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use consenter::keys::{EnvelopeSeq, NodeKeys, keys_from_seed_prefix, seal_at};
-use consenter::node::{NodeConfig, NodeLimits};
+use consenter::replica::{NodeLimits, ReplicaConfig};
 use wire::pb;
 use wire::pb::bft_consensus_client::BftConsensusClient;
 
@@ -26,11 +26,11 @@ fn free_addr() -> String {
     l.local_addr().unwrap().to_string()
 }
 
-fn config(id: u32, peers: &[String], dir: &Path) -> NodeConfig {
+fn config(id: u32, peers: &[String], dir: &Path) -> ReplicaConfig {
     let mut engine = bft::Config::new(id, peers.len() as u32);
     engine.batch_interval_ms = 5;
     engine.heartbeat_interval_ms = 50;
-    NodeConfig {
+    ReplicaConfig {
         engine,
         peers: peers.to_vec(),
         keys: NodeKeys::Seeded { prefix: SEEDS.into() },
@@ -65,11 +65,11 @@ async fn submit(addr: &str, request: &[u8]) -> Result<pb::BftSubmitResponse, ton
 }
 
 /// Runs one single-replica node on its own runtime until `f` returns, then stops it.
-fn with_node<T>(cfg: NodeConfig, f: impl AsyncFnOnce(String) -> T) -> T {
+fn with_node<T>(cfg: ReplicaConfig, f: impl AsyncFnOnce(String) -> T) -> T {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let addr = cfg.peers[cfg.engine.id as usize].clone();
     let out = rt.block_on(async move {
-        let node = tokio::spawn(consenter::node::run(cfg));
+        let node = tokio::spawn(consenter::replica::run(cfg));
         let out = f(addr).await;
         assert!(!node.is_finished(), "node stopped: {:?}", node.await);
         out
@@ -146,7 +146,7 @@ fn submit_answers_when_decided_and_the_wal_keeps_it() {
     std::fs::write(wal_segment(&cfg.wal), &bytes).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let r =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), consenter::node::run(cfg)).await });
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), consenter::replica::run(cfg)).await });
     assert!(
         matches!(
             r,
@@ -167,7 +167,7 @@ fn a_missing_wal_beside_a_decisions_log_refuses_to_start() {
     std::fs::remove_dir_all(&cfg.wal).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let r =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), consenter::node::run(cfg)).await });
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), consenter::replica::run(cfg)).await });
     match r {
         Ok(Err(consenter::Error::Config { reason })) => assert!(reason.contains("WAL"), "{reason}"),
         other => panic!("a replica without its WAL started: {other:?}"),
@@ -181,7 +181,7 @@ async fn replayed_and_forged_envelopes_end_their_stream_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let peers: Vec<String> = (0..4).map(|_| free_addr()).collect();
     let nodes: Vec<_> = (0..3)
-        .map(|id| tokio::spawn(consenter::node::run(config(id, &peers, dir.path()))))
+        .map(|id| tokio::spawn(consenter::replica::run(config(id, &peers, dir.path()))))
         .collect();
     let reply = submit(&peers[1], b"ordered by three").await.expect("decided");
     assert!(reply.accepted && reply.decided_seq >= 1);
@@ -238,11 +238,11 @@ fn byte_bounds_that_do_not_fit_the_message_limit_refuse_to_start() {
     // A new-view proof carries up to a quorum (3) of proposals of 30 MiB: over 64 MiB.
     let mut cfg = config(0, &peers, dir.path());
     cfg.engine.max_batch_bytes = 30 << 20;
-    let r = rt.block_on(consenter::node::run(cfg));
+    let r = rt.block_on(consenter::replica::run(cfg));
     assert!(matches!(r, Err(consenter::Error::Config { .. })), "{r:?}");
     // A state-transfer response of up to 80 MiB.
     let mut cfg = config(0, &peers, dir.path());
     cfg.engine.sync_max_bytes = 80 << 20;
-    let r = rt.block_on(consenter::node::run(cfg));
+    let r = rt.block_on(consenter::replica::run(cfg));
     assert!(matches!(r, Err(consenter::Error::Config { .. })), "{r:?}");
 }

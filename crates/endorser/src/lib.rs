@@ -31,6 +31,12 @@ pub enum Error {
     /// Listening failed.
     #[error("listen: {0}")]
     Io(#[from] std::io::Error),
+    /// The listener could not be bound.
+    #[error(transparent)]
+    Listen(#[from] wire::node::ListenError),
+    /// The server stopped on its own.
+    #[error(transparent)]
+    Serve(#[from] wire::node::ServeError),
     /// Metrics could not be registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),

@@ -5,14 +5,14 @@ use crate::core::EndorserCore;
 use crate::metrics::Metrics;
 use crate::service::{EndorserService, ServiceConfig, StateReader};
 use crate::{Error, Result};
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use token::Policy;
+use wire::node::Serving;
 
 /// Everything an endorser node needs.
 #[derive(Debug, Clone)]
-pub struct NodeConfig {
+pub struct Config {
     /// Where to listen (`ip:port`; port 0 picks one).
     pub listen: SocketAddr,
     /// The key file of this endorser's share (a BLS key, `fabrx keygen` format).
@@ -33,23 +33,39 @@ pub struct NodeConfig {
     pub service: ServiceConfig,
 }
 
-/// A bound endorser, ready to serve.
-pub struct Bound {
-    /// The address it listens on.
-    pub addr: SocketAddr,
-    listener: tokio::net::TcpListener,
-    service: EndorserService,
+/// What an endorser node may be handed.
+#[derive(Default)]
+pub struct Deps {
+    /// Where it records its metrics (`None`: nowhere).
+    pub metrics: Option<Metrics>,
 }
 
-impl Bound {
-    /// Serves until `shutdown` completes.
-    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
-        self.service.serve(self.listener, shutdown).await
+/// A running endorser.
+pub struct Handle {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    serving: Serving,
+}
+
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    async fn failed(&mut self) -> Result<()> {
+        Ok(self.serving.ended().await?)
+    }
+
+    async fn stop(self) -> Result<()> {
+        self.serving.stop(wire::node::DEFAULT_GRACE).await;
+        Ok(())
     }
 }
 
-/// Reads the share, checks it against the key set and binds the listener.
-pub async fn bind(cfg: NodeConfig, metrics: Option<Metrics>) -> Result<Bound> {
+/// Reads the share, checks it against the key set, binds the listener and serves.
+pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let key = crypto::read_key_file(&cfg.share_key)
         .map_err(|e| Error::Key(format!("{}: {e}", cfg.share_key.display())))?;
     let share = crypto::KeyShare::new(cfg.share_index, key).map_err(|e| Error::Key(e.to_string()))?;
@@ -62,11 +78,12 @@ pub async fn bind(cfg: NodeConfig, metrics: Option<Metrics>) -> Result<Bound> {
     )
     .map_err(Error::Key)?;
     let state = StateReader::new(&cfg.query).map_err(Error::Config)?;
-    let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
-    let addr = listener.local_addr()?;
-    Ok(Bound {
-        addr,
-        listener,
-        service: EndorserService::new(core, state, cfg.service, metrics),
+    let listener = wire::node::bind(cfg.listen).await?;
+    let limits = cfg.service.server;
+    let service = EndorserService::new(core, state, cfg.service, deps.metrics);
+    let serving = wire::node::serve(listener, &limits, |b| b.add_service(service.into_server()))?;
+    Ok(Handle {
+        addr: serving.addr(),
+        serving,
     })
 }

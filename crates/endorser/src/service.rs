@@ -190,6 +190,13 @@ impl EndorserService {
         }
     }
 
+    /// The gRPC service with its message bounds.
+    pub fn into_server(self) -> pb::endorser_server::EndorserServer<EndorserService> {
+        pb::endorser_server::EndorserServer::new(self)
+            .max_decoding_message_size(wire::limits::ENDORSE_REQUEST.max_bytes)
+            .max_encoding_message_size(wire::limits::ENDORSE_RESPONSE.max_bytes)
+    }
+
     /// Serves on `listener` until `shutdown` completes.
     pub async fn serve(
         self,
@@ -198,11 +205,8 @@ impl EndorserService {
     ) -> crate::Result<()> {
         let limits = self.config.server;
         let (incoming, _stats) = wire::server::incoming(listener, &limits);
-        let server = pb::endorser_server::EndorserServer::new(self)
-            .max_decoding_message_size(wire::limits::ENDORSE_REQUEST.max_bytes)
-            .max_encoding_message_size(wire::limits::ENDORSE_RESPONSE.max_bytes);
         wire::server::builder(&limits)
-            .add_service(server)
+            .add_service(self.into_server())
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await?;
         Ok(())

@@ -113,7 +113,7 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     if let Some(addr) = &cfg.metrics_listen {
         crate::metrics_http::serve(addr.clone(), registry.clone()).await?;
     }
-    let mut node = vcservice::node::spawn(
+    let node = vcservice::node::spawn(
         cfg,
         vcservice::node::Deps {
             metrics: Some(metrics),
@@ -121,15 +121,32 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     )
     .await
     .context("starting the vcservice")?;
-    println!(
-        "{}",
-        serde_json::json!({ "ready": "vcservice", "listen": node.addr.to_string() })
-    );
+    let ready = serde_json::json!({ "ready": "vcservice", "listen": node.addr.to_string() });
+    serve(node, "the vcservice", Some(ready), &mut stopping).await
+}
+
+/// The end of every role's runner: prints the ready line (when there is one), then
+/// waits for SIGTERM or Ctrl-C (the node is stopped: exit 0) or for the node to stop on
+/// its own (exit non-zero, with its reason).
+pub async fn serve<N: wire::node::Node>(
+    mut node: N,
+    what: &str,
+    ready: Option<serde_json::Value>,
+    stopping: &mut Stopping,
+) -> anyhow::Result<()> {
+    if let Some(ready) = ready {
+        println!("{ready}");
+    }
     tokio::select! {
-        r = node.failed() => r.context("the vcservice stopped"),
+        r = node.failed() => {
+            tracing::error!("{what} stopped: {r:?}");
+            let stopped = node.stop().await;
+            r.and(stopped).with_context(|| format!("{what} stopped"))?;
+            anyhow::bail!("{what} stopped on its own")
+        }
         () = stopping.wait() => {
-            node.stop().await;
-            Ok(())
+            tracing::info!("{what} stopping");
+            node.stop().await.with_context(|| format!("stopping {what}"))
         }
     }
 }

@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tracing::{error, info};
+use tracing::info;
 
 /// Arguments of `fabrx node assembler`.
 #[derive(Debug, Args)]
@@ -52,7 +52,7 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
         let registry = crate::node_router::serve_metrics(addr, &[("party", args.party)]).await?;
         deps.metrics = Some(assembler::metrics::Metrics::register(&registry)?);
     }
-    let running = assembler::node::spawn_with(cfg, deps)
+    let running = assembler::node::spawn(cfg, deps)
         .await
         .with_context(|| format!("starting party {} assembler", args.party))?;
     info!(party = args.party, addr = %running.addr, height = running.height, "assembler listening");
@@ -62,16 +62,6 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
         "listen": running.addr.to_string(),
         "height": running.height,
     });
-    println!("{ready}");
-    tokio::select! {
-        r = running.wait() => {
-            error!(party = args.party, "assembler stopped: {r:?}");
-            r.with_context(|| format!("party {} assembler stopped", args.party))?;
-            anyhow::bail!("party {} assembler stopped on its own", args.party)
-        }
-        () = stopping.wait() => {
-            info!(party = args.party, "assembler stopping");
-            Ok(())
-        }
-    }
+    let what = format!("party {} assembler", args.party);
+    crate::node::serve(running, &what, Some(ready), &mut stopping).await
 }

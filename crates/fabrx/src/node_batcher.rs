@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tracing::{error, info};
+use tracing::info;
 
 /// Arguments of `fabrx node batcher`.
 #[derive(Debug, Args)]
@@ -63,7 +63,7 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?;
-    let mut handle = batcher::node::spawn(cfg, batcher::node::Deps::default())
+    let handle = batcher::node::spawn(cfg, batcher::node::Deps::default())
         .await
         .with_context(|| format!("starting {node}"))?;
     if let Some(addr) = &args.metrics {
@@ -80,17 +80,5 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
         "listen": handle.addr.to_string(),
         "term": term,
     });
-    println!("{ready}");
-    tokio::select! {
-        r = handle.stopped() => {
-            error!(party = args.party, shard = args.shard, "batcher stopped: {r:?}");
-            let shut = handle.shutdown().await;
-            r.and(shut).with_context(|| format!("{node} stopped"))?;
-            anyhow::bail!("{node} stopped on its own")
-        }
-        () = stopping.wait() => {
-            info!(party = args.party, shard = args.shard, "batcher stopping");
-            handle.shutdown().await.with_context(|| format!("stopping {node}"))
-        }
-    }
+    crate::node::serve(handle, &node.to_string(), Some(ready), &mut stopping).await
 }

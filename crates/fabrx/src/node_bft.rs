@@ -101,7 +101,7 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
     engine.heartbeat_timeout_ms = args.heartbeat_timeout_ms;
     engine.view_change_timeout_ms = args.view_change_timeout_ms;
     engine.max_pending_bytes = args.max_pending_bytes;
-    let limits = consenter::node::NodeLimits {
+    let limits = consenter::replica::NodeLimits {
         peer_queue_messages: args.peer_queue,
         peer_queue_bytes: args.peer_queue_bytes,
         total_queue_bytes: args.total_queue_bytes,
@@ -109,9 +109,9 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
         submit_timeout: Duration::from_millis(args.submit_timeout_ms),
         max_connections: args.max_connections,
         idle_timeout: Duration::from_secs(args.idle_timeout_s),
-        ..consenter::node::NodeLimits::default()
+        ..consenter::replica::NodeLimits::default()
     };
-    let cfg = consenter::node::NodeConfig {
+    let cfg = consenter::replica::ReplicaConfig {
         engine,
         peers: args.peers,
         keys: match (args.key_file, args.peer_keys, args.seed_prefix) {
@@ -126,8 +126,6 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
         limits,
         channel_capacity: 4096,
     };
-    tokio::select! {
-        r = consenter::node::run(cfg) => r.context("bft replica failed"),
-        () = stopping.wait() => Ok(()),
-    }
+    let node = consenter::replica::spawn(cfg).await.context("starting the bft replica")?;
+    crate::node::serve(node, "the bft replica", None, &mut stopping).await
 }

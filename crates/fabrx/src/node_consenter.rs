@@ -127,11 +127,11 @@ fn engine(args: &ConsenterArgs, id: u32) -> bft::Config {
 }
 
 /// The node's resource bounds from the flags (both modes).
-fn limits(args: &ConsenterArgs) -> consenter::node::NodeLimits {
-    consenter::node::NodeLimits {
+fn limits(args: &ConsenterArgs) -> consenter::replica::NodeLimits {
+    consenter::replica::NodeLimits {
         submit_timeout: Duration::from_millis(args.submit_timeout_ms),
         max_connections: args.max_connections,
-        ..consenter::node::NodeLimits::default()
+        ..consenter::replica::NodeLimits::default()
     }
 }
 
@@ -144,7 +144,7 @@ fn streams(args: &ConsenterArgs) -> consenter::decisions_service::StreamLimits {
 }
 
 /// Flag mode: the node configuration from the flags (reads the batcher keys).
-fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::ArmaNodeConfig> {
+fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
     let (Some(id), Some(parties), Some(shards), Some(batcher_keys)) =
         (args.id, args.parties, args.shards, args.batcher_keys.clone())
     else {
@@ -159,12 +159,12 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::Arma
     }
     let text = std::fs::read_to_string(&batcher_keys)
         .with_context(|| format!("reading {}", batcher_keys.display()))?;
-    let keys = consenter::arma_node::parse_batcher_keys(&text)
+    let keys = consenter::node::parse_batcher_keys(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", batcher_keys.display()))?;
-    let arma = consenter::arma::ArmaConfig::new(parties, shards, args.max_seqs_ahead, keys)?;
+    let arma = consenter::application::ArmaConfig::new(parties, shards, args.max_seqs_ahead, keys)?;
     std::fs::create_dir_all(args.data_dir.join("wal"))
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let node = consenter::node::NodeConfig {
+    let node = consenter::replica::ReplicaConfig {
         engine: engine(&args, id),
         keys: match (
             args.key_file.clone(),
@@ -183,14 +183,14 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::arma_node::Arma
         limits: limits(&args),
         channel_capacity: 4096,
     };
-    Ok(consenter::arma_node::ArmaNodeConfig {
+    Ok(consenter::node::Config {
         node,
         arma,
         state: args.data_dir.join("state.json"),
         listen: args.listen,
         streams: streams(&args),
         snapshot_interval: Duration::from_secs(1),
-        retain_decisions: consenter::arma_node::DEFAULT_RETAIN_DECISIONS,
+        retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
     })
 }
 
@@ -199,7 +199,7 @@ fn file_config(
     args: &ConsenterArgs,
     path: &Path,
     party: u32,
-) -> anyhow::Result<consenter::arma_node::ArmaNodeConfig> {
+) -> anyhow::Result<consenter::node::Config> {
     let config = netconfig::NetworkConfig::load(path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
     crate::tls_setup::install(&config, path, wire::tls::Role::Consenter, party, None)?;
@@ -250,12 +250,12 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
         }
         _ => (args.id.unwrap_or(0), flag_config(args)?),
     };
-    let mut deps = consenter::arma_node::ArmaNodeDeps::default();
+    let mut deps = consenter::node::Deps::default();
     if let Some(addr) = &metrics {
         let registry = crate::node_router::serve_metrics(addr, &[("party", id.saturating_add(1))]).await?;
         deps.metrics = Some(consenter::metrics::Metrics::register(&registry)?);
     }
-    let node = consenter::arma_node::spawn_with(cfg, deps)
+    let node = consenter::node::spawn(cfg, deps)
         .await
         .context("starting the consenter")?;
     let ready = serde_json::json!({
@@ -266,9 +266,5 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
         "party": id.saturating_add(1),
         "listen": node.listen.to_string(),
     });
-    println!("{ready}");
-    tokio::select! {
-        r = node.wait() => r.context("the consenter failed"),
-        () = stopping.wait() => Ok(()),
-    }
+    crate::node::serve(node, "the consenter", Some(ready), &mut stopping).await
 }

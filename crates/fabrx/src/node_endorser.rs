@@ -5,7 +5,6 @@ use anyhow::Context;
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use tracing::info;
 
 /// Arguments of `fabrx node endorser`.
@@ -57,21 +56,11 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
             Some(endorser::metrics::Metrics::register(&registry)?)
         }
     };
-    let bound = endorser::node::bind(cfg, metrics)
+    let node = endorser::node::spawn(cfg, endorser::node::Deps { metrics })
         .await
         .with_context(|| format!("starting endorser {}", args.index))?;
-    let addr = bound.addr;
-    info!(index = args.index, %addr, "endorser listening");
-    println!(
-        "{}",
-        serde_json::json!({ "ready": "endorser", "index": args.index, "listen": addr.to_string() })
-    );
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let notified = stop.clone();
-    let serving = tokio::spawn(bound.serve(async move { notified.notified().await }));
-    stopping.wait().await;
-    info!(index = args.index, "endorser stopping");
-    stop.notify_one();
-    serving.await.context("the endorser task")??;
-    Ok(())
+    info!(index = args.index, addr = %node.addr, "endorser listening");
+    let ready = serde_json::json!({ "ready": "endorser", "index": args.index, "listen": node.addr.to_string() });
+    let what = format!("endorser {}", args.index);
+    crate::node::serve(node, &what, Some(ready), &mut stopping).await
 }

@@ -39,7 +39,7 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
         None => config.query_endpoint(args.party)?.listen_addr(),
     };
     let vcservice = config.committer_party(args.party)?.vcservice.uri();
-    let mut cfg = query::node::NodeConfig::new(listen, vec![vcservice]);
+    let mut cfg = query::node::Config::new(listen, vec![vcservice]);
     cfg.server = args.server.limits();
     // Owners read their own tokens; the network's issuers may read anyone's (auditors).
     cfg.reads.auditors = config.token().map(|t| t.issuers.clone()).unwrap_or_default();
@@ -50,21 +50,11 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
             Some(query::metrics::Metrics::register(&registry)?)
         }
     };
-    let handle = query::node::spawn_with_metrics(cfg, metrics)
+    let handle = query::node::spawn(cfg, query::node::Deps { metrics })
         .await
         .with_context(|| format!("starting party {} query service", args.party))?;
     info!(party = args.party, addr = %handle.addr, "query service listening");
-    println!(
-        "{}",
-        serde_json::json!({ "ready": "query", "party": args.party, "listen": handle.addr.to_string() })
-    );
-    let mut handle = handle;
-    tokio::select! {
-        r = handle.failed() => r.context("the query service stopped"),
-        () = stopping.wait() => {
-            info!(party = args.party, "query service stopping");
-            handle.stop().await;
-            Ok(())
-        }
-    }
+    let ready = serde_json::json!({ "ready": "query", "party": args.party, "listen": handle.addr.to_string() });
+    let what = format!("party {} query service", args.party);
+    crate::node::serve(handle, &what, Some(ready), &mut stopping).await
 }

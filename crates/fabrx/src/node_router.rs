@@ -54,11 +54,8 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
         "listen": node.addr.to_string(),
         "shards": shards.get(),
     });
-    println!("{ready}");
-    stopping.wait().await;
-    info!(party = args.party, "router stopping");
-    node.shutdown().await;
-    Ok(())
+    let what = format!("party {}'s router", args.party);
+    crate::node::serve(node, &what, Some(ready), &mut stopping).await
 }
 
 /// Serves a registry on `addr` whose every metric carries the constant `labels` (e.g.

@@ -15,6 +15,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::info;
+use wire::node::Node as _;
 use vcservice::config::{BackendOptions, open_backend};
 use vcservice::{Engine, EngineConfig};
 /// Arguments of `fabrx node sidecar`.
@@ -45,7 +46,8 @@ pub struct SidecarArgs {
     /// sigverifier endpoints (`host:port`, comma separated); none: verify in-process.
     #[arg(long, value_delimiter = ',')]
     verifier: Vec<String>,
-    /// Address of the sidecar's gRPC service (notifications and lookups).
+    /// Address of the sidecar's gRPC service (notifications and lookups). Default: a free
+    /// port on 127.0.0.1.
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
     /// Prometheus `/metrics` listen address (off when absent).
@@ -88,7 +90,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     };
     let config = Config {
         store: args.store.clone(),
-        listen: args.listen,
+        listen: args.listen.unwrap_or_else(sidecar::node::loopback_any_port),
         workers: args.workers,
         max_batch: args.max_batch,
         max_pending: args.max_pending,
@@ -109,7 +111,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         let ready = serde_json::json!({
             "ready": "sidecar",
             "party": party,
-            "listen": node.listen.map(|a| a.to_string()),
+            "listen": node.addr.to_string(),
             "next_block": node.resumed_at,
         });
         println!("{ready}");
@@ -117,10 +119,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     // A failed store append or stage stops the node; the error ends the process.
     let summary = tokio::select! {
         s = node.source_done() => s.context("the sidecar stopped")?,
-        () = stopping.wait() => {
-            node.stop(Duration::from_secs(5)).await;
-            return Ok(());
-        }
+        () = stopping.wait() => return node.stop().await.context("stopping the sidecar"),
     };
     info!(
         blocks = summary.blocks,
@@ -131,8 +130,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     if !args.exit_when_done {
         stopping.wait().await;
     }
-    node.stop(Duration::from_secs(5)).await;
-    Ok(())
+    node.stop().await.context("stopping the sidecar")
 }
 
 /// The block feed, the `_meta` policy and the party the arguments ask for.

@@ -2,9 +2,9 @@
 
 use anyhow::Context;
 use clap::Args;
-use sigverifier::Verifier;
 use sigverifier::metrics::Metrics;
-use sigverifier::service::{ServiceConfig, VerifierService};
+use sigverifier::service::ServiceConfig;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use tracing::info;
 
@@ -46,7 +46,6 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
             .with_context(|| format!("loading the network config {}", path.display()))?;
         crate::tls_setup::install(&config, path, wire::tls::Role::Sigverifier, party, None)?;
     }
-    let verifier = Verifier::new(args.threads).context("starting the verification threads")?;
     let metrics = match &args.metrics {
         None => None,
         Some(addr) => {
@@ -56,23 +55,25 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
             Some(Arc::new(Metrics::register(&registry)?))
         }
     };
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    let listen = tokio::net::lookup_host(&args.listen)
         .await
-        .with_context(|| format!("listening on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    info!(%addr, threads = verifier.threads(), "sigverifier listening");
-    println!(
-        "{}",
-        serde_json::json!({ "ready": "sigverifier", "listen": addr.to_string() })
-    );
-    let config = ServiceConfig {
-        max_in_flight: args.max_in_flight,
-        max_in_flight_total: args.max_in_flight_total,
-        server: args.server.limits(),
-        ..ServiceConfig::default()
+        .with_context(|| format!("resolving {}", args.listen))?
+        .next()
+        .with_context(|| format!("{} names no address", args.listen))?;
+    let config = sigverifier::node::Config {
+        listen,
+        threads: NonZeroUsize::new(args.threads),
+        service: ServiceConfig {
+            max_in_flight: args.max_in_flight,
+            max_in_flight_total: args.max_in_flight_total,
+            server: args.server.limits(),
+            ..ServiceConfig::default()
+        },
     };
-    VerifierService::new(verifier, config, metrics)
-        .serve(listener, async move { stopping.wait().await })
-        .await?;
-    Ok(())
+    let node = sigverifier::node::spawn(config, sigverifier::node::Deps { metrics })
+        .await
+        .context("starting the sigverifier")?;
+    info!(addr = %node.addr, threads = node.threads, "sigverifier listening");
+    let ready = serde_json::json!({ "ready": "sigverifier", "listen": node.addr.to_string() });
+    crate::node::serve(node, "the sigverifier", Some(ready), &mut stopping).await
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arma::{Baf, SignedBatch};
-use consenter::arma::encode_baf;
+use consenter::application::encode_baf;
 use consenter::decision_wire::verify_pb_decision;
 use consenter::keys::{EngineVerifier, keys_from_seed_prefix};
 use crypto::{Scheme, SigningKey, derive_signing_key};

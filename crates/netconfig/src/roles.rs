@@ -18,7 +18,7 @@ use types::{PartyId, ShardId};
 #[derive(Debug, Clone)]
 pub struct RouterSetup {
     /// The node config (listen address, server limits, router config).
-    pub node: router::node::NodeConfig,
+    pub node: router::node::Config,
     /// `http://host:port` of the party's batcher of each shard (index = shard): the
     /// argument of `router::node::Deps::grpc`.
     pub batcher_uris: Vec<String>,
@@ -93,7 +93,7 @@ impl NetworkConfig {
         let router = self.router_config(party)?;
         let listen = listen.unwrap_or(self.party(party)?.router.listen_addr());
         Ok(RouterSetup {
-            node: router::node::NodeConfig {
+            node: router::node::Config {
                 listen,
                 server: wire::server::ServerLimits::default(),
                 router,
@@ -153,7 +153,7 @@ impl NetworkConfig {
         key_file: &Path,
         data_dir: PathBuf,
         listen: Option<SocketAddr>,
-    ) -> Result<batcher::node::NodeConfig> {
+    ) -> Result<batcher::node::Config> {
         let own = self.batcher(party, shard)?;
         let key = self.read_node_key(Node::Batcher { party, shard }, key_file)?;
         let batcher = self.batcher_config(party, shard)?;
@@ -163,7 +163,7 @@ impl NetworkConfig {
             .iter()
             .map(|p| Ok((p.id, self.batcher(p.id, shard)?.endpoint.uri())))
             .collect::<Result<BTreeMap<_, _>>>()?;
-        Ok(batcher::node::NodeConfig {
+        Ok(batcher::node::Config {
             batcher,
             key,
             listen: listen.unwrap_or(own.endpoint.listen_addr()),
@@ -186,7 +186,7 @@ impl NetworkConfig {
         party: PartyId,
         data_dir: &Path,
         listen: Option<SocketAddr>,
-    ) -> Result<assembler::node::NodeConfig> {
+    ) -> Result<assembler::node::Config> {
         let own = self.party(party)?;
         let listen = match (listen, own.assembler.as_ref()) {
             (Some(l), _) => l,
@@ -210,7 +210,7 @@ impl NetworkConfig {
                 batchers.insert((p.id, shard), self.batcher(p.id, shard)?.endpoint.uri());
             }
         }
-        Ok(assembler::node::NodeConfig {
+        Ok(assembler::node::Config {
             party,
             shards: self.shards().get(),
             consenters,
@@ -218,6 +218,7 @@ impl NetworkConfig {
             batchers,
             ledger: data_dir.join("ledger"),
             listen,
+            server: wire::server::ServerLimits::default(),
             limits: assembler::core::Limits::default(),
             deliver: assembler::deliver::DeliverLimits::default(),
             retry: Duration::from_millis(200),
@@ -284,14 +285,14 @@ impl NetworkConfig {
 
     /// The Arma consenter application's config: parties, shards, `consensus.max_seqs_ahead`
     /// and the batcher key of every party and shard (the same for every consenter).
-    pub fn arma_config(&self) -> Result<consenter::arma::ArmaConfig> {
+    pub fn arma_config(&self) -> Result<consenter::application::ArmaConfig> {
         let mut keys = BTreeMap::new();
         for p in &self.parties {
             for b in &p.batchers {
                 keys.insert((p.id, b.shard), b.public_key.clone());
             }
         }
-        consenter::arma::ArmaConfig::new(
+        consenter::application::ArmaConfig::new(
             self.n(),
             self.shards.get(),
             self.file.consensus.max_seqs_ahead,
@@ -313,7 +314,7 @@ impl NetworkConfig {
         Ok((key, self.cluster_keys()))
     }
 
-    /// Party `party`'s consenter node config (`consenter::node::run`), with the default
+    /// Party `party`'s consenter node config (`consenter::replica::run`), with the default
     /// node limits. The key comes from `paths.key_file` and the peer keys from
     /// `paths.peer_keys`, which must hold [`NetworkConfig::peer_keys_text`]'s keys (the
     /// node checks its own key against it when it starts).
@@ -321,8 +322,8 @@ impl NetworkConfig {
         &self,
         party: PartyId,
         paths: ConsenterPaths,
-    ) -> Result<consenter::node::NodeConfig> {
-        Ok(consenter::node::NodeConfig {
+    ) -> Result<consenter::replica::ReplicaConfig> {
+        Ok(consenter::replica::ReplicaConfig {
             engine: self.consenter_engine(party)?,
             peers: self.consenter_peers(),
             keys: NodeKeys::Files {
@@ -333,7 +334,7 @@ impl NetworkConfig {
             wal: paths.wal,
             decisions: paths.decisions,
             tick: Duration::from_millis(self.file.consensus.tick_ms),
-            limits: consenter::node::NodeLimits::default(),
+            limits: consenter::replica::NodeLimits::default(),
             channel_capacity: 4096,
         })
     }
@@ -353,7 +354,7 @@ pub struct ArmaConsenterPaths {
 }
 
 impl NetworkConfig {
-    /// Party `party`'s Arma consenter (`consenter::arma_node::spawn`): the engine and
+    /// Party `party`'s Arma consenter (`consenter::node::spawn`): the engine and
     /// node of [`NetworkConfig::consenter_node_config`], the application's
     /// [`NetworkConfig::arma_config`], listening on `listen` or on its endpoint's address
     /// ([`crate::Endpoint::listen_addr`]) when `None`, default stream limits and a state
@@ -364,7 +365,7 @@ impl NetworkConfig {
         party: PartyId,
         paths: ArmaConsenterPaths,
         listen: Option<SocketAddr>,
-    ) -> Result<consenter::arma_node::ArmaNodeConfig> {
+    ) -> Result<consenter::node::Config> {
         self.read_node_key(Node::Consenter(party), &paths.key_file)?;
         self.check_peer_keys(&paths.peer_keys)?;
         let data = &paths.data_dir;
@@ -377,14 +378,14 @@ impl NetworkConfig {
                 decisions: data.join("decisions"),
             },
         )?;
-        Ok(consenter::arma_node::ArmaNodeConfig {
+        Ok(consenter::node::Config {
             node,
             arma: self.arma_config()?,
             state: data.join("state.json"),
             listen: Some(listen.unwrap_or(self.party(party)?.consenter.listen_addr())),
             streams: consenter::decisions_service::StreamLimits::default(),
             snapshot_interval: Duration::from_secs(1),
-            retain_decisions: consenter::arma_node::DEFAULT_RETAIN_DECISIONS,
+            retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
         })
     }
 

@@ -263,10 +263,10 @@ impl NetworkConfig {
         dir: &Path,
         index: u32,
         listen: Option<std::net::SocketAddr>,
-    ) -> Result<endorser::node::NodeConfig> {
+    ) -> Result<endorser::node::Config> {
         let app = self.token()?;
         let me = self.endorser(index)?;
-        Ok(endorser::node::NodeConfig {
+        Ok(endorser::node::Config {
             listen: listen.unwrap_or_else(|| me.endpoint.listen_addr()),
             share_key: endorser_key_path(dir, index),
             share_index: index,

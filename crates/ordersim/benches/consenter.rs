@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use arma::{Baf, SignedBatch, encode_baf};
 use bft::crypto::ed25519_keys;
 use bft::{Config, Input, Message, Output, Replica, ReplicaId};
-use consenter::arma::{ArmaApp, ArmaConfig, ArmaState};
+use consenter::application::{ArmaApp, ArmaConfig, ArmaState};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use crypto::{Scheme, SigningKey, derive_signing_key};
 use types::BatchId;

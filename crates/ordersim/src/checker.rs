@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use batcher::SignedBatch;
 use bft::Decision;
-use consenter::arma::{ArmaConfig, Item, OrderedHeader, Outcome};
+use consenter::application::{ArmaConfig, Item, OrderedHeader, Outcome};
 use types::digest::{Digest32, shard_of};
 
 /// `(shard, term, primary, seq)`.
@@ -101,7 +101,7 @@ impl Checker {
         let before = self.terms.clone();
         let mut conflicts = Vec::new();
         for request in &decision.proposal.requests {
-            let Ok(Item::Baf(baf)) = consenter::arma::decode(&self.cfg, request) else {
+            let Ok(Item::Baf(baf)) = consenter::application::decode(&self.cfg, request) else {
                 continue;
             };
             let h = baf.header;

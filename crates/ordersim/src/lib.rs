@@ -3,7 +3,7 @@
 //! N parties × S shards in one process under one seeded scheduler: per party a router
 //! (the shard mapping: every client request goes to every party's batcher of its shard),
 //! one batcher core per shard (`batcher::Batcher`) and a consenter (`bft::Replica` running
-//! `consenter::arma::ArmaApp`). Shells are simulated: fsyncs, pulls, acks, forwards, BAF
+//! `consenter::application::ArmaApp`). Shells are simulated: fsyncs, pulls, acks, forwards, BAF
 //! and complaint submissions, the decision stream to the party's batchers, each message
 //! delayed, lost, duplicated and reordered before GST; partitions; consenters and
 //! secondary batchers crash and restart from their persisted state. Byzantine variants: a
@@ -21,7 +21,7 @@ mod world;
 
 pub use world::World;
 
-use consenter::arma::Knobs;
+use consenter::application::Knobs;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

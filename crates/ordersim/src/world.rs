@@ -7,7 +7,7 @@ use std::sync::Arc;
 use batcher::{Baf, Batcher, Input as BInput, Output as BOutput, SignedBatch, TermInfo};
 use bft::crypto::TestKeys;
 use bft::{Config, Decision, Input, MemWal, Message, Output, Replica, Wal};
-use consenter::arma::{
+use consenter::application::{
     ArmaApp, ArmaConfig, ArmaState, Knobs, OrderedHeader, Outcome, encode_baf, encode_complaint,
 };
 use crypto::{Scheme, SigningKey, derive_signing_key};

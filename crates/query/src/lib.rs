@@ -20,7 +20,7 @@ pub mod node;
 pub mod service;
 pub mod upstream;
 
-pub use node::{Handle, NodeConfig, QueryLimits, ReadPolicy, spawn};
+pub use node::{QueryLimits, ReadPolicy};
 
 /// Errors of the query service.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
-//! The query service as a node: `spawn(config) -> Handle`. The binary (`fabrx node
-//! query`) builds a [`NodeConfig`], installs TLS when the network has it (the server then
+//! The query service as a node: `spawn(config, deps) -> Handle`. The binary (`fabrx node
+//! query`) builds a [`Config`], installs TLS when the network has it (the server then
 //! authenticates callers and authorizes them by role: `wire::tls::allowed`), calls
 //! [`spawn`] and prints its ready line with [`Handle::addr`].
 
@@ -10,9 +10,7 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use wire::node::Serving;
 use tracing::info;
 use wire::server::ServerLimits;
 
@@ -70,7 +68,7 @@ impl Default for ReadPolicy {
 
 /// Where and how a query node serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeConfig {
+pub struct Config {
     /// The address to listen on (port 0: any free port, see [`Handle::addr`]).
     pub listen: SocketAddr,
     /// This party's vcservice endpoints (`host:port` or `http://host:port`), at least one;
@@ -84,10 +82,10 @@ pub struct NodeConfig {
     pub reads: ReadPolicy,
 }
 
-impl NodeConfig {
+impl Config {
     /// A configuration with the default limits.
-    pub fn new(listen: SocketAddr, vcservices: Vec<String>) -> NodeConfig {
-        NodeConfig {
+    pub fn new(listen: SocketAddr, vcservices: Vec<String>) -> Config {
+        Config {
             listen,
             vcservices,
             limits: QueryLimits::default(),
@@ -97,47 +95,43 @@ impl NodeConfig {
     }
 }
 
+/// What a query node may be handed.
+#[derive(Default)]
+pub struct Deps {
+    /// Where it records its metrics (`fabrx_query_*`; `None`: nowhere).
+    pub metrics: Option<crate::metrics::Metrics>,
+}
+
 /// A running query node.
-#[derive(Debug)]
 pub struct Handle {
     /// The address it listens on (the configured one, with a port 0 resolved).
     pub addr: SocketAddr,
-    server: JoinHandle<std::result::Result<(), tonic::transport::Error>>,
-    stop: Option<oneshot::Sender<()>>,
+    serving: Serving,
 }
 
-impl Handle {
-    /// Waits until the server fails (it never ends on its own).
-    pub async fn failed(&mut self) -> Result<()> {
-        let r = (&mut self.server).await.map_err(|e| Error::Server {
-            detail: format!("server task: {e}"),
-        })?;
-        r.map_err(|e| Error::Server {
-            detail: e.to_string(),
-        })
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Resolves when the server fails (it never ends on its own).
+    async fn failed(&mut self) -> Result<()> {
+        self.serving.ended().await.map_err(|e| Error::Server { detail: e.reason })
     }
 
     /// Stops accepting calls and waits for the server to finish.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = (&mut self.server).await;
+    async fn stop(self) -> Result<()> {
+        self.serving.stop(wire::node::DEFAULT_GRACE).await;
+        Ok(())
     }
 }
 
-/// Validates `config`, binds the listener and serves `fabrx.v1.Query` until
-/// [`Handle::stop`]. Connections to the vcservices open on the first request, so the
+/// Validates `config`, binds the listener and serves `fabrx.v1.Query` until the
+/// handle's `stop`. Connections to the vcservices open on the first request, so the
 /// node starts even while they are down (requests then fail `UNAVAILABLE`).
-pub async fn spawn(config: NodeConfig) -> Result<Handle> {
-    spawn_with_metrics(config, None).await
-}
-
-/// [`spawn`], recording into `metrics` (`fabrx_query_*`).
-pub async fn spawn_with_metrics(
-    config: NodeConfig,
-    metrics: Option<crate::metrics::Metrics>,
-) -> Result<Handle> {
+pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let upstream = VcUpstream::new(
         &config.vcservices,
         UpstreamConfig {
@@ -150,27 +144,16 @@ pub async fn spawn_with_metrics(
         config.limits.max_concurrent.get(),
         config.limits.queue_timeout,
     )
-    .with_metrics(metrics)
+    .with_metrics(deps.metrics)
     .with_reads(config.reads.clone());
-    let listen_error = |e: std::io::Error| Error::Listen {
-        addr: config.listen,
-        reason: e.to_string(),
+    let listen_error = |e: wire::node::ListenError| Error::Listen {
+        addr: e.addr,
+        reason: e.reason,
     };
-    let listener = TcpListener::bind(config.listen).await.map_err(listen_error)?;
-    let addr = listener.local_addr().map_err(listen_error)?;
+    let listener = wire::node::bind(config.listen).await.map_err(listen_error)?;
+    let serving = wire::node::serve(listener, &config.server, |b| b.add_service(service.into_server()))
+        .map_err(listen_error)?;
+    let addr = serving.addr();
     info!(%addr, vcservices = config.vcservices.len(), tls = wire::tls::installed().is_some(), "query listening");
-    let (incoming, _stats) = wire::server::incoming(listener, &config.server);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(
-        wire::server::builder(&config.server)
-            .add_service(service.into_server())
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            }),
-    );
-    Ok(Handle {
-        addr,
-        server,
-        stop: Some(stop),
-    })
+    Ok(Handle { addr, serving })
 }

@@ -13,7 +13,9 @@
 
 mod common;
 use common::{check_answers, keys, owned, owned_query, query_node, rows_query};
-use query::{NodeConfig, QueryLimits};
+use query::QueryLimits;
+use query::node::{Config as NodeConfig, Deps};
+use wire::node::Node as _;
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
@@ -194,7 +196,7 @@ async fn answers_rows_owned_rows_and_statuses() {
         .unwrap()
         .into_inner();
     assert_eq!((keys(&page), page.more), (vec!["t1".into()], false));
-    node.stop().await;
+    node.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,7 +209,7 @@ async fn fails_over_to_the_next_vcservice() {
     )
     .await;
     check_answers(&mut client).await;
-    node.stop().await;
+    node.stop().await.unwrap();
 
     // The first endpoint accepts and never answers: the call times out and moves on.
     let (hole, _accepted) = black_hole().await;
@@ -217,7 +219,7 @@ async fn fails_over_to_the_next_vcservice() {
     };
     let (node, mut client) = query_node(vec![hole, vc.addr.clone()], limits).await;
     check_answers(&mut client).await;
-    node.stop().await;
+    node.stop().await.unwrap();
 
     // None answers: UNAVAILABLE, naming every endpoint.
     let (a, b) = (dead_endpoint().await, dead_endpoint().await);
@@ -238,7 +240,7 @@ async fn fails_over_to_the_next_vcservice() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unavailable, "{e}");
-    node.stop().await;
+    node.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,7 +279,7 @@ async fn bad_input_is_invalid_argument() {
         let e = client.get_owned(q).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{e}");
     }
-    node.stop().await;
+    node.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +302,7 @@ async fn requests_beyond_the_bound_are_refused() {
     let e = first.await.unwrap().unwrap_err();
     assert_eq!(e.code(), Code::Unavailable, "{e}");
     assert!(e.message().contains("no answer within"), "{}", e.message());
-    node.stop().await;
+    node.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +312,7 @@ async fn metrics_count_answers_by_rpc_and_outcome() {
     let metrics = query::metrics::Metrics::register(&registry).unwrap();
     let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
     config.reads.signed = false;
-    let node = query::node::spawn_with_metrics(config, Some(metrics.clone()))
+    let node = query::node::spawn(config, Deps { metrics: Some(metrics.clone()) })
         .await
         .unwrap();
     let mut client = QueryClient::connect(format!("http://{}", node.addr))
@@ -332,7 +334,7 @@ async fn metrics_count_answers_by_rpc_and_outcome() {
         .encode_to_string(&registry.gather())
         .unwrap();
     assert!(text.contains("fabrx_query_requests_total"), "{text}");
-    node.stop().await;
+    node.stop().await.unwrap();
 }
 
 /// Who may read whose tokens (docs/token.md "Who may read what"): only a read signed by
@@ -351,7 +353,7 @@ async fn only_the_owner_or_an_auditor_reads_an_owners_tokens() {
         per_reader_per_second: 5,
         per_service_per_second: 0,
     };
-    let node = query::spawn(config).await.unwrap();
+    let node = query::node::spawn(config, Deps::default()).await.unwrap();
     let mut client = QueryClient::connect(format!("http://{}", node.addr))
         .await
         .unwrap();
@@ -388,5 +390,5 @@ async fn only_the_owner_or_an_auditor_reads_an_owners_tokens() {
     assert!(refused >= 5, "{refused} of 20 refused");
     let audit = token::read::signed_audit_query(&auditor, "token", &owner1, b"", now);
     assert!(client.get_owned(audit).await.is_ok());
-    node.stop().await;
+    node.stop().await.unwrap();
 }

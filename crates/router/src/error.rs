@@ -24,6 +24,9 @@ pub enum Error {
         /// The system's reason.
         reason: String,
     },
+    /// The node's server stopped on its own.
+    #[error(transparent)]
+    Serve(#[from] wire::node::ServeError),
     /// The request failed the router's own checks.
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -111,6 +114,7 @@ impl Error {
             Error::NoAnswer { .. } => Code::DeadlineExceeded,
             Error::InvalidConfig { .. }
             | Error::Listen { .. }
+            | Error::Serve(_)
             | Error::UnknownShard { .. }
             | Error::DuplicateLinkId { .. } => Code::Internal,
         }
@@ -119,3 +123,12 @@ impl Error {
 
 /// Result alias of the crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<wire::node::ListenError> for Error {
+    fn from(e: wire::node::ListenError) -> Self {
+        Error::Listen {
+            addr: e.addr,
+            reason: e.reason,
+        }
+    }
+}

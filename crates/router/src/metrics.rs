@@ -125,6 +125,7 @@ pub fn reason(e: &Error) -> &'static str {
         Error::NoAnswer { .. } => "no_answer",
         Error::InvalidConfig { .. }
         | Error::Listen { .. }
+        | Error::Serve(_)
         | Error::UnknownShard { .. }
         | Error::DuplicateLinkId { .. } => "internal",
     }

@@ -9,14 +9,12 @@ use crate::service::RouterService;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use wire::node::Serving;
 use wire::server::ServerLimits;
 
 /// Where and how a router node serves.
 #[derive(Debug, Clone)]
-pub struct NodeConfig {
+pub struct Config {
     /// The address to listen on (port 0: any free port, see [`Handle::addr`]).
     pub listen: SocketAddr,
     /// Connection-level limits.
@@ -61,40 +59,35 @@ pub struct Handle {
     pub addr: SocketAddr,
     /// The service (for its in-flight counters).
     pub service: RouterService,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+    serving: Serving,
 }
 
-impl Handle {
-    /// Stops serving and waits for the server to end.
-    pub async fn shutdown(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        self.task.abort();
-        let _ = (&mut self.task).await;
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    async fn failed(&mut self) -> Result<()> {
+        Ok(self.serving.ended().await?)
+    }
+
+    async fn stop(self) -> Result<()> {
+        self.serving.stop(wire::node::DEFAULT_GRACE).await;
+        Ok(())
     }
 }
 
-/// Validates the config, binds the listener and serves until [`Handle::shutdown`].
-pub async fn spawn(config: NodeConfig, deps: Deps) -> Result<Handle> {
+/// Validates the config, binds the listener and serves until [`Handle`]'s `stop`.
+pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let service = RouterService::with_metrics(config.router, deps.links, deps.metrics)?;
-    let listen_error = |e: std::io::Error| Error::Listen {
-        addr: config.listen,
-        reason: e.to_string(),
-    };
-    let listener = TcpListener::bind(config.listen).await.map_err(listen_error)?;
-    let addr = listener.local_addr().map_err(listen_error)?;
-    let (incoming, _stats) = wire::server::incoming(listener, &config.server);
-    let (tx, rx) = oneshot::channel();
-    let server = wire::server::builder(&config.server).add_service(service.clone().into_server());
-    let task = tokio::spawn(server.serve_with_incoming_shutdown(incoming, async {
-        let _ = rx.await;
-    }));
+    let listener = wire::node::bind(config.listen).await?;
+    let svc = service.clone();
+    let serving = wire::node::serve(listener, &config.server, |b| b.add_service(svc.into_server()))?;
     Ok(Handle {
-        addr,
+        addr: serving.addr(),
         service,
-        shutdown: Some(tx),
-        task,
+        serving,
     })
 }

@@ -15,7 +15,8 @@ use parking_lot::Mutex;
 use prost::Message;
 use router::link::{BatcherLink, GrpcLink, LinkConfig};
 use router::metrics::Metrics;
-use router::node::{self, Deps, Handle, NodeConfig};
+use router::node::{self, Config as NodeConfig, Deps, Handle};
+use wire::node::Node as _;
 use router::{BatcherAnswer, BatcherRefusal, RouterConfig};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -341,7 +342,7 @@ async fn acks_only_after_admission_and_refusals_come_back() {
     assert_eq!((in_flight("0"), metrics.admitted.get()), (0, 3));
     drop(s);
     eventually("the stream gauge to drop", || metrics.streams.get() == 0).await;
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -377,7 +378,7 @@ async fn a_batcher_that_never_answers_fills_the_bound_and_no_more() {
     b.set_mode(Mode::Admit);
     let a = s.call(10, signed(&bob, 10)).await;
     assert_eq!(code(&a), Code::Ok, "{}", a.reason);
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -430,7 +431,7 @@ async fn a_killed_batcher_fails_pending_and_new_requests_then_the_link_recovers(
         1,
         "only the acked request reached the new batcher"
     );
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -443,7 +444,7 @@ async fn a_late_answer_times_out_and_frees_its_room() {
     let a = s.call(1, signed(&Client::new("dave"), 1)).await;
     assert_eq!(code(&a), Code::DeadlineExceeded, "{}", a.reason);
     assert_eq!(r.service.in_flight(0), (0, 0));
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -480,7 +481,7 @@ async fn invalid_requests_are_refused_and_never_forwarded() {
     // The stream is still usable.
     let a = s.call(99, signed(&alice, 99)).await;
     assert_eq!(code(&a), Code::Ok, "{}", a.reason);
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -521,7 +522,7 @@ async fn garbage_bytes_end_the_stream_with_an_error() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{err}");
     assert!(b.seen().is_empty());
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -583,7 +584,7 @@ async fn a_stream_is_not_read_beyond_its_in_flight_bound() {
     acked.sort_unstable();
     assert_eq!(acked, (0..6).collect::<Vec<u64>>());
     assert_eq!(b.seen().len(), 6);
-    r.shutdown().await;
+    r.stop().await.unwrap();
 }
 
 #[tokio::test]

@@ -22,10 +22,10 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::info;
 use types::{Block, NamespacePolicy};
+use wire::node::Serving;
 
 /// Configuration of a sidecar node (serde: a config file may carry it).
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
@@ -33,8 +33,10 @@ use types::{Block, NamespacePolicy};
 pub struct Config {
     /// Directory of the append-only block store.
     pub store: PathBuf,
-    /// Address of the sidecar's gRPC service (notifications and lookups); none: no service.
-    pub listen: Option<SocketAddr>,
+    /// Address of the sidecar's gRPC service (notifications and lookups; port 0: any
+    /// free port, see [`Handle::addr`]).
+    #[serde(default = "loopback_any_port")]
+    pub listen: SocketAddr,
     /// Concurrent verify-and-commit jobs.
     pub workers: NonZeroUsize,
     /// Largest batch sent to a verifier or validator-committer.
@@ -51,12 +53,17 @@ pub struct Config {
     pub idle_timeout_ms: Option<u64>,
 }
 
+/// `127.0.0.1:0`: a local port the system picks.
+pub fn loopback_any_port() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
 impl Config {
-    /// A configuration with the default sizes.
+    /// A configuration with the default sizes, serving on a free local port.
     pub fn new(store: PathBuf) -> Config {
         Config {
             store,
-            listen: None,
+            listen: loopback_any_port(),
             workers: NonZeroUsize::MIN.saturating_add(7),
             max_batch: NonZeroUsize::MIN.saturating_add(499),
             max_pending: None,
@@ -126,18 +133,20 @@ pub struct Summary {
     pub seconds: f64,
 }
 
+/// How long `stop` gives open notification streams to deliver what was published.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// A running sidecar node.
 pub struct Handle {
-    /// The block task, until `source_done` saw it end.
+    /// The service's address.
+    pub addr: SocketAddr,
+    /// The block this start resumed at (the store's next block).
+    pub resumed_at: u64,
+    /// The block task, until `source_done` or `failed` saw it end.
     blocks: Option<JoinHandle<Result<Summary>>>,
     /// The orderer reader feeding the blocks, if any.
     feeder: Option<JoinHandle<()>>,
-    stop: Option<oneshot::Sender<()>>,
-    server: Option<JoinHandle<()>>,
-    /// The service's address, when it listens.
-    pub listen: Option<SocketAddr>,
-    /// The block this start resumed at (the store's next block).
-    pub resumed_at: u64,
+    serving: Serving,
 }
 
 impl Handle {
@@ -156,11 +165,31 @@ impl Handle {
             detail: e.to_string(),
         })?
     }
+}
 
-    /// Stops accepting calls and gives open notification streams up to `grace` to
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Resolves when a stage, the store or the server failed. A source of blocks at hand
+    /// that ended cleanly is not a failure: the node keeps serving lookups.
+    async fn failed(&mut self) -> Result<()> {
+        if self.blocks.is_some() {
+            self.source_done().await?;
+        }
+        self.serving.ended().await.map_err(|e| Error::Stage {
+            stage: "sidecar service",
+            detail: e.reason,
+        })
+    }
+
+    /// Stops accepting calls and gives open notification streams up to [`STOP_GRACE`] to
     /// deliver what was published (a stream ends once its client closed and every
     /// watched id is answered).
-    pub async fn stop(mut self, grace: Duration) {
+    async fn stop(mut self) -> Result<()> {
         // Aborted and awaited: the store (and its lock) and the Deliver stream are gone
         // once `stop` returns.
         if let Some(task) = self.blocks.take() {
@@ -171,14 +200,8 @@ impl Handle {
             feeder.abort();
             let _ = feeder.await;
         }
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take()
-            && tokio::time::timeout(grace, server).await.is_err()
-        {
-            tracing::warn!(?grace, "notification streams still open; stopping anyway");
-        }
+        self.serving.stop(STOP_GRACE).await;
+        Ok(())
     }
 }
 
@@ -200,15 +223,17 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     }
     let reader = store.reader();
     let notifier = Notifier::new(NotifierConfig::default(), Arc::new(reader.clone()));
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (server, listen) = match config.listen {
-        Some(addr) => {
-            let svc = SidecarGrpc::new(reader, notifier.clone(), ServiceConfig::default());
-            let (server, bound) = serve(addr, svc, config.server_limits(), stop_rx).await?;
-            (Some(server), Some(bound))
-        }
-        None => (None, None),
+    let svc = SidecarGrpc::new(reader, notifier.clone(), ServiceConfig::default());
+    let listen_error = |e: wire::node::ListenError| Error::Listen {
+        addr: e.addr.to_string(),
+        source: std::io::Error::other(e.reason),
     };
+    let listener = wire::node::bind(config.listen).await.map_err(listen_error)?;
+    // The connections set TCP_NODELAY: small notifications must not wait for Nagle's
+    // delay.
+    let serving = wire::node::serve(listener, &config.server_limits(), |b| b.add_service(svc.into_server()))
+        .map_err(listen_error)?;
+    info!(addr = %serving.addr(), "sidecar service listening");
     let db_next = deps
         .commit
         .last_committed()
@@ -228,12 +253,11 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let (source, feeder) = feed(deps.blocks, start)?;
     let task = tokio::spawn(run_blocks(pipeline, source, store, notifier));
     Ok(Handle {
+        addr: serving.addr(),
+        resumed_at: start,
         blocks: Some(task),
         feeder,
-        stop: Some(stop_tx),
-        server,
-        listen,
-        resumed_at: start,
+        serving,
     })
 }
 
@@ -326,34 +350,4 @@ impl BlockSource for Encoding {
     fn ready(&mut self) -> impl std::future::Future<Output = ()> + Send {
         self.inner.ready()
     }
-}
-
-async fn serve(
-    addr: SocketAddr,
-    svc: SidecarGrpc,
-    limits: wire::server::ServerLimits,
-    stop: oneshot::Receiver<()>,
-) -> Result<(JoinHandle<()>, SocketAddr)> {
-    let io = |source| Error::Listen {
-        addr: addr.to_string(),
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
-    let bound = listener.local_addr().map_err(io)?;
-    info!(addr = %bound, "sidecar service listening");
-    let server = tokio::spawn(async move {
-        // The connections set TCP_NODELAY: small notifications must not wait for Nagle's
-        // delay.
-        let (incoming, _stats) = wire::server::incoming(listener, &limits);
-        if let Err(e) = wire::server::builder(&limits)
-            .add_service(svc.into_server())
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stop.await;
-            })
-            .await
-        {
-            tracing::error!(error = %e, "sidecar service stopped");
-        }
-    });
-    Ok((server, bound))
 }

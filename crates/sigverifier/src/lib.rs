@@ -15,6 +15,7 @@
 //! meta policy (genesis or configuration). Parsed keys are cached per namespace.
 
 pub mod metrics;
+pub mod node;
 pub mod service;
 
 pub use policy::{Policies, batch, parse_policy_key, policy_of, policy_scheme_of, scheme_of};
@@ -35,6 +36,12 @@ pub enum Error {
         /// Why the pool did not start.
         reason: String,
     },
+    /// The listener could not be bound.
+    #[error(transparent)]
+    Listen(#[from] wire::node::ListenError),
+    /// The server stopped on its own.
+    #[error(transparent)]
+    Serve(#[from] wire::node::ServeError),
 }
 
 /// Result alias of the signature verifier.

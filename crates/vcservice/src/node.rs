@@ -8,9 +8,8 @@ use crate::service::{PipelineConfig, VcGrpc};
 use crate::{Engine, EngineConfig, Error, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tracing::info;
+use wire::node::Serving;
 
 /// What the node is given besides its configuration.
 #[derive(Clone, Default)]
@@ -19,35 +18,40 @@ pub struct Deps {
     pub metrics: Option<Arc<Metrics>>,
 }
 
+/// A node's configuration: the service's own file, parsed ([`VcConfig::from_toml`]).
+pub type Config = VcConfig;
+
 /// A running validator-committer.
 pub struct Handle {
     /// The address the service listens on (the configured one, with a port 0 resolved).
     pub addr: SocketAddr,
-    server: JoinHandle<std::result::Result<(), tonic::transport::Error>>,
-    stop: oneshot::Sender<()>,
+    serving: Serving,
 }
 
-impl Handle {
-    /// Waits until the server fails (it never ends on its own).
-    pub async fn failed(&mut self) -> Result<()> {
-        let r = (&mut self.server).await.map_err(|e| Error::Config {
-            detail: format!("vcservice server task: {e}"),
-        })?;
-        r.map_err(|e| Error::Config {
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Resolves when the server fails (it never ends on its own).
+    async fn failed(&mut self) -> Result<()> {
+        self.serving.ended().await.map_err(|e| Error::Config {
             detail: format!("vcservice server: {e}"),
         })
     }
 
     /// Stops accepting calls and waits for the server to finish.
-    pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.server.await;
+    async fn stop(self) -> Result<()> {
+        self.serving.stop(wire::node::DEFAULT_GRACE).await;
+        Ok(())
     }
 }
 
 /// Opens the backend of `config` (creating the schema when missing), and serves the
 /// `VcService` on `config.listen`.
-pub async fn spawn(config: VcConfig, deps: Deps) -> Result<Handle> {
+pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let mut db = config.db.clone();
     for extra in &config.extra_db_urls {
         db.push(',');
@@ -75,26 +79,15 @@ pub async fn spawn(config: VcConfig, deps: Deps) -> Result<Handle> {
     let addr: SocketAddr = config.listen.parse().map_err(|_| Error::Config {
         detail: format!("listen address {:?} is not ip:port", config.listen),
     })?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::Config {
-            detail: format!("listen {addr}: {e}"),
-        })?;
-    let addr = listener.local_addr().map_err(|e| Error::Config {
-        detail: format!("listen {addr}: {e}"),
-    })?;
-    info!(%addr, "vcservice listening");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let limits = config.server_limits();
+    let listen_error = |e: wire::node::ListenError| Error::Config {
+        detail: e.to_string(),
+    };
+    let listener = wire::node::bind(addr).await.map_err(listen_error)?;
     // The incoming connections set TCP_NODELAY: small request/answer pairs must not wait
     // for Nagle's delay.
-    let (incoming, _stats) = wire::server::incoming(listener, &limits);
-    let server = tokio::spawn(
-        wire::server::builder(&limits)
-            .add_service(svc.into_server())
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            }),
-    );
-    Ok(Handle { addr, server, stop })
+    let serving = wire::node::serve(listener, &config.server_limits(), |b| b.add_service(svc.into_server()))
+        .map_err(listen_error)?;
+    let addr = serving.addr();
+    info!(%addr, "vcservice listening");
+    Ok(Handle { addr, serving })
 }

@@ -10,6 +10,7 @@
 
 mod common;
 
+use wire::node::Node as _;
 use common::*;
 use std::time::Duration;
 use types::Status;
@@ -192,40 +193,40 @@ async fn amplifying_batch_is_refused(url: &str) {
 async fn embedded_upstream_cannot_decide_a_commit() {
     let n = embedded_node().await;
     upstream_cannot_decide_a_commit(&n.url).await;
-    n.handle.stop().await;
+    n.handle.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_upstream_cannot_decide_a_commit() {
     let n = postgres_node().await;
     upstream_cannot_decide_a_commit(&n.url).await;
-    n.handle.stop().await;
+    n.handle.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_ill_formed_ids_are_answered_not_retried() {
     let n = embedded_node().await;
     ill_formed_ids_are_answered_not_retried(&n.url).await;
-    n.handle.stop().await;
+    n.handle.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_ill_formed_ids_are_answered_not_retried() {
     let n = postgres_node().await;
     ill_formed_ids_are_answered_not_retried(&n.url).await;
-    n.handle.stop().await;
+    n.handle.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_amplifying_batch_is_refused() {
     let n = embedded_node().await;
     amplifying_batch_is_refused(&n.url).await;
-    n.handle.stop().await;
+    n.handle.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_amplifying_batch_is_refused() {
     let n = postgres_node().await;
     amplifying_batch_is_refused(&n.url).await;
-    n.handle.stop().await;
+    n.handle.stop().await.unwrap();
 }

@@ -7,6 +7,7 @@ pub mod codec;
 pub mod convert;
 pub mod decode;
 pub mod limits;
+pub mod node;
 pub mod server;
 pub mod tls;
 

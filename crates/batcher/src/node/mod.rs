@@ -12,7 +12,7 @@
 //! * `run` — the loop.
 //! * [`metrics`] — [`Stats`] exported to Prometheus.
 //!
-//! [`NodeConfig`] parses no file: the `fabrx node batcher` command fills it from the
+//! [`Config`] parses no file: the `fabrx node batcher` command fills it from the
 //! network configuration.
 
 mod decisions;
@@ -40,15 +40,15 @@ use tokio::task::JoinHandle;
 use types::PartyId;
 use wire::server::ServerLimits;
 
-use crate::{Config, Error, Result};
+use crate::{Config as CoreConfig, Error, Result};
 
 pub use decisions::verify_decision;
 
 /// Everything a batcher node needs; validated once by [`spawn`].
 #[derive(Clone)]
-pub struct NodeConfig {
+pub struct Config {
     /// The core's configuration (party, shard, keys, bounds).
-    pub batcher: Config,
+    pub batcher: CoreConfig,
     /// This party's batcher signing key (must match `batcher.keys[party]`).
     pub key: SigningKey,
     /// The address to listen on (port 0: any free port, see [`Handle::addr`]); ignored
@@ -75,9 +75,9 @@ pub struct NodeConfig {
     pub shell: ShellConfig,
 }
 
-impl std::fmt::Debug for NodeConfig {
+impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeConfig")
+        f.debug_struct("Config")
             .field("party", &self.batcher.party)
             .field("shard", &self.batcher.shard)
             .field("listen", &self.listen)
@@ -156,7 +156,7 @@ impl ShellConfig {
 #[derive(Default)]
 pub struct Deps {
     /// A bound listener to serve on (tests, or a supervisor handing over a socket);
-    /// `None`: bind [`NodeConfig::listen`].
+    /// `None`: bind [`Config::listen`].
     pub listener: Option<TcpListener>,
 }
 
@@ -268,7 +268,7 @@ impl Stats {
     }
 }
 
-/// How long [`Handle::shutdown`] lets the server close its connections.
+/// How long `stop` lets the server close its connections.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// A running batcher node.
@@ -281,7 +281,7 @@ pub struct Handle {
     server: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     main: JoinHandle<Result<()>>,
-    /// The loop's result once [`Handle::stopped`] took it.
+    /// The loop's result once `failed` took it.
     ended: Option<Result<()>>,
     persister: Option<std::thread::JoinHandle<()>>,
 }
@@ -292,10 +292,19 @@ impl Handle {
         self.ended.is_none() && !self.main.is_finished()
     }
 
+}
+
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Waits until the node's loop stops on its own (a storage failure, a task it
-    /// depends on ended) and returns why; a supervisor then calls [`Handle::shutdown`]
-    /// and exits non-zero.
-    pub async fn stopped(&mut self) -> Result<()> {
+    /// depends on ended) and returns why; a supervisor then calls `stop` and exits
+    /// non-zero.
+    async fn failed(&mut self) -> Result<()> {
         if let Some(result) = &self.ended {
             return result.clone();
         }
@@ -307,7 +316,7 @@ impl Handle {
     /// Stops every task, waits until the store is closed (its lock released, so the
     /// data directory can be reopened), and returns the loop's error if it had stopped
     /// on one.
-    pub async fn shutdown(mut self) -> Result<()> {
+    async fn stop(mut self) -> Result<()> {
         let result = match self.ended.take() {
             Some(result) => result,
             None => {
@@ -351,7 +360,7 @@ fn join_result(joined: std::result::Result<Result<()>, tokio::task::JoinError>) 
 }
 
 impl Drop for Handle {
-    /// A handle dropped without [`Handle::shutdown`] still stops the node's tasks (it does
+    /// A handle dropped without `stop` still stops the node's tasks (it does
     /// not wait for them).
     fn drop(&mut self) {
         self.stop.send_replace(true);
@@ -365,7 +374,7 @@ impl Drop for Handle {
     }
 }
 
-fn check(config: &NodeConfig) -> Result<()> {
+fn check(config: &Config) -> Result<()> {
     config.batcher.validate()?;
     let bad = |reason: String| Err(Error::NodeConfig { reason });
     for party in 1..=config.batcher.parties {
@@ -384,7 +393,7 @@ fn check(config: &NodeConfig) -> Result<()> {
 
 /// Validates the config, opens the store (rebuilding the core's term and its persisted,
 /// unordered batches), binds the listener and starts the node. Needs a tokio runtime.
-pub async fn spawn(config: NodeConfig, deps: Deps) -> Result<Handle> {
+pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     check(&config)?;
     let listener = match deps.listener {
         Some(l) => l,

@@ -20,8 +20,8 @@ use super::run::{Acks, Forwards, Node, Queues};
 use super::served::Served;
 use super::service::{IntakeItem, IntakeService, PeerService};
 use super::store::{Done, Job, Progress, Store, StoreReader, spawn_persister};
-use super::{Handle, NodeConfig, Stats, bump};
-use crate::{Batcher, Config, Error, Output, Result, TermInfo};
+use super::{Config, Handle, Stats, bump};
+use crate::{Batcher, Config as CoreConfig, Error, Output, Result, TermInfo};
 
 fn stopped(reason: impl std::fmt::Display) -> Error {
     Error::Stopped {
@@ -30,7 +30,7 @@ fn stopped(reason: impl std::fmt::Display) -> Error {
 }
 
 /// The largest stored batch record; the batch limits must fit the wire's `Batch` limit.
-fn batch_record_bound(cfg: &Config) -> Result<u32> {
+fn batch_record_bound(cfg: &CoreConfig) -> Result<u32> {
     let limit = wire::limits::BATCH;
     let requests = u64::from(cfg.max_batch_requests.get());
     let bound = requests
@@ -64,7 +64,7 @@ fn channels(uris: &BTreeMap<PartyId, String>, except: PartyId) -> Result<BTreeMa
 }
 
 /// Opens the store, rebuilds the core and starts every task.
-pub(super) async fn start(config: NodeConfig, listener: TcpListener) -> Result<Handle> {
+pub(super) async fn start(config: Config, listener: TcpListener) -> Result<Handle> {
     let addr = listener.local_addr().map_err(|e| Error::Listen {
         addr: config.listen,
         reason: e.to_string(),
@@ -144,7 +144,7 @@ struct Parts {
 }
 
 impl Parts {
-    fn new(config: &NodeConfig, store: Store, listener: TcpListener, stats: Arc<Stats>) -> Result<Parts> {
+    fn new(config: &Config, store: Store, listener: TcpListener, stats: Arc<Stats>) -> Result<Parts> {
         let queue = (config.batcher.max_unordered_batches.get() as usize)
             .saturating_mul(2)
             .saturating_add(16);
@@ -176,7 +176,7 @@ impl Parts {
 
     fn services(
         &self,
-        config: &NodeConfig,
+        config: &Config,
         tx_intake: mpsc::Sender<IntakeItem>,
         tx_peer: mpsc::Sender<PeerEvent>,
         stop: watch::Receiver<bool>,
@@ -211,7 +211,7 @@ impl Parts {
 
     fn launch(
         self,
-        config: NodeConfig,
+        config: Config,
         core: Batcher,
         initial: Vec<Output>,
         progress: Progress,

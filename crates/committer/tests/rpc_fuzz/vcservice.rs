@@ -274,7 +274,7 @@ pub async fn fuzz(service: &str, db: &str) {
     // engine retried it 20 times). The vcservice intake now answers such ids 101 and
     // never looks them up or stores them.
     assert_no_hangs(service, &fuzzer);
-    node.stop().await;
+    node.stop().await.unwrap();
 }
 
 /// SetLastCommitted keeps the largest number (GREATEST), so after fuzzing: the next

@@ -5,7 +5,8 @@
 
 #![allow(dead_code)]
 
-use query::{NodeConfig, QueryLimits};
+use query::QueryLimits;
+use query::node::{Config as NodeConfig, Deps};
 use types::Status;
 use types::owned::{OWNED_MAGIC, OWNER_LEN};
 use wire::pb;
@@ -21,12 +22,12 @@ pub fn owned(owner: u8, tag: &str) -> Vec<u8> {
 pub async fn query_node(
     vcservices: Vec<String>,
     limits: QueryLimits,
-) -> (query::Handle, QueryClient<tonic::transport::Channel>) {
+) -> (query::node::Handle, QueryClient<tonic::transport::Channel>) {
     let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vcservices);
     config.limits = limits;
     // These checks are about answers and forwarding; signed reads have their own test.
     config.reads.signed = false;
-    let node = query::spawn(config).await.unwrap();
+    let node = query::node::spawn(config, Deps::default()).await.unwrap();
     let client = QueryClient::connect(format!("http://{}", node.addr))
         .await
         .unwrap()

@@ -1,0 +1,397 @@
+//! The main loop: feeds decisions and batches to the core, fetches the next block's
+//! batch from any batcher of its shard when it is missing, and appends complete blocks
+//! to the ledger (synced) before the Deliver streams see them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arma::{DecisionProof, VerifiedDecision};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tracing::{debug, warn};
+use types::ShardId;
+use wire::pb;
+use wire::pb::batcher_peer_client::BatcherPeerClient;
+
+use crate::core::{Block, Core, OfferedBatch, Wanted};
+use crate::metrics::{Metrics, gauge_value};
+use crate::store::BlockStore;
+use super::follow::Decided;
+use super::prefetch::{LaneView, offered};
+use super::{Error, Result};
+#[cfg(test)]
+use super::channel;
+
+pub(super) struct MainLoop {
+    pub(super) core: Core,
+    /// The store (`None` while a blocking append holds it).
+    pub(super) store: Option<BlockStore>,
+    pub(super) lanes: Vec<watch::Sender<LaneView>>,
+    pub(super) n: u32,
+    pub(super) batchers: BTreeMap<ShardId, Vec<Channel>>,
+    pub(super) tx_batches: mpsc::Sender<OfferedBatch>,
+    /// The block whose batch is being fetched.
+    pub(super) fetching: Option<(u64, JoinHandle<()>)>,
+    pub(super) retry: Duration,
+    pub(super) metrics: Option<Metrics>,
+}
+
+impl MainLoop {
+    pub(super) async fn run(
+        mut self,
+        mut rx_decisions: mpsc::Receiver<Decided>,
+        mut rx_batches: mpsc::Receiver<OfferedBatch>,
+        mut rx_stop: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let mut tick = tokio::time::interval(self.retry);
+        loop {
+            let room = self.core.has_room();
+            tokio::select! {
+                d = rx_decisions.recv(), if room => {
+                    let Some((decision, proof)) = d else {
+                        return Err(Error::Stopped("decision follower".into()));
+                    };
+                    self.on_decision(&decision, proof)?;
+                }
+                b = rx_batches.recv() => {
+                    let Some(batch) = b else {
+                        return Err(Error::Stopped("batch channel".into()));
+                    };
+                    if let Err(e) = self.core.offer(batch) {
+                        debug!(error = %e, "batch refused");
+                    }
+                }
+                _ = tick.tick() => {}
+                _ = rx_stop.wait_for(|s| *s) => return Ok(()),
+            }
+            self.append_ready().await?;
+            self.fetch_missing();
+            self.publish();
+        }
+    }
+
+    /// Sets the gauges from the core.
+    fn publish(&self) {
+        if let Some(m) = &self.metrics {
+            m.queued_headers.set(gauge_value(self.core.queued()));
+            m.prefetch_bytes.set(gauge_value(self.core.index_bytes()));
+        }
+    }
+
+    fn on_decision(&mut self, d: &VerifiedDecision, proof: Arc<DecisionProof>) -> Result<()> {
+        self.core.on_decision(proof, &d.headers, &d.terms)?;
+        if let Some(m) = &self.metrics {
+            m.decisions.inc();
+        }
+        for h in &d.headers {
+            if let Some(lane) = self.lanes.get(h.shard as usize) {
+                lane.send_if_modified(|v| {
+                    let next = LaneView {
+                        primary: h.primary,
+                        term: h.term,
+                        from_seq: h.seq.saturating_add(1),
+                    };
+                    // Only a term change restarts the pull; a later seq of the same lane
+                    // is what the running pull delivers anyway.
+                    let changed = (v.primary, v.term) != (next.primary, next.term);
+                    if changed {
+                        *v = next;
+                    }
+                    changed
+                });
+            }
+        }
+        for t in &d.terms {
+            if let Some(lane) = self.lanes.get(t.shard as usize) {
+                lane.send_replace(LaneView {
+                    primary: arma::primary_of(t.shard, t.term, self.n),
+                    term: t.term,
+                    from_seq: t.last_ordered_seq.saturating_add(1),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn append_ready(&mut self) -> Result<()> {
+        let blocks = self.core.take_blocks();
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let mut store = self
+            .store
+            .take()
+            .ok_or_else(|| Error::Stopped("block store".into()))?;
+        let txs: usize = blocks.iter().map(|b| b.requests.len()).sum();
+        let count = blocks.len();
+        let began = std::time::Instant::now();
+        let (store, appended) = tokio::task::spawn_blocking(move || {
+            let r = blocks.iter().try_for_each(|b: &Block| store.append(b));
+            (store, r)
+        })
+        .await
+        .map_err(|e| Error::Stopped(format!("ledger thread: {e}")))?;
+        let height = store.next_block();
+        self.store = Some(store);
+        appended?;
+        if let Some(m) = &self.metrics {
+            m.blocks.inc_by(count as u64);
+            m.txs.inc_by(txs as u64);
+            m.append_seconds.observe(began.elapsed().as_secs_f64());
+            m.height.set(gauge_value(height));
+        }
+        Ok(())
+    }
+
+    /// Fetches the next block's batch from the batchers of its shard (own party's
+    /// first), one block at a time, retrying until the core holds it.
+    fn fetch_missing(&mut self) {
+        let Some(w) = self.core.wanted() else {
+            return;
+        };
+        if self
+            .fetching
+            .as_ref()
+            .is_some_and(|(block, task)| *block == w.block && !task.is_finished())
+        {
+            return;
+        }
+        let batchers = self.batchers.get(&w.shard).cloned().unwrap_or_default();
+        let tx = self.tx_batches.clone();
+        let retry = self.retry;
+        let task = tokio::spawn(fetch(w, batchers, tx, retry));
+        if let Some((_, old)) = self.fetching.replace((w.block, task)) {
+            old.abort();
+        }
+    }
+}
+
+/// How long one batcher may take to answer a fetch in the first round: a batcher that
+/// does not answer (a Byzantine primary that hangs) costs at most this per round, never
+/// the node. Each later round doubles it, up to 16 times (48 s): a large batch on a slow
+/// link, fetched from every batcher at once, still arrives.
+pub const FETCH_CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The call timeout of fetch round `round` (see [`FETCH_CALL_TIMEOUT`]).
+fn fetch_timeout(round: u32) -> Duration {
+    FETCH_CALL_TIMEOUT.saturating_mul(1 << round.min(4))
+}
+
+/// Whether `b` is the wanted batch: its id and digest are the ordered ones, and its
+/// requests hash to that digest (a batcher's header fields alone are not trusted).
+fn is_wanted(w: &Wanted, b: &OfferedBatch) -> bool {
+    (b.shard, b.primary, b.seq, b.digest) == (w.shard, w.primary, w.seq, w.digest)
+        && types::digest::batch_digest(&b.requests) == w.digest
+}
+
+/// Asks every batcher of the shard for the wanted batch at once, each call bounded by
+/// [`FETCH_CALL_TIMEOUT`], and hands the core the first answer that [`is_wanted`];
+/// forged, wrong or missing answers are passed over, and the round is repeated after
+/// `retry` until one serves it. A batch ordered with f + 1 attestations is held by at
+/// least one honest batcher, so one Byzantine batcher — withholding, hanging or forging —
+/// delays a block by at most one call timeout, never for good.
+async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>, retry: Duration) {
+    let request = pb::FetchRequest {
+        shard: w.shard,
+        primary: w.primary,
+        seq: w.seq,
+        digest: w.digest.to_vec(),
+    };
+    for round in 0u32.. {
+        let timeout = fetch_timeout(round);
+        let mut calls = tokio::task::JoinSet::new();
+        for ch in &batchers {
+            let mut client =
+                BatcherPeerClient::new(ch.clone()).max_decoding_message_size(wire::limits::BATCH.max_bytes);
+            let request = request.clone();
+            calls.spawn(async move { tokio::time::timeout(timeout, client.fetch(request)).await });
+        }
+        while let Some(answer) = calls.join_next().await {
+            match answer {
+                Ok(Ok(Ok(b))) => {
+                    let b = b.into_inner();
+                    // The header first: another batch's requests are not even copied.
+                    let header = (b.shard, b.primary, b.seq, b.digest.as_slice());
+                    if header != (w.shard, w.primary, w.seq, w.digest.as_slice()) {
+                        debug!(block = w.block, "a batcher served another batch");
+                        continue;
+                    }
+                    let b = offered(b);
+                    if is_wanted(&w, &b) {
+                        let _ = tx.send(b).await;
+                        return;
+                    }
+                    debug!(
+                        block = w.block,
+                        "a batcher served requests that do not hash to the ordered digest"
+                    );
+                }
+                Ok(Ok(Err(s))) => debug!(block = w.block, code = ?s.code(), "fetch failed"),
+                Ok(Err(_)) => debug!(block = w.block, "a batcher did not answer the fetch in time"),
+                Err(e) => debug!(block = w.block, error = %e, "fetch task"),
+            }
+        }
+        if round >= 3 {
+            warn!(
+                block = w.block,
+                shard = w.shard,
+                seq = w.seq,
+                "no batcher serves the next block's batch yet"
+            );
+        }
+        tokio::time::sleep(retry).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::wrappers::TcpListenerStream;
+    use wire::pb::batcher_peer_server::{BatcherPeer, BatcherPeerServer};
+
+    /// How a stand-in batcher answers `Fetch`.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Answer {
+        Honest,
+        Hang,
+        Forge,
+        Refuse,
+    }
+
+    struct FakeBatcher {
+        answer: Answer,
+        batch: pb::Batch,
+    }
+
+    type Batches = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = std::result::Result<pb::Batch, tonic::Status>> + Send>,
+    >;
+
+    #[tonic::async_trait]
+    impl BatcherPeer for FakeBatcher {
+        type PullStream = Batches;
+
+        async fn pull(
+            &self,
+            _r: tonic::Request<pb::PullRequest>,
+        ) -> std::result::Result<tonic::Response<Batches>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+
+        async fn fetch(
+            &self,
+            _r: tonic::Request<pb::FetchRequest>,
+        ) -> std::result::Result<tonic::Response<pb::Batch>, tonic::Status> {
+            match self.answer {
+                Answer::Honest => Ok(tonic::Response::new(self.batch.clone())),
+                Answer::Hang => std::future::pending().await,
+                Answer::Refuse => Err(tonic::Status::not_found("not held")),
+                Answer::Forge => {
+                    // The ordered id and digest, other requests.
+                    let mut b = self.batch.clone();
+                    b.requests = vec![b"forged".to_vec()];
+                    Ok(tonic::Response::new(b))
+                }
+            }
+        }
+
+        async fn ack(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::BatchAttestationFragment>>,
+        ) -> std::result::Result<tonic::Response<pb::PeerAck>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+
+        async fn forward(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::ForwardRequest>>,
+        ) -> std::result::Result<tonic::Response<pb::PeerAck>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+    }
+
+    async fn batcher(answer: Answer, batch: pb::Batch) -> Channel {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(BatcherPeerServer::new(FakeBatcher { answer, batch }))
+                .serve_with_incoming(TcpListenerStream::new(listener)),
+        );
+        channel(&format!("http://{at}")).unwrap()
+    }
+
+    /// One Byzantine batcher listed first (the assembler's own party, say) that hangs, and
+    /// one that serves forged requests under the ordered id and digest, cannot keep the
+    /// assembler from the batch an honest batcher holds. (Before: the first call hung for
+    /// ever, and a forged answer was handed on and the fetch ended.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hanging_or_forging_batcher_does_not_stall_the_fetch() {
+        let requests = vec![b"tx-1".to_vec(), b"tx-2".to_vec()];
+        let digest = types::digest::batch_digest(&requests);
+        let batch = pb::Batch {
+            shard: 0,
+            primary: 2,
+            seq: 7,
+            requests,
+            digest: digest.to_vec(),
+            ..Default::default()
+        };
+        let w = Wanted {
+            block: 3,
+            shard: 0,
+            primary: 2,
+            seq: 7,
+            digest,
+        };
+        for order in [
+            [Answer::Hang, Answer::Forge, Answer::Refuse, Answer::Honest],
+            [Answer::Forge, Answer::Hang, Answer::Honest, Answer::Refuse],
+        ] {
+            let mut batchers = Vec::new();
+            for a in order {
+                batchers.push(batcher(a, batch.clone()).await);
+            }
+            let (tx, mut rx) = mpsc::channel(4);
+            let task = tokio::spawn(fetch(w, batchers, tx, Duration::from_millis(50)));
+            let got = tokio::time::timeout(FETCH_CALL_TIMEOUT * 2, rx.recv())
+                .await
+                .expect("the honest batcher's batch within a call timeout")
+                .unwrap();
+            assert_eq!(got.requests.len(), 2);
+            assert!(is_wanted(&w, &got));
+            task.abort();
+        }
+    }
+
+    #[test]
+    fn header_fields_alone_are_not_trusted() {
+        let requests: Vec<Arc<[u8]>> = vec![Arc::from(&b"tx"[..])];
+        let digest = types::digest::batch_digest(&requests);
+        let w = Wanted {
+            block: 0,
+            shard: 1,
+            primary: 1,
+            seq: 1,
+            digest,
+        };
+        let good = OfferedBatch {
+            shard: 1,
+            primary: 1,
+            seq: 1,
+            digest,
+            requests: requests.clone(),
+        };
+        assert!(is_wanted(&w, &good));
+        let forged = OfferedBatch {
+            requests: vec![Arc::from(&b"other"[..])],
+            ..good.clone()
+        };
+        assert!(!is_wanted(&w, &forged));
+        let other = OfferedBatch { seq: 2, ..good };
+        assert!(!is_wanted(&w, &other));
+    }
+}
+

@@ -1,0 +1,320 @@
+//! The assembler node (docs/assembler.md): one tokio task per concern, joined by bounded
+//! channels.
+//!
+//! * the decision follower reads `Consenter.Decisions` from its own party's consenter
+//!   (another one when that one fails or no longer holds the next decision), verifies
+//!   every decision's certificate and hands it to the main loop;
+//! * one prefetcher per shard pulls the current primary's batches from the party's own
+//!   batcher of that shard (`BatcherPeer.Pull`);
+//! * the main loop feeds decisions and batches to the [`Core`], fetches the next
+//!   block's batch from any batcher of its shard when it is missing
+//!   (`BatcherPeer.Fetch`, digest checked by the core), and appends complete blocks to
+//!   the ledger (synced) before the Deliver streams see them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use arma::ClusterKeys;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tracing::{info, warn};
+use types::{PartyId, ShardId};
+
+mod follow;
+mod main_loop;
+mod prefetch;
+
+pub use main_loop::FETCH_CALL_TIMEOUT;
+
+use crate::core::{Core, CoreError, Limits, OfferedBatch};
+use crate::deliver::{DeliverLimits, DeliverService};
+use crate::metrics::{Metrics, gauge_value};
+use crate::store::{BlockStore, StoreError};
+use follow::Follower;
+use main_loop::MainLoop;
+use prefetch::{LaneView, Prefetcher};
+use wire::server::ServerLimits;
+
+/// Largest message read from a consenter or a batcher.
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Errors of the node.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The block store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The consenters' chain does not continue this ledger.
+    #[error(transparent)]
+    Chain(#[from] CoreError),
+    /// A configuration value is unusable.
+    #[error("assembler configuration: {0}")]
+    Config(String),
+    /// The listener could not be bound.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A task of the node ended.
+    #[error("assembler task ended: {0}")]
+    Stopped(String),
+}
+
+/// Result alias of the node.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything an assembler node needs.
+#[derive(Clone)]
+pub struct Config {
+    /// Its party.
+    pub party: PartyId,
+    /// Number of shards.
+    pub shards: u32,
+    /// `Consenter.Decisions` endpoints (`http://host:port`), its own party's first.
+    pub consenters: Vec<String>,
+    /// The consenter set: every decision's certificate must verify against it.
+    pub consenter_keys: ClusterKeys,
+    /// `BatcherPeer` endpoints by (party, shard).
+    pub batchers: BTreeMap<(PartyId, ShardId), String>,
+    /// The ledger directory.
+    pub ledger: PathBuf,
+    /// Where the Deliver service listens.
+    pub listen: SocketAddr,
+    /// Connection-level limits of the Deliver service.
+    pub server: ServerLimits,
+    /// Bounds of the core.
+    pub limits: Limits,
+    /// Bounds of the Deliver streams.
+    pub deliver: DeliverLimits,
+    /// Waits between retries (reconnect, fetch).
+    pub retry: Duration,
+}
+
+/// What a node may be handed besides its config.
+#[derive(Debug, Clone, Default)]
+pub struct Deps {
+    /// Where the node records its metrics (`None`: nowhere).
+    pub metrics: Option<Metrics>,
+}
+
+/// A running node.
+pub struct Handle {
+    /// The bound Deliver address.
+    pub addr: SocketAddr,
+    /// Blocks in the ledger when the node started.
+    pub height: u64,
+    stop: watch::Sender<bool>,
+    main: JoinHandle<Result<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The main loop's result once `failed` took it.
+    ended: Option<std::result::Result<(), String>>,
+}
+
+impl Handle {
+    fn abort(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Resolves when the main loop ends on its own: a ledger failure, or a verified chain
+    /// that does not continue the ledger.
+    async fn failed(&mut self) -> Result<()> {
+        if self.ended.is_none() {
+            let r = match (&mut self.main).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            self.ended = Some(r);
+        }
+        match &self.ended {
+            Some(Err(reason)) => Err(Error::Stopped(reason.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    async fn stop(mut self) -> Result<()> {
+        let _ = self.stop.send(true);
+        if self.ended.is_none() {
+            self.main.abort();
+            let _ = (&mut self.main).await;
+        }
+        self.abort();
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+        match self.ended.take() {
+            Some(Err(reason)) => Err(Error::Stopped(reason)),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        self.main.abort();
+        self.abort();
+    }
+}
+
+fn channel(uri: &str) -> Result<Channel> {
+    clients::channel::lazy(uri, clients::channel::DEFAULT_CONNECT_TIMEOUT)
+        .map_err(|e| Error::Config(e.to_string()))
+}
+
+/// Validates the config, opens the ledger, binds the Deliver service and starts the node.
+pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
+    if cfg.consenters.is_empty() || cfg.shards == 0 {
+        return Err(Error::Config("no consenters or no shards".into()));
+    }
+    let store = BlockStore::open(&cfg.ledger)?;
+    let height = store.next_block();
+    let last = store.last()?;
+    let core = Core::new(
+        cfg.limits,
+        store.next_block(),
+        last.as_ref().map(|(h, _)| h.hash()),
+    );
+    // Re-read the decision of the last block: the core skips the headers it holds.
+    let from_decision = last.as_ref().map_or(1, |(h, _)| h.decision);
+    let (stop, rx_stop) = watch::channel(false);
+    if let Some(m) = &deps.metrics {
+        m.height.set(gauge_value(height));
+    }
+    let open_streams = deps.metrics.as_ref().map(|m| m.deliver_streams.clone());
+    let (server, addr) = serve(&cfg, &store, open_streams, rx_stop.clone()).await?;
+    let (tx_decisions, rx_decisions) = mpsc::channel(16);
+    let (tx_batches, rx_batches) = mpsc::channel(64);
+    let consenters = cfg
+        .consenters
+        .iter()
+        .map(|c| channel(c))
+        .collect::<Result<Vec<_>>>()?;
+    let follower = Follower {
+        consenters,
+        keys: cfg.consenter_keys.clone(),
+        next: from_decision,
+        tx: tx_decisions,
+        retry: cfg.retry,
+    };
+    let mut tasks = vec![server, tokio::spawn(follower.run())];
+    let lanes = prefetchers(&cfg, &tx_batches, &mut tasks)?;
+    let batchers = shard_batchers(&cfg)?;
+    let main = MainLoop {
+        core,
+        store: Some(store),
+        lanes,
+        n: cfg.consenter_keys.n(),
+        batchers,
+        tx_batches,
+        fetching: None,
+        retry: cfg.retry,
+        metrics: deps.metrics,
+    };
+    info!(party = cfg.party, %addr, from_decision, "assembler started");
+    let main = tokio::spawn(main.run(rx_decisions, rx_batches, rx_stop));
+    Ok(Handle {
+        addr,
+        height,
+        stop,
+        main,
+        tasks,
+        ended: None,
+    })
+}
+
+/// Binds the Deliver service; it stops when `rx_stop` turns true.
+async fn serve(
+    cfg: &Config,
+    store: &BlockStore,
+    open_streams: Option<prometheus::IntGauge>,
+    mut rx_stop: watch::Receiver<bool>,
+) -> Result<(JoinHandle<()>, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: cfg.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(cfg.listen);
+    let server_limits = cfg.server;
+    let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
+    let service = DeliverService::new(store.reader(), cfg.deliver)
+        .with_open_streams_gauge(open_streams)
+        .into_server();
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = rx_stop.wait_for(|s| *s).await;
+        };
+        let served = wire::server::builder(&server_limits)
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "Deliver service stopped");
+        }
+    });
+    Ok((server, addr))
+}
+
+/// Starts one prefetcher per shard (the party's own batcher); returns their lane views.
+fn prefetchers(
+    cfg: &Config,
+    tx_batches: &mpsc::Sender<OfferedBatch>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<Vec<watch::Sender<LaneView>>> {
+    let mut lanes = Vec::new();
+    for shard in 0..cfg.shards {
+        let uri = cfg
+            .batchers
+            .get(&(cfg.party, shard))
+            .ok_or_else(|| Error::Config(format!("no batcher of party {} shard {shard}", cfg.party)))?;
+        let (tx_lane, rx_lane) = watch::channel(LaneView {
+            primary: arma::primary_of(shard, 0, cfg.consenter_keys.n()),
+            term: 0,
+            from_seq: 1,
+        });
+        lanes.push(tx_lane);
+        let prefetch = Prefetcher {
+            shard,
+            batcher: channel(uri)?,
+            view: rx_lane,
+            tx: tx_batches.clone(),
+            retry: cfg.retry,
+        };
+        tasks.push(tokio::spawn(prefetch.run()));
+    }
+    Ok(lanes)
+}
+
+/// Every shard's batchers, the own party's first (where missing batches are fetched).
+fn shard_batchers(cfg: &Config) -> Result<BTreeMap<ShardId, Vec<Channel>>> {
+    let mut batchers: BTreeMap<ShardId, Vec<Channel>> = BTreeMap::new();
+    for ((party, shard), uri) in &cfg.batchers {
+        let list = batchers.entry(*shard).or_default();
+        let ch = channel(uri)?;
+        if *party == cfg.party {
+            list.insert(0, ch);
+        } else {
+            list.push(ch);
+        }
+    }
+    Ok(batchers)
+}
+

@@ -1,0 +1,73 @@
+//! The signature verifier as a node: `spawn(config, deps) -> Handle` (the contract every
+//! role follows, `wire::node`). Stateless: it holds no file and needs no peer.
+
+use crate::metrics::Metrics;
+use crate::service::{ServiceConfig, VerifierService};
+use crate::{Error, Result, Verifier};
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use tracing::info;
+use wire::node::Serving;
+
+/// Where and how a verifier node serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// The address to listen on (port 0: any free port, see [`Handle::addr`]).
+    pub listen: SocketAddr,
+    /// Verification threads (`None`: one per available core).
+    pub threads: Option<NonZeroUsize>,
+    /// Per-stream and total bounds, and the server's connection limits.
+    pub service: ServiceConfig,
+}
+
+/// What a verifier node may be handed.
+#[derive(Default)]
+pub struct Deps {
+    /// Where it records its metrics (`None`: nowhere).
+    pub metrics: Option<Arc<Metrics>>,
+}
+
+/// A running verifier node.
+pub struct Handle {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// Its verification threads.
+    pub threads: usize,
+    serving: Serving,
+}
+
+impl wire::node::Node for Handle {
+    type Error = Error;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    async fn failed(&mut self) -> Result<()> {
+        Ok(self.serving.ended().await?)
+    }
+
+    async fn stop(self) -> Result<()> {
+        self.serving.stop(wire::node::DEFAULT_GRACE).await;
+        Ok(())
+    }
+}
+
+/// Starts the verification threads, binds the listener and serves `SigVerifier`.
+pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
+    let verifier = Verifier::new(config.threads.map_or(0, NonZeroUsize::get))?;
+    let threads = verifier.threads();
+    let listener = wire::node::bind(config.listen).await?;
+    let service = VerifierService::new(verifier, config.service, deps.metrics);
+    let serving = wire::node::serve(listener, &config.service.server, |b| {
+        b.add_service(service.into_server())
+    })?;
+    let addr = serving.addr();
+    info!(%addr, threads, "sigverifier listening");
+    Ok(Handle {
+        addr,
+        threads,
+        serving,
+    })
+}

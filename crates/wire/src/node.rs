@@ -1,0 +1,169 @@
+//! The contract every role's node follows (docs/ARCHITECTURE.md "One node contract").
+//!
+//! Each role crate has a module `node` with
+//! - `Config`: where and how the node serves, validated once inside `spawn`;
+//! - `Deps`: what it may be handed instead of creating it (metrics, links, a listener);
+//! - `spawn(config: Config, deps: Deps) -> Result<Handle>`: validates, binds, starts;
+//! - `Handle`, a [`Node`]: the address it serves on, a future that resolves when the
+//!   node stops on its own, and `stop()`.
+//!
+//! The `fabrx` binary's runner is the same for every role: flags → `Config` → `spawn` →
+//! ready line → wait for a signal or [`Node::failed`] → [`Node::stop`]. A test of the
+//! binary's crate checks at compile time that every role exposes this shape.
+//!
+//! [`serve`] is the one way a node serves gRPC: the listener with the connection limits
+//! of [`crate::server`], mutual TLS when this process installed it, and a shutdown that
+//! closes connections within a grace period.
+
+use crate::server::{Builder, ConnStats, ServerLimits};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running node of any role.
+pub trait Node: Send + Sized {
+    /// Why the node stopped.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The address it serves on (the bound one when the config asked for port 0).
+    fn addr(&self) -> SocketAddr;
+
+    /// Resolves when the node stops on its own (a storage failure, a task it depends on
+    /// ended, its server failed): `Err` with the reason, `Ok` when it ended cleanly.
+    /// Never resolves while the node runs; cancel-safe, so a runner may select on it.
+    fn failed(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Stops the node and waits until its tasks ended and its files are closed; returns
+    /// the error it had stopped on, if any.
+    fn stop(self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// A listener could not be bound, or its address read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot listen on {addr}: {reason}")]
+pub struct ListenError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// The operating system's reason.
+    pub reason: String,
+}
+
+/// Binds `addr`.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
+    TcpListener::bind(addr).await.map_err(|e| ListenError {
+        addr,
+        reason: e.to_string(),
+    })
+}
+
+/// The routes of a server: [`crate::server::builder`] with services added.
+pub type Routes = tonic::transport::server::Router<
+    tower_layer::Stack<crate::tls::AuthLayer, tower_layer::Identity>,
+>;
+
+/// How long [`Serving::stop`] lets open calls end before the server is aborted.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// A gRPC server started by [`serve`].
+pub struct Serving {
+    addr: SocketAddr,
+    stats: Arc<ConnStats>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    ended: Option<Result<(), ServeError>>,
+}
+
+/// The server stopped on its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the gRPC server stopped: {reason}")]
+pub struct ServeError {
+    /// What the transport or the task reported.
+    pub reason: String,
+}
+
+/// Serves the routes `add` puts on a builder with `limits`, on `listener`, until
+/// [`Serving::stop`]. Needs a tokio runtime.
+pub fn serve(
+    listener: TcpListener,
+    limits: &ServerLimits,
+    add: impl FnOnce(&mut Builder) -> Routes,
+) -> Result<Serving, ListenError> {
+    let addr = listener.local_addr().map_err(|e| ListenError {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        reason: e.to_string(),
+    })?;
+    let (incoming, stats) = crate::server::incoming(listener, limits);
+    let (tx, rx) = oneshot::channel();
+    let routes = add(&mut crate::server::builder(limits));
+    let task = tokio::spawn(routes.serve_with_incoming_shutdown(incoming, async {
+        let _ = rx.await;
+    }));
+    Ok(Serving {
+        addr,
+        stats,
+        shutdown: Some(tx),
+        task: Some(task),
+        ended: None,
+    })
+}
+
+impl Serving {
+    /// The address it serves on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its connection counters.
+    pub fn stats(&self) -> &Arc<ConnStats> {
+        &self.stats
+    }
+
+    /// Resolves when the server ends without [`Serving::stop`] (cancel-safe).
+    pub async fn ended(&mut self) -> Result<(), ServeError> {
+        if let Some(r) = &self.ended {
+            return r.clone();
+        }
+        let Some(task) = self.task.as_mut() else {
+            return std::future::pending().await;
+        };
+        let r = match task.await {
+            Ok(Ok(())) => Err(ServeError {
+                reason: "ended".to_string(),
+            }),
+            Ok(Err(e)) => Err(ServeError {
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(ServeError {
+                reason: e.to_string(),
+            }),
+        };
+        self.task = None;
+        self.ended = Some(r.clone());
+        r
+    }
+
+    /// Stops accepting, lets open calls end for up to `grace`, then aborts the rest.
+    pub async fn stop(mut self, grace: Duration) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(grace, &mut task).await.is_err()
+        {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
