@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 
 use batcher::Config;
 use batcher::node::{Config as NodeConfig, Deps, Handle, ShellConfig, StatsSnapshot};
-use wire::node::Node as _;
 use scripted::Scripted;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use types::PartyId;
+use wire::node::Node as _;
 use wire::pb;
 use wire::pb::batcher_intake_client::BatcherIntakeClient;
 use wire::pb::batcher_peer_client::BatcherPeerClient;

@@ -15,12 +15,12 @@
 mod common;
 use common::{check_answers, keys, owned, owned_query, query_node};
 use query::QueryLimits;
-use wire::node::Node as _;
 use std::sync::Arc;
 use tokio_stream::wrappers::TcpListenerStream;
 use types::{Endorsement, Height, NamespacePolicy, PolicyScheme, ReadWrite, Status, Tx, TxId, TxNamespace};
 use vcservice::service::{PipelineConfig, VcGrpc};
 use vcservice::{Backend, Durability, EmbeddedBackend, Engine, EngineConfig, VcTx};
+use wire::node::Node as _;
 
 /// A validator-committer serving in this process, with its engine to commit through.
 struct Vc {

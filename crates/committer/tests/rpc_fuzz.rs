@@ -35,7 +35,6 @@
     clippy::too_many_lines
 )]
 
-use wire::node::Node as _;
 use prost::Message;
 use std::future::Future;
 use std::sync::OnceLock;
@@ -44,6 +43,7 @@ use testkit::rpcfuzz::{self, FuzzConfig, Fuzzer, Rpc};
 use tonic::transport::Channel;
 use types::endorsement::namespace_signing_bytes;
 use types::{Endorsement, NamespacePolicy, Status, Tx, TxId, TxNamespace, Write};
+use wire::node::Node as _;
 use wire::pb;
 
 /// Fuzzing per service when `FUZZ_SECS` is not set.

@@ -1,4 +1,4 @@
-//! An Arma consenter node (`fabrx node consenter`): the node of [`crate::node`] running
+//! An Arma consenter node (`fabrx node consenter`): the replica of [`crate::replica`] running
 //! the Arma application ([`ArmaApp`]) instead of `bft::NullApp`, with the Arma
 //! decisions log, the state snapshot and the `Consenter.Decisions` stream
 //! (docs/consenter.md).
@@ -35,8 +35,8 @@ use crate::decision_wire::to_pb_decision;
 use crate::decisions_service::{DecisionsService, StreamLimits};
 use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
 use crate::metrics::Metrics;
-use crate::replica::{DecisionSink, Launch, ReplicaConfig, checked, launch};
 pub use crate::replica::Handle;
+use crate::replica::{DecisionSink, Launch, ReplicaConfig, checked, launch};
 use crate::{Error, Result};
 
 /// Everything an Arma consenter needs.

@@ -490,7 +490,8 @@ async fn serve(
         ..wire::server::ServerLimits::default()
     };
     let serving = wire::node::serve(listener, &server_limits, |b| {
-        b.add_service(service.into_server()).add_optional_service(decisions)
+        b.add_service(service.into_server())
+            .add_optional_service(decisions)
     })
     .map_err(listen_error)?;
     info!(id = me, listen = %serving.addr(), "consensus service listening");

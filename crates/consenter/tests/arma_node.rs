@@ -17,15 +17,15 @@ use std::time::{Duration, Instant};
 
 use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
 use consenter::application::{ArmaConfig, encode_baf, encode_complaint};
-use wire::node::Node as _;
-use consenter::node::{Config as ArmaNodeConfig, Deps as ArmaNodeDeps, parse_batcher_keys};
 use consenter::decision_wire::verify_pb_decision;
 use consenter::decisions_service::StreamLimits;
 use consenter::keys::{EngineVerifier, NodeKeys, keys_from_seed_prefix};
 use consenter::metrics::Metrics;
+use consenter::node::{Config as ArmaNodeConfig, Deps as ArmaNodeDeps, parse_batcher_keys};
 use consenter::replica::{NodeLimits, ReplicaConfig};
 use crypto::{Scheme, SigningKey, derive_signing_key};
 use types::BatchId;
+use wire::node::Node as _;
 use wire::pb;
 use wire::pb::bft_consensus_client::BftConsensusClient;
 use wire::pb::consenter_client::ConsenterClient;

@@ -145,8 +145,9 @@ fn submit_answers_when_decided_and_the_wal_keeps_it() {
     bytes[0] ^= 0x40;
     std::fs::write(wal_segment(&cfg.wal), &bytes).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let r =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), consenter::replica::run(cfg)).await });
+    let r = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), consenter::replica::run(cfg)).await
+    });
     assert!(
         matches!(
             r,
@@ -166,8 +167,8 @@ fn a_missing_wal_beside_a_decisions_log_refuses_to_start() {
     });
     std::fs::remove_dir_all(&cfg.wal).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let r =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), consenter::replica::run(cfg)).await });
+    let r = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), consenter::replica::run(cfg)).await });
     match r {
         Ok(Err(consenter::Error::Config { reason })) => assert!(reason.contains("WAL"), "{reason}"),
         other => panic!("a replica without its WAL started: {other:?}"),

@@ -126,6 +126,8 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
         limits,
         channel_capacity: 4096,
     };
-    let node = consenter::replica::spawn(cfg).await.context("starting the bft replica")?;
+    let node = consenter::replica::spawn(cfg)
+        .await
+        .context("starting the bft replica")?;
     crate::node::serve(node, "the bft replica", None, &mut stopping).await
 }

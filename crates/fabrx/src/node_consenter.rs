@@ -195,11 +195,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
 }
 
 /// Config mode: party P's consenter from the network config file (docs/network-config.md).
-fn file_config(
-    args: &ConsenterArgs,
-    path: &Path,
-    party: u32,
-) -> anyhow::Result<consenter::node::Config> {
+fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<consenter::node::Config> {
     let config = netconfig::NetworkConfig::load(path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
     crate::tls_setup::install(&config, path, wire::tls::Role::Consenter, party, None)?;

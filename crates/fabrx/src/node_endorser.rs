@@ -60,7 +60,8 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("starting endorser {}", args.index))?;
     info!(index = args.index, addr = %node.addr, "endorser listening");
-    let ready = serde_json::json!({ "ready": "endorser", "index": args.index, "listen": node.addr.to_string() });
+    let ready =
+        serde_json::json!({ "ready": "endorser", "index": args.index, "listen": node.addr.to_string() });
     let what = format!("endorser {}", args.index);
     crate::node::serve(node, &what, Some(ready), &mut stopping).await
 }

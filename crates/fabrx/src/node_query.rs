@@ -54,7 +54,8 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("starting party {} query service", args.party))?;
     info!(party = args.party, addr = %handle.addr, "query service listening");
-    let ready = serde_json::json!({ "ready": "query", "party": args.party, "listen": handle.addr.to_string() });
+    let ready =
+        serde_json::json!({ "ready": "query", "party": args.party, "listen": handle.addr.to_string() });
     let what = format!("party {} query service", args.party);
     crate::node::serve(handle, &what, Some(ready), &mut stopping).await
 }

@@ -15,9 +15,9 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::info;
-use wire::node::Node as _;
 use vcservice::config::{BackendOptions, open_backend};
 use vcservice::{Engine, EngineConfig};
+use wire::node::Node as _;
 /// Arguments of `fabrx node sidecar`.
 #[derive(Debug, Args)]
 pub struct SidecarArgs {

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use wire::node::Serving;
 use tracing::info;
+use wire::node::Serving;
 use wire::server::ServerLimits;
 
 /// Bounds of the query service.
@@ -118,7 +118,10 @@ impl wire::node::Node for Handle {
 
     /// Resolves when the server fails (it never ends on its own).
     async fn failed(&mut self) -> Result<()> {
-        self.serving.ended().await.map_err(|e| Error::Server { detail: e.reason })
+        self.serving
+            .ended()
+            .await
+            .map_err(|e| Error::Server { detail: e.reason })
     }
 
     /// Stops accepting calls and waits for the server to finish.

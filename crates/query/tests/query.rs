@@ -15,7 +15,6 @@ mod common;
 use common::{check_answers, keys, owned, owned_query, query_node, rows_query};
 use query::QueryLimits;
 use query::node::{Config as NodeConfig, Deps};
-use wire::node::Node as _;
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
@@ -26,6 +25,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Code, Request, Response, Status as GrpcStatus, Streaming};
 use types::Status;
 use types::owned::{OWNER_LEN, owner_of};
+use wire::node::Node as _;
 use wire::pb;
 use wire::pb::query_client::QueryClient;
 
@@ -312,9 +312,14 @@ async fn metrics_count_answers_by_rpc_and_outcome() {
     let metrics = query::metrics::Metrics::register(&registry).unwrap();
     let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
     config.reads.signed = false;
-    let node = query::node::spawn(config, Deps { metrics: Some(metrics.clone()) })
-        .await
-        .unwrap();
+    let node = query::node::spawn(
+        config,
+        Deps {
+            metrics: Some(metrics.clone()),
+        },
+    )
+    .await
+    .unwrap();
     let mut client = QueryClient::connect(format!("http://{}", node.addr))
         .await
         .unwrap();

@@ -231,8 +231,10 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let listener = wire::node::bind(config.listen).await.map_err(listen_error)?;
     // The connections set TCP_NODELAY: small notifications must not wait for Nagle's
     // delay.
-    let serving = wire::node::serve(listener, &config.server_limits(), |b| b.add_service(svc.into_server()))
-        .map_err(listen_error)?;
+    let serving = wire::node::serve(listener, &config.server_limits(), |b| {
+        b.add_service(svc.into_server())
+    })
+    .map_err(listen_error)?;
     info!(addr = %serving.addr(), "sidecar service listening");
     let db_next = deps
         .commit

@@ -85,8 +85,10 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let listener = wire::node::bind(addr).await.map_err(listen_error)?;
     // The incoming connections set TCP_NODELAY: small request/answer pairs must not wait
     // for Nagle's delay.
-    let serving = wire::node::serve(listener, &config.server_limits(), |b| b.add_service(svc.into_server()))
-        .map_err(listen_error)?;
+    let serving = wire::node::serve(listener, &config.server_limits(), |b| {
+        b.add_service(svc.into_server())
+    })
+    .map_err(listen_error)?;
     let addr = serving.addr();
     info!(%addr, "vcservice listening");
     Ok(Handle { addr, serving })

@@ -10,11 +10,11 @@
 
 mod common;
 
-use wire::node::Node as _;
 use common::*;
 use std::time::Duration;
 use types::Status;
 use vcservice::config::VcConfig;
+use wire::node::Node as _;
 use wire::pb;
 use wire::pb::vc_service_client::VcServiceClient;
 

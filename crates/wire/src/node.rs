@@ -61,9 +61,8 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
 }
 
 /// The routes of a server: [`crate::server::builder`] with services added.
-pub type Routes = tonic::transport::server::Router<
-    tower_layer::Stack<crate::tls::AuthLayer, tower_layer::Identity>,
->;
+pub type Routes =
+    tonic::transport::server::Router<tower_layer::Stack<crate::tls::AuthLayer, tower_layer::Identity>>;
 
 /// How long [`Serving::stop`] lets open calls end before the server is aborted.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);

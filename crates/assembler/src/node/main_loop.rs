@@ -15,14 +15,14 @@ use types::ShardId;
 use wire::pb;
 use wire::pb::batcher_peer_client::BatcherPeerClient;
 
-use crate::core::{Block, Core, OfferedBatch, Wanted};
-use crate::metrics::{Metrics, gauge_value};
-use crate::store::BlockStore;
+#[cfg(test)]
+use super::channel;
 use super::follow::Decided;
 use super::prefetch::{LaneView, offered};
 use super::{Error, Result};
-#[cfg(test)]
-use super::channel;
+use crate::core::{Block, Core, OfferedBatch, Wanted};
+use crate::metrics::{Metrics, gauge_value};
+use crate::store::BlockStore;
 
 pub(super) struct MainLoop {
     pub(super) core: Core,
@@ -394,4 +394,3 @@ mod tests {
         assert!(!is_wanted(&w, &other));
     }
 }
-

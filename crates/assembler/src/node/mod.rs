@@ -20,7 +20,7 @@ use arma::ClusterKeys;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
-use tracing::{info, warn};
+use tracing::info;
 use types::{PartyId, ShardId};
 
 mod follow;
@@ -112,6 +112,8 @@ pub struct Handle {
     stop: watch::Sender<bool>,
     main: JoinHandle<Result<()>>,
     tasks: Vec<JoinHandle<()>>,
+    /// The Deliver service (taken by `stop`).
+    serving: Option<wire::node::Serving>,
     /// The main loop's result once `failed` took it.
     ended: Option<std::result::Result<(), String>>,
 }
@@ -131,14 +133,23 @@ impl wire::node::Node for Handle {
         self.addr
     }
 
-    /// Resolves when the main loop ends on its own: a ledger failure, or a verified chain
-    /// that does not continue the ledger.
+    /// Resolves when the main loop ends on its own (a ledger failure, or a verified chain
+    /// that does not continue the ledger) or the Deliver service failed.
     async fn failed(&mut self) -> Result<()> {
         if self.ended.is_none() {
-            let r = match (&mut self.main).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(e.to_string()),
+            let serving = async {
+                match self.serving.as_mut() {
+                    Some(s) => s.ended().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let r = tokio::select! {
+                r = &mut self.main => match r {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                },
+                r = serving => r.map_err(|e| e.to_string()),
             };
             self.ended = Some(r);
         }
@@ -150,6 +161,10 @@ impl wire::node::Node for Handle {
 
     async fn stop(mut self) -> Result<()> {
         let _ = self.stop.send(true);
+        if let Some(serving) = self.serving.take() {
+            // Deliver streams follow the ledger without end: they are cut, not awaited.
+            serving.stop(Duration::ZERO).await;
+        }
         if self.ended.is_none() {
             self.main.abort();
             let _ = (&mut self.main).await;
@@ -198,7 +213,8 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         m.height.set(gauge_value(height));
     }
     let open_streams = deps.metrics.as_ref().map(|m| m.deliver_streams.clone());
-    let (server, addr) = serve(&cfg, &store, open_streams, rx_stop.clone()).await?;
+    let serving = serve(&cfg, &store, open_streams).await?;
+    let addr = serving.addr();
     let (tx_decisions, rx_decisions) = mpsc::channel(16);
     let (tx_batches, rx_batches) = mpsc::channel(64);
     let consenters = cfg
@@ -213,7 +229,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         tx: tx_decisions,
         retry: cfg.retry,
     };
-    let mut tasks = vec![server, tokio::spawn(follower.run())];
+    let mut tasks = vec![tokio::spawn(follower.run())];
     let lanes = prefetchers(&cfg, &tx_batches, &mut tasks)?;
     let batchers = shard_batchers(&cfg)?;
     let main = MainLoop {
@@ -235,42 +251,26 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         stop,
         main,
         tasks,
+        serving: Some(serving),
         ended: None,
     })
 }
 
-/// Binds the Deliver service; it stops when `rx_stop` turns true.
+/// Binds and serves the Deliver service.
 async fn serve(
     cfg: &Config,
     store: &BlockStore,
     open_streams: Option<prometheus::IntGauge>,
-    mut rx_stop: watch::Receiver<bool>,
-) -> Result<(JoinHandle<()>, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|source| Error::Listen {
-            addr: cfg.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().unwrap_or(cfg.listen);
-    let server_limits = cfg.server;
-    let (incoming, _stats) = wire::server::incoming(listener, &server_limits);
+) -> Result<wire::node::Serving> {
+    let listen_error = |e: wire::node::ListenError| Error::Listen {
+        addr: e.addr,
+        source: std::io::Error::other(e.reason),
+    };
+    let listener = wire::node::bind(cfg.listen).await.map_err(listen_error)?;
     let service = DeliverService::new(store.reader(), cfg.deliver)
         .with_open_streams_gauge(open_streams)
         .into_server();
-    let server = tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = rx_stop.wait_for(|s| *s).await;
-        };
-        let served = wire::server::builder(&server_limits)
-            .add_service(service)
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await;
-        if let Err(e) = served {
-            warn!(error = %e, "Deliver service stopped");
-        }
-    });
-    Ok((server, addr))
+    wire::node::serve(listener, &cfg.server, |b| b.add_service(service)).map_err(listen_error)
 }
 
 /// Starts one prefetcher per shard (the party's own batcher); returns their lane views.
@@ -317,4 +317,3 @@ fn shard_batchers(cfg: &Config) -> Result<BTreeMap<ShardId, Vec<Channel>>> {
     }
     Ok(batchers)
 }
-

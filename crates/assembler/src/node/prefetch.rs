@@ -11,8 +11,8 @@ use types::{PartyId, ShardId};
 use wire::pb;
 use wire::pb::batcher_peer_client::BatcherPeerClient;
 
-use crate::core::OfferedBatch;
 use super::MAX_MESSAGE_BYTES;
+use crate::core::OfferedBatch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct LaneView {
@@ -94,4 +94,3 @@ pub(super) fn offered(b: pb::Batch) -> OfferedBatch {
         requests: b.requests.into_iter().map(Arc::from).collect(),
     }
 }
-

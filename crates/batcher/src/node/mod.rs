@@ -278,7 +278,7 @@ pub struct Handle {
     /// Its counters.
     pub stats: Arc<Stats>,
     stop: watch::Sender<bool>,
-    server: Option<JoinHandle<()>>,
+    server: Option<wire::node::Serving>,
     tasks: Vec<JoinHandle<()>>,
     main: JoinHandle<Result<()>>,
     /// The loop's result once `failed` took it.
@@ -291,7 +291,6 @@ impl Handle {
     pub fn is_running(&self) -> bool {
         self.ended.is_none() && !self.main.is_finished()
     }
-
 }
 
 impl wire::node::Node for Handle {
@@ -308,7 +307,16 @@ impl wire::node::Node for Handle {
         if let Some(result) = &self.ended {
             return result.clone();
         }
-        let result = join_result((&mut self.main).await);
+        let serving = async {
+            match self.server.as_mut() {
+                Some(s) => s.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let result = tokio::select! {
+            r = &mut self.main => join_result(r),
+            r = serving => r.map_err(|e| Error::Stopped { reason: e.to_string() }),
+        };
         self.ended = Some(result.clone());
         result
     }
@@ -329,11 +337,8 @@ impl wire::node::Node for Handle {
         // Open streams end and the server closes its connections (peers must not stay
         // attached to a stopped node); past the grace period it is aborted.
         self.stop.send_replace(true);
-        if let Some(mut server) = self.server.take()
-            && tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.is_err()
-        {
-            server.abort();
-            let _ = server.await;
+        if let Some(server) = self.server.take() {
+            server.stop(SHUTDOWN_GRACE).await;
         }
         for t in &self.tasks {
             t.abort();
@@ -365,9 +370,6 @@ impl Drop for Handle {
     fn drop(&mut self) {
         self.stop.send_replace(true);
         self.main.abort();
-        if let Some(server) = &self.server {
-            server.abort();
-        }
         for t in &self.tasks {
             t.abort();
         }

@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
-use tracing::{info, warn};
+use tracing::info;
 use types::PartyId;
 use wire::pb;
 
@@ -230,7 +230,7 @@ impl Parts {
         });
         let (tx_stop, rx_stop) = watch::channel(false);
         let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone());
-        let server = serve(self.listener, &config.server, intake, peer, rx_stop);
+        let server = serve(self.listener, &config.server, intake, peer)?;
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(run_pull(PullCtx {
             shard: cfg.shard,
@@ -298,25 +298,21 @@ impl Parts {
     }
 }
 
-/// Serves both services on `listener` until `stop` turns true and every stream ended.
+/// Serves both services on `listener` until the handle's `stop` (which first turns the
+/// stop signal the open streams watch).
 fn serve(
     listener: TcpListener,
     limits: &wire::server::ServerLimits,
     intake: IntakeService,
     peer: PeerService,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    let (incoming, _conn_stats) = wire::server::incoming(listener, limits);
-    let server = wire::server::builder(limits)
-        .add_service(intake.into_server())
-        .add_service(peer.into_server());
-    tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = server.serve_with_incoming_shutdown(incoming, shutdown).await {
-            warn!(error = %e, "batcher server ended");
-        }
+) -> Result<wire::node::Serving> {
+    wire::node::serve(listener, limits, |b| {
+        b.add_service(intake.into_server())
+            .add_service(peer.into_server())
+    })
+    .map_err(|e| Error::Listen {
+        addr: e.addr,
+        reason: e.reason,
     })
 }
 
