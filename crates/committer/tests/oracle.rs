@@ -26,8 +26,8 @@ async fn run_pipeline(
 ) -> Vec<Vec<Status>> {
     let engine = Engine::new(backend, EngineConfig::default(), None);
     let mut config = PipelineConfig {
-        workers,
-        max_batch,
+        workers: std::num::NonZeroUsize::new(workers).expect("workers > 0"),
+        max_batch: std::num::NonZeroUsize::new(max_batch).expect("max_batch > 0"),
         ..PipelineConfig::default()
     };
     config.graph.max_pending = 16; // exercise back-pressure

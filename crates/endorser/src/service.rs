@@ -20,7 +20,7 @@ use wire::pb::query_client::QueryClient;
 pub struct ServiceConfig {
     /// Requests checked and signed at once (more wait; a request waits at most
     /// `timeout`).
-    pub max_in_flight: usize,
+    pub max_in_flight: std::num::NonZeroUsize,
     /// How long one request may take, state read included.
     pub timeout: Duration,
     /// Connection, stream and idle limits of the server.
@@ -30,7 +30,7 @@ pub struct ServiceConfig {
 impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
-            max_in_flight: 64,
+            max_in_flight: std::num::NonZeroUsize::new(64).unwrap_or(std::num::NonZeroUsize::MIN),
             timeout: Duration::from_secs(10),
             server: wire::server::ServerLimits::default(),
         }
@@ -184,7 +184,7 @@ impl EndorserService {
         EndorserService {
             core: Arc::new(core),
             state,
-            permits: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            permits: Arc::new(Semaphore::new(config.max_in_flight.get())),
             config,
             metrics,
         }

@@ -36,8 +36,8 @@ pub struct VcBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "100,500,2000")]
     batch_sizes: Vec<usize>,
     /// Concurrent batches in flight (commit workers).
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
+    #[arg(long, default_value = "4", value_parser = crate::server_args::positive_usize)]
+    workers: std::num::NonZeroUsize,
 }
 
 /// Runs a benchmark.
@@ -150,11 +150,11 @@ async fn prepare(engine: &Engine, ns: &str, population: usize) -> anyhow::Result
 }
 
 /// Commits all batches with `workers` in flight; returns (committed, seconds).
-async fn drive(engine: &Engine, batches: Vec<Vec<VcTx>>, workers: usize) -> anyhow::Result<(usize, f64)> {
+async fn drive(engine: &Engine, batches: Vec<Vec<VcTx>>, workers: std::num::NonZeroUsize) -> anyhow::Result<(usize, f64)> {
     let start = Instant::now();
     let queue = Arc::new(tokio::sync::Mutex::new(batches.into_iter()));
     let mut tasks = Vec::new();
-    for _ in 0..workers.max(1) {
+    for _ in 0..workers.get() {
         let (engine, queue) = (engine.clone(), queue.clone());
         tasks.push(tokio::spawn(async move {
             let mut committed = 0usize;
@@ -189,7 +189,11 @@ async fn run_vc(args: VcBenchArgs) -> anyhow::Result<()> {
         for mode in [SqlMode::SetBased, SqlMode::PerKey] {
             let mut opts = PgOptions::new(url.clone());
             opts.mode = mode;
-            opts.pool_size = (args.workers as u32).max(2);
+            opts.pool_size = u32::try_from(args.workers.get())
+                .ok()
+                .and_then(std::num::NonZeroU32::new)
+                .unwrap_or(std::num::NonZeroU32::MIN)
+                .max(std::num::NonZeroU32::MIN.saturating_add(1));
             let pg: Arc<dyn Backend> = Arc::new(PgBackend::connect(&opts)?);
             pg.init_schema().await?;
             for &b in &args.batch_sizes {

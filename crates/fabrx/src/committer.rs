@@ -30,8 +30,8 @@ pub struct ApplyArgs {
     #[arg(long)]
     print_state: bool,
     /// Concurrent verify-and-commit jobs.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
+    #[arg(long, default_value = "4", value_parser = crate::server_args::positive_usize)]
+    workers: std::num::NonZeroUsize,
 }
 
 /// Runs a committer command.

@@ -2,6 +2,7 @@
 //! the oracle and the baselines live in the `loadgen` crate; this is the shell: flags,
 //! database, progress on a terminal, the summary on stdout.
 
+use std::num::NonZeroUsize;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use loadgen::committer::{self, Progress, RunInfo};
@@ -45,8 +46,8 @@ pub struct LoadgenArgs {
     #[arg(long)]
     blocks: Option<usize>,
     /// Txs per load block.
-    #[arg(long, default_value_t = 500, value_parser = crate::server_args::positive_usize)]
-    block_size: usize,
+    #[arg(long, default_value_t = std::num::NonZeroUsize::new(500).unwrap_or(std::num::NonZeroUsize::MIN), value_parser = crate::server_args::positive_usize)]
+    block_size: std::num::NonZeroUsize,
     /// Keys each tx reads (spent coins count as reads).
     #[arg(long, default_value_t = 1)]
     reads: usize,
@@ -79,21 +80,21 @@ pub struct LoadgenArgs {
     #[arg(long)]
     json: bool,
     /// Concurrent verify-and-commit jobs of the pipeline.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
+    #[arg(long, default_value = "4", value_parser = crate::server_args::positive_usize)]
+    workers: NonZeroUsize,
     /// Largest batch the pipeline hands to the validator-committer.
-    #[arg(long, default_value_t = 500)]
-    max_batch: usize,
+    #[arg(long, default_value = "500", value_parser = crate::server_args::positive_usize)]
+    max_batch: NonZeroUsize,
     /// Back-pressure: the pipeline pulls no further block while this many txs are
     /// unfinished in its dependency graph (default: the pipeline's own default).
-    #[arg(long)]
-    max_pending: Option<usize>,
+    #[arg(long, value_parser = crate::server_args::positive_usize)]
+    max_pending: Option<NonZeroUsize>,
     /// Also measure the signature-verify ceiling and a one-tx-at-a-time commit.
     #[arg(long)]
     baseline: bool,
     /// Txs of the serial commit baseline (and of the verify sample).
-    #[arg(long, default_value_t = 2000)]
-    baseline_txs: usize,
+    #[arg(long, default_value = "2000", value_parser = crate::server_args::positive_usize)]
+    baseline_txs: NonZeroUsize,
     /// Write `per_second.csv`, `summary.json` and `report.svg` into this directory
     /// (created if needed).
     #[arg(long, value_name = "DIR")]
@@ -282,7 +283,7 @@ fn schedule_of(args: &LoadgenArgs, target: Target) -> anyhow::Result<Schedule> {
         // The committer takes whole blocks: a step must hold at least one.
         for r in &args.rates {
             anyhow::ensure!(
-                r * secs >= args.block_size as f64,
+                r * secs >= args.block_size.get() as f64,
                 "invalid --rates: {r} tx/s for {secs} s is less than one block of {} txs; use a smaller --block-size or longer --step-seconds",
                 args.block_size
             );
@@ -321,22 +322,14 @@ fn default_tag() -> String {
 }
 
 fn spec_of(args: &LoadgenArgs, schedule: &Schedule, target: Target) -> anyhow::Result<WorkloadSpec> {
-    for (flag, v) in [
-        ("--workers", args.workers),
-        ("--max-batch", args.max_batch),
-        ("--baseline-txs", args.baseline_txs),
-        ("--max-pending", args.max_pending.unwrap_or(1)),
-    ] {
-        anyhow::ensure!(v > 0, "invalid {flag}: must be at least 1");
-    }
     // With rate steps, the workload is what the steps send.
     let blocks = match schedule.total() {
-        Some(txs) => usize::try_from(txs)?.div_ceil(args.block_size),
+        Some(txs) => usize::try_from(txs)?.div_ceil(args.block_size.get()),
         None => args.blocks.unwrap_or(DEFAULT_BLOCKS),
     };
     let spec = WorkloadSpec {
         blocks,
-        block_size: args.block_size,
+        block_size: args.block_size.get(),
         reads: args.reads,
         writes: args.writes,
         scheme: args.scheme.parse::<Scheme>()?,
@@ -405,7 +398,7 @@ async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result
         spec.output_padding = crate::loadgen_network::padding_for(&spec, size)?;
     }
     let tmp = tempfile::tempdir()?;
-    let pool = (2 * args.workers).clamp(4, 64) as u32;
+    let pool = (2 * args.workers.get()).clamp(4, 64) as u32;
     let (backend, kind) = open(args.db.as_deref(), &tmp, pool).await?;
     let (workload, prebuild_seconds) = prebuild(spec.clone()).await?;
     eprintln!(
@@ -421,7 +414,7 @@ async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result
         ..PipelineConfig::default()
     };
     if let Some(m) = args.max_pending {
-        config.graph.max_pending = m;
+        config.graph.max_pending = m.get();
     }
     let max_pending = config.graph.max_pending;
     let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
@@ -429,8 +422,8 @@ async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result
     let run = committer::run_paced(engine, &workload, config, &schedule, &mut progress).await?;
     let info = RunInfo {
         backend: kind,
-        workers: args.workers,
-        max_batch: args.max_batch,
+        workers: args.workers.get(),
+        max_batch: args.max_batch.get(),
         max_pending,
         prebuild_seconds,
     };
@@ -475,10 +468,10 @@ async fn baseline(
     summary: &Summary,
 ) -> anyhow::Result<Baseline> {
     let w = workload.clone();
-    let sample = args.baseline_txs;
+    let sample = args.baseline_txs.get();
     let rates = tokio::task::spawn_blocking(move || loadgen::baseline::verify_rates(&w, sample)).await??;
     let serial_spec = WorkloadSpec {
-        blocks: args.baseline_txs.div_ceil(spec.block_size),
+        blocks: args.baseline_txs.get().div_ceil(spec.block_size),
         tag: format!("{}s", spec.tag),
         ..spec.clone()
     };
@@ -492,7 +485,7 @@ async fn baseline(
     };
     let (backend, _) = open(db, &tmp, 4).await?;
     let engine = Engine::new(backend, EngineConfig::default(), None);
-    let serial = loadgen::baseline::serial_commit(engine, serial_workload, args.baseline_txs).await?;
+    let serial = loadgen::baseline::serial_commit(engine, serial_workload, args.baseline_txs.get()).await?;
     let serial_tps = if serial.seconds > 0.0 {
         serial.txs as f64 / serial.seconds
     } else {

@@ -30,8 +30,8 @@ pub struct NetworkArgs {
     #[arg(long)]
     pub(crate) duration: Option<f64>,
     /// Txs sent and not yet confirmed, at most.
-    #[arg(long, default_value_t = 20_000)]
-    max_in_flight: usize,
+    #[arg(long, default_value = "20000", value_parser = crate::server_args::positive_usize)]
+    max_in_flight: std::num::NonZeroUsize,
     /// Seconds to wait for outstanding statuses after the last send.
     #[arg(long, default_value_t = 60.0)]
     drain: f64,
@@ -151,7 +151,9 @@ async fn prepare(
         ),
     };
     anyhow::ensure!(txs > 0, "invalid --txs: must be at least 1");
-    spec.blocks = txs.div_ceil(spec.block_size.max(1));
+    let block_size =
+        std::num::NonZeroUsize::new(spec.block_size).context("invalid --block-size: must be at least 1")?;
+    spec.blocks = txs.div_ceil(block_size.get());
     if let Some(size) = args.tx_size {
         spec.output_padding = padding_for(&spec, size)?;
     }
@@ -492,10 +494,6 @@ fn check(args: &NetworkArgs) -> anyhow::Result<()> {
     if let Some(r) = args.rate {
         anyhow::ensure!(r.is_finite() && r > 0.0, "invalid --rate: must be positive");
     }
-    anyhow::ensure!(
-        args.max_in_flight > 0,
-        "invalid --max-in-flight: must be at least 1"
-    );
     Ok(())
 }
 
@@ -522,7 +520,7 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> anyhow::Result<f
             .collect();
         let pace = Pace {
             schedule: Schedule::Unpaced,
-            max_in_flight: txs.len().max(1),
+            max_in_flight: std::num::NonZeroUsize::new(txs.len()).unwrap_or(std::num::NonZeroUsize::MIN),
             duration: None,
             drain: Duration::from_secs(60),
             control: None,

@@ -25,7 +25,7 @@ pub struct EndorserArgs {
     metrics: Option<String>,
     /// Requests checked and signed at once.
     #[arg(long, default_value_t = endorser::service::ServiceConfig::default().max_in_flight, value_parser = crate::server_args::positive_usize)]
-    max_in_flight: usize,
+    max_in_flight: std::num::NonZeroUsize,
     #[command(flatten)]
     server: crate::server_args::ServerArgs,
 }

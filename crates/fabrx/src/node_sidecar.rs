@@ -94,8 +94,8 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         workers: args.workers,
         max_batch: args.max_batch,
         max_pending: args.max_pending,
-        max_connections: NonZeroUsize::new(args.server.max_connections),
-        idle_timeout_ms: Some(args.server.idle_timeout_ms),
+        max_connections: Some(args.server.max_connections),
+        idle_timeout_ms: std::num::NonZeroU64::new(args.server.idle_timeout_ms),
     };
     let deps = Deps {
         verify,

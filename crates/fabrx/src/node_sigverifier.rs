@@ -29,10 +29,10 @@ pub struct SigverifierArgs {
     metrics: Option<String>,
     /// Batches of one stream verified or queued at once.
     #[arg(long, default_value_t = ServiceConfig::default().max_in_flight, value_parser = crate::server_args::positive_usize)]
-    max_in_flight: usize,
+    max_in_flight: NonZeroUsize,
     /// Batches of all streams together verified or queued at once.
     #[arg(long, default_value_t = ServiceConfig::default().max_in_flight_total, value_parser = crate::server_args::positive_usize)]
-    max_in_flight_total: usize,
+    max_in_flight_total: NonZeroUsize,
     #[command(flatten)]
     server: crate::server_args::ServerArgs,
 }

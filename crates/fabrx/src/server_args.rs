@@ -1,15 +1,15 @@
 //! Connection-level limits shared by every `fabrx node` server (docs/limits.md).
 
 use clap::Args;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 use wire::server::ServerLimits;
 
 /// A flag that must be a positive whole number: parsed, not clamped (a 0 is refused with
 /// the flag's name instead of silently becoming 1).
-pub fn positive_usize(text: &str) -> Result<usize, String> {
+pub fn positive_usize(text: &str) -> Result<NonZeroUsize, String> {
     match text.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
+        Ok(n) => NonZeroUsize::new(n).ok_or_else(|| "must be at least 1".into()),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -28,8 +28,8 @@ pub fn positive_u64(text: &str) -> Result<u64, String> {
 pub struct ServerArgs {
     /// Most client connections open at once; at the bound a new connection evicts a
     /// silent or the longest-idle one.
-    #[arg(long, default_value_t = ServerLimits::default().max_connections, value_parser = positive_usize)]
-    pub max_connections: usize,
+    #[arg(long, default_value_t = NonZeroUsize::new(ServerLimits::default().max_connections).unwrap_or(NonZeroUsize::MIN), value_parser = positive_usize)]
+    pub max_connections: NonZeroUsize,
     /// A connection without traffic for this many milliseconds is closed.
     #[arg(long, default_value_t = 120_000, value_parser = positive_u64)]
     pub idle_timeout_ms: u64,
@@ -39,7 +39,7 @@ impl ServerArgs {
     /// The limits these flags select.
     pub fn limits(&self) -> ServerLimits {
         ServerLimits {
-            max_connections: self.max_connections,
+            max_connections: self.max_connections.get(),
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             ..ServerLimits::default()
         }
@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn zero_is_refused_not_clamped() {
-        assert_eq!(positive_usize("3"), Ok(3));
+        assert_eq!(positive_usize("3").map(NonZeroUsize::get), Ok(3));
         assert_eq!(positive_u64(" 7 "), Ok(7));
         assert!(positive_usize("0").unwrap_err().contains("at least 1"));
         assert!(positive_u64("0").unwrap_err().contains("at least 1"));

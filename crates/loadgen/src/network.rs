@@ -47,7 +47,7 @@ pub struct Pace {
     /// `max_in_flight` allows). Sending stops at the end of the schedule's steps.
     pub schedule: Schedule,
     /// Txs sent and not yet confirmed or refused, at most.
-    pub max_in_flight: usize,
+    pub max_in_flight: std::num::NonZeroUsize,
     /// Stop sending after this long; none: send every tx.
     pub duration: Option<Duration>,
     /// After the last send, wait this long at most for the outstanding statuses.
@@ -394,7 +394,7 @@ pub async fn run(
 ) -> crate::Result<NetworkRun> {
     let n = endpoints.routers.len();
     let q = quorum(n);
-    let bound = pace.max_in_flight.max(1);
+    let bound = pace.max_in_flight.get();
     let mut links = links(endpoints, bound)?;
     let index: HashMap<&str, usize> = txs
         .iter()

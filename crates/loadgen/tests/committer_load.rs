@@ -34,8 +34,8 @@ fn spec(seed: u64, tag: &str) -> WorkloadSpec {
 
 fn small_pipeline() -> PipelineConfig {
     let mut c = PipelineConfig {
-        workers: 3,
-        max_batch: 7,
+        workers: std::num::NonZeroUsize::new(3).unwrap(),
+        max_batch: std::num::NonZeroUsize::new(7).unwrap(),
         ..PipelineConfig::default()
     };
     c.graph.max_pending = 60; // back-pressure: a few blocks in flight at most

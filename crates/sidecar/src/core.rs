@@ -18,6 +18,7 @@ use crate::intake::{Intake, Route};
 use crate::{Error, Result};
 use coordinator::{DependencyGraph, GraphConfig, LocalGraph, build_parallel};
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use types::check::PayloadDecoder;
 use types::{Block, BlockTx, META_NAMESPACE, NamespacePolicy, Status, Tx, TxId, TxOutcome, VcTx};
@@ -26,22 +27,23 @@ use types::{Block, BlockTx, META_NAMESPACE, NamespacePolicy, Status, Tx, TxId, T
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
     /// Concurrent verify-and-commit jobs.
-    pub workers: usize,
+    pub workers: NonZeroUsize,
     /// Largest batch of one job.
-    pub max_batch: usize,
+    pub max_batch: NonZeroUsize,
     /// Dependency graph configuration (capacity = back-pressure on block intake).
     pub graph: GraphConfig,
     /// Blocks admitted together, whose local graphs are built in parallel.
-    pub parallel_blocks: usize,
+    pub parallel_blocks: NonZeroUsize,
 }
 
 impl Default for PipelineConfig {
     fn default() -> Self {
+        let n = |v: usize| NonZeroUsize::new(v).unwrap_or(NonZeroUsize::MIN);
         PipelineConfig {
-            workers: 4,
-            max_batch: 500,
+            workers: n(4),
+            max_batch: n(500),
             graph: GraphConfig::default(),
-            parallel_blocks: 4,
+            parallel_blocks: n(4),
         }
     }
 }
@@ -166,8 +168,8 @@ impl CommitterCore {
         let g = &self.config.graph;
         self.graph.pending().saturating_add(unmerged_txs) < g.max_pending
             && self.graph.window().saturating_add(unmerged_txs) < g.max_window
-            && self.ready.len() < self.config.max_batch.max(1).saturating_mul(4)
-            && chosen_blocks < self.config.parallel_blocks.max(1)
+            && self.ready.len() < self.config.max_batch.get().saturating_mul(4)
+            && chosen_blocks < self.config.parallel_blocks.get()
     }
 
     /// Whether nothing is in flight: no job running, nothing ready, no block waiting.
@@ -299,8 +301,8 @@ impl CommitterCore {
     }
 
     fn dispatch(&mut self, out: &mut Vec<Output>) {
-        while !self.ready.is_empty() && self.jobs < self.config.workers.max(1) {
-            let take = self.ready.len().min(self.config.max_batch.max(1));
+        while !self.ready.is_empty() && self.jobs < self.config.workers.get() {
+            let take = self.ready.len().min(self.config.max_batch.get());
             let txs: Vec<JobTx> = self.ready.drain(..take).collect();
             self.jobs += 1;
             out.push(Output::Dispatch(Job { txs }));

@@ -50,7 +50,7 @@ pub struct Config {
     /// A service connection without traffic for this many milliseconds is closed; none:
     /// the default.
     #[serde(default)]
-    pub idle_timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<std::num::NonZeroU64>,
 }
 
 /// `127.0.0.1:0`: a local port the system picks.
@@ -79,15 +79,15 @@ impl Config {
             max_connections: self.max_connections.map_or(d.max_connections, NonZeroUsize::get),
             idle_timeout: self
                 .idle_timeout_ms
-                .map_or(d.idle_timeout, |ms| std::time::Duration::from_millis(ms.max(1))),
+                .map_or(d.idle_timeout, |ms| std::time::Duration::from_millis(ms.get())),
             ..d
         }
     }
 
     fn pipeline(&self, first_block: u64) -> PipelineConfig {
         let mut p = PipelineConfig {
-            workers: self.workers.get(),
-            max_batch: self.max_batch.get(),
+            workers: self.workers,
+            max_batch: self.max_batch,
             ..PipelineConfig::default()
         };
         p.graph.first_block = first_block;

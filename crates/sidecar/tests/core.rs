@@ -106,8 +106,8 @@ fn block(number: u64, txs: Vec<(&str, &Arc<Tx>)>) -> Block {
 
 fn core(workers: usize, max_batch: usize) -> CommitterCore {
     CommitterCore::new(PipelineConfig {
-        workers,
-        max_batch,
+        workers: std::num::NonZeroUsize::new(workers).unwrap(),
+        max_batch: std::num::NonZeroUsize::new(max_batch).unwrap(),
         ..PipelineConfig::default()
     })
 }
@@ -342,7 +342,7 @@ fn out_of_order_blocks_and_unknown_outcomes_are_errors() {
 #[test]
 fn room_is_bounded_by_the_graph_and_parallel_blocks() {
     let c = CommitterCore::new(PipelineConfig {
-        parallel_blocks: 2,
+        parallel_blocks: std::num::NonZeroUsize::new(2).unwrap(),
         graph: coordinator::GraphConfig {
             max_pending: 10,
             ..coordinator::GraphConfig::default()

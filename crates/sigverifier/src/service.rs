@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::{Policies, Verifier};
 use prost::Message;
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,23 +42,24 @@ pub use wire::limits::SIGVERIFIER_MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES;
 pub struct ServiceConfig {
     /// Batches of one stream verified or waiting for the pool at once; the reader stops
     /// reading the stream while this many are unanswered.
-    pub max_in_flight: usize,
+    pub max_in_flight: NonZeroUsize,
     /// Answers buffered for the client before verification pauses.
-    pub out_queue: usize,
+    pub out_queue: NonZeroUsize,
     /// Batches of all streams together verified or waiting at once; a stream does not
     /// read its next message until it holds a permit, so decoded batches in memory are
     /// bounded by this times the decoded-batch limit (`docs/limits.md`).
-    pub max_in_flight_total: usize,
+    pub max_in_flight_total: NonZeroUsize,
     /// Connection-level limits of the server.
     pub server: wire::server::ServerLimits,
 }
 
 impl Default for ServiceConfig {
     fn default() -> Self {
+        let n = |v: usize| NonZeroUsize::new(v).unwrap_or(NonZeroUsize::MIN);
         ServiceConfig {
-            max_in_flight: 8,
-            out_queue: 16,
-            max_in_flight_total: 8,
+            max_in_flight: n(8),
+            out_queue: n(16),
+            max_in_flight_total: n(8),
             server: wire::server::ServerLimits::default(),
         }
     }
@@ -79,7 +81,7 @@ impl VerifierService {
     pub fn new(verifier: Verifier, config: ServiceConfig, metrics: Option<Arc<Metrics>>) -> VerifierService {
         VerifierService {
             verifier,
-            total: Arc::new(Semaphore::new(config.max_in_flight_total.max(1))),
+            total: Arc::new(Semaphore::new(config.max_in_flight_total.get())),
             config,
             metrics,
         }
@@ -118,11 +120,11 @@ impl pb::sig_verifier_server::SigVerifier for VerifierService {
         &self,
         request: Request<Streaming<pb::VerifyStreamRequest>>,
     ) -> Result<Response<Self::VerifyStream>, GrpcStatus> {
-        let (tx_out, rx_out) = mpsc::channel(self.config.out_queue.max(1));
+        let (tx_out, rx_out) = mpsc::channel(self.config.out_queue.get());
         let stream = StreamTask {
             verifier: self.verifier.clone(),
-            max_in_flight: self.config.max_in_flight.max(1),
-            in_flight: Arc::new(Semaphore::new(self.config.max_in_flight.max(1))),
+            max_in_flight: self.config.max_in_flight.get(),
+            in_flight: Arc::new(Semaphore::new(self.config.max_in_flight.get())),
             total: self.total.clone(),
             policies: Arc::new(Policies::new()),
             metrics: self.metrics.clone(),

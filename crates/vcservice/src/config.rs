@@ -97,7 +97,7 @@ pub struct VcConfig {
     pub max_connections: NonZeroUsize,
     /// A connection without traffic for this many milliseconds is closed.
     #[serde(default = "default_idle_timeout_ms")]
-    pub idle_timeout_ms: u64,
+    pub idle_timeout_ms: std::num::NonZeroU64,
 }
 
 fn default_max_in_flight() -> NonZeroUsize {
@@ -106,8 +106,8 @@ fn default_max_in_flight() -> NonZeroUsize {
 fn default_max_connections() -> NonZeroUsize {
     NonZeroUsize::new(wire::server::ServerLimits::default().max_connections).unwrap_or(NonZeroUsize::MIN)
 }
-fn default_idle_timeout_ms() -> u64 {
-    u64::try_from(wire::server::ServerLimits::default().idle_timeout.as_millis()).unwrap_or(u64::MAX)
+fn default_idle_timeout_ms() -> std::num::NonZeroU64 {
+    std::num::NonZeroU64::new(120_000).unwrap_or(std::num::NonZeroU64::MIN)
 }
 
 fn default_pool() -> NonZeroU32 {
@@ -156,7 +156,7 @@ impl VcConfig {
     pub fn server_limits(&self) -> wire::server::ServerLimits {
         wire::server::ServerLimits {
             max_connections: self.max_connections.get(),
-            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms.max(1)),
+            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms.get()),
             ..wire::server::ServerLimits::default()
         }
     }
@@ -180,7 +180,7 @@ pub fn open_backend(db: &str, opts: &BackendOptions) -> Result<Arc<dyn Backend>>
         }
         DbTarget::Postgres(urls) => Arc::new(PgBackend::connect(&PgOptions {
             urls,
-            pool_size: opts.pool_size.get(),
+            pool_size: opts.pool_size,
             mode: SqlMode::SetBased,
             tablets: opts.tablets.map(NonZeroU32::get),
         })?),

@@ -175,7 +175,7 @@ async fn embedded_torn_wal_tail_is_atomic() {
 async fn postgres_connection_killed_during_commit() {
     let url = testkit::pg::cluster().fresh_database("vccrash").await;
     let mut opts = PgOptions::new(url.clone());
-    opts.pool_size = 2;
+    opts.pool_size = std::num::NonZeroU32::new(2).unwrap();
     let backend: Arc<dyn Backend> = Arc::new(PgBackend::connect(&opts).unwrap());
     backend.init_schema().await.unwrap();
     let cfg = EngineConfig {

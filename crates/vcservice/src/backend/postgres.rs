@@ -44,7 +44,7 @@ pub struct PgOptions {
     /// round robin over them.
     pub urls: Vec<String>,
     /// Connections per endpoint.
-    pub pool_size: u32,
+    pub pool_size: std::num::NonZeroU32,
     /// Statement style.
     pub mode: SqlMode,
     /// YugabyteDB only: pre-split each table into this many tablets.
@@ -56,7 +56,7 @@ impl PgOptions {
     pub fn new(url: impl Into<String>) -> PgOptions {
         PgOptions {
             urls: vec![url.into()],
-            pool_size: 8,
+            pool_size: std::num::NonZeroU32::new(8).unwrap_or(std::num::NonZeroU32::MIN),
             mode: SqlMode::SetBased,
             tablets: None,
         }
@@ -126,7 +126,7 @@ impl PgBackend {
             .iter()
             .map(|url| {
                 PgPoolOptions::new()
-                    .max_connections(opts.pool_size.max(1))
+                    .max_connections(opts.pool_size.get())
                     .connect_lazy(url)
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
