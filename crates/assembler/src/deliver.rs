@@ -25,7 +25,7 @@ pub struct DeliverLimits {
     /// Streams served at once.
     pub max_streams: usize,
     /// Blocks read ahead per stream.
-    pub buffer: usize,
+    pub buffer: std::num::NonZeroUsize,
     /// Largest encoded block sent.
     pub max_message_bytes: usize,
 }
@@ -34,7 +34,7 @@ impl Default for DeliverLimits {
     fn default() -> DeliverLimits {
         DeliverLimits {
             max_streams: 256,
-            buffer: 16,
+            buffer: std::num::NonZeroUsize::new(16).unwrap_or(std::num::NonZeroUsize::MIN),
             max_message_bytes: 64 << 20,
         }
     }
@@ -119,7 +119,7 @@ impl Assembler for DeliverService {
             _permit: permit,
             open: self.open.clone(),
         };
-        let (tx, rx) = mpsc::channel(self.limits.buffer.max(1));
+        let (tx, rx) = mpsc::channel(self.limits.buffer.get());
         tokio::spawn(follow(self.store.clone(), r, tx, permit));
         Ok(Response::new(ReceiverStream::new(rx)))
     }

@@ -69,7 +69,7 @@ pub enum ClientError {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientConfig {
     /// Requests (policy updates and batches) buffered for the stream.
-    pub queue: usize,
+    pub queue: std::num::NonZeroUsize,
     /// Time allowed to establish the connection.
     pub connect_timeout: Duration,
     /// HTTP/2 keep-alive ping interval; a peer that does not answer a ping within
@@ -82,7 +82,7 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            queue: 64,
+            queue: std::num::NonZeroUsize::new(64).unwrap_or(std::num::NonZeroUsize::MIN),
             connect_timeout: Duration::from_secs(5),
             keep_alive_interval: Duration::from_secs(2),
             keep_alive_timeout: Duration::from_secs(5),
@@ -142,7 +142,7 @@ impl VerifierClient {
         let mut grpc = pb::sig_verifier_client::SigVerifierClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let (tx_req, rx_req) = mpsc::channel(config.queue.max(1));
+        let (tx_req, rx_req) = mpsc::channel(config.queue.get());
         let answers = grpc.verify(ReceiverStream::new(rx_req)).await?.into_inner();
         let pending: Arc<Pending> = Arc::new(Mutex::new(Some(HashMap::new())));
         let (tx_broken, rx_broken) = watch::channel(false);

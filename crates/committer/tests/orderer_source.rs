@@ -472,7 +472,7 @@ fn orderer_config(assemblers: &[&str]) -> OrdererConfig {
         assemblers: assemblers.iter().map(|a| a.to_string()).collect(),
         keys: cluster_keys(),
         retry: Duration::from_millis(50),
-        buffer: 8,
+        buffer: std::num::NonZeroUsize::new(8).unwrap(),
         stall: Duration::from_millis(500),
     }
 }

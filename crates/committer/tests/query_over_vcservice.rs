@@ -37,9 +37,9 @@ async fn vcservice() -> Vc {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let pipeline = PipelineConfig {
-        workers: 1,
-        queue: 2,
-        max_in_flight: 2,
+        workers: std::num::NonZeroUsize::new(1).unwrap(),
+        queue: std::num::NonZeroUsize::new(2).unwrap(),
+        max_in_flight: std::num::NonZeroUsize::new(2).unwrap(),
     };
     let svc = VcGrpc::new(engine.clone(), pipeline, None).into_server();
     tokio::spawn(

@@ -24,7 +24,7 @@ pub struct StreamLimits {
     /// Streams served at once.
     pub max_streams: usize,
     /// Decisions read ahead per stream (its response channel).
-    pub buffer: usize,
+    pub buffer: std::num::NonZeroUsize,
     /// Largest encoded decision sent (the server's encoding limit).
     pub max_message_bytes: usize,
 }
@@ -33,7 +33,7 @@ impl Default for StreamLimits {
     fn default() -> StreamLimits {
         StreamLimits {
             max_streams: 256,
-            buffer: 16,
+            buffer: std::num::NonZeroUsize::new(16).unwrap_or(std::num::NonZeroUsize::MIN),
             max_message_bytes: 64 << 20,
         }
     }
@@ -83,7 +83,7 @@ impl Consenter for DecisionsService {
                 self.limits.max_streams
             ))
         })?;
-        let (tx, rx) = mpsc::channel(self.limits.buffer.max(1));
+        let (tx, rx) = mpsc::channel(self.limits.buffer.get());
         tokio::spawn(follow(self.log.clone(), from, tx, permit));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -191,7 +191,7 @@ mod tests {
         }
         let limits = StreamLimits {
             max_streams: 2,
-            buffer: 4,
+            buffer: std::num::NonZeroUsize::new(4).unwrap_or(std::num::NonZeroUsize::MIN),
             max_message_bytes: 1 << 20,
         };
         let service = DecisionsService::new(log.reader(), limits);

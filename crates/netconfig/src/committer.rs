@@ -153,7 +153,7 @@ impl NetworkConfig {
             assemblers,
             keys: self.cluster_keys(),
             retry: Duration::from_millis(500),
-            buffer: 8,
+            buffer: std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN),
             stall: Duration::from_secs(3),
         })
     }

@@ -194,7 +194,7 @@ impl NotifyCore {
 #[derive(Debug, Clone, Copy)]
 pub struct NotifierConfig {
     /// Events buffered per subscriber before it counts as lagging and is dropped.
-    pub capacity: usize,
+    pub capacity: std::num::NonZeroUsize,
     /// Most bytes of pending registrations one subscription may hold
     /// ([`registration_bytes`] each); more ends its stream with `RESOURCE_EXHAUSTED`.
     pub max_bytes_per_subscription: usize,
@@ -205,7 +205,7 @@ pub struct NotifierConfig {
 impl Default for NotifierConfig {
     fn default() -> Self {
         NotifierConfig {
-            capacity: 4096,
+            capacity: std::num::NonZeroUsize::new(4096).unwrap_or(std::num::NonZeroUsize::MIN),
             max_bytes_per_subscription: 16 << 20,
             max_bytes_total: 128 << 20,
         }
@@ -269,7 +269,7 @@ impl Notifier {
 
     /// A new subscription, watching nothing yet.
     pub fn subscribe(&self) -> Subscription {
-        let (tx, rx) = mpsc::channel(self.config.capacity.max(1));
+        let (tx, rx) = mpsc::channel(self.config.capacity.get());
         let lagged = Arc::new(AtomicBool::new(false));
         let mut shared = lock(&self.shared);
         let id = shared.next;
@@ -285,7 +285,7 @@ impl Notifier {
             id,
             rx,
             lagged,
-            capacity: self.config.capacity.max(1),
+            capacity: self.config.capacity.get(),
             config: self.config,
             shared: Arc::downgrade(&self.shared),
             lookup: self.lookup.clone(),
@@ -448,6 +448,7 @@ impl Drop for Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::num::NonZeroUsize;
 
     fn id(s: &str) -> TxId {
         TxId(s.into())
@@ -544,7 +545,7 @@ mod tests {
         let known = HashMap::from([(id("old"), (Status::Committed, Height::new(0, 0)))]);
         Notifier::new(
             NotifierConfig {
-                capacity,
+                capacity: NonZeroUsize::new(capacity).unwrap(),
                 ..NotifierConfig::default()
             },
             Arc::new(Fixed(known)),

@@ -69,7 +69,7 @@ pub struct OrdererConfig {
     /// Pause after every assembler was tried without progress.
     pub retry: Duration,
     /// Verified blocks held for the pipeline (each at most a batch's bytes).
-    pub buffer: usize,
+    pub buffer: std::num::NonZeroUsize,
     /// A stream silent this long makes the source ask the other assemblers whether they
     /// hold the next block; the first that does is read instead (an assembler that
     /// withholds blocks, or stopped receiving them, is left).
@@ -107,7 +107,7 @@ pub fn spawn(cfg: OrdererConfig, from: u64) -> Result<(mpsc::Receiver<Block>, Jo
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let (tx, rx) = mpsc::channel(cfg.buffer.max(1));
+    let (tx, rx) = mpsc::channel(cfg.buffer.get());
     let source = Source {
         verifier: Arc::new(CertificateVerifier::new(cfg.keys.clone())),
         keys: cfg.keys,

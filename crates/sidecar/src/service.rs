@@ -32,12 +32,14 @@ use wire::pb;
 pub struct ServiceConfig {
     /// Events buffered per `Subscribe` response stream (on top of the subscription's own
     /// channel, see [`crate::notify::NotifierConfig::capacity`]).
-    pub stream_buffer: usize,
+    pub stream_buffer: std::num::NonZeroUsize,
 }
 
 impl Default for ServiceConfig {
     fn default() -> Self {
-        ServiceConfig { stream_buffer: 256 }
+        ServiceConfig {
+            stream_buffer: std::num::NonZeroUsize::new(256).unwrap_or(std::num::NonZeroUsize::MIN),
+        }
     }
 }
 
@@ -189,7 +191,7 @@ impl pb::sidecar_server::Sidecar for SidecarGrpc {
     ) -> Result<Response<Self::SubscribeStream>, GrpcStatus> {
         let incoming = request.into_inner();
         let sub = self.notifier.subscribe();
-        let (tx_out, rx_out) = mpsc::channel(self.config.stream_buffer.max(1));
+        let (tx_out, rx_out) = mpsc::channel(self.config.stream_buffer.get());
         tokio::spawn(run_subscription(incoming, sub, tx_out));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx_out))))
     }

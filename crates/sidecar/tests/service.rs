@@ -49,7 +49,7 @@ impl Node {
 async fn serve(capacity: usize, stream_buffer: usize) -> Node {
     serve_with(
         NotifierConfig {
-            capacity,
+            capacity: std::num::NonZeroUsize::new(capacity).unwrap(),
             // Room for the large subscriptions of the lagging-client test; the limits have
             // tests of their own.
             max_bytes_per_subscription: 256 << 20,
@@ -67,7 +67,9 @@ async fn serve_with(config: NotifierConfig, stream_buffer: usize) -> Node {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let svc =
-        SidecarGrpc::new(store.reader(), notifier.clone(), ServiceConfig { stream_buffer }).into_server();
+        SidecarGrpc::new(store.reader(), notifier.clone(), ServiceConfig {
+            stream_buffer: std::num::NonZeroUsize::new(stream_buffer).unwrap(),
+        }).into_server();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(svc)
@@ -273,7 +275,7 @@ async fn subscriptions_are_bounded_in_bytes() {
     // Here a subscription may hold 100 KB of registrations and all together 120 KB.
     let node = serve_with(
         NotifierConfig {
-            capacity: 64,
+            capacity: std::num::NonZeroUsize::new(64).unwrap(),
             max_bytes_per_subscription: 100_000,
             max_bytes_total: 120_000,
         },

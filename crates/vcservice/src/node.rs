@@ -70,9 +70,9 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let svc = VcGrpc::new(
         engine,
         PipelineConfig {
-            workers: config.workers.get(),
-            queue: config.queue.get(),
-            max_in_flight: config.max_in_flight.get(),
+            workers: config.workers,
+            queue: config.queue,
+            max_in_flight: config.max_in_flight,
         },
         deps.metrics,
     );

@@ -19,13 +19,13 @@ use wire::pb;
 #[derive(Debug, Clone, Copy)]
 pub struct PipelineConfig {
     /// Concurrent commit workers per stream.
-    pub workers: usize,
+    pub workers: std::num::NonZeroUsize,
     /// Depth of each bounded queue.
-    pub queue: usize,
+    pub queue: std::num::NonZeroUsize,
     /// Batches of all streams together decoded, queued or being committed at once; a
     /// stream does not read its next batch until it holds a permit, so batches in memory
     /// are bounded by this times the batch limit (`docs/limits.md`).
-    pub max_in_flight: usize,
+    pub max_in_flight: std::num::NonZeroUsize,
 }
 
 /// The tonic service.
@@ -43,7 +43,7 @@ impl VcGrpc {
     pub fn new(engine: Engine, pipeline: PipelineConfig, metrics: Option<Arc<Metrics>>) -> VcGrpc {
         VcGrpc {
             engine,
-            in_flight: Arc::new(Semaphore::new(pipeline.max_in_flight.max(1))),
+            in_flight: Arc::new(Semaphore::new(pipeline.max_in_flight.get())),
             reads: Arc::new(Semaphore::new(crate::reads::MAX_CONCURRENT_READS)),
             pipeline,
             metrics,
@@ -92,9 +92,9 @@ impl pb::vc_service_server::VcService for VcGrpc {
     ) -> Result<Response<Self::CommitStream>, GrpcStatus> {
         let mut incoming = request.into_inner();
         let (tx_prepared, rx_prepared) =
-            mpsc::channel::<(Prepared, OwnedSemaphorePermit)>(self.pipeline.queue.max(1));
+            mpsc::channel::<(Prepared, OwnedSemaphorePermit)>(self.pipeline.queue.get());
         let in_flight = self.in_flight.clone();
-        let (tx_out, rx_out) = mpsc::channel(self.pipeline.queue.max(1));
+        let (tx_out, rx_out) = mpsc::channel(self.pipeline.queue.get());
         let engine = self.engine.clone();
         let metrics = self.metrics.clone();
         let tx_err = tx_out.clone();
@@ -131,7 +131,7 @@ impl pb::vc_service_server::VcService for VcGrpc {
         });
         // Stage 2: commit workers sharing the queue.
         let rx_prepared = Arc::new(Mutex::new(rx_prepared));
-        for _ in 0..self.pipeline.workers.max(1) {
+        for _ in 0..self.pipeline.workers.get() {
             let rx = rx_prepared.clone();
             let tx_out = tx_out.clone();
             let engine = self.engine.clone();

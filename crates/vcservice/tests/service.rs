@@ -25,9 +25,9 @@ async fn serve(engine: Engine) -> String {
     let svc = VcGrpc::new(
         engine,
         PipelineConfig {
-            workers: 3,
-            queue: 4,
-            max_in_flight: 4,
+            workers: std::num::NonZeroUsize::new(3).unwrap(),
+            queue: std::num::NonZeroUsize::new(4).unwrap(),
+            max_in_flight: std::num::NonZeroUsize::new(4).unwrap(),
         },
         None,
     )
