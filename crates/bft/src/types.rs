@@ -124,7 +124,7 @@ pub struct Config {
     /// Largest accepted request, in bytes.
     pub max_request_bytes: usize,
     /// Most decisions returned in one state-transfer response.
-    pub sync_batch: usize,
+    pub sync_batch: std::num::NonZeroUsize,
     /// Most bytes of decisions (requests, metadata and signatures) in one state-transfer
     /// response; a response always carries at least one decision. Keep it below the
     /// transport's message limit.
@@ -163,7 +163,7 @@ impl Config {
             max_pending: 100_000,
             max_pending_bytes: 64 << 20,
             max_request_bytes: 1 << 20,
-            sync_batch: 64,
+            sync_batch: std::num::NonZeroUsize::new(64).unwrap_or(std::num::NonZeroUsize::MIN),
             sync_max_bytes: 16 << 20,
             max_future_bytes_per_peer: 16 << 20,
             max_backoff_exponent: 5,

@@ -35,7 +35,7 @@ fn config(id: ReplicaId) -> Config {
     c.heartbeat_timeout_ms = 400;
     c.request_timeout_ms = 2_000;
     c.view_change_timeout_ms = 400;
-    c.sync_batch = 3;
+    c.sync_batch = std::num::NonZeroUsize::new(3).unwrap();
     c.checkpoint_interval = INTERVAL;
     c.retain_decisions = RETAIN;
     c

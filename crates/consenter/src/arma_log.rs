@@ -110,9 +110,9 @@ impl ArmaLog {
 
     /// Drops the oldest decisions while more than `retain` are held (whole segments
     /// only, so a little more may stay); returns the first decision held after it.
-    pub fn prune(&mut self, retain: u64) -> Result<u64> {
+    pub fn prune(&mut self, retain: std::num::NonZeroU64) -> Result<u64> {
         let last = self.last();
-        let keep_from = last.saturating_add(1).saturating_sub(retain.max(1));
+        let keep_from = last.saturating_add(1).saturating_sub(retain.get());
         if keep_from <= self.first() {
             return Ok(self.first());
         }
@@ -314,12 +314,16 @@ mod tests {
         for n in 1..=40 {
             log.append(&decision(n)).expect("append");
         }
-        let first = log.prune(10).expect("prune");
+        let first = log.prune(std::num::NonZeroU64::new(10).unwrap()).expect("prune");
         assert!(first > 1 && first <= 31, "first {first}");
         assert_eq!((reader.first(), reader.last()), (first, 40));
         assert_eq!(reader.read(first - 1).expect("read"), None, "pruned");
         assert_eq!(reader.read(35).expect("read"), Some(decision(35)));
-        assert_eq!(log.prune(1000).expect("nothing to prune"), first);
+        assert_eq!(
+            log.prune(std::num::NonZeroU64::new(1000).unwrap())
+                .expect("nothing to prune"),
+            first
+        );
         log.sync().expect("sync");
         drop(log);
         let mut log = ArmaLog::open_sized(&path, 256).expect("reopen");

@@ -60,7 +60,7 @@ pub struct Config {
     pub snapshot_interval: Duration,
     /// Decisions the Arma decisions log keeps (the newest; older ones are pruned by
     /// whole segments when the state snapshot is replaced).
-    pub retain_decisions: u64,
+    pub retain_decisions: std::num::NonZeroU64,
 }
 
 /// What an Arma consenter may be handed besides its config.
@@ -72,7 +72,7 @@ pub struct Deps {
 
 /// Decisions an Arma decisions log keeps by default: days of decisions at a few per
 /// second, about a kilobyte each.
-pub const DEFAULT_RETAIN_DECISIONS: u64 = 1_000_000;
+pub const DEFAULT_RETAIN_DECISIONS: std::num::NonZeroU64 = std::num::NonZeroU64::new(1_000_000).unwrap();
 
 /// What the engine's application hands to the decisions writer, in order.
 enum Handoff {
@@ -225,7 +225,7 @@ struct ArmaSink {
     unsnapshotted: u64,
     written: Instant,
     interval: Duration,
-    retain: u64,
+    retain: std::num::NonZeroU64,
     metrics: Option<Metrics>,
 }
 

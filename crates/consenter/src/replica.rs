@@ -27,13 +27,13 @@ use crate::{Error, Result};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeLimits {
     /// Outgoing messages kept per peer while it is slow or down.
-    pub peer_queue_messages: usize,
+    pub peer_queue_messages: std::num::NonZeroUsize,
     /// Outgoing bytes kept per peer.
     pub peer_queue_bytes: usize,
     /// Outgoing bytes kept over all peers.
     pub total_queue_bytes: usize,
     /// Verified inbound bytes per sender waiting for the replica.
-    pub inbound_bytes_per_peer: usize,
+    pub inbound_bytes_per_peer: std::num::NonZeroUsize,
     /// Bytes of undecided client requests waiting in `Submit` at once.
     pub submit_bytes: usize,
     /// Clients waiting in `Submit` at once.
@@ -41,7 +41,7 @@ pub struct NodeLimits {
     /// How long `Submit` waits for the decision.
     pub submit_timeout: Duration,
     /// Open gRPC connections at once.
-    pub max_connections: usize,
+    pub max_connections: std::num::NonZeroUsize,
     /// A connection that sends nothing this long is closed.
     pub idle_timeout: Duration,
     /// Concurrent HTTP/2 streams (calls) per connection.
@@ -51,14 +51,15 @@ pub struct NodeLimits {
 impl Default for NodeLimits {
     fn default() -> NodeLimits {
         NodeLimits {
-            peer_queue_messages: 4096,
+            peer_queue_messages: std::num::NonZeroUsize::new(4096).unwrap_or(std::num::NonZeroUsize::MIN),
             peer_queue_bytes: 32 << 20,
             total_queue_bytes: 96 << 20,
-            inbound_bytes_per_peer: 32 << 20,
+            inbound_bytes_per_peer: std::num::NonZeroUsize::new(32 << 20)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
             submit_bytes: 64 << 20,
             submit_waiting: 10_000,
             submit_timeout: Duration::from_secs(30),
-            max_connections: 1024,
+            max_connections: std::num::NonZeroUsize::new(1024).unwrap_or(std::num::NonZeroUsize::MIN),
             idle_timeout: Duration::from_secs(120),
             max_streams_per_connection: 64,
         }
@@ -484,7 +485,7 @@ async fn serve(
     };
     let listener = wire::node::bind(listen).await.map_err(listen_error)?;
     let server_limits = wire::server::ServerLimits {
-        max_connections: limits.max_connections.max(1),
+        max_connections: limits.max_connections.get(),
         idle_timeout: limits.idle_timeout,
         max_concurrent_streams: limits.max_streams_per_connection,
         ..wire::server::ServerLimits::default()

@@ -60,7 +60,7 @@ pub struct ServiceLimits {
     /// How long `Submit` waits for the decision before answering DEADLINE_EXCEEDED.
     pub submit_timeout: Duration,
     /// Bytes of verified messages per sender waiting for the replica.
-    pub inbound_bytes_per_peer: usize,
+    pub inbound_bytes_per_peer: std::num::NonZeroUsize,
 }
 
 /// The application's check of a submitted request (the Arma application decodes it and
@@ -84,7 +84,11 @@ impl ConsensusService {
     /// The service over `deps`.
     pub fn new(deps: ServiceDeps) -> ConsensusService {
         let n = deps.keys.n();
-        let budget = deps.limits.inbound_bytes_per_peer.min(Semaphore::MAX_PERMITS);
+        let budget = deps
+            .limits
+            .inbound_bytes_per_peer
+            .get()
+            .min(Semaphore::MAX_PERMITS);
         ConsensusService {
             check: None,
             guard: Arc::new(ReplayGuard::new(n)),
@@ -126,8 +130,7 @@ impl ConsensusService {
             .ok_or_else(|| Status::permission_denied("unknown sender"))?;
         let want = size
             .saturating_add(INBOUND_OVERHEAD)
-            .min(self.deps.limits.inbound_bytes_per_peer)
-            .max(1);
+            .min(self.deps.limits.inbound_bytes_per_peer.get());
         let permits = u32::try_from(want).unwrap_or(u32::MAX);
         budget
             .clone()

@@ -75,7 +75,7 @@ impl Stats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
     /// Messages kept per peer.
-    pub messages_per_peer: usize,
+    pub messages_per_peer: std::num::NonZeroUsize,
     /// Bytes kept per peer (a single larger message is still kept alone).
     pub bytes_per_peer: usize,
     /// Bytes kept over all peers.
@@ -169,7 +169,7 @@ impl OutQueues {
             let len = payload.len();
             let mut freed = 0;
             while !q.items.is_empty()
-                && (q.items.len() >= self.limits.messages_per_peer.max(1)
+                && (q.items.len() >= self.limits.messages_per_peer.get()
                     || q.bytes.saturating_add(len) > self.limits.bytes_per_peer)
             {
                 freed += q.pop().map_or(0, |i| i.payload.len());
@@ -474,7 +474,7 @@ mod tests {
 
     fn limits(messages: usize, peer: usize, total: usize) -> QueueLimits {
         QueueLimits {
-            messages_per_peer: messages,
+            messages_per_peer: std::num::NonZeroUsize::new(messages).unwrap(),
             bytes_per_peer: peer,
             total_bytes: total,
         }

@@ -517,7 +517,7 @@ fn a_consenter_behind_the_pruned_decisions_catches_up_by_snapshot() {
             c.node.engine.retain_decisions = 0;
             // The others keep only a few messages for the absent consenter, so it cannot
             // decide from their backlog when it comes up.
-            c.node.limits.peer_queue_messages = 4;
+            c.node.limits.peer_queue_messages = std::num::NonZeroUsize::new(4).unwrap();
             c
         })
         .collect();

@@ -49,7 +49,7 @@ async fn a_flooding_peer_is_held_at_its_own_budget() {
         limits: ServiceLimits {
             max_request_bytes: 1 << 20,
             submit_timeout: Duration::from_secs(1),
-            inbound_bytes_per_peer: 4 << 20,
+            inbound_bytes_per_peer: std::num::NonZeroUsize::new(4 << 20).unwrap(),
         },
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -150,7 +150,11 @@ async fn prepare(engine: &Engine, ns: &str, population: usize) -> anyhow::Result
 }
 
 /// Commits all batches with `workers` in flight; returns (committed, seconds).
-async fn drive(engine: &Engine, batches: Vec<Vec<VcTx>>, workers: std::num::NonZeroUsize) -> anyhow::Result<(usize, f64)> {
+async fn drive(
+    engine: &Engine,
+    batches: Vec<Vec<VcTx>>,
+    workers: std::num::NonZeroUsize,
+) -> anyhow::Result<(usize, f64)> {
     let start = Instant::now();
     let queue = Arc::new(tokio::sync::Mutex::new(batches.into_iter()));
     let mut tasks = Vec::new();

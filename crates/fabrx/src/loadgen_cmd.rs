@@ -2,7 +2,6 @@
 //! the oracle and the baselines live in the `loadgen` crate; this is the shell: flags,
 //! database, progress on a terminal, the summary on stdout.
 
-use std::num::NonZeroUsize;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use loadgen::committer::{self, Progress, RunInfo};
@@ -12,6 +11,7 @@ use loadgen::{Scheme, Summary, Workload, WorkloadSpec};
 use sidecar::pipeline::PipelineConfig;
 use std::io::IsTerminal;
 use std::num::NonZeroU32;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

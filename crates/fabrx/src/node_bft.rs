@@ -58,8 +58,8 @@ pub struct BftArgs {
     #[arg(long, default_value_t = 10, value_parser = crate::server_args::positive_u64)]
     tick_ms: u64,
     /// Messages kept per peer while it is slow or down (oldest dropped beyond).
-    #[arg(long, default_value_t = 4096)]
-    peer_queue: usize,
+    #[arg(long, default_value = "4096", value_parser = crate::server_args::positive_usize)]
+    peer_queue: std::num::NonZeroUsize,
     /// Chain name, bound with the public keys into every signature: clusters that
     /// share keys must use different names.
     #[arg(long, default_value = consenter::keys::DEFAULT_CHAIN)]
@@ -81,8 +81,8 @@ pub struct BftArgs {
     #[arg(long, default_value_t = 30_000)]
     submit_timeout_ms: u64,
     /// Open gRPC connections at once (more are closed at accept).
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
+    #[arg(long, default_value = "1024", value_parser = crate::server_args::positive_usize)]
+    max_connections: std::num::NonZeroUsize,
     /// A connection that sends nothing this long is closed.
     #[arg(long, default_value_t = 120)]
     idle_timeout_s: u64,

@@ -106,8 +106,8 @@ pub struct ConsenterArgs {
     #[arg(long, default_value_t = 256)]
     max_decision_streams: usize,
     /// Open gRPC connections at once (more are closed at accept).
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
+    #[arg(long, default_value = "1024", value_parser = crate::server_args::positive_usize)]
+    max_connections: std::num::NonZeroUsize,
     /// Prometheus `/metrics` listen address (off when absent; docs/metrics.md).
     #[arg(long)]
     metrics: Option<String>,

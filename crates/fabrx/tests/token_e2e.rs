@@ -132,7 +132,7 @@ fn network(dir: &Path) -> (wallet::TokenNetwork, netconfig::NetworkConfig) {
         namespace: app.namespace.clone(),
         ns_version: app.ns_version,
         call_timeout: Duration::from_secs(10),
-        confirmations: 1,
+        confirmations: std::num::NonZeroUsize::MIN,
     };
     (net, config)
 }

@@ -212,7 +212,7 @@ impl World {
         c.heartbeat_interval_ms = 50;
         c.heartbeat_timeout_ms = 250;
         c.view_change_timeout_ms = 250;
-        c.sync_batch = 8;
+        c.sync_batch = std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN);
         // Small and varied, so checkpoints, pruning and snapshot transfer happen often.
         c.checkpoint_interval = [3, 5, 8][(self.sc.seed % 3) as usize];
         c.retain_decisions = [0, 2, 6][(self.sc.seed / 3 % 3) as usize];

@@ -12,6 +12,7 @@
 use crate::Policies;
 use crypto::{PublicKey, Signature, SignedMessage};
 use rayon::prelude::*;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use types::endorsement::namespace_signing_bytes;
@@ -24,17 +25,16 @@ use types::{Endorsement, Status, Tx, TxId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunks {
     /// Ed25519 (one batch equation per chunk, or smaller ones: [`Groups`]).
-    pub ed25519: usize,
+    pub ed25519: NonZeroUsize,
     /// ECDSA P-256 (no batch equation: only the unit of parallel work).
-    pub ecdsa_p256: usize,
+    pub ecdsa_p256: NonZeroUsize,
     /// BLS12-381 (one multi-pairing per chunk).
-    pub bls12_381: usize,
+    pub bls12_381: NonZeroUsize,
 }
 
 impl Chunks {
-    /// The same chunk size for every scheme (at least 1).
-    pub fn uniform(n: usize) -> Chunks {
-        let n = n.max(1);
+    /// The same chunk size for every scheme.
+    pub fn uniform(n: NonZeroUsize) -> Chunks {
         Chunks {
             ed25519: n,
             ecdsa_p256: n,
@@ -48,7 +48,7 @@ impl Chunks {
             crypto::Scheme::EcdsaP256 => self.ecdsa_p256,
             crypto::Scheme::Bls12381 => self.bls12_381,
         }
-        .max(1)
+        .get()
     }
 }
 
@@ -57,10 +57,11 @@ impl Default for Chunks {
     /// single verification costs ~2 batched ones, so small BLS chunks keep a bad signature
     /// cheap while the final exponentiation stays amortised.
     fn default() -> Chunks {
+        let n = |v: usize| NonZeroUsize::new(v).unwrap_or(NonZeroUsize::MIN);
         Chunks {
-            ed25519: 64,
-            ecdsa_p256: 64,
-            bls12_381: 16,
+            ed25519: n(64),
+            ecdsa_p256: n(64),
+            bls12_381: n(16),
         }
     }
 }
@@ -378,14 +379,15 @@ mod tests {
         for per_mille in 0..=1000 {
             let g = at(per_mille);
             assert!(g.ed25519 <= previous && g.ed25519 >= 1, "{per_mille}");
-            assert!(g.bls12_381 >= 1 && g.bls12_381 <= chunks.bls12_381);
+            assert!(g.bls12_381 >= 1 && g.bls12_381 <= chunks.bls12_381.get());
             previous = g.ed25519;
         }
         // Never larger than the chunk, which stays the unit of parallel work.
-        let small = groups_for(Chunks::uniform(3), 0);
+        let three = NonZeroUsize::new(3).unwrap();
+        let small = groups_for(Chunks::uniform(three), 0);
         assert_eq!(
             (small.ed25519, small.bls12_381, small.chunks),
-            (3, 3, Chunks::uniform(3))
+            (3, 3, Chunks::uniform(three))
         );
     }
 

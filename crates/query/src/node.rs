@@ -144,7 +144,7 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     )?;
     let service = QueryService::new(
         Arc::new(upstream),
-        config.limits.max_concurrent.get(),
+        config.limits.max_concurrent,
         config.limits.queue_timeout,
     )
     .with_metrics(deps.metrics)

@@ -34,10 +34,14 @@ impl QueryService {
     /// A service over `upstream` serving at most `max_concurrent` requests at once; a
     /// request that waits longer than `queue_timeout` for its turn is refused
     /// `RESOURCE_EXHAUSTED`.
-    pub fn new(upstream: Arc<VcUpstream>, max_concurrent: usize, queue_timeout: Duration) -> QueryService {
+    pub fn new(
+        upstream: Arc<VcUpstream>,
+        max_concurrent: std::num::NonZeroUsize,
+        queue_timeout: Duration,
+    ) -> QueryService {
         QueryService {
             upstream,
-            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            permits: Arc::new(Semaphore::new(max_concurrent.get())),
             queue_timeout,
             metrics: None,
             reads: Arc::new(crate::node::ReadPolicy::default()),

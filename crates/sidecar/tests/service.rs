@@ -66,10 +66,14 @@ async fn serve_with(config: NotifierConfig, stream_buffer: usize) -> Node {
     let notifier = Notifier::new(config, Arc::new(store.reader()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let svc =
-        SidecarGrpc::new(store.reader(), notifier.clone(), ServiceConfig {
+    let svc = SidecarGrpc::new(
+        store.reader(),
+        notifier.clone(),
+        ServiceConfig {
             stream_buffer: std::num::NonZeroUsize::new(stream_buffer).unwrap(),
-        }).into_server();
+        },
+    )
+    .into_server();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(svc)

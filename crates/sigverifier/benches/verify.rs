@@ -152,7 +152,9 @@ fn chunks(c: &mut Criterion) {
         let (policies, batch) = setup(scheme, &[]);
         let (_, bad_batch) = setup(scheme, &bad);
         for size in sizes {
-            let v = Verifier::new(n).unwrap().with_chunks(Chunks::uniform(size));
+            let v = Verifier::new(n)
+                .unwrap()
+                .with_chunks(Chunks::uniform(std::num::NonZeroUsize::new(size).unwrap()));
             group.bench_function(BenchmarkId::new(format!("{scheme}/good"), size), |b| {
                 b.iter(|| v.verify(black_box(&policies), &batch))
             });

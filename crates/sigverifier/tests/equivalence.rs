@@ -184,12 +184,12 @@ proptest! {
         let txs: Vec<_> = specs.iter().enumerate().map(|(i, s)| build(i, s)).collect();
         let want = oracle(&k.policies, &txs);
         prop_assert_eq!(&k.policies.verify_batch(&txs), &want);
-        let verifier = Verifier::new(2).unwrap().with_chunks(sigverifier::batch::Chunks::uniform(chunk));
+        let verifier = Verifier::new(2).unwrap().with_chunks(sigverifier::batch::Chunks::uniform(std::num::NonZeroUsize::new(chunk).unwrap()));
         // Twice: the second call batches by the share the first one saw.
         prop_assert_eq!(&verifier.verify(&k.policies, &txs), &want);
         prop_assert_eq!(&verifier.verify(&k.policies, &txs), &want);
         // Batch sizes chosen for any bad share give the same verdicts.
-        let adaptive = sigverifier::batch::Adaptive::new(sigverifier::batch::Chunks::uniform(chunk));
+        let adaptive = sigverifier::batch::Adaptive::new(sigverifier::batch::Chunks::uniform(std::num::NonZeroUsize::new(chunk).unwrap()));
         adaptive.observe(1000, bad_per_mille);
         prop_assert_eq!(&sigverifier::batch::verify_batch_adaptive(&k.policies, &txs, &adaptive), &want);
     }

@@ -37,7 +37,7 @@ pub struct TokenNetwork {
     pub call_timeout: Duration,
     /// How many query services must agree before a status or a token is believed
     /// (at least 1; [`confirmations`] of the number of query services by default).
-    pub confirmations: usize,
+    pub confirmations: std::num::NonZeroUsize,
 }
 
 /// Rows the wallet asks for per page of owned rows; a page with more is not believed.
@@ -57,8 +57,10 @@ pub const OWNED_DEADLINE: Duration = Duration::from_secs(60);
 /// `running` run a query service: f + 1 (f = ⌊(parties − 1)/3⌋), so that at least one of
 /// them is honest when at most f parties are not — or every running one when fewer run
 /// (with one committing party, that party is trusted by necessity).
-pub fn confirmations(parties: usize, running: usize) -> usize {
-    (parties.saturating_sub(1) / 3 + 1).min(running).max(1)
+pub fn confirmations(parties: usize, running: usize) -> std::num::NonZeroUsize {
+    let f_plus_1 = std::num::NonZeroUsize::MIN.saturating_add(parties.saturating_sub(1) / 3);
+    // With no query service running, one answer is still needed (and none will come).
+    f_plus_1.min(std::num::NonZeroUsize::new(running).unwrap_or(std::num::NonZeroUsize::MIN))
 }
 
 /// What the routers said to one envelope.
@@ -208,7 +210,7 @@ impl TokenNetwork {
     /// The confirmations needed, when at least that many query services answered (else
     /// the network is unreachable, naming why the others did not).
     fn enough_answered(&self, answered: usize, errors: &[String]) -> Result<usize> {
-        let need = self.confirmations.max(1);
+        let need = self.confirmations.get();
         if answered < need {
             return Err(Error::Unreachable(format!(
                 "{answered} query services answered, {need} needed: {}",

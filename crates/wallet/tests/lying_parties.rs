@@ -253,7 +253,7 @@ async fn a_lying_query_service_or_sidecar_cannot_make_the_wallet_pay_twice_or_se
         query.push(serve_query(honest.clone()).await);
     }
     let net = network(query.clone(), vec![serve_sidecar().await]);
-    assert_eq!(net.confirmations, 2);
+    assert_eq!(net.confirmations.get(), 2);
 
     let ids = vec!["paid".to_string(), "undecided".to_string()];
     let s = net.statuses(&ids).await.unwrap();
@@ -285,7 +285,7 @@ async fn a_lying_query_service_or_sidecar_cannot_make_the_wallet_pay_twice_or_se
             ..Knows::default()
         };
         let mut net = network(vec![serve_query(bad).await, query[1].clone()], vec![]);
-        net.confirmations = 2;
+        net.confirmations = std::num::NonZeroUsize::new(2).unwrap();
         let e = net.owned(&alice).await.unwrap_err();
         assert!(
             e.to_string().contains("1 query services answered, 2 needed"),

@@ -29,11 +29,11 @@ fn key(b: &SignedBatch) -> Key {
 
 impl Served {
     /// An empty set holding at most `capacity` batches.
-    pub fn new(capacity: usize) -> Served {
+    pub fn new(capacity: std::num::NonZeroUsize) -> Served {
         Served {
             batches: Mutex::new(BTreeMap::new()),
             ordered: Mutex::new(BTreeMap::new()),
-            capacity: capacity.max(1),
+            capacity: capacity.get(),
             version: watch::Sender::new(0),
         }
     }
@@ -150,7 +150,7 @@ mod tests {
     /// other lanes and terms are not mixed in.
     #[test]
     fn a_pull_from_an_ordered_seq_goes_on_with_the_next_served() {
-        let s = Served::new(16);
+        let s = Served::new(std::num::NonZeroUsize::new(16).unwrap());
         for seq in 1..=3 {
             s.insert(batch(5, 2, seq));
         }

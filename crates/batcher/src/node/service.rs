@@ -40,7 +40,7 @@ pub struct IntakeService {
     /// The loop's intake queue.
     pub tx: mpsc::Sender<IntakeItem>,
     /// Requests per stream awaiting their answer.
-    pub stream_max_in_flight: usize,
+    pub stream_max_in_flight: std::num::NonZeroUsize,
     /// Bytes of requests queued for the core, all streams together.
     pub queue_bytes: Arc<Semaphore>,
     /// Larger requests are answered `TOO_LARGE` without reaching the core.
@@ -86,7 +86,7 @@ impl BatcherIntake for IntakeService {
         request: Request<Streaming<pb::IntakeRequest>>,
     ) -> Result<Response<Self::IntakeStream>, Status> {
         let mut input = request.into_inner();
-        let (tx_out, rx_out) = mpsc::channel(self.stream_max_in_flight.max(1));
+        let (tx_out, rx_out) = mpsc::channel(self.stream_max_in_flight.get());
         let (tx_core, stop) = (self.tx.clone(), self.stop.clone());
         let (budget, max) = (Arc::clone(&self.queue_bytes), self.max_request_bytes);
         let stats = Arc::clone(&self.stats);

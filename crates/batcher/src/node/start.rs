@@ -157,7 +157,7 @@ impl Parts {
         })?;
         Ok(Parts {
             stats,
-            served: Arc::new(Served::new(config.shell.served_batches.get())),
+            served: Arc::new(Served::new(config.shell.served_batches)),
             reader,
             tx_persist,
             rx_done,
@@ -191,7 +191,7 @@ impl Parts {
             .min(Semaphore::MAX_PERMITS);
         let intake = IntakeService {
             tx: tx_intake,
-            stream_max_in_flight: config.shell.stream_max_in_flight.get(),
+            stream_max_in_flight: config.shell.stream_max_in_flight,
             queue_bytes: Arc::new(Semaphore::new(queue_bytes)),
             max_request_bytes: cfg.max_request_bytes.get(),
             stats: Arc::clone(&self.stats),

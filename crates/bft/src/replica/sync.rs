@@ -156,7 +156,7 @@ impl<A: Application> Replica<A> {
         let start = usize::try_from(from_seq.saturating_sub(first)).unwrap_or(usize::MAX);
         let mut decisions = Vec::new();
         let mut bytes = 0usize;
-        for d in self.decisions.iter().skip(start).take(self.cfg.sync_batch.max(1)) {
+        for d in self.decisions.iter().skip(start).take(self.cfg.sync_batch.get()) {
             let size = super::decision_bytes(d);
             if !decisions.is_empty() && bytes.saturating_add(size) > self.cfg.sync_max_bytes {
                 break;
