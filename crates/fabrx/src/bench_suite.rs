@@ -499,7 +499,7 @@ pub fn cpu_per_role(
             us_per_tx: 0.0,
         });
         e.nodes += 1;
-        e.cpu_seconds += end.saturating_sub(*start) as f64 / crate::proc_cpu::TICKS_PER_SECOND;
+        e.cpu_seconds += end.saturating_sub(*start) as f64 / devnet::cpu::TICKS_PER_SECOND;
     }
     for e in out.values_mut() {
         e.cpu_seconds = (e.cpu_seconds * 100.0).round() / 100.0;
@@ -512,28 +512,16 @@ pub fn cpu_per_role(
 
 /// `(role, pid, clock ticks)` of every running node of the network in `dir`.
 fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
-    let Ok(text) = std::fs::read_to_string(dir.join("network.json")) else {
+    let Ok(Some(net)) = devnet::file::NetworkFile::load(dir) else {
         return Vec::new();
     };
-    let Ok(net) = serde_json::from_str::<Value>(&text) else {
-        return Vec::new();
-    };
-    net["nodes"]
-        .as_array()
-        .map(|nodes| {
-            nodes
-                .iter()
-                .filter_map(|n| {
-                    let pid = n["pid"].as_u64()?;
-                    Some((
-                        n["role"].as_str()?.to_string(),
-                        pid,
-                        crate::proc_cpu::ticks(Some(pid))?,
-                    ))
-                })
-                .collect()
+    net.nodes
+        .into_iter()
+        .filter_map(|n| {
+            let pid = u64::from(n.pid);
+            Some((n.role, pid, devnet::cpu::ticks(Some(pid))?))
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// A network started for the suite; stopped (and its directory removed unless kept)
@@ -557,7 +545,7 @@ impl Drop for Running {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
         if let Some((url, name)) = &self.database
-            && let Err(e) = crate::pg_admin::drop_database(url)
+            && let Err(e) = devnet::pg::drop_database(url)
         {
             eprintln!("bench: dropping database {name}: {e:#}");
         }
@@ -566,8 +554,8 @@ impl Drop for Running {
 
 /// A fresh database `<NAME>_b<seq>` next to the one `url` names: its URL and name.
 fn fresh_database(url: &str, seq: usize) -> anyhow::Result<(String, String)> {
-    let (fresh_url, fresh) = crate::pg_admin::sibling_database(url, &format!("_b{seq}"))?;
-    crate::pg_admin::recreate_database(&fresh_url)?;
+    let (fresh_url, fresh) = devnet::pg::sibling_database(url, &format!("_b{seq}"))?;
+    devnet::pg::recreate_database(&fresh_url)?;
     Ok((fresh_url, fresh))
 }
 

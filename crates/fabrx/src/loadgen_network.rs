@@ -163,7 +163,7 @@ async fn prepare(
         .with_context(|| format!("reading the network's administrator key {}", meta_path.display()))?;
     let tag = spec.tag.clone();
     let conflict_rate = spec.conflict_rate;
-    let cpu_at_start = crate::proc_cpu::own_seconds();
+    let cpu_at_start = devnet::cpu::own_seconds();
     let workload =
         tokio::task::spawn_blocking(move || loadgen::workload::plan(&spec)?.sign_with_meta(meta)).await??;
     let confirmed_by = if endpoints.sidecar.is_some() {
@@ -236,7 +236,7 @@ pub async fn run(
         drain: Duration::from_secs_f64(args.drain),
         control: control.clone(),
     };
-    let cpu_at_load = crate::proc_cpu::own_seconds();
+    let cpu_at_load = devnet::cpu::own_seconds();
     let started_unix_ms = unix_ms();
     let mut print = printer();
     let run = network::run(&endpoints, &load, pace, |p| {
@@ -256,7 +256,7 @@ pub async fn run(
         );
     }
     let mut summary = summary(&run, confirmed_by, &tag, rate, genesis_seconds);
-    let cpu = [cpu_at_start, cpu_at_load, crate::proc_cpu::own_seconds()];
+    let cpu = [cpu_at_start, cpu_at_load, devnet::cpu::own_seconds()];
     annotate(
         &mut summary,
         args,

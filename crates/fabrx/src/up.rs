@@ -88,44 +88,12 @@ pub struct StatusArgs {
     interval: std::num::NonZeroU64,
 }
 
-/// One node of `network.json`.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-struct NodeEntry {
-    name: String,
-    role: String,
-    party: u32,
-    shard: Option<u32>,
-    pid: u32,
-    argv: Vec<String>,
-    cwd: PathBuf,
-    listen: String,
-    metrics: Option<String>,
-    data_dir: PathBuf,
-    log: PathBuf,
-}
-
-/// `network.json`.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct NetworkFile {
-    parties: u32,
-    shards: u32,
-    nodes: Vec<NodeEntry>,
-}
+use devnet::file::{NetworkFile, NodeEntry};
 
 const READY: Duration = Duration::from_secs(60);
 
-fn network_json(dir: &Path) -> PathBuf {
-    dir.join("network.json")
-}
-
 fn load(dir: &Path) -> anyhow::Result<Option<NetworkFile>> {
-    match std::fs::read_to_string(network_json(dir)) {
-        Ok(text) => Ok(Some(
-            serde_json::from_str(&text).context("network.json does not parse")?,
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).context("reading network.json"),
-    }
+    Ok(NetworkFile::load(dir)?)
 }
 
 /// Whether `pid` runs the node whose argv is `argv` (its `/proc` command line).
@@ -503,9 +471,9 @@ fn party_database(url: &str, p: u32) -> anyhow::Result<String> {
     let party_url = if p == 1 {
         url.to_owned()
     } else {
-        crate::pg_admin::sibling_database(url, &format!("_party{p}"))?.0
+        devnet::pg::sibling_database(url, &format!("_party{p}"))?.0
     };
-    crate::pg_admin::ensure_database(&party_url)?;
+    devnet::pg::ensure_database(&party_url)?;
     Ok(party_url)
 }
 
@@ -639,10 +607,7 @@ fn write(dir: &Path, config: &netconfig::NetworkConfig, nodes: &[NodeEntry]) -> 
         shards: config.shards().get(),
         nodes: nodes.to_vec(),
     };
-    let tmp = dir.join("network.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&file)?).context("writing network.json")?;
-    std::fs::rename(&tmp, network_json(dir)).context("writing network.json")?;
-    Ok(())
+    Ok(file.write(dir)?)
 }
 
 fn print_nodes(nodes: &[NodeEntry], json: bool, state: impl Fn(&NodeEntry) -> &'static str) {
@@ -720,7 +685,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     for n in &file.nodes {
         let up = alive(n.pid, &n.argv);
         let height = if up {
-            rt.block_on(crate::status_height::height(&n.role, &n.listen))
+            rt.block_on(devnet::height::height(&n.role, &n.listen))
         } else {
             None
         };

@@ -105,7 +105,7 @@ pub fn token_network(dir: &Path) -> anyhow::Result<TokenNetwork> {
         .unwrap_or_default();
     // The query services that run: those `fabrx up` started when it wrote network.json
     // (committing parties only), else every one the config lists.
-    let running = running_query_parties(dir);
+    let running = running_query_parties(dir)?;
     let query: Vec<String> = app
         .query
         .iter()
@@ -127,18 +127,8 @@ pub fn token_network(dir: &Path) -> anyhow::Result<TokenNetwork> {
 
 /// The parties whose query service `fabrx up` started, from `<dir>/network.json`
 /// (`None` without one: a network not started by `fabrx up`).
-fn running_query_parties(dir: &Path) -> Option<Vec<u32>> {
-    let text = std::fs::read_to_string(dir.join("network.json")).ok()?;
-    let net: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(
-        net.get("nodes")?
-            .as_array()?
-            .iter()
-            .filter(|n| n.get("role").and_then(|r| r.as_str()) == Some("query"))
-            .filter_map(|n| n.get("party").and_then(serde_json::Value::as_u64))
-            .filter_map(|p| u32::try_from(p).ok())
-            .collect(),
-    )
+fn running_query_parties(dir: &Path) -> anyhow::Result<Option<Vec<u32>>> {
+    Ok(devnet::file::NetworkFile::load(dir)?.map(|net| net.query_parties()))
 }
 
 fn address(text: &str) -> anyhow::Result<token::Address> {

@@ -38,7 +38,7 @@ fn layer_of(name: &str) -> Option<Layer> {
         "testkit" => Testkit,
         "router" | "batcher" | "consenter" | "assembler" | "sidecar" | "sigverifier" | "vcservice"
         | "query" | "endorser" => Role,
-        "committer" | "loadgen" | "wallet" | "fabrx" | "netconfig" | "ordersim" => Composition,
+        "committer" | "loadgen" | "wallet" | "fabrx" | "netconfig" | "ordersim" | "devnet" => Composition,
         _ => return None,
     })
 }

@@ -1,11 +1,11 @@
 //! The shell of `fabrx status --watch` (docs/metrics.md "Watching a network"): every
 //! interval it scrapes each node's `/metrics` (plain HTTP, the address `network.json`
-//! records), hands the bodies to [`crate::status_watch`] and redraws the table: the
+//! records), hands the bodies to [`devnet::status`] and redraws the table: the
 //! screen is cleared first on a terminal, otherwise one table follows another. Ctrl-C
 //! ends it.
 
 use super::NodeEntry;
-use crate::status_watch::{NodeId, Row, Sample, State, render, row};
+use devnet::status::{NodeId, Row, Sample, State, render, row};
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
