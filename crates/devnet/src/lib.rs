@@ -8,12 +8,19 @@
 //!   role's metric names, the table.
 //! * [`height`] — the heights `fabrx status` probes (assembler, sidecar, consenter).
 //! * [`cpu`] — CPU time of a process, for cost per tx.
+//! * [`proxy`] — the latency proxy: regions emulated on one machine.
+//! * [`up`] — starting and stopping a network of processes (`fabrx up`, `fabrx down`).
+//! * [`token`] — the token application of a network: the wallet's view of it and its
+//!   genesis (the token namespace, the issuer's wallet).
 
 pub mod cpu;
 pub mod file;
 pub mod height;
 pub mod pg;
+pub mod proxy;
 pub mod status;
+pub mod token;
+pub mod up;
 
 /// Errors of the development network's library code.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +41,26 @@ pub enum Error {
         /// What the parser said.
         reason: String,
     },
+    /// The network config could not be generated, read or used.
+    #[error(transparent)]
+    Config(#[from] netconfig::Error),
+    /// A wallet call failed.
+    #[error(transparent)]
+    Wallet(#[from] wallet::Error),
+    /// A node could not be started, or did not become ready.
+    #[error("{name} {reason}")]
+    Node {
+        /// The node.
+        name: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The token application could not be set up.
+    #[error("token setup: {0}")]
+    Token(String),
+    /// The options contradict each other or the network.
+    #[error("{0}")]
+    Usage(String),
     /// A database could not be named, created or dropped.
     #[error("{what}: {reason}")]
     Database {

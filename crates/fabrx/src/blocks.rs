@@ -41,7 +41,7 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     let path = netconfig::config_path(&args.network);
     let config = netconfig::NetworkConfig::load(&path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
-    crate::tls_setup::install_client(&config, &args.network)?;
+    config.install_client_tls(&args.network)?;
     let endpoint = config
         .party(args.party)?
         .assembler

@@ -38,7 +38,7 @@ pub async fn run(spec: WorkloadSpec, args: MockArgs<'_>) -> anyhow::Result<()> {
         .with_context(|| format!("loading the network config {}", config_path.display()))?;
     // The client identity for both sides: the sidecar authorizes its callers, and checks
     // only that a server's certificate is one the network's CA signed.
-    crate::tls_setup::install_client(&config, dir)?;
+    config.install_client_tls(dir)?;
     let listen = config
         .party(party)?
         .assembler

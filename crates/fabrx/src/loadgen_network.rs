@@ -546,7 +546,7 @@ fn endpoints(dir: &Path, party: Option<u32>) -> anyhow::Result<Endpoints> {
     let config_path = netconfig::config_path(dir);
     let config = netconfig::NetworkConfig::load(&config_path)
         .with_context(|| format!("loading the network config {}", config_path.display()))?;
-    crate::tls_setup::install_client(&config, dir)?;
+    config.install_client_tls(dir)?;
     let routers = config.parties().iter().map(|p| p.router.uri()).collect();
     let assembler = config
         .parties()

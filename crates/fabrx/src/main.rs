@@ -23,7 +23,6 @@ mod node_sidecar;
 mod node_sigverifier;
 mod out;
 mod server_args;
-mod tls_setup;
 mod up;
 mod wallet_cmd;
 

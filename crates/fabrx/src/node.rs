@@ -85,7 +85,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
             if let (Some(path), Some(party)) = (&network, party) {
                 let net = netconfig::NetworkConfig::load(path)
                     .with_context(|| format!("loading the network config {}", path.display()))?;
-                crate::tls_setup::install(&net, path, wire::tls::Role::Vcservice, party, None)?;
+                net.install_tls(path, wire::tls::Role::Vcservice, party, None)?;
             }
             run_vcservice(&config, party).await
         }

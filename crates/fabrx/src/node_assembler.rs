@@ -37,13 +37,7 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
     let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    crate::tls_setup::install(
-        &config,
-        &args.config,
-        wire::tls::Role::Assembler,
-        args.party,
-        None,
-    )?;
+    config.install_tls(&args.config, wire::tls::Role::Assembler, args.party, None)?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;

@@ -44,8 +44,7 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    crate::tls_setup::install(
-        &config,
+    config.install_tls(
         &args.config,
         wire::tls::Role::Batcher,
         args.party,

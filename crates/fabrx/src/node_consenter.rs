@@ -198,7 +198,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
 fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<consenter::node::Config> {
     let config = netconfig::NetworkConfig::load(path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
-    crate::tls_setup::install(&config, path, wire::tls::Role::Consenter, party, None)?;
+    config.install_tls(path, wire::tls::Role::Consenter, party, None)?;
     let dir = network_dir(path);
     let key_file = match &args.key_file {
         Some(file) => file.clone(),

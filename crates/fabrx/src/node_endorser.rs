@@ -37,8 +37,7 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     let me = config.endorser(args.index)?.clone();
-    crate::tls_setup::install(
-        &config,
+    config.install_tls(
         &args.config,
         wire::tls::Role::Endorser,
         me.party,

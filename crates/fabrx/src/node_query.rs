@@ -33,7 +33,7 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    crate::tls_setup::install(&config, &args.config, wire::tls::Role::Query, args.party, None)?;
+    config.install_tls(&args.config, wire::tls::Role::Query, args.party, None)?;
     let listen = match args.listen {
         Some(l) => l,
         None => config.query_endpoint(args.party)?.listen_addr(),

@@ -35,7 +35,7 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut stopping = crate::node::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    crate::tls_setup::install(&config, &args.config, wire::tls::Role::Router, args.party, None)?;
+    config.install_tls(&args.config, wire::tls::Role::Router, args.party, None)?;
     let mut setup = config.router_setup(args.party, args.listen)?;
     setup.node.server = args.server.limits();
     let mut deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());

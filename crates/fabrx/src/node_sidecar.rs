@@ -139,7 +139,7 @@ fn feed(args: &SidecarArgs) -> anyhow::Result<(Feed, types::NamespacePolicy, Opt
         let party = args.party.context("--network needs --party")?;
         let config = netconfig::NetworkConfig::load(path)
             .with_context(|| format!("loading the network config {}", path.display()))?;
-        crate::tls_setup::install(&config, path, wire::tls::Role::Sidecar, party, None)?;
+        config.install_tls(path, wire::tls::Role::Sidecar, party, None)?;
         let source = config.orderer_source(party)?;
         let meta = config.committers()?.meta_policy.clone();
         return Ok((Feed::Orderer(source), meta, Some(party)));

@@ -44,7 +44,7 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
     if let (Some(path), Some(party)) = (&args.network, args.party) {
         let config = netconfig::NetworkConfig::load(path)
             .with_context(|| format!("loading the network config {}", path.display()))?;
-        crate::tls_setup::install(&config, path, wire::tls::Role::Sigverifier, party, None)?;
+        config.install_tls(path, wire::tls::Role::Sigverifier, party, None)?;
     }
     let metrics = match &args.metrics {
         None => None,

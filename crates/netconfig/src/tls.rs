@@ -191,4 +191,41 @@ impl crate::NetworkConfig {
             peers: self.tls_peers.clone(),
         }))
     }
+
+    /// Installs this process's TLS identity, `role` of `party` (and `shard`), in the
+    /// network whose config file is `config_path` (`wire::tls::install`; docs/tls.md):
+    /// nodes at start, clients before they connect. Returns whether TLS is on (a network
+    /// generated with `--insecure` has no `tls` section and nothing is installed).
+    pub fn install_tls(
+        &self,
+        config_path: &Path,
+        role: Role,
+        party: u32,
+        shard: Option<u32>,
+    ) -> Result<bool> {
+        let me = Peer { role, party, shard };
+        let Some(tls) = self.node_tls(config_path, me)? else {
+            return Ok(false);
+        };
+        wire::tls::install(tls).map_err(|e| Error::Tls {
+            reason: format!("installing the TLS identity of {me}: {e}"),
+        })?;
+        Ok(true)
+    }
+
+    /// Installs the wallets' identity (`tls/wallet.*`) of the network in `dir`; a network
+    /// generated before wallets had their own uses the clients' (which may also read
+    /// blocks). Returns whether TLS is on and whether the clients' identity stood in.
+    pub fn install_wallet_tls(&self, dir: &Path) -> Result<(bool, bool)> {
+        let path = crate::config_path(dir);
+        if self.has_tls_role(Role::Wallet) == Some(false) {
+            return Ok((self.install_tls(&path, Role::Client, 0, None)?, true));
+        }
+        Ok((self.install_tls(&path, Role::Wallet, 0, None)?, false))
+    }
+
+    /// Installs the clients' identity (`tls/client.*`) of the network in `dir`.
+    pub fn install_client_tls(&self, dir: &Path) -> Result<bool> {
+        self.install_tls(&crate::config_path(dir), Role::Client, 0, None)
+    }
 }

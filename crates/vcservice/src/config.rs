@@ -61,7 +61,7 @@ impl DbTarget {
 }
 
 /// A vcservice process's configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct VcConfig {
     /// gRPC listen address.
@@ -161,6 +161,33 @@ impl VcConfig {
         }
     }
 
+    /// A configuration serving on `listen` over database `db`, every other field at its
+    /// default.
+    pub fn new(listen: String, db: String) -> VcConfig {
+        VcConfig {
+            listen,
+            metrics_listen: None,
+            db,
+            extra_db_urls: Vec::new(),
+            pool_size: default_pool(),
+            tablets: None,
+            workers: default_workers(),
+            queue: default_queue(),
+            durability: Durability::default(),
+            max_in_flight: default_max_in_flight(),
+            max_connections: default_max_connections(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+        }
+    }
+
+    /// The configuration as TOML text, every field written ([`VcConfig::from_toml`] reads
+    /// it back).
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::Config {
+            detail: e.to_string(),
+        })
+    }
+
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<VcConfig> {
         toml::from_str(text).map_err(|e| Error::Config {
@@ -229,5 +256,20 @@ mod tests {
         );
         assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\ntablets = 0\n").is_err());
         assert!(VcConfig::from_toml("listen = \"x\"\ndb = \"y\"\nworkers = 0\n").is_err());
+    }
+
+    #[test]
+    fn a_written_config_reads_back_the_same() {
+        let mut c = VcConfig::new("127.0.0.1:7".into(), "embedded:/tmp/v".into());
+        assert_eq!(
+            VcConfig::from_toml("listen = \"127.0.0.1:7\"\ndb = \"embedded:/tmp/v\"\n").unwrap(),
+            c,
+            "new() gives the file's defaults"
+        );
+        c.metrics_listen = Some("127.0.0.1:8".into());
+        c.tablets = NonZeroU32::new(4);
+        c.durability = Durability::NoSync;
+        let text = c.to_toml().unwrap();
+        assert_eq!(VcConfig::from_toml(&text).unwrap(), c, "{text}");
     }
 }
