@@ -16,7 +16,7 @@
 # (router, consenter, assembler, batchers) of every party of another region Q replaced
 # by 127.0.(10+Q').1:<same port> where Q' is R's index — an address that R's proxy
 # process for the pair (R, Q) listens on and forwards, delayed, to the real node. Nothing
-# else differs (checked). Each node runs its network.json argv with --config/--network
+# else differs (checked). Each node runs its network.json argv with --network
 # pointing to its own region's file; the load client runs in region A with region A's.
 # The committer (party 1) and the client are in region A: the committer and token
 # sections of the config are left as they are (no other region calls them).

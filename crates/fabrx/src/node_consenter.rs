@@ -30,7 +30,7 @@ pub struct ConsenterArgs {
     /// `<dir>/config/network-config.json`); needs `--party`. The key file defaults to
     /// `<dir>/keys/party-<P>/consenter.key` and the peer keys to
     /// `<dir>/config/consenter-peer-keys.txt`.
-    #[arg(long, requires = "party")]
+    #[arg(long = "network", visible_alias = "config", requires = "party")]
     config: Option<PathBuf>,
     /// This consenter's party (1..N), with `--config`.
     #[arg(long, requires = "config")]

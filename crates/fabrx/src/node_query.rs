@@ -12,7 +12,7 @@ use tracing::info;
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// The network config file (`<dir>/config/network-config.json`).
-    #[arg(long)]
+    #[arg(long = "network", visible_alias = "config")]
     config: PathBuf,
     /// The committing party (1..N) whose state it serves.
     #[arg(long)]

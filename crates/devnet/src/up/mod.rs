@@ -94,7 +94,7 @@ fn ordering_nodes(config: &netconfig::NetworkConfig, dir: &Path, exe: &str) -> V
             exe.to_owned(),
             "node".into(),
             role.into(),
-            "--config".into(),
+            "--network".into(),
             config_path.clone(),
         ];
         argv.extend(["--party".into(), party.to_string()]);
@@ -247,7 +247,7 @@ fn token_nodes(
             exe.to_owned(),
             "node".into(),
             role.into(),
-            "--config".into(),
+            "--network".into(),
             config_path.clone(),
         ];
         argv.extend(rest);
