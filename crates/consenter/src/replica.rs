@@ -224,12 +224,35 @@ pub(crate) struct Launch<A: bft::Application, S> {
 pub struct Handle {
     /// The address the gRPC server is bound to.
     pub listen: SocketAddr,
-    shell: tokio::task::JoinHandle<bft::Result<()>>,
-    serving: wire::node::Serving,
-    /// Ends when the decisions writer thread ended (with its result).
-    writer: tokio::task::JoinHandle<Result<()>>,
+    /// The engine's shell task, until it was awaited.
+    shell: Option<tokio::task::JoinHandle<bft::Result<()>>>,
+    /// The gRPC server (taken by `stop`).
+    serving: Option<wire::node::Serving>,
+    /// Ends when the decisions writer thread ended (with its result), until awaited.
+    writer: Option<tokio::task::JoinHandle<Result<()>>>,
     /// Why it stopped, once `failed` saw it.
     ended: Option<String>,
+}
+
+/// Resolves when the server ends on its own (never once it was taken).
+async fn serving_ended(
+    serving: &mut Option<wire::node::Serving>,
+) -> std::result::Result<(), wire::node::ServeError> {
+    match serving.as_mut() {
+        Some(s) => s.ended().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Awaits `task` once: `None` when it was awaited before (a finished handle must not be
+/// polled again).
+async fn join_once<T>(
+    task: &mut Option<tokio::task::JoinHandle<T>>,
+) -> Option<std::result::Result<T, tokio::task::JoinError>> {
+    let handle = task.as_mut()?;
+    let r = handle.await;
+    *task = None;
+    Some(r)
 }
 
 impl Handle {
@@ -237,19 +260,29 @@ impl Handle {
     /// writer. The node never stops on its own, so that is an error (the component's
     /// own, or `Stopped`).
     async fn first_failure(&mut self) -> Error {
+        let shell = async {
+            match join_once(&mut self.shell).await {
+                Some(Ok(Err(e))) => Error::from(e),
+                Some(_) => Error::Stopped { what: "replica task" },
+                None => std::future::pending().await,
+            }
+        };
+        let writer = async {
+            match join_once(&mut self.writer).await {
+                Some(Ok(Err(e))) => e,
+                Some(_) => Error::Stopped {
+                    what: "decisions writer",
+                },
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            r = &mut self.shell => match r {
-                Ok(Err(e)) => Error::from(e),
-                _ => Error::Stopped { what: "replica task" },
-            },
-            r = self.serving.ended() => match r {
+            e = shell => e,
+            r = serving_ended(&mut self.serving) => match r {
                 Err(e) => Error::Server { reason: e.reason },
                 Ok(()) => Error::Stopped { what: "grpc server" },
             },
-            r = &mut self.writer => match r {
-                Ok(Err(e)) => e,
-                _ => Error::Stopped { what: "decisions writer" },
-            },
+            e = writer => e,
         }
     }
 }
@@ -270,14 +303,36 @@ impl wire::node::Node for Handle {
         Err(Error::Stopped { what: "consenter" })
     }
 
-    /// Stops the engine (its WAL is closed once its task ended), the server and the
-    /// decisions writer, which ends once the engine's decisions channel closed.
+    /// Stops the engine, cuts the server's connections (peer and decision streams are
+    /// long-lived) and waits for the decisions writer, which flushes and ends once the
+    /// engine's decisions channel closed; returns the writer's error if it had one. A
+    /// WAL sync the engine had handed to a blocking thread may finish just after.
     async fn stop(mut self) -> Result<()> {
-        self.shell.abort();
-        let _ = (&mut self.shell).await;
-        self.serving.stop(wire::node::DEFAULT_GRACE).await;
-        let _ = tokio::time::timeout(wire::node::DEFAULT_GRACE, &mut self.writer).await;
-        Ok(())
+        if let Some(shell) = self.shell.take() {
+            shell.abort();
+            let _ = shell.await;
+        }
+        if let Some(serving) = self.serving.take() {
+            serving.stop(std::time::Duration::ZERO).await;
+        }
+        match self.writer.take() {
+            Some(writer) => match writer.await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Stopped {
+                    what: "decisions writer",
+                }),
+            },
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Handle {
+    /// A handle dropped without `stop` still stops the engine (it does not wait).
+    fn drop(&mut self) {
+        if let Some(shell) = &self.shell {
+            shell.abort();
+        }
     }
 }
 
@@ -355,9 +410,9 @@ where
     });
     Ok(Handle {
         listen,
-        shell,
-        serving,
-        writer,
+        shell: Some(shell),
+        serving: Some(serving),
+        writer: Some(writer),
         ended: None,
     })
 }

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use consenter::keys::NodeKeys;
 
-/// Arguments of `fabrx node consenter`: either `--config FILE --party P` (every network
+/// Arguments of `fabrx node consenter`: either `--network FILE --party P` (every network
 /// parameter from the network config, docs/network-config.md) or the flags of the flag
 /// mode (`--id`, `--peers`, `--parties`, `--shards`, `--batcher-keys`, keys, engine flags).
 #[derive(Debug, Args)]
@@ -30,9 +30,14 @@ pub struct ConsenterArgs {
     /// `<dir>/config/network-config.json`); needs `--party`. The key file defaults to
     /// `<dir>/keys/party-<P>/consenter.key` and the peer keys to
     /// `<dir>/config/consenter-peer-keys.txt`.
-    #[arg(long = "network", visible_alias = "config", requires = "party")]
+    #[arg(
+        long = "network",
+        visible_alias = "config",
+        value_name = "FILE",
+        requires = "party"
+    )]
     config: Option<PathBuf>,
-    /// This consenter's party (1..N), with `--config`.
+    /// This consenter's party (1..N), with `--network`.
     #[arg(long, requires = "config")]
     party: Option<u32>,
     /// This consenter's replica id I (index into --peers); replica I is the consenter of
@@ -148,7 +153,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
     let (Some(id), Some(parties), Some(shards), Some(batcher_keys)) =
         (args.id, args.parties, args.shards, args.batcher_keys.clone())
     else {
-        anyhow::bail!("give --config and --party, or --id, --peers, --parties, --shards and --batcher-keys");
+        anyhow::bail!("give --network and --party, or --id, --peers, --parties, --shards and --batcher-keys");
     };
     if parties as usize != args.peers.len() {
         anyhow::bail!(

@@ -12,7 +12,7 @@ use tracing::info;
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// The network config file (`<dir>/config/network-config.json`).
-    #[arg(long = "network", visible_alias = "config")]
+    #[arg(long = "network", visible_alias = "config", value_name = "FILE")]
     config: PathBuf,
     /// The committing party (1..N) whose state it serves.
     #[arg(long)]

@@ -55,24 +55,42 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
             Some(Arc::new(Metrics::register(&registry)?))
         }
     };
-    let listen = tokio::net::lookup_host(&args.listen)
+    let service = ServiceConfig {
+        max_in_flight: args.max_in_flight,
+        max_in_flight_total: args.max_in_flight_total,
+        server: args.server.limits(),
+        ..ServiceConfig::default()
+    };
+    // A name may resolve to several addresses (`localhost`: IPv4 and IPv6): the first
+    // that binds serves.
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(&args.listen)
         .await
         .with_context(|| format!("resolving {}", args.listen))?
-        .next()
-        .with_context(|| format!("{} names no address", args.listen))?;
-    let config = sigverifier::node::Config {
-        listen,
-        threads: NonZeroUsize::new(args.threads),
-        service: ServiceConfig {
-            max_in_flight: args.max_in_flight,
-            max_in_flight_total: args.max_in_flight_total,
-            server: args.server.limits(),
-            ..ServiceConfig::default()
-        },
+        .collect();
+    let mut last_error = None;
+    let mut started = None;
+    for listen in addrs {
+        let config = sigverifier::node::Config {
+            listen,
+            threads: NonZeroUsize::new(args.threads),
+            service,
+        };
+        let deps = sigverifier::node::Deps {
+            metrics: metrics.clone(),
+        };
+        match sigverifier::node::spawn(config, deps).await {
+            Ok(node) => {
+                started = Some(node);
+                break;
+            }
+            Err(e) => last_error = Some(e),
+        }
+    }
+    let node = match (started, last_error) {
+        (Some(node), _) => node,
+        (None, Some(e)) => return Err(e).context("starting the sigverifier"),
+        (None, None) => anyhow::bail!("{} names no address", args.listen),
     };
-    let node = sigverifier::node::spawn(config, sigverifier::node::Deps { metrics })
-        .await
-        .context("starting the sigverifier")?;
     info!(addr = %node.addr, threads = node.threads, "sigverifier listening");
     let ready = serde_json::json!({ "ready": "sigverifier", "listen": node.addr.to_string() });
     crate::node::serve(node, "the sigverifier", Some(ready), &mut stopping).await

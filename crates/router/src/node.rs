@@ -74,7 +74,8 @@ impl wire::node::Node for Handle {
     }
 
     async fn stop(self) -> Result<()> {
-        self.serving.stop(wire::node::DEFAULT_GRACE).await;
+        // Submit streams are long-lived: cut at once, as clients fail over to another router.
+        self.serving.stop(std::time::Duration::ZERO).await;
         Ok(())
     }
 }

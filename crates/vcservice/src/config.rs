@@ -67,36 +67,45 @@ pub struct VcConfig {
     /// gRPC listen address.
     pub listen: String,
     /// Prometheus listen address.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
     /// `embedded:DIR` or a PostgreSQL URL.
     pub db: String,
     /// More endpoints of the same database.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_db_urls: Vec<String>,
     /// Connections per endpoint.
-    #[serde(default = "default_pool")]
+    #[serde(default = "default_pool", skip_serializing_if = "is_default_pool")]
     pub pool_size: NonZeroU32,
     /// YugabyteDB tablets per table; absent: do not pre-split.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tablets: Option<NonZeroU32>,
     /// Concurrent commit workers.
-    #[serde(default = "default_workers")]
+    #[serde(default = "default_workers", skip_serializing_if = "is_default_workers")]
     pub workers: NonZeroUsize,
     /// Depth of each bounded queue.
-    #[serde(default = "default_queue")]
+    #[serde(default = "default_queue", skip_serializing_if = "is_default_queue")]
     pub queue: NonZeroUsize,
     /// Embedded store: whether every commit is fsync'ed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default_durability")]
     pub durability: Durability,
     /// Batches of all streams together in memory at once (decoded, queued or committing).
-    #[serde(default = "default_max_in_flight")]
+    #[serde(
+        default = "default_max_in_flight",
+        skip_serializing_if = "is_default_max_in_flight"
+    )]
     pub max_in_flight: NonZeroUsize,
     /// Most client connections open at once.
-    #[serde(default = "default_max_connections")]
+    #[serde(
+        default = "default_max_connections",
+        skip_serializing_if = "is_default_max_connections"
+    )]
     pub max_connections: NonZeroUsize,
     /// A connection without traffic for this many milliseconds is closed.
-    #[serde(default = "default_idle_timeout_ms")]
+    #[serde(
+        default = "default_idle_timeout_ms",
+        skip_serializing_if = "is_default_idle_timeout_ms"
+    )]
     pub idle_timeout_ms: std::num::NonZeroU64,
 }
 
@@ -107,7 +116,8 @@ fn default_max_connections() -> NonZeroUsize {
     NonZeroUsize::new(wire::server::ServerLimits::default().max_connections).unwrap_or(NonZeroUsize::MIN)
 }
 fn default_idle_timeout_ms() -> std::num::NonZeroU64 {
-    std::num::NonZeroU64::new(120_000).unwrap_or(std::num::NonZeroU64::MIN)
+    let ms = wire::server::ServerLimits::default().idle_timeout.as_millis();
+    std::num::NonZeroU64::new(u64::try_from(ms).unwrap_or(u64::MAX)).unwrap_or(std::num::NonZeroU64::MIN)
 }
 
 fn default_pool() -> NonZeroU32 {
@@ -118,6 +128,29 @@ fn default_workers() -> NonZeroUsize {
 }
 fn default_queue() -> NonZeroUsize {
     NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN)
+}
+
+// A field at its default is not written: a written file keeps following the defaults.
+fn is_default_pool(v: &NonZeroU32) -> bool {
+    *v == default_pool()
+}
+fn is_default_workers(v: &NonZeroUsize) -> bool {
+    *v == default_workers()
+}
+fn is_default_queue(v: &NonZeroUsize) -> bool {
+    *v == default_queue()
+}
+fn is_default_max_in_flight(v: &NonZeroUsize) -> bool {
+    *v == default_max_in_flight()
+}
+fn is_default_max_connections(v: &NonZeroUsize) -> bool {
+    *v == default_max_connections()
+}
+fn is_default_idle_timeout_ms(v: &std::num::NonZeroU64) -> bool {
+    *v == default_idle_timeout_ms()
+}
+fn is_default_durability(d: &Durability) -> bool {
+    *d == Durability::default()
 }
 
 /// How to open a backend besides its address.
@@ -180,8 +213,8 @@ impl VcConfig {
         }
     }
 
-    /// The configuration as TOML text, every field written ([`VcConfig::from_toml`] reads
-    /// it back).
+    /// The configuration as TOML text: the fields not at their defaults
+    /// ([`VcConfig::from_toml`] reads it back the same).
     pub fn to_toml(&self) -> Result<String> {
         toml::to_string(self).map_err(|e| Error::Config {
             detail: e.to_string(),
@@ -271,5 +304,9 @@ mod tests {
         c.durability = Durability::NoSync;
         let text = c.to_toml().unwrap();
         assert_eq!(VcConfig::from_toml(&text).unwrap(), c, "{text}");
+        assert!(
+            !text.contains("pool_size") && !text.contains("workers"),
+            "defaults are not written: {text}"
+        );
     }
 }

@@ -15,7 +15,7 @@
 //! of [`crate::server`], mutual TLS when this process installed it, and a shutdown that
 //! closes connections within a grace period.
 
-use crate::server::{Builder, ConnStats, ServerLimits};
+use crate::server::{Builder, ConnStats, Connections, ServerLimits};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,10 +67,14 @@ pub type Routes =
 /// How long [`Serving::stop`] lets open calls end before the server is aborted.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
+/// How long [`Serving::stop`] waits for closed connections to be dropped.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
 /// A gRPC server started by [`serve`].
 pub struct Serving {
     addr: SocketAddr,
     stats: Arc<ConnStats>,
+    connections: Connections,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
     ended: Option<Result<(), ServeError>>,
@@ -95,7 +99,7 @@ pub fn serve(
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })?;
-    let (incoming, stats) = crate::server::incoming(listener, limits);
+    let (incoming, stats, connections) = crate::server::incoming_closable(listener, limits);
     let (tx, rx) = oneshot::channel();
     let routes = add(&mut crate::server::builder(limits));
     let task = tokio::spawn(routes.serve_with_incoming_shutdown(incoming, async {
@@ -104,6 +108,7 @@ pub fn serve(
     Ok(Serving {
         addr,
         stats,
+        connections,
         shutdown: Some(tx),
         task: Some(task),
         ended: None,
@@ -145,7 +150,9 @@ impl Serving {
         r
     }
 
-    /// Stops accepting, lets open calls end for up to `grace`, then aborts the rest.
+    /// Stops accepting and lets open calls end for up to `grace` (zero: at once); then
+    /// closes every connection still open, so long-lived streams end with it, and waits
+    /// (briefly) until they are dropped.
     pub async fn stop(mut self, grace: Duration) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -155,6 +162,11 @@ impl Serving {
         {
             task.abort();
             let _ = task.await;
+        }
+        self.connections.close_all();
+        let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+        while self.connections.open() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }

@@ -127,6 +127,36 @@ pub type Incoming = ReceiverStream<io::Result<LimitedConn>>;
 /// Accepts connections from `listener` under `limits`. The accept task ends when the
 /// returned stream is dropped.
 pub fn incoming(listener: TcpListener, limits: &ServerLimits) -> (Incoming, Arc<ConnStats>) {
+    let (incoming, stats, _) = incoming_closable(listener, limits);
+    (incoming, stats)
+}
+
+/// The open connections of one listener, which its owner may close all at once (a node
+/// that stops: long-lived streams end with their connection).
+#[derive(Clone)]
+pub struct Connections {
+    table: Arc<Table>,
+}
+
+impl Connections {
+    /// Closes every open connection: reads see the end of the stream, writes fail.
+    pub fn close_all(&self) {
+        for slot in self.table.lock().values() {
+            slot.close();
+        }
+    }
+
+    /// Connections accepted and not yet dropped.
+    pub fn open(&self) -> usize {
+        self.table.lock().len()
+    }
+}
+
+/// [`incoming`], with a handle on its open connections.
+pub fn incoming_closable(
+    listener: TcpListener,
+    limits: &ServerLimits,
+) -> (Incoming, Arc<ConnStats>, Connections) {
     let table = Arc::new(Table {
         slots: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(0),
@@ -134,9 +164,10 @@ pub fn incoming(listener: TcpListener, limits: &ServerLimits) -> (Incoming, Arc<
         stats: Arc::new(ConnStats::default()),
     });
     let stats = table.stats.clone();
+    let connections = Connections { table: table.clone() };
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(accept_loop(listener, *limits, table, tx));
-    (ReceiverStream::new(rx), stats)
+    (ReceiverStream::new(rx), stats, connections)
 }
 
 async fn accept_loop(

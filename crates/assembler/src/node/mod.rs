@@ -110,7 +110,8 @@ pub struct Handle {
     /// Blocks in the ledger when the node started.
     pub height: u64,
     stop: watch::Sender<bool>,
-    main: JoinHandle<Result<()>>,
+    /// The main loop, until it was awaited.
+    main: Option<JoinHandle<Result<()>>>,
     tasks: Vec<JoinHandle<()>>,
     /// The Deliver service (taken by `stop`).
     serving: Option<wire::node::Serving>,
@@ -143,12 +144,20 @@ impl wire::node::Node for Handle {
                     None => std::future::pending().await,
                 }
             };
-            let r = tokio::select! {
-                r = &mut self.main => match r {
+            let main = async {
+                let Some(handle) = self.main.as_mut() else {
+                    return std::future::pending().await;
+                };
+                let r = handle.await;
+                self.main = None;
+                match r {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(e.to_string()),
                     Err(e) => Err(e.to_string()),
-                },
+                }
+            };
+            let r = tokio::select! {
+                r = main => r,
                 r = serving => r.map_err(|e| e.to_string()),
             };
             self.ended = Some(r);
@@ -165,9 +174,16 @@ impl wire::node::Node for Handle {
             // Deliver streams follow the ledger without end: they are cut, not awaited.
             serving.stop(Duration::ZERO).await;
         }
-        if self.ended.is_none() {
-            self.main.abort();
-            let _ = (&mut self.main).await;
+        if let Some(mut main) = self.main.take() {
+            // The loop ends at the stop signal (an append in progress completes first,
+            // so the ledger is closed when it returns); past the grace it is aborted.
+            if tokio::time::timeout(wire::node::DEFAULT_GRACE, &mut main)
+                .await
+                .is_err()
+            {
+                main.abort();
+                let _ = main.await;
+            }
         }
         self.abort();
         for t in self.tasks.drain(..) {
@@ -183,7 +199,9 @@ impl wire::node::Node for Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
-        self.main.abort();
+        if let Some(main) = &self.main {
+            main.abort();
+        }
         self.abort();
     }
 }
@@ -249,7 +267,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         addr,
         height,
         stop,
-        main,
+        main: Some(main),
         tasks,
         serving: Some(serving),
         ended: None,

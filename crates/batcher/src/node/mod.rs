@@ -281,6 +281,8 @@ pub struct Handle {
     server: Option<wire::node::Serving>,
     tasks: Vec<JoinHandle<()>>,
     main: JoinHandle<Result<()>>,
+    /// Whether `main` was awaited (a finished handle must not be polled again).
+    main_done: bool,
     /// The loop's result once `failed` took it.
     ended: Option<Result<()>>,
     persister: Option<std::thread::JoinHandle<()>>,
@@ -313,8 +315,13 @@ impl wire::node::Node for Handle {
                 None => std::future::pending().await,
             }
         };
+        let main = async {
+            let r = join_result((&mut self.main).await);
+            self.main_done = true;
+            r
+        };
         let result = tokio::select! {
-            r = &mut self.main => join_result(r),
+            r = main => r,
             r = serving => r.map_err(|e| Error::Stopped { reason: e.to_string() }),
         };
         self.ended = Some(result.clone());
@@ -325,15 +332,15 @@ impl wire::node::Node for Handle {
     /// data directory can be reopened), and returns the loop's error if it had stopped
     /// on one.
     async fn stop(mut self) -> Result<()> {
-        let result = match self.ended.take() {
-            Some(result) => result,
-            None => {
-                if !self.main.is_finished() {
-                    self.main.abort();
-                }
-                join_result((&mut self.main).await)
+        let joined = if self.main_done {
+            Ok(())
+        } else {
+            if !self.main.is_finished() {
+                self.main.abort();
             }
+            join_result((&mut self.main).await)
         };
+        let result = self.ended.take().unwrap_or(joined);
         // Open streams end and the server closes its connections (peers must not stay
         // attached to a stopped node); past the grace period it is aborted.
         self.stop.send_replace(true);

@@ -292,6 +292,7 @@ impl Parts {
             server: Some(server),
             tasks,
             main,
+            main_done: false,
             ended: None,
             persister: Some(self.persister),
         })
