@@ -39,7 +39,7 @@ pub struct LatencyProxyArgs {
 /// `fabrx latency-proxy`: binds every route, prints the ready line, serves until SIGTERM
 /// or Ctrl-C (exit 0).
 pub async fn run(args: LatencyProxyArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let limits = Limits {
         delay: Duration::from_millis(args.delay_ms),
         max_buffer_bytes: args.max_buffer_bytes,

@@ -2,10 +2,11 @@
 //! the oracle and the baselines live in the `loadgen` crate; this is the shell: flags,
 //! database, progress on a terminal, the summary on stdout.
 
+use crate::report_files::write_report;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use loadgen::committer::{self, Progress, RunInfo};
-use loadgen::series::{Schedule, Series};
+use loadgen::series::Schedule;
 use loadgen::summary::Baseline;
 use loadgen::{Scheme, Summary, Workload, WorkloadSpec};
 use sidecar::pipeline::PipelineConfig;
@@ -290,28 +291,6 @@ fn schedule_of(args: &LoadgenArgs, target: Target) -> anyhow::Result<Schedule> {
         }
     }
     Ok(schedule)
-}
-
-/// Writes `per_second.csv`, `summary.json` (the summary line) and `report.svg` into `dir`.
-pub(crate) fn write_report(
-    dir: &Path,
-    series: &Series,
-    summary_line: &str,
-    title: &str,
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating the report directory {}", dir.display()))?;
-    let files = [
-        ("per_second.csv", loadgen::report::csv(series)),
-        ("summary.json", format!("{summary_line}\n")),
-        ("report.svg", loadgen::report::svg(series, title)),
-    ];
-    for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    }
-    eprintln!("report written to {}", dir.display());
-    Ok(())
 }
 
 fn default_tag() -> String {

@@ -95,7 +95,7 @@ pub async fn run(spec: WorkloadSpec, args: MockArgs<'_>) -> anyhow::Result<()> {
             workload.load_txs(),
             workload.spec.tag
         );
-        crate::loadgen_cmd::write_report(dir, &run.series, &line, &title)?;
+        crate::report_files::write_report(dir, &run.series, &line, &title)?;
     }
     println!("{line}");
     Ok(())

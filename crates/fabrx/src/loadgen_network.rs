@@ -276,7 +276,7 @@ pub async fn run(
             "fabrx loadgen --target network · {} txs · confirmed by the {confirmed_by} · run {tag}",
             run.sent
         );
-        crate::loadgen_cmd::write_report(dir, &run.series, &summary.to_string(), &title)?;
+        crate::report_files::write_report(dir, &run.series, &summary.to_string(), &title)?;
         write_raw(dir, args, started_unix_ms, &run)?;
     }
     print_summary(&run, &summary, output.json);

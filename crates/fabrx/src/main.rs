@@ -22,6 +22,8 @@ mod node_router;
 mod node_sidecar;
 mod node_sigverifier;
 mod out;
+mod report_files;
+mod runner;
 mod server_args;
 mod up;
 mod wallet_cmd;

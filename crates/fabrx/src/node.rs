@@ -104,7 +104,7 @@ pub async fn run(role: Role) -> anyhow::Result<()> {
 /// Runs a vcservice from its TOML file; its metrics carry the label `party` when it
 /// serves one (`--party`).
 async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg = VcConfig::from_toml(&text)?;
     let labels = party.map(|p| [("party".to_owned(), p.to_string())].into_iter().collect());
@@ -122,58 +122,5 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     .await
     .context("starting the vcservice")?;
     let ready = serde_json::json!({ "ready": "vcservice", "listen": node.addr.to_string() });
-    serve(node, "the vcservice", Some(ready), &mut stopping).await
-}
-
-/// The end of every role's runner: prints the ready line (when there is one), then
-/// waits for SIGTERM or Ctrl-C (the node is stopped: exit 0) or for the node to stop on
-/// its own (exit non-zero, with its reason).
-pub async fn serve<N: wire::node::Node>(
-    mut node: N,
-    what: &str,
-    ready: Option<serde_json::Value>,
-    stopping: &mut Stopping,
-) -> anyhow::Result<()> {
-    if let Some(ready) = ready {
-        println!("{ready}");
-    }
-    tokio::select! {
-        r = node.failed() => {
-            tracing::error!("{what} stopped: {r:?}");
-            let stopped = node.stop().await;
-            r.and(stopped).with_context(|| format!("{what} stopped"))?;
-            anyhow::bail!("{what} stopped on its own")
-        }
-        () = stopping.wait() => {
-            tracing::info!("{what} stopping");
-            node.stop().await.with_context(|| format!("stopping {what}"))
-        }
-    }
-}
-
-/// SIGTERM and Ctrl-C (SIGINT), caught from the moment it is made: a node makes it before
-/// it prints its ready line, so a supervisor that signals as soon as it reads that line
-/// gets a clean stop (exit 0) rather than the default action of the signal.
-pub struct Stopping {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Stopping {
-    /// Installs both handlers now.
-    pub fn install() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-        })
-    }
-
-    /// Waits for either signal (also one that arrived before this call).
-    pub async fn wait(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-    }
+    crate::runner::serve(node, "the vcservice", Some(ready), &mut stopping).await
 }

@@ -34,7 +34,7 @@ pub struct AssemblerArgs {
 /// listening it prints one JSON line to stdout:
 /// `{"ready":"assembler","party":P,"listen":"ip:port","height":H}` (H: blocks held).
 pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     config.install_tls(&args.config, wire::tls::Role::Assembler, args.party, None)?;
@@ -43,7 +43,7 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
     let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;
     let mut deps = assembler::node::Deps::default();
     if let Some(addr) = &args.metrics {
-        let registry = crate::node_router::serve_metrics(addr, &[("party", args.party)]).await?;
+        let registry = crate::runner::serve_metrics(addr, &[("party", args.party)]).await?;
         deps.metrics = Some(assembler::metrics::Metrics::register(&registry)?);
     }
     let running = assembler::node::spawn(cfg, deps)
@@ -57,5 +57,5 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
         "height": running.height,
     });
     let what = format!("party {} assembler", args.party);
-    crate::node::serve(running, &what, Some(ready), &mut stopping).await
+    crate::runner::serve(running, &what, Some(ready), &mut stopping).await
 }

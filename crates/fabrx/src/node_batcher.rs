@@ -41,7 +41,7 @@ pub struct BatcherArgs {
 /// failure: exit non-zero). Once listening it prints one JSON line to stdout:
 /// `{"ready":"batcher","party":P,"shard":S,"listen":"ip:port","term":T}`.
 pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     config.install_tls(
@@ -56,7 +56,7 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     };
     let key_file = match args.key_file {
         Some(file) => file,
-        None => netconfig::key_file_path(&crate::node_consenter::network_dir(&args.config), node)
+        None => netconfig::key_file_path(&netconfig::tls::network_dir(&args.config), node)
             .context("a batcher has a key file")?,
     };
     std::fs::create_dir_all(&args.data_dir)
@@ -67,7 +67,7 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
         .with_context(|| format!("starting {node}"))?;
     if let Some(addr) = &args.metrics {
         let labels = [("party", args.party), ("shard", args.shard)];
-        let registry = crate::node_router::serve_metrics(addr, &labels).await?;
+        let registry = crate::runner::serve_metrics(addr, &labels).await?;
         batcher::node::metrics::Metrics::register(&registry, std::sync::Arc::clone(&handle.stats))?;
     }
     let term = handle.stats.snapshot().term;
@@ -79,5 +79,5 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
         "listen": handle.addr.to_string(),
         "term": term,
     });
-    crate::node::serve(handle, &node.to_string(), Some(ready), &mut stopping).await
+    crate::runner::serve(handle, &node.to_string(), Some(ready), &mut stopping).await
 }

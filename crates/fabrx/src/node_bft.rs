@@ -90,7 +90,7 @@ pub struct BftArgs {
 
 /// Runs the replica until it fails or the process is stopped.
 pub async fn run(args: BftArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     std::fs::create_dir_all(&args.wal).with_context(|| format!("creating {}", args.wal.display()))?;
     let n = args.peers.len() as u32;
     let mut engine = bft::Config::new(args.id, n);
@@ -129,5 +129,5 @@ pub async fn run(args: BftArgs) -> anyhow::Result<()> {
     let node = consenter::replica::spawn(cfg)
         .await
         .context("starting the bft replica")?;
-    crate::node::serve(node, "the bft replica", None, &mut stopping).await
+    crate::runner::serve(node, "the bft replica", None, &mut stopping).await
 }

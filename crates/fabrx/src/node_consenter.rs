@@ -204,7 +204,7 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
     let config = netconfig::NetworkConfig::load(path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
     config.install_tls(path, wire::tls::Role::Consenter, party, None)?;
-    let dir = network_dir(path);
+    let dir = netconfig::tls::network_dir(path);
     let key_file = match &args.key_file {
         Some(file) => file.clone(),
         None => netconfig::key_file_path(&dir, netconfig::Node::Consenter(party))
@@ -229,20 +229,11 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
     Ok(cfg)
 }
 
-/// The directory `fabrx network generate` wrote, from its config file's path
-/// (`<dir>/config/network-config.json`): where the key files are.
-pub fn network_dir(config: &Path) -> PathBuf {
-    config
-        .parent()
-        .and_then(Path::parent)
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-}
-
 /// Runs the consenter until it fails or the process is stopped (SIGTERM, Ctrl-C). Once
 /// it listens it prints one JSON line on stdout:
 /// `{"ready":"consenter","event":"ready","role":"consenter","id":…,"party":…,"listen":"…"}`.
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let metrics = args.metrics.clone();
     let (id, cfg) = match (&args.config, args.party) {
         (Some(path), Some(party)) => {
@@ -253,7 +244,7 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
     };
     let mut deps = consenter::node::Deps::default();
     if let Some(addr) = &metrics {
-        let registry = crate::node_router::serve_metrics(addr, &[("party", id.saturating_add(1))]).await?;
+        let registry = crate::runner::serve_metrics(addr, &[("party", id.saturating_add(1))]).await?;
         deps.metrics = Some(consenter::metrics::Metrics::register(&registry)?);
     }
     let node = consenter::node::spawn(cfg, deps)
@@ -267,5 +258,5 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
         "party": id.saturating_add(1),
         "listen": node.listen.to_string(),
     });
-    crate::node::serve(node, "the consenter", Some(ready), &mut stopping).await
+    crate::runner::serve(node, "the consenter", Some(ready), &mut stopping).await
 }

@@ -33,7 +33,7 @@ pub struct EndorserArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"endorser","index":I,"listen":"ip:port"}`.
 pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     let me = config.endorser(args.index)?.clone();
@@ -51,7 +51,7 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
         None => None,
         Some(addr) => {
             // The `party` label: the party the network config gives this share.
-            let registry = crate::node_router::serve_metrics(addr, &[("party", me.party)]).await?;
+            let registry = crate::runner::serve_metrics(addr, &[("party", me.party)]).await?;
             Some(endorser::metrics::Metrics::register(&registry)?)
         }
     };
@@ -62,5 +62,5 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let ready =
         serde_json::json!({ "ready": "endorser", "index": args.index, "listen": node.addr.to_string() });
     let what = format!("endorser {}", args.index);
-    crate::node::serve(node, &what, Some(ready), &mut stopping).await
+    crate::runner::serve(node, &what, Some(ready), &mut stopping).await
 }

@@ -30,7 +30,7 @@ pub struct QueryArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"query","party":P,"listen":"ip:port"}`.
 pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     config.install_tls(&args.config, wire::tls::Role::Query, args.party, None)?;
@@ -46,7 +46,7 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let metrics = match &args.metrics {
         None => None,
         Some(addr) => {
-            let registry = crate::node_router::serve_metrics(addr, &[("party", args.party)]).await?;
+            let registry = crate::runner::serve_metrics(addr, &[("party", args.party)]).await?;
             Some(query::metrics::Metrics::register(&registry)?)
         }
     };
@@ -57,5 +57,5 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let ready =
         serde_json::json!({ "ready": "query", "party": args.party, "listen": handle.addr.to_string() });
     let what = format!("party {} query service", args.party);
-    crate::node::serve(handle, &what, Some(ready), &mut stopping).await
+    crate::runner::serve(handle, &what, Some(ready), &mut stopping).await
 }

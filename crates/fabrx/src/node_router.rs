@@ -32,7 +32,7 @@ pub struct RouterArgs {
 /// Serves until SIGTERM or Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"router","party":P,"listen":"ip:port","shards":S}`.
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
     config.install_tls(&args.config, wire::tls::Role::Router, args.party, None)?;
@@ -40,7 +40,7 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     setup.node.server = args.server.limits();
     let mut deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());
     if let Some(addr) = &args.metrics {
-        let registry = serve_metrics(addr, &[("party", args.party)]).await?;
+        let registry = crate::runner::serve_metrics(addr, &[("party", args.party)]).await?;
         deps.metrics = Some(router::metrics::Metrics::register(&registry)?);
     }
     let shards = setup.node.router.shards;
@@ -55,19 +55,5 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
         "shards": shards.get(),
     });
     let what = format!("party {}'s router", args.party);
-    crate::node::serve(node, &what, Some(ready), &mut stopping).await
-}
-
-/// Serves a registry on `addr` whose every metric carries the constant `labels` (e.g.
-/// `party`, `shard`: docs/metrics.md); the caller registers its metrics in it.
-pub async fn serve_metrics(addr: &str, labels: &[(&str, u32)]) -> anyhow::Result<prometheus::Registry> {
-    let labels = labels
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), value.to_string()))
-        .collect();
-    let registry = prometheus::Registry::new_custom(None, Some(labels))?;
-    crate::metrics_http::serve(addr.to_owned(), registry.clone())
-        .await
-        .with_context(|| format!("serving metrics on {addr}"))?;
-    Ok(registry)
+    crate::runner::serve(node, &what, Some(ready), &mut stopping).await
 }

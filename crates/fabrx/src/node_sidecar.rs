@@ -76,14 +76,14 @@ pub struct SidecarArgs {
 /// Reading from the orderer, once its service listens it prints one JSON line to stdout:
 /// `{"ready":"sidecar","party":P,"listen":"ip:port","next_block":N}`.
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     let (feed, meta_policy, party) = feed(&args)?;
     let (verify, commit) = stages(&args).await?;
     let metrics = match &args.metrics {
         Some(addr) => {
             // The `party` label when the sidecar reads a network's orderer.
             let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
-            let registry = crate::node_router::serve_metrics(addr, &labels).await?;
+            let registry = crate::runner::serve_metrics(addr, &labels).await?;
             Some(sidecar::metrics::Metrics::register(&registry)?)
         }
         None => None,

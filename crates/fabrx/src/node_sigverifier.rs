@@ -40,7 +40,7 @@ pub struct SigverifierArgs {
 /// Runs the verifier until Ctrl-C. Once listening it prints one JSON line to stdout:
 /// `{"ready":"sigverifier","listen":"ip:port"}`.
 pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
-    let mut stopping = crate::node::Stopping::install()?;
+    let mut stopping = crate::runner::Stopping::install()?;
     if let (Some(path), Some(party)) = (&args.network, args.party) {
         let config = netconfig::NetworkConfig::load(path)
             .with_context(|| format!("loading the network config {}", path.display()))?;
@@ -51,7 +51,7 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
         Some(addr) => {
             // The `party` label when the verifier serves a network's party.
             let labels: Vec<(&str, u32)> = args.party.map(|p| ("party", p)).into_iter().collect();
-            let registry = crate::node_router::serve_metrics(addr, &labels).await?;
+            let registry = crate::runner::serve_metrics(addr, &labels).await?;
             Some(Arc::new(Metrics::register(&registry)?))
         }
     };
@@ -93,5 +93,5 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
     };
     info!(addr = %node.addr, threads = node.threads, "sigverifier listening");
     let ready = serde_json::json!({ "ready": "sigverifier", "listen": node.addr.to_string() });
-    crate::node::serve(node, "the sigverifier", Some(ready), &mut stopping).await
+    crate::runner::serve(node, "the sigverifier", Some(ready), &mut stopping).await
 }

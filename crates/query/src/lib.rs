@@ -17,10 +17,12 @@ pub mod check;
 pub mod limiter;
 pub mod metrics;
 pub mod node;
+pub mod reads;
 pub mod service;
 pub mod upstream;
 
-pub use node::{QueryLimits, ReadPolicy};
+pub use node::QueryLimits;
+pub use reads::ReadPolicy;
 
 /// Errors of the query service.
 #[derive(Debug, thiserror::Error)]

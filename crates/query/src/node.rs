@@ -3,6 +3,7 @@
 //! authenticates callers and authorizes them by role: `wire::tls::allowed`), calls
 //! [`spawn`] and prints its ready line with [`Handle::addr`].
 
+use crate::reads::ReadPolicy;
 use crate::service::QueryService;
 use crate::upstream::{UpstreamConfig, VcUpstream};
 use crate::{Error, Result};
@@ -36,32 +37,6 @@ impl Default for QueryLimits {
             queue_timeout: Duration::from_secs(2),
             call_timeout: upstream.call_timeout,
             connect_timeout: upstream.connect_timeout,
-        }
-    }
-}
-
-/// Who may read whose tokens (docs/token.md "Who may read what").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadPolicy {
-    /// Whether `GetOwned` needs a read signed by the owner or an auditor
-    /// (`token::read`); off only for experiments.
-    pub signed: bool,
-    /// Keys that may read any owner's tokens (the issuer, auditors).
-    pub auditors: Vec<[u8; 32]>,
-    /// Signed reads one reader may make per second (a burst of twice as many; 0: no limit).
-    pub per_reader_per_second: u32,
-    /// Signed reads all readers together may make per second (a burst of twice as many;
-    /// 0: no limit): reader keys cost nothing, so this is what bounds the service.
-    pub per_service_per_second: u32,
-}
-
-impl Default for ReadPolicy {
-    fn default() -> Self {
-        ReadPolicy {
-            signed: true,
-            auditors: Vec::new(),
-            per_reader_per_second: 50,
-            per_service_per_second: 5000,
         }
     }
 }

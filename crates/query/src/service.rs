@@ -26,7 +26,7 @@ pub struct QueryService {
     permits: Arc<Semaphore>,
     queue_timeout: Duration,
     metrics: Option<Metrics>,
-    reads: Arc<crate::node::ReadPolicy>,
+    reads: Arc<crate::reads::ReadPolicy>,
     limiter: Arc<std::sync::Mutex<crate::limiter::Limiter>>,
 }
 
@@ -44,16 +44,16 @@ impl QueryService {
             permits: Arc::new(Semaphore::new(max_concurrent.get())),
             queue_timeout,
             metrics: None,
-            reads: Arc::new(crate::node::ReadPolicy::default()),
+            reads: Arc::new(crate::reads::ReadPolicy::default()),
             limiter: Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
-                crate::node::ReadPolicy::default().per_reader_per_second,
-                crate::node::ReadPolicy::default().per_service_per_second,
+                crate::reads::ReadPolicy::default().per_reader_per_second,
+                crate::reads::ReadPolicy::default().per_service_per_second,
             ))),
         }
     }
 
     /// The service enforcing `reads` on `GetOwned`.
-    pub fn with_reads(mut self, reads: crate::node::ReadPolicy) -> QueryService {
+    pub fn with_reads(mut self, reads: crate::reads::ReadPolicy) -> QueryService {
         self.limiter = Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
             reads.per_reader_per_second,
             reads.per_service_per_second,

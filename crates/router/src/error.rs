@@ -1,8 +1,8 @@
 //! The crate's error type: invalid configurations, full bounds and broken batcher links.
 //! Each maps to the gRPC code a client sees ([`Error::code`]).
 
-use crate::admission::Refusal;
 use crate::answer::BatcherRefusal;
+use crate::refusal::Refusal;
 use types::ShardId;
 
 /// Errors of the router.

@@ -18,6 +18,7 @@ pub mod inflight;
 pub mod link;
 pub mod metrics;
 pub mod node;
+pub mod refusal;
 pub mod service;
 
 pub use admission::{Admitted, Refusal, RequestDigest, check_request};

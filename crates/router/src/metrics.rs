@@ -106,8 +106,8 @@ impl Metrics {
 /// checks), `unknown_client`, `bad_signature`, `batcher_<refusal>`, `shard_full`,
 /// `link_busy`, `link_down`, `no_answer` or `internal`.
 pub fn reason(e: &Error) -> &'static str {
-    use crate::admission::Refusal;
     use crate::answer::BatcherRefusal;
+    use crate::refusal::Refusal;
     match e {
         Error::Refused(Refusal::UnknownClient) => "unknown_client",
         Error::Refused(Refusal::BadSignature) => "bad_signature",

@@ -13,6 +13,7 @@
 pub mod check;
 pub mod namespace;
 pub mod read;
+pub mod rejection;
 pub mod request;
 pub mod settlement;
 pub mod value;

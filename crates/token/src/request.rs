@@ -21,7 +21,7 @@
 //! payload is `MALFORMED_BAD_ENVELOPE`, which is never stored, so only the creator's own
 //! envelope can decide its id.
 
-use crate::check::{Reason, Rejection};
+use crate::rejection::{Reason, Rejection};
 use crate::{Address, KEY_LEN, MAX_INPUTS, MAX_OUTPUTS, MAX_TYPE_LEN};
 use prost::Message as _;
 use wire::pb;

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use bft::{Application, Decision, Proposal, ProposalContext, Seq};
 use sha2::{Digest as _, Sha256};
 
+use super::config::ArmaConfig;
 use super::request::{Item, PrimarySignatures, decode, decode_verified_with};
-use super::state::{ArmaConfig, ArmaState};
+use super::state::ArmaState;
 use ::arma::Outcome;
 
 /// One applied decision: its number and outcome.

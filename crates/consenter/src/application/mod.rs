@@ -18,15 +18,17 @@
 //! Headers, metadata and proofs live in the shared `arma` crate (re-exported here).
 
 mod app;
+mod config;
 mod error;
 mod request;
 mod state;
 
 pub use ::arma::{DecisionProof, Metadata, OrderedHeader, Outcome, TermChange};
 pub use app::{Applied, ArmaApp};
+pub use config::{ArmaConfig, Knobs};
 pub use error::{ArmaError, ArmaResult};
 pub use request::{
     Item, PRIMARY_SIGNATURES, PrimarySignatures, decode, decode_verified, decode_verified_with, encode_baf,
     encode_complaint,
 };
-pub use state::{ArmaConfig, ArmaState, Knobs, ShardState};
+pub use state::{ArmaState, ShardState};

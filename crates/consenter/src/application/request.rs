@@ -10,11 +10,11 @@ pub use arma::{encode_baf, encode_complaint};
 use crypto::PublicKey;
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
-use types::{PartyId, ShardId};
+use types::ShardId;
 use wire::pb;
 
+use super::config::ArmaConfig;
 use super::error::{ArmaError, ArmaResult};
-use super::state::ArmaConfig;
 
 /// A decoded request: what the state machine counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,9 +146,4 @@ impl PrimarySignatures {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// Whether `party` is `1..=parties`.
-pub(super) fn party_in_range(party: PartyId, parties: u32) -> bool {
-    (1..=parties).contains(&party)
 }

@@ -8,129 +8,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use arma::{Baf, Complaint};
-use crypto::PublicKey;
 use serde::{Deserialize, Serialize};
 use types::digest::Digest32;
 use types::{PartyId, ShardId};
 
+use super::config::ArmaConfig;
 use super::error::{ArmaError, ArmaResult};
-use super::request::{Item, party_in_range};
+use super::request::Item;
 use ::arma::{OrderedHeader, Outcome, TermChange};
-
-/// What the Arma application knows of the network.
-#[derive(Clone, Debug)]
-pub struct ArmaConfig {
-    /// Number of parties N (parties are `1..=N`).
-    pub parties: u32,
-    /// Number of shards S (shards are `0..S`).
-    pub shards: u32,
-    /// How far ahead of a shard's last ordered seq BAFs are counted (older or further
-    /// ones are ignored): bounds the state at `shards × max_seqs_ahead × parties` votes.
-    pub max_seqs_ahead: u64,
-    batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
-    knobs: Knobs,
-}
-
-/// Defences the ordering simulation turns off to show that its invariants catch the
-/// attack each one stops (feature `testing` only; every production config has the
-/// default: all defences on).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Knobs {
-    /// Order a batch with this many BAFs instead of f+1.
-    pub threshold: Option<usize>,
-    /// Do not take two primary-signed digests for one seq as equivocation.
-    pub ignore_equivocation: bool,
-    /// Followers accept any proposal metadata (no recomputation).
-    pub accept_any_metadata: bool,
-    /// As leader, put a wrong header hash into the metadata (a lying consenter).
-    pub lie_in_metadata: bool,
-}
-
-impl ArmaConfig {
-    /// A config for `parties` × `shards` with the batcher public key of every
-    /// `(party, shard)`; refuses a missing key or an empty network.
-    pub fn new(
-        parties: u32,
-        shards: u32,
-        max_seqs_ahead: u64,
-        batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
-    ) -> ArmaResult<ArmaConfig> {
-        let bad = |reason: String| Err(ArmaError::Config { reason });
-        if parties == 0 || shards == 0 || max_seqs_ahead == 0 {
-            return bad(format!(
-                "parties ({parties}), shards ({shards}) and max_seqs_ahead ({max_seqs_ahead}) must be positive"
-            ));
-        }
-        for party in 1..=parties {
-            for shard in 0..shards {
-                if !batcher_keys.contains_key(&(party, shard)) {
-                    return bad(format!("no batcher key for party {party}, shard {shard}"));
-                }
-            }
-        }
-        if batcher_keys.len() as u64 != u64::from(parties) * u64::from(shards) {
-            return bad("batcher keys for parties or shards outside the network".into());
-        }
-        Ok(ArmaConfig {
-            parties,
-            shards,
-            max_seqs_ahead,
-            batcher_keys,
-            knobs: Knobs::default(),
-        })
-    }
-
-    /// The same config with some defences off (the simulation's negative tests).
-    #[cfg(feature = "testing")]
-    pub fn with_knobs(mut self, knobs: Knobs) -> ArmaConfig {
-        self.knobs = knobs;
-        self
-    }
-
-    /// The defences in force.
-    pub fn knobs(&self) -> Knobs {
-        self.knobs
-    }
-
-    /// The batcher key of `party` for `shard`.
-    pub fn batcher_key(&self, party: PartyId, shard: ShardId) -> Option<&PublicKey> {
-        self.batcher_keys.get(&(party, shard))
-    }
-
-    /// BAFs that make a batch attestation, and complaints that change a term: f+1.
-    pub fn threshold(&self) -> usize {
-        self.knobs
-            .threshold
-            .unwrap_or(((self.parties - 1) / 3 + 1) as usize)
-    }
-
-    /// The primary of `shard` in `term` (docs/contracts.md: party `((s + t) mod N) + 1`).
-    pub fn primary_of(&self, shard: ShardId, term: u64) -> PartyId {
-        arma::primary_of(shard, term, self.parties)
-    }
-
-    pub(super) fn check_shard(&self, shard: ShardId) -> ArmaResult<()> {
-        if shard < self.shards {
-            Ok(())
-        } else {
-            Err(ArmaError::UnknownShard {
-                shard,
-                shards: self.shards,
-            })
-        }
-    }
-
-    pub(super) fn check_party(&self, party: PartyId) -> ArmaResult<()> {
-        if party_in_range(party, self.parties) {
-            Ok(())
-        } else {
-            Err(ArmaError::UnknownParty {
-                party,
-                parties: self.parties,
-            })
-        }
-    }
-}
 
 /// The BAFs counted for one seq of a shard's current primary.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,7 +142,7 @@ impl ArmaState {
                 .as_ref()
                 .and_then(|o| o.get(&seq))
                 .is_some_and(|(d, c)| *d != hex::encode(h.digest) || *c != h.tx_count);
-            if differs && !cfg.knobs.ignore_equivocation {
+            if differs && !cfg.knobs().ignore_equivocation {
                 self.equivocations = self.equivocations.saturating_add(1);
                 out.terms.push(state.next_term(shard));
             }
@@ -274,7 +159,7 @@ impl ArmaState {
                 state.votes.insert(seq, votes);
             }
             Some(v)
-                if (v.digest != h.digest || v.tx_count != h.tx_count) && !cfg.knobs.ignore_equivocation =>
+                if (v.digest != h.digest || v.tx_count != h.tx_count) && !cfg.knobs().ignore_equivocation =>
             {
                 // Two headers the primary signed for one (shard, term, primary, seq).
                 self.equivocations = self.equivocations.saturating_add(1);
