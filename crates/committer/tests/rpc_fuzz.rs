@@ -208,15 +208,15 @@ async fn sigverifier_survives_hostile_input() {
     rpcfuzz::install_panic_counter();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let svc = VerifierService::new(
         sigverifier::Verifier::new(2).unwrap(),
         ServiceConfig::default(),
         None,
     );
-    let server = tokio::spawn(svc.serve(listener, async {
-        let _ = stopped.await;
-    }));
+    let serving = wire::node::serve(listener, &ServiceConfig::default().server, |b| {
+        b.add_service(svc.into_server())
+    })
+    .unwrap();
     let ch = channel(addr).await;
     let mut client = pb::sig_verifier_client::SigVerifierClient::new(ch.clone());
     honest("Verify before fuzzing", sv::honest_verify(&mut client, 1)).await;
@@ -229,8 +229,7 @@ async fn sigverifier_survives_hostile_input() {
     honest("Verify after fuzzing", sv::honest_verify(&mut client, 9)).await;
     assert!(service_panics().is_empty(), "{:#?}", service_panics());
     assert_no_hangs("sigverifier", &fuzzer);
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    serving.stop(std::time::Duration::from_secs(5)).await;
 }
 
 // ------------------------------------------------------------------ sidecar

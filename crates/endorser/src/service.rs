@@ -3,11 +3,9 @@
 
 use crate::core::EndorserCore;
 use crate::metrics::Metrics;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use token::{Reason, Rejection, Request};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tonic::transport::Channel;
 use tonic::{Request as GrpcRequest, Response, Status};
@@ -195,21 +193,6 @@ impl EndorserService {
         pb::endorser_server::EndorserServer::new(self)
             .max_decoding_message_size(wire::limits::ENDORSE_REQUEST.max_bytes)
             .max_encoding_message_size(wire::limits::ENDORSE_RESPONSE.max_bytes)
-    }
-
-    /// Serves on `listener` until `shutdown` completes.
-    pub async fn serve(
-        self,
-        listener: TcpListener,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> crate::Result<()> {
-        let limits = self.config.server;
-        let (incoming, _stats) = wire::server::incoming(listener, &limits);
-        wire::server::builder(&limits)
-            .add_service(self.into_server())
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await?;
-        Ok(())
     }
 
     async fn decide(&self, request: &Request) -> Result<crate::Endorsement, Rejection> {

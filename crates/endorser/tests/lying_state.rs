@@ -125,7 +125,10 @@ async fn endorser(set: &crypto::ThresholdKeySet, query: Vec<String>) -> Endorser
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();
-    tokio::spawn(service.serve(listener, std::future::pending()));
+    let limits = endorser::service::ServiceConfig::default().server;
+    let serving = wire::node::serve(listener, &limits, |b| b.add_service(service.into_server())).unwrap();
+    // Served for the rest of the test.
+    std::mem::forget(serving);
     tokio::time::sleep(Duration::from_millis(50)).await;
     EndorserClient::connect(format!("http://{at}")).await.unwrap()
 }

@@ -33,8 +33,8 @@ pub struct SidecarArgs {
     /// The committing party (1..N), with `--network`.
     #[arg(long)]
     party: Option<u32>,
-    /// Directory of the append-only block store.
-    #[arg(long)]
+    /// Data directory: the append-only block store (`--store` is an alias).
+    #[arg(long = "data-dir", visible_alias = "store", value_name = "DIR")]
     store: std::path::PathBuf,
     /// vcservice endpoints (`host:port`, comma separated).
     #[arg(long, value_delimiter = ',', conflicts_with = "db")]

@@ -174,11 +174,10 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| crate::network::failed(&format!("listening on {listen}: {e}")))?;
-    let server = tokio::spawn(
-        wire::server::builder(&wire::server::ServerLimits::default())
-            .add_service(AssemblerServer::new(svc).max_encoding_message_size(64 << 20))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let server = wire::node::serve(listener, &wire::server::ServerLimits::default(), |b| {
+        b.add_service(AssemblerServer::new(svc).max_encoding_message_size(64 << 20))
+    })
+    .map_err(|e| crate::network::failed(&e.to_string()))?;
     let (ids_tx, ids_rx) = mpsc::channel::<Vec<String>>(ids.len().max(1));
     let (ev_tx, mut events) = mpsc::channel::<(String, String)>(4096);
     let watcher = tokio::spawn(crate::network::watch_sidecar(
@@ -225,7 +224,7 @@ pub async fn serve(
         }
     }
     watcher.abort();
-    server.abort();
+    server.stop(Duration::ZERO).await;
     let start = served
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -178,7 +178,10 @@ fn service(c: &mut Criterion) {
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
     let svc = VerifierService::new(Verifier::new(cores()).unwrap(), ServiceConfig::default(), None);
-    rt.spawn(svc.serve(listener, std::future::pending()));
+    let limits = ServiceConfig::default().server;
+    let _serving = rt
+        .block_on(async { wire::node::serve(listener, &limits, |b| b.add_service(svc.into_server())) })
+        .unwrap();
     let client = rt.block_on(VerifierClient::connect(&addr.to_string())).unwrap();
     let mut group = c.benchmark_group("service_500");
     group.sampling_mode(SamplingMode::Flat);

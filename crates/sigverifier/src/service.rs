@@ -19,12 +19,10 @@
 use crate::metrics::Metrics;
 use crate::{Policies, Verifier};
 use prost::Message;
-use std::future::Future;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -92,20 +90,6 @@ impl VerifierService {
         pb::sig_verifier_server::SigVerifierServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
-    }
-
-    /// Serves on `listener` until `shutdown` completes.
-    pub async fn serve(
-        self,
-        listener: TcpListener,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), tonic::transport::Error> {
-        let limits = self.config.server;
-        let (incoming, _stats) = wire::server::incoming(listener, &limits);
-        wire::server::builder(&limits)
-            .add_service(self.into_server())
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await
     }
 }
 

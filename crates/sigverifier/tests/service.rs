@@ -58,7 +58,10 @@ impl TestServer {
     fn start(threads: usize) -> TestServer {
         TestServer::start_with(move |listener| async move {
             let svc = VerifierService::new(Verifier::new(threads).unwrap(), ServiceConfig::default(), None);
-            svc.serve(listener, std::future::pending()).await.unwrap();
+            let limits = ServiceConfig::default().server;
+            let _serving =
+                wire::node::serve(listener, &limits, |b| b.add_service(svc.into_server())).unwrap();
+            std::future::pending::<()>().await;
         })
     }
 

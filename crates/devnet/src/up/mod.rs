@@ -212,7 +212,7 @@ fn committer_nodes(
                     config_path.clone(),
                     "--party".into(),
                     p.to_string(),
-                    "--store".into(),
+                    "--data-dir".into(),
                     store.display().to_string(),
                     "--vcservice".into(),
                     c.vcservice.to_string(),
