@@ -1,6 +1,7 @@
 //! The development network of fabrx: what `fabrx up`, `down`, `status` and the bench
 //! suites share, as library code the command-line shell calls.
 //!
+//! * [`bench`] — the `fabrx bench ordering|committer|e2e` suites: plans, runs, reports.
 //! * [`file`] — `network.json`, typed: what `fabrx up` started.
 //! * [`pg`] — PostgreSQL administration (naming and creating the databases a `--db` URL
 //!   implies), in one place.
@@ -13,6 +14,7 @@
 //! * [`token`] — the token application of a network: the wallet's view of it and its
 //!   genesis (the token namespace, the issuer's wallet).
 
+pub mod bench;
 pub mod cpu;
 pub mod file;
 pub mod height;

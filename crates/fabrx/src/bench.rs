@@ -44,14 +44,17 @@ pub struct VcBenchArgs {
 pub async fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Vc(args) => run_vc(args).await,
-        Bench::Ordering(a) => suite(crate::bench_suite::Suite::Ordering, a).await,
-        Bench::Committer(a) => suite(crate::bench_suite::Suite::Committer, a).await,
-        Bench::E2e(a) => suite(crate::bench_suite::Suite::E2e, a).await,
+        Bench::Ordering(a) => suite(devnet::bench::Suite::Ordering, &a).await,
+        Bench::Committer(a) => suite(devnet::bench::Suite::Committer, &a).await,
+        Bench::E2e(a) => suite(devnet::bench::Suite::E2e, &a).await,
     }
 }
 
-async fn suite(which: crate::bench_suite::Suite, args: crate::bench_suite::SuiteArgs) -> anyhow::Result<()> {
-    tokio::task::spawn_blocking(move || crate::bench_suite::run(which, &args)).await?
+async fn suite(which: devnet::bench::Suite, args: &crate::bench_suite::SuiteArgs) -> anyhow::Result<()> {
+    let options = args.options();
+    let summary = tokio::task::spawn_blocking(move || devnet::bench::run(which, &options)).await??;
+    println!("{}", summary.display());
+    Ok(())
 }
 
 fn sig() -> Vec<Endorsement> {
