@@ -376,7 +376,14 @@ async fn restarted_secondary_and_primary_keep_going_without_a_second_batch_under
     net.settle(&sent).await;
 
     // A secondary goes down; the shard goes on without it; it comes back, resumes the
-    // decisions where it stopped and fetches the batches it missed.
+    // decisions where it stopped and fetches the batches it missed. (It stops only once
+    // it read every decision so far: a secondary's mempool empties at the primary's
+    // batch, before the decision, so a busy machine could stop it before any.)
+    let decided = net.consenter.decisions() as u64;
+    eventually("party 3 read every decision so far", || {
+        net.stats(3).decisions >= decided
+    })
+    .await;
     net.stop(3).await;
     let b = requests(100..112);
     net.submit_everywhere(&b).await;
