@@ -253,8 +253,16 @@ pub fn refused() -> u64 {
     REFUSED.load(Ordering::Relaxed)
 }
 
-/// The authorization check of one call: `Err` with the status to answer.
-fn authorize<B>(tls: &NodeTls, req: &http::Request<B>) -> Result<(), tonic::Status> {
+/// The authenticated caller of a call this process serves (its certificate's holder), as
+/// the authorization layer recorded it; `None` without TLS (an `--insecure` network),
+/// where no caller is authenticated.
+pub fn caller<T>(request: &tonic::Request<T>) -> Option<Peer> {
+    request.extensions().get::<Peer>().copied()
+}
+
+/// The authorization check of one call: the authenticated caller, or `Err` with the
+/// status to answer.
+fn authorize<B>(tls: &NodeTls, req: &http::Request<B>) -> Result<Peer, tonic::Status> {
     let path = req.uri().path();
     let certs = req
         .extensions()
@@ -271,7 +279,7 @@ fn authorize<B>(tls: &NodeTls, req: &http::Request<B>) -> Result<(), tonic::Stat
         ));
     };
     if allowed(tls.me, peer, path) {
-        Ok(())
+        Ok(peer)
     } else {
         Err(tonic::Status::permission_denied(format!(
             "{peer} may not call {path} on {}",
@@ -328,18 +336,27 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         let verdict = match INSTALLED.get() {
             _ if self.deny => Err(tonic::Status::unavailable("this server's TLS setup failed")),
-            Some(tls) => authorize(tls, &req),
-            None => Ok(()),
+            Some(tls) => authorize(tls, &req).map(Some),
+            None => Ok(None),
         };
-        if let Err(status) = verdict {
-            REFUSED.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(path = req.uri().path(), reason = status.message(), "call refused");
-            return Box::pin(std::future::ready(Ok(status.into_http())));
+        match verdict {
+            Err(status) => {
+                REFUSED.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = req.uri().path(), reason = status.message(), "call refused");
+                Box::pin(std::future::ready(Ok(status.into_http())))
+            }
+            Ok(caller) => {
+                // Handlers read it with [`caller`]: who is calling is known from the
+                // certificate, never taken from a message field.
+                if let Some(peer) = caller {
+                    req.extensions_mut().insert(peer);
+                }
+                Box::pin(self.inner.call(req))
+            }
         }
-        Box::pin(self.inner.call(req))
     }
 }
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
-use types::ShardId;
 use types::digest::Digest32;
+use types::{PartyId, ShardId};
 use wire::pb;
 use wire::pb::batcher_intake_server::{BatcherIntake, BatcherIntakeServer};
 use wire::pb::batcher_peer_server::{BatcherPeer, BatcherPeerServer};
@@ -265,20 +265,68 @@ impl BatcherPeer for PeerService {
         &self,
         request: Request<Streaming<pb::ForwardRequest>>,
     ) -> Result<Response<pb::PeerAck>, Status> {
+        let caller = wire::tls::caller(&request);
         let mut stream = request.into_inner();
         while let Some(m) = self.next(&mut stream).await? {
-            if m.from == 0 || m.from > self.parties {
-                return Err(Status::invalid_argument(format!("no party {}", m.from)));
-            }
+            let from = forwarder(m.from, caller, self.parties)?;
             if m.request.is_empty() || m.request.len() > self.max_request_bytes {
                 continue;
             }
             let event = PeerEvent::Forwarded {
-                from: m.from,
+                from,
                 request: Arc::from(m.request),
             };
             self.send(event).await?;
         }
         Ok(Response::new(pb::PeerAck {}))
+    }
+}
+
+/// The party a forward comes from: with TLS, the authenticated caller's, and a message
+/// that names another party is refused (a Byzantine batcher must not spend another
+/// party's forward quota or have its requests blamed on it); without TLS (an
+/// `--insecure` network) the party the message names, which must exist.
+fn forwarder(claimed: PartyId, caller: Option<wire::tls::Peer>, parties: u32) -> Result<PartyId, Status> {
+    if claimed == 0 || claimed > parties {
+        return Err(Status::invalid_argument(format!("no party {claimed}")));
+    }
+    match caller {
+        Some(peer) if peer.party != claimed => Err(Status::permission_denied(format!(
+            "{peer} forwarded as party {claimed}"
+        ))),
+        _ => Ok(claimed),
+    }
+}
+
+#[cfg(test)]
+mod forwarder_tests {
+    use super::*;
+    use wire::tls::{Peer, Role};
+
+    #[test]
+    fn a_forward_comes_from_its_authenticated_caller() {
+        let batcher = |party| Peer {
+            role: Role::Batcher,
+            party,
+            shard: Some(0),
+        };
+        // (claimed, caller, accepted as)
+        let table: [(PartyId, Option<Peer>, Option<PartyId>); 6] = [
+            (2, Some(batcher(2)), Some(2)),
+            // Impersonation: party 3's batcher claims to be party 2.
+            (2, Some(batcher(3)), None),
+            (0, Some(batcher(2)), None),
+            (5, Some(batcher(5)), None),
+            // No TLS: the message's party, when it exists.
+            (4, None, Some(4)),
+            (5, None, None),
+        ];
+        for (claimed, caller, want) in table {
+            assert_eq!(
+                forwarder(claimed, caller, 4).ok(),
+                want,
+                "claimed {claimed}, caller {caller:?}"
+            );
+        }
     }
 }
