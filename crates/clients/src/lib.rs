@@ -10,6 +10,7 @@
 
 pub mod channel;
 pub mod decisions;
+pub mod deliver;
 pub mod failover;
 pub mod retry;
 pub mod verifier;

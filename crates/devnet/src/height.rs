@@ -32,17 +32,7 @@ pub async fn height(role: &str, listen: &str) -> Option<u64> {
 
 /// Blocks an assembler holds: the first number it has no block for.
 async fn assembler_height(channel: tonic::transport::Channel) -> Option<u64> {
-    let mut client = pb::assembler_client::AssemblerClient::new(channel).max_decoding_message_size(1 << 20);
-    let mut has = async |n: u64| -> Option<bool> {
-        let request = pb::DeliverRequest {
-            from: n,
-            to: Some(n),
-            headers_only: true,
-            to_end: true,
-        };
-        let mut stream = client.deliver(request).await.ok()?.into_inner();
-        Some(stream.message().await.ok()?.is_some())
-    };
+    let has = async |n: u64| clients::deliver::has_block(channel.clone(), n, PROBE).await;
     // Grow an upper bound, then bisect: [lo, hi) with block lo − 1 held, block hi not.
     let (mut lo, mut hi) = (0u64, 1u64);
     while has(hi - 1).await? {

@@ -202,25 +202,8 @@ impl Source {
     async fn ahead_elsewhere(&self, i: usize) -> Option<usize> {
         for k in 1..self.channels.len() {
             let j = (i + k) % self.channels.len();
-            let mut client =
-                AssemblerClient::new(self.channels[j].clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
-            let request = pb::DeliverRequest {
-                from: self.next,
-                to: Some(self.next),
-                headers_only: true,
-                to_end: true,
-            };
-            let probe = async {
-                let mut stream = client.deliver(request).await.ok()?.into_inner();
-                stream.message().await.ok().flatten()
-            };
-            let has = tokio::time::timeout(self.stall, probe)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|b| b.header)
-                .is_some_and(|h| h.number == self.next);
-            if has {
+            let has = clients::deliver::has_block(self.channels[j].clone(), self.next, self.stall).await;
+            if has == Some(true) {
                 return Some(j);
             }
         }
