@@ -84,7 +84,20 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as one line with its causes (no backtrace, even
+/// with `RUST_BACKTRACE` set: it is a message to an operator, not a crash) and the exit
+/// code is 1.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -17,10 +17,10 @@ pub enum Role {
         /// The network config file: authenticate with party `--party`'s vcservice
         /// certificate and serve only its sidecar (mutual TLS; nothing for a network
         /// without).
-        #[arg(long, requires = "party")]
+        #[arg(long, requires = "party", value_name = "FILE")]
         network: Option<std::path::PathBuf>,
         /// The party (1..N), with `--network`.
-        #[arg(long)]
+        #[arg(long, requires = "network")]
         party: Option<u32>,
     },
     /// The committer's sidecar (with the coordinator's dependency graph in-process).
@@ -111,7 +111,9 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     let registry = prometheus::Registry::new_custom(None, labels)?;
     let metrics = Arc::new(Metrics::register(&registry)?);
     if let Some(addr) = &cfg.metrics_listen {
-        crate::metrics_http::serve(addr.clone(), registry.clone()).await?;
+        crate::metrics_http::serve(addr.clone(), registry.clone())
+            .await
+            .with_context(|| format!("serving metrics on {addr}"))?;
     }
     let node = vcservice::node::spawn(
         cfg,

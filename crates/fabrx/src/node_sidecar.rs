@@ -28,12 +28,12 @@ pub struct SidecarArgs {
     /// The network config file (`<dir>/config/network-config.json`): read ordered blocks
     /// from the assemblers, party `--party`'s first, each verified; the `_meta` policy is
     /// the network's.
-    #[arg(long, requires = "party")]
+    #[arg(long, requires = "party", value_name = "FILE")]
     network: Option<std::path::PathBuf>,
     /// The committing party (1..N), with `--network`.
     #[arg(long)]
     party: Option<u32>,
-    /// Data directory: the append-only block store (`--store` is an alias).
+    /// Data directory: the append-only block store.
     #[arg(long = "data-dir", visible_alias = "store", value_name = "DIR")]
     store: std::path::PathBuf,
     /// vcservice endpoints (`host:port`, comma separated).

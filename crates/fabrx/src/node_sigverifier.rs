@@ -19,10 +19,10 @@ pub struct SigverifierArgs {
     threads: usize,
     /// The network config file: authenticate with party `--party`'s sigverifier
     /// certificate and serve only its sidecar (mutual TLS; nothing for a network without).
-    #[arg(long, requires = "party")]
+    #[arg(long, requires = "party", value_name = "FILE")]
     network: Option<std::path::PathBuf>,
     /// The party (1..N), with `--network`.
-    #[arg(long)]
+    #[arg(long, requires = "network")]
     party: Option<u32>,
     /// Prometheus `/metrics` listen address (off when absent).
     #[arg(long)]

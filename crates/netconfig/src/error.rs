@@ -103,6 +103,14 @@ pub enum Error {
     /// The network has no shards.
     #[error("the network has no shards (S must be at least 1)")]
     NoShards,
+    /// A party or shard the network does not have.
+    #[error("{what} is not in this network ({range})")]
+    NotInNetwork {
+        /// What was asked for (`party 9`, `shard 2`).
+        what: String,
+        /// What the network has (`parties 1..=4`).
+        range: String,
+    },
     /// Parties must be listed in order with ids 1..N.
     #[error(
         "the party at position {index} has id {id}; parties are listed in order with ids 1..N (expected {expected})"

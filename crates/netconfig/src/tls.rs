@@ -203,6 +203,23 @@ impl crate::NetworkConfig {
         party: u32,
         shard: Option<u32>,
     ) -> Result<bool> {
+        // Clients and wallets are party 0; every node is one of the network's parties.
+        if party != 0 && party > self.n() {
+            return Err(Error::NotInNetwork {
+                what: format!("party {party}"),
+                range: format!("parties 1..={}", self.n()),
+            });
+        }
+        // A batcher's `shard` is its shard (an endorser's is its share index).
+        if let Some(s) = shard
+            && role == Role::Batcher
+            && s >= self.shards().get()
+        {
+            return Err(Error::NotInNetwork {
+                what: format!("shard {s}"),
+                range: format!("shards 0..{}", self.shards().get()),
+            });
+        }
         let me = Peer { role, party, shard };
         let Some(tls) = self.node_tls(config_path, me)? else {
             return Ok(false);

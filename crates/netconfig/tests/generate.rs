@@ -343,3 +343,19 @@ fn batcher_and_arma_consenter_node_configs_come_out_of_the_network_config() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_node_of_a_party_or_shard_the_network_lacks_is_named_not_a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let generated = generate(&spec(dir.path(), 4, 2, Some(7))).unwrap();
+    let cfg = NetworkConfig::load(&generated.config_path).unwrap();
+    let path = &generated.config_path;
+    let e = cfg
+        .install_tls(path, wire::tls::Role::Router, 9, None)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "party 9 is not in this network (parties 1..=4)");
+    let e = cfg
+        .install_tls(path, wire::tls::Role::Batcher, 1, Some(2))
+        .unwrap_err();
+    assert_eq!(e.to_string(), "shard 2 is not in this network (shards 0..2)");
+}

@@ -476,6 +476,18 @@ fn prepare(opts: &Options) -> Result<PathBuf> {
 /// one of its worker threads.
 pub fn up(opts: &Options, exe: &Path) -> Result<Launched> {
     check_db(&opts.db)?;
+    if opts.no_orderer && opts.committers == 0 {
+        return Err(Error::Usage(
+            "--no-orderer starts only committing parties: give --committers 1 or more".into(),
+        ));
+    }
+    // A new network is checked before anything is written for it.
+    if !netconfig::config_path(&opts.dir).exists() && opts.committers > opts.parties {
+        return Err(Error::Usage(format!(
+            "--committers {} is more than --parties {}",
+            opts.committers, opts.parties
+        )));
+    }
     let dir = prepare(opts)?;
     let config = netconfig::NetworkConfig::load(&netconfig::config_path(&dir))?;
     if opts.committers > config.n() {
@@ -484,11 +496,6 @@ pub fn up(opts: &Options, exe: &Path) -> Result<Launched> {
             opts.committers,
             config.n()
         )));
-    }
-    if opts.no_orderer && opts.committers == 0 {
-        return Err(Error::Usage(
-            "--no-orderer starts only committing parties: give --committers 1 or more".into(),
-        ));
     }
     let exe_text = exe.display().to_string();
     let mut nodes = if opts.no_orderer {
