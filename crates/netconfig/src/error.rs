@@ -104,11 +104,11 @@ pub enum Error {
     #[error("the network has no shards (S must be at least 1)")]
     NoShards,
     /// A party or shard the network does not have.
-    #[error("{what} is not in this network ({range})")]
+    #[error("{what} is not in {range}: the network has no such node")]
     NotInNetwork {
         /// What was asked for (`party 9`, `shard 2`).
         what: String,
-        /// What the network has (`parties 1..=4`).
+        /// What the network has (`1..=4`).
         range: String,
     },
     /// Parties must be listed in order with ids 1..N.

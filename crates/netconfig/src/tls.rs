@@ -207,7 +207,7 @@ impl crate::NetworkConfig {
         if party != 0 && party > self.n() {
             return Err(Error::NotInNetwork {
                 what: format!("party {party}"),
-                range: format!("parties 1..={}", self.n()),
+                range: format!("1..={}", self.n()),
             });
         }
         // A batcher's `shard` is its shard (an endorser's is its share index).
@@ -217,7 +217,7 @@ impl crate::NetworkConfig {
         {
             return Err(Error::NotInNetwork {
                 what: format!("shard {s}"),
-                range: format!("shards 0..{}", self.shards().get()),
+                range: format!("0..{}", self.shards().get()),
             });
         }
         let me = Peer { role, party, shard };

@@ -353,9 +353,15 @@ fn a_node_of_a_party_or_shard_the_network_lacks_is_named_not_a_missing_file() {
     let e = cfg
         .install_tls(path, wire::tls::Role::Router, 9, None)
         .unwrap_err();
-    assert_eq!(e.to_string(), "party 9 is not in this network (parties 1..=4)");
+    assert_eq!(
+        e.to_string(),
+        "party 9 is not in 1..=4: the network has no such node"
+    );
     let e = cfg
         .install_tls(path, wire::tls::Role::Batcher, 1, Some(2))
         .unwrap_err();
-    assert_eq!(e.to_string(), "shard 2 is not in this network (shards 0..2)");
+    assert_eq!(
+        e.to_string(),
+        "shard 2 is not in 0..2: the network has no such node"
+    );
 }
