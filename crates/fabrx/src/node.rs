@@ -19,8 +19,9 @@ pub enum Role {
         /// without).
         #[arg(long, requires = "party", value_name = "FILE")]
         network: Option<std::path::PathBuf>,
-        /// The party (1..N), with `--network`.
-        #[arg(long, requires = "network")]
+        /// The party (1..N): with `--network`, whose identity it serves under; alone, the
+        /// `party` label of its metrics.
+        #[arg(long)]
         party: Option<u32>,
     },
     /// The committer's sidecar (with the coordinator's dependency graph in-process).
