@@ -46,38 +46,30 @@ pub struct DeliverService {
     store: StoreReader,
     streams: Arc<Semaphore>,
     limits: DeliverLimits,
-    open: Option<IntGauge>,
+    open: IntGauge,
 }
 
 /// A stream's room under `max_streams`, counted in the open-streams gauge while held.
 struct StreamPermit {
     _permit: OwnedSemaphorePermit,
-    open: Option<IntGauge>,
+    open: IntGauge,
 }
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
-        if let Some(g) = &self.open {
-            g.dec();
-        }
+        self.open.dec();
     }
 }
 
 impl DeliverService {
-    /// Serves the blocks of `store`.
-    pub fn new(store: StoreReader, limits: DeliverLimits) -> DeliverService {
+    /// Serves the blocks of `store`, counting its open streams in `open`.
+    pub fn new(store: StoreReader, limits: DeliverLimits, open: IntGauge) -> DeliverService {
         DeliverService {
             store,
             streams: Arc::new(Semaphore::new(limits.max_streams.min(Semaphore::MAX_PERMITS))),
             limits,
-            open: None,
+            open,
         }
-    }
-
-    /// Counts the open streams in `gauge`.
-    pub fn with_open_streams_gauge(mut self, gauge: Option<IntGauge>) -> DeliverService {
-        self.open = gauge;
-        self
     }
 
     /// The tonic server, with the request (1 KiB) and block size limits.
@@ -112,9 +104,7 @@ impl Assembler for DeliverService {
                 self.limits.max_streams
             ))
         })?;
-        if let Some(g) = &self.open {
-            g.inc();
-        }
+        self.open.inc();
         let permit = StreamPermit {
             _permit: permit,
             open: self.open.clone(),

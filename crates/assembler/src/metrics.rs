@@ -4,7 +4,8 @@
 //! with a small prefetch index mean batches arrive late (batchers or the network);
 //! a large prefetch index means decisions arrive late (consenters).
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, IntCounter, IntGauge};
+use telemetry::{Buckets, Registry};
 
 /// The metrics of one assembler.
 #[derive(Debug, Clone)]
@@ -28,51 +29,20 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let m = Metrics::new()?;
-        registry.register(Box::new(m.blocks.clone()))?;
-        registry.register(Box::new(m.txs.clone()))?;
-        registry.register(Box::new(m.height.clone()))?;
-        registry.register(Box::new(m.decisions.clone()))?;
-        registry.register(Box::new(m.queued_headers.clone()))?;
-        registry.register(Box::new(m.prefetch_bytes.clone()))?;
-        registry.register(Box::new(m.deliver_streams.clone()))?;
-        registry.register(Box::new(m.append_seconds.clone()))?;
-        Ok(m)
-    }
-
-    /// Metrics that no registry exports (tests; [`Metrics::register`] for a node).
-    pub fn new() -> prometheus::Result<Metrics> {
+    /// Makes the metrics in `registry` (a node's, or a detached one).
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
         Ok(Metrics {
-            blocks: IntCounter::new(
-                "fabrx_assembler_blocks_appended_total",
-                "Blocks appended to the ledger",
-            )?,
-            txs: IntCounter::new(
-                "fabrx_assembler_txs_appended_total",
-                "Requests in the appended blocks",
-            )?,
-            height: IntGauge::new("fabrx_assembler_ledger_height", "Blocks in the ledger")?,
-            decisions: IntCounter::new(
-                "fabrx_assembler_decisions_total",
-                "Verified decisions handed to the core",
-            )?,
-            queued_headers: IntGauge::new(
-                "fabrx_assembler_queued_headers",
-                "Ordered headers waiting for their batch",
-            )?,
-            prefetch_bytes: IntGauge::new(
-                "fabrx_assembler_prefetch_index_bytes",
-                "Bytes of prefetched batches held",
-            )?,
-            deliver_streams: IntGauge::new("fabrx_assembler_deliver_streams", "Deliver streams open")?,
-            append_seconds: Histogram::with_opts(
-                HistogramOpts::new(
-                    "fabrx_assembler_append_seconds",
-                    "Time to append and sync the blocks that became ready together",
-                )
-                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
+            blocks: r.counter("blocks_appended_total", "Blocks appended to the ledger")?,
+            txs: r.counter("txs_appended_total", "Requests in the appended blocks")?,
+            height: r.gauge("ledger_height", "Blocks in the ledger")?,
+            decisions: r.counter("decisions_total", "Verified decisions handed to the core")?,
+            queued_headers: r.gauge("queued_headers", "Ordered headers waiting for their batch")?,
+            prefetch_bytes: r.gauge("prefetch_index_bytes", "Bytes of prefetched batches held")?,
+            deliver_streams: r.gauge("deliver_streams", "Deliver streams open")?,
+            append_seconds: r.histogram(
+                "append_seconds",
+                "Time to append and sync the blocks that became ready together",
+                Buckets::Call,
             )?,
         })
     }

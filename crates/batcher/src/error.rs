@@ -191,6 +191,9 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The node's metrics could not be made.
+    #[error("batcher metrics: {0}")]
+    Metrics(String),
     /// The node could not listen on its address.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {

@@ -120,6 +120,8 @@ struct Net {
     consenter_uri: String,
     addrs: BTreeMap<PartyId, SocketAddr>,
     nodes: BTreeMap<PartyId, Handle>,
+    /// Each running node's metrics registry (a fresh one at each start).
+    registries: BTreeMap<PartyId, telemetry::Registry>,
 }
 
 impl Net {
@@ -145,6 +147,7 @@ impl Net {
                 .map(|(p, l)| (*p, l.local_addr().unwrap()))
                 .collect(),
             nodes: BTreeMap::new(),
+            registries: BTreeMap::new(),
         };
         for (p, l) in listeners {
             net.spawn(p, l).await;
@@ -174,11 +177,14 @@ impl Net {
     }
 
     async fn spawn(&mut self, party: PartyId, listener: TcpListener) {
+        let registry = telemetry::Registry::detached("batcher");
         let deps = Deps {
             listener: Some(listener),
+            registry: registry.clone(),
         };
         let handle = batcher::node::spawn(self.config(party), deps).await.unwrap();
         self.nodes.insert(party, handle);
+        self.registries.insert(party, registry);
     }
 
     async fn stop(&mut self, party: PartyId) {
@@ -207,14 +213,14 @@ impl Net {
 
     /// Party `party`'s metric `name` as its `/metrics` would show it.
     fn metric(&self, party: PartyId, name: &str) -> u64 {
-        let stats = Arc::clone(&self.nodes[&party].stats);
-        let metrics = batcher::node::metrics::Metrics::new(stats).unwrap();
-        let values = metrics.values();
-        values
-            .iter()
-            .find(|(n, _)| *n == name)
-            .unwrap_or_else(|| panic!("no metric {name} in {values:?}"))
-            .1
+        let text = self.registries[&party].text();
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no metric {name} in\n{text}"));
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{name} = {value:?}: {e}"))
     }
 
     /// Sends `requests` to the intake of every running batcher; asserts the answers.

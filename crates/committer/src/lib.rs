@@ -46,6 +46,7 @@ pub async fn in_process(
         Arc::new(LocalCommitter::new(engine)),
         meta_policy,
         config,
+        sidecar::metrics::Metrics::unexported()?,
     )
     .await
 }

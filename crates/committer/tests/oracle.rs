@@ -24,7 +24,11 @@ async fn run_pipeline(
     workers: usize,
     max_batch: usize,
 ) -> Vec<Vec<Status>> {
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let mut config = PipelineConfig {
         workers: std::num::NonZeroUsize::new(workers).expect("workers > 0"),
         max_batch: std::num::NonZeroUsize::new(max_batch).expect("max_batch > 0"),
@@ -127,7 +131,11 @@ async fn a_failing_emit_stops_the_pipeline() {
     let file = blockfile::parse(&workload(7, 12)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let mut pipeline = committer::in_process(engine, &file.meta_policy, PipelineConfig::default())
         .await
         .unwrap();

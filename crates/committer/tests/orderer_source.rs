@@ -463,7 +463,11 @@ async fn state_db(dir: &Path) -> Arc<LocalCommitter> {
     let backend = vcservice::EmbeddedBackend::open(&dir.join("vc"), vcservice::Durability::NoSync).unwrap();
     let backend: Arc<dyn vcservice::Backend> = Arc::new(backend);
     backend.init_schema().await.unwrap();
-    let engine = vcservice::Engine::new(backend, vcservice::EngineConfig::default(), None);
+    let engine = vcservice::Engine::new(
+        backend,
+        vcservice::EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     Arc::new(LocalCommitter::new(engine))
 }
 
@@ -492,7 +496,7 @@ async fn start_node(
         commit: db.clone(),
         meta_policy: meta_policy.clone(),
         blocks: Feed::Orderer(orderer_config(assemblers)),
-        metrics: None,
+        registry: telemetry::Registry::detached("sidecar"),
     };
     let node = sidecar::node::spawn(config, deps).await.unwrap();
     let client = SidecarClient::connect(format!("http://{}", node.addr))

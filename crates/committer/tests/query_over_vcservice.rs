@@ -33,7 +33,11 @@ async fn vcservice() -> Vc {
     let dir = tempfile::tempdir().unwrap();
     let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
     backend.init_schema().await.unwrap();
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let pipeline = PipelineConfig {
@@ -41,7 +45,12 @@ async fn vcservice() -> Vc {
         queue: std::num::NonZeroUsize::new(2).unwrap(),
         max_in_flight: std::num::NonZeroUsize::new(2).unwrap(),
     };
-    let svc = VcGrpc::new(engine.clone(), pipeline, None).into_server();
+    let svc = VcGrpc::new(
+        engine.clone(),
+        pipeline,
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    )
+    .into_server();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(svc)

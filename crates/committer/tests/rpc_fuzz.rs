@@ -211,7 +211,9 @@ async fn sigverifier_survives_hostile_input() {
     let svc = VerifierService::new(
         sigverifier::Verifier::new(2).unwrap(),
         ServiceConfig::default(),
-        None,
+        std::sync::Arc::new(
+            sigverifier::metrics::Metrics::register(&telemetry::Registry::detached("sigverifier")).unwrap(),
+        ),
     );
     let serving = wire::node::serve(listener, &ServiceConfig::default().server, |b| {
         b.add_service(svc.into_server())
@@ -250,7 +252,11 @@ async fn sidecar_survives_hostile_input() {
         vcservice::EmbeddedBackend::open(&dir.path().join("vc"), vcservice::Durability::NoSync).unwrap();
     let backend: std::sync::Arc<dyn vcservice::Backend> = std::sync::Arc::new(backend);
     backend.init_schema().await.unwrap();
-    let engine = vcservice::Engine::new(backend, vcservice::EngineConfig::default(), None);
+    let engine = vcservice::Engine::new(
+        backend,
+        vcservice::EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let mut config = sidecar::node::Config::new(dir.path().join("store"));
     config.listen = "127.0.0.1:0".parse().unwrap();
     let deps = sidecar::node::Deps {
@@ -258,7 +264,7 @@ async fn sidecar_survives_hostile_input() {
         commit: std::sync::Arc::new(committer::LocalCommitter::new(engine)),
         meta_policy: file.meta_policy.clone(),
         blocks: sidecar::node::Feed::Blocks(file.blocks.clone()),
-        metrics: None,
+        registry: telemetry::Registry::detached("sidecar"),
     };
     let mut node = sidecar::node::spawn(config, deps).await.unwrap();
     let summary = honest("the workload", node.source_done()).await.unwrap();

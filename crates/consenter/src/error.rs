@@ -75,6 +75,9 @@ pub enum Error {
         /// Which component.
         what: &'static str,
     },
+    /// Its metrics could not be made.
+    #[error("consenter metrics: {0}")]
+    Metrics(#[from] telemetry::Error),
 }
 
 /// Result alias of the crate.

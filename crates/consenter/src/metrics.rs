@@ -4,9 +4,10 @@
 //! A `last_decision` that stops moving on one consenter while it moves on the others
 //! points at that replica (catching up, or cut off).
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use telemetry::{Buckets, Registry};
 use wire::pb;
 
 /// The metrics of one consenter.
@@ -43,78 +44,47 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let m = Metrics::new()?;
-        registry.register(Box::new(m.decisions.clone()))?;
-        registry.register(Box::new(m.headers.clone()))?;
-        registry.register(Box::new(m.term_changes.clone()))?;
-        registry.register(Box::new(m.last_decision.clone()))?;
-        registry.register(Box::new(m.interval_seconds.clone()))?;
-        registry.register(Box::new(m.headers_per_decision.clone()))?;
-        registry.register(Box::new(m.pending_requests.clone()))?;
-        registry.register(Box::new(m.view.clone()))?;
-        registry.register(Box::new(m.view_changing.clone()))?;
-        registry.register(Box::new(m.messages.clone()))?;
-        registry.register(Box::new(m.messages_out.clone()))?;
-        Ok(m)
-    }
-
-    /// Metrics that no registry exports (tests; [`Metrics::register`] for a node).
-    pub fn new() -> prometheus::Result<Metrics> {
+    /// Makes the metrics in `registry` (a node's, or a detached one); every message
+    /// outcome's series exists from the start.
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
         Ok(Metrics {
-            decisions: IntCounter::new(
-                "fabrx_consenter_decisions_total",
+            decisions: r.counter(
+                "decisions_total",
                 "Decisions delivered by the engine and recorded",
             )?,
-            headers: IntCounter::new(
-                "fabrx_consenter_headers_ordered_total",
-                "Block headers in the recorded decisions",
+            headers: r.counter("headers_ordered_total", "Block headers in the recorded decisions")?,
+            term_changes: r.counter("term_changes_total", "Term changes in the recorded decisions")?,
+            last_decision: r.gauge("last_decision", "Number of the newest decision recorded")?,
+            interval_seconds: r.histogram(
+                "decision_interval_seconds",
+                "Time between consecutive recorded decisions",
+                Buckets::Call,
             )?,
-            term_changes: IntCounter::new(
-                "fabrx_consenter_term_changes_total",
-                "Term changes in the recorded decisions",
+            headers_per_decision: r.histogram(
+                "headers_per_decision",
+                "Block headers in each recorded decision",
+                Buckets::Count,
             )?,
-            last_decision: IntGauge::new(
-                "fabrx_consenter_last_decision",
-                "Number of the newest decision recorded",
-            )?,
-            interval_seconds: Histogram::with_opts(
-                HistogramOpts::new(
-                    "fabrx_consenter_decision_interval_seconds",
-                    "Time between consecutive recorded decisions",
-                )
-                .buckets(prometheus::exponential_buckets(0.0005, 2.0, 16)?),
-            )?,
-            headers_per_decision: Histogram::with_opts(
-                HistogramOpts::new(
-                    "fabrx_consenter_headers_per_decision",
-                    "Block headers in each recorded decision",
-                )
-                .buckets(prometheus::exponential_buckets(1.0, 2.0, 10)?),
-            )?,
-            pending_requests: IntGauge::new(
-                "fabrx_consenter_pending_requests",
+            pending_requests: r.gauge(
+                "pending_requests",
                 "Requests waiting in the BFT replica to be ordered",
             )?,
-            view: IntGauge::new("fabrx_consenter_view", "The BFT replica's current view")?,
-            view_changing: IntGauge::new(
-                "fabrx_consenter_view_changing",
+            view: r.gauge("view", "The BFT replica's current view")?,
+            view_changing: r.gauge(
+                "view_changing",
                 "1 while the replica waits for a new view, else 0",
             )?,
-            messages: IntCounterVec::new(
-                Opts::new(
-                    "fabrx_consenter_messages_in_total",
-                    "Consensus messages from peers, by outcome (received, rejected)",
-                ),
-                &["outcome"],
+            messages: r.counter_by(
+                "messages_in_total",
+                "Consensus messages from peers, by outcome (received, rejected)",
+                "outcome",
+                &["received", "rejected"],
             )?,
-            messages_out: IntCounterVec::new(
-                Opts::new(
-                    "fabrx_consenter_messages_out_total",
-                    "Consensus messages to peers, by outcome (sent, deduplicated, dropped)",
-                ),
-                &["outcome"],
+            messages_out: r.counter_by(
+                "messages_out_total",
+                "Consensus messages to peers, by outcome (sent, deduplicated, dropped)",
+                "outcome",
+                &["sent", "deduplicated", "dropped"],
             )?,
             previous: Arc::new(Mutex::new(None)),
         })
@@ -193,7 +163,7 @@ mod tests {
 
     #[test]
     fn samples_add_what_the_transport_counted_since_the_last_one() {
-        let m = Metrics::new().unwrap();
+        let m = Metrics::register(&Registry::detached("consenter")).unwrap();
         let stats = crate::transport::Stats::default();
         let status = bft::shell::ShellStatus {
             view: 3,

@@ -64,10 +64,19 @@ pub struct Config {
 }
 
 /// What an Arma consenter may be handed besides its config.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Deps {
-    /// Where the node records its metrics (`None`: nowhere).
-    pub metrics: Option<Metrics>,
+    /// Where the node makes its metrics (a detached registry unless the binary serves
+    /// one).
+    pub registry: telemetry::Registry,
+}
+
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            registry: telemetry::Registry::detached("consenter"),
+        }
+    }
 }
 
 /// Decisions an Arma decisions log keeps by default: days of decisions at a few per
@@ -226,7 +235,7 @@ struct ArmaSink {
     written: Instant,
     interval: Duration,
     retain: std::num::NonZeroU64,
-    metrics: Option<Metrics>,
+    metrics: Metrics,
 }
 
 impl ArmaSink {
@@ -265,9 +274,7 @@ impl ArmaSink {
         } else {
             self.log.append(&served)?;
         }
-        if let Some(m) = &self.metrics {
-            m.on_decision(&served);
-        }
+        self.metrics.on_decision(&served);
         self.pending = Some((served.number, snapshot));
         self.unsnapshotted = self.unsnapshotted.saturating_add(1);
         Ok(())
@@ -400,7 +407,7 @@ fn restore(
     cfg: &Config,
     key: crypto::SigningKey,
     keys: ClusterKeys,
-    metrics: Option<Metrics>,
+    metrics: Metrics,
 ) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
     let node = &cfg.node;
     let (wal, entries) = FileWal::open(&node.wal)?;
@@ -480,8 +487,8 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     }
     let (node, listen, key, keys) = checked(node)?;
     let cfg = Config { node, ..cfg };
-    let metrics = deps.metrics.clone();
-    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), deps.metrics)?;
+    let metrics = Metrics::register(&deps.registry)?;
+    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), metrics.clone())?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
     let arma = cfg.arma.clone();
     let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));

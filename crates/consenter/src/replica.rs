@@ -156,7 +156,7 @@ pub async fn spawn(cfg: ReplicaConfig) -> Result<Handle> {
         sink: log,
         decisions: None,
         request_check: None,
-        metrics: None,
+        metrics: crate::metrics::Metrics::register(&telemetry::Registry::detached("consenter"))?,
     })
     .await?;
     Ok(node)
@@ -217,7 +217,7 @@ pub(crate) struct Launch<A: bft::Application, S> {
     /// The application's check of a submitted request, run before it is queued.
     pub request_check: Option<crate::service::RequestCheck>,
     /// Where the replica's state and the transport counters are sampled each second.
-    pub metrics: Option<crate::metrics::Metrics>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// A running replica (of the plain cluster or of the consenters).
@@ -360,9 +360,7 @@ where
     });
     tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
     let transport = spawn_transport(cfg, epoch, l.key, l.keys.clone(), stats.clone());
-    if let Some(m) = l.metrics {
-        tokio::spawn(sample_metrics(m, tx_status.subscribe(), stats.clone()));
-    }
+    tokio::spawn(sample_metrics(l.metrics, tx_status.subscribe(), stats.clone()));
     let mut service = ConsensusService::new(ServiceDeps {
         me,
         keys: l.keys,

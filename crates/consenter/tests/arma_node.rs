@@ -376,10 +376,12 @@ fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
     let peers: Vec<String> = (0..N).map(|_| free_addr()).collect();
     let cfgs: Vec<ArmaNodeConfig> = (0..N).map(|i| config(i, &peers, dir.path())).collect();
     // Consenter 0 records its metrics.
-    let metrics = Metrics::new().unwrap();
+    let registry = telemetry::Registry::detached("consenter");
     let deps = ArmaNodeDeps {
-        metrics: Some(metrics.clone()),
+        registry: registry.clone(),
     };
+    // The same series the node records into (a metric made again is the same one).
+    let metrics = Metrics::register(&registry).unwrap();
     let mut nodes: Vec<Node> = cfgs
         .iter()
         .enumerate()

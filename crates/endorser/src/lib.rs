@@ -37,9 +37,9 @@ pub enum Error {
     /// The server stopped on its own.
     #[error(transparent)]
     Serve(#[from] wire::node::ServeError),
-    /// Metrics could not be registered.
-    #[error("metrics: {0}")]
-    Metrics(#[from] prometheus::Error),
+    /// Metrics could not be made.
+    #[error("endorser metrics: {0}")]
+    Metrics(#[from] telemetry::Error),
 }
 
 /// Result alias of the endorser.

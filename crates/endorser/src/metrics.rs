@@ -1,6 +1,7 @@
 //! Prometheus metrics of an endorser (`fabrx_endorser_*`).
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
+use prometheus::{Histogram, IntCounterVec};
+use telemetry::{Buckets, Registry};
 
 /// An endorser's metrics.
 #[derive(Debug, Clone)]
@@ -15,34 +16,24 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers the metrics in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "fabrx_endorser_requests_total",
-                "Token requests answered, by outcome",
-            ),
-            &["outcome"],
-        )?;
-        let buckets = prometheus::exponential_buckets(0.0001, 2.0, 16)?;
-        let latency = Histogram::with_opts(
-            HistogramOpts::new(
-                "fabrx_endorser_latency_seconds",
-                "Endorsement latency, state read included",
-            )
-            .buckets(buckets.clone()),
-        )?;
-        let sign_seconds = Histogram::with_opts(
-            HistogramOpts::new("fabrx_endorser_sign_seconds", "Checking and partial signing time")
-                .buckets(buckets),
-        )?;
-        registry.register(Box::new(requests.clone()))?;
-        registry.register(Box::new(latency.clone()))?;
-        registry.register(Box::new(sign_seconds.clone()))?;
+    /// Makes the metrics in `registry`; every outcome's series exists from the start.
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
+        let outcomes: Vec<&str> = std::iter::once("endorsed")
+            .chain(token::rejection::Reason::ALL.iter().map(|r| r.name()))
+            .collect();
         Ok(Metrics {
-            requests,
-            latency,
-            sign_seconds,
+            requests: r.counter_by(
+                "requests_total",
+                "Token requests answered, by outcome",
+                "outcome",
+                &outcomes,
+            )?,
+            latency: r.histogram(
+                "latency_seconds",
+                "Endorsement latency, state read included",
+                Buckets::Call,
+            )?,
+            sign_seconds: r.histogram("sign_seconds", "Checking and partial signing time", Buckets::Call)?,
         })
     }
 }

@@ -34,10 +34,17 @@ pub struct Config {
 }
 
 /// What an endorser node may be handed.
-#[derive(Default)]
 pub struct Deps {
-    /// Where it records its metrics (`None`: nowhere).
-    pub metrics: Option<Metrics>,
+    /// Where it makes its metrics (a detached registry unless the binary serves one).
+    pub registry: telemetry::Registry,
+}
+
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            registry: telemetry::Registry::detached("endorser"),
+        }
+    }
 }
 
 /// A running endorser.
@@ -80,7 +87,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let state = StateReader::new(&cfg.query).map_err(Error::Config)?;
     let listener = wire::node::bind(cfg.listen).await?;
     let limits = cfg.service.server;
-    let service = EndorserService::new(core, state, cfg.service, deps.metrics);
+    let service = EndorserService::new(core, state, cfg.service, Metrics::register(&deps.registry)?);
     let serving = wire::node::serve(listener, &limits, |b| b.add_service(service.into_server()))?;
     Ok(Handle {
         addr: serving.addr(),

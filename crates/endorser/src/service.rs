@@ -168,17 +168,12 @@ pub struct EndorserService {
     state: StateReader,
     permits: Arc<Semaphore>,
     config: ServiceConfig,
-    metrics: Option<Metrics>,
+    metrics: Metrics,
 }
 
 impl EndorserService {
     /// A service of `core` reading through `state`.
-    pub fn new(
-        core: EndorserCore,
-        state: StateReader,
-        config: ServiceConfig,
-        metrics: Option<Metrics>,
-    ) -> Self {
+    pub fn new(core: EndorserCore, state: StateReader, config: ServiceConfig, metrics: Metrics) -> Self {
         EndorserService {
             core: Arc::new(core),
             state,
@@ -216,9 +211,7 @@ impl EndorserService {
         })
         .await
         .map_err(|e| Rejection::new(Reason::StateUnavailable, format!("signing task: {e}")))?;
-        if let Some(m) = &self.metrics {
-            m.sign_seconds.observe(started.elapsed().as_secs_f64());
-        }
+        self.metrics.sign_seconds.observe(started.elapsed().as_secs_f64());
         signed
     }
 }
@@ -254,10 +247,8 @@ impl pb::endorser_server::Endorser for EndorserService {
             .unwrap_or_else(|_| Err(Rejection::new(Reason::StateUnavailable, "timed out")));
         let reply = match outcome {
             Ok(e) => {
-                if let Some(m) = &self.metrics {
-                    m.requests.with_label_values(&["endorsed"]).inc();
-                    m.latency.observe(arrived.elapsed().as_secs_f64());
-                }
+                self.metrics.requests.with_label_values(&["endorsed"]).inc();
+                self.metrics.latency.observe(arrived.elapsed().as_secs_f64());
                 pb::EndorseResponse {
                     tx_id: e.tx_id,
                     share_index: e.partial.index,
@@ -268,9 +259,7 @@ impl pb::endorser_server::Endorser for EndorserService {
             }
             Err(r) => {
                 debug!(reason = r.reason.name(), detail = %r.detail, "request refused");
-                if let Some(m) = &self.metrics {
-                    m.requests.with_label_values(&[r.reason.name()]).inc();
-                }
+                self.metrics.requests.with_label_values(&[r.reason.name()]).inc();
                 rejected(&r)
             }
         };

@@ -121,7 +121,7 @@ async fn endorser(set: &crypto::ThresholdKeySet, query: Vec<String>) -> Endorser
         core,
         state,
         endorser::service::ServiceConfig::default(),
-        None,
+        endorser::metrics::Metrics::register(&telemetry::Registry::detached("endorser")).unwrap(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();

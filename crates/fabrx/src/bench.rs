@@ -211,7 +211,11 @@ async fn run_vc(args: VcBenchArgs) -> anyhow::Result<()> {
     println!("| backend | batch size | txs | committed | seconds | committed tx/s |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, (name, backend, batch)) in configs.into_iter().enumerate() {
-        let engine = Engine::new(backend, EngineConfig::default(), None);
+        let engine = Engine::new(
+            backend,
+            EngineConfig::default(),
+            vcservice::metrics::Metrics::unexported()?,
+        );
         let ns = format!("bench{i}_{}", std::process::id());
         prepare(&engine, &ns, population).await?;
         let batches = workload(&ns, args.txs, batch, population);

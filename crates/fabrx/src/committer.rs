@@ -51,7 +51,11 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| format!("embedded:{}", tmp.path().display()));
     let backend = open_backend(&db, &BackendOptions::default())?;
     backend.init_schema().await.context("creating schema")?;
-    let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend.clone(),
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported()?,
+    );
     let mut config = PipelineConfig {
         workers: args.workers,
         ..PipelineConfig::default()

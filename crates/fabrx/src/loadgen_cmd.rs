@@ -396,7 +396,11 @@ async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result
         config.graph.max_pending = m.get();
     }
     let max_pending = config.graph.max_pending;
-    let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend.clone(),
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported()?,
+    );
     let mut progress = progress_printer();
     let run = committer::run_paced(engine, &workload, config, &schedule, &mut progress).await?;
     let info = RunInfo {
@@ -463,7 +467,11 @@ async fn baseline(
         db => db,
     };
     let (backend, _) = open(db, &tmp, 4).await?;
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported()?,
+    );
     let serial = loadgen::baseline::serial_commit(engine, serial_workload, args.baseline_txs.get()).await?;
     let serial_tps = if serial.seconds > 0.0 {
         serial.txs as f64 / serial.seconds

@@ -225,10 +225,7 @@ pub async fn run(
     let control = rate
         .filter(|_| args.metrics.is_some())
         .map(|r| Arc::new(network::RateControl::new(r)));
-    let metrics = match &args.metrics {
-        Some(addr) => Some(LoadMetrics::serve(addr, args.instance, control.clone()).await?),
-        None => None,
-    };
+    let metrics = LoadMetrics::new(args.metrics.as_deref(), args.instance, control.clone()).await?;
     let pace = Pace {
         schedule,
         max_in_flight: args.max_in_flight,
@@ -240,9 +237,7 @@ pub async fn run(
     let started_unix_ms = unix_ms();
     let mut print = printer();
     let run = network::run(&endpoints, &load, pace, |p| {
-        if let Some(m) = &metrics {
-            m.update(&p);
-        }
+        metrics.update(&p);
         print(p);
     })
     .await?;
@@ -362,40 +357,33 @@ struct LoadMetrics {
 }
 
 impl LoadMetrics {
-    async fn serve(
-        addr: &str,
+    /// The metrics of load instance `instance`, served on `addr` (with the `/rate`
+    /// control) when one is given.
+    async fn new(
+        addr: Option<&str>,
         instance: u32,
         control: Option<Arc<network::RateControl>>,
     ) -> anyhow::Result<Arc<LoadMetrics>> {
-        use prometheus::{Gauge, IntCounter, IntGauge, Registry};
-        let labels = std::collections::HashMap::from([("instance".to_string(), instance.to_string())]);
-        let registry = Registry::new_custom(None, Some(labels))?;
+        let registry = telemetry::Registry::node("loadgen", &[("instance", instance.to_string())])?;
+        let r = &registry;
         let m = Arc::new(LoadMetrics {
-            sent: IntCounter::new("fabrx_loadgen_sent_total", "Txs sent to the routers")?,
-            submitted: IntCounter::new(
-                "fabrx_loadgen_submitted_total",
-                "Txs a quorum of routers acknowledged",
-            )?,
-            confirmed: IntCounter::new("fabrx_loadgen_confirmed_total", "Txs with a final status")?,
-            in_flight: IntGauge::new("fabrx_loadgen_in_flight", "Txs sent and not confirmed")?,
-            rate: Gauge::new("fabrx_loadgen_rate", "Offered txs per second (0: unpaced)")?,
+            sent: r.counter("sent_total", "Txs sent to the routers")?,
+            submitted: r.counter("submitted_total", "Txs a quorum of routers acknowledged")?,
+            confirmed: r.counter("confirmed_total", "Txs with a final status")?,
+            in_flight: r.gauge("in_flight", "Txs sent and not confirmed")?,
+            rate: r.float_gauge("rate", "Offered txs per second (0: unpaced)")?,
             control: control.clone(),
             last: std::sync::Mutex::new((0, 0, 0)),
         });
-        registry.register(Box::new(m.sent.clone()))?;
-        registry.register(Box::new(m.submitted.clone()))?;
-        registry.register(Box::new(m.confirmed.clone()))?;
-        registry.register(Box::new(m.in_flight.clone()))?;
-        registry.register(Box::new(m.rate.clone()))?;
         m.rate.set(control.as_ref().map_or(0.0, |c| c.get()));
-        let routes: crate::metrics_http::Routes = {
-            let m = m.clone();
-            Arc::new(move |req| rate_route(req, m.control.as_deref(), &m.rate))
-        };
-        crate::metrics_http::serve_with(addr.to_string(), registry, Some(routes))
-            .await
-            .with_context(|| format!("serving the loadgen's metrics on {addr}"))?;
-        eprintln!("loadgen: metrics and rate control on http://{addr}/metrics, /rate");
+        if let Some(addr) = addr {
+            let routes: telemetry::http::Routes = {
+                let m = m.clone();
+                Arc::new(move |req| rate_route(req, m.control.as_deref(), &m.rate))
+            };
+            telemetry::http::serve_with(addr, registry, Some(routes)).await?;
+            eprintln!("loadgen: metrics and rate control on http://{addr}/metrics, /rate");
+        }
         Ok(m)
     }
 
@@ -419,7 +407,7 @@ impl LoadMetrics {
 /// `GET /rate` answers the offered rate; `POST /rate` (body: txs per second) changes
 /// it in a fixed-rate run; other paths: the metrics.
 fn rate_route(
-    req: &crate::metrics_http::Request,
+    req: &telemetry::http::Request,
     control: Option<&network::RateControl>,
     gauge: &prometheus::Gauge,
 ) -> Option<(u16, String)> {

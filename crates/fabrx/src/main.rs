@@ -9,7 +9,6 @@ mod latency_proxy;
 mod loadgen_cmd;
 mod loadgen_mock;
 mod loadgen_network;
-mod metrics_http;
 mod network;
 mod node;
 mod node_assembler;

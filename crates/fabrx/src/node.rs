@@ -2,9 +2,7 @@
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use std::sync::Arc;
 use vcservice::config::{BackendOptions, VcConfig, open_backend};
-use vcservice::metrics::Metrics;
 
 /// Roles a node can run.
 #[derive(Debug, Subcommand)]
@@ -108,22 +106,11 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     let mut stopping = crate::runner::Stopping::install()?;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg = VcConfig::from_toml(&text)?;
-    let labels = party.map(|p| [("party".to_owned(), p.to_string())].into_iter().collect());
-    let registry = prometheus::Registry::new_custom(None, labels)?;
-    let metrics = Arc::new(Metrics::register(&registry)?);
-    if let Some(addr) = &cfg.metrics_listen {
-        crate::metrics_http::serve(addr.clone(), registry.clone())
-            .await
-            .with_context(|| format!("serving metrics on {addr}"))?;
-    }
-    let node = vcservice::node::spawn(
-        cfg,
-        vcservice::node::Deps {
-            metrics: Some(metrics),
-        },
-    )
-    .await
-    .context("starting the vcservice")?;
+    let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
+    let registry = crate::runner::metrics("vcservice", cfg.metrics_listen.as_deref(), &labels).await?;
+    let node = vcservice::node::spawn(cfg, vcservice::node::Deps { registry })
+        .await
+        .context("starting the vcservice")?;
     let ready = serde_json::json!({ "ready": "vcservice", "listen": node.addr.to_string() });
     crate::runner::serve(node, "the vcservice", Some(ready), &mut stopping).await
 }

@@ -41,11 +41,10 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;
-    let mut deps = assembler::node::Deps::default();
-    if let Some(addr) = &args.metrics {
-        let registry = crate::runner::serve_metrics(addr, &[("party", args.party)]).await?;
-        deps.metrics = Some(assembler::metrics::Metrics::register(&registry)?);
-    }
+    let deps = assembler::node::Deps {
+        registry: crate::runner::metrics("assembler", args.metrics.as_deref(), &[("party", args.party)])
+            .await?,
+    };
     let running = assembler::node::spawn(cfg, deps)
         .await
         .with_context(|| format!("starting party {} assembler", args.party))?;

@@ -62,14 +62,14 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?;
-    let handle = batcher::node::spawn(cfg, batcher::node::Deps::default())
+    let labels = [("party", args.party), ("shard", args.shard)];
+    let deps = batcher::node::Deps {
+        registry: crate::runner::metrics("batcher", args.metrics.as_deref(), &labels).await?,
+        ..batcher::node::Deps::default()
+    };
+    let handle = batcher::node::spawn(cfg, deps)
         .await
         .with_context(|| format!("starting {node}"))?;
-    if let Some(addr) = &args.metrics {
-        let labels = [("party", args.party), ("shard", args.shard)];
-        let registry = crate::runner::serve_metrics(addr, &labels).await?;
-        batcher::node::metrics::Metrics::register(&registry, std::sync::Arc::clone(&handle.stats))?;
-    }
     let term = handle.stats.snapshot().term;
     info!(party = args.party, shard = args.shard, addr = %handle.addr, term, "batcher listening");
     let ready = serde_json::json!({

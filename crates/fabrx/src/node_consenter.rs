@@ -242,11 +242,14 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
         }
         _ => (args.id.unwrap_or(0), flag_config(args)?),
     };
-    let mut deps = consenter::node::Deps::default();
-    if let Some(addr) = &metrics {
-        let registry = crate::runner::serve_metrics(addr, &[("party", id.saturating_add(1))]).await?;
-        deps.metrics = Some(consenter::metrics::Metrics::register(&registry)?);
-    }
+    let deps = consenter::node::Deps {
+        registry: crate::runner::metrics(
+            "consenter",
+            metrics.as_deref(),
+            &[("party", id.saturating_add(1))],
+        )
+        .await?,
+    };
     let node = consenter::node::spawn(cfg, deps)
         .await
         .context("starting the consenter")?;

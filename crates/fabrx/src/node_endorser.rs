@@ -47,15 +47,10 @@ pub async fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let mut cfg = config.endorser_node_config(&dir, args.index, args.listen)?;
     cfg.service.max_in_flight = args.max_in_flight;
     cfg.service.server = args.server.limits();
-    let metrics = match &args.metrics {
-        None => None,
-        Some(addr) => {
-            // The `party` label: the party the network config gives this share.
-            let registry = crate::runner::serve_metrics(addr, &[("party", me.party)]).await?;
-            Some(endorser::metrics::Metrics::register(&registry)?)
-        }
-    };
-    let node = endorser::node::spawn(cfg, endorser::node::Deps { metrics })
+    // The `party` label: the party the network config gives this share.
+    let registry =
+        crate::runner::metrics("endorser", args.metrics.as_deref(), &[("party", me.party)]).await?;
+    let node = endorser::node::spawn(cfg, endorser::node::Deps { registry })
         .await
         .with_context(|| format!("starting endorser {}", args.index))?;
     info!(index = args.index, addr = %node.addr, "endorser listening");

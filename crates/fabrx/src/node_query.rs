@@ -43,14 +43,8 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     cfg.server = args.server.limits();
     // Owners read their own tokens; the network's issuers may read anyone's (auditors).
     cfg.reads.auditors = config.token().map(|t| t.issuers.clone()).unwrap_or_default();
-    let metrics = match &args.metrics {
-        None => None,
-        Some(addr) => {
-            let registry = crate::runner::serve_metrics(addr, &[("party", args.party)]).await?;
-            Some(query::metrics::Metrics::register(&registry)?)
-        }
-    };
-    let handle = query::node::spawn(cfg, query::node::Deps { metrics })
+    let registry = crate::runner::metrics("query", args.metrics.as_deref(), &[("party", args.party)]).await?;
+    let handle = query::node::spawn(cfg, query::node::Deps { registry })
         .await
         .with_context(|| format!("starting party {} query service", args.party))?;
     info!(party = args.party, addr = %handle.addr, "query service listening");

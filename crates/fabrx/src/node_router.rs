@@ -39,10 +39,8 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut setup = config.router_setup(args.party, args.listen)?;
     setup.node.server = args.server.limits();
     let mut deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());
-    if let Some(addr) = &args.metrics {
-        let registry = crate::runner::serve_metrics(addr, &[("party", args.party)]).await?;
-        deps.metrics = Some(router::metrics::Metrics::register(&registry)?);
-    }
+    deps.registry =
+        crate::runner::metrics("router", args.metrics.as_deref(), &[("party", args.party)]).await?;
     let shards = setup.node.router.shards;
     let node = router::node::spawn(setup.node, deps)
         .await

@@ -79,15 +79,9 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
     let (feed, meta_policy, party) = feed(&args)?;
     let (verify, commit) = stages(&args).await?;
-    let metrics = match &args.metrics {
-        Some(addr) => {
-            // The `party` label when the sidecar reads a network's orderer.
-            let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
-            let registry = crate::runner::serve_metrics(addr, &labels).await?;
-            Some(sidecar::metrics::Metrics::register(&registry)?)
-        }
-        None => None,
-    };
+    // The `party` label when the sidecar reads a network's orderer.
+    let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
+    let registry = crate::runner::metrics("sidecar", args.metrics.as_deref(), &labels).await?;
     let config = Config {
         store: args.store.clone(),
         listen: args.listen.unwrap_or_else(sidecar::node::loopback_any_port),
@@ -102,7 +96,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         commit,
         meta_policy,
         blocks: feed,
-        metrics,
+        registry,
     };
     let mut node = sidecar::node::spawn(config, deps)
         .await
@@ -168,7 +162,7 @@ async fn stages(args: &SidecarArgs) -> anyhow::Result<(Arc<dyn VerifyStage>, Arc
             Arc::new(LocalCommitter::new(Engine::new(
                 backend,
                 EngineConfig::default(),
-                None,
+                vcservice::metrics::Metrics::unexported()?,
             )))
         }
         (None, false) => Arc::new(VcPool::new(&args.vcservice, remote)?),

@@ -2,10 +2,8 @@
 
 use anyhow::Context;
 use clap::Args;
-use sigverifier::metrics::Metrics;
 use sigverifier::service::ServiceConfig;
 use std::num::NonZeroUsize;
-use std::sync::Arc;
 use tracing::info;
 
 /// Arguments of `fabrx node sigverifier`.
@@ -46,15 +44,9 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
             .with_context(|| format!("loading the network config {}", path.display()))?;
         config.install_tls(path, wire::tls::Role::Sigverifier, party, None)?;
     }
-    let metrics = match &args.metrics {
-        None => None,
-        Some(addr) => {
-            // The `party` label when the verifier serves a network's party.
-            let labels: Vec<(&str, u32)> = args.party.map(|p| ("party", p)).into_iter().collect();
-            let registry = crate::runner::serve_metrics(addr, &labels).await?;
-            Some(Arc::new(Metrics::register(&registry)?))
-        }
-    };
+    // The `party` label when the verifier serves a network's party.
+    let labels: Vec<(&str, u32)> = args.party.map(|p| ("party", p)).into_iter().collect();
+    let registry = crate::runner::metrics("sigverifier", args.metrics.as_deref(), &labels).await?;
     let service = ServiceConfig {
         max_in_flight: args.max_in_flight,
         max_in_flight_total: args.max_in_flight_total,
@@ -76,7 +68,7 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
             service,
         };
         let deps = sigverifier::node::Deps {
-            metrics: metrics.clone(),
+            registry: registry.clone(),
         };
         match sigverifier::node::spawn(config, deps).await {
             Ok(node) => {

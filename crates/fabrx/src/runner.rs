@@ -56,16 +56,21 @@ impl Stopping {
     }
 }
 
-/// Serves a registry on `addr` whose every metric carries the constant `labels` (e.g.
-/// `party`, `shard`: docs/metrics.md); the caller registers its metrics in it.
-pub async fn serve_metrics(addr: &str, labels: &[(&str, u32)]) -> anyhow::Result<prometheus::Registry> {
-    let labels = labels
+/// The node's metrics registry (`fabrx_<role>_…`, every series labelled with `labels`,
+/// e.g. `party`, `shard`: docs/metrics.md), served on `addr` when one is given. The
+/// caller hands it to the node, which makes its metrics in it.
+pub async fn metrics(
+    role: &str,
+    addr: Option<&str>,
+    labels: &[(&str, u32)],
+) -> anyhow::Result<telemetry::Registry> {
+    let labels: Vec<(&str, String)> = labels
         .iter()
-        .map(|(name, value)| ((*name).to_owned(), value.to_string()))
+        .map(|(name, value)| (*name, value.to_string()))
         .collect();
-    let registry = prometheus::Registry::new_custom(None, Some(labels))?;
-    crate::metrics_http::serve(addr.to_owned(), registry.clone())
-        .await
-        .with_context(|| format!("serving metrics on {addr}"))?;
+    let registry = telemetry::Registry::node(role, &labels)?;
+    if let Some(addr) = addr {
+        telemetry::http::serve(addr, registry.clone()).await?;
+    }
     Ok(registry)
 }

@@ -46,15 +46,33 @@ fn scrape(addr: &str) -> String {
     }
 }
 
-/// The sample lines of `text` (no comments), at least one, all of prefix `prefix`.
+/// The sample lines of `text` (no comments): the role's own (prefix `prefix`, at least
+/// one), and besides them only the metrics every node exports (`fabrx_build_info`, the
+/// `process_*` metrics), which must be there too.
 fn samples<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .collect();
-    assert!(!lines.is_empty(), "no samples in\n{text}");
+    assert!(
+        lines.iter().any(|l| l.starts_with(prefix)),
+        "no {prefix} samples in\n{text}"
+    );
     for l in &lines {
-        assert!(l.starts_with(prefix), "{l}");
+        assert!(
+            l.starts_with(prefix) || l.starts_with("fabrx_build_info{") || l.starts_with("process_"),
+            "{l}"
+        );
+    }
+    for every_node in [
+        "fabrx_build_info{",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(every_node)),
+            "no {every_node} in\n{text}"
+        );
     }
     lines
 }

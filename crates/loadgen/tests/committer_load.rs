@@ -44,7 +44,11 @@ fn small_pipeline() -> PipelineConfig {
 
 async fn load(backend: Arc<dyn Backend>, spec: &WorkloadSpec) -> (Arc<Workload>, LoadRun) {
     let workload = Arc::new(Workload::generate(spec).unwrap());
-    let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend.clone(),
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let mut emitted = 0;
     let run = committer::run(engine, &workload, small_pipeline(), &mut |p| {
         emitted += 1;
@@ -158,7 +162,11 @@ async fn postgres_loads_match_the_oracle_and_reruns_need_a_fresh_tag() {
     check(backend.clone(), &spec(12, "pgb")).await;
     // The same tag again is refused at genesis with a clear error.
     let workload = Workload::generate(&spec(11, "pga")).unwrap();
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let err = match committer::run(engine, &workload, small_pipeline(), &mut |_| {}).await {
         Ok(_) => panic!("a reused tag was accepted"),
         Err(e) => e,
@@ -202,7 +210,11 @@ async fn baselines_measure_something() {
     let rates = loadgen::baseline::verify_rates(&workload, 100).unwrap();
     assert_eq!(rates.sample, 100);
     assert!(rates.one_core_per_s > 0.0 && rates.all_cores_per_s > 0.0 && rates.cores >= 1);
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let serial = loadgen::baseline::serial_commit(engine, workload.clone(), 150)
         .await
         .unwrap();
@@ -229,7 +241,11 @@ async fn unpaced_latency_runs_from_the_pull() {
         ..spec(11, "pull")
     };
     let workload = Arc::new(Workload::generate(&spec).unwrap());
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let mut config = small_pipeline();
     config.graph.max_pending = 1; // one block at a time
     let run = committer::run(engine, &workload, config, &mut |_| {})

@@ -41,6 +41,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// Its metrics could not be made.
+    #[error("query metrics: {0}")]
+    Metrics(#[from] telemetry::Error),
     /// The gRPC server failed or its task ended.
     #[error("query server: {detail}")]
     Server {

@@ -1,6 +1,7 @@
 //! Prometheus metrics of a query service (`fabrx_query_*`).
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{HistogramVec, IntCounterVec, IntGauge};
+use telemetry::{Buckets, Registry};
 
 /// A query service's metrics.
 #[derive(Debug, Clone)]
@@ -14,29 +15,29 @@ pub struct Metrics {
     pub in_flight: IntGauge,
 }
 
+/// The RPCs, as the `rpc` label names them.
+pub const RPCS: [&str; 3] = ["rows", "owned", "status"];
+
 impl Metrics {
-    /// Registers the metrics in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "fabrx_query_requests_total",
-                "Query requests answered, by RPC and outcome",
-            ),
-            &["rpc", "outcome"],
-        )?;
-        let latency = HistogramVec::new(
-            HistogramOpts::new("fabrx_query_latency_seconds", "Query latency, by RPC")
-                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
-            &["rpc"],
-        )?;
-        let in_flight = IntGauge::new("fabrx_query_in_flight", "Query requests served or waiting")?;
-        registry.register(Box::new(requests.clone()))?;
-        registry.register(Box::new(latency.clone()))?;
-        registry.register(Box::new(in_flight.clone()))?;
+    /// Makes the metrics in `registry`; every RPC's `ok` series exists from the start.
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
+        let ok: Vec<[&str; 2]> = RPCS.iter().map(|rpc| [*rpc, "ok"]).collect();
+        let ok: Vec<&[&str]> = ok.iter().map(|row| &row[..]).collect();
         Ok(Metrics {
-            requests,
-            latency,
-            in_flight,
+            requests: r.counter_vec(
+                "requests_total",
+                "Query requests answered, by RPC and outcome",
+                &["rpc", "outcome"],
+                &ok,
+            )?,
+            latency: r.histogram_vec(
+                "latency_seconds",
+                "Query latency, by RPC",
+                &["rpc"],
+                Buckets::Call,
+                &RPCS.iter().map(std::slice::from_ref).collect::<Vec<_>>(),
+            )?,
+            in_flight: r.gauge("in_flight", "Query requests served or waiting")?,
         })
     }
 

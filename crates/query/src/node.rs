@@ -71,16 +71,26 @@ impl Config {
 }
 
 /// What a query node may be handed.
-#[derive(Default)]
 pub struct Deps {
-    /// Where it records its metrics (`fabrx_query_*`; `None`: nowhere).
-    pub metrics: Option<crate::metrics::Metrics>,
+    /// Where it makes its metrics (`fabrx_query_*`; a detached registry unless the
+    /// binary serves one).
+    pub registry: telemetry::Registry,
+}
+
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            registry: telemetry::Registry::detached("query"),
+        }
+    }
 }
 
 /// A running query node.
 pub struct Handle {
     /// The address it listens on (the configured one, with a port 0 resolved).
     pub addr: SocketAddr,
+    /// Its metrics.
+    pub metrics: crate::metrics::Metrics,
     serving: Serving,
 }
 
@@ -117,12 +127,13 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
             connect_timeout: config.limits.connect_timeout,
         },
     )?;
+    let metrics = crate::metrics::Metrics::register(&deps.registry)?;
     let service = QueryService::new(
         Arc::new(upstream),
         config.limits.max_concurrent,
         config.limits.queue_timeout,
+        metrics.clone(),
     )
-    .with_metrics(deps.metrics)
     .with_reads(config.reads.clone());
     let listen_error = |e: wire::node::ListenError| Error::Listen {
         addr: e.addr,
@@ -133,5 +144,9 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         .map_err(listen_error)?;
     let addr = serving.addr();
     info!(%addr, vcservices = config.vcservices.len(), tls = wire::tls::installed().is_some(), "query listening");
-    Ok(Handle { addr, serving })
+    Ok(Handle {
+        addr,
+        metrics,
+        serving,
+    })
 }

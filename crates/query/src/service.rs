@@ -25,7 +25,7 @@ pub struct QueryService {
     upstream: Arc<VcUpstream>,
     permits: Arc<Semaphore>,
     queue_timeout: Duration,
-    metrics: Option<Metrics>,
+    metrics: Metrics,
     reads: Arc<crate::reads::ReadPolicy>,
     limiter: Arc<std::sync::Mutex<crate::limiter::Limiter>>,
 }
@@ -33,17 +33,18 @@ pub struct QueryService {
 impl QueryService {
     /// A service over `upstream` serving at most `max_concurrent` requests at once; a
     /// request that waits longer than `queue_timeout` for its turn is refused
-    /// `RESOURCE_EXHAUSTED`.
+    /// `RESOURCE_EXHAUSTED`. It records into `metrics`.
     pub fn new(
         upstream: Arc<VcUpstream>,
         max_concurrent: std::num::NonZeroUsize,
         queue_timeout: Duration,
+        metrics: Metrics,
     ) -> QueryService {
         QueryService {
             upstream,
             permits: Arc::new(Semaphore::new(max_concurrent.get())),
             queue_timeout,
-            metrics: None,
+            metrics,
             reads: Arc::new(crate::reads::ReadPolicy::default()),
             limiter: Arc::new(std::sync::Mutex::new(crate::limiter::Limiter::new(
                 crate::reads::ReadPolicy::default().per_reader_per_second,
@@ -87,21 +88,13 @@ impl QueryService {
         }
     }
 
-    /// The service recording into `metrics`.
-    pub fn with_metrics(mut self, metrics: Option<Metrics>) -> QueryService {
-        self.metrics = metrics;
-        self
-    }
-
     /// Runs `answer` for RPC `rpc`, recording its outcome and latency.
     async fn measured<T>(
         &self,
         rpc: &str,
         answer: impl std::future::Future<Output = Result<T, Status>>,
     ) -> Result<T, Status> {
-        let Some(m) = &self.metrics else {
-            return answer.await;
-        };
+        let m = &self.metrics;
         let started = std::time::Instant::now();
         m.in_flight.inc();
         let outcome = answer.await;

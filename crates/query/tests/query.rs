@@ -308,18 +308,24 @@ async fn requests_beyond_the_bound_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_answers_by_rpc_and_outcome() {
     let vc = vcservice().await;
-    let registry = prometheus::Registry::new();
-    let metrics = query::metrics::Metrics::register(&registry).unwrap();
+    let registry = telemetry::Registry::detached("query");
     let mut config = NodeConfig::new("127.0.0.1:0".parse().unwrap(), vec![vc.addr.clone()]);
     config.reads.signed = false;
     let node = query::node::spawn(
         config,
         Deps {
-            metrics: Some(metrics.clone()),
+            registry: registry.clone(),
         },
     )
     .await
     .unwrap();
+    let metrics = node.metrics.clone();
+    assert!(
+        registry
+            .text()
+            .contains("fabrx_query_requests_total{outcome=\"ok\",rpc=\"owned\"} 0"),
+        "every RPC's ok series exists before its first answer"
+    );
     let mut client = QueryClient::connect(format!("http://{}", node.addr))
         .await
         .unwrap();
@@ -335,10 +341,11 @@ async fn metrics_count_answers_by_rpc_and_outcome() {
     assert_eq!(count("rows", "InvalidArgument"), 1);
     assert_eq!(metrics.latency.with_label_values(&["rows"]).get_sample_count(), 3);
     assert_eq!(metrics.in_flight.get(), 0);
-    let text = prometheus::TextEncoder::new()
-        .encode_to_string(&registry.gather())
-        .unwrap();
-    assert!(text.contains("fabrx_query_requests_total"), "{text}");
+    let text = registry.text();
+    assert!(
+        text.contains("fabrx_query_requests_total{outcome=\"ok\",rpc=\"rows\"} 2"),
+        "{text}"
+    );
     node.stop().await.unwrap();
 }
 

@@ -16,6 +16,9 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// Its metrics could not be made (a name taken twice in one registry).
+    #[error("router metrics: {0}")]
+    Metrics(String),
     /// The router cannot listen on its address.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {
@@ -114,6 +117,7 @@ impl Error {
             Error::NoAnswer { .. } => Code::DeadlineExceeded,
             Error::InvalidConfig { .. }
             | Error::Listen { .. }
+            | Error::Metrics(_)
             | Error::Serve(_)
             | Error::UnknownShard { .. }
             | Error::DuplicateLinkId { .. } => Code::Internal,

@@ -4,10 +4,9 @@
 //! bound answers `RESOURCE_EXHAUSTED` (`refused_total{reason="shard_full"}`).
 
 use crate::error::Error;
-use prometheus::{
-    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-};
+use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 use std::time::Duration;
+use telemetry::{Buckets, Registry};
 use types::ShardId;
 
 /// The metrics of one router.
@@ -28,53 +27,36 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let m = Metrics::new()?;
-        registry.register(Box::new(m.admitted.clone()))?;
-        registry.register(Box::new(m.refused.clone()))?;
-        registry.register(Box::new(m.in_flight.clone()))?;
-        registry.register(Box::new(m.in_flight_bytes.clone()))?;
-        registry.register(Box::new(m.streams.clone()))?;
-        registry.register(Box::new(m.admit_seconds.clone()))?;
-        Ok(m)
-    }
-
-    /// Metrics that no registry exports (tests; [`Metrics::register`] for a node).
-    pub fn new() -> prometheus::Result<Metrics> {
+    /// Makes the metrics in `registry` (a node's, or a detached one).
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
         Ok(Metrics {
-            admitted: IntCounter::new(
-                "fabrx_router_requests_admitted_total",
+            admitted: r.counter(
+                "requests_admitted_total",
                 "Requests the batcher admitted (acked OK)",
             )?,
-            refused: IntCounterVec::new(
-                Opts::new(
-                    "fabrx_router_requests_refused_total",
-                    "Requests not acked, by reason",
-                ),
-                &["reason"],
+            refused: r.counter_by(
+                "requests_refused_total",
+                "Requests not acked, by reason",
+                "reason",
+                &REASONS,
             )?,
-            in_flight: IntGaugeVec::new(
-                Opts::new(
-                    "fabrx_router_in_flight_requests",
-                    "Requests awaiting their batcher's answer",
-                ),
+            in_flight: r.gauge_vec(
+                "in_flight_requests",
+                "Requests awaiting their batcher's answer",
                 &["shard"],
+                &[],
             )?,
-            in_flight_bytes: IntGaugeVec::new(
-                Opts::new(
-                    "fabrx_router_in_flight_bytes",
-                    "Bytes of requests awaiting their batcher's answer",
-                ),
+            in_flight_bytes: r.gauge_vec(
+                "in_flight_bytes",
+                "Bytes of requests awaiting their batcher's answer",
                 &["shard"],
+                &[],
             )?,
-            streams: IntGauge::new("fabrx_router_streams", "Client Submit streams open")?,
-            admit_seconds: Histogram::with_opts(
-                HistogramOpts::new(
-                    "fabrx_router_admit_seconds",
-                    "Time from a request's arrival to its batcher's admission",
-                )
-                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
+            streams: r.gauge("streams", "Client Submit streams open")?,
+            admit_seconds: r.histogram(
+                "admit_seconds",
+                "Time from a request's arrival to its batcher's admission",
+                Buckets::Call,
             )?,
         })
     }
@@ -102,6 +84,23 @@ impl Metrics {
     }
 }
 
+/// Every value of the `reason` label (their series exist from the start).
+pub const REASONS: [&str; 13] = [
+    "invalid",
+    "unknown_client",
+    "bad_signature",
+    "batcher_duplicate",
+    "batcher_full",
+    "batcher_too_large",
+    "batcher_wrong_shard",
+    "batcher_other",
+    "shard_full",
+    "link_busy",
+    "link_down",
+    "no_answer",
+    "internal",
+];
+
 /// The `reason` label of a request that was not acked: `invalid` (the router's own
 /// checks), `unknown_client`, `bad_signature`, `batcher_<refusal>`, `shard_full`,
 /// `link_busy`, `link_down`, `no_answer` or `internal`.
@@ -125,6 +124,7 @@ pub fn reason(e: &Error) -> &'static str {
         Error::NoAnswer { .. } => "no_answer",
         Error::InvalidConfig { .. }
         | Error::Listen { .. }
+        | Error::Metrics(_)
         | Error::Serve(_)
         | Error::UnknownShard { .. }
         | Error::DuplicateLinkId { .. } => "internal",

@@ -4,7 +4,6 @@
 use crate::config::RouterConfig;
 use crate::error::{Error, Result};
 use crate::link::{BatcherLink, GrpcLink, LinkConfig};
-use crate::metrics::Metrics;
 use crate::service::RouterService;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,8 +26,8 @@ pub struct Config {
 pub struct Deps {
     /// One link per shard: `links[s]` reaches this party's batcher of shard `s`.
     pub links: Vec<Arc<dyn BatcherLink>>,
-    /// Where the node records its metrics (`None`: nowhere).
-    pub metrics: Option<Metrics>,
+    /// Where the node makes its metrics (a detached registry unless the binary serves one).
+    pub registry: telemetry::Registry,
 }
 
 impl Deps {
@@ -49,7 +48,10 @@ impl Deps {
                 Arc::new(link) as Arc<dyn BatcherLink>
             })
             .collect();
-        Deps { links, metrics: None }
+        Deps {
+            links,
+            registry: telemetry::Registry::detached("router"),
+        }
     }
 }
 
@@ -82,7 +84,7 @@ impl wire::node::Node for Handle {
 
 /// Validates the config, binds the listener and serves until [`Handle`]'s `stop`.
 pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
-    let service = RouterService::with_metrics(config.router, deps.links, deps.metrics)?;
+    let service = RouterService::with_metrics(config.router, deps.links, &deps.registry)?;
     let listener = wire::node::bind(config.listen).await?;
     let svc = service.clone();
     let serving = wire::node::serve(listener, &config.server, |b| b.add_service(svc.into_server()))?;

@@ -35,15 +35,13 @@ struct Shared {
     links: Vec<Arc<dyn BatcherLink>>,
     in_flight: Mutex<InFlight>,
     next_link_id: AtomicU64,
-    metrics: Option<Metrics>,
+    metrics: Metrics,
 }
 
 impl Shared {
     /// Publishes `shard`'s in-flight load `load` to the metrics, if any.
     fn publish(&self, shard: ShardId, load: (usize, u64)) {
-        if let Some(m) = &self.metrics {
-            m.set_in_flight(shard, load);
-        }
+        self.metrics.set_in_flight(shard, load);
     }
 }
 
@@ -74,14 +72,14 @@ pub struct RouterService {
 impl RouterService {
     /// A service over one link per shard (`links[s]` is shard `s`'s batcher).
     pub fn new(cfg: RouterConfig, links: Vec<Arc<dyn BatcherLink>>) -> Result<RouterService> {
-        RouterService::with_metrics(cfg, links, None)
+        RouterService::with_metrics(cfg, links, &telemetry::Registry::detached("router"))
     }
 
-    /// [`RouterService::new`], recording into `metrics` when given.
+    /// [`RouterService::new`], with its metrics in `registry`.
     pub fn with_metrics(
         cfg: RouterConfig,
         links: Vec<Arc<dyn BatcherLink>>,
-        metrics: Option<Metrics>,
+        registry: &telemetry::Registry,
     ) -> Result<RouterService> {
         cfg.validate()?;
         if u32::try_from(links.len()).ok() != Some(cfg.shards.get()) {
@@ -89,6 +87,10 @@ impl RouterService {
                 field: "links",
                 problem: format!("{} links for {} shards", links.len(), cfg.shards),
             });
+        }
+        let metrics = Metrics::register(registry).map_err(|e| Error::Metrics(e.to_string()))?;
+        for shard in 0..cfg.shards.get() {
+            metrics.set_in_flight(shard, (0, 0));
         }
         let in_flight = InFlight::new(
             cfg.shards.get(),
@@ -104,6 +106,11 @@ impl RouterService {
                 metrics,
             }),
         })
+    }
+
+    /// Its metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
     }
 
     /// The tonic server of this service, with the router's message limits.
@@ -123,9 +130,7 @@ impl RouterService {
         let id = request.id;
         let began = std::time::Instant::now();
         let result = self.forward(request.envelope).await;
-        if let Some(m) = &self.shared.metrics {
-            m.on_answer(&result, began.elapsed());
-        }
+        self.shared.metrics.on_answer(&result, began.elapsed());
         match result {
             Ok(()) => pb::SubmitResponse {
                 id,
@@ -186,7 +191,7 @@ impl pb::router_server::Router for RouterService {
         request: Request<Streaming<pb::SubmitRequest>>,
     ) -> std::result::Result<Response<Answers>, Status> {
         let (tx, rx) = mpsc::channel(self.shared.cfg.stream_max_in_flight.get());
-        let open = self.shared.metrics.as_ref().map(|m| StreamOpen::new(&m.streams));
+        let open = StreamOpen::new(&self.shared.metrics.streams);
         let svc = self.clone();
         tokio::spawn(async move {
             run_stream(svc, request.into_inner(), tx).await;

@@ -14,7 +14,6 @@ use common::{Client, config, envelope_signed_by, signed};
 use parking_lot::Mutex;
 use prost::Message;
 use router::link::{BatcherLink, GrpcLink, LinkConfig};
-use router::metrics::Metrics;
 use router::node::{self, Config as NodeConfig, Deps, Handle};
 use router::{BatcherAnswer, BatcherRefusal, RouterConfig};
 use std::net::SocketAddr;
@@ -188,11 +187,15 @@ fn fast(mut cfg: RouterConfig) -> RouterConfig {
 /// A router node over `GrpcLink`s to `batchers` (shard `s` is `batchers[s]`), once every
 /// link is up.
 async fn router(cfg: RouterConfig, batchers: &[&BatcherServer]) -> Handle {
-    router_with(cfg, batchers, None).await
+    router_with(cfg, batchers, telemetry::Registry::detached("router")).await
 }
 
 /// [`router`] recording into `metrics`.
-async fn router_with(cfg: RouterConfig, batchers: &[&BatcherServer], metrics: Option<Metrics>) -> Handle {
+async fn router_with(
+    cfg: RouterConfig,
+    batchers: &[&BatcherServer],
+    registry: telemetry::Registry,
+) -> Handle {
     let links: Vec<Arc<GrpcLink>> = batchers
         .iter()
         .zip(0u32..)
@@ -209,7 +212,7 @@ async fn router_with(cfg: RouterConfig, batchers: &[&BatcherServer], metrics: Op
     eventually("the batcher links to be up", || links.iter().all(|l| l.is_up())).await;
     let deps = Deps {
         links: links.into_iter().map(|l| l as Arc<dyn BatcherLink>).collect(),
-        metrics,
+        registry,
     };
     let node_cfg = NodeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -282,8 +285,23 @@ async fn acks_only_after_admission_and_refusals_come_back() {
         BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await,
         BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await,
     );
-    let metrics = Metrics::new().unwrap();
-    let r = router_with(fast(config(2, &[&alice])), &[&b0, &b1], Some(metrics.clone())).await;
+    let registry = telemetry::Registry::detached("router");
+    let r = router_with(fast(config(2, &[&alice])), &[&b0, &b1], registry.clone()).await;
+    let metrics = r.service.metrics().clone();
+    // Every reason and shard has its series before the first request.
+    let text = registry.text();
+    for reason in router::metrics::REASONS {
+        assert!(
+            text.contains(&format!(
+                "fabrx_router_requests_refused_total{{reason=\"{reason}\"}} 0"
+            )),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("fabrx_router_in_flight_requests{shard=\"1\"} 0"),
+        "{text}"
+    );
     let mut s = Session::open(&r).await;
     let mut n = 0;
     let refused = |reason: &str| metrics.refused.with_label_values(&[reason]).get();

@@ -45,9 +45,9 @@ pub enum Error {
     /// A policy key does not parse.
     #[error("policy: {0}")]
     Policy(#[from] policy::Error),
-    /// Metrics could not be created or registered.
-    #[error("metrics: {0}")]
-    Metrics(#[from] prometheus::Error),
+    /// Metrics could not be made.
+    #[error("sidecar metrics: {0}")]
+    Metrics(#[from] telemetry::Error),
     /// A message could not be converted to or from the wire.
     #[error("wire: {0}")]
     Wire(#[from] wire::Error),

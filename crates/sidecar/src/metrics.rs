@@ -3,7 +3,8 @@
 //! means verify or commit is slow (jobs in flight at the limit); a growing ready queue with
 //! few jobs means the worker limit is too low.
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, IntCounter, IntGauge};
+use telemetry::{Buckets, Registry};
 
 /// The metrics of one sidecar.
 #[derive(Debug, Clone)]
@@ -29,51 +30,30 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let m = Metrics::new()?;
-        registry.register(Box::new(m.graph_pending.clone()))?;
-        registry.register(Box::new(m.graph_window.clone()))?;
-        registry.register(Box::new(m.ready.clone()))?;
-        registry.register(Box::new(m.jobs_in_flight.clone()))?;
-        registry.register(Box::new(m.blocks.clone()))?;
-        registry.register(Box::new(m.txs.clone()))?;
-        registry.register(Box::new(m.committed.clone()))?;
-        registry.register(Box::new(m.next_block.clone()))?;
-        registry.register(Box::new(m.block_seconds.clone()))?;
-        Ok(m)
-    }
-
-    /// Metrics that no registry exports yet (tests, tools; [`Metrics::register`] for a node).
-    pub fn new() -> prometheus::Result<Metrics> {
+    /// Makes the metrics in `registry` (a node's, or a detached one).
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
         Ok(Metrics {
-            graph_pending: IntGauge::new(
-                "fabrx_sidecar_graph_pending",
-                "Txs waiting in the dependency graph",
-            )?,
-            graph_window: IntGauge::new(
-                "fabrx_sidecar_graph_window",
+            graph_pending: r.gauge("graph_pending", "Txs waiting in the dependency graph")?,
+            graph_window: r.gauge(
+                "graph_window",
                 "Span of merged txs from the oldest unfinished to the newest",
             )?,
-            ready: IntGauge::new("fabrx_sidecar_ready", "Released txs waiting for a job")?,
-            jobs_in_flight: IntGauge::new(
-                "fabrx_sidecar_jobs_in_flight",
-                "Verify-and-commit jobs in flight",
-            )?,
-            blocks: IntCounter::new("fabrx_sidecar_blocks_total", "Blocks final, in order")?,
-            txs: IntCounter::new("fabrx_sidecar_txs_total", "Txs of final blocks")?,
-            committed: IntCounter::new(
-                "fabrx_sidecar_committed_txs_total",
-                "Txs of final blocks that committed",
-            )?,
-            next_block: IntGauge::new("fabrx_sidecar_next_block", "The next block expected")?,
-            block_seconds: Histogram::with_opts(
-                HistogramOpts::new(
-                    "fabrx_sidecar_block_seconds",
-                    "Time from a block's admission into the pipeline to its final statuses",
-                )
-                .buckets(prometheus::exponential_buckets(0.001, 2.0, 16)?),
+            ready: r.gauge("ready", "Released txs waiting for a job")?,
+            jobs_in_flight: r.gauge("jobs_in_flight", "Verify-and-commit jobs in flight")?,
+            blocks: r.counter("blocks_total", "Blocks final, in order")?,
+            txs: r.counter("txs_total", "Txs of final blocks")?,
+            committed: r.counter("committed_txs_total", "Txs of final blocks that committed")?,
+            next_block: r.gauge("next_block", "The next block expected")?,
+            block_seconds: r.histogram(
+                "block_seconds",
+                "Time from a block's admission into the pipeline to its final statuses",
+                Buckets::Stage,
             )?,
         })
+    }
+
+    /// Metrics that no registry exports (tests, tools, a pipeline inside another process).
+    pub fn unexported() -> Result<Metrics, telemetry::Error> {
+        Metrics::register(&Registry::detached("sidecar"))
     }
 }

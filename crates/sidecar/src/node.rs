@@ -108,8 +108,9 @@ pub struct Deps {
     pub meta_policy: NamespacePolicy,
     /// Where the blocks come from.
     pub blocks: Feed,
-    /// Metrics to report to (registered by the caller); none: unexported.
-    pub metrics: Option<Metrics>,
+    /// Where it makes its metrics (`telemetry::Registry::detached("sidecar")` unless the
+    /// binary serves one).
+    pub registry: telemetry::Registry,
 }
 
 /// Where a sidecar's blocks come from.
@@ -242,16 +243,14 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         .await?
         .map_or(0, |b| b.saturating_add(1));
     info!(store_next = start, db_next, "sidecar starting");
-    let mut pipeline = Pipeline::with_stages(
+    let pipeline = Pipeline::with_stages(
         deps.verify,
         deps.commit,
         &deps.meta_policy,
         config.pipeline(start),
+        Metrics::register(&deps.registry)?,
     )
     .await?;
-    if let Some(m) = deps.metrics {
-        pipeline = pipeline.with_metrics(m);
-    }
     let (source, feeder) = feed(deps.blocks, start)?;
     let task = tokio::spawn(run_blocks(pipeline, source, store, notifier));
     Ok(Handle {

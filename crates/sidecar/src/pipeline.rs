@@ -132,11 +132,13 @@ fn decode_policy(v: &[u8]) -> Option<NamespacePolicy> {
 impl Pipeline {
     /// A pipeline over any verification and commit stages (in-process or remote pools).
     /// Sets the meta policy and every committed namespace policy on the verifier first.
+    /// It records into `metrics`.
     pub async fn with_stages(
         verify: Arc<dyn VerifyStage>,
         commit: Arc<dyn CommitStage>,
         meta_policy: &NamespacePolicy,
         config: PipelineConfig,
+        metrics: Metrics,
     ) -> Result<Pipeline> {
         verify.set_policy(META_NAMESPACE, meta_policy).await?;
         for (ns, value) in commit.policies().await? {
@@ -153,15 +155,9 @@ impl Pipeline {
             commit,
             core: CommitterCore::new(config),
             jobs: JoinSet::new(),
-            metrics: Metrics::new()?,
+            metrics,
             admitted_at: std::collections::VecDeque::new(),
         })
-    }
-
-    /// The same pipeline reporting to `metrics` (registered by the node).
-    pub fn with_metrics(mut self, metrics: Metrics) -> Pipeline {
-        self.metrics = metrics;
-        self
     }
 
     /// Runs `blocks` (consecutive numbers from the configured first block) to completion,

@@ -177,7 +177,13 @@ fn service(c: &mut Criterion) {
         .unwrap();
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
-    let svc = VerifierService::new(Verifier::new(cores()).unwrap(), ServiceConfig::default(), None);
+    let svc = VerifierService::new(
+        Verifier::new(cores()).unwrap(),
+        ServiceConfig::default(),
+        std::sync::Arc::new(
+            sigverifier::metrics::Metrics::register(&telemetry::Registry::detached("sigverifier")).unwrap(),
+        ),
+    );
     let limits = ServiceConfig::default().server;
     let _serving = rt
         .block_on(async { wire::node::serve(listener, &limits, |b| b.add_service(svc.into_server())) })

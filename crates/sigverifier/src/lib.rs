@@ -39,6 +39,9 @@ pub enum Error {
     /// The listener could not be bound.
     #[error(transparent)]
     Listen(#[from] wire::node::ListenError),
+    /// Its metrics could not be made.
+    #[error("sigverifier metrics: {0}")]
+    Metrics(#[from] telemetry::Error),
     /// The server stopped on its own.
     #[error(transparent)]
     Serve(#[from] wire::node::ServeError),

@@ -1,6 +1,7 @@
 //! Prometheus metrics of the signature verifier, under the prefix `fabrx_sigverifier_`.
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge};
+use telemetry::{Buckets, Registry};
 
 /// The metrics of one signature verifier.
 #[derive(Debug, Clone)]
@@ -20,34 +21,20 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let m = Metrics {
-            batches: IntCounter::new("fabrx_sigverifier_batches_total", "Batches answered")?,
-            txs: IntCounterVec::new(
-                Opts::new("fabrx_sigverifier_txs_total", "Transactions by verdict"),
-                &["verdict"],
+    /// Makes the metrics in `registry`; both verdicts' series exist from the start.
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
+        Ok(Metrics {
+            batches: r.counter("batches_total", "Batches answered")?,
+            txs: r.counter_by(
+                "txs_total",
+                "Transactions by verdict",
+                "verdict",
+                &["valid", "invalid"],
             )?,
-            policy_updates: IntCounter::new(
-                "fabrx_sigverifier_policy_updates_total",
-                "Policy updates applied",
-            )?,
-            in_flight: IntGauge::new(
-                "fabrx_sigverifier_batches_in_flight",
-                "Batches received and not yet answered",
-            )?,
-            streams: IntGauge::new("fabrx_sigverifier_streams", "Open verify streams")?,
-            batch_seconds: Histogram::with_opts(
-                HistogramOpts::new("fabrx_sigverifier_batch_seconds", "Time to verify one batch")
-                    .buckets(prometheus::exponential_buckets(0.0001, 2.0, 18)?),
-            )?,
-        };
-        registry.register(Box::new(m.batches.clone()))?;
-        registry.register(Box::new(m.txs.clone()))?;
-        registry.register(Box::new(m.policy_updates.clone()))?;
-        registry.register(Box::new(m.in_flight.clone()))?;
-        registry.register(Box::new(m.streams.clone()))?;
-        registry.register(Box::new(m.batch_seconds.clone()))?;
-        Ok(m)
+            policy_updates: r.counter("policy_updates_total", "Policy updates applied")?,
+            in_flight: r.gauge("batches_in_flight", "Batches received and not yet answered")?,
+            streams: r.gauge("streams", "Open verify streams")?,
+            batch_seconds: r.histogram("batch_seconds", "Time to verify one batch", Buckets::Call)?,
+        })
     }
 }

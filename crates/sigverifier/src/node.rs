@@ -22,10 +22,17 @@ pub struct Config {
 }
 
 /// What a verifier node may be handed.
-#[derive(Default)]
 pub struct Deps {
-    /// Where it records its metrics (`None`: nowhere).
-    pub metrics: Option<Arc<Metrics>>,
+    /// Where it makes its metrics (a detached registry unless the binary serves one).
+    pub registry: telemetry::Registry,
+}
+
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            registry: telemetry::Registry::detached("sigverifier"),
+        }
+    }
 }
 
 /// A running verifier node.
@@ -59,7 +66,10 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let verifier = Verifier::new(config.threads.map_or(0, NonZeroUsize::get))?;
     let threads = verifier.threads();
     let listener = wire::node::bind(config.listen).await?;
-    let service = VerifierService::new(verifier, config.service, deps.metrics);
+    // Made once the listener is bound: a caller may try the next address with the same
+    // registry when binding fails.
+    let metrics = Arc::new(Metrics::register(&deps.registry)?);
+    let service = VerifierService::new(verifier, config.service, metrics);
     let serving = wire::node::serve(listener, &config.service.server, |b| {
         b.add_service(service.into_server())
     })?;

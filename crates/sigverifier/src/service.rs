@@ -69,14 +69,14 @@ pub struct VerifierService {
     verifier: Verifier,
     total: Arc<Semaphore>,
     config: ServiceConfig,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
 }
 
 type Answer = Result<pb::VerifyResult, GrpcStatus>;
 
 impl VerifierService {
     /// A service verifying on `verifier`'s pool.
-    pub fn new(verifier: Verifier, config: ServiceConfig, metrics: Option<Arc<Metrics>>) -> VerifierService {
+    pub fn new(verifier: Verifier, config: ServiceConfig, metrics: Arc<Metrics>) -> VerifierService {
         VerifierService {
             verifier,
             total: Arc::new(Semaphore::new(config.max_in_flight_total.get())),
@@ -132,15 +132,13 @@ struct StreamTask {
     in_flight: Arc<Semaphore>,
     total: Arc<Semaphore>,
     policies: Arc<Policies>,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
     tx_out: mpsc::Sender<Answer>,
 }
 
 impl StreamTask {
     async fn run(mut self, mut incoming: Streaming<pb::VerifyStreamRequest>) {
-        if let Some(m) = &self.metrics {
-            m.streams.inc();
-        }
+        self.metrics.streams.inc();
         loop {
             // Hold the permits before reading: a batch is decoded only when there is room.
             let Ok(permits) = self.permits().await else { break };
@@ -166,9 +164,7 @@ impl StreamTask {
                 break;
             }
         }
-        if let Some(m) = &self.metrics {
-            m.streams.dec();
-        }
+        self.metrics.streams.dec();
     }
 
     async fn permits(&self) -> Result<Permits, tokio::sync::AcquireError> {
@@ -199,9 +195,7 @@ impl StreamTask {
             .set(&update.namespace, &policy)
             .map_err(|e| GrpcStatus::invalid_argument(e.to_string()))?;
         debug!(ns = %update.namespace, "policy updated");
-        if let Some(m) = &self.metrics {
-            m.policy_updates.inc();
-        }
+        self.metrics.policy_updates.inc();
         Ok(())
     }
 
@@ -227,9 +221,7 @@ impl StreamTask {
                 "txs without body; answered invalid"
             );
         }
-        if let Some(m) = &self.metrics {
-            m.in_flight.inc();
-        }
+        self.metrics.in_flight.inc();
         let (tx_done, rx_done) = oneshot::channel();
         let metrics = self.metrics.clone();
         self.verifier
@@ -257,22 +249,21 @@ async fn answer(
     rx_done: oneshot::Receiver<Vec<Option<Status>>>,
     tx_out: mpsc::Sender<Answer>,
     _permit: Permits,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
     started: Instant,
 ) {
     let Ok(verdicts) = rx_done.await else {
         return; // the pool dropped the job: only at shutdown
     };
-    if let Some(m) = &metrics {
-        let invalid = verdicts.iter().filter(|v| v.is_some()).count() as u64;
-        m.batch_seconds.observe(started.elapsed().as_secs_f64());
-        m.batches.inc();
-        m.txs.with_label_values(&["invalid"]).inc_by(invalid);
-        m.txs
-            .with_label_values(&["valid"])
-            .inc_by(verdicts.len() as u64 - invalid);
-        m.in_flight.dec();
-    }
+    let invalid = verdicts.iter().filter(|v| v.is_some()).count() as u64;
+    metrics.batch_seconds.observe(started.elapsed().as_secs_f64());
+    metrics.batches.inc();
+    metrics.txs.with_label_values(&["invalid"]).inc_by(invalid);
+    metrics
+        .txs
+        .with_label_values(&["valid"])
+        .inc_by(verdicts.len() as u64 - invalid);
+    metrics.in_flight.dec();
     let codes = verdicts.iter().map(|v| v.map_or(0, Status::code)).collect();
     let _ = tx_out.send(Ok(pb::VerifyResult { request_id, codes })).await;
 }

@@ -57,7 +57,14 @@ impl TestServer {
 
     fn start(threads: usize) -> TestServer {
         TestServer::start_with(move |listener| async move {
-            let svc = VerifierService::new(Verifier::new(threads).unwrap(), ServiceConfig::default(), None);
+            let svc = VerifierService::new(
+                Verifier::new(threads).unwrap(),
+                ServiceConfig::default(),
+                std::sync::Arc::new(
+                    sigverifier::metrics::Metrics::register(&telemetry::Registry::detached("sigverifier"))
+                        .unwrap(),
+                ),
+            );
             let limits = ServiceConfig::default().server;
             let _serving =
                 wire::node::serve(listener, &limits, |b| b.add_service(svc.into_server())).unwrap();

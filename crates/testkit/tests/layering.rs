@@ -33,7 +33,9 @@ enum Layer {
 fn layer_of(name: &str) -> Option<Layer> {
     use Layer::*;
     Some(match name {
-        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" | "token" => Shared,
+        "types" | "crypto" | "wire" | "policy" | "clients" | "journal" | "ledger" | "token" | "telemetry" => {
+            Shared
+        }
         "bft" | "coordinator" | "arma" => Engine,
         "testkit" => Testkit,
         "router" | "batcher" | "consenter" | "assembler" | "sidecar" | "sigverifier" | "vcservice"

@@ -62,6 +62,20 @@ impl Reason {
         })
     }
 
+    /// Every reason.
+    pub const ALL: [Reason; 10] = [
+        Reason::Malformed,
+        Reason::BadSignature,
+        Reason::NotIssuer,
+        Reason::UnknownInput,
+        Reason::SpentInput,
+        Reason::NotOwner,
+        Reason::Unbalanced,
+        Reason::StateUnavailable,
+        Reason::Expired,
+        Reason::BadOwner,
+    ];
+
     /// A short name for messages and JSON.
     pub fn name(self) -> &'static str {
         match self {

@@ -38,7 +38,7 @@ impl Default for EngineConfig {
 pub struct Engine {
     backend: Arc<dyn Backend>,
     config: EngineConfig,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
 }
 
 /// A batch after the first pipeline stage.
@@ -64,7 +64,7 @@ enum Attempt {
 
 impl Engine {
     /// An engine over `backend`.
-    pub fn new(backend: Arc<dyn Backend>, config: EngineConfig, metrics: Option<Arc<Metrics>>) -> Engine {
+    pub fn new(backend: Arc<dyn Backend>, config: EngineConfig, metrics: Arc<Metrics>) -> Engine {
         Engine {
             backend,
             config,
@@ -95,11 +95,10 @@ impl Engine {
     }
 
     fn count(&self, out: &[TxOutcome]) {
-        if let Some(m) = &self.metrics {
-            m.batches.inc();
-            for o in out {
-                m.txs.with_label_values(&[o.status.name()]).inc();
-            }
+        let m = &self.metrics;
+        m.batches.inc();
+        for o in out {
+            m.txs.with_label_values(&[o.status.name()]).inc();
         }
     }
 
@@ -204,17 +203,14 @@ impl Engine {
     }
 
     fn observe(&self, stage: &str, since: Instant) {
-        if let Some(m) = &self.metrics {
-            m.stage_seconds
-                .with_label_values(&[stage])
-                .observe(since.elapsed().as_secs_f64());
-            m.backend_calls.with_label_values(&[stage]).inc();
-        }
+        let m = &self.metrics;
+        m.stage_seconds
+            .with_label_values(&[stage])
+            .observe(since.elapsed().as_secs_f64());
+        m.backend_calls.with_label_values(&[stage]).inc();
     }
 
     fn count_retry(&self, reason: &str) {
-        if let Some(m) = &self.metrics {
-            m.retries.with_label_values(&[reason]).inc();
-        }
+        self.metrics.retries.with_label_values(&[reason]).inc();
     }
 }

@@ -1,6 +1,8 @@
 //! Prometheus metrics of the vcservice, under the prefix `fabrx_vcservice_`.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
+use std::sync::Arc;
+use telemetry::{Buckets, Registry};
 
 /// The metrics of one vcservice.
 pub struct Metrics {
@@ -14,49 +16,51 @@ pub struct Metrics {
     pub backend_calls: IntCounterVec,
     /// Retries by reason (`conflict`, `error`).
     pub retries: IntCounterVec,
-    /// Depth of the internal queues (`incoming`, `commit`).
+    /// Depth of the internal queue (`commit`: prepared batches waiting for a commit worker).
     pub queue_depth: IntGaugeVec,
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Metrics> {
-        let m = Metrics {
-            batches: IntCounter::new("fabrx_vcservice_batches_total", "Batches processed")?,
-            txs: IntCounterVec::new(
-                Opts::new("fabrx_vcservice_txs_total", "Transactions by final status"),
-                &["status"],
-            )?,
-            stage_seconds: HistogramVec::new(
-                HistogramOpts::new("fabrx_vcservice_stage_seconds", "Latency of each stage")
-                    .buckets(prometheus::exponential_buckets(0.0001, 2.0, 18)?),
+    /// Makes the metrics in `registry`; the known statuses, stages, reasons and queues
+    /// have their series from the start.
+    pub fn register(r: &Registry) -> Result<Metrics, telemetry::Error> {
+        let statuses: Vec<&str> = types::Status::ALL.iter().map(|s| s.name()).collect();
+        Ok(Metrics {
+            batches: r.counter("batches_total", "Batches processed")?,
+            txs: r.counter_by("txs_total", "Transactions by final status", "status", &statuses)?,
+            stage_seconds: r.histogram_vec(
+                "stage_seconds",
+                "Latency of each stage",
                 &["stage"],
+                Buckets::Call,
+                &STAGES.iter().map(std::slice::from_ref).collect::<Vec<_>>(),
             )?,
-            backend_calls: IntCounterVec::new(
-                Opts::new(
-                    "fabrx_vcservice_backend_calls_total",
-                    "Backend calls (database round trips)",
-                ),
-                &["stage"],
+            backend_calls: r.counter_by(
+                "backend_calls_total",
+                "Backend calls (database round trips)",
+                "stage",
+                &STAGES,
             )?,
-            retries: IntCounterVec::new(
-                Opts::new("fabrx_vcservice_retries_total", "Chunk retries by reason"),
-                &["reason"],
+            retries: r.counter_by(
+                "retries_total",
+                "Chunk retries by reason",
+                "reason",
+                &["conflict", "error"],
             )?,
-            queue_depth: IntGaugeVec::new(
-                Opts::new(
-                    "fabrx_vcservice_queue_depth",
-                    "Batches waiting in internal queues",
-                ),
+            queue_depth: r.gauge_vec(
+                "queue_depth",
+                "Batches waiting in internal queues",
                 &["queue"],
+                &[&["commit"]],
             )?,
-        };
-        registry.register(Box::new(m.batches.clone()))?;
-        registry.register(Box::new(m.txs.clone()))?;
-        registry.register(Box::new(m.stage_seconds.clone()))?;
-        registry.register(Box::new(m.backend_calls.clone()))?;
-        registry.register(Box::new(m.retries.clone()))?;
-        registry.register(Box::new(m.queue_depth.clone()))?;
-        Ok(m)
+        })
+    }
+
+    /// Metrics that no registry exports (tests, and an engine inside another process).
+    pub fn unexported() -> Result<Arc<Metrics>, telemetry::Error> {
+        Ok(Arc::new(Metrics::register(&Registry::detached("vcservice"))?))
     }
 }
+
+/// The stages, as the `stage` label names them.
+pub const STAGES: [&str; 3] = ["statuses", "validate", "commit"];

@@ -12,10 +12,18 @@ use tracing::info;
 use wire::node::Serving;
 
 /// What the node is given besides its configuration.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Deps {
-    /// Metrics to report to (registered by the caller); none: unexported.
-    pub metrics: Option<Arc<Metrics>>,
+    /// Where it makes its metrics (a detached registry unless the binary serves one).
+    pub registry: telemetry::Registry,
+}
+
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            registry: telemetry::Registry::detached("vcservice"),
+        }
+    }
 }
 
 /// A node's configuration: the service's own file, parsed ([`VcConfig::from_toml`]).
@@ -66,7 +74,10 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         },
     )?;
     backend.init_schema().await?;
-    let engine = Engine::new(backend, EngineConfig::default(), deps.metrics.clone());
+    let metrics = Arc::new(Metrics::register(&deps.registry).map_err(|e| Error::Config {
+        detail: e.to_string(),
+    })?);
+    let engine = Engine::new(backend, EngineConfig::default(), metrics.clone());
     let svc = VcGrpc::new(
         engine,
         PipelineConfig {
@@ -74,7 +85,7 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
             queue: config.queue,
             max_in_flight: config.max_in_flight,
         },
-        deps.metrics,
+        metrics,
     );
     let addr: SocketAddr = config.listen.parse().map_err(|_| Error::Config {
         detail: format!("listen address {:?} is not ip:port", config.listen),

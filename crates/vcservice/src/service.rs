@@ -35,12 +35,12 @@ pub struct VcGrpc {
     /// Reads (`ReadRows`, `OwnedRows`) served at once; more wait for a permit.
     reads: Arc<Semaphore>,
     pipeline: PipelineConfig,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
 }
 
 impl VcGrpc {
     /// A service over `engine`.
-    pub fn new(engine: Engine, pipeline: PipelineConfig, metrics: Option<Arc<Metrics>>) -> VcGrpc {
+    pub fn new(engine: Engine, pipeline: PipelineConfig, metrics: Arc<Metrics>) -> VcGrpc {
         VcGrpc {
             engine,
             in_flight: Arc::new(Semaphore::new(pipeline.max_in_flight.get())),
@@ -121,9 +121,7 @@ impl pb::vc_service_server::VcService for VcGrpc {
                     }
                 };
                 let prepared = engine.prepare(txs).await;
-                if let Some(m) = &metrics {
-                    m.queue_depth.with_label_values(&["commit"]).inc();
-                }
+                metrics.queue_depth.with_label_values(&["commit"]).inc();
                 if tx_prepared.send((prepared, permit)).await.is_err() {
                     break;
                 }
@@ -140,9 +138,7 @@ impl pb::vc_service_server::VcService for VcGrpc {
                 loop {
                     let next = rx.lock().await.recv().await;
                     let Some((prepared, permit)) = next else { break };
-                    if let Some(m) = &metrics {
-                        m.queue_depth.with_label_values(&["commit"]).dec();
-                    }
+                    metrics.queue_depth.with_label_values(&["commit"]).dec();
                     let reply = engine
                         .finish(prepared)
                         .await

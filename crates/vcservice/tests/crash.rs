@@ -43,7 +43,11 @@ async fn crash_child() {
     };
     let backend: Arc<dyn Backend> =
         Arc::new(EmbeddedBackend::open(dir.as_ref(), Durability::SyncEachCommit).unwrap());
-    let engine = Engine::new(backend, EngineConfig::default(), None);
+    let engine = Engine::new(
+        backend,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     engine
         .process(vec![meta("create", 0, 0, "token", None)])
         .await
@@ -130,7 +134,11 @@ async fn embedded_survives_kill_9() {
             }
         }
         // Resubmitting everything after the restart is idempotent.
-        let engine = Engine::new(backend.clone(), EngineConfig::default(), None);
+        let engine = Engine::new(
+            backend.clone(),
+            EngineConfig::default(),
+            vcservice::metrics::Metrics::unexported().unwrap(),
+        );
         for b in 1..=acked + 2 {
             let out = engine.process(batch(b)).await.unwrap();
             assert!(
@@ -183,7 +191,11 @@ async fn postgres_connection_killed_during_commit() {
         initial_backoff: std::time::Duration::from_millis(2),
         max_backoff: std::time::Duration::from_millis(50),
     };
-    let engine = Engine::new(backend.clone(), cfg, None);
+    let engine = Engine::new(
+        backend.clone(),
+        cfg,
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     engine
         .process(vec![meta("create", 0, 0, "token", None)])
         .await

@@ -419,7 +419,11 @@ async fn embedded_index_survives_reopen() {
         let b: Arc<dyn Backend> =
             Arc::new(EmbeddedBackend::open(dir.path(), Durability::SyncEachCommit).unwrap());
         b.init_schema().await.unwrap();
-        let e = vcservice::Engine::new(b.clone(), Default::default(), None);
+        let e = vcservice::Engine::new(
+            b.clone(),
+            Default::default(),
+            vcservice::metrics::Metrics::unexported().unwrap(),
+        );
         for t in issue_batch() {
             assert_eq!(e.process(vec![t]).await.unwrap()[0].status, Committed);
         }
@@ -448,7 +452,11 @@ async fn embedded_index_is_built_for_an_older_store() {
     let dir = tempfile::tempdir().unwrap();
     {
         let b: Arc<dyn Backend> = Arc::new(EmbeddedBackend::open(dir.path(), Durability::NoSync).unwrap());
-        let e = vcservice::Engine::new(b.clone(), Default::default(), None);
+        let e = vcservice::Engine::new(
+            b.clone(),
+            Default::default(),
+            vcservice::metrics::Metrics::unexported().unwrap(),
+        );
         for t in issue_batch() {
             assert_eq!(e.process(vec![t]).await.unwrap()[0].status, Committed);
         }
@@ -481,7 +489,11 @@ async fn postgres_tables_of_an_older_schema_are_upgraded() {
     let url = testkit::pg::cluster().fresh_database("reads").await;
     let b: Arc<dyn Backend> = Arc::new(PgBackend::connect(&PgOptions::new(url.clone())).unwrap());
     b.init_schema().await.unwrap();
-    let e = vcservice::Engine::new(b.clone(), Default::default(), None);
+    let e = vcservice::Engine::new(
+        b.clone(),
+        Default::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     for t in issue_batch() {
         assert_eq!(e.process(vec![t]).await.unwrap()[0].status, Committed);
     }
@@ -505,7 +517,11 @@ async fn postgres_tables_of_an_older_schema_are_upgraded() {
             .unwrap();
     assert_eq!(indexes, ["ns_token_pkey", "o_token"]);
     // Writes after the upgrade keep the index.
-    let e = vcservice::Engine::new(fresh.clone(), Default::default(), None);
+    let e = vcservice::Engine::new(
+        fresh.clone(),
+        Default::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     let out = e
         .process(vec![tx(
             "move",
@@ -526,7 +542,11 @@ async fn postgres_owned_rows_use_the_index() {
     let url = testkit::pg::cluster().fresh_database("reads").await;
     let b: Arc<dyn Backend> = Arc::new(PgBackend::connect(&PgOptions::new(url.clone())).unwrap());
     b.init_schema().await.unwrap();
-    let e = vcservice::Engine::new(b.clone(), Default::default(), None);
+    let e = vcservice::Engine::new(
+        b.clone(),
+        Default::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    );
     for t in issue_batch() {
         assert_eq!(e.process(vec![t]).await.unwrap()[0].status, Committed);
     }
@@ -555,7 +575,12 @@ async fn postgres_owner_column_is_owner_of() {
     let url = testkit::pg::cluster().fresh_database("reads").await;
     let b: Arc<dyn Backend> = Arc::new(PgBackend::connect(&PgOptions::new(url.clone())).unwrap());
     b.init_schema().await.unwrap();
-    commit_cases(&vcservice::Engine::new(b, Default::default(), None)).await;
+    commit_cases(&vcservice::Engine::new(
+        b,
+        Default::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    ))
+    .await;
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = sqlx::query_as("SELECT key, owner FROM ns_token ORDER BY key")
         .fetch_all(&pool)

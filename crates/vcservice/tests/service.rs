@@ -29,7 +29,7 @@ async fn serve(engine: Engine) -> String {
             queue: std::num::NonZeroUsize::new(4).unwrap(),
             max_in_flight: std::num::NonZeroUsize::new(4).unwrap(),
         },
-        None,
+        vcservice::metrics::Metrics::unexported().unwrap(),
     )
     .into_server();
     tokio::spawn(
@@ -163,7 +163,14 @@ async fn two_instances_on_one_database_write_each_row_once() {
     for _ in 0..2 {
         let backend = Arc::new(PgBackend::connect(&PgOptions::new(url.clone())).unwrap());
         vcservice::Backend::init_schema(backend.as_ref()).await.unwrap();
-        urls.push(serve(Engine::new(backend, EngineConfig::default(), None)).await);
+        urls.push(
+            serve(Engine::new(
+                backend,
+                EngineConfig::default(),
+                vcservice::metrics::Metrics::unexported().unwrap(),
+            ))
+            .await,
+        );
     }
     // Both instances get every batch, concurrently, one batch at a time.
     let mut a_all = Vec::new();

@@ -35,7 +35,7 @@ pub(super) struct MainLoop {
     /// The block whose batch is being fetched.
     pub(super) fetching: Option<(u64, JoinHandle<()>)>,
     pub(super) retry: Duration,
-    pub(super) metrics: Option<Metrics>,
+    pub(super) metrics: Metrics,
 }
 
 impl MainLoop {
@@ -74,17 +74,14 @@ impl MainLoop {
 
     /// Sets the gauges from the core.
     fn publish(&self) {
-        if let Some(m) = &self.metrics {
-            m.queued_headers.set(gauge_value(self.core.queued()));
-            m.prefetch_bytes.set(gauge_value(self.core.index_bytes()));
-        }
+        let m = &self.metrics;
+        m.queued_headers.set(gauge_value(self.core.queued()));
+        m.prefetch_bytes.set(gauge_value(self.core.index_bytes()));
     }
 
     fn on_decision(&mut self, d: &VerifiedDecision, proof: Arc<DecisionProof>) -> Result<()> {
         self.core.on_decision(proof, &d.headers, &d.terms)?;
-        if let Some(m) = &self.metrics {
-            m.decisions.inc();
-        }
+        self.metrics.decisions.inc();
         for h in &d.headers {
             if let Some(lane) = self.lanes.get(h.shard as usize) {
                 lane.send_if_modified(|v| {
@@ -136,12 +133,11 @@ impl MainLoop {
         let height = store.next_block();
         self.store = Some(store);
         appended?;
-        if let Some(m) = &self.metrics {
-            m.blocks.inc_by(count as u64);
-            m.txs.inc_by(txs as u64);
-            m.append_seconds.observe(began.elapsed().as_secs_f64());
-            m.height.set(gauge_value(height));
-        }
+        let m = &self.metrics;
+        m.blocks.inc_by(count as u64);
+        m.txs.inc_by(txs as u64);
+        m.append_seconds.observe(began.elapsed().as_secs_f64());
+        m.height.set(gauge_value(height));
         Ok(())
     }
 

@@ -64,6 +64,9 @@ pub enum Error {
     /// A task of the node ended.
     #[error("assembler task ended: {0}")]
     Stopped(String),
+    /// Its metrics could not be made.
+    #[error("assembler metrics: {0}")]
+    Metrics(#[from] telemetry::Error),
 }
 
 /// Result alias of the node.
@@ -97,10 +100,19 @@ pub struct Config {
 }
 
 /// What a node may be handed besides its config.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Deps {
-    /// Where the node records its metrics (`None`: nowhere).
-    pub metrics: Option<Metrics>,
+    /// Where the node makes its metrics (a detached registry unless the binary serves
+    /// one).
+    pub registry: telemetry::Registry,
+}
+
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            registry: telemetry::Registry::detached("assembler"),
+        }
+    }
 }
 
 /// A running node.
@@ -227,11 +239,9 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     // Re-read the decision of the last block: the core skips the headers it holds.
     let from_decision = last.as_ref().map_or(1, |(h, _)| h.decision);
     let (stop, rx_stop) = watch::channel(false);
-    if let Some(m) = &deps.metrics {
-        m.height.set(gauge_value(height));
-    }
-    let open_streams = deps.metrics.as_ref().map(|m| m.deliver_streams.clone());
-    let serving = serve(&cfg, &store, open_streams).await?;
+    let metrics = Metrics::register(&deps.registry)?;
+    metrics.height.set(gauge_value(height));
+    let serving = serve(&cfg, &store, metrics.deliver_streams.clone()).await?;
     let addr = serving.addr();
     let (tx_decisions, rx_decisions) = mpsc::channel(16);
     let (tx_batches, rx_batches) = mpsc::channel(64);
@@ -259,7 +269,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         tx_batches,
         fetching: None,
         retry: cfg.retry,
-        metrics: deps.metrics,
+        metrics,
     };
     info!(party = cfg.party, %addr, from_decision, "assembler started");
     let main = tokio::spawn(main.run(rx_decisions, rx_batches, rx_stop));
@@ -278,16 +288,14 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
 async fn serve(
     cfg: &Config,
     store: &BlockStore,
-    open_streams: Option<prometheus::IntGauge>,
+    open_streams: prometheus::IntGauge,
 ) -> Result<wire::node::Serving> {
     let listen_error = |e: wire::node::ListenError| Error::Listen {
         addr: e.addr,
         source: std::io::Error::other(e.reason),
     };
     let listener = wire::node::bind(cfg.listen).await.map_err(listen_error)?;
-    let service = DeliverService::new(store.reader(), cfg.deliver)
-        .with_open_streams_gauge(open_streams)
-        .into_server();
+    let service = DeliverService::new(store.reader(), cfg.deliver, open_streams).into_server();
     wire::node::serve(listener, &cfg.server, |b| b.add_service(service)).map_err(listen_error)
 }
 

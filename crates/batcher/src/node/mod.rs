@@ -10,7 +10,7 @@
 //! * `decisions` — following the own party's consenter's `Decisions` stream.
 //! * `start` — opening the store, rebuilding the core, starting the tasks.
 //! * `run` — the loop.
-//! * [`metrics`] — [`Stats`] exported to Prometheus.
+//! * [`metrics`] — [`Stats`], the node's Prometheus metrics.
 //!
 //! [`Config`] parses no file: the `fabrx node batcher` command fills it from the
 //! network configuration.
@@ -29,7 +29,6 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crypto::SigningKey;
@@ -43,6 +42,7 @@ use wire::server::ServerLimits;
 use crate::{Config as CoreConfig, Error, Result};
 
 pub use decisions::verify_decision;
+pub use metrics::Stats;
 
 /// Everything a batcher node needs; validated once by [`spawn`].
 #[derive(Clone)]
@@ -153,38 +153,22 @@ impl ShellConfig {
 }
 
 /// What a node may be handed instead of creating it.
-#[derive(Default)]
 pub struct Deps {
     /// A bound listener to serve on (tests, or a supervisor handing over a socket);
     /// `None`: bind [`Config::listen`].
     pub listener: Option<TcpListener>,
+    /// Where the node makes its metrics (a detached registry unless the binary serves
+    /// one).
+    pub registry: telemetry::Registry,
 }
 
-/// Counters of a running node ([`metrics::Metrics`] exports them).
-#[derive(Debug, Default)]
-pub struct Stats {
-    pending: AtomicU64,
-    pending_bytes: AtomicU64,
-    in_flight: AtomicU64,
-    in_flight_bytes: AtomicU64,
-    unordered_batches: AtomicU64,
-    term: AtomicU64,
-    term_changes: AtomicU64,
-    batches_cut: AtomicU64,
-    batches_persisted: AtomicU64,
-    batches_accepted: AtomicU64,
-    batches_rejected: AtomicU64,
-    batches_restored: AtomicU64,
-    admitted: AtomicU64,
-    refused: AtomicU64,
-    bafs_sent: AtomicU64,
-    complaints: AtomicU64,
-    submits_dropped: AtomicU64,
-    decisions: AtomicU64,
-    ordered_batches: AtomicU64,
-    fetched_batches: AtomicU64,
-    /// Time from a batch persisted here to the decision that orders it.
-    order_latency: metrics::LatencyBuckets,
+impl Default for Deps {
+    fn default() -> Deps {
+        Deps {
+            listener: None,
+            registry: telemetry::Registry::detached("batcher"),
+        }
+    }
 }
 
 /// A copy of [`Stats`] at one moment.
@@ -232,40 +216,8 @@ pub struct StatsSnapshot {
     pub fetched_batches: u64,
 }
 
-fn get(a: &AtomicU64) -> u64 {
-    a.load(Ordering::Relaxed)
-}
-
-pub(crate) fn bump(a: &AtomicU64) {
-    a.fetch_add(1, Ordering::Relaxed);
-}
-
-impl Stats {
-    /// The counters now.
-    pub fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot {
-            pending: get(&self.pending),
-            pending_bytes: get(&self.pending_bytes),
-            in_flight: get(&self.in_flight),
-            in_flight_bytes: get(&self.in_flight_bytes),
-            unordered_batches: get(&self.unordered_batches),
-            term: get(&self.term),
-            term_changes: get(&self.term_changes),
-            batches_cut: get(&self.batches_cut),
-            batches_persisted: get(&self.batches_persisted),
-            batches_accepted: get(&self.batches_accepted),
-            batches_rejected: get(&self.batches_rejected),
-            batches_restored: get(&self.batches_restored),
-            admitted: get(&self.admitted),
-            refused: get(&self.refused),
-            bafs_sent: get(&self.bafs_sent),
-            complaints: get(&self.complaints),
-            submits_dropped: get(&self.submits_dropped),
-            decisions: get(&self.decisions),
-            ordered_batches: get(&self.ordered_batches),
-            fetched_batches: get(&self.fetched_batches),
-        }
-    }
+pub(crate) fn bump(c: &prometheus::IntCounter) {
+    c.inc();
 }
 
 /// How long `stop` lets the server close its connections.
@@ -413,5 +365,6 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
                 reason: e.to_string(),
             })?,
     };
-    start::start(config, listener).await
+    let stats = Stats::register(&deps.registry).map_err(|e| Error::Metrics(e.to_string()))?;
+    start::start(config, listener, stats).await
 }

@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
@@ -13,6 +12,7 @@ use wire::pb;
 
 use super::decisions::Decided;
 use super::links::{PeerEvent, PeerSenders, PullWant, SubmitJob, SubmitView};
+use super::metrics::gauge;
 use super::served::Served;
 use super::service::IntakeItem;
 use super::store::{Done, Job, Progress};
@@ -205,7 +205,7 @@ impl Node {
             if let Some(i) = self.persisted_at.iter().position(|(id, _)| *id == ordered.id)
                 && let Some((_, at)) = self.persisted_at.remove(i)
             {
-                self.stats.order_latency.observe(at.elapsed());
+                self.stats.order_latency.observe(at.elapsed().as_secs_f64());
             }
             self.served.remove(ordered.id, &ordered.digest);
             if ordered.term == self.progress.term {
@@ -334,14 +334,15 @@ impl Node {
             .send_if_modified(|v| std::mem::replace(v, view) != view);
         let s = &self.stats;
         let (pending, pending_bytes) = core.pending();
-        s.pending.store(pending as u64, Ordering::Relaxed);
-        s.pending_bytes.store(pending_bytes, Ordering::Relaxed);
+        s.pending.set(gauge(pending as u64));
+        s.pending_bytes.set(gauge(pending_bytes));
         let (in_flight, in_flight_bytes) = core.in_flight();
-        s.in_flight.store(in_flight as u64, Ordering::Relaxed);
-        s.in_flight_bytes.store(in_flight_bytes, Ordering::Relaxed);
-        s.unordered_batches
-            .store(core.unordered_batches() as u64, Ordering::Relaxed);
-        if s.term.swap(core.term(), Ordering::Relaxed) != core.term() {
+        s.in_flight.set(gauge(in_flight as u64));
+        s.in_flight_bytes.set(gauge(in_flight_bytes));
+        s.unordered_batches.set(gauge(core.unordered_batches() as u64));
+        let term = gauge(core.term());
+        if s.term.get() != term {
+            s.term.set(term);
             bump(&s.term_changes);
         }
     }

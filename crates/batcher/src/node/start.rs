@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
@@ -64,7 +63,7 @@ fn channels(uris: &BTreeMap<PartyId, String>, except: PartyId) -> Result<BTreeMa
 }
 
 /// Opens the store, rebuilds the core and starts every task.
-pub(super) async fn start(config: Config, listener: TcpListener) -> Result<Handle> {
+pub(super) async fn start(config: Config, listener: TcpListener, stats: Stats) -> Result<Handle> {
     let addr = listener.local_addr().map_err(|e| Error::Listen {
         addr: config.listen,
         reason: e.to_string(),
@@ -85,9 +84,9 @@ pub(super) async fn start(config: Config, listener: TcpListener) -> Result<Handl
     for digest in recovered.ordered {
         core.remember_ordered(digest);
     }
-    let stats = Arc::new(Stats::default());
+    let stats = Arc::new(stats);
     // The restored term is where the node starts, not a change.
-    stats.term.store(progress.term, Ordering::Relaxed);
+    stats.term.set(super::metrics::gauge(progress.term));
     let party = config.batcher.party;
     let own_highest = recovered
         .unordered
@@ -121,7 +120,7 @@ pub(super) async fn start(config: Config, listener: TcpListener) -> Result<Handl
         term = progress.term,
         next_decision = progress.next_decision,
         stored = recovered.stored,
-        restored = stats.batches_restored.load(Ordering::Relaxed),
+        restored = stats.batches_restored.get(),
         "batcher starting"
     );
     let parts = Parts::new(&config, store, listener, Arc::clone(&stats))?;

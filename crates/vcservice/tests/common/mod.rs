@@ -21,7 +21,11 @@ pub struct Harness {
 }
 
 fn engine(b: Arc<dyn Backend>) -> Engine {
-    Engine::new(b, EngineConfig::default(), None)
+    Engine::new(
+        b,
+        EngineConfig::default(),
+        vcservice::metrics::Metrics::unexported().unwrap(),
+    )
 }
 
 pub async fn postgres() -> Harness {

@@ -4,13 +4,13 @@
 //! a request head of at most [`MAX_HEAD`] bytes and a body of at most [`MAX_BODY`],
 //! [`IDLE`] to send them; one request per connection.
 
-use prometheus::{Encoder, Registry, TextEncoder};
+use crate::{Error, Registry};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
-use tracing::{info, warn};
+use tracing::info;
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -39,13 +39,16 @@ pub struct Request {
 pub type Routes = Arc<dyn Fn(&Request) -> Option<(u16, String)> + Send + Sync>;
 
 /// Serves `registry` on `addr` until the process exits.
-pub async fn serve(addr: String, registry: Registry) -> anyhow::Result<()> {
+pub async fn serve(addr: &str, registry: Registry) -> Result<(), Error> {
     serve_with(addr, registry, None).await
 }
 
 /// Serves `registry`, and `routes` first when given, on `addr` until the process exits.
-pub async fn serve_with(addr: String, registry: Registry, routes: Option<Routes>) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(&addr).await?;
+pub async fn serve_with(addr: &str, registry: Registry, routes: Option<Routes>) -> Result<(), Error> {
+    let listener = TcpListener::bind(addr).await.map_err(|source| Error::Listen {
+        addr: addr.to_owned(),
+        source,
+    })?;
     info!(%addr, "metrics listening");
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
@@ -74,13 +77,7 @@ async fn answer(mut sock: TcpStream, registry: &Registry, routes: Option<&Routes
         Err(why) => (400, "text/plain", format!("{why}\n").into_bytes()),
         Ok(req) => match routes.and_then(|r| r(&req)) {
             Some((status, text)) => (status, "text/plain", text.into_bytes()),
-            None => {
-                let mut body = Vec::new();
-                if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut body) {
-                    warn!(error = %e, "encoding metrics");
-                }
-                (200, "text/plain; version=0.0.4", body)
-            }
+            None => (200, "text/plain; version=0.0.4", registry.text().into_bytes()),
         },
     };
     let reason = match status {
