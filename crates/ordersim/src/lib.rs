@@ -24,6 +24,7 @@ pub use world::World;
 use consenter::application::Knobs;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use testkit::sim::kernel::Faults;
 
 /// A Byzantine party's behaviour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +42,15 @@ pub enum Byzantine {
     LyingConsenter,
 }
 
+/// The bounds of the network faults a scenario draws.
+const FAULTS: Faults = Faults {
+    loss: 0.2,
+    duplicate: 0.1,
+    max_delay_ms: 40,
+    max_delay_after_gst_ms: 15,
+    partition: 0.002,
+};
+
 /// The fault schedule and network of one run, derived from a seed.
 #[derive(Clone, Debug)]
 pub struct ArmaScenario {
@@ -56,20 +66,13 @@ pub struct ArmaScenario {
     pub byzantine: Option<(u32, Byzantine)>,
     /// Virtual time (ms) at which faults stop.
     pub gst_ms: u64,
-    /// Probability of losing a message before GST.
-    pub loss: f64,
-    /// Probability of duplicating a message before GST.
-    pub duplicate: f64,
-    /// Largest message delay before GST (ms).
-    pub max_delay_ms: u64,
-    /// Largest message delay after GST (ms).
-    pub max_delay_after_gst_ms: u64,
+    /// The network's loss, duplication, delays and partitions between parties (the
+    /// partition probability is per batcher tick; clients are outside every partition).
+    pub faults: Faults,
     /// Probability per tick of crashing a correct consenter before GST.
     pub crash_consenter: f64,
     /// Probability per tick of crashing a correct secondary batcher before GST.
     pub crash_batcher: f64,
-    /// Probability per tick of changing the partition before GST.
-    pub partition: f64,
     /// Every request is ordered within this long after GST (ms).
     pub liveness_ms: u64,
     /// Defences turned off (negative tests only).
@@ -99,21 +102,21 @@ impl ArmaScenario {
             (party, kind)
         });
         let calm = rng.gen_bool(0.15);
-        let faults = |rng: &mut ChaCha8Rng, hi: f64| if calm { 0.0 } else { rng.gen_range(0.0..hi) };
+        let shards = rng.gen_range(1..=2);
+        let requests = rng.gen_range(4..40);
+        let gst_ms = rng.gen_range(300..2500);
+        let (faults, (crash_consenter, crash_batcher)) =
+            Faults::draw(&mut rng, calm, &FAULTS, |p| (p(0.003), p(0.002)));
         ArmaScenario {
             seed,
             n,
-            shards: rng.gen_range(1..=2),
-            requests: rng.gen_range(4..40),
+            shards,
+            requests,
             byzantine,
-            gst_ms: rng.gen_range(300..2500),
-            loss: faults(&mut rng, 0.2),
-            duplicate: faults(&mut rng, 0.1),
-            max_delay_ms: rng.gen_range(1..40),
-            max_delay_after_gst_ms: rng.gen_range(1..15),
-            crash_consenter: faults(&mut rng, 0.003),
-            crash_batcher: faults(&mut rng, 0.002),
-            partition: faults(&mut rng, 0.002),
+            gst_ms,
+            faults,
+            crash_consenter,
+            crash_batcher,
             liveness_ms: 60_000,
             knobs: Knobs::default(),
             drop_complaints: false,

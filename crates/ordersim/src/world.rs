@@ -1,7 +1,6 @@
 //! The simulated ordering service: nodes, shells, network and fault schedule.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use batcher::{Baf, Batcher, Input as BInput, Output as BOutput, SignedBatch, TermInfo};
@@ -13,19 +12,21 @@ use consenter::application::{
 use crypto::{Scheme, SigningKey, derive_signing_key};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use testkit::sim::engine_config;
+use testkit::sim::kernel::{self, Kernel, Sim, Stop};
 use types::BatchId;
 use types::digest::{Digest32, shard_of};
 
 use super::checker::Checker;
 use super::{ArmaReport, ArmaScenario, Byzantine};
 
-const TICK_MS: u64 = 10;
 const PULL_MS: u64 = 30;
 const RESEND_MS: u64 = 300;
 const OUTBOX: usize = 64;
 const MAX_REQUEST_BYTES: usize = 64;
 
-enum Ev {
+/// The events of the ordering world.
+pub enum Ev {
     BTick(usize),
     CTick(u32),
     Bft { from: u32, to: u32, msg: Message },
@@ -73,19 +74,14 @@ struct CNode {
 pub struct World {
     sc: ArmaScenario,
     trace: bool,
-    rng: ChaCha8Rng,
-    now: u64,
-    seq: u64,
-    queue: BinaryHeap<Reverse<(u64, u64)>>,
-    events: HashMap<u64, Ev>,
+    /// Clock, event queue, random stream and network (node `p` is party `p`).
+    k: Kernel<Ev>,
     cfg: ArmaConfig,
     keys: TestKeys,
     bkeys: BTreeMap<u32, SigningKey>,
     batchers: Vec<BNode>,
     consenters: Vec<CNode>,
     store: HashMap<(BatchId, u64, Digest32), Arc<SignedBatch>>,
-    side: Vec<u8>,
-    after_gst: bool,
     requests: Vec<Arc<[u8]>>,
     checker: Checker,
     report: ArmaReport,
@@ -98,7 +94,7 @@ fn batcher_key(party: u32) -> SigningKey {
 impl World {
     /// Builds the world of a scenario.
     pub fn new(sc: ArmaScenario, trace: bool) -> Result<World, String> {
-        let mut rng = ChaCha8Rng::seed_from_u64(sc.seed);
+        let rng = ChaCha8Rng::seed_from_u64(ChaCha8Rng::seed_from_u64(sc.seed).r#gen());
         let bkeys: BTreeMap<u32, SigningKey> = (1..=sc.n).map(|p| (p, batcher_key(p))).collect();
         let pub_keys = (1..=sc.n)
             .flat_map(|p| (0..sc.shards).map(move |s| (p, s)))
@@ -113,19 +109,13 @@ impl World {
             batchers: Vec::new(),
             consenters: Vec::new(),
             trace,
-            now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
-            events: HashMap::new(),
+            k: Kernel::new(rng, sc.faults, sc.n as usize + 1),
             keys,
             bkeys,
             store: HashMap::new(),
-            side: vec![0; sc.n as usize + 1],
-            after_gst: false,
             requests: Vec::new(),
             report: ArmaReport::default(),
             cfg,
-            rng: ChaCha8Rng::seed_from_u64(rng.r#gen()),
             sc,
         };
         w.build();
@@ -164,21 +154,19 @@ impl World {
         }
         for b in 0..self.batchers.len() {
             self.start_batcher(b);
-            let at = self.rng.gen_range(0..TICK_MS);
-            self.schedule(at, Ev::BTick(b));
+            self.k.first_tick(Ev::BTick(b));
         }
         for c in 0..self.sc.n {
             self.start_consenter(c);
-            let at = self.rng.gen_range(0..TICK_MS);
-            self.schedule(at, Ev::CTick(c));
+            self.k.first_tick(Ev::CTick(c));
         }
         for i in 0..self.sc.requests {
             let request: Arc<[u8]> = Arc::from(format!("req-{}-{i}", self.sc.seed).into_bytes());
             self.requests.push(Arc::clone(&request));
-            let at = self.rng.gen_range(1..self.sc.gst_ms.max(2));
-            self.schedule(at, Ev::Client(request));
+            let at = self.k.rng().gen_range(1..self.sc.gst_ms.max(2));
+            self.k.schedule(at, Ev::Client(request));
         }
-        self.schedule(self.sc.gst_ms, Ev::Gst);
+        self.k.schedule(self.sc.gst_ms, Ev::Gst);
     }
 
     fn batcher_config(&self, party: u32, shard: u32) -> batcher::Config {
@@ -205,17 +193,9 @@ impl World {
     }
 
     fn bft_config(&self, id: u32) -> Config {
-        let mut c = Config::new(id, self.sc.n);
+        let mut c = engine_config(id, self.sc.n, self.sc.seed);
         c.max_batch_count = 16;
-        c.batch_interval_ms = 5;
         c.request_timeout_ms = 600;
-        c.heartbeat_interval_ms = 50;
-        c.heartbeat_timeout_ms = 250;
-        c.view_change_timeout_ms = 250;
-        c.sync_batch = std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN);
-        // Small and varied, so checkpoints, pruning and snapshot transfer happen often.
-        c.checkpoint_interval = [3, 5, 8][(self.sc.seed % 3) as usize];
-        c.retain_decisions = [0, 2, 6][(self.sc.seed / 3 % 3) as usize];
         c
     }
 
@@ -299,68 +279,26 @@ impl World {
         }
     }
 
-    fn schedule(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq)));
-        self.events.insert(self.seq, ev);
-    }
-
-    fn delay(&mut self) -> u64 {
-        let max = if self.after_gst {
-            self.sc.max_delay_after_gst_ms
-        } else {
-            self.sc.max_delay_ms
-        };
-        self.now + self.rng.gen_range(1..=max.max(1))
-    }
-
-    /// Whether a message between two parties is lost (partition or loss, before GST).
-    fn lost(&mut self, from: u32, to: u32) -> bool {
-        !self.after_gst
-            && (self.side[from as usize] != self.side[to as usize] || self.rng.gen_bool(self.sc.loss))
-    }
-
-    /// Sends `ev` from party `from` to party `to` over the simulated network.
-    fn send(&mut self, from: u32, to: u32, ev: impl Fn() -> Ev) {
-        if from != to && self.lost(from, to) {
-            return;
-        }
-        let copies = if !self.after_gst && self.rng.gen_bool(self.sc.duplicate) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let at = self.delay();
-            self.schedule(at, ev());
-        }
-    }
-
     /// Runs until every request is ordered after GST (then checks the end state).
     pub fn run(mut self) -> Result<ArmaReport, String> {
-        while let Some(Reverse((at, id))) = self.queue.pop() {
-            let Some(ev) = self.events.remove(&id) else {
-                continue;
-            };
-            self.now = at;
-            self.report.steps += 1;
-            self.step(ev)?;
-            if self.after_gst && self.checker.all_ordered() {
-                break;
-            }
-            if self.now > self.sc.gst_ms + self.sc.liveness_ms {
+        let deadline = self.sc.gst_ms + self.sc.liveness_ms;
+        let outcome = kernel::run(&mut self, deadline);
+        self.report.steps = self.k.steps();
+        match outcome {
+            Ok(()) => self.finish(),
+            Err(Stop::Deadline { .. }) => {
                 let (missing, _) = self.checker.unordered_and_duplicates();
-                return Err(format!(
+                Err(format!(
                     "liveness: {} of {} requests not ordered {} ms after GST ({} decisions, terms {:?})",
                     missing.len(),
                     self.requests.len(),
                     self.sc.liveness_ms,
                     self.checker.decided(),
                     self.checker.terms()
-                ));
+                ))
             }
+            Err(stop) => Err(stop.to_string()),
         }
-        self.finish()
     }
 
     fn finish(mut self) -> Result<ArmaReport, String> {
@@ -377,7 +315,7 @@ impl World {
             }
         }
         let (_, dups) = self.checker.unordered_and_duplicates();
-        self.report.end_ms = self.now;
+        self.report.end_ms = self.k.now();
         self.report.duplicates = dups;
         self.report.blocks = self.checker.blocks;
         self.report.term_changes = self.checker.term_changes;
@@ -392,40 +330,6 @@ impl World {
         Ok(self.report)
     }
 
-    fn step(&mut self, ev: Ev) -> Result<(), String> {
-        match ev {
-            Ev::BTick(b) => {
-                self.schedule(self.now + TICK_MS, Ev::BTick(b));
-                self.maybe_fault();
-                self.b_tick(b)
-            }
-            Ev::CTick(c) => {
-                self.schedule(self.now + TICK_MS, Ev::CTick(c));
-                self.c_input(c, Input::Tick(self.now))
-            }
-            Ev::Bft { from, to, msg } => self.c_input(to, Input::Message { from, msg }),
-            Ev::ToBatcher { b, input } => self.b_input(b, input),
-            Ev::ToConsenter { to, request } => self.c_input(to, Input::Request(request)),
-            Ev::Client(request) => {
-                self.client(&request);
-                Ok(())
-            }
-            Ev::RestartB(b) => {
-                if self.batchers[b].core.is_none() {
-                    self.start_batcher(b);
-                }
-                Ok(())
-            }
-            Ev::RestartC(c) => {
-                if self.consenters[c as usize].replica.is_none() {
-                    self.start_consenter(c);
-                }
-                Ok(())
-            }
-            Ev::Gst => self.gst(),
-        }
-    }
-
     /// A client sends the request to the router of every party; each router hands it to
     /// its party's batcher of the request's shard.
     fn client(&mut self, request: &Arc<[u8]>) {
@@ -433,11 +337,11 @@ impl World {
         let shard = shard_of(request, self.sc.shards).unwrap_or(0);
         for party in 1..=self.sc.n {
             let b = self.b_index(party, shard);
-            if !self.after_gst && self.rng.gen_bool(self.sc.loss) {
+            if self.k.lossy() {
                 continue;
             }
-            let at = self.delay();
-            self.schedule(
+            let at = self.k.arrival(self.k.now());
+            self.k.schedule(
                 at,
                 Ev::ToBatcher {
                     b,
@@ -448,8 +352,7 @@ impl World {
     }
 
     fn gst(&mut self) -> Result<(), String> {
-        self.after_gst = true;
-        self.side.iter_mut().for_each(|s| *s = 0);
+        self.k.stabilise();
         for b in 0..self.batchers.len() {
             if self.batchers[b].core.is_none() {
                 self.start_batcher(b);
@@ -463,46 +366,37 @@ impl World {
         // Clients re-submit what is not ordered yet (a client retries until 2f+1 routers ack).
         let (missing, _) = self.checker.unordered_and_duplicates();
         for request in missing {
-            self.schedule(self.now + 1, Ev::Client(request));
+            self.k.schedule_in(1, Ev::Client(request));
         }
         Ok(())
     }
 
     fn maybe_fault(&mut self) {
-        if self.after_gst {
-            return;
+        if let Some(c) = self.k.maybe_crash(self.sc.crash_consenter, self.sc.n)
+            && self.is_correct_consenter(c)
+            && self.consenters[c as usize].replica.is_some()
+        {
+            self.trace_line(|| format!("consenter {c} CRASH"));
+            self.report.crashes += 1;
+            self.consenters[c as usize].replica = None;
+            self.k.restart_later(Ev::RestartC(c));
         }
-        if self.rng.gen_bool(self.sc.crash_consenter) {
-            let c = self.rng.gen_range(0..self.sc.n);
-            if self.is_correct_consenter(c) && self.consenters[c as usize].replica.is_some() {
-                self.trace_line(|| format!("consenter {c} CRASH"));
-                self.report.crashes += 1;
-                self.consenters[c as usize].replica = None;
-                let at = self.now + self.rng.gen_range(20..600);
-                self.schedule(at, Ev::RestartC(c));
-            }
+        let batchers = self.batchers.len();
+        if let Some(b) = self.k.maybe_crash(self.sc.crash_batcher, batchers)
+            && self.batchers[b].core.is_some()
+            && self.byz(self.batchers[b].party).is_none()
+        {
+            self.trace_line(|| format!("batcher {b} CRASH"));
+            self.report.crashes += 1;
+            self.batchers[b].core = None;
+            self.k.restart_later(Ev::RestartB(b));
         }
-        if self.rng.gen_bool(self.sc.crash_batcher) {
-            let b = self.rng.gen_range(0..self.batchers.len());
-            let up = self.batchers[b].core.is_some();
-            if up && self.byz(self.batchers[b].party).is_none() {
-                self.trace_line(|| format!("batcher {b} CRASH"));
-                self.report.crashes += 1;
-                self.batchers[b].core = None;
-                let at = self.now + self.rng.gen_range(20..600);
-                self.schedule(at, Ev::RestartB(b));
-            }
-        }
-        if self.rng.gen_bool(self.sc.partition) {
-            for s in self.side.iter_mut() {
-                *s = self.rng.gen_range(0..2);
-            }
-        }
+        self.k.maybe_partition();
     }
 
     fn trace_line(&self, line: impl Fn() -> String) {
         if self.trace {
-            eprintln!("t={} {}", self.now, line());
+            eprintln!("t={} {}", self.k.now(), line());
         }
     }
 
@@ -577,12 +471,12 @@ impl World {
         let msgs = match self.byz(from + 1) {
             Some(Byzantine::CorruptConsenter(mode)) => {
                 let signer = self.keys.signer(from);
-                testkit::sim::corrupt(mode, from, &signer, to, msg, &mut self.rng)
+                testkit::sim::corrupt(mode, from, &signer, to, msg, self.k.rng())
             }
             _ => vec![msg],
         };
         for msg in msgs {
-            self.send(from + 1, to + 1, || Ev::Bft {
+            self.k.send(from + 1, to + 1, || Ev::Bft {
                 from,
                 to,
                 msg: msg.clone(),
@@ -597,13 +491,14 @@ impl World {
             return Ok(());
         }
         self.feed_decisions(b)?;
-        self.b_input(b, BInput::Tick(self.now))?;
-        if self.now.saturating_sub(self.batchers[b].last_pull) >= PULL_MS {
-            self.batchers[b].last_pull = self.now;
+        let now = self.k.now();
+        self.b_input(b, BInput::Tick(now))?;
+        if now.saturating_sub(self.batchers[b].last_pull) >= PULL_MS {
+            self.batchers[b].last_pull = now;
             self.try_pull(b);
         }
-        if self.now.saturating_sub(self.batchers[b].last_resend) >= RESEND_MS {
-            self.batchers[b].last_resend = self.now;
+        if now.saturating_sub(self.batchers[b].last_resend) >= RESEND_MS {
+            self.batchers[b].last_resend = now;
             self.resend(b);
         }
         Ok(())
@@ -691,14 +586,14 @@ impl World {
             }
             BOutput::AckPrimary { to, baf } => {
                 let target = self.b_index(to, shard);
-                self.send(party, to, || Ev::ToBatcher {
+                self.k.send(party, to, || Ev::ToBatcher {
                     b: target,
                     input: BInput::Baf(baf.clone()),
                 });
             }
             BOutput::ForwardToPrimary { to, request } => {
                 let target = self.b_index(to, shard);
-                self.send(party, to, || Ev::ToBatcher {
+                self.k.send(party, to, || Ev::ToBatcher {
                     b: target,
                     input: BInput::Forwarded {
                         from: party,
@@ -730,9 +625,9 @@ impl World {
             (stored.id(), stored.header.term, stored.header.digest),
             Arc::clone(&stored),
         );
-        let at = self.now + self.rng.gen_range(1..4);
-        self.schedule(
-            at,
+        let fsync = self.k.rng().gen_range(1..4);
+        self.k.schedule_in(
+            fsync,
             Ev::ToBatcher {
                 b,
                 input: BInput::Persisted {
@@ -803,7 +698,7 @@ impl World {
         }
         let party = node.party;
         for to in 0..self.sc.n {
-            self.send(party, to + 1, || Ev::ToConsenter {
+            self.k.send(party, to + 1, || Ev::ToConsenter {
                 to,
                 request: bytes.clone(),
             });
@@ -823,7 +718,7 @@ impl World {
             .collect();
         for bytes in pending {
             for to in 0..self.sc.n {
-                self.send(party, to + 1, || Ev::ToConsenter {
+                self.k.send(party, to + 1, || Ev::ToConsenter {
                     to,
                     request: bytes.clone(),
                 });
@@ -850,12 +745,60 @@ impl World {
         let Some(batch) = alt.or_else(|| self.batchers[p].served.get(&(id, term))).cloned() else {
             return;
         };
-        self.send(id.primary, party, || Ev::ToBatcher {
+        self.k.send(id.primary, party, || Ev::ToBatcher {
             b,
             input: BInput::Batch {
                 from: id.primary,
                 batch: SignedBatch::clone(&batch),
             },
         });
+    }
+}
+
+impl Sim for World {
+    type Event = Ev;
+    type Error = String;
+
+    /// Done once every request is ordered after GST.
+    fn done(&mut self) -> Result<bool, String> {
+        Ok(self.k.after_gst() && self.checker.all_ordered())
+    }
+
+    fn step(&mut self, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::BTick(b) => {
+                self.k.next_tick(Ev::BTick(b));
+                self.maybe_fault();
+                self.b_tick(b)
+            }
+            Ev::CTick(c) => {
+                self.k.next_tick(Ev::CTick(c));
+                self.c_input(c, Input::Tick(self.k.now()))
+            }
+            Ev::Bft { from, to, msg } => self.c_input(to, Input::Message { from, msg }),
+            Ev::ToBatcher { b, input } => self.b_input(b, input),
+            Ev::ToConsenter { to, request } => self.c_input(to, Input::Request(request)),
+            Ev::Client(request) => {
+                self.client(&request);
+                Ok(())
+            }
+            Ev::RestartB(b) => {
+                if self.batchers[b].core.is_none() {
+                    self.start_batcher(b);
+                }
+                Ok(())
+            }
+            Ev::RestartC(c) => {
+                if self.consenters[c as usize].replica.is_none() {
+                    self.start_consenter(c);
+                }
+                Ok(())
+            }
+            Ev::Gst => self.gst(),
+        }
+    }
+
+    fn kernel(&mut self) -> &mut Kernel<Ev> {
+        &mut self.k
     }
 }

@@ -17,6 +17,7 @@
 mod app;
 mod byzantine;
 mod checker;
+pub mod kernel;
 mod links;
 mod world;
 
@@ -25,8 +26,19 @@ pub use byzantine::{ByzMode, corrupt};
 pub use checker::Checker;
 pub use world::World;
 
+use bft::{Config, ReplicaId};
+use kernel::Faults;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// The bounds of the network faults a scenario draws.
+const FAULTS: Faults = Faults {
+    loss: 0.25,
+    duplicate: 0.1,
+    max_delay_ms: 60,
+    max_delay_after_gst_ms: 20,
+    partition: 0.002,
+};
 
 /// The fault schedule and network of one simulation run, derived from a seed.
 #[derive(Clone, Debug)]
@@ -45,20 +57,13 @@ pub struct Scenario {
     pub max_batch: usize,
     /// Virtual time (ms) at which faults stop.
     pub gst_ms: u64,
-    /// Probability of losing a message before GST.
-    pub loss: f64,
-    /// Probability of duplicating a message before GST.
-    pub duplicate: f64,
-    /// Largest message delay before GST (ms).
-    pub max_delay_ms: u64,
-    /// Largest message delay after GST (ms).
-    pub max_delay_after_gst_ms: u64,
-    /// Probability per step of crashing a random correct replica before GST.
+    /// The network's loss, duplication, delays and partitions (the partition probability
+    /// is per tick).
+    pub faults: Faults,
+    /// Probability per tick of crashing a random correct replica before GST.
     pub crash: f64,
     /// Probability of a crash in the middle of executing a batch of outputs.
     pub crash_mid_batch: f64,
-    /// Probability per step of changing the partition before GST.
-    pub partition: f64,
     /// Liveness bound: all requests decided within this long after GST (ms).
     pub liveness_ms: u64,
     /// A Byzantine replica that also sends, with every heartbeat, a validly signed
@@ -99,21 +104,22 @@ impl Scenario {
             .collect();
         let crashed_forever = (byz_count < f && rng.gen_bool(0.3)).then(|| ids[byz_count as usize]);
         let calm = rng.gen_bool(0.1);
+        let requests = rng.gen_range(4..30);
+        let max_batch = rng.gen_range(1..8);
+        let gst_ms = rng.gen_range(300..2500);
+        let (faults, (crash, crash_mid_batch)) =
+            Faults::draw(&mut rng, calm, &FAULTS, |p| (p(0.004), p(0.01)));
         Scenario {
             seed,
             n,
             byzantine,
             crashed_forever,
-            requests: rng.gen_range(4..30),
-            max_batch: rng.gen_range(1..8),
-            gst_ms: rng.gen_range(300..2500),
-            loss: if calm { 0.0 } else { rng.gen_range(0.0..0.25) },
-            duplicate: if calm { 0.0 } else { rng.gen_range(0.0..0.1) },
-            max_delay_ms: rng.gen_range(1..60),
-            max_delay_after_gst_ms: rng.gen_range(1..20),
-            crash: if calm { 0.0 } else { rng.gen_range(0.0..0.004) },
-            crash_mid_batch: if calm { 0.0 } else { rng.gen_range(0.0..0.01) },
-            partition: if calm { 0.0 } else { rng.gen_range(0.0..0.002) },
+            requests,
+            max_batch,
+            gst_ms,
+            faults,
+            crash,
+            crash_mid_batch,
             liveness_ms: 60_000,
             junk_voter: None,
             idle_ms: 0,
@@ -165,6 +171,22 @@ pub struct Report {
     pub foreign_injected: u64,
     /// Snapshots installed by state transfer (correct replicas).
     pub installed: u64,
+}
+
+/// The engine configuration of a replica in either simulation: short timers, so that
+/// view changes happen within a run, and a checkpoint interval and a retention that vary
+/// by seed, so that checkpoints, pruning and snapshot transfer happen often. Each world
+/// sets its batch size and request timeout.
+pub fn engine_config(id: ReplicaId, n: u32, seed: u64) -> Config {
+    let mut c = Config::new(id, n);
+    c.batch_interval_ms = 5;
+    c.heartbeat_interval_ms = 50;
+    c.heartbeat_timeout_ms = 250;
+    c.view_change_timeout_ms = 250;
+    c.sync_batch = std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN);
+    c.checkpoint_interval = [3, 5, 8][(seed % 3) as usize];
+    c.retain_decisions = [0, 2, 6][(seed / 3 % 3) as usize];
+    c
 }
 
 /// Runs one seed; `Err` describes the violated property (and names the seed).

@@ -1,7 +1,5 @@
 //! The discrete-event world: replicas, network, clients, fault injection.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use bft::crypto::{TestKeys, TestSigner};
@@ -9,12 +7,12 @@ use bft::{Application, Config, Input, MemWal, Message, Output, Replica, ReplicaI
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::kernel::{self, Kernel, Sim, Stop};
 use super::links::{Links, foreign_sync_response, junk_vote};
-use super::{ByzMode, Checker, Report, Scenario, SimApp, corrupt};
+use super::{ByzMode, Checker, Report, Scenario, SimApp, corrupt, engine_config};
 
-const TICK_MS: u64 = 10;
-
-enum Event {
+/// The events of the BFT world.
+pub enum Event {
     Tick(ReplicaId),
     Deliver {
         from: ReplicaId,
@@ -31,29 +29,6 @@ enum Event {
     Foreign,
 }
 
-struct Scheduled {
-    time: u64,
-    id: u64,
-    event: Event,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.time, self.id) == (o.time, o.id)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (self.time, self.id).cmp(&(o.time, o.id))
-    }
-}
-
 struct Node {
     replica: Option<Replica<SimApp>>,
     wal: MemWal,
@@ -66,15 +41,11 @@ struct Node {
 /// The simulated cluster.
 pub struct World {
     sc: Scenario,
-    rng: ChaCha8Rng,
+    /// Clock, event queue, random stream and network.
+    k: Kernel<Event>,
     keys: TestKeys,
-    now: u64,
-    next_id: u64,
-    queue: BinaryHeap<Reverse<Scheduled>>,
     nodes: Vec<Node>,
     checker: Checker,
-    side: Vec<u8>,
-    after_gst: bool,
     requests: Vec<Vec<u8>>,
     trace: bool,
     report: Report,
@@ -88,18 +59,13 @@ pub struct World {
 impl World {
     /// A world for `sc`; `trace` prints every event to stderr.
     pub fn new(sc: Scenario, trace: bool) -> World {
-        let rng = ChaCha8Rng::seed_from_u64(sc.seed);
+        let k = Kernel::new(ChaCha8Rng::seed_from_u64(sc.seed), sc.faults, sc.n as usize);
         let keys = TestKeys::new(sc.seed);
         let mut w = World {
             nodes: Vec::new(),
-            side: vec![0; sc.n as usize],
-            rng,
+            k,
             keys,
-            now: 0,
-            next_id: 0,
-            queue: BinaryHeap::new(),
             checker: Checker::default(),
-            after_gst: false,
             requests: Vec::new(),
             trace,
             report: Report::default(),
@@ -123,50 +89,34 @@ impl World {
                 byz,
                 signer: w.keys.signer(id),
             });
-            let offset = w.rng.gen_range(0..TICK_MS);
-            w.schedule(offset, Event::Tick(id));
+            w.k.first_tick(Event::Tick(id));
         }
         w.schedule_clients();
-        w.schedule(w.sc.gst_ms, Event::Gst);
+        w.k.schedule(w.sc.gst_ms, Event::Gst);
         if w.sc.foreign_replays {
-            w.schedule(100, Event::Foreign);
+            w.k.schedule(100, Event::Foreign);
         }
         w
     }
 
     fn config(&self, id: ReplicaId) -> Config {
-        let mut c = Config::new(id, self.sc.n);
+        let mut c = engine_config(id, self.sc.n, self.sc.seed);
         c.max_batch_count = self.sc.max_batch;
-        c.batch_interval_ms = 5;
         c.request_timeout_ms = 400;
-        c.heartbeat_interval_ms = 50;
-        c.heartbeat_timeout_ms = 250;
-        c.view_change_timeout_ms = 250;
-        c.sync_batch = std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN);
-        // Small and varied, so checkpoints, pruning and snapshot transfer happen often.
-        c.checkpoint_interval = [3, 5, 8][(self.sc.seed % 3) as usize];
-        c.retain_decisions = [0, 2, 6][(self.sc.seed / 3 % 3) as usize];
         c
-    }
-
-    fn schedule(&mut self, at: u64, event: Event) {
-        self.next_id += 1;
-        self.queue.push(Reverse(Scheduled {
-            time: at,
-            id: self.next_id,
-            event,
-        }));
     }
 
     fn schedule_clients(&mut self) {
         for i in 0..self.sc.requests {
             let mut request = format!("tx-{}-{i}", self.sc.seed).into_bytes();
             request.resize(request.len() + self.sc.request_padding, b'.');
-            let at = self.rng.gen_range(0..self.sc.gst_ms);
-            let k = self.rng.gen_range(1..=self.sc.n);
-            let targets = (0..k).map(|_| self.rng.gen_range(0..self.sc.n)).collect();
+            let n = self.sc.n;
+            let rng = self.k.rng();
+            let at = rng.gen_range(0..self.sc.gst_ms);
+            let k = rng.gen_range(1..=n);
+            let targets = (0..k).map(|_| rng.gen_range(0..n)).collect();
             self.requests.push(request.clone());
-            self.schedule(at, Event::Submit { request, targets });
+            self.k.schedule(at, Event::Submit { request, targets });
         }
     }
 
@@ -177,42 +127,13 @@ impl World {
     /// Runs until every correct replica decided every request (Ok) or a property fails.
     pub fn run(mut self) -> Result<Report, String> {
         let deadline = self.sc.gst_ms + self.sc.liveness_ms;
-        while let Some(Reverse(s)) = self.queue.pop() {
-            self.now = s.time;
-            self.report.steps += 1;
-            if self.now > deadline {
-                return Err(self.liveness_failure());
-            }
-            self.step(s.event)?;
-            if self.after_gst && self.all_decided() {
-                if !self.settled {
-                    self.settled = true;
-                    self.report.end_ms = self.now;
-                    self.report.settle_ms = self.now - self.sc.gst_ms;
-                }
-                if self.sc.idle_ms == 0 {
-                    return Ok(self.report);
-                }
-                // The idle window starts after the grace period; it checks the view
-                // only if the links carry nothing but heartbeats then (a large message
-                // still crossing a slow link is not idleness).
-                if self.idle.is_none() && self.now >= self.idle_not_before() {
-                    let view = self
-                        .links
-                        .drained(self.now)
-                        .then(|| self.settled_view())
-                        .flatten();
-                    self.idle = Some((self.now, view));
-                }
-                if let Some((start, view)) = self.idle
-                    && self.now >= start + self.sc.idle_ms
-                {
-                    self.check_idle(view)?;
-                    return Ok(self.report);
-                }
-            }
+        let outcome = kernel::run(&mut self, deadline);
+        self.report.steps = self.k.steps();
+        match outcome {
+            Ok(()) => Ok(self.report),
+            Err(Stop::Deadline { .. }) => Err(self.liveness_failure()),
+            Err(stop) => Err(stop.to_string()),
         }
-        Err("event queue ran dry".into())
     }
 
     /// Timers armed before GST (a leader not heard during a partition) may still fire
@@ -286,33 +207,12 @@ impl World {
             .all(|id| self.checker.undecided_at(id) == 0)
     }
 
-    fn step(&mut self, event: Event) -> Result<(), String> {
-        match event {
-            Event::Tick(id) => {
-                self.schedule(self.now + TICK_MS, Event::Tick(id));
-                self.maybe_fault();
-                self.input(id, Input::Tick(self.now))
-            }
-            Event::Deliver { from, to, msg } => self.input(to, Input::Message { from, msg }),
-            Event::Submit { request, targets } => {
-                self.checker.submitted(&request);
-                for to in targets {
-                    self.input(to, Input::Request(request.clone()))?;
-                }
-                Ok(())
-            }
-            Event::Restart(id) => self.restart(id),
-            Event::Gst => self.gst(),
-            Event::Foreign => self.foreign(),
-        }
-    }
-
     /// Delivers a foreign chain's decision for the next sequence to a random correct
     /// replica; every correct replica must reject it (the checker would see a request
     /// no client submitted).
     fn foreign(&mut self) -> Result<(), String> {
-        self.schedule(self.now + 100, Event::Foreign);
-        let id = self.rng.gen_range(0..self.sc.n);
+        self.k.schedule_in(100, Event::Foreign);
+        let id = self.k.rng().gen_range(0..self.sc.n);
         let from = (id + 1) % self.sc.n;
         let Some(r) = self.nodes[id as usize].replica.as_ref() else {
             return Ok(());
@@ -331,7 +231,7 @@ impl World {
             return Ok(());
         };
         if self.trace {
-            eprintln!("t={} r{id} <- {input:?}", self.now);
+            eprintln!("t={} r{id} <- {input:?}", self.k.now());
         }
         let outputs = replica.handle(input);
         if correct {
@@ -343,11 +243,11 @@ impl World {
 
     /// Executes outputs in order, as a shell would; may crash the replica midway.
     fn execute(&mut self, id: ReplicaId, outputs: Vec<Output>) -> Result<(), String> {
-        let crash_at = (!self.after_gst
+        let crash_at = (!self.k.after_gst()
             && self.nodes[id as usize].byz.is_none()
             && !outputs.is_empty()
-            && self.rng.gen_bool(self.sc.crash_mid_batch))
-        .then(|| self.rng.gen_range(0..outputs.len()));
+            && self.k.rng().gen_bool(self.sc.crash_mid_batch))
+        .then(|| self.k.rng().gen_range(0..outputs.len()));
         for (i, out) in outputs.into_iter().enumerate() {
             if crash_at == Some(i) {
                 self.crash(id);
@@ -411,87 +311,60 @@ impl World {
         let mut msgs = match self.nodes[from as usize].byz {
             Some(mode) => {
                 let signer = self.nodes[from as usize].signer.clone();
-                corrupt(mode, from, &signer, to, msg, &mut self.rng)
+                corrupt(mode, from, &signer, to, msg, self.k.rng())
             }
             None => vec![msg],
         };
         msgs.extend(junk);
         for msg in msgs {
-            if !self.after_gst
-                && (self.side[from as usize] != self.side[to as usize] || self.rng.gen_bool(self.sc.loss))
-            {
-                continue;
-            }
-            let copies = if !self.after_gst && self.rng.gen_bool(self.sc.duplicate) {
-                2
-            } else {
-                1
+            let deliver = || Event::Deliver {
+                from,
+                to,
+                msg: msg.clone(),
             };
-            let sent = match self.sc.bandwidth {
-                Some(bw) => match self.links.send(self.now, from, to, &msg, bw) {
-                    Some(done) => done,
-                    None => continue, // its copy is still queued on the link
-                },
-                None => self.now,
-            };
-            for _ in 0..copies {
-                let max = if self.after_gst {
-                    self.sc.max_delay_after_gst_ms
-                } else {
-                    self.sc.max_delay_ms
-                };
-                let at = sent + self.rng.gen_range(1..=max);
-                self.schedule(
-                    at,
-                    Event::Deliver {
-                        from,
-                        to,
-                        msg: msg.clone(),
-                    },
-                );
+            match self.sc.bandwidth {
+                // A copy still queued on the link is not queued again.
+                Some(bw) => {
+                    let links = &mut self.links;
+                    self.k
+                        .send_over(from, to, |now| links.send(now, from, to, &msg, bw), deliver);
+                }
+                None => self.k.send(from, to, deliver),
             }
         }
     }
 
     fn maybe_fault(&mut self) {
-        if self.after_gst {
-            return;
+        if let Some(id) = self.k.maybe_crash(self.sc.crash, self.sc.n)
+            && self.nodes[id as usize].byz.is_none()
+            && self.nodes[id as usize].replica.is_some()
+        {
+            self.crash(id);
         }
-        if self.rng.gen_bool(self.sc.crash) {
-            let id = self.rng.gen_range(0..self.sc.n);
-            if self.nodes[id as usize].byz.is_none() && self.nodes[id as usize].replica.is_some() {
-                self.crash(id);
-            }
-        }
-        if self.rng.gen_bool(self.sc.partition) {
-            for s in self.side.iter_mut() {
-                *s = self.rng.gen_range(0..2);
-            }
-        }
+        self.k.maybe_partition();
     }
 
     fn crash(&mut self, id: ReplicaId) {
         if self.trace {
-            eprintln!("t={} r{id} CRASH", self.now);
+            eprintln!("t={} r{id} CRASH", self.k.now());
         }
         self.report.crashes += 1;
         self.nodes[id as usize].replica = None;
-        if !self.after_gst {
-            let down = self.rng.gen_range(20..600);
-            self.schedule(self.now + down, Event::Restart(id));
+        if !self.k.after_gst() {
+            self.k.restart_later(Event::Restart(id));
         }
     }
 
     fn restart(&mut self, id: ReplicaId) -> Result<(), String> {
-        if self.nodes[id as usize].replica.is_some() || (self.after_gst && !self.is_correct(id)) {
+        if self.nodes[id as usize].replica.is_some() || (self.k.after_gst() && !self.is_correct(id)) {
             return Ok(());
         }
         if self.trace {
-            eprintln!("t={} r{id} RESTART", self.now);
+            eprintln!("t={} r{id} RESTART", self.k.now());
         }
         // The application may have lost its last few deliveries: the engine re-applies.
         let mut app = self.nodes[id as usize].ledger.clone();
-        app.forget_last(self.rng.gen_range(0..3));
+        app.forget_last(self.k.rng().gen_range(0..3));
         self.nodes[id as usize].ledger = app.clone();
         let entries = self.nodes[id as usize].wal.entries.clone();
         let (replica, outputs) = Replica::restore(
@@ -507,8 +380,7 @@ impl World {
     }
 
     fn gst(&mut self) -> Result<(), String> {
-        self.after_gst = true;
-        self.side.iter_mut().for_each(|s| *s = 0);
+        self.k.stabilise();
         if let Some(id) = self.sc.crashed_forever {
             self.nodes[id as usize].replica = None;
         }
@@ -520,8 +392,8 @@ impl World {
         let targets: Vec<ReplicaId> = (0..self.sc.n).collect();
         for request in self.requests.clone() {
             if undecided.contains(&bft::Digest::of_request(&request)) {
-                self.schedule(
-                    self.now + 1,
+                self.k.schedule_in(
+                    1,
                     Event::Submit {
                         request,
                         targets: targets.clone(),
@@ -530,5 +402,66 @@ impl World {
             }
         }
         Ok(())
+    }
+}
+
+impl Sim for World {
+    type Event = Event;
+    type Error = String;
+
+    /// After every step: done once every correct replica decided everything and, when
+    /// the scenario idles, the idle window passed without a view change.
+    fn done(&mut self) -> Result<bool, String> {
+        if !(self.k.after_gst() && self.all_decided()) {
+            return Ok(false);
+        }
+        let now = self.k.now();
+        if !self.settled {
+            self.settled = true;
+            self.report.end_ms = now;
+            self.report.settle_ms = now - self.sc.gst_ms;
+        }
+        if self.sc.idle_ms == 0 {
+            return Ok(true);
+        }
+        // The idle window starts after the grace period; it checks the view only if the
+        // links carry nothing but heartbeats then (a large message still crossing a slow
+        // link is not idleness).
+        if self.idle.is_none() && now >= self.idle_not_before() {
+            let view = self.links.drained(now).then(|| self.settled_view()).flatten();
+            self.idle = Some((now, view));
+        }
+        if let Some((start, view)) = self.idle
+            && now >= start + self.sc.idle_ms
+        {
+            self.check_idle(view)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn step(&mut self, event: Event) -> Result<(), String> {
+        match event {
+            Event::Tick(id) => {
+                self.k.next_tick(Event::Tick(id));
+                self.maybe_fault();
+                self.input(id, Input::Tick(self.k.now()))
+            }
+            Event::Deliver { from, to, msg } => self.input(to, Input::Message { from, msg }),
+            Event::Submit { request, targets } => {
+                self.checker.submitted(&request);
+                for to in targets {
+                    self.input(to, Input::Request(request.clone()))?;
+                }
+                Ok(())
+            }
+            Event::Restart(id) => self.restart(id),
+            Event::Gst => self.gst(),
+            Event::Foreign => self.foreign(),
+        }
+    }
+
+    fn kernel(&mut self) -> &mut Kernel<Event> {
+        &mut self.k
     }
 }
