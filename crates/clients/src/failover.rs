@@ -1,14 +1,25 @@
 //! One call over several equivalent endpoints (a party's validator-committers, …): the
-//! endpoint that answered last is asked first; on an answer [`crate::retry`] classes as
-//! retry, or none within the call's timeout, the next one is asked, each at most once per
-//! call; a final answer is passed on at once. When none answers, the error names every
-//! endpoint and why.
+//! endpoint that answered last is asked first ([`Order::Sticky`]), or each call starts at
+//! the next endpoint in turn to spread the load ([`Order::RoundRobin`]); on an answer
+//! [`crate::retry`] classes as retry, or none within the call's timeout, the next one is
+//! asked, each at most once per call; a final answer is passed on at once. When none
+//! answers, the error names every endpoint and why. A caller that must not give up
+//! (the sidecar's commit stage) calls again, with its own backoff.
 
 use crate::retry;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tracing::debug;
+
+/// Which endpoint a call asks first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// The one that answered last (a client that wants one warm connection).
+    Sticky,
+    /// The next one in turn (a stage that spreads its load over the endpoints).
+    RoundRobin,
+}
 
 /// Endpoints of one service with their clients.
 #[derive(Debug)]
@@ -17,6 +28,7 @@ pub struct Failover<C> {
     endpoints: Vec<(String, C)>,
     preferred: AtomicUsize,
     call_timeout: Duration,
+    order: Order,
 }
 
 /// How a call over the endpoints failed.
@@ -68,7 +80,19 @@ impl<C: Clone> Failover<C> {
             endpoints,
             preferred: AtomicUsize::new(0),
             call_timeout,
+            order: Order::Sticky,
         })
+    }
+
+    /// The same endpoints, asked first in `order`.
+    pub fn with_order(mut self, order: Order) -> Failover<C> {
+        self.order = order;
+        self
+    }
+
+    /// The service's name.
+    pub fn what(&self) -> &'static str {
+        self.what
     }
 
     /// The endpoints' names, in configuration order.
@@ -83,13 +107,18 @@ impl<C: Clone> Failover<C> {
         Fut: Future<Output = Result<T, tonic::Status>>,
     {
         let n = self.endpoints.len();
-        let first = self.preferred.load(Ordering::Relaxed) % n;
+        let first = match self.order {
+            Order::Sticky => self.preferred.load(Ordering::Relaxed),
+            Order::RoundRobin => self.preferred.fetch_add(1, Ordering::Relaxed),
+        } % n;
         let mut reasons = Vec::new();
         for i in (0..n).map(|k| (first + k) % n) {
             let (endpoint, client) = &self.endpoints[i];
             let reason = match tokio::time::timeout(self.call_timeout, f(client.clone())).await {
                 Ok(Ok(answer)) => {
-                    self.preferred.store(i, Ordering::Relaxed);
+                    if self.order == Order::Sticky {
+                        self.preferred.store(i, Ordering::Relaxed);
+                    }
                     return Ok(answer);
                 }
                 Ok(Err(s)) if !retry::retryable(&s) => {
@@ -186,5 +215,31 @@ mod tests {
             "{reasons:?}"
         );
         assert!(Failover::<Fake>::new("x", vec![], Duration::from_secs(1)).is_none());
+    }
+
+    #[tokio::test]
+    async fn round_robin_starts_each_call_at_the_next_endpoint() {
+        let (p, _) = pool(3);
+        let p = p.with_order(Order::RoundRobin);
+        let mut first = Vec::new();
+        for _ in 0..4 {
+            first.push(
+                p.call(|c: Fake| async move { Ok::<_, tonic::Status>(c.at) })
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert_eq!(first, vec![0, 1, 2, 0]);
+        // A down endpoint is skipped within the call.
+        let got = p
+            .call(|c: Fake| async move {
+                if c.at == 1 {
+                    Err(tonic::Status::unavailable("down"))
+                } else {
+                    Ok(c.at)
+                }
+            })
+            .await;
+        assert_eq!(got, Ok(2));
     }
 }

@@ -15,5 +15,5 @@ pub mod failover;
 pub mod retry;
 pub mod verifier;
 
-pub use failover::{Failover, FailoverError};
+pub use failover::{Failover, FailoverError, Order};
 pub use verifier::{ClientConfig, ClientError, VerifierClient};

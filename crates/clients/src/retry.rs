@@ -5,6 +5,12 @@
 //! |---|---|---|
 //! | retry | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `CANCELLED`, `UNKNOWN`, `ABORTED`, `INTERNAL`, `RESOURCE_EXHAUSTED`, and no answer within the call's timeout | the endpoint is down, slow, overloaded, restarting, or its store failed: nothing was decided about the request |
 //! | final | `INVALID_ARGUMENT`, `NOT_FOUND`, `ALREADY_EXISTS`, `PERMISSION_DENIED`, `UNAUTHENTICATED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`, `UNIMPLEMENTED`, `DATA_LOSS`, `OK` | an answer about the request itself: every endpoint would give it |
+//!
+//! Who uses it: [`crate::Failover`] (the query service over its vcservices, the sidecar's
+//! commit stage over its vcservices) and the sidecar's verifier pool. Readers that
+//! cross-check services of other parties (the endorser's state reads, the wallet's f+1
+//! agreement) do not trust one service's "final" answer: they ask the next service on
+//! any failure, because a Byzantine service could otherwise block them with a refusal.
 
 use tonic::Code;
 

@@ -225,11 +225,11 @@ pub struct Handle {
     /// The address the gRPC server is bound to.
     pub listen: SocketAddr,
     /// The engine's shell task, until it was awaited.
-    shell: Option<tokio::task::JoinHandle<bft::Result<()>>>,
+    shell: wire::node::Task<bft::Result<()>>,
     /// The gRPC server (taken by `stop`).
     serving: Option<wire::node::Serving>,
     /// Ends when the decisions writer thread ended (with its result), until awaited.
-    writer: Option<tokio::task::JoinHandle<Result<()>>>,
+    writer: wire::node::Task<Result<()>>,
     /// Why it stopped, once `failed` saw it.
     ended: Option<String>,
 }
@@ -244,36 +244,23 @@ async fn serving_ended(
     }
 }
 
-/// Awaits `task` once: `None` when it was awaited before (a finished handle must not be
-/// polled again).
-async fn join_once<T>(
-    task: &mut Option<tokio::task::JoinHandle<T>>,
-) -> Option<std::result::Result<T, tokio::task::JoinError>> {
-    let handle = task.as_mut()?;
-    let r = handle.await;
-    *task = None;
-    Some(r)
-}
-
 impl Handle {
     /// Waits for the first component to stop: the shell, the server or the decisions
     /// writer. The node never stops on its own, so that is an error (the component's
     /// own, or `Stopped`).
     async fn first_failure(&mut self) -> Error {
         let shell = async {
-            match join_once(&mut self.shell).await {
-                Some(Ok(Err(e))) => Error::from(e),
-                Some(_) => Error::Stopped { what: "replica task" },
-                None => std::future::pending().await,
+            match self.shell.join().await {
+                Ok(Err(e)) => Error::from(e),
+                _ => Error::Stopped { what: "replica task" },
             }
         };
         let writer = async {
-            match join_once(&mut self.writer).await {
-                Some(Ok(Err(e))) => e,
-                Some(_) => Error::Stopped {
+            match self.writer.join().await {
+                Ok(Err(e)) => e,
+                _ => Error::Stopped {
                     what: "decisions writer",
                 },
-                None => std::future::pending().await,
             }
         };
         tokio::select! {
@@ -308,20 +295,15 @@ impl wire::node::Node for Handle {
     /// engine's decisions channel closed; returns the writer's error if it had one. A
     /// WAL sync the engine had handed to a blocking thread may finish just after.
     async fn stop(mut self) -> Result<()> {
-        if let Some(shell) = self.shell.take() {
-            shell.abort();
-            let _ = shell.await;
-        }
+        let _ = self.shell.finish(std::time::Duration::ZERO).await;
         if let Some(serving) = self.serving.take() {
             serving.stop(std::time::Duration::ZERO).await;
         }
-        match self.writer.take() {
-            Some(writer) => match writer.await {
-                Ok(r) => r,
-                Err(_) => Err(Error::Stopped {
-                    what: "decisions writer",
-                }),
-            },
+        match self.writer.wait().await {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(Error::Stopped {
+                what: "decisions writer",
+            }),
             None => Ok(()),
         }
     }
@@ -330,9 +312,7 @@ impl wire::node::Node for Handle {
 impl Drop for Handle {
     /// A handle dropped without `stop` still stops the engine (it does not wait).
     fn drop(&mut self) {
-        if let Some(shell) = &self.shell {
-            shell.abort();
-        }
+        self.shell.abort();
     }
 }
 
@@ -408,9 +388,9 @@ where
     });
     Ok(Handle {
         listen,
-        shell: Some(shell),
+        shell: wire::node::Task::new(shell),
         serving: Some(serving),
-        writer: Some(writer),
+        writer: wire::node::Task::new(writer),
         ended: None,
     })
 }

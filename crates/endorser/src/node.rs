@@ -8,7 +8,6 @@ use crate::{Error, Result};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use token::Policy;
-use wire::node::Serving;
 
 /// Everything an endorser node needs.
 #[derive(Debug, Clone)]
@@ -47,29 +46,8 @@ impl Default for Deps {
     }
 }
 
-/// A running endorser.
-pub struct Handle {
-    /// The address it listens on.
-    pub addr: SocketAddr,
-    serving: Serving,
-}
-
-impl wire::node::Node for Handle {
-    type Error = Error;
-
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    async fn failed(&mut self) -> Result<()> {
-        Ok(self.serving.ended().await?)
-    }
-
-    async fn stop(self) -> Result<()> {
-        self.serving.stop(wire::node::DEFAULT_GRACE).await;
-        Ok(())
-    }
-}
+/// A running endorser: a gRPC server only.
+pub type Handle = wire::node::Server<Error>;
 
 /// Reads the share, checks it against the key set, binds the listener and serves.
 pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
@@ -89,8 +67,5 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let limits = cfg.service.server;
     let service = EndorserService::new(core, state, cfg.service, Metrics::register(&deps.registry)?);
     let serving = wire::node::serve(listener, &limits, |b| b.add_service(service.into_server()))?;
-    Ok(Handle {
-        addr: serving.addr(),
-        serving,
-    })
+    Ok(Handle::new(serving, wire::node::DEFAULT_GRACE))
 }

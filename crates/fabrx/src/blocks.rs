@@ -7,7 +7,6 @@ use clap::Args;
 use prost::Message as _;
 use std::path::PathBuf;
 use wire::pb;
-use wire::pb::assembler_client::AssemblerClient;
 
 /// Arguments of `fabrx blocks`.
 #[derive(Debug, Args)]
@@ -55,11 +54,10 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
         .connect()
         .await
         .with_context(|| format!("connecting to party {}'s assembler at {endpoint}", args.party))?;
-    let mut client = AssemblerClient::new(channel).max_decoding_message_size(64 << 20);
     // The block before `from`, to check that `from` chains to it.
     let mut previous = None;
     if let Some(before) = args.from.checked_sub(1) {
-        let anchor = read(&mut client, before, Some(before), true, false).await?;
+        let anchor = read(&channel, before, Some(before), true, false).await?;
         if let Some(b) = anchor.first() {
             let v = arma::verify_pb_block(b, None, &chain, &verifier, keys.n())
                 .with_context(|| format!("block {before} (the one before --from) does not verify"))?;
@@ -72,11 +70,9 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
         headers_only: !args.tx_ids,
         to_end: args.to.is_none() && !args.follow,
     };
-    let mut stream = client
-        .deliver(request)
+    let mut stream = clients::deliver::open(channel, request, MAX_BLOCK_BYTES)
         .await
-        .with_context(|| format!("Deliver from party {}'s assembler", args.party))?
-        .into_inner();
+        .with_context(|| format!("Deliver from party {}'s assembler", args.party))?;
     let mut failed = 0u64;
     let mut printed = 0u64;
     while let Some(block) = stream.message().await.context("the Deliver stream failed")? {
@@ -97,9 +93,12 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Largest Deliver message read (a block with all its requests).
+const MAX_BLOCK_BYTES: usize = 64 << 20;
+
 /// Reads blocks `from..=to` at once.
 async fn read(
-    client: &mut AssemblerClient<tonic::transport::Channel>,
+    channel: &tonic::transport::Channel,
     from: u64,
     to: Option<u64>,
     headers_only: bool,
@@ -111,7 +110,7 @@ async fn read(
         headers_only,
         to_end,
     };
-    let mut stream = client.deliver(request).await?.into_inner();
+    let mut stream = clients::deliver::open(channel.clone(), request, MAX_BLOCK_BYTES).await?;
     let mut out = Vec::new();
     while let Some(b) = stream.message().await? {
         out.push(b);

@@ -83,7 +83,7 @@ pub async fn run(args: SigverifierArgs) -> anyhow::Result<()> {
         (None, Some(e)) => return Err(e).context("starting the sigverifier"),
         (None, None) => anyhow::bail!("{} names no address", args.listen),
     };
-    info!(addr = %node.addr, threads = node.threads, "sigverifier listening");
+    info!(addr = %node.addr, "sigverifier listening");
     let ready = serde_json::json!({ "ready": "sigverifier", "listen": node.addr.to_string() });
     crate::runner::serve(node, "the sigverifier", Some(ready), &mut stopping).await
 }

@@ -22,7 +22,6 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use types::{Status, Tx, TxId};
 use wire::pb;
-use wire::pb::assembler_client::AssemblerClient;
 use wire::pb::router_client::RouterClient;
 use wire::pb::sidecar_client::SidecarClient;
 
@@ -661,15 +660,14 @@ async fn watch_assembler(
     let mut waiting: HashSet<String> = HashSet::new();
     let mut next = 0u64;
     loop {
-        let mut client = AssemblerClient::new(channel.clone()).max_decoding_message_size(64 << 20);
         let request = pb::DeliverRequest {
             from: next,
             to: None,
             headers_only: false,
             to_end: false,
         };
-        let mut stream = match client.deliver(request).await {
-            Ok(s) => s.into_inner(),
+        let mut stream = match clients::deliver::open(channel.clone(), request, 64 << 20).await {
+            Ok(s) => s,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 continue;

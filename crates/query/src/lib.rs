@@ -52,5 +52,11 @@ pub enum Error {
     },
 }
 
+impl From<wire::node::ServeError> for Error {
+    fn from(e: wire::node::ServeError) -> Error {
+        Error::Server { detail: e.reason }
+    }
+}
+
 /// Result alias of the query service.
 pub type Result<T> = std::result::Result<T, Error>;

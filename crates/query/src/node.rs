@@ -12,7 +12,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::info;
-use wire::node::Serving;
 use wire::server::ServerLimits;
 
 /// Bounds of the query service.
@@ -85,36 +84,8 @@ impl Default for Deps {
     }
 }
 
-/// A running query node.
-pub struct Handle {
-    /// The address it listens on (the configured one, with a port 0 resolved).
-    pub addr: SocketAddr,
-    /// Its metrics.
-    pub metrics: crate::metrics::Metrics,
-    serving: Serving,
-}
-
-impl wire::node::Node for Handle {
-    type Error = Error;
-
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Resolves when the server fails (it never ends on its own).
-    async fn failed(&mut self) -> Result<()> {
-        self.serving
-            .ended()
-            .await
-            .map_err(|e| Error::Server { detail: e.reason })
-    }
-
-    /// Stops accepting calls and waits for the server to finish.
-    async fn stop(self) -> Result<()> {
-        self.serving.stop(wire::node::DEFAULT_GRACE).await;
-        Ok(())
-    }
-}
+/// A running query node: a gRPC server only.
+pub type Handle = wire::node::Server<Error>;
 
 /// Validates `config`, binds the listener and serves `fabrx.v1.Query` until the
 /// handle's `stop`. Connections to the vcservices open on the first request, so the
@@ -132,7 +103,7 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         Arc::new(upstream),
         config.limits.max_concurrent,
         config.limits.queue_timeout,
-        metrics.clone(),
+        metrics,
     )
     .with_reads(config.reads.clone());
     let listen_error = |e: wire::node::ListenError| Error::Listen {
@@ -144,9 +115,5 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         .map_err(listen_error)?;
     let addr = serving.addr();
     info!(%addr, vcservices = config.vcservices.len(), tls = wire::tls::installed().is_some(), "query listening");
-    Ok(Handle {
-        addr,
-        metrics,
-        serving,
-    })
+    Ok(Handle::new(serving, wire::node::DEFAULT_GRACE))
 }

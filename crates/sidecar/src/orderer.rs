@@ -33,7 +33,6 @@ use types::check::CheckedPayload;
 use types::digest::Digest32;
 use types::{BatchId, Block, BlockHeader, BlockMetadata, Status, Tx, TxId};
 use wire::pb;
-use wire::pb::assembler_client::AssemblerClient;
 
 use crate::{Error, Result};
 
@@ -213,7 +212,6 @@ impl Source {
     /// Reads assembler `i`'s stream.
     async fn read(&mut self, i: usize) -> Read {
         let channel = self.channels[i].clone();
-        let mut client = AssemblerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         // Without the previous block's hash, start one block early to anchor the chain.
         let anchor = match self.previous {
             None => self.next.checked_sub(1),
@@ -225,8 +223,8 @@ impl Source {
             headers_only: false,
             to_end: false,
         };
-        let mut stream = match client.deliver(request).await {
-            Ok(s) => s.into_inner(),
+        let mut stream = match clients::deliver::open(channel, request, MAX_MESSAGE_BYTES).await {
+            Ok(s) => s,
             Err(s) => return Read::Failed(format!("open: {:?}: {}", s.code(), s.message())),
         };
         let chain = self.keys.chain_id();

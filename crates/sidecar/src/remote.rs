@@ -88,11 +88,11 @@ impl<'a> Retry<'a> {
     }
 }
 
-/// Round-robin endpoint selection with failover (the vcservice pool).
+/// Round-robin endpoint selection with failover (the vcservice pool): one pass over the
+/// endpoints is `clients::Failover`; a pass in which none answered is retried after a
+/// backoff until `give_up_after`.
 struct Failover<C> {
-    what: &'static str,
-    clients: Vec<(String, C)>,
-    next: AtomicUsize,
+    inner: clients::Failover<C>,
     config: RemoteConfig,
 }
 
@@ -102,24 +102,25 @@ impl<C: Clone> Failover<C> {
         F: Fn(C) -> Fut,
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
     {
-        let n = self.clients.len();
-        let mut retry = Retry::new(self.what, n, &self.config);
+        let mut retry = Retry::new(self.inner.what(), 1, &self.config);
         loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
-            let (addr, client) = &self.clients[i];
-            let reason = match tokio::time::timeout(self.config.call_timeout, f(client.clone())).await {
-                Ok(Ok(v)) => return Ok(v),
-                Ok(Err(s)) if !clients::retry::retryable(&s) => {
+            match self.inner.call(&f).await {
+                Ok(v) => return Ok(v),
+                Err(clients::FailoverError::Final {
+                    endpoint,
+                    code,
+                    message,
+                }) => {
                     return Err(Error::Remote {
-                        service: self.what,
-                        endpoint: addr.clone(),
-                        detail: s.to_string(),
+                        service: self.inner.what(),
+                        endpoint,
+                        detail: format!("{code:?}: {message}"),
                     });
                 }
-                Ok(Err(s)) => s.to_string(),
-                Err(_) => format!("no answer within {:?}", self.config.call_timeout),
-            };
-            retry.lost(addr, reason).await?;
+                Err(e @ clients::FailoverError::NoneAnswered { .. }) => {
+                    retry.lost("every endpoint", e.to_string()).await?;
+                }
+            }
         }
     }
 }
@@ -180,13 +181,11 @@ impl VcPool {
                 Ok((a.clone(), c))
             })
             .collect::<Result<Vec<_>>>()?;
+        let inner = clients::Failover::new("vcservice", clients, config.call_timeout)
+            .ok_or_else(|| no_endpoints("vcservice"))?
+            .with_order(clients::Order::RoundRobin);
         Ok(VcPool {
-            inner: Failover {
-                what: "vcservice",
-                clients,
-                next: AtomicUsize::new(0),
-                config,
-            },
+            inner: Failover { inner, config },
         })
     }
 }

@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use tracing::info;
-use wire::node::Serving;
 
 /// Where and how a verifier node serves.
 #[derive(Debug, Clone, Copy)]
@@ -35,31 +34,8 @@ impl Default for Deps {
     }
 }
 
-/// A running verifier node.
-pub struct Handle {
-    /// The address it listens on.
-    pub addr: SocketAddr,
-    /// Its verification threads.
-    pub threads: usize,
-    serving: Serving,
-}
-
-impl wire::node::Node for Handle {
-    type Error = Error;
-
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    async fn failed(&mut self) -> Result<()> {
-        Ok(self.serving.ended().await?)
-    }
-
-    async fn stop(self) -> Result<()> {
-        self.serving.stop(wire::node::DEFAULT_GRACE).await;
-        Ok(())
-    }
-}
+/// A running verifier node: a gRPC server only.
+pub type Handle = wire::node::Server<Error>;
 
 /// Starts the verification threads, binds the listener and serves `SigVerifier`.
 pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
@@ -75,9 +51,5 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     })?;
     let addr = serving.addr();
     info!(%addr, threads, "sigverifier listening");
-    Ok(Handle {
-        addr,
-        threads,
-        serving,
-    })
+    Ok(Handle::new(serving, wire::node::DEFAULT_GRACE))
 }

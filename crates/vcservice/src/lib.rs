@@ -82,5 +82,13 @@ pub enum Error {
     },
 }
 
+impl From<wire::node::ServeError> for Error {
+    fn from(e: wire::node::ServeError) -> Error {
+        Error::Config {
+            detail: format!("vcservice server: {e}"),
+        }
+    }
+}
+
 /// Result alias of the vcservice.
 pub type Result<T> = std::result::Result<T, Error>;

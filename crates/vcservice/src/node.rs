@@ -9,7 +9,6 @@ use crate::{Engine, EngineConfig, Error, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tracing::info;
-use wire::node::Serving;
 
 /// What the node is given besides its configuration.
 #[derive(Clone)]
@@ -29,33 +28,8 @@ impl Default for Deps {
 /// A node's configuration: the service's own file, parsed ([`VcConfig::from_toml`]).
 pub type Config = VcConfig;
 
-/// A running validator-committer.
-pub struct Handle {
-    /// The address the service listens on (the configured one, with a port 0 resolved).
-    pub addr: SocketAddr,
-    serving: Serving,
-}
-
-impl wire::node::Node for Handle {
-    type Error = Error;
-
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Resolves when the server fails (it never ends on its own).
-    async fn failed(&mut self) -> Result<()> {
-        self.serving.ended().await.map_err(|e| Error::Config {
-            detail: format!("vcservice server: {e}"),
-        })
-    }
-
-    /// Stops accepting calls and waits for the server to finish.
-    async fn stop(self) -> Result<()> {
-        self.serving.stop(wire::node::DEFAULT_GRACE).await;
-        Ok(())
-    }
-}
+/// A running validator-committer: a gRPC server only.
+pub type Handle = wire::node::Server<Error>;
 
 /// Opens the backend of `config` (creating the schema when missing), and serves the
 /// `VcService` on `config.listen`.
@@ -102,5 +76,5 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     .map_err(listen_error)?;
     let addr = serving.addr();
     info!(%addr, "vcservice listening");
-    Ok(Handle { addr, serving })
+    Ok(Handle::new(serving, wire::node::DEFAULT_GRACE))
 }

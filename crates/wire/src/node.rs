@@ -178,3 +178,135 @@ impl Drop for Serving {
         }
     }
 }
+
+/// The handle of a node that is only a gRPC server (the endorser, the query service,
+/// the sigverifier, the vcservice): it fails when its server ends, and stops by closing
+/// the server after its grace period. `E` is the role's error, made from the
+/// [`ServeError`].
+pub struct Server<E> {
+    /// The address it serves on.
+    pub addr: SocketAddr,
+    serving: Serving,
+    grace: Duration,
+    error: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E> Server<E> {
+    /// The handle of `serving`, stopped with `grace` ([`DEFAULT_GRACE`] unless the role's
+    /// calls are long-lived streams that should be cut at once).
+    pub fn new(serving: Serving, grace: Duration) -> Server<E> {
+        Server {
+            addr: serving.addr(),
+            serving,
+            grace,
+            error: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<E> Node for Server<E>
+where
+    E: From<ServeError> + std::error::Error + Send + Sync + 'static,
+{
+    type Error = E;
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    async fn failed(&mut self) -> Result<(), E> {
+        Ok(self.serving.ended().await?)
+    }
+
+    async fn stop(self) -> Result<(), E> {
+        self.serving.stop(self.grace).await;
+        Ok(())
+    }
+}
+
+/// A task of a node, awaited at most once: a finished `JoinHandle` must not be polled
+/// again, so [`Task::join`] gives its result the first time and then never resolves.
+#[derive(Debug)]
+pub struct Task<T> {
+    handle: Option<JoinHandle<T>>,
+}
+
+impl<T> Task<T> {
+    /// Tracks `handle`.
+    pub fn new(handle: JoinHandle<T>) -> Task<T> {
+        Task { handle: Some(handle) }
+    }
+
+    /// Waits for the task (cancel-safe): its result the first time; after that it never
+    /// resolves.
+    pub async fn join(&mut self) -> Result<T, tokio::task::JoinError> {
+        let Some(handle) = self.handle.as_mut() else {
+            return std::future::pending().await;
+        };
+        let r = handle.await;
+        self.handle = None;
+        r
+    }
+
+    /// Waits for the task to end: its result, or `None` when it was joined before.
+    pub async fn wait(&mut self) -> Option<Result<T, tokio::task::JoinError>> {
+        let handle = self.handle.take()?;
+        Some(handle.await)
+    }
+
+    /// Lets the task end within `grace` (zero: at once), then aborts it; its result
+    /// (`cancelled` when aborted), or `None` when it was joined before.
+    pub async fn finish(&mut self, grace: Duration) -> Option<Result<T, tokio::task::JoinError>> {
+        let mut handle = self.handle.take()?;
+        match tokio::time::timeout(grace, &mut handle).await {
+            Ok(r) => Some(r),
+            Err(_) => {
+                handle.abort();
+                Some(handle.await)
+            }
+        }
+    }
+
+    /// Whether it was joined already.
+    pub fn joined(&self) -> bool {
+        self.handle.is_none()
+    }
+
+    /// Whether it ended (joined or not).
+    pub fn is_finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Aborts it (no effect once it ended).
+    pub fn abort(&self) {
+        if let Some(h) = &self.handle {
+            h.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod task_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::Task;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_task_is_joined_once_then_never_resolves() {
+        let mut t = Task::new(tokio::spawn(async { 7 }));
+        assert_eq!(t.join().await.unwrap(), 7);
+        assert!(t.joined() && t.is_finished());
+        let again = tokio::time::timeout(Duration::from_millis(50), t.join()).await;
+        assert!(again.is_err(), "a joined task must not resolve again");
+        assert!(t.wait().await.is_none() && t.finish(Duration::ZERO).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn finish_aborts_a_task_that_outlives_its_grace() {
+        let mut t: Task<()> = Task::new(tokio::spawn(std::future::pending()));
+        let r = t.finish(Duration::from_millis(20)).await.unwrap();
+        assert!(r.unwrap_err().is_cancelled());
+        let mut quick = Task::new(tokio::spawn(async { 3 }));
+        assert_eq!(quick.finish(Duration::from_secs(5)).await.unwrap().unwrap(), 3);
+    }
+}

@@ -123,7 +123,7 @@ pub struct Handle {
     pub height: u64,
     stop: watch::Sender<bool>,
     /// The main loop, until it was awaited.
-    main: Option<JoinHandle<Result<()>>>,
+    main: wire::node::Task<Result<()>>,
     tasks: Vec<JoinHandle<()>>,
     /// The Deliver service (taken by `stop`).
     serving: Option<wire::node::Serving>,
@@ -157,12 +157,7 @@ impl wire::node::Node for Handle {
                 }
             };
             let main = async {
-                let Some(handle) = self.main.as_mut() else {
-                    return std::future::pending().await;
-                };
-                let r = handle.await;
-                self.main = None;
-                match r {
+                match self.main.join().await {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(e.to_string()),
                     Err(e) => Err(e.to_string()),
@@ -186,17 +181,9 @@ impl wire::node::Node for Handle {
             // Deliver streams follow the ledger without end: they are cut, not awaited.
             serving.stop(Duration::ZERO).await;
         }
-        if let Some(mut main) = self.main.take() {
-            // The loop ends at the stop signal (an append in progress completes first,
-            // so the ledger is closed when it returns); past the grace it is aborted.
-            if tokio::time::timeout(wire::node::DEFAULT_GRACE, &mut main)
-                .await
-                .is_err()
-            {
-                main.abort();
-                let _ = main.await;
-            }
-        }
+        // The loop ends at the stop signal (an append in progress completes first, so
+        // the ledger is closed when it returns); past the grace it is aborted.
+        let _ = self.main.finish(wire::node::DEFAULT_GRACE).await;
         self.abort();
         for t in self.tasks.drain(..) {
             let _ = t.await;
@@ -211,9 +198,7 @@ impl wire::node::Node for Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
-        if let Some(main) = &self.main {
-            main.abort();
-        }
+        self.main.abort();
         self.abort();
     }
 }
@@ -277,7 +262,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         addr,
         height,
         stop,
-        main: Some(main),
+        main: wire::node::Task::new(main),
         tasks,
         serving: Some(serving),
         ended: None,

@@ -232,9 +232,7 @@ pub struct Handle {
     stop: watch::Sender<bool>,
     server: Option<wire::node::Serving>,
     tasks: Vec<JoinHandle<()>>,
-    main: JoinHandle<Result<()>>,
-    /// Whether `main` was awaited (a finished handle must not be polled again).
-    main_done: bool,
+    main: wire::node::Task<Result<()>>,
     /// The loop's result once `failed` took it.
     ended: Option<Result<()>>,
     persister: Option<std::thread::JoinHandle<()>>,
@@ -267,11 +265,7 @@ impl wire::node::Node for Handle {
                 None => std::future::pending().await,
             }
         };
-        let main = async {
-            let r = join_result((&mut self.main).await);
-            self.main_done = true;
-            r
-        };
+        let main = async { join_result(self.main.join().await) };
         let result = tokio::select! {
             r = main => r,
             r = serving => r.map_err(|e| Error::Stopped { reason: e.to_string() }),
@@ -284,14 +278,7 @@ impl wire::node::Node for Handle {
     /// data directory can be reopened), and returns the loop's error if it had stopped
     /// on one.
     async fn stop(mut self) -> Result<()> {
-        let joined = if self.main_done {
-            Ok(())
-        } else {
-            if !self.main.is_finished() {
-                self.main.abort();
-            }
-            join_result((&mut self.main).await)
-        };
+        let joined = self.main.finish(Duration::ZERO).await.map_or(Ok(()), join_result);
         let result = self.ended.take().unwrap_or(joined);
         // Open streams end and the server closes its connections (peers must not stay
         // attached to a stopped node); past the grace period it is aborted.

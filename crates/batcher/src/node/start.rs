@@ -290,8 +290,7 @@ impl Parts {
             stop: tx_stop,
             server: Some(server),
             tasks,
-            main,
-            main_done: false,
+            main: wire::node::Task::new(main),
             ended: None,
             persister: Some(self.persister),
         })
