@@ -219,13 +219,7 @@ impl Registry {
         let m = self.add(name.clone(), || {
             IntCounterVec::new(Opts::new(name.clone(), help), labels)
         })?;
-        for values in known {
-            m.get_metric_with_label_values(values)
-                .map_err(|source| Error::Metric {
-                    name: name.clone(),
-                    source,
-                })?;
-        }
+        present(&name, &m, known)?;
         Ok(m)
     }
 
@@ -267,13 +261,7 @@ impl Registry {
         let m = self.add(name.clone(), || {
             IntGaugeVec::new(Opts::new(name.clone(), help), labels)
         })?;
-        for values in known {
-            m.get_metric_with_label_values(values)
-                .map_err(|source| Error::Metric {
-                    name: name.clone(),
-                    source,
-                })?;
-        }
+        present(&name, &m, known)?;
         Ok(m)
     }
 
@@ -302,15 +290,25 @@ impl Registry {
                 labels,
             )
         })?;
-        for values in known {
-            m.get_metric_with_label_values(values)
-                .map_err(|source| Error::Metric {
-                    name: name.clone(),
-                    source,
-                })?;
-        }
+        present(&name, &m, known)?;
         Ok(m)
     }
+}
+
+/// Makes the series of each row of `known` in `m` (so they exist at 0 from the start).
+fn present<P: prometheus::core::MetricVecBuilder>(
+    name: &str,
+    m: &prometheus::core::MetricVec<P>,
+    known: &[&[&str]],
+) -> Result<(), Error> {
+    for values in known {
+        m.get_metric_with_label_values(values)
+            .map_err(|source| Error::Metric {
+                name: name.to_owned(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
