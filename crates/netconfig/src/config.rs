@@ -147,7 +147,7 @@ impl NetworkConfig {
 
     /// The JSON text of the file (pretty-printed, as `generate` writes it).
     pub fn to_json(&self) -> String {
-        crate::generate::to_json(&self.file)
+        self.file.to_json()
     }
 
     /// The chain name.

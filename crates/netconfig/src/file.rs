@@ -41,6 +41,15 @@ pub struct NetworkFile {
     pub token: Option<TokenFile>,
 }
 
+impl NetworkFile {
+    /// The pretty JSON text of the file, ending with a newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
 /// `token`: the token application of the network.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

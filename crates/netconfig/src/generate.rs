@@ -204,13 +204,6 @@ fn build(
     Ok((file, keys))
 }
 
-/// The pretty JSON text of `file`, ending with a newline.
-pub(crate) fn to_json(file: &NetworkFile) -> String {
-    let mut text = serde_json::to_string_pretty(file).unwrap_or_default();
-    text.push('\n');
-    text
-}
-
 fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::Write {
         path: path.to_path_buf(),

@@ -11,6 +11,7 @@
 //!   `consenter_node_config`, …).
 //! * [`generate`](mod@generate) — writing a new network's config and key files
 //!   (`fabrx network generate`).
+//! * [`topology`] — the network's processes, listed once (what `fabrx up` starts).
 //! * [`k8s`] — the same network laid out for Kubernetes: service DNS names, one
 //!   namespace and one Secret per party (`fabrx network generate --k8s`).
 //!
@@ -28,6 +29,7 @@ mod params;
 pub mod roles;
 pub mod tls;
 pub mod token;
+pub mod topology;
 
 pub use committer::{CommitterParty, Committers, committer_port, meta_key_path};
 pub use config::{BatcherNode, NetworkConfig, Party, client_identity};
@@ -37,3 +39,4 @@ pub use file::NetworkFile;
 pub use generate::{GenerateSpec, Generated, config_path, generate, key_file_path, peer_keys_path};
 pub use roles::{ArmaConsenterPaths, ConsenterPaths, RouterSetup};
 pub use token::{EndorserNode, TokenApp, endorser_key_path, issuer_key_path};
+pub use topology::Process;

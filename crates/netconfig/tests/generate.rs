@@ -365,3 +365,42 @@ fn a_node_of_a_party_or_shard_the_network_lacks_is_named_not_a_missing_file() {
         "shard 2 is not in 0..2: the network has no such node"
     );
 }
+
+/// The topology lists every process once, in start order, with unique names; committer
+/// and token nodes only for the committing parties asked for.
+#[test]
+fn the_topology_lists_every_process_once_in_start_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = generate(&spec(dir.path(), 4, 2, Some(3))).unwrap().config;
+    let ordering_only = cfg.topology(0).unwrap();
+    // Per party a consenter, 2 batchers, a router and an assembler.
+    assert_eq!(ordering_only.len(), 4 * 5);
+    let names: Vec<String> = ordering_only.iter().map(netconfig::Process::name).collect();
+    assert_eq!(&names[..3], ["consenter-1", "batcher-1-0", "batcher-1-1"]);
+    assert_eq!(&names[12..14], ["router-1", "assembler-1"]);
+    let two = cfg.topology(2).unwrap();
+    let names: BTreeSet<String> = two.iter().map(netconfig::Process::name).collect();
+    assert_eq!(names.len(), two.len(), "names are unique");
+    for n in ["vcservice-2", "sigverifier-2", "sidecar-2"] {
+        assert!(names.contains(n), "{n} in {names:?}");
+    }
+    assert!(!names.contains("sidecar-3"));
+    // Every ordering node comes before every committer node.
+    let first_committer = two
+        .iter()
+        .position(|p| p.role == wire::tls::Role::Vcservice)
+        .unwrap();
+    assert!(
+        two[..first_committer]
+            .iter()
+            .all(|p| p.shard.is_some() || p.role != wire::tls::Role::Sidecar)
+    );
+    assert_eq!(two[first_committer - 1].name(), "assembler-4");
+    // A listed node has its endpoint.
+    assert!(
+        two.iter()
+            .filter(|p| p.role != wire::tls::Role::Assembler)
+            .all(|p| p.listen.is_some())
+    );
+    assert!(cfg.topology(9).is_err(), "party 9 has no committer nodes");
+}

@@ -79,213 +79,102 @@ pub fn alive(pid: u32, argv: &[String]) -> bool {
     args.len() == argv.len() && args.iter().zip(argv).all(|(a, b)| *a == b.as_bytes())
 }
 
-/// The nodes of an ordering network (consenters and batchers first, then routers and
-/// assemblers), with pid 0 (not started).
-fn ordering_nodes(config: &netconfig::NetworkConfig, dir: &Path, exe: &str) -> Vec<NodeEntry> {
-    let config_path = netconfig::config_path(dir).display().to_string();
-    let mut nodes = Vec::new();
-    let mut add = |role: &str, party: u32, shard: Option<u32>, listen: String| {
-        let name = match shard {
-            Some(s) => format!("{role}-{party}-{s}"),
-            None => format!("{role}-{party}"),
-        };
-        let data_dir = dir.join("data").join(&name);
-        let mut argv = vec![
-            exe.to_owned(),
-            "node".into(),
-            role.into(),
-            "--network".into(),
-            config_path.clone(),
-        ];
-        argv.extend(["--party".into(), party.to_string()]);
-        if let Some(s) = shard {
-            argv.extend(["--shard".into(), s.to_string()]);
-        }
-        if role != "router" {
-            argv.extend(["--data-dir".into(), data_dir.display().to_string()]);
-        }
-        nodes.push(NodeEntry {
-            log: dir.join("logs").join(format!("{name}.log")),
-            name,
-            role: role.into(),
-            party,
-            shard,
-            pid: 0,
-            argv,
-            cwd: dir.to_path_buf(),
-            listen,
-            metrics: None,
-            data_dir,
-        });
-    };
-    for p in config.parties() {
-        add("consenter", p.id, None, p.consenter.to_string());
-        for s in 0..config.shards().get() {
-            let listen = config
-                .batcher(p.id, s)
-                .map(|b| b.endpoint.to_string())
-                .unwrap_or_default();
-            add("batcher", p.id, Some(s), listen);
-        }
-    }
-    for p in config.parties() {
-        add("router", p.id, None, p.router.to_string());
-        let listen = p.assembler.as_ref().map(ToString::to_string).unwrap_or_default();
-        add("assembler", p.id, None, listen);
-    }
-    nodes
-}
-
-/// The nodes of committing parties 1..=`committers`: per party a validator-committer
-/// (its config file `vcservice.toml` in its data directory), a signature verifier and
-/// a sidecar reading the orderer, with pid 0 (not started).
-fn committer_nodes(
+/// The nodes of `processes` (`netconfig`'s topology), with pid 0 (not started): each
+/// runs `exe node <role>` with the network config, its data directory `data/<name>` and
+/// its log `logs/<name>.log` under `dir`.
+fn entries(
+    processes: &[netconfig::Process],
     config: &netconfig::NetworkConfig,
     dir: &Path,
     exe: &str,
-    committers: u32,
 ) -> Result<Vec<NodeEntry>> {
-    let config_path = netconfig::config_path(dir).display().to_string();
-    let mut nodes = Vec::new();
-    for p in 1..=committers {
-        let c = config.committer_party(p)?;
-        let entry = |role: &str, listen: &netconfig::Endpoint, argv: Vec<String>| {
-            let name = format!("{role}-{p}");
-            NodeEntry {
+    processes
+        .iter()
+        .map(|p| {
+            let name = p.name();
+            let data_dir = dir.join("data").join(&name);
+            Ok(NodeEntry {
+                argv: argv(p, config, dir, &data_dir, exe)?,
                 log: dir.join("logs").join(format!("{name}.log")),
-                data_dir: dir.join("data").join(&name),
+                data_dir,
                 name,
-                role: role.into(),
-                party: p,
-                shard: None,
+                role: p.role.name().into(),
+                party: p.party,
+                shard: p.shard,
                 pid: 0,
-                argv,
                 cwd: dir.to_path_buf(),
-                listen: listen.to_string(),
+                listen: p.listen.as_ref().map(ToString::to_string).unwrap_or_default(),
                 metrics: None,
-            }
-        };
-        let node_argv = |role: &str, rest: Vec<String>| {
-            let mut argv = vec![exe.to_owned(), "node".into(), role.into()];
-            argv.extend(rest);
-            argv
-        };
-        let vc_dir = dir.join("data").join(format!("vcservice-{p}"));
-        nodes.push(entry(
-            "vcservice",
-            &c.vcservice,
-            node_argv(
-                "vcservice",
-                vec![
-                    "--config".into(),
-                    vc_dir.join("vcservice.toml").display().to_string(),
-                    "--network".into(),
-                    config_path.clone(),
-                    "--party".into(),
-                    p.to_string(),
-                ],
-            ),
-        ));
-        nodes.push(entry(
-            "sigverifier",
-            &c.sigverifier,
-            node_argv(
-                "sigverifier",
-                vec![
-                    "--listen".into(),
-                    c.sigverifier.to_string(),
-                    "--network".into(),
-                    config_path.clone(),
-                    "--party".into(),
-                    p.to_string(),
-                ],
-            ),
-        ));
-        let store = dir.join("data").join(format!("sidecar-{p}")).join("store");
-        nodes.push(entry(
-            "sidecar",
-            &c.sidecar,
-            node_argv(
-                "sidecar",
-                vec![
-                    "--network".into(),
-                    config_path.clone(),
-                    "--party".into(),
-                    p.to_string(),
-                    "--data-dir".into(),
-                    store.display().to_string(),
-                    "--vcservice".into(),
-                    c.vcservice.to_string(),
-                    "--verifier".into(),
-                    c.sigverifier.to_string(),
-                    "--listen".into(),
-                    c.sidecar.listen_addr().to_string(),
-                ],
-            ),
-        ));
-    }
-    Ok(nodes)
+            })
+        })
+        .collect()
 }
 
-/// The token application's nodes of a network with committing parties 1..=`committers`:
-/// each committing party's query service and every endorser, with pid 0 (not started).
-fn token_nodes(
+/// The command line of process `p`, whose data directory is `data_dir`.
+fn argv(
+    p: &netconfig::Process,
     config: &netconfig::NetworkConfig,
     dir: &Path,
+    data_dir: &Path,
     exe: &str,
-    committers: u32,
-) -> Result<Vec<NodeEntry>> {
-    let Ok(app) = config.token() else {
-        return Ok(Vec::new());
-    };
-    if committers == 0 {
-        return Ok(Vec::new());
-    }
-    let config_path = netconfig::config_path(dir).display().to_string();
-    let entry = |name: String, role: &str, party: u32, listen: String, rest: Vec<String>| {
-        let mut argv = vec![
-            exe.to_owned(),
-            "node".into(),
-            role.into(),
-            "--network".into(),
-            config_path.clone(),
-        ];
-        argv.extend(rest);
-        NodeEntry {
-            log: dir.join("logs").join(format!("{name}.log")),
-            data_dir: dir.join("data").join(&name),
-            name,
-            role: role.into(),
-            party,
-            shard: None,
-            pid: 0,
-            argv,
-            cwd: dir.to_path_buf(),
-            listen,
-            metrics: None,
+) -> Result<Vec<String>> {
+    use wire::tls::Role;
+    let path = |p: &Path| p.display().to_string();
+    let mut argv = vec![
+        exe.to_owned(),
+        "node".into(),
+        p.role.name().into(),
+        "--network".into(),
+        path(&netconfig::config_path(dir)),
+    ];
+    let party = p.party.to_string();
+    let mut add = |flags: &[(&str, String)]| {
+        for (flag, value) in flags {
+            argv.extend([(*flag).to_owned(), value.clone()]);
         }
     };
-    let mut nodes = Vec::new();
-    for p in 1..=committers {
-        let listen = config.query_endpoint(p)?.to_string();
-        nodes.push(entry(
-            format!("query-{p}"),
-            "query",
-            p,
-            listen,
-            vec!["--party".into(), p.to_string()],
-        ));
+    match p.role {
+        Role::Router | Role::Query => add(&[("--party", party)]),
+        Role::Consenter | Role::Assembler => add(&[("--party", party), ("--data-dir", path(data_dir))]),
+        Role::Batcher => add(&[
+            ("--party", party),
+            ("--shard", p.shard.unwrap_or_default().to_string()),
+            ("--data-dir", path(data_dir)),
+        ]),
+        Role::Endorser => add(&[("--index", p.index.unwrap_or_default().to_string())]),
+        Role::Vcservice => add(&[
+            ("--party", party),
+            ("--config", path(&data_dir.join("vcservice.toml"))),
+        ]),
+        Role::Sigverifier => {
+            let c = config.committer_party(p.party)?;
+            add(&[("--party", party), ("--listen", c.sigverifier.to_string())]);
+        }
+        Role::Sidecar => {
+            let c = config.committer_party(p.party)?;
+            add(&[
+                ("--party", party),
+                ("--data-dir", path(&data_dir.join("store"))),
+                ("--vcservice", c.vcservice.to_string()),
+                ("--verifier", c.sigverifier.to_string()),
+                ("--listen", c.sidecar.listen_addr().to_string()),
+            ]);
+        }
+        Role::Client | Role::Wallet => {}
     }
-    for e in &app.endorsers {
-        nodes.push(entry(
-            format!("endorser-{}", e.index),
-            "endorser",
-            e.party,
-            e.endpoint.to_string(),
-            vec!["--index".into(), e.index.to_string()],
-        ));
+    Ok(argv)
+}
+
+/// Whether `fabrx up` with `opts` starts processes of `role`: the ordering nodes unless
+/// `--no-orderer`; the token nodes unless `--no-token` or `--no-orderer` (the token's
+/// namespace is created through the orderer).
+fn wanted(role: wire::tls::Role, opts: &Options) -> bool {
+    use wire::tls::Role;
+    match role {
+        Role::Consenter | Role::Batcher | Role::Router | Role::Assembler => !opts.no_orderer,
+        Role::Query | Role::Endorser => !opts.no_orderer && !opts.no_token,
+        _ => true,
     }
-    Ok(nodes)
 }
 
 /// Writes the vcservice's TOML file (listen address, metrics address, database) into
@@ -408,9 +297,13 @@ fn party_database(url: &str, p: u32) -> Result<String> {
 /// Gives `nodes` their `/metrics` addresses: every node the config names sets the port
 /// span ([`metrics`]).
 fn assign_metrics(nodes: &mut [NodeEntry], config: &netconfig::NetworkConfig, dir: &Path, exe: &str) {
-    let mut all = ordering_nodes(config, dir, exe);
-    all.extend(committer_nodes(config, dir, exe, config.n()).unwrap_or_default());
-    all.extend(token_nodes(config, dir, exe, config.n()).unwrap_or_default());
+    // Every party committing when the config lists committer nodes for all, else the
+    // ordering nodes alone.
+    let every = config
+        .topology(config.n())
+        .or_else(|_| config.topology(0))
+        .unwrap_or_default();
+    let all = entries(&every, config, dir, exe).unwrap_or_default();
     if let Some(span) = metrics::span(&all) {
         metrics::assign(nodes, span);
     }
@@ -498,16 +391,12 @@ pub fn up(opts: &Options, exe: &Path) -> Result<Launched> {
         )));
     }
     let exe_text = exe.display().to_string();
-    let mut nodes = if opts.no_orderer {
-        Vec::new()
-    } else {
-        ordering_nodes(&config, &dir, &exe_text)
-    };
-    nodes.extend(committer_nodes(&config, &dir, &exe_text, opts.committers)?);
-    // The token application needs the orderer (its namespace is created through it).
-    if !opts.no_token && !opts.no_orderer {
-        nodes.extend(token_nodes(&config, &dir, &exe_text, opts.committers)?);
-    }
+    let processes: Vec<netconfig::Process> = config
+        .topology(opts.committers)?
+        .into_iter()
+        .filter(|p| wanted(p.role, opts))
+        .collect();
+    let mut nodes = entries(&processes, &config, &dir, &exe_text)?;
     assign_metrics(&mut nodes, &config, &dir, &exe_text);
     keep_running(&mut nodes, &dir)?;
     let mut started = Vec::new();

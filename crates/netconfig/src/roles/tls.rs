@@ -1,0 +1,97 @@
+//! The TLS identity each node and client installs from the network config (docs/tls.md).
+
+use crate::error::{Error, Result};
+use crate::tls::{cert_name, network_dir, tls_paths};
+use std::path::Path;
+use wire::tls::{NodeTls, Peer, Role};
+
+impl crate::NetworkConfig {
+    /// Whether the network's links use mutual TLS (the config has a `tls` section).
+    pub fn tls_enabled(&self) -> bool {
+        self.file.tls.is_some()
+    }
+
+    /// Whether the network has TLS and a certificate for `role` (networks generated
+    /// before wallets had their own certificate have none for [`Role::Wallet`]).
+    pub fn has_tls_role(&self, role: Role) -> Option<bool> {
+        let tls = self.file.tls.as_ref()?;
+        Some(tls.certificates.iter().any(|c| c.role == role.name()))
+    }
+
+    /// The TLS identity of `me` in the network whose config file is `config_path`
+    /// (certificate and key from `<dir>/tls`), or `None` for a network without TLS.
+    pub fn node_tls(&self, config_path: &Path, me: Peer) -> Result<Option<NodeTls>> {
+        let Some(tls) = &self.file.tls else {
+            return Ok(None);
+        };
+        let dir = network_dir(config_path);
+        let (cert_path, key_path) = tls_paths(&dir, &cert_name(me));
+        let read = |p: &Path| {
+            std::fs::read(p).map_err(|e| Error::Read {
+                path: p.to_path_buf(),
+                reason: e.to_string(),
+            })
+        };
+        Ok(Some(NodeTls {
+            ca_pem: tls.ca.clone().into_bytes(),
+            cert_pem: read(&cert_path)?,
+            key_pem: read(&key_path)?,
+            me,
+            peers: self.tls_peers.clone(),
+        }))
+    }
+
+    /// Installs this process's TLS identity, `role` of `party` (and `shard`), in the
+    /// network whose config file is `config_path` (`wire::tls::install`; docs/tls.md):
+    /// nodes at start, clients before they connect. Returns whether TLS is on (a network
+    /// generated with `--insecure` has no `tls` section and nothing is installed).
+    pub fn install_tls(
+        &self,
+        config_path: &Path,
+        role: Role,
+        party: u32,
+        shard: Option<u32>,
+    ) -> Result<bool> {
+        // Clients and wallets are party 0; every node is one of the network's parties.
+        if party != 0 && party > self.n() {
+            return Err(Error::NotInNetwork {
+                what: format!("party {party}"),
+                range: format!("1..={}", self.n()),
+            });
+        }
+        // A batcher's `shard` is its shard (an endorser's is its share index).
+        if let Some(s) = shard
+            && role == Role::Batcher
+            && s >= self.shards().get()
+        {
+            return Err(Error::NotInNetwork {
+                what: format!("shard {s}"),
+                range: format!("0..{}", self.shards().get()),
+            });
+        }
+        let me = Peer { role, party, shard };
+        let Some(tls) = self.node_tls(config_path, me)? else {
+            return Ok(false);
+        };
+        wire::tls::install(tls).map_err(|e| Error::Tls {
+            reason: format!("installing the TLS identity of {me}: {e}"),
+        })?;
+        Ok(true)
+    }
+
+    /// Installs the wallets' identity (`tls/wallet.*`) of the network in `dir`; a network
+    /// generated before wallets had their own uses the clients' (which may also read
+    /// blocks). Returns whether TLS is on and whether the clients' identity stood in.
+    pub fn install_wallet_tls(&self, dir: &Path) -> Result<(bool, bool)> {
+        let path = crate::config_path(dir);
+        if self.has_tls_role(Role::Wallet) == Some(false) {
+            return Ok((self.install_tls(&path, Role::Client, 0, None)?, true));
+        }
+        Ok((self.install_tls(&path, Role::Wallet, 0, None)?, false))
+    }
+
+    /// Installs the clients' identity (`tls/client.*`) of the network in `dir`.
+    pub fn install_client_tls(&self, dir: &Path) -> Result<bool> {
+        self.install_tls(&crate::config_path(dir), Role::Client, 0, None)
+    }
+}
