@@ -11,8 +11,9 @@ use wire::pb;
 /// Arguments of `fabrx blocks`.
 #[derive(Debug, Args)]
 pub struct BlocksArgs {
-    /// The network directory (`fabrx up --dir`, `fabrx network generate --dir`).
-    #[arg(long)]
+    /// The network directory (`fabrx up --dir`, `fabrx network generate --dir`), or its
+    /// config file.
+    #[arg(long, value_parser = crate::server_args::network_dir)]
     network: PathBuf,
     /// Whose assembler to read (1..N).
     #[arg(long)]

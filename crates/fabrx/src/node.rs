@@ -15,7 +15,7 @@ pub enum Role {
         /// The network config file: authenticate with party `--party`'s vcservice
         /// certificate and serve only its sidecar (mutual TLS; nothing for a network
         /// without).
-        #[arg(long, requires = "party", value_name = "FILE")]
+        #[arg(long, requires = "party", value_name = "FILE", value_parser = crate::server_args::network_file)]
         network: Option<std::path::PathBuf>,
         /// The party (1..N): with `--network`, whose identity it serves under; alone, the
         /// `party` label of its metrics.

@@ -34,7 +34,8 @@ pub struct ConsenterArgs {
         long = "network",
         visible_alias = "config",
         value_name = "FILE",
-        requires = "party"
+        requires = "party",
+        value_parser = crate::server_args::network_file
     )]
     config: Option<PathBuf>,
     /// This consenter's party (1..N), with `--network`.

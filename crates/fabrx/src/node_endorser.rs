@@ -12,7 +12,7 @@ use tracing::info;
 pub struct EndorserArgs {
     /// The network config file (`<dir>/config/network-config.json`); the share's key file
     /// is read from `<dir>/keys/endorsers/endorser-<index>.key`.
-    #[arg(long = "network", visible_alias = "config", value_name = "FILE")]
+    #[arg(long = "network", visible_alias = "config", value_name = "FILE", value_parser = crate::server_args::network_file)]
     config: PathBuf,
     /// The endorser's share index (1..n).
     #[arg(long)]

@@ -12,7 +12,7 @@ use tracing::info;
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// The network config file (`<dir>/config/network-config.json`).
-    #[arg(long = "network", visible_alias = "config", value_name = "FILE")]
+    #[arg(long = "network", visible_alias = "config", value_name = "FILE", value_parser = crate::server_args::network_file)]
     config: PathBuf,
     /// The committing party (1..N) whose state it serves.
     #[arg(long)]

@@ -12,7 +12,7 @@ use tracing::info;
 pub struct RouterArgs {
     /// The network config file (`fabrx network generate` writes
     /// `<dir>/config/network-config.json`).
-    #[arg(long = "network", visible_alias = "config", value_name = "FILE")]
+    #[arg(long = "network", visible_alias = "config", value_name = "FILE", value_parser = crate::server_args::network_file)]
     config: PathBuf,
     /// This router's party (1..N).
     #[arg(long)]

@@ -28,7 +28,7 @@ pub struct SidecarArgs {
     /// The network config file (`<dir>/config/network-config.json`): read ordered blocks
     /// from the assemblers, party `--party`'s first, each verified; the `_meta` policy is
     /// the network's.
-    #[arg(long, requires = "party", value_name = "FILE")]
+    #[arg(long, requires = "party", value_name = "FILE", value_parser = crate::server_args::network_file)]
     network: Option<std::path::PathBuf>,
     /// The committing party (1..N), with `--network`.
     #[arg(long)]

@@ -17,7 +17,7 @@ pub struct SigverifierArgs {
     threads: usize,
     /// The network config file: authenticate with party `--party`'s sigverifier
     /// certificate and serve only its sidecar (mutual TLS; nothing for a network without).
-    #[arg(long, requires = "party", value_name = "FILE")]
+    #[arg(long, requires = "party", value_name = "FILE", value_parser = crate::server_args::network_file)]
     network: Option<std::path::PathBuf>,
     /// The party (1..N), with `--network`.
     #[arg(long, requires = "network")]

@@ -23,6 +23,28 @@ pub fn positive_u64(text: &str) -> Result<u64, String> {
     }
 }
 
+/// `--network` of a node: the network config file, or a network directory (its
+/// `config/network-config.json`), so both forms an operator has at hand work.
+pub fn network_file(text: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(text);
+    Ok(if path.is_dir() {
+        netconfig::config_path(&path)
+    } else {
+        path
+    })
+}
+
+/// `--network` of a client command (`wallet`, `blocks`): a network directory, or its
+/// config file (the directory it belongs to).
+pub fn network_dir(text: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(text);
+    Ok(if path.is_file() {
+        netconfig::tls::network_dir(&path)
+    } else {
+        path
+    })
+}
+
 /// Flags of a node's gRPC server.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
@@ -58,5 +80,25 @@ mod tests {
         assert!(positive_u64("0").unwrap_err().contains("at least 1"));
         assert!(positive_usize("-1").is_err());
         assert!(positive_u64("many").is_err());
+    }
+
+    #[test]
+    fn network_takes_the_directory_or_its_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = netconfig::config_path(dir.path());
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "{}").unwrap();
+        let text = |p: &std::path::Path| p.display().to_string();
+        // A node wants the file.
+        assert_eq!(network_file(&text(dir.path())).unwrap(), file);
+        assert_eq!(network_file(&text(&file)).unwrap(), file);
+        // A client command wants the directory.
+        assert_eq!(network_dir(&text(&file)).unwrap(), dir.path());
+        assert_eq!(network_dir(&text(dir.path())).unwrap(), dir.path());
+        // A path that does not exist stays as given (loading it names it).
+        assert_eq!(
+            network_file("/nowhere/x.json").unwrap(),
+            std::path::PathBuf::from("/nowhere/x.json")
+        );
     }
 }

@@ -12,8 +12,8 @@ use wallet::{TokenNetwork, Wallet};
 /// Arguments of `fabrx wallet`.
 #[derive(Debug, Args)]
 pub struct WalletArgs {
-    /// The network directory (`fabrx up --dir`).
-    #[arg(long, default_value = "./fabrx-net")]
+    /// The network directory (`fabrx up --dir`), or its config file.
+    #[arg(long, default_value = "./fabrx-net", value_parser = crate::server_args::network_dir)]
     network: PathBuf,
     /// The wallet file (created by `init`, mode 0600).
     #[arg(long)]
