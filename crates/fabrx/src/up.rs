@@ -13,12 +13,14 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Number of parties N (a new network only).
-    #[arg(long, default_value_t = 4)]
-    parties: u32,
-    /// Number of shards S (a new network only).
-    #[arg(long, default_value_t = 2)]
-    shards: u32,
+    /// Number of parties N of a new network [default: 4]. Given for a directory that
+    /// holds a network already, it must match that network.
+    #[arg(long)]
+    parties: Option<u32>,
+    /// Number of shards S of a new network [default: 2]; on an existing network it must
+    /// match.
+    #[arg(long)]
+    shards: Option<u32>,
     /// The network directory: config, keys, data, logs and `network.json`.
     #[arg(long, default_value = "./fabrx-net")]
     dir: PathBuf,
@@ -32,8 +34,8 @@ pub struct UpArgs {
     /// Reproducible keys (tests and demos only).
     #[arg(long)]
     seed: Option<u64>,
-    /// Plain TCP instead of mutual TLS on every link (a new network only): for
-    /// experiments only.
+    /// Plain TCP instead of mutual TLS on every link (a new network only; refused for a
+    /// network that has TLS): for experiments only.
     #[arg(long)]
     insecure: bool,
     /// Start only the committing parties' nodes: their blocks come from a mock orderer
@@ -46,9 +48,10 @@ pub struct UpArgs {
     no_token: bool,
     /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S);
     /// the committers' and token services' follow; each node's `/metrics` port is its
-    /// port plus the width of that range).
-    #[arg(long, default_value_t = 7050)]
-    base_port: u16,
+    /// port plus the width of that range) [default: 7050]; on an existing network it
+    /// must match.
+    #[arg(long)]
+    base_port: Option<u16>,
     /// One JSON object per line instead of the table.
     #[arg(long)]
     json: bool,
@@ -82,8 +85,8 @@ pub struct StatusArgs {
 impl UpArgs {
     fn options(&self) -> devnet::up::Options {
         devnet::up::Options {
-            parties: self.parties,
-            shards: self.shards,
+            parties: self.parties.unwrap_or(4),
+            shards: self.shards.unwrap_or(2),
             dir: self.dir.clone(),
             db: self.db.clone(),
             committers: self.committers,
@@ -91,13 +94,49 @@ impl UpArgs {
             insecure: self.insecure,
             no_orderer: self.no_orderer,
             no_token: self.no_token,
-            base_port: self.base_port,
+            base_port: self.base_port.unwrap_or(7050),
         }
+    }
+
+    /// The flags of a new network given for a directory that holds another one: they
+    /// would be ignored, so they are refused, naming what the directory holds.
+    fn clashes(&self) -> anyhow::Result<Vec<String>> {
+        let path = netconfig::config_path(&self.dir);
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        let config = netconfig::NetworkConfig::load(&path)
+            .with_context(|| format!("loading the network config {}", path.display()))?;
+        let mut clashes = Vec::new();
+        if let Some(p) = self.parties.filter(|p| *p != config.n()) {
+            clashes.push(format!("--parties {p} (it has {})", config.n()));
+        }
+        if let Some(s) = self.shards.filter(|s| *s != config.shards().get()) {
+            clashes.push(format!("--shards {s} (it has {})", config.shards()));
+        }
+        let first = config.parties().first().map(|p| p.router.port());
+        if let (Some(b), Some(first)) = (self.base_port, first)
+            && b != first
+        {
+            clashes.push(format!("--base-port {b} (its first port is {first})"));
+        }
+        if self.insecure && config.tls_enabled() {
+            clashes.push("--insecure (it uses mutual TLS)".into());
+        }
+        Ok(clashes)
     }
 }
 
 /// `fabrx up`.
 pub fn up(args: UpArgs) -> anyhow::Result<()> {
+    let clashes = args.clashes()?;
+    anyhow::ensure!(
+        clashes.is_empty(),
+        "{} holds a network already, and {} would apply to a new one only: use another --dir, \
+         or leave the flags out to start this one",
+        args.dir.display(),
+        clashes.join(", ")
+    );
     let exe = std::env::current_exe().context("locating the fabrx binary")?;
     let launched = devnet::up::up(&args.options(), &exe)?;
     print_nodes(&launched.nodes, args.json, |n| {
