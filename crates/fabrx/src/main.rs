@@ -90,10 +90,27 @@ fn main() -> std::process::ExitCode {
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            eprintln!("Error: {}", one_line(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, `: ` between them. A cause whose text its parent's
+/// message already carries (an error type that prints its source) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn run() -> anyhow::Result<()> {
@@ -125,4 +142,35 @@ fn run() -> anyhow::Result<()> {
             Command::Wallet(args) => wallet_cmd::run(args).await,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// An error type that prints its source in its own message, as many do.
+    #[derive(Debug)]
+    struct Ledger(std::io::Error);
+
+    impl std::fmt::Display for Ledger {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "ledger journal: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Ledger {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_its_parent_already_printed_is_not_repeated() {
+        let locked = std::io::Error::other("journal x is locked");
+        let e = anyhow::Error::from(Ledger(locked)).context("starting the assembler");
+        assert_eq!(
+            super::one_line(&e),
+            "starting the assembler: ledger journal: journal x is locked"
+        );
+        let plain = anyhow::anyhow!("disk full").context("writing the log");
+        assert_eq!(super::one_line(&plain), "writing the log: disk full");
+    }
 }
