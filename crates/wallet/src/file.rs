@@ -337,6 +337,9 @@ impl Wallet {
     /// Opens and locks an existing wallet file, unsealing its key with `passphrase` when
     /// it is sealed.
     pub fn open_with(path: &Path, passphrase: Option<&str>) -> Result<Wallet> {
+        // A wallet that does not exist gets no lock file beside it (a mistyped path would
+        // leave one behind).
+        std::fs::symlink_metadata(path).map_err(|e| file_err(path, e))?;
         let lock = lock(path)?;
         let meta = std::fs::metadata(path).map_err(|e| file_err(path, e))?;
         if meta.permissions().mode() & 0o077 != 0 {
@@ -406,6 +409,15 @@ impl Wallet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opening_a_wallet_that_does_not_exist_leaves_no_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("typo");
+        let e = Wallet::open(&path).err().expect("no such wallet");
+        assert!(e.to_string().contains("typo"), "{e}");
+        assert!(!lock_path(&path).exists());
+    }
 
     #[test]
     fn a_wallet_is_created_once_private_and_reopened_intact() {
