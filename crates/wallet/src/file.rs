@@ -414,7 +414,9 @@ mod tests {
     fn opening_a_wallet_that_does_not_exist_leaves_no_lock_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("typo");
-        let e = Wallet::open(&path).err().expect("no such wallet");
+        let Err(e) = Wallet::open(&path) else {
+            panic!("opened a wallet that does not exist");
+        };
         assert!(e.to_string().contains("typo"), "{e}");
         assert!(!lock_path(&path).exists());
     }
