@@ -23,6 +23,12 @@ pub enum Role {
         party: Option<u32>,
     },
     /// The committer's sidecar (with the coordinator's dependency graph in-process).
+    #[command(
+        override_usage = "fabrx node sidecar --network FILE --party P --data-dir DIR [OPTIONS]  \
+                                (a network's party: blocks from its assemblers)\n       \
+                                fabrx node sidecar --blocks FILE --data-dir DIR [OPTIONS]  \
+                                (blocks from a file)"
+    )]
     Sidecar(crate::node_sidecar::SidecarArgs),
     /// The stateless signature verifier.
     Sigverifier(crate::node_sigverifier::SigverifierArgs),
@@ -35,6 +41,12 @@ pub enum Role {
     Batcher(crate::node_batcher::BatcherArgs),
     /// One Arma consenter: the BFT cluster ordering BAFs and complaints into block
     /// headers (docs/consenter.md).
+    #[command(
+        override_usage = "fabrx node consenter --network FILE --party P --data-dir DIR [OPTIONS]  \
+                                (from the network config)\n       \
+                                fabrx node consenter --id I --peers A,B,.. --parties N --shards S \
+                                --batcher-keys FILE --data-dir DIR (--seed-prefix X | --key-file F) [OPTIONS]"
+    )]
     Consenter(crate::node_consenter::ConsenterArgs),
     /// A party's Arma assembler: joins ordered headers and batches into the party's
     /// ledger and serves it on a Deliver stream (docs/assembler.md).
