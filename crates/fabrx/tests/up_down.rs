@@ -243,10 +243,16 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
     assert_eq!(down, ["consenter-3", "assembler-2"]);
     // Flags of a new network that contradict the one in the directory are refused (they
     // would be ignored); the same values are fine.
-    let clash = fabrx(&["up", "--committers", "0", "--parties", "7", "--shards", "2"], &dir);
+    let clash = fabrx(
+        &["up", "--committers", "0", "--parties", "7", "--shards", "2"],
+        &dir,
+    );
     assert!(!clash.status.success());
     let why = String::from_utf8_lossy(&clash.stderr);
-    assert!(why.contains("--parties 7 (it has 4)") && !why.contains("--shards"), "{why}");
+    assert!(
+        why.contains("--parties 7 (it has 4)") && !why.contains("--shards"),
+        "{why}"
+    );
     let again = fabrx(&["up", "--committers", "0", "--shards", "2", "--json"], &dir);
     assert!(
         again.status.success(),
