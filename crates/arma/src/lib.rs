@@ -6,12 +6,15 @@
 //! Batchers produce them (`crates/batcher`), consenters count them (`crates/consenter`),
 //! assemblers check batches against ordered headers. Pure: no I/O.
 //!
+//! * [`admission`] — what a client request must be to be ordered (routers and batchers
+//!   check it alike).
 //! * `messages` — the types and their signed bytes (docs/batcher.md "Signed bytes").
 //! * `codec` — conversions to and from `wire::pb` (proto `fabrx/v1/orderer.proto`).
 //! * `header`, `proof`, `decision`, `cluster` — ordered block headers, a decision's
 //!   metadata and proof (ADR 0009), the served `Decision` and its check, the consenter
 //!   set's keys and chain id: what a batcher or assembler needs to trust a decision.
 
+pub mod admission;
 mod block;
 mod cluster;
 mod codec;

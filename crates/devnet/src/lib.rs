@@ -13,11 +13,14 @@
 //! * [`up`] — starting and stopping a network of processes (`fabrx up`, `fabrx down`).
 //! * [`token`] — the token application of a network: the wallet's view of it and its
 //!   genesis (the token namespace, the issuer's wallet).
+//! * [`load`] — `fabrx loadgen --target network|mock-orderer`: a load through a running
+//!   network's routers, or the committer behind a mock orderer; the summaries.
 
 pub mod bench;
 pub mod cpu;
 pub mod file;
 pub mod height;
+pub mod load;
 pub mod pg;
 pub mod proxy;
 pub mod status;

@@ -223,17 +223,10 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         Target::MockOrderer => {
             let mut spec = spec_of(&args, &schedule, target)?;
             if let Some(size) = args.network.tx_size {
-                spec.output_padding = crate::loadgen_network::padding_for(&spec, size)?;
+                spec.output_padding = devnet::load::network::padding_for(&spec, size)?;
             }
-            let (dir, party, drain) = args.network.mock_args()?;
-            let run = crate::loadgen_mock::MockArgs {
-                dir: &dir,
-                party,
-                drain,
-                verify_serial: args.verify_serial,
-                report: args.report.as_deref(),
-            };
-            crate::loadgen_mock::run(spec, run).await
+            let options = args.network.mock_options(args.verify_serial)?;
+            crate::loadgen_mock::run(spec, &options, args.report.as_deref()).await
         }
     }
 }
@@ -374,7 +367,7 @@ fn progress_printer() -> impl FnMut(&Progress) {
 async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result<()> {
     let mut spec = spec_of(&args, &schedule, Target::Committer)?;
     if let Some(size) = args.network.tx_size {
-        spec.output_padding = crate::loadgen_network::padding_for(&spec, size)?;
+        spec.output_padding = devnet::load::network::padding_for(&spec, size)?;
     }
     let tmp = tempfile::tempdir()?;
     let pool = (2 * args.workers.get()).clamp(4, 64) as u32;

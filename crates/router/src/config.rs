@@ -3,8 +3,6 @@
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crypto::PublicKey;
-use std::collections::HashMap;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 use types::PartyId;
@@ -12,51 +10,7 @@ use types::PartyId;
 /// One MiB: the default largest envelope.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 
-/// The public keys of the network's clients, by serialized `Identity` (the protobuf
-/// encoding of the envelope's `identity` field, the "creator" of the tx id rule).
-#[derive(Debug, Clone, Default)]
-pub struct ClientKeys {
-    keys: HashMap<Vec<u8>, PublicKey>,
-}
-
-impl ClientKeys {
-    /// No clients.
-    pub fn new() -> ClientKeys {
-        ClientKeys::default()
-    }
-
-    /// Adds (or replaces) the key of the client whose serialized identity is `creator`.
-    pub fn insert(&mut self, creator: Vec<u8>, key: PublicKey) {
-        self.keys.insert(creator, key);
-    }
-
-    /// The key of `creator`.
-    pub fn get(&self, creator: &[u8]) -> Option<&PublicKey> {
-        self.keys.get(creator)
-    }
-
-    /// Number of clients.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-}
-
-/// Whether the network requires client signatures.
-#[derive(Debug, Clone, Default)]
-pub enum ClientAuth {
-    /// Any client may submit; `Envelope.signature` is not checked.
-    #[default]
-    Open,
-    /// `Envelope.signature` must be the client-request signature
-    /// (`crypto::verify_client_request`) over `Envelope.payload` by the key of the
-    /// envelope's identity, which must be one of these.
-    Signed(ClientKeys),
-}
+pub use arma::admission::{ClientAuth, ClientKeys};
 
 /// What a router needs to know.
 #[derive(Debug, Clone)]

@@ -29,6 +29,17 @@ pub enum Refusal {
     BadSignature,
 }
 
+impl From<arma::admission::ContentError> for Refusal {
+    fn from(e: arma::admission::ContentError) -> Refusal {
+        use arma::admission::ContentError;
+        match e {
+            ContentError::Malformed { status } => Refusal::Malformed { status },
+            ContentError::UnknownClient => Refusal::UnknownClient,
+            ContentError::BadSignature => Refusal::BadSignature,
+        }
+    }
+}
+
 impl Refusal {
     /// The gRPC code a client sees.
     pub fn code(&self) -> tonic::Code {
