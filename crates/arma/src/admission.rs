@@ -114,3 +114,89 @@ pub fn first_refused<'a>(
         .enumerate()
         .find_map(|(i, r)| check_envelope(r, auth).err().map(|e| (i, e)))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn payload(n: u64) -> Vec<u8> {
+        pb::Tx {
+            namespaces: vec![pb::TxNamespace {
+                ns_id: "token".into(),
+                ns_version: 0,
+                reads_only: vec![],
+                read_writes: vec![],
+                blind_writes: vec![pb::Write {
+                    key: format!("key-{n}").into_bytes(),
+                    value: vec![7; 16],
+                }],
+            }],
+            endorsements: vec![pb::Endorsements {
+                endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                    endorsement: vec![1; 64],
+                    identity: None,
+                }],
+            }],
+            metadata: vec![],
+        }
+        .encode_to_vec()
+    }
+
+    fn envelope(name: &str, signer: &crypto::SigningKey, n: u64) -> Vec<u8> {
+        let payload = payload(n);
+        pb::Envelope {
+            signature: crypto::sign_client_request(signer, &payload).as_bytes().to_vec(),
+            payload,
+            identity: Some(identity(name)),
+            tx_id: format!("tx-{n:08}"),
+            nonce: vec![],
+            payload_type: pb::PayloadType::Tx as i32,
+        }
+        .encode_to_vec()
+    }
+
+    fn identity(name: &str) -> pb::Identity {
+        pb::Identity {
+            msp_id: "org1".into(),
+            creator: Some(pb::identity::Creator::CertificateId(name.into())),
+        }
+    }
+
+    fn key(name: &str) -> crypto::SigningKey {
+        crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("admission-test/{name}"))
+    }
+
+    #[test]
+    fn content_is_checked_as_a_router_checks_it() {
+        let alice = key("alice");
+        let good = envelope("alice", &alice, 1);
+        let mut keys = ClientKeys::new();
+        keys.insert(identity("alice").encode_to_vec(), alice.public_key());
+        let signed = ClientAuth::Signed(keys);
+        // Well formed and signed: fine under either policy.
+        assert_eq!(check_envelope(&good, &ClientAuth::Open), Ok(()));
+        assert_eq!(check_envelope(&good, &signed), Ok(()));
+        // Bytes that are not an envelope.
+        assert!(matches!(
+            check_envelope(b"\xff\xffnot an envelope", &ClientAuth::Open),
+            Err(ContentError::Malformed { .. })
+        ));
+        // Signed by another key, or by a client the network does not know.
+        let forged = envelope("alice", &key("mallory"), 2);
+        assert_eq!(check_envelope(&forged, &ClientAuth::Open), Ok(()));
+        assert_eq!(check_envelope(&forged, &signed), Err(ContentError::BadSignature));
+        let stranger = envelope("mallory", &key("mallory"), 3);
+        assert_eq!(
+            check_envelope(&stranger, &signed),
+            Err(ContentError::UnknownClient)
+        );
+        // The first refused request of a batch, with its index.
+        let batch = [good.as_slice(), forged.as_slice(), stranger.as_slice()];
+        assert_eq!(
+            first_refused(batch, &signed),
+            Some((1, ContentError::BadSignature))
+        );
+        assert_eq!(first_refused([good.as_slice()], &signed), None);
+    }
+}

@@ -46,6 +46,19 @@ pub enum Input {
         /// The batch.
         batch: SignedBatch,
     },
+    /// A batch pulled from party `from` with a request whose content the shell refused
+    /// (`arma::admission`: the shell checks content, the core only sizes, shards and
+    /// duplicates): rejected with a complaint when it is the primary's next batch.
+    RefusedBatch {
+        /// The party that served it.
+        from: PartyId,
+        /// The batch.
+        batch: SignedBatch,
+        /// The refused request's index.
+        index: usize,
+        /// Why it was refused.
+        reason: String,
+    },
     /// A BAF another batcher of the shard sent this primary as its ack.
     Baf(Baf),
     /// The consenters moved the shard to a new term.
@@ -215,6 +228,12 @@ impl Batcher {
             Input::Request(request) => self.on_request(request),
             Input::Forwarded { from, request } => self.on_forwarded(from, request),
             Input::Batch { from, batch } => self.on_batch(from, batch),
+            Input::RefusedBatch {
+                from,
+                batch,
+                index,
+                reason,
+            } => self.on_refused_batch(from, &batch, index, reason),
             Input::Baf(baf) => self.on_baf(baf),
             Input::TermChanged(info) => self.on_term_changed(info),
             Input::Ordered { id, requests } => self.on_ordered(id, &requests),
@@ -328,7 +347,7 @@ impl Batcher {
 
     fn on_request(&mut self, request: Request) {
         let digest = RequestDigest::of(&request);
-        let answer = match self.admit(digest, request) {
+        let answer = match self.admit(digest, request, None) {
             Ok(()) => Output::Admitted { digest },
             Err(reason) => Output::Refused { digest, reason },
         };
@@ -337,16 +356,34 @@ impl Batcher {
 
     fn on_forwarded(&mut self, from: PartyId, request: Request) {
         if self.is_primary() && from != self.cfg.party && self.cfg.keys.contains_key(&from) {
+            // Each other party may hold at most its share of the pending queue with
+            // forwards, so a Byzantine batcher flooding forwards cannot crowd out the
+            // router's requests or the other parties' forwards.
+            if self.mempool.forwarded_by(from) >= self.forward_quota() {
+                return;
+            }
             let digest = RequestDigest::of(&request);
             // A refused forward is dropped: the forwarder keeps the request and complains.
-            let _ = self.admit(digest, request);
+            let _ = self.admit(digest, request, Some(from));
         }
+    }
+
+    /// How many pending requests one forwarding party may hold: its share of the
+    /// mempool, `mempool_max_requests / parties` (at least one).
+    pub(crate) fn forward_quota(&self) -> usize {
+        let parties = usize::try_from(self.cfg.parties.max(1)).unwrap_or(usize::MAX);
+        (self.cfg.mempool_max_requests.get() / parties).max(1)
     }
 
     /// Checks a request and appends it to the mempool. The bounds count the pending
     /// requests and those in unordered batches, so giving the latter back after a term
     /// change never overflows the mempool.
-    fn admit(&mut self, digest: RequestDigest, request: Request) -> std::result::Result<(), RefuseReason> {
+    fn admit(
+        &mut self,
+        digest: RequestDigest,
+        request: Request,
+        forwarder: Option<PartyId>,
+    ) -> std::result::Result<(), RefuseReason> {
         if request.len() > self.cfg.max_request_bytes.get() {
             return Err(RefuseReason::TooLarge);
         }
@@ -372,6 +409,7 @@ impl Batcher {
             digest,
             request,
             arrival_ms: self.now,
+            forwarder,
         });
         Ok(())
     }
@@ -537,6 +575,7 @@ impl Batcher {
                     digest: *digest,
                     request: Arc::clone(request),
                     arrival_ms: self.now,
+                    forwarder: None,
                 });
             }
         }

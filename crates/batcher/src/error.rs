@@ -78,6 +78,17 @@ pub enum Error {
         /// The party that served it.
         from: PartyId,
     },
+    /// A request of a pulled batch fails the content checks every role makes
+    /// (`arma::admission`: envelope structure, client signatures).
+    #[error("request {index} of batch {id} is refused: {reason}")]
+    RefusedRequest {
+        /// The batch's id.
+        id: BatchId,
+        /// The request's index in the batch.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
     /// A batch holds no request (a primary never cuts an empty batch).
     #[error("batch {id} is empty")]
     EmptyBatch {

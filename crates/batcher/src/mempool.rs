@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use crate::messages::{Request, RequestDigest};
+use types::PartyId;
 
 /// One pending request.
 #[derive(Debug, Clone)]
@@ -17,6 +18,9 @@ pub(crate) struct Entry {
     pub request: Request,
     /// When it arrived (or came back after a term change), in ms.
     pub arrival_ms: u64,
+    /// The party that forwarded it to this primary (`None`: its own router, or given
+    /// back after a term change).
+    pub forwarder: Option<PartyId>,
 }
 
 /// Pending requests ordered by an insertion key: appended ones take keys counting up
@@ -27,6 +31,8 @@ pub(crate) struct Mempool {
     order: BTreeMap<u64, Entry>,
     keys: HashMap<RequestDigest, u64>,
     bytes: u64,
+    /// Pending requests by the party that forwarded them.
+    forwarded: HashMap<PartyId, usize>,
     next_back: u64,
     next_front: u64,
 }
@@ -39,6 +45,7 @@ impl Mempool {
             order: BTreeMap::new(),
             keys: HashMap::new(),
             bytes: 0,
+            forwarded: HashMap::new(),
             next_back: MIDDLE,
             next_front: MIDDLE - 1,
         }
@@ -58,8 +65,16 @@ impl Mempool {
         self.keys.contains_key(digest)
     }
 
+    /// Pending requests that `party` forwarded.
+    pub(crate) fn forwarded_by(&self, party: PartyId) -> usize {
+        self.forwarded.get(&party).copied().unwrap_or(0)
+    }
+
     fn insert(&mut self, key: u64, entry: Entry) {
         self.bytes = self.bytes.saturating_add(entry.request.len() as u64);
+        if let Some(p) = entry.forwarder {
+            *self.forwarded.entry(p).or_default() += 1;
+        }
         self.keys.insert(entry.digest, key);
         self.order.insert(key, entry);
     }
@@ -84,9 +99,22 @@ impl Mempool {
             return false;
         };
         if let Some(entry) = self.order.remove(&key) {
-            self.bytes = self.bytes.saturating_sub(entry.request.len() as u64);
+            self.left(&entry);
         }
         true
+    }
+
+    /// Accounts for `entry` leaving.
+    fn left(&mut self, entry: &Entry) {
+        self.bytes = self.bytes.saturating_sub(entry.request.len() as u64);
+        if let Some(p) = entry.forwarder
+            && let Some(n) = self.forwarded.get_mut(&p)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.forwarded.remove(&p);
+            }
+        }
     }
 
     /// The oldest pending request.
@@ -115,7 +143,7 @@ impl Mempool {
             bytes = total;
             if let Some(entry) = self.order.remove(&key) {
                 self.keys.remove(&entry.digest);
-                self.bytes = self.bytes.saturating_sub(entry.request.len() as u64);
+                self.left(&entry);
                 taken.push(entry);
             }
         }
@@ -172,6 +200,7 @@ mod tests {
             digest: RequestDigest::of(&request),
             request,
             arrival_ms: 0,
+            forwarder: None,
         }
     }
 

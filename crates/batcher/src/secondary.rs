@@ -39,6 +39,30 @@ impl Batcher {
         self.add_in_flight(Arc::new(batch), digests);
     }
 
+    /// A batch served by `from` with a request the shell refused: when it is the batch
+    /// this secondary asked the primary for, it is bogus (rejected with a complaint);
+    /// otherwise it is ignored like any batch it did not ask for.
+    pub(crate) fn on_refused_batch(
+        &mut self,
+        from: types::PartyId,
+        batch: &SignedBatch,
+        index: usize,
+        reason: String,
+    ) {
+        if self.is_primary() || from != self.primary {
+            return;
+        }
+        if let Err(error) = check_origin(&self.cfg, from, batch) {
+            self.reject(from, error);
+            return;
+        }
+        if self.next_seq != Some(batch.id().seq) || batch.header.term != self.term {
+            return;
+        }
+        let id = batch.id();
+        self.reject(from, Error::RefusedRequest { id, index, reason });
+    }
+
     fn reject(&mut self, from: types::PartyId, error: Error) {
         self.out.push(Output::BatchRejected { from, error });
         self.complain(ComplaintReason::BogusBatch);

@@ -173,6 +173,7 @@ impl Net {
             own_consenter: self.consenter_uri.clone(),
             consenter_keys: None,
             shell: shell(),
+            content: batcher::node::RequestContent::Opaque,
         }
     }
 
@@ -550,6 +551,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
         own_consenter: nowhere.clone(),
         consenter_keys: None,
         shell: shell(),
+        content: batcher::node::RequestContent::Opaque,
     };
     let node = batcher::node::spawn(config, Deps::default()).await.unwrap();
     let mut intake = Intake::open(node.addr).await;
@@ -594,6 +596,7 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
         own_consenter: "http://127.0.0.1:9".into(),
         consenter_keys: None,
         shell: shell(),
+        content: batcher::node::RequestContent::Opaque,
     };
     let mut missing = base.clone();
     missing.peers.remove(&3);

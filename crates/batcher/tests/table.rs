@@ -636,6 +636,85 @@ fn forwarded_requests_reach_only_a_primary() {
     assert_eq!(s.pending(), (0, 0));
 }
 
+/// A Byzantine peer flooding forwards holds at most its share of the primary's mempool
+/// (`mempool_max_requests / parties`): the router's requests and the other parties'
+/// forwards still get in.
+#[test]
+fn a_forwarder_holds_at_most_its_share_of_the_mempool() {
+    let mut p = batcher(1);
+    // A mempool of 6 among 4 parties: one pending forward per party.
+    let forward = |b: &mut Batcher, from: u32, i: u32| {
+        let out = b.handle(Input::Forwarded {
+            from,
+            request: req(i, 10),
+        });
+        assert_eq!(out, vec![]);
+        b.pending().0
+    };
+    assert_eq!(forward(&mut p, 2, 1), 1);
+    assert_eq!(
+        forward(&mut p, 2, 2),
+        1,
+        "party 2's second forward is over its share"
+    );
+    assert_eq!(forward(&mut p, 2, 3), 1);
+    assert_eq!(forward(&mut p, 3, 4), 2, "party 3 still has its share");
+    // The router's request is admitted, and the batch it completes holds party 2's one
+    // forward, party 3's and the router's: nothing of party 2's flood.
+    let own = req(5, 10);
+    let out = p.handle(Input::Request(own.clone()));
+    assert_eq!(out.first(), Some(&admitted(&own)));
+    let cut: Vec<&batcher::Request> = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Persist(b) => Some(b.requests.iter().collect()),
+            _ => None,
+        })
+        .expect("three requests make a batch");
+    assert_eq!(cut, vec![&req(1, 10), &req(4, 10), &own]);
+}
+
+/// A pulled batch with a request whose content the shell refused (not an envelope, a
+/// bad client signature) is bogus when the primary served it as its next batch: rejected
+/// with a complaint, once per term; from anyone else it is ignored.
+#[test]
+fn a_batch_with_a_refused_request_is_bogus() {
+    let batch = signed(1, 1, vec![req(1, 10), req(2, 10)]);
+    let id = batch.id();
+    let refused = |from: u32| Input::RefusedBatch {
+        from,
+        batch: (*batch).clone(),
+        index: 1,
+        reason: "malformed envelope".into(),
+    };
+    let mut s = batcher(3);
+    let _ = s.handle(Input::Tick(0));
+    run(
+        &mut s,
+        vec![
+            // Not from the primary: ignored.
+            step(refused(2), vec![]),
+            step(
+                refused(1),
+                vec![
+                    Output::BatchRejected {
+                        from: 1,
+                        error: Error::RefusedRequest {
+                            id,
+                            index: 1,
+                            reason: "malformed envelope".into(),
+                        },
+                    },
+                    complaint(3, 0, ComplaintReason::BogusBatch),
+                ],
+            ),
+        ],
+    );
+    // The primary itself never rejects its own batch.
+    let mut p = batcher(1);
+    assert_eq!(p.handle(refused(1)), vec![]);
+}
+
 #[test]
 fn configs_are_validated() {
     let mut c = config(1, 1);

@@ -347,16 +347,30 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
         let addr = node["metrics"].as_str().unwrap();
         let (code, text) = http(addr, "GET", "/metrics", "");
         assert_eq!(code, 200, "{}", node["name"]);
-        // One naming scheme: every sample is fabrx_<role>_… and carries the node's party.
+        // One naming scheme: every sample is fabrx_<role>_…, or one of the metrics every
+        // node exports (fabrx_build_info, process_*), and carries the node's party.
         let party = format!("party=\"{}\"", node["party"]);
         for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
             assert!(
-                line.starts_with(&format!("fabrx_{role}_")),
+                line.starts_with(&format!("fabrx_{role}_"))
+                    || line.starts_with("fabrx_build_info{")
+                    || line.starts_with("process_"),
                 "{}: {line}",
                 node["name"]
             );
             assert!(line.contains(&party), "{}: {line} lacks {party}", node["name"]);
         }
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("fabrx_build_info{") && l.contains(&format!("role=\"{role}\""))),
+            "{}: no fabrx_build_info for its role",
+            node["name"]
+        );
+        assert!(
+            text.contains("process_cpu_seconds_total{"),
+            "{}: no process metrics",
+            node["name"]
+        );
         for name in *names {
             let doc_name = name
                 .strip_suffix("_count")

@@ -41,6 +41,17 @@ pub enum PeerEvent {
         /// The batch.
         batch: SignedBatch,
     },
+    /// A batch pulled from `from` with a request whose content is refused.
+    Refused {
+        /// The party that served it.
+        from: PartyId,
+        /// The batch.
+        batch: SignedBatch,
+        /// The refused request's index.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The batch the core waits for, derived from its state after every input.
@@ -66,6 +77,8 @@ pub struct PullCtx {
     pub tx_peer: mpsc::Sender<PeerEvent>,
     /// Backoff.
     pub shell: ShellConfig,
+    /// How pulled requests' content is checked.
+    pub content: Arc<super::RequestContent>,
 }
 
 /// Whether to read the next batch of an open stream positioned at `next` for `open`.
@@ -161,9 +174,31 @@ async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Strea
             Ok(b) => return format!("asked for seq {next}, got {}", b.id().seq),
             Err(e) => return format!("malformed batch: {e}"),
         };
-        let event = PeerEvent::Pulled {
-            from: open.primary,
-            batch,
+        // The content of every request, as a router checks it (off the async workers:
+        // signatures); a refused one makes the batch bogus.
+        let refused = if ctx.content.as_ref() == &super::RequestContent::Opaque {
+            None
+        } else {
+            let content = Arc::clone(&ctx.content);
+            let requests = batch.requests.clone();
+            match tokio::task::spawn_blocking(move || content.first_refused(requests.iter().map(|r| &r[..])))
+                .await
+            {
+                Ok(refused) => refused,
+                Err(e) => return format!("checking a pulled batch: {e}"),
+            }
+        };
+        let event = match refused {
+            None => PeerEvent::Pulled {
+                from: open.primary,
+                batch,
+            },
+            Some((index, reason)) => PeerEvent::Refused {
+                from: open.primary,
+                batch,
+                index,
+                reason,
+            },
         };
         if ctx.tx_peer.send(event).await.is_err() {
             return "node stopped".into();

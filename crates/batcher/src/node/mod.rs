@@ -73,6 +73,34 @@ pub struct Config {
     pub consenter_keys: Option<arma::ClusterKeys>,
     /// The shell's own tunables.
     pub shell: ShellConfig,
+    /// How the node checks the content of requests it did not admit itself (pulled
+    /// batches, forwards); `fabrx node batcher` checks client envelopes as the network's
+    /// routers do.
+    pub content: RequestContent,
+}
+
+/// How a node checks the content of requests it did not admit itself: the batches it
+/// pulls from a primary and the forwards it receives, since a Byzantine primary or peer
+/// may send anything (docs/ordering-faults.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RequestContent {
+    /// As opaque bytes: sizes, shards and duplicates only (tests of ordering alone).
+    #[default]
+    Opaque,
+    /// As client envelopes, checked as a router checks them (`arma::admission`).
+    Envelopes(arma::admission::ClientAuth),
+}
+
+impl RequestContent {
+    /// The first request of `requests` whose content is refused, with its index and why.
+    pub fn first_refused<'a>(&self, requests: impl IntoIterator<Item = &'a [u8]>) -> Option<(usize, String)> {
+        match self {
+            RequestContent::Opaque => None,
+            RequestContent::Envelopes(auth) => {
+                arma::admission::first_refused(requests, auth).map(|(i, e)| (i, e.to_string()))
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Config {

@@ -155,6 +155,17 @@ impl Node {
             PeerEvent::Forwarded { from, request } => Input::Forwarded { from, request },
             PeerEvent::Ack(baf) => Input::Baf(baf),
             PeerEvent::Pulled { from, batch } => Input::Batch { from, batch },
+            PeerEvent::Refused {
+                from,
+                batch,
+                index,
+                reason,
+            } => Input::RefusedBatch {
+                from,
+                batch,
+                index,
+                reason,
+            },
         };
         self.feed(input).await
     }

@@ -136,6 +136,8 @@ impl BatcherIntake for IntakeService {
 /// `BatcherPeer`.
 #[derive(Clone)]
 pub struct PeerService {
+    /// How forwarded requests' content is checked.
+    pub content: Arc<super::RequestContent>,
     /// This batcher's shard.
     pub shard: ShardId,
     /// Number of parties.
@@ -271,6 +273,20 @@ impl BatcherPeer for PeerService {
             let from = forwarder(m.from, caller, self.parties)?;
             if m.request.is_empty() || m.request.len() > self.max_request_bytes {
                 continue;
+            }
+            // A forward whose content a router would refuse is dropped: a Byzantine peer
+            // must not get it batched (checked off the async workers: signatures).
+            if self.content.as_ref() != &super::RequestContent::Opaque {
+                let content = Arc::clone(&self.content);
+                let request = m.request.clone();
+                let refused =
+                    tokio::task::spawn_blocking(move || content.first_refused([request.as_slice()]))
+                        .await
+                        .map_err(|e| Status::internal(e.to_string()))?;
+                if let Some((_, why)) = refused {
+                    tracing::debug!(%from, %why, "forward refused");
+                    continue;
+                }
             }
             let event = PeerEvent::Forwarded {
                 from,

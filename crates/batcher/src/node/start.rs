@@ -204,6 +204,7 @@ impl Parts {
             store: self.reader.clone(),
             tx_peer,
             stop,
+            content: Arc::new(config.content.clone()),
         };
         (intake, peer)
     }
@@ -237,6 +238,7 @@ impl Parts {
             rx_want,
             tx_peer,
             shell,
+            content: Arc::new(config.content.clone()),
         })));
         let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
         let stats = Arc::clone(&self.stats);

@@ -59,6 +59,15 @@ fn usize_of(value: u64) -> usize {
 }
 
 impl NetworkConfig {
+    /// Whether the network requires client signatures, and whose: what its routers and
+    /// batchers check a request's content against.
+    pub fn client_auth(&self) -> router::ClientAuth {
+        match &self.client_keys {
+            None => router::ClientAuth::Open,
+            Some(keys) => router::ClientAuth::Signed(keys.clone()),
+        }
+    }
+
     /// Party `party`'s router config: shards, limits and client auth of the file.
     pub fn router_config(&self, party: PartyId) -> Result<router::RouterConfig> {
         self.party(party)?;
@@ -69,10 +78,7 @@ impl NetworkConfig {
         cfg.shard_max_in_flight_bytes = nonzero_u64(r.shard_max_in_flight_bytes);
         cfg.stream_max_in_flight = nonzero_usize(r.stream_max_in_flight);
         cfg.answer_timeout = Duration::from_millis(r.answer_timeout_ms);
-        cfg.client_auth = match &self.client_keys {
-            None => router::ClientAuth::Open,
-            Some(keys) => router::ClientAuth::Signed(keys.clone()),
-        };
+        cfg.client_auth = self.client_auth();
         cfg.validate().map_err(|source| Error::Router { party, source })?;
         Ok(cfg)
     }
@@ -174,6 +180,7 @@ impl NetworkConfig {
             own_consenter: self.party(party)?.consenter.uri(),
             consenter_keys: Some(self.cluster_keys()),
             shell: batcher::node::ShellConfig::default(),
+            content: batcher::node::RequestContent::Envelopes(self.client_auth()),
         })
     }
 
