@@ -37,6 +37,8 @@ pub struct Checker {
     pub blocks: u64,
     /// Term changes decided.
     pub term_changes: u64,
+    /// Per block: its header hash and when a correct consenter first decided it (ms).
+    chain: Vec<(Digest32, u64)>,
 }
 
 impl Checker {
@@ -57,6 +59,7 @@ impl Checker {
             requests: HashMap::new(),
             blocks: 0,
             term_changes: 0,
+            chain: Vec::new(),
         }
     }
 
@@ -73,6 +76,7 @@ impl Checker {
         decision: &Decision,
         outcome: &Outcome,
         batch: &dyn Fn(&OrderedHeader) -> Option<Arc<SignedBatch>>,
+        now: u64,
     ) -> Result<(), String> {
         let seq = decision.seq();
         let index = usize::try_from(seq).unwrap_or(usize::MAX).wrapping_sub(1);
@@ -89,6 +93,7 @@ impl Checker {
         }
         self.decisions
             .push((decision.certificate.digest, outcome.clone()));
+        self.chain.extend(outcome.headers.iter().map(|h| (h.hash(), now)));
         self.on_new_decision(decision, outcome, batch)
     }
 
@@ -231,6 +236,37 @@ impl Checker {
             .map(|n| u64::from(n.saturating_sub(1)))
             .sum();
         (missing, dups)
+    }
+
+    /// When block `number` was first decided, if it was.
+    pub fn ordered_at(&self, number: u64) -> Option<u64> {
+        usize::try_from(number)
+            .ok()
+            .and_then(|n| self.chain.get(n))
+            .map(|(_, at)| *at)
+    }
+
+    /// A correct assembler of `party` appended `block`: it must be the header the
+    /// consenters ordered at that number, and its requests must hash to the ordered digest
+    /// (so every correct assembler holds the same blocks).
+    pub fn on_block(&mut self, party: u32, block: &assembler::core::Block) -> Result<(), String> {
+        let n = block.header.number;
+        let Some((hash, _)) = usize::try_from(n).ok().and_then(|i| self.chain.get(i)) else {
+            return Err(format!(
+                "assembler {party}: block {n} appended before a correct consenter ordered it"
+            ));
+        };
+        if block.header.hash() != *hash {
+            return Err(format!(
+                "assembler {party}: block {n}'s header is not the one the consenters ordered"
+            ));
+        }
+        if types::digest::batch_digest(&block.requests) != block.header.digest {
+            return Err(format!(
+                "assembler {party}: block {n}'s requests do not hash to the ordered digest"
+            ));
+        }
+        Ok(())
     }
 
     /// Whether every client request is ordered.

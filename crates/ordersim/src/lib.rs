@@ -19,7 +19,7 @@
 mod checker;
 mod world;
 
-pub use world::World;
+pub use world::{ASSEMBLER_BOUND_MS, FETCH_RETRY_MS, FETCH_TIMEOUT_MS, World};
 
 use consenter::application::Knobs;
 use rand::{Rng, SeedableRng};
@@ -40,6 +40,10 @@ pub enum Byzantine {
     CorruptConsenter(testkit::sim::ByzMode),
     /// Its consenter, as leader, puts a wrong header hash into the proposal metadata.
     LyingConsenter,
+    /// Its batchers answer assemblers' fetches by forging requests under the ordered
+    /// header, by hanging or by refusing (a random one of the three per answer), and
+    /// otherwise follow the protocol.
+    FetchLiar,
 }
 
 /// The bounds of the network faults a scenario draws.
@@ -82,6 +86,11 @@ pub struct ArmaScenario {
     /// A restarted batcher does not re-adopt its stored batches (negative test of
     /// `Batcher::restore`: a restarted primary then signs a second batch for a seq).
     pub skip_restore: bool,
+    /// The Byzantine party's batchers also lie to fetches, whatever else they do.
+    pub lies: bool,
+    /// Assemblers fetch as before the fix: one batcher at a time without a timeout, the
+    /// first answer whose header fields match taken (negative test of the fetch).
+    pub trusting_assemblers: bool,
 }
 
 impl ArmaScenario {
@@ -107,6 +116,15 @@ impl ArmaScenario {
         let gst_ms = rng.gen_range(300..2500);
         let (faults, (crash_consenter, crash_batcher)) =
             Faults::draw(&mut rng, calm, &FAULTS, |p| (p(0.003), p(0.002)));
+        // Drawn after everything older seeds drew, so that their scenarios stay as they were.
+        let byzantine = byzantine.map(|(party, kind)| {
+            if rng.gen_bool(0.2) {
+                (party, Byzantine::FetchLiar)
+            } else {
+                (party, kind)
+            }
+        });
+        let lies = rng.gen_bool(0.5);
         ArmaScenario {
             seed,
             n,
@@ -121,6 +139,8 @@ impl ArmaScenario {
             knobs: Knobs::default(),
             drop_complaints: false,
             skip_restore: false,
+            lies,
+            trusting_assemblers: false,
         }
     }
 
@@ -154,6 +174,13 @@ pub struct ArmaReport {
     /// Snapshots consenters installed by state transfer (checkpoints let the others
     /// prune the decisions they would otherwise have sent).
     pub installed: u64,
+    /// Blocks the correct assemblers appended (all of them together).
+    pub assembled: u64,
+    /// The longest an assembler took after GST to append a block, counted from the later
+    /// of GST and the block's ordering (ms).
+    pub assembler_lag_ms: u64,
+    /// Fetch answers a lying batcher forged, withheld or refused.
+    pub fetch_lies: u64,
 }
 
 /// Runs one seed.

@@ -20,6 +20,11 @@ use types::digest::{Digest32, shard_of};
 use super::checker::Checker;
 use super::{ArmaReport, ArmaScenario, Byzantine};
 
+mod assemblers;
+
+use assemblers::ANode;
+pub use assemblers::{ASSEMBLER_BOUND_MS, FETCH_RETRY_MS, FETCH_TIMEOUT_MS};
+
 const PULL_MS: u64 = 30;
 const RESEND_MS: u64 = 300;
 const OUTBOX: usize = 64;
@@ -29,13 +34,39 @@ const MAX_REQUEST_BYTES: usize = 64;
 pub enum Ev {
     BTick(usize),
     CTick(u32),
-    Bft { from: u32, to: u32, msg: Message },
-    ToBatcher { b: usize, input: BInput },
-    ToConsenter { to: u32, request: Vec<u8> },
+    Bft {
+        from: u32,
+        to: u32,
+        msg: Message,
+    },
+    ToBatcher {
+        b: usize,
+        input: BInput,
+    },
+    ToConsenter {
+        to: u32,
+        request: Vec<u8>,
+    },
     Client(Arc<[u8]>),
     RestartB(usize),
     RestartC(u32),
     Gst,
+    /// An assembler's clock (index `party - 1`).
+    ATick(usize),
+    /// An assembler asks batcher `b` for a batch (`Fetch`).
+    FetchAsk {
+        a: usize,
+        b: usize,
+        round: u32,
+        want: assembler::core::Wanted,
+    },
+    /// A batcher's answer to an assembler's fetch (`None`: refused).
+    Fetched {
+        a: usize,
+        round: u32,
+        block: u64,
+        answer: Option<assembler::core::OfferedBatch>,
+    },
 }
 
 /// One batcher: its core and its simulated shell's durable state.
@@ -50,6 +81,9 @@ struct BNode {
     last_pull: u64,
     /// Its batch store: every batch it persisted, by (term, primary, seq).
     own: BTreeMap<(u64, u32, u64), Arc<SignedBatch>>,
+    /// The same store by (id, digest): what it answers fetches from (a batch is
+    /// fetchable from a batcher only once that batcher persisted it).
+    held: HashMap<(BatchId, Digest32), Arc<SignedBatch>>,
     /// Decisions of the party's consenter fed so far, and what they said of this shard.
     fed: usize,
     info: TermInfo,
@@ -81,7 +115,11 @@ pub struct World {
     bkeys: BTreeMap<u32, SigningKey>,
     batchers: Vec<BNode>,
     consenters: Vec<CNode>,
-    store: HashMap<(BatchId, u64, Digest32), Arc<SignedBatch>>,
+    /// One assembler per party (`None` for a Byzantine party's).
+    assemblers: Vec<Option<ANode>>,
+    /// Every batch any batcher persisted, for the checker only (validity of ordered
+    /// requests); nobody fetches from it.
+    persisted: HashMap<(BatchId, u64, Digest32), Arc<SignedBatch>>,
     requests: Vec<Arc<[u8]>>,
     checker: Checker,
     report: ArmaReport,
@@ -108,11 +146,12 @@ impl World {
             checker: Checker::new(cfg.clone(), sc.byzantine.map(|(p, _)| p)),
             batchers: Vec::new(),
             consenters: Vec::new(),
+            assemblers: Vec::new(),
             trace,
             k: Kernel::new(rng, sc.faults, sc.n as usize + 1),
             keys,
             bkeys,
-            store: HashMap::new(),
+            persisted: HashMap::new(),
             requests: Vec::new(),
             report: ArmaReport::default(),
             cfg,
@@ -138,6 +177,7 @@ impl World {
                     want: None,
                     last_pull: 0,
                     own: BTreeMap::new(),
+                    held: HashMap::new(),
                     fed: 0,
                     info: start,
                     outbox: Vec::new(),
@@ -160,6 +200,7 @@ impl World {
             self.start_consenter(c);
             self.k.first_tick(Ev::CTick(c));
         }
+        self.build_assemblers();
         for i in 0..self.sc.requests {
             let request: Arc<[u8]> = Arc::from(format!("req-{}-{i}", self.sc.seed).into_bytes());
             self.requests.push(Arc::clone(&request));
@@ -462,9 +503,10 @@ impl World {
     }
 
     fn check_decision(&mut self, c: u32, d: &Decision, outcome: &Outcome) -> Result<(), String> {
-        let store = &self.store;
+        let store = &self.persisted;
         let lookup = |h: &OrderedHeader| store.get(&(h.batch_id(), h.term, h.digest)).cloned();
-        self.checker.on_deliver(c + 1, d, outcome, &lookup)
+        let now = self.k.now();
+        self.checker.on_deliver(c + 1, d, outcome, &lookup, now)
     }
 
     fn c_transmit(&mut self, from: u32, to: u32, msg: Message) {
@@ -525,7 +567,7 @@ impl World {
                 return Ok(()); // nobody serves it yet: retry next tick
             };
             for h in outcome.headers.iter().filter(|h| h.shard == shard) {
-                let Some(batch) = self.store.get(&(h.batch_id(), h.term, h.digest)).cloned() else {
+                let Some(batch) = self.fetch_for_batcher(b, h) else {
                     return Ok(()); // not fetchable yet: retry next tick
                 };
                 self.batchers[b].info.last_ordered_seq = h.seq;
@@ -548,6 +590,23 @@ impl World {
             self.batchers[b].fed += 1;
         }
         Ok(())
+    }
+
+    /// The batch of an ordered header, for batcher `b`: from its own store, else from a
+    /// batcher of the shard that is up and holds it, checked by hashing its requests to
+    /// the ordered digest as the real batcher's fetch does (its timing is not modelled;
+    /// a party whose batchers lie to fetches is passed over).
+    fn fetch_for_batcher(&self, b: usize, h: &OrderedHeader) -> Option<Arc<SignedBatch>> {
+        let key = (h.batch_id(), h.digest);
+        let shard = self.batchers[b].shard;
+        std::iter::once(b)
+            .chain((1..=self.sc.n).map(|p| self.b_index(p, shard)))
+            .filter(|&o| {
+                o == b || (self.batchers[o].core.is_some() && !self.lies_to_fetches(self.batchers[o].party))
+            })
+            .filter_map(|o| self.batchers[o].held.get(&key))
+            .find(|batch| types::digest::batch_digest(&batch.requests) == h.digest)
+            .cloned()
     }
 
     fn b_input(&mut self, b: usize, input: BInput) -> Result<(), String> {
@@ -621,7 +680,10 @@ impl World {
             .own
             .insert((h.term, h.id.primary, h.id.seq), Arc::clone(batch));
         let stored = self.byzantine_version(b, batch);
-        self.store.insert(
+        self.batchers[b]
+            .held
+            .insert((stored.id(), stored.header.digest), Arc::clone(&stored));
+        self.persisted.insert(
             (stored.id(), stored.header.term, stored.header.digest),
             Arc::clone(&stored),
         );
@@ -647,8 +709,11 @@ impl World {
             let key_p = self.bkeys.get(&self.batchers[b].party).cloned();
             if let Some(k) = key_p {
                 let alt = Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, &k));
-                self.store
+                self.persisted
                     .insert((alt.id(), alt.header.term, alt.header.digest), Arc::clone(&alt));
+                self.batchers[b]
+                    .held
+                    .insert((alt.id(), alt.header.digest), Arc::clone(&alt));
                 self.batchers[b].alt.insert(key, alt);
             }
         }
@@ -759,9 +824,10 @@ impl Sim for World {
     type Event = Ev;
     type Error = String;
 
-    /// Done once every request is ordered after GST.
+    /// Done once every request is ordered after GST and every correct assembler holds
+    /// every ordered block.
     fn done(&mut self) -> Result<bool, String> {
-        Ok(self.k.after_gst() && self.checker.all_ordered())
+        Ok(self.k.after_gst() && self.checker.all_ordered() && self.assembled())
     }
 
     fn step(&mut self, ev: Ev) -> Result<(), String> {
@@ -795,6 +861,20 @@ impl Sim for World {
                 Ok(())
             }
             Ev::Gst => self.gst(),
+            Ev::ATick(a) => {
+                self.k.next_tick(Ev::ATick(a));
+                self.a_tick(a)
+            }
+            Ev::FetchAsk { a, b, round, want } => {
+                self.answer_fetch(a, b, round, want);
+                Ok(())
+            }
+            Ev::Fetched {
+                a,
+                round,
+                block,
+                answer,
+            } => self.on_fetched(a, round, block, answer),
         }
     }
 

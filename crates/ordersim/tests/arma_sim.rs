@@ -36,9 +36,12 @@ fn seeds_keep_every_invariant() {
     let terms: u64 = ok.iter().map(|r| r.term_changes).sum();
     let equivocations: u64 = ok.iter().map(|r| r.equivocations).sum();
     let installed: u64 = ok.iter().map(|r| r.installed).sum();
+    let assembled: u64 = ok.iter().map(|r| r.assembled).sum();
+    let lag = ok.iter().map(|r| r.assembler_lag_ms).max().unwrap_or(0);
     eprintln!(
         "{n} seeds: {} failed; {blocks} blocks, {terms} term changes, {equivocations} equivocations, \
-         {dups} duplicate orderings, {installed} snapshots installed by state transfer",
+         {dups} duplicate orderings, {installed} snapshots installed by state transfer; \
+         {assembled} blocks appended by assemblers, longest assembler lag after GST {lag} ms",
         failures.len()
     );
     assert!(
@@ -149,6 +152,35 @@ fn a_lying_consenter_is_outvoted_and_without_recomputation_it_is_believed() {
             .iter()
             .any(|e| e.contains("certified metadata") || e.contains("agreement")),
         "headers certified from a lying leader went unnoticed: {failed:?}"
+    );
+}
+
+/// Batchers of the Byzantine party forge requests under the ordered header, hang or
+/// refuse when assemblers fetch: the assemblers still hold every block within the bound,
+/// since they ask every batcher of the shard with a timeout and keep only an answer whose
+/// requests hash to the ordered digest. The fetch as it was before (one batcher at a
+/// time, no timeout, the first answer with the right header fields taken) stalls.
+#[test]
+fn lying_fetch_answers_do_not_stall_assemblers_and_a_trusting_fetch_stalls() {
+    let (ok, failed) = variant(24, Byzantine::FetchLiar, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    assert!(
+        ok.iter().all(|r| r.assembled > 0),
+        "an assembler appended nothing"
+    );
+    assert!(
+        ok.iter().filter(|r| r.fetch_lies > 0).count() >= 12,
+        "the lying batchers were rarely asked"
+    );
+    let (_, failed) = variant(12, Byzantine::FetchLiar, |sc| sc.trusting_assemblers = true);
+    eprintln!(
+        "trusting assemblers: {} of 12 seeds failed; first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        failed.iter().any(|e| e.contains("assembler liveness")),
+        "a fetch that trusts header fields and waits without a timeout went unnoticed: {failed:?}"
     );
 }
 
