@@ -8,6 +8,8 @@
 //!
 //! * [`admission`] — what a client request must be to be ordered (routers and batchers
 //!   check it alike).
+//! * [`content`] — a request's content (its bytes without the client signature): what its
+//!   shard and dedup key are computed over (ADR 0015).
 //! * `messages` — the types and their signed bytes (docs/batcher.md "Signed bytes").
 //! * `codec` — conversions to and from `wire::pb` (proto `fabrx/v1/orderer.proto`).
 //! * `header`, `proof`, `decision`, `cluster` — ordered block headers, a decision's
@@ -18,6 +20,7 @@ pub mod admission;
 mod block;
 mod cluster;
 mod codec;
+pub mod content;
 mod decision;
 mod error;
 mod header;

@@ -17,7 +17,8 @@ use types::{BatchId, PartyId, ShardId};
 /// A client request as the router handed it over (already size-checked by the router).
 pub type Request = Arc<[u8]>;
 
-/// Digest of a request, the mempool's dedup key: `SHA-256(tags::REQUEST ‖ bytes)`.
+/// Digest of a request, the mempool's dedup key: `SHA-256(tags::REQUEST ‖ content)`,
+/// over the request's content (`crate::content`: without the client signature).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestDigest(pub Digest32);
 
@@ -26,7 +27,9 @@ impl RequestDigest {
     pub fn of(request: &[u8]) -> RequestDigest {
         let mut h = Sha256::new();
         h.update(tags::REQUEST);
-        h.update(request);
+        for piece in crate::content::pieces(request).as_slice() {
+            h.update(piece);
+        }
         RequestDigest(h.finalize().into())
     }
 }

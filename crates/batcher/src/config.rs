@@ -17,7 +17,7 @@ pub struct Config {
     pub shard: ShardId,
     /// Number of parties N (one batcher of this shard per party).
     pub parties: u32,
-    /// Number of shards S (requests map to shards with `types::digest::shard_of`).
+    /// Number of shards S (requests map to shards with `arma::content::shard_of`).
     pub shards: u32,
     /// The batcher public key of every party, for this shard: checks batch headers and BAFs.
     pub keys: BTreeMap<PartyId, PublicKey>,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crypto::SigningKey;
-use types::digest::{Digest32, batch_digest, shard_of};
+use types::digest::{Digest32, batch_digest};
 use types::{BatchId, PartyId, Quorum};
 
 use crate::mempool::{Entry, Mempool, OrderedMemory};
@@ -387,7 +387,7 @@ impl Batcher {
         if request.len() > self.cfg.max_request_bytes.get() {
             return Err(RefuseReason::TooLarge);
         }
-        if shard_of(&request, self.cfg.shards).ok() != Some(self.cfg.shard) {
+        if arma::content::shard_of(&request, self.cfg.shards).ok() != Some(self.cfg.shard) {
             return Err(RefuseReason::WrongShard);
         }
         if self.knows(&digest) {

@@ -89,6 +89,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A request of a pulled batch was ordered already, or is in another unordered batch
+    /// of the term (a correct primary batches a request once).
+    #[error("request {index} of batch {id} is ordered or batched already")]
+    RequestNotNew {
+        /// The batch's id.
+        id: BatchId,
+        /// The request's index in the batch.
+        index: usize,
+    },
     /// A batch holds no request (a primary never cuts an empty batch).
     #[error("batch {id} is empty")]
     EmptyBatch {

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use types::BatchId;
-use types::digest::{batch_digest, shard_of};
+use types::digest::batch_digest;
 
 use crate::core::{Batcher, Output};
 use crate::messages::{ComplaintReason, RequestDigest, SignedBatch};
@@ -35,6 +35,17 @@ impl Batcher {
                 return;
             }
         };
+        // A request this secondary knows as ordered, or holds in another batch of the
+        // term: a correct primary batches a request once, so the batch is bogus (it would
+        // be ordered twice).
+        let id = batch.id();
+        let repeated = digests.iter().position(|d| {
+            self.ordered.contains(d) || self.in_flight_digests.get(d).is_some_and(|other| *other != id)
+        });
+        if let Some(index) = repeated {
+            self.reject(from, Error::RequestNotNew { id, index });
+            return;
+        }
         self.next_seq = batch.id().seq.checked_add(1);
         self.add_in_flight(Arc::new(batch), digests);
     }
@@ -203,7 +214,7 @@ fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<RequestDiges
                 max,
             });
         }
-        let shard = shard_of(request, cfg.shards).unwrap_or(u32::MAX);
+        let shard = arma::content::shard_of(request, cfg.shards).unwrap_or(u32::MAX);
         if shard != cfg.shard {
             return Err(Error::RequestOfAnotherShard { id, index, shard });
         }

@@ -715,6 +715,87 @@ fn a_batch_with_a_refused_request_is_bogus() {
     assert_eq!(p.handle(refused(1)), vec![]);
 }
 
+/// A request's dedup key and shard leave its client signature out (ADR 0015): the same
+/// envelope signed again (an ECDSA signature differs each time, and anyone can swap it)
+/// is a duplicate, not a second request to order.
+#[test]
+fn a_request_signed_again_is_a_duplicate() {
+    // An envelope: payload (field 1), then the signature (field 2).
+    let envelope = |signature: u8| -> batcher::Request {
+        let mut bytes = vec![0x0a, 4, b't', b'x', b'-', b'1', 0x12, 3];
+        bytes.extend([signature; 3]);
+        Arc::from(bytes)
+    };
+    let (first, again) = (envelope(1), envelope(2));
+    assert_eq!(RequestDigest::of(&first), RequestDigest::of(&again));
+    let mut p = batcher(1);
+    assert_eq!(p.handle(Input::Request(first.clone())), vec![admitted(&first)]);
+    assert_eq!(
+        p.handle(Input::Request(again.clone())),
+        vec![refused(&again, RefuseReason::Duplicate)]
+    );
+}
+
+/// A Byzantine primary that batches a request again — one already ordered, or one held
+/// in another batch of the term — would have it ordered twice: a secondary rejects the
+/// batch as bogus and complains.
+#[test]
+fn a_batch_repeating_an_ordered_or_batched_request_is_bogus() {
+    let r = req(1, 10);
+    let first = signed(1, 1, vec![r.clone(), req(2, 10)]);
+    let repeat = signed(2, 1, vec![req(3, 10), r.clone()]);
+    // Ordered already.
+    let mut s = batcher(3);
+    let _ = s.handle(Input::Tick(0));
+    let _ = s.handle(Input::Batch {
+        from: 1,
+        batch: (*first).clone(),
+    });
+    let _ = s.handle(persisted(&first));
+    let _ = s.handle(Input::Ordered {
+        id: first.id(),
+        requests: first.requests.clone(),
+    });
+    let out = s.handle(Input::Batch {
+        from: 1,
+        batch: (*repeat).clone(),
+    });
+    assert_eq!(
+        out,
+        vec![
+            Output::BatchRejected {
+                from: 1,
+                error: Error::RequestNotNew {
+                    id: repeat.id(),
+                    index: 1
+                },
+            },
+            complaint(3, 0, ComplaintReason::BogusBatch),
+        ]
+    );
+    // In another unordered batch of the term.
+    let mut s = batcher(3);
+    let _ = s.handle(Input::Tick(0));
+    let _ = s.handle(Input::Batch {
+        from: 1,
+        batch: (*first).clone(),
+    });
+    let out = s.handle(Input::Batch {
+        from: 1,
+        batch: (*repeat).clone(),
+    });
+    assert!(
+        matches!(
+            out.first(),
+            Some(Output::BatchRejected {
+                error: Error::RequestNotNew { index: 1, .. },
+                ..
+            })
+        ),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn configs_are_validated() {
     let mut c = config(1, 1);

@@ -2,8 +2,9 @@
 //! not over the configured size, an envelope that decodes and passes the structural
 //! checks of `types::check`, the signature of a self-certified creator
 //! (`wire::SELF_CERTIFIED_MSP`) over the payload, and, when the network requires it, the
-//! client's signature over the payload. An admitted request gets its shard (`types::digest::shard_of` of the
-//! request bytes, what the batcher checks) and its digest (the batcher's dedup key).
+//! client's signature over the payload. An admitted request gets its shard
+//! (`arma::content::shard_of`: over its content, the bytes without the client signature;
+//! what the batcher checks) and its digest (the batcher's dedup key, over the same content).
 
 use crate::config::RouterConfig;
 pub use crate::refusal::Refusal;
@@ -35,7 +36,7 @@ pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refus
     }
     arma::admission::check_envelope(bytes, &cfg.client_auth)?;
     // `shards` is non-zero, so `shard_of` cannot fail; fall back to shard 0 regardless.
-    let shard = types::digest::shard_of(bytes, cfg.shards.get()).unwrap_or(0);
+    let shard = arma::content::shard_of(bytes, cfg.shards.get()).unwrap_or(0);
     Ok(Admitted {
         shard,
         digest: RequestDigest::of(bytes),

@@ -23,7 +23,7 @@ use wire::pb;
 
 fn admitted(bytes: &[u8], shards: u32) -> Result<Admitted, Refusal> {
     Ok(Admitted {
-        shard: types::digest::shard_of(bytes, shards).unwrap(),
+        shard: arma::content::shard_of(bytes, shards).unwrap(),
         digest: RequestDigest::of(bytes),
     })
 }
@@ -145,8 +145,12 @@ fn the_shard_is_the_batchers_shard_and_spreads() {
     for n in 0..300 {
         let bytes = signed(&Client::new("bob"), n);
         let a = check_request(&bytes, &cfg).unwrap();
-        // What the batcher core checks (`WrongShard`): shard_of over the request bytes.
-        assert_eq!(a.shard, types::digest::shard_of(&bytes, 3).unwrap());
+        // What the batcher core checks (`WrongShard`): the shard of the request's content
+        // (its bytes without the client signature, ADR 0015).
+        assert_eq!(a.shard, arma::content::shard_of(&bytes, 3).unwrap());
+        let mut resigned = pb::Envelope::decode(bytes.as_slice()).unwrap();
+        resigned.signature = vec![0x5a; 64];
+        assert_eq!(check_request(&resigned.encode_to_vec(), &cfg).map(|r| r.shard), Ok(a.shard));
         seen[a.shard as usize] += 1;
     }
     assert!(seen.iter().all(|&c| c > 50), "{seen:?}");

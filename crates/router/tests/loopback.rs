@@ -272,7 +272,7 @@ fn request_for_shard(client: &Client, shard: u32, shards: u32, n: &mut u64) -> V
     loop {
         *n += 1;
         let bytes = signed(client, *n);
-        if types::digest::shard_of(&bytes, shards).unwrap() == shard {
+        if arma::content::shard_of(&bytes, shards).unwrap() == shard {
             return bytes;
         }
     }

@@ -29,6 +29,18 @@ pub fn crc64(payload: &[u8]) -> u64 {
     CRC64.checksum(payload)
 }
 
+/// The shard of bytes given in pieces: [`shard_of`] of their concatenation.
+pub fn shard_of_pieces(pieces: &[&[u8]], shards: u32) -> Result<u32> {
+    if shards == 0 {
+        return Err(Error::NoShards { shards });
+    }
+    let mut digest = CRC64.digest();
+    for p in pieces {
+        digest.update(p);
+    }
+    Ok(((digest.finalize() & 0xffff) as u32) % shards)
+}
+
 /// The shard of a request: `(crc64(payload) & 0xffff) mod shards`.
 pub fn shard_of(payload: &[u8], shards: u32) -> Result<u32> {
     if shards == 0 {

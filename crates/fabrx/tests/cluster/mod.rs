@@ -372,7 +372,7 @@ impl Net {
 }
 
 pub fn shard_of(request: &[u8]) -> u32 {
-    types::digest::shard_of(request, SHARDS).unwrap()
+    arma::content::shard_of(request, SHARDS).unwrap()
 }
 
 /// `count` envelopes from `*next` on whose shard is `shard` (any shard when `None`).
