@@ -44,6 +44,13 @@ pub enum Byzantine {
     /// header, by hanging or by refusing (a random one of the three per answer), and
     /// otherwise follow the protocol.
     FetchLiar,
+    /// Its batcher of shard 0, as primary, serves one batch in two versions with different
+    /// request sets: version A, without a victim request, to itself and f correct
+    /// secondaries (so A can be ordered), and version B, with the victim, to the others
+    /// only once A has its f+1 attestations. The victim's client sent it after GST to every
+    /// router but those of the f secondaries that get A (2f+1 routers acknowledged it, so
+    /// the client does not send it again). The primary then forgets the victim.
+    LateEquivocator,
 }
 
 /// The bounds of the network faults a scenario draws.
@@ -88,6 +95,10 @@ pub struct ArmaScenario {
     pub skip_restore: bool,
     /// The Byzantine party's batchers also lie to fetches, whatever else they do.
     pub lies: bool,
+    /// Correct batchers drop the requests of a version that lost to another one ordered
+    /// under its id, instead of returning them to the pending queue (negative test of the
+    /// give-back; the simulation's shell undoes it, the core cannot be told not to).
+    pub drop_lost_requests: bool,
     /// Assemblers fetch as before the fix: one batcher at a time without a timeout, the
     /// first answer whose header fields match taken (negative test of the fetch).
     pub trusting_assemblers: bool,
@@ -117,12 +128,10 @@ impl ArmaScenario {
         let (faults, (crash_consenter, crash_batcher)) =
             Faults::draw(&mut rng, calm, &FAULTS, |p| (p(0.003), p(0.002)));
         // Drawn after everything older seeds drew, so that their scenarios stay as they were.
-        let byzantine = byzantine.map(|(party, kind)| {
-            if rng.gen_bool(0.2) {
-                (party, Byzantine::FetchLiar)
-            } else {
-                (party, kind)
-            }
+        let byzantine = byzantine.map(|(party, kind)| match rng.gen_range(0..10) {
+            0 | 1 => (party, Byzantine::FetchLiar),
+            2 | 3 => (party, Byzantine::LateEquivocator),
+            _ => (party, kind),
         });
         let lies = rng.gen_bool(0.5);
         ArmaScenario {
@@ -140,6 +149,7 @@ impl ArmaScenario {
             drop_complaints: false,
             skip_restore: false,
             lies,
+            drop_lost_requests: false,
             trusting_assemblers: false,
         }
     }
@@ -181,6 +191,9 @@ pub struct ArmaReport {
     pub assembler_lag_ms: u64,
     /// Fetch answers a lying batcher forged, withheld or refused.
     pub fetch_lies: u64,
+    /// Times a correct batcher found a version it held lost to another ordered under its
+    /// id (it returned the lost version's requests and sent evidence).
+    pub lost_versions: u64,
 }
 
 /// Runs one seed.

@@ -51,6 +51,8 @@ pub enum Ev {
     RestartB(usize),
     RestartC(u32),
     Gst,
+    /// The late equivocation's victim and companions are sent (after GST).
+    Victim,
     /// An assembler's clock (index `party - 1`).
     ATick(usize),
     /// An assembler asks batcher `b` for a batch (`Fetch`).
@@ -92,6 +94,33 @@ struct BNode {
     last_resend: u64,
 }
 
+/// The late equivocation of a `LateEquivocator` primary.
+struct Late {
+    /// The request version A leaves out.
+    victim: Arc<[u8]>,
+    /// Requests of its shard sent with it, so that it shares a batch.
+    companions: Vec<Arc<[u8]>>,
+    /// The parties version A is served to (the primary and f correct secondaries); they
+    /// never receive the victim.
+    a_set: Vec<u32>,
+    /// Whether the victim was sent.
+    sent: bool,
+    /// The equivocated batch, once cut.
+    batch: Option<LateBatch>,
+}
+
+/// The batch a late equivocator serves in two versions.
+struct LateBatch {
+    id: BatchId,
+    term: u64,
+    /// Version A's digest.
+    digest: Digest32,
+    /// The secondaries that acked version A.
+    acks: Vec<u32>,
+    /// Version B, until it is released.
+    pending: Option<Arc<SignedBatch>>,
+}
+
 /// One consenter: the replica and its persisted state.
 struct CNode {
     replica: Option<Replica<ArmaApp>>,
@@ -121,6 +150,8 @@ pub struct World {
     /// requests); nobody fetches from it.
     persisted: HashMap<(BatchId, u64, Digest32), Arc<SignedBatch>>,
     requests: Vec<Arc<[u8]>>,
+    /// The late equivocation (a `LateEquivocator` party), if any.
+    late: Option<Late>,
     checker: Checker,
     report: ArmaReport,
 }
@@ -153,6 +184,7 @@ impl World {
             bkeys,
             persisted: HashMap::new(),
             requests: Vec::new(),
+            late: None,
             report: ArmaReport::default(),
             cfg,
             sc,
@@ -208,6 +240,170 @@ impl World {
             self.k.schedule(at, Ev::Client(request));
         }
         self.k.schedule(self.sc.gst_ms, Ev::Gst);
+        self.build_late();
+    }
+
+    /// Prepares a late equivocation: the victim, its companions and version A's parties.
+    fn build_late(&mut self) {
+        let Some((p, Byzantine::LateEquivocator)) = self.sc.byzantine else {
+            return;
+        };
+        let f = ((self.sc.n - 1) / 3) as usize;
+        let shards = self.sc.shards;
+        let seed = self.sc.seed;
+        let of_shard_0 = |name: &'static str| {
+            (0..10_000u32)
+                .map(move |k| Arc::<[u8]>::from(format!("{name}-{seed}-{k}").into_bytes()))
+                .filter(move |r| shard_of(r, shards).ok() == Some(0))
+        };
+        let Some(victim) = of_shard_0("victim").next() else {
+            return;
+        };
+        let companions: Vec<Arc<[u8]>> = of_shard_0("companion").take(3).collect();
+        let mut honest: Vec<u32> = (1..=self.sc.n).filter(|q| *q != p).collect();
+        let mut a_set = vec![p];
+        for _ in 0..f {
+            if honest.is_empty() {
+                break;
+            }
+            let i = self.k.rng().gen_range(0..honest.len());
+            a_set.push(honest.remove(i));
+        }
+        self.late = Some(Late {
+            victim,
+            companions,
+            a_set,
+            sent: false,
+            batch: None,
+        });
+        self.k.schedule(self.sc.gst_ms.saturating_add(1), Ev::Victim);
+    }
+
+    /// The victim's client sends it to every router but those of version A's correct
+    /// parties; the companions go to every router.
+    fn send_victim(&mut self) {
+        let Some(late) = self.late.as_mut() else {
+            return;
+        };
+        late.sent = true;
+        let (victim, companions, a_set) = (
+            Arc::clone(&late.victim),
+            late.companions.clone(),
+            late.a_set.clone(),
+        );
+        let byzantine = self.sc.byzantine.map(|(p, _)| p);
+        for request in companions {
+            self.client(&request);
+        }
+        self.checker.submitted(Arc::clone(&victim));
+        for party in (1..=self.sc.n).filter(|q| Some(*q) == byzantine || !a_set.contains(q)) {
+            let b = self.b_index(party, 0);
+            let at = self.k.arrival(self.k.now());
+            self.k.schedule(
+                at,
+                Ev::ToBatcher {
+                    b,
+                    input: BInput::Request(Arc::clone(&victim)),
+                },
+            );
+        }
+    }
+
+    /// Whether `(id, term)` is the late equivocation's batch and version B is not out yet.
+    fn late_pending(&self, id: BatchId, term: u64) -> bool {
+        self.late
+            .as_ref()
+            .and_then(|l| l.batch.as_ref())
+            .is_some_and(|l| (l.id, l.term) == (id, term) && l.pending.is_some())
+    }
+
+    /// The late equivocator serves its first batch holding the victim and another request
+    /// in two versions: A (without the victim) it attests and serves to version A's
+    /// parties; B (the batch as cut) waits until A has f+1 attestations.
+    fn late_serve(&mut self, b: usize, batch: &Arc<SignedBatch>) -> Option<Arc<SignedBatch>> {
+        let late = self.late.as_ref()?;
+        let own = batch.id().primary == self.batchers[b].party;
+        if !own
+            || !self.is_byz_primary(b, Byzantine::LateEquivocator)
+            || late.batch.is_some()
+            || batch.requests.len() < 2
+            || !batch.requests.contains(&late.victim)
+        {
+            return None;
+        }
+        let victim = Arc::clone(&late.victim);
+        let key = self.bkeys.get(&self.batchers[b].party)?.clone();
+        let requests: Vec<Arc<[u8]>> = batch.requests.iter().filter(|r| **r != victim).cloned().collect();
+        let a = Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, &key));
+        self.persisted
+            .insert((a.id(), a.header.term, a.header.digest), Arc::clone(&a));
+        self.batchers[b]
+            .held
+            .insert((a.id(), a.header.digest), Arc::clone(&a));
+        if let Some(late) = self.late.as_mut() {
+            late.batch = Some(LateBatch {
+                id: batch.id(),
+                term: batch.header.term,
+                digest: a.header.digest,
+                acks: Vec::new(),
+                pending: Some(Arc::clone(batch)),
+            });
+        }
+        self.trace_line(|| format!("late equivocation of {:?}: A without the victim", batch.id()));
+        Some(a)
+    }
+
+    /// An ack of version A reached the late equivocator: with f of them (f+1 BAFs with
+    /// its own) version B goes to the other parties, pushed and served to their pulls,
+    /// and the primary forgets the victim.
+    fn late_ack(&mut self, b: usize, baf: &Baf) {
+        if !self.is_byz_primary(b, Byzantine::LateEquivocator) {
+            return;
+        }
+        let f = ((self.sc.n - 1) / 3) as usize;
+        let Some(late) = self.late.as_mut() else {
+            return;
+        };
+        let Some(lb) = late.batch.as_mut() else {
+            return;
+        };
+        if baf.header.digest != lb.digest || lb.acks.contains(&baf.signer) {
+            return;
+        }
+        lb.acks.push(baf.signer);
+        if lb.acks.len() < f {
+            return;
+        }
+        let Some(version_b) = lb.pending.take() else {
+            return;
+        };
+        let (id, term) = (lb.id, lb.term);
+        let victim = Arc::clone(&late.victim);
+        let others: Vec<u32> = (1..=self.sc.n).filter(|q| !late.a_set.contains(q)).collect();
+        self.batchers[b].alt.insert((id, term), Arc::clone(&version_b));
+        if let Some(core) = self.batchers[b].core.as_mut() {
+            core.remember_ordered(batcher::RequestDigest::of(&victim));
+        }
+        self.trace_line(|| format!("late equivocation of {id:?}: B released"));
+        let from = self.batchers[b].party;
+        for to in others {
+            let target = self.b_index(to, id.shard);
+            self.k.send(from, to, || Ev::ToBatcher {
+                b: target,
+                input: BInput::Batch {
+                    from,
+                    batch: SignedBatch::clone(&version_b),
+                },
+            });
+        }
+    }
+
+    /// Whether party `to` pulls the other version of an equivocating primary's batch.
+    fn gets_other_version(&self, to: u32) -> bool {
+        match &self.late {
+            Some(late) => !late.a_set.contains(&to),
+            None => to % 2 == 1,
+        }
     }
 
     fn batcher_config(&self, party: u32, shard: u32) -> batcher::Config {
@@ -329,8 +525,14 @@ impl World {
             Ok(()) => self.finish(),
             Err(Stop::Deadline { .. }) => {
                 let (missing, _) = self.checker.unordered_and_duplicates();
+                let victim = match &self.late {
+                    Some(l) if missing.contains(&l.victim) => {
+                        ", the late equivocation's victim among them (acknowledged by 2f+1 routers)"
+                    }
+                    _ => "",
+                };
                 Err(format!(
-                    "liveness: {} of {} requests not ordered {} ms after GST ({} decisions, terms {:?})",
+                    "liveness: {} of {} requests not ordered {} ms after GST{victim} ({} decisions, terms {:?})",
                     missing.len(),
                     self.requests.len(),
                     self.sc.liveness_ms,
@@ -618,6 +820,9 @@ impl World {
         {
             return Ok(());
         }
+        if let BInput::Baf(baf) = &input {
+            self.late_ack(b, baf);
+        }
         let Some(core) = self.batchers[b].core.as_mut() else {
             return Ok(());
         };
@@ -639,6 +844,13 @@ impl World {
                 self.submit(b, baf.header.term, baf.header.id.seq, bytes);
             }
             BOutput::SendEvidence(baf) => {
+                if self.byz(party).is_some() {
+                    return; // a Byzantine batcher does not give evidence against its party
+                }
+                self.report.lost_versions += 1;
+                if self.sc.drop_lost_requests {
+                    self.drop_lost(b, &baf);
+                }
                 // Resent until the term changes (seq 0: not dropped once the id is ordered).
                 let bytes = encode_baf(&baf);
                 self.submit(b, baf.header.term, 0, bytes);
@@ -673,6 +885,22 @@ impl World {
         }
     }
 
+    /// Negative test: the requests of the lost version go where they went before the
+    /// give-back existed, nowhere. The core returned them to its pending queue; the
+    /// shell takes them out again (the core's one way to drop a pending request is to
+    /// remember it as ordered).
+    fn drop_lost(&mut self, b: usize, evidence: &Baf) {
+        let key = (evidence.header.id, evidence.header.digest);
+        let Some(lost) = self.batchers[b].held.get(&key).cloned() else {
+            return;
+        };
+        if let Some(core) = self.batchers[b].core.as_mut() {
+            for r in &lost.requests {
+                core.remember_ordered(batcher::RequestDigest::of(r));
+            }
+        }
+    }
+
     /// The shell's fsync: the batch is durable (visible to fetches), then `Persisted`.
     fn persist(&mut self, b: usize, batch: &Arc<SignedBatch>) {
         let h = &batch.header;
@@ -702,7 +930,9 @@ impl World {
 
     fn serve(&mut self, b: usize, batch: Arc<SignedBatch>) {
         let key = (batch.id(), batch.header.term);
-        let served = self.byzantine_version(b, &batch);
+        let served = self
+            .late_serve(b, &batch)
+            .unwrap_or_else(|| self.byzantine_version(b, &batch));
         if self.is_byz_primary(b, Byzantine::EquivocatingPrimary) && batch.requests.len() >= 2 {
             let mut requests = batch.requests.clone();
             requests.reverse();
@@ -804,10 +1034,16 @@ impl World {
         if self.batchers[p].core.is_none() {
             return;
         }
-        let alt = (party % 2 == 1)
-            .then(|| self.batchers[p].alt.get(&(id, term)))
-            .flatten();
-        let Some(batch) = alt.or_else(|| self.batchers[p].served.get(&(id, term))).cloned() else {
+        let batch = if self.gets_other_version(party) && self.late_pending(id, term) {
+            None // the late version is not out yet
+        } else {
+            let alt = self
+                .gets_other_version(party)
+                .then(|| self.batchers[p].alt.get(&(id, term)))
+                .flatten();
+            alt.or_else(|| self.batchers[p].served.get(&(id, term))).cloned()
+        };
+        let Some(batch) = batch else {
             return;
         };
         self.k.send(id.primary, party, || Ev::ToBatcher {
@@ -827,7 +1063,8 @@ impl Sim for World {
     /// Done once every request is ordered after GST and every correct assembler holds
     /// every ordered block.
     fn done(&mut self) -> Result<bool, String> {
-        Ok(self.k.after_gst() && self.checker.all_ordered() && self.assembled())
+        let victim_sent = self.late.as_ref().is_none_or(|l| l.sent);
+        Ok(self.k.after_gst() && victim_sent && self.checker.all_ordered() && self.assembled())
     }
 
     fn step(&mut self, ev: Ev) -> Result<(), String> {
@@ -861,6 +1098,10 @@ impl Sim for World {
                 Ok(())
             }
             Ev::Gst => self.gst(),
+            Ev::Victim => {
+                self.send_victim();
+                Ok(())
+            }
             Ev::ATick(a) => {
                 self.k.next_tick(Ev::ATick(a));
                 self.a_tick(a)

@@ -184,6 +184,31 @@ fn lying_fetch_answers_do_not_stall_assemblers_and_a_trusting_fetch_stalls() {
     );
 }
 
+/// A primary serves one batch as version A (without a victim request) to itself and f
+/// correct secondaries and, once A has f+1 attestations, as version B (with it) to the
+/// others; the victim reached only 2f+1 routers, those of B's parties. When A is ordered
+/// the holders of B return the victim to their pending queues (and send evidence, which
+/// changes the term), so it is ordered; without the give-back nobody holds it any more.
+#[test]
+fn a_late_equivocation_strands_no_request_and_without_the_give_back_it_does() {
+    let (ok, failed) = variant(24, Byzantine::LateEquivocator, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    assert!(
+        ok.iter().filter(|r| r.lost_versions > 0).count() >= 4,
+        "version A was rarely ordered while correct batchers held B"
+    );
+    let (_, failed) = variant(12, Byzantine::LateEquivocator, |sc| sc.drop_lost_requests = true);
+    eprintln!(
+        "without give-back: {} of 12 seeds failed; first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        failed.iter().any(|e| e.contains("victim")),
+        "a request stranded by a late equivocation went unnoticed: {failed:?}"
+    );
+}
+
 /// A seed replays exactly (each run has fresh hash seeds, so an iteration over a hash map
 /// that reached the schedule would show here).
 #[test]
