@@ -37,6 +37,8 @@ pub struct Checker {
     pub blocks: u64,
     /// Term changes decided.
     pub term_changes: u64,
+    /// Decided complaints: their signers per (shard, term).
+    complainers: HashMap<(u32, u64), BTreeSet<u32>>,
     /// Per block: its header hash and when a correct consenter first decided it (ms).
     chain: Vec<(Digest32, u64)>,
 }
@@ -60,6 +62,7 @@ impl Checker {
             blocks: 0,
             term_changes: 0,
             chain: Vec::new(),
+            complainers: HashMap::new(),
         }
     }
 
@@ -106,8 +109,16 @@ impl Checker {
         let before = self.terms.clone();
         let mut conflicts = Vec::new();
         for request in &decision.proposal.requests {
-            let Ok(Item::Baf(baf)) = consenter::application::decode(&self.cfg, request) else {
-                continue;
+            let baf = match consenter::application::decode(&self.cfg, request) {
+                Ok(Item::Baf(baf)) => baf,
+                Ok(Item::Complaint(c)) => {
+                    self.complainers
+                        .entry((c.shard, c.term))
+                        .or_default()
+                        .insert(c.signer);
+                    continue;
+                }
+                Err(_) => continue,
             };
             let h = baf.header;
             let slot = (h.id.shard, h.term, h.id.primary, h.id.seq);
@@ -136,6 +147,22 @@ impl Checker {
                 return Err(format!(
                     "shard {} went back from term {} to {}",
                     t.shard, entry.0, t.term
+                ));
+            }
+            let old = entry.0;
+            let equivocated = self
+                .digests
+                .iter()
+                .any(|((shard, term, _, _), set)| *shard == t.shard && *term == old && set.len() >= 2);
+            let correct_complaint = self
+                .complainers
+                .get(&(t.shard, old))
+                .is_some_and(|signers| signers.iter().any(|p| Some(*p) != self.byzantine));
+            if !equivocated && !correct_complaint {
+                return Err(format!(
+                    "shard {} left term {old} with neither a proven equivocation nor a correct party's \
+                     complaint: the Byzantine party's complaints alone changed it",
+                    t.shard
                 ));
             }
             *entry = (t.term, t.last_ordered_seq);

@@ -51,6 +51,10 @@ pub enum Byzantine {
     /// router but those of the f secondaries that get A (2f+1 routers acknowledged it, so
     /// the client does not send it again). The primary then forgets the victim.
     LateEquivocator,
+    /// Its batchers, whenever they are secondaries, complain against the primary at once
+    /// in every term of every shard, and never send a BAF or an ack (attestations
+    /// withheld).
+    NoisySecondary,
 }
 
 /// The bounds of the network faults a scenario draws.
@@ -131,6 +135,7 @@ impl ArmaScenario {
         let byzantine = byzantine.map(|(party, kind)| match rng.gen_range(0..10) {
             0 | 1 => (party, Byzantine::FetchLiar),
             2 | 3 => (party, Byzantine::LateEquivocator),
+            4 => (party, Byzantine::NoisySecondary),
             _ => (party, kind),
         });
         let lies = rng.gen_bool(0.5);

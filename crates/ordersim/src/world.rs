@@ -92,6 +92,8 @@ struct BNode {
     /// Submitted BAFs and complaints, resent until ordered or out of term: (term, seq, bytes).
     outbox: Vec<(u64, u64, Vec<u8>)>,
     last_resend: u64,
+    /// A noisy secondary: the last term it complained in.
+    noisy_term: Option<u64>,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -214,6 +216,7 @@ impl World {
                     info: start,
                     outbox: Vec::new(),
                     last_resend: 0,
+                    noisy_term: None,
                 });
             }
             self.consenters.push(CNode {
@@ -737,6 +740,7 @@ impl World {
         self.feed_decisions(b)?;
         let now = self.k.now();
         self.b_input(b, BInput::Tick(now))?;
+        self.noisy_complaint(b);
         if now.saturating_sub(self.batchers[b].last_pull) >= PULL_MS {
             self.batchers[b].last_pull = now;
             self.try_pull(b);
@@ -794,6 +798,33 @@ impl World {
         Ok(())
     }
 
+    /// A noisy secondary complains against the primary once in every term, at once.
+    fn noisy_complaint(&mut self, b: usize) {
+        let node = &self.batchers[b];
+        if self.byz(node.party) != Some(Byzantine::NoisySecondary) {
+            return;
+        }
+        let Some(core) = node.core.as_ref() else {
+            return;
+        };
+        let term = core.term();
+        if core.is_primary() || node.noisy_term == Some(term) {
+            return;
+        }
+        let Some(key) = self.bkeys.get(&node.party) else {
+            return;
+        };
+        let c = batcher::Complaint::sign(
+            node.shard,
+            term,
+            node.party,
+            batcher::ComplaintReason::Censorship,
+            key,
+        );
+        self.batchers[b].noisy_term = Some(term);
+        self.submit(b, term, 0, encode_complaint(&c));
+    }
+
     /// The batch of an ordered header, for batcher `b`: from its own store, else from a
     /// batcher of the shard that is up and holds it, checked by hashing its requests to
     /// the ordered digest as the real batcher's fetch does (its timing is not modelled;
@@ -838,6 +869,8 @@ impl World {
         match out {
             BOutput::Persist(batch) => self.persist(b, &batch),
             BOutput::Serve(batch) => self.serve(b, batch),
+            BOutput::SendBaf(_) | BOutput::AckPrimary { .. }
+                if self.byz(party) == Some(Byzantine::NoisySecondary) => {} // withheld
             BOutput::SendBaf(baf) => {
                 let baf = self.byzantine_baf(b, baf);
                 let bytes = encode_baf(&baf);

@@ -209,6 +209,29 @@ fn a_late_equivocation_strands_no_request_and_without_the_give_back_it_does() {
     );
 }
 
+/// A Byzantine party's batchers complain against every primary at once in every term
+/// and withhold their BAFs and acks: f complaints never reach the f+1 that change a term,
+/// so no term changes without a proven equivocation or a correct party's complaint
+/// (the term changes Byzantine secondaries cause: none), and f+1 correct attestations
+/// still order every batch. With a threshold of one complaint their complaints alone
+/// change terms.
+#[test]
+fn noisy_secondaries_change_no_term_and_with_a_threshold_of_one_they_do() {
+    let (ok, failed) = variant(24, Byzantine::NoisySecondary, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    assert!(ok.iter().all(|r| r.blocks > 0), "a run ordered nothing");
+    let (_, failed) = variant(12, Byzantine::NoisySecondary, |sc| sc.knobs.threshold = Some(1));
+    eprintln!(
+        "threshold 1: {} of 12 seeds failed; first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        failed.iter().any(|e| e.contains("complaints alone")),
+        "terms changed by Byzantine complaints alone went unnoticed: {failed:?}"
+    );
+}
+
 /// A seed replays exactly (each run has fresh hash seeds, so an iteration over a hash map
 /// that reached the schedule would show here).
 #[test]
