@@ -2,17 +2,22 @@
 //!
 //! N parties × S shards in one process under one seeded scheduler: per party a router
 //! (the shard mapping: every client request goes to every party's batcher of its shard),
-//! one batcher core per shard (`batcher::Batcher`) and a consenter (`bft::Replica` running
-//! `consenter::application::ArmaApp`). Shells are simulated: fsyncs, pulls, acks, forwards, BAF
+//! one batcher core per shard (`batcher::Batcher`) with its own batch store, a consenter
+//! (`bft::Replica` running `consenter::application::ArmaApp`) and an assembler
+//! (`assembler::core::Core`, fetching batches from the batchers' stores). Shells are
+//! simulated: fsyncs, pulls, acks, forwards, BAF
 //! and complaint submissions, the decision stream to the party's batchers, each message
 //! delayed, lost, duplicated and reordered before GST; partitions; consenters and
 //! secondary batchers crash and restart from their persisted state. Byzantine variants: a
 //! censoring primary, an equivocating primary, a primary sending bogus requests, a
-//! lying or corrupting consenter.
+//! lying or corrupting consenter, batchers lying to fetches, a late equivocation with
+//! different request sets, noisy secondaries.
 //!
 //! After every step the [`checker`] verifies agreement of the header chains, f+1 BAFs per
-//! ordered batch, one digest per batch id, validity of ordered requests and the
-//! equivocation rule; at the end, that every client request was ordered after GST.
+//! ordered batch, one digest per batch id, validity of ordered requests, the
+//! equivocation rule, that no term changes on Byzantine complaints alone, and that every
+//! correct assembler appends the ordered blocks within a bound; at the end, that every
+//! client request was ordered after GST.
 //! A failing seed reproduces: `ARMA_SEED=<seed> cargo test -p ordersim --test arma_sim
 //! reproduce -- --nocapture`.
 
