@@ -150,7 +150,10 @@ fn the_shard_is_the_batchers_shard_and_spreads() {
         assert_eq!(a.shard, arma::content::shard_of(&bytes, 3).unwrap());
         let mut resigned = pb::Envelope::decode(bytes.as_slice()).unwrap();
         resigned.signature = vec![0x5a; 64];
-        assert_eq!(check_request(&resigned.encode_to_vec(), &cfg).map(|r| r.shard), Ok(a.shard));
+        assert_eq!(
+            check_request(&resigned.encode_to_vec(), &cfg).map(|r| r.shard),
+            Ok(a.shard)
+        );
         seen[a.shard as usize] += 1;
     }
     assert!(seen.iter().all(|&c| c > 50), "{seen:?}");
