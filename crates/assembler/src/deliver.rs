@@ -113,6 +113,42 @@ impl Assembler for DeliverService {
         tokio::spawn(follow(self.store.clone(), r, tx, permit));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+
+    async fn fetch_batch(&self, request: Request<pb::FetchRequest>) -> Result<Response<pb::Batch>, Status> {
+        let r = request.into_inner();
+        let digest: types::digest::Digest32 = r
+            .digest
+            .as_slice()
+            .try_into()
+            .map_err(|_| Status::invalid_argument("a digest has 32 bytes"))?;
+        let not_here = || {
+            Status::not_found(format!(
+                "batch {}/{}/{} is not in this assembler's recent blocks",
+                r.shard, r.primary, r.seq
+            ))
+        };
+        let number = self
+            .store
+            .find_batch(r.shard, r.primary, r.seq, digest)
+            .ok_or_else(not_here)?;
+        let store = self.store.clone();
+        let block = tokio::task::spawn_blocking(move || store.block(number, false))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::internal(format!("ledger: {e}")))?
+            .ok_or_else(not_here)?;
+        let tx_count = block.header.as_ref().map_or(0, |h| h.tx_count);
+        Ok(Response::new(pb::Batch {
+            shard: r.shard,
+            primary: r.primary,
+            seq: r.seq,
+            requests: block.requests,
+            term: block.header.as_ref().map_or(0, |h| h.term),
+            digest: digest.to_vec(),
+            tx_count,
+            signature: Vec::new(),
+        }))
+    }
 }
 
 /// Most blocks read from the ledger in one blocking read.

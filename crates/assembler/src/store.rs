@@ -4,13 +4,16 @@
 //! every request cost a decode and an index write per tx. Readers learn of appends
 //! through a watch channel of the next block number.
 
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arma::{DecisionProof, OrderedHeader};
 use ledger::{Ledger, LedgerConfig, LedgerReader};
 use prost::Message as _;
 use tokio::sync::watch;
+use types::digest::Digest32;
+use types::{PartyId, ShardId};
 use wire::pb;
 
 use crate::core::Block;
@@ -44,10 +47,39 @@ pub fn encode_block(block: &Block, headers_only: bool) -> pb::OrderedBlock {
     }
 }
 
+/// Batches appended since the node started, by (shard, primary, seq, digest), at most
+/// [`BatchIndex::CAPACITY`] (the oldest forgotten first): what the assembler serves to
+/// other assemblers fetching a batch (`FetchBatch`).
+#[derive(Debug, Default)]
+pub struct BatchIndex {
+    blocks: HashMap<BatchKey, u64>,
+    order: VecDeque<BatchKey>,
+}
+
+/// A batch's ordered id and digest.
+type BatchKey = (ShardId, PartyId, u64, Digest32);
+
+impl BatchIndex {
+    /// Batches remembered.
+    pub const CAPACITY: usize = 16_384;
+
+    fn insert(&mut self, key: BatchKey, number: u64) {
+        if self.blocks.insert(key, number).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > Self::CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.blocks.remove(&old);
+            }
+        }
+    }
+}
+
 /// The block store (single writer).
 pub struct BlockStore {
     ledger: Ledger,
     tx_next: watch::Sender<u64>,
+    index: Arc<Mutex<BatchIndex>>,
 }
 
 impl BlockStore {
@@ -61,7 +93,11 @@ impl BlockStore {
             },
         )?;
         let (tx_next, _) = watch::channel(ledger.next_block());
-        Ok(BlockStore { ledger, tx_next })
+        Ok(BlockStore {
+            ledger,
+            tx_next,
+            index: Arc::default(),
+        })
     }
 
     /// The next block to append.
@@ -90,6 +126,11 @@ impl BlockStore {
     pub fn append(&mut self, block: &Block) -> Result<(), StoreError> {
         let bytes = encode_block(block, false).encode_to_vec();
         self.ledger.append(block.header.number, &bytes, &[])?;
+        let h = &block.header;
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((h.shard, h.primary, h.seq, h.digest), h.number);
         self.tx_next.send_replace(self.ledger.next_block());
         Ok(())
     }
@@ -99,6 +140,7 @@ impl BlockStore {
         StoreReader {
             ledger: self.ledger.reader(),
             rx_next: self.tx_next.subscribe(),
+            index: Arc::clone(&self.index),
         }
     }
 }
@@ -108,6 +150,7 @@ impl BlockStore {
 pub struct StoreReader {
     ledger: LedgerReader,
     rx_next: watch::Receiver<u64>,
+    index: Arc<Mutex<BatchIndex>>,
 }
 
 impl StoreReader {
@@ -119,6 +162,17 @@ impl StoreReader {
     /// A receiver of the next block number, changed on every append.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.rx_next.clone()
+    }
+
+    /// The block holding batch (`shard`, `primary`, `seq`) with `digest`, when it was
+    /// appended since the node started.
+    pub fn find_batch(&self, shard: ShardId, primary: PartyId, seq: u64, digest: Digest32) -> Option<u64> {
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .blocks
+            .get(&(shard, primary, seq, digest))
+            .copied()
     }
 
     /// Block `number`, if held (blocking file read); `headers_only` drops the requests.

@@ -331,6 +331,13 @@ impl Drop for OpenStream {
 impl Assembler for FakeAssembler {
     type DeliverStream = ReceiverStream<Item>;
 
+    async fn fetch_batch(
+        &self,
+        _request: tonic::Request<pb::FetchRequest>,
+    ) -> Result<tonic::Response<pb::Batch>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not used"))
+    }
+
     async fn deliver(
         &self,
         request: tonic::Request<pb::DeliverRequest>,

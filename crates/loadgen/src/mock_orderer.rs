@@ -139,6 +139,15 @@ impl Assembler for Service {
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
     }
+
+    async fn fetch_batch(
+        &self,
+        _request: tonic::Request<pb::FetchRequest>,
+    ) -> Result<tonic::Response<pb::Batch>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "a mock orderer serves its blocks with Deliver only",
+        ))
+    }
 }
 
 /// What a mock-orderer run saw.

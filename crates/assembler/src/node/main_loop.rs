@@ -13,6 +13,7 @@ use tonic::transport::Channel;
 use tracing::{debug, warn};
 use types::ShardId;
 use wire::pb;
+use wire::pb::assembler_client::AssemblerClient;
 use wire::pb::batcher_peer_client::BatcherPeerClient;
 
 #[cfg(test)]
@@ -31,6 +32,8 @@ pub(super) struct MainLoop {
     pub(super) lanes: Vec<watch::Sender<LaneView>>,
     pub(super) n: u32,
     pub(super) batchers: BTreeMap<ShardId, Vec<Channel>>,
+    /// The other parties' assemblers (`FetchBatch`).
+    pub(super) assemblers: Vec<Channel>,
     pub(super) tx_batches: mpsc::Sender<OfferedBatch>,
     /// The block whose batch is being fetched.
     pub(super) fetching: Option<(u64, JoinHandle<()>)>,
@@ -154,10 +157,17 @@ impl MainLoop {
         {
             return;
         }
-        let batchers = self.batchers.get(&w.shard).cloned().unwrap_or_default();
+        let sources = self
+            .batchers
+            .get(&w.shard)
+            .into_iter()
+            .flatten()
+            .map(|c| Source::Batcher(c.clone()))
+            .chain(self.assemblers.iter().map(|c| Source::Assembler(c.clone())))
+            .collect();
         let tx = self.tx_batches.clone();
         let retry = self.retry;
-        let task = tokio::spawn(fetch(w, batchers, tx, retry));
+        let task = tokio::spawn(fetch(w, sources, tx, retry));
         if let Some((_, old)) = self.fetching.replace((w.block, task)) {
             old.abort();
         }
@@ -182,13 +192,45 @@ fn is_wanted(w: &Wanted, b: &OfferedBatch) -> bool {
         && types::digest::batch_digest(&b.requests) == w.digest
 }
 
-/// Asks every batcher of the shard for the wanted batch at once, each call bounded by
+/// Where a missing batch may be fetched from.
+#[derive(Clone, Debug)]
+pub(super) enum Source {
+    /// A batcher of the shard (`BatcherPeer.Fetch`).
+    Batcher(Channel),
+    /// Another party's assembler (`Assembler.FetchBatch`: a batch it appended).
+    Assembler(Channel),
+}
+
+impl Source {
+    async fn fetch(
+        self,
+        request: pb::FetchRequest,
+    ) -> std::result::Result<tonic::Response<pb::Batch>, tonic::Status> {
+        let max = wire::limits::BATCH.max_bytes;
+        match self {
+            Source::Batcher(ch) => {
+                BatcherPeerClient::new(ch)
+                    .max_decoding_message_size(max)
+                    .fetch(request)
+                    .await
+            }
+            Source::Assembler(ch) => {
+                AssemblerClient::new(ch)
+                    .max_decoding_message_size(max)
+                    .fetch_batch(request)
+                    .await
+            }
+        }
+    }
+}
+
+/// Asks every batcher of the shard and every other assembler for the wanted batch at once, each call bounded by
 /// [`FETCH_CALL_TIMEOUT`], and hands the core the first answer that [`is_wanted`];
 /// forged, wrong or missing answers are passed over, and the round is repeated after
 /// `retry` until one serves it. A batch ordered with f + 1 attestations is held by at
 /// least one honest batcher, so one Byzantine batcher — withholding, hanging or forging —
 /// delays a block by at most one call timeout, never for good.
-async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>, retry: Duration) {
+async fn fetch(w: Wanted, sources: Vec<Source>, tx: mpsc::Sender<OfferedBatch>, retry: Duration) {
     let request = pb::FetchRequest {
         shard: w.shard,
         primary: w.primary,
@@ -198,11 +240,9 @@ async fn fetch(w: Wanted, batchers: Vec<Channel>, tx: mpsc::Sender<OfferedBatch>
     for round in 0u32.. {
         let timeout = fetch_timeout(round);
         let mut calls = tokio::task::JoinSet::new();
-        for ch in &batchers {
-            let mut client =
-                BatcherPeerClient::new(ch.clone()).max_decoding_message_size(wire::limits::BATCH.max_bytes);
-            let request = request.clone();
-            calls.spawn(async move { tokio::time::timeout(timeout, client.fetch(request)).await });
+        for source in &sources {
+            let (source, request) = (source.clone(), request.clone());
+            calls.spawn(async move { tokio::time::timeout(timeout, source.fetch(request)).await });
         }
         while let Some(answer) = calls.join_next().await {
             match answer {
@@ -348,7 +388,7 @@ mod tests {
         ] {
             let mut batchers = Vec::new();
             for a in order {
-                batchers.push(batcher(a, batch.clone()).await);
+                batchers.push(Source::Batcher(batcher(a, batch.clone()).await));
             }
             let (tx, mut rx) = mpsc::channel(4);
             let task = tokio::spawn(fetch(w, batchers, tx, Duration::from_millis(50)));
@@ -360,6 +400,101 @@ mod tests {
             assert!(is_wanted(&w, &got));
             task.abort();
         }
+    }
+
+    /// Another party's assembler, serving a block of its ledger with `FetchBatch`.
+    async fn assembler_holding(block: &crate::core::Block) -> (Channel, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = BlockStore::open(dir.path()).unwrap();
+        store.append(block).unwrap();
+        let service = crate::deliver::DeliverService::new(
+            store.reader(),
+            crate::deliver::DeliverLimits::default(),
+            prometheus::IntGauge::new("streams", "streams").unwrap(),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service.into_server())
+                .serve_with_incoming(TcpListenerStream::new(listener)),
+        );
+        (channel(&format!("http://{at}")).unwrap(), dir)
+    }
+
+    /// Every batcher withholds the batch (the one correct batcher that held it is gone,
+    /// the others hang, refuse or forge), but another party's assembler appended it: the
+    /// fetch gets it from that assembler. (Before: fetched batches were never served
+    /// onwards, and such an assembler stalled for good.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_no_batcher_serves_is_fetched_from_another_assembler() {
+        let requests: Vec<Arc<[u8]>> = vec![Arc::from(&b"tx-1"[..]), Arc::from(&b"tx-2"[..])];
+        let digest = types::digest::batch_digest(&requests);
+        let header = arma::OrderedHeader {
+            number: 0,
+            previous_hash: [0; 32],
+            digest,
+            shard: 1,
+            term: 0,
+            primary: 2,
+            seq: 7,
+            decision: 1,
+            index: 0,
+            tx_count: 2,
+        };
+        let block = crate::core::Block {
+            header,
+            requests: requests.clone(),
+            proof: Arc::new(arma::DecisionProof {
+                instance: bft::InstanceId(0),
+                decision: 1,
+                view: 0,
+                requests_root: [0; 32],
+                metadata: Vec::new(),
+                signatures: Vec::new(),
+            }),
+        };
+        let (peer, _dir) = assembler_holding(&block).await;
+        let wire_batch = pb::Batch {
+            shard: 1,
+            primary: 2,
+            seq: 7,
+            requests: requests.iter().map(|r| r.to_vec()).collect(),
+            digest: digest.to_vec(),
+            ..Default::default()
+        };
+        let mut sources = Vec::new();
+        for a in [Answer::Hang, Answer::Refuse, Answer::Forge] {
+            sources.push(Source::Batcher(batcher(a, wire_batch.clone()).await));
+        }
+        sources.push(Source::Assembler(peer.clone()));
+        let w = Wanted {
+            block: 0,
+            shard: 1,
+            primary: 2,
+            seq: 7,
+            digest,
+        };
+        let (tx, mut rx) = mpsc::channel(4);
+        let task = tokio::spawn(fetch(w, sources, tx, Duration::from_millis(50)));
+        let got = tokio::time::timeout(FETCH_CALL_TIMEOUT * 2, rx.recv())
+            .await
+            .expect("the other assembler's batch within a call timeout")
+            .unwrap();
+        assert!(is_wanted(&w, &got));
+        task.abort();
+        // A batch that assembler does not hold is NOT_FOUND there, not a hang.
+        let mut client = AssemblerClient::new(peer);
+        let missing = client
+            .fetch_batch(pb::FetchRequest {
+                shard: 1,
+                primary: 2,
+                seq: 8,
+                digest: digest.to_vec(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(missing.code(), tonic::Code::NotFound);
     }
 
     #[test]

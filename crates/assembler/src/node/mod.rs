@@ -85,6 +85,10 @@ pub struct Config {
     pub consenter_keys: ClusterKeys,
     /// `BatcherPeer` endpoints by (party, shard).
     pub batchers: BTreeMap<(PartyId, ShardId), String>,
+    /// The other parties' assembler endpoints: a batch is also fetched from them
+    /// (`FetchBatch`), so once one correct assembler holds a block the others can get its
+    /// batch even when the one correct batcher that held it is gone.
+    pub assemblers: Vec<String>,
     /// The ledger directory.
     pub ledger: PathBuf,
     /// Where the Deliver service listens.
@@ -245,12 +249,18 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let mut tasks = vec![tokio::spawn(follower.run())];
     let lanes = prefetchers(&cfg, &tx_batches, &mut tasks)?;
     let batchers = shard_batchers(&cfg)?;
+    let assemblers = cfg
+        .assemblers
+        .iter()
+        .map(|a| channel(a))
+        .collect::<Result<Vec<_>>>()?;
     let main = MainLoop {
         core,
         store: Some(store),
         lanes,
         n: cfg.consenter_keys.n(),
         batchers,
+        assemblers,
         tx_batches,
         fetching: None,
         retry: cfg.retry,

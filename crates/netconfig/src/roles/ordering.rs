@@ -223,6 +223,12 @@ impl NetworkConfig {
             consenters,
             consenter_keys: self.cluster_keys(),
             batchers,
+            assemblers: self
+                .parties
+                .iter()
+                .filter(|p| p.id != party)
+                .filter_map(|p| p.assembler.as_ref().map(crate::Endpoint::uri))
+                .collect(),
             ledger: data_dir.join("ledger"),
             listen,
             server: wire::server::ServerLimits::default(),
