@@ -7,5 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps yes
-if [ $# -eq 0 ]; then set -- --workspace; fi
-exec cargo test "$@"
+if [ $# -gt 0 ]; then exec cargo test "$@"; fi
+cargo test --workspace
+# The multi-process Byzantine test needs the test-only Byzantine batcher, which only a
+# build with the `testing` feature has (never a release build): docs/ordering-faults.md.
+cargo test -p fabrx --features testing --test byzantine_ordering

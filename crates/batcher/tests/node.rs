@@ -179,9 +179,12 @@ impl Net {
 
     async fn spawn(&mut self, party: PartyId, listener: TcpListener) {
         let registry = telemetry::Registry::detached("batcher");
+        // `Deps` has one more field in builds with the `testing` feature.
+        #[allow(clippy::needless_update)]
         let deps = Deps {
             listener: Some(listener),
             registry: registry.clone(),
+            ..Deps::default()
         };
         let handle = batcher::node::spawn(self.config(party), deps).await.unwrap();
         self.nodes.insert(party, handle);

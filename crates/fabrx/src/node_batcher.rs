@@ -35,6 +35,11 @@ pub struct BatcherArgs {
     /// Prometheus `/metrics` listen address (off when absent; docs/metrics.md).
     #[arg(long)]
     metrics: Option<String>,
+    /// Test builds only (feature `testing`): behave as a Byzantine batcher
+    /// (`withhold:P`: serve batches to party P only, forge every fetch answer).
+    #[cfg(feature = "testing")]
+    #[arg(long)]
+    byzantine: Option<batcher::node::testing::Byzantine>,
 }
 
 /// Serves until SIGTERM or Ctrl-C (exit 0), or until the node stops on its own (a storage
@@ -65,6 +70,8 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     let labels = [("party", args.party), ("shard", args.shard)];
     let deps = batcher::node::Deps {
         registry: crate::runner::metrics("batcher", args.metrics.as_deref(), &labels).await?,
+        #[cfg(feature = "testing")]
+        byzantine: args.byzantine,
         ..batcher::node::Deps::default()
     };
     let handle = batcher::node::spawn(cfg, deps)

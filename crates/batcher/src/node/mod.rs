@@ -23,6 +23,16 @@ pub mod served;
 mod service;
 mod start;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+/// What a node does wrong on purpose: nothing, unless built with the `testing` feature
+/// for a multi-process fault test ([`Deps`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Faults {
+    #[cfg(feature = "testing")]
+    pub(crate) byzantine: Option<testing::Byzantine>,
+}
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -188,6 +198,9 @@ pub struct Deps {
     /// Where the node makes its metrics (a detached registry unless the binary serves
     /// one).
     pub registry: telemetry::Registry,
+    /// A Byzantine behaviour, for multi-process fault tests only.
+    #[cfg(feature = "testing")]
+    pub byzantine: Option<testing::Byzantine>,
 }
 
 impl Default for Deps {
@@ -195,6 +208,8 @@ impl Default for Deps {
         Deps {
             listener: None,
             registry: telemetry::Registry::detached("batcher"),
+            #[cfg(feature = "testing")]
+            byzantine: None,
         }
     }
 }
@@ -381,5 +396,9 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
             })?,
     };
     let stats = Stats::register(&deps.registry).map_err(|e| Error::Metrics(e.to_string()))?;
-    start::start(config, listener, stats).await
+    let faults = Faults {
+        #[cfg(feature = "testing")]
+        byzantine: deps.byzantine,
+    };
+    start::start(config, listener, stats, faults).await
 }

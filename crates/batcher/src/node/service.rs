@@ -136,6 +136,9 @@ impl BatcherIntake for IntakeService {
 /// `BatcherPeer`.
 #[derive(Clone)]
 pub struct PeerService {
+    /// What it does wrong on purpose (only with the `testing` feature).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) faults: super::Faults,
     /// How forwarded requests' content is checked.
     pub content: Arc<super::RequestContent>,
     /// This batcher's shard.
@@ -195,6 +198,16 @@ impl BatcherPeer for PeerService {
     type PullStream = BatchStream;
 
     async fn pull(&self, request: Request<pb::PullRequest>) -> Result<Response<BatchStream>, Status> {
+        #[cfg(feature = "testing")]
+        if let Some(b) = self.faults.byzantine {
+            let caller = wire::tls::caller(&request).map(|p| p.party);
+            if !b.serves_pull(caller) {
+                // Withheld: the stream stays open and silent.
+                let (tx, rx) = mpsc::channel(1);
+                tokio::spawn(async move { tx.closed().await });
+                return Ok(Response::new(ReceiverStream::new(rx)));
+            }
+        }
         let r = request.into_inner();
         self.check_shard(r.shard)?;
         let (tx, rx) = mpsc::channel(2);
@@ -237,6 +250,18 @@ impl BatcherPeer for PeerService {
         let digest = <Digest32>::try_from(r.digest.as_slice())
             .map_err(|_| Status::invalid_argument("FetchRequest.digest must be 32 bytes"))?;
         let id = types::BatchId::new(r.shard, r.primary, r.seq);
+        #[cfg(feature = "testing")]
+        if self.faults.byzantine.is_some_and(|b| b.forges_fetch()) {
+            return Ok(Response::new(pb::Batch {
+                shard: r.shard,
+                primary: r.primary,
+                seq: r.seq,
+                requests: vec![b"forged".to_vec()],
+                digest: r.digest.clone(),
+                tx_count: 1,
+                ..Default::default()
+            }));
+        }
         if let Some(b) = self.served.by_digest(id, &digest) {
             return Ok(Response::new(pb::Batch::from(&*b)));
         }

@@ -63,7 +63,12 @@ fn channels(uris: &BTreeMap<PartyId, String>, except: PartyId) -> Result<BTreeMa
 }
 
 /// Opens the store, rebuilds the core and starts every task.
-pub(super) async fn start(config: Config, listener: TcpListener, stats: Stats) -> Result<Handle> {
+pub(super) async fn start(
+    config: Config,
+    listener: TcpListener,
+    stats: Stats,
+    faults: super::Faults,
+) -> Result<Handle> {
     let addr = listener.local_addr().map_err(|e| Error::Listen {
         addr: config.listen,
         reason: e.to_string(),
@@ -123,7 +128,7 @@ pub(super) async fn start(config: Config, listener: TcpListener, stats: Stats) -
         restored = stats.batches_restored.get(),
         "batcher starting"
     );
-    let parts = Parts::new(&config, store, listener, Arc::clone(&stats))?;
+    let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
     parts.launch(config, core, initial, progress, addr)
 }
 
@@ -140,10 +145,17 @@ struct Parts {
     consenters: Vec<Channel>,
     own: Channel,
     consenter_keys: Option<arma::ClusterKeys>,
+    faults: super::Faults,
 }
 
 impl Parts {
-    fn new(config: &Config, store: Store, listener: TcpListener, stats: Arc<Stats>) -> Result<Parts> {
+    fn new(
+        config: &Config,
+        store: Store,
+        listener: TcpListener,
+        stats: Arc<Stats>,
+        faults: super::Faults,
+    ) -> Result<Parts> {
         let queue = (config.batcher.max_unordered_batches.get() as usize)
             .saturating_mul(2)
             .saturating_add(16);
@@ -170,6 +182,7 @@ impl Parts {
                 .collect::<Result<_>>()?,
             own: channel(&config.own_consenter)?,
             consenter_keys: config.consenter_keys.clone(),
+            faults,
         })
     }
 
@@ -205,6 +218,7 @@ impl Parts {
             tx_peer,
             stop,
             content: Arc::new(config.content.clone()),
+            faults: self.faults,
         };
         (intake, peer)
     }
