@@ -63,6 +63,34 @@ pub struct Config {
     pub retain_decisions: std::num::NonZeroU64,
 }
 
+/// The layout of an Arma consenter's data directory, in one place for every way a node
+/// is configured: `wal/replica.wal` (the engine's WAL), `decisions/` (the decisions log)
+/// and `state.json` (the application's snapshot).
+#[derive(Debug, Clone, Copy)]
+pub struct DataDir<'a>(pub &'a Path);
+
+impl DataDir<'_> {
+    /// The engine's WAL.
+    pub fn wal(&self) -> PathBuf {
+        self.0.join("wal").join("replica.wal")
+    }
+
+    /// The decisions log.
+    pub fn decisions(&self) -> PathBuf {
+        self.0.join("decisions")
+    }
+
+    /// The application's state snapshot.
+    pub fn state(&self) -> PathBuf {
+        self.0.join("state.json")
+    }
+
+    /// Creates the directories the node writes into.
+    pub fn create(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.0.join("wal"))
+    }
+}
+
 /// What an Arma consenter may be handed besides its config.
 #[derive(Debug, Clone)]
 pub struct Deps {

@@ -168,7 +168,8 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
     let keys = consenter::node::parse_batcher_keys(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", batcher_keys.display()))?;
     let arma = consenter::application::ArmaConfig::new(parties, shards, args.max_seqs_ahead, keys)?;
-    std::fs::create_dir_all(args.data_dir.join("wal"))
+    let data = consenter::node::DataDir(&args.data_dir);
+    data.create()
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let node = consenter::replica::ReplicaConfig {
         engine: engine(&args, id),
@@ -182,8 +183,8 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
             _ => anyhow::bail!("give --key-file with --peer-keys, or --seed-prefix"),
         },
         peers: args.peers.clone(),
-        wal: args.data_dir.join("wal").join("replica.wal"),
-        decisions: args.data_dir.join("decisions"),
+        wal: data.wal(),
+        decisions: data.decisions(),
         chain: args.chain_id.clone(),
         tick: Duration::from_millis(args.tick_ms),
         limits: limits(&args),
@@ -192,7 +193,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
     Ok(consenter::node::Config {
         node,
         arma,
-        state: args.data_dir.join("state.json"),
+        state: data.state(),
         listen: args.listen,
         streams: streams(&args),
         snapshot_interval: Duration::from_secs(1),
@@ -215,7 +216,8 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
         .peer_keys
         .clone()
         .unwrap_or_else(|| netconfig::peer_keys_path(&dir));
-    std::fs::create_dir_all(args.data_dir.join("wal"))
+    consenter::node::DataDir(&args.data_dir)
+        .create()
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let paths = netconfig::ArmaConsenterPaths {
         key_file,

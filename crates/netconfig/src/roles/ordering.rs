@@ -360,9 +360,7 @@ pub struct ArmaConsenterPaths {
     pub key_file: PathBuf,
     /// The consenter peer-keys file; it must list [`NetworkConfig::consenter_keys`].
     pub peer_keys: PathBuf,
-    /// The data directory: `wal/replica.wal` (the engine's WAL), `decisions/` (the Arma
-    /// decisions log) and `state.json` (the application's snapshot), the layout of
-    /// `fabrx node consenter`'s flag mode.
+    /// The data directory (its layout: `consenter::node::DataDir`).
     pub data_dir: PathBuf,
 }
 
@@ -381,20 +379,20 @@ impl NetworkConfig {
     ) -> Result<consenter::node::Config> {
         self.read_node_key(Node::Consenter(party), &paths.key_file)?;
         self.check_peer_keys(&paths.peer_keys)?;
-        let data = &paths.data_dir;
+        let data = consenter::node::DataDir(&paths.data_dir);
         let node = self.consenter_node_config(
             party,
             ConsenterPaths {
                 key_file: paths.key_file.clone(),
                 peer_keys: paths.peer_keys.clone(),
-                wal: data.join("wal").join("replica.wal"),
-                decisions: data.join("decisions"),
+                wal: data.wal(),
+                decisions: data.decisions(),
             },
         )?;
         Ok(consenter::node::Config {
             node,
             arma: self.arma_config()?,
-            state: data.join("state.json"),
+            state: data.state(),
             listen: Some(listen.unwrap_or(self.party(party)?.consenter.listen_addr())),
             streams: consenter::decisions_service::StreamLimits::default(),
             snapshot_interval: Duration::from_secs(1),
