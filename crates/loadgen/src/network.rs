@@ -224,11 +224,6 @@ pub fn envelope(id: &TxId, tx: &Tx) -> Vec<u8> {
     .encode_to_vec()
 }
 
-/// The quorum of `n` routers: 2f + 1 with f = ⌊(n − 1)/3⌋ (`types::Quorum::client_acks`).
-pub fn quorum(n: usize) -> usize {
-    types::Quorum::new(n).map_or(1, |q| q.client_acks())
-}
-
 /// One router's answer to one tx.
 struct Ack {
     tx: usize,
@@ -392,7 +387,7 @@ pub async fn run(
     mut progress: impl FnMut(NetProgress),
 ) -> crate::Result<NetworkRun> {
     let n = endpoints.routers.len();
-    let q = quorum(n);
+    let q = types::quorum::client_acks(n);
     let bound = pace.max_in_flight.get();
     let mut links = links(endpoints, bound)?;
     let index: HashMap<&str, usize> = txs
@@ -759,6 +754,8 @@ mod tests {
 
     #[test]
     fn quorum_is_two_f_plus_one() {
+        let quorum = types::quorum::client_acks;
+        assert_eq!(quorum(0), 1);
         assert_eq!(quorum(1), 1);
         assert_eq!(quorum(3), 1);
         assert_eq!(quorum(4), 3);

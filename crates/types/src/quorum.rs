@@ -49,6 +49,12 @@ impl Quorum {
     }
 }
 
+/// Router acknowledgements a client needs among `n` routers: `2f+1`
+/// ([`Quorum::client_acks`]), and 1 for `n = 0` (no router: nothing will answer).
+pub fn client_acks(n: usize) -> usize {
+    Quorum::new(n).map_or(1, |q| q.client_acks())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

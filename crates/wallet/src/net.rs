@@ -77,11 +77,6 @@ fn channel(uri: &str) -> Result<Channel> {
         .map_err(|e| Error::Unreachable(e.to_string()))
 }
 
-/// The quorum of `n` routers: 2f + 1 (`types::Quorum::client_acks`).
-pub fn quorum(n: usize) -> usize {
-    types::Quorum::new(n).map_or(1, |q| q.client_acks())
-}
-
 impl TokenNetwork {
     async fn timed<T>(
         &self,
@@ -203,7 +198,7 @@ impl TokenNetwork {
         }
         Submitted {
             acks,
-            quorum: quorum(self.routers.len()),
+            quorum: types::quorum::client_acks(self.routers.len()),
         }
     }
 
