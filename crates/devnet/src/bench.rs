@@ -5,6 +5,10 @@
 //! The plan (which networks, which loads, which point each run gives) is pure and
 //! unit-tested; the shell runs the calling binary's `fabrx up`, `fabrx loadgen` and
 //! `fabrx down` as child processes, so a suite measures exactly what a user runs.
+//!
+//! [`vc`] is `fabrx bench vc`: the validator-committer alone, in this process.
+
+pub mod vc;
 
 use crate::{Error, Result};
 use loadgen::report::{SuiteCurve, SuitePanel, SuitePoint};

@@ -1,20 +1,22 @@
 //! The development network of fabrx: what `fabrx up`, `down`, `status` and the bench
 //! suites share, as library code the command-line shell calls.
 //!
-//! * [`bench`] — the `fabrx bench ordering|committer|e2e` suites: plans, runs, reports.
+//! * [`bench`] — the `fabrx bench ordering|committer|e2e` suites: plans, runs, reports;
+//!   `fabrx bench vc`, the validator-committer alone ([`bench::vc`]).
 //! * [`file`] — `network.json`, typed: what `fabrx up` started.
 //! * [`pg`] — PostgreSQL administration (naming and creating the databases a `--db` URL
 //!   implies), in one place.
-//! * [`status`] — the metrics of `fabrx status --watch`: parsing a `/metrics` page, each
-//!   role's metric names, the table.
+//! * [`status`] — the metrics of `fabrx status --watch`: scraping every node's
+//!   `/metrics`, parsing a page, each role's metric names, the table.
 //! * [`height`] — the heights `fabrx status` probes (assembler, sidecar, consenter).
 //! * [`cpu`] — CPU time of a process, for cost per tx.
 //! * [`proxy`] — the latency proxy: regions emulated on one machine.
 //! * [`up`] — starting and stopping a network of processes (`fabrx up`, `fabrx down`).
 //! * [`token`] — the token application of a network: the wallet's view of it and its
 //!   genesis (the token namespace, the issuer's wallet).
-//! * [`load`] — `fabrx loadgen --target network|mock-orderer`: a load through a running
-//!   network's routers, or the committer behind a mock orderer; the summaries.
+//! * [`load`] — `fabrx loadgen --target network|mock-orderer|committer`: a load through
+//!   a running network's routers, the committer behind a mock orderer, or the committer
+//!   pipeline in this process; the summaries.
 
 pub mod bench;
 pub mod cpu;

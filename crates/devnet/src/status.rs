@@ -1,10 +1,18 @@
-//! The pure part of `fabrx status --watch` (docs/metrics.md "Watching a network"): parse
-//! a node's Prometheus text, pick its role's throughput counter and queue gauge, turn two
-//! samples into a rate and render the table. No sockets and no clock: the shell
-//! (`up/watch.rs`) scrapes and stamps each sample with the seconds it was taken at.
+//! The metrics of `fabrx status --watch` (docs/metrics.md "Watching a network"): scrape
+//! every node's `/metrics` ([`scrape`], plain HTTP, the address `network.json` records),
+//! parse a node's Prometheus text, pick its role's throughput counter and queue gauge,
+//! turn two samples into a rate and the nodes into the table's [`rows`], render the
+//! table. Only [`scrape`] touches sockets and the clock; the shell (`up/watch.rs`) runs
+//! the rounds and draws.
 
+use crate::file::NodeEntry;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Largest `/metrics` body read (a node's is a few kB).
+const MAX_BODY: u64 = 8 << 20;
 
 /// Why a scrape's body is not Prometheus text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,6 +286,79 @@ pub fn render(rows: &[Row]) -> String {
     out
 }
 
+/// Every node's sample of this round, by node name (`None`: down, no address, or a
+/// body that is not Prometheus text); each scrape gives up after `timeout` and is
+/// stamped with the seconds since `start`.
+pub async fn scrape(
+    nodes: &[NodeEntry],
+    start: Instant,
+    timeout: Duration,
+) -> HashMap<String, Option<Sample>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in nodes {
+        let (name, addr) = (n.name.clone(), n.metrics.clone());
+        tasks.spawn(async move {
+            let Some(addr) = addr else {
+                return (name, None);
+            };
+            let body = tokio::time::timeout(timeout, get_metrics(&addr))
+                .await
+                .ok()
+                .flatten();
+            let at = start.elapsed().as_secs_f64();
+            (name, body.and_then(|b| Sample::parse(&b, at).ok()))
+        });
+    }
+    let mut samples = HashMap::new();
+    while let Some(done) = tasks.join_next().await {
+        if let Ok((name, sample)) = done {
+            samples.insert(name, sample);
+        }
+    }
+    samples
+}
+
+/// The body of `GET /metrics` at `addr` when it answers `200`.
+async fn get_metrics(addr: &str) -> Option<String> {
+    let mut sock = tokio::net::TcpStream::connect(addr).await.ok()?;
+    // One write: the endpoint answers after its first read.
+    let request = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    sock.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    sock.take(MAX_BODY).read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8(response).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?.split_whitespace().nth(1)?;
+    (status == "200").then(|| body.to_owned())
+}
+
+/// The table's rows, in `network.json` order, from this round's `samples` ([`scrape`])
+/// and each node's `previous` good one.
+pub fn rows(
+    nodes: &[NodeEntry],
+    samples: &HashMap<String, Option<Sample>>,
+    previous: &HashMap<String, Sample>,
+) -> Vec<Row> {
+    nodes
+        .iter()
+        .map(|n| {
+            let id = NodeId {
+                name: n.name.clone(),
+                role: n.role.clone(),
+                party: n.party,
+                shard: n.shard,
+            };
+            let state = if n.metrics.is_some() {
+                State::Down
+            } else {
+                State::NoMetrics
+            };
+            let current = samples.get(&n.name).and_then(Option::as_ref);
+            row(&id, state, previous.get(&n.name), current)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,6 +500,82 @@ fabrx_router_streams 2
                 vec!["router-1", "router", "1", "up", "25.0", "in", "flight", "7"],
                 vec!["batcher-1-0", "batcher", "1/0", "down", "-", "-"],
                 vec!["consenter-1", "consenter", "1", "no-metrics", "-", "-"],
+            ]
+        );
+    }
+
+    /// A one-shot HTTP server answering `response` to its first connection.
+    async fn serve_once(response: &'static str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock.write_all(response.as_bytes()).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn get_metrics_takes_the_body_of_a_200_only() {
+        let ok = serve_once("HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\na 1\n").await;
+        assert_eq!(get_metrics(&ok).await.as_deref(), Some("a 1\n"));
+        let err = serve_once("HTTP/1.1 500 Oops\r\n\r\na 1\n").await;
+        assert_eq!(get_metrics(&err).await, None);
+        let garbage = serve_once("nonsense").await;
+        assert_eq!(get_metrics(&garbage).await, None);
+        // Nobody listens there any more.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        assert_eq!(get_metrics(&closed).await, None);
+    }
+
+    fn entry(name: &str, role: &str, metrics: Option<String>) -> NodeEntry {
+        NodeEntry {
+            name: name.into(),
+            role: role.into(),
+            party: 1,
+            shard: None,
+            pid: 0,
+            argv: Vec::new(),
+            cwd: "/".into(),
+            listen: "127.0.0.1:1".into(),
+            metrics,
+            data_dir: "/".into(),
+            log: "/log".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn scrape_and_rows_mark_each_node_up_down_or_without_metrics() {
+        let up = serve_once("HTTP/1.1 200 OK\r\n\r\nfabrx_router_requests_admitted_total 5\n").await;
+        let down = serve_once("HTTP/1.1 503 Busy\r\n\r\n").await;
+        let nodes = [
+            entry("router-1", "router", Some(up)),
+            entry("sidecar-1", "sidecar", Some(down)),
+            entry("consenter-1", "consenter", None),
+        ];
+        let samples = scrape(&nodes, Instant::now(), Duration::from_secs(5)).await;
+        assert_eq!(samples.len(), 3);
+        assert_eq!(
+            samples["router-1"]
+                .as_ref()
+                .and_then(|s| s.value("fabrx_router_requests_admitted_total")),
+            Some(5.0)
+        );
+        let states: Vec<(String, State)> = rows(&nodes, &samples, &HashMap::new())
+            .into_iter()
+            .map(|r| (r.name, r.state))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("router-1".to_string(), State::Up),
+                ("sidecar-1".to_string(), State::Down),
+                ("consenter-1".to_string(), State::NoMetrics),
             ]
         );
     }

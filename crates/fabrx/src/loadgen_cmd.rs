@@ -1,23 +1,19 @@
 //! `fabrx loadgen`: drives load at a target (docs/loadgen.md). The workload, the driver,
-//! the oracle and the baselines live in the `loadgen` crate; this is the shell: flags,
-//! database, progress on a terminal, the summary on stdout.
+//! the oracle and the baselines live in the `loadgen` crate, the runs of each target in
+//! `devnet::load`; this is the shell: flags, progress on a terminal, the summary on
+//! stdout, the report files, the exit code.
 
 use crate::report_files::write_report;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use loadgen::committer::{self, Progress, RunInfo};
+use devnet::load::committer::{self, Event};
+use loadgen::committer::Progress;
 use loadgen::series::Schedule;
-use loadgen::summary::Baseline;
-use loadgen::{Scheme, Summary, Workload, WorkloadSpec};
-use sidecar::pipeline::PipelineConfig;
+use loadgen::{Scheme, Summary, WorkloadSpec};
 use std::io::IsTerminal;
-use std::num::NonZeroU32;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vcservice::config::{BackendOptions, DbTarget, open_backend};
-use vcservice::{Backend, Engine, EngineConfig};
 
 /// What the load generator drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -316,31 +312,6 @@ fn spec_of(args: &LoadgenArgs, schedule: &Schedule, target: Target) -> anyhow::R
     Ok(spec)
 }
 
-/// A backend for `db` (or a fresh embedded store in `tmp`) with its schema.
-async fn open(
-    db: Option<&str>,
-    tmp: &tempfile::TempDir,
-    pool: u32,
-) -> anyhow::Result<(Arc<dyn Backend>, String)> {
-    let db = db.map_or_else(|| format!("embedded:{}", tmp.path().display()), str::to_string);
-    let kind = match DbTarget::parse(&db)? {
-        DbTarget::Embedded(_) => "embedded",
-        DbTarget::Postgres(_) => "postgres",
-    };
-    let backend = open_backend(
-        &db,
-        &BackendOptions::with_pool(NonZeroU32::new(pool).unwrap_or(NonZeroU32::MIN)),
-    )?;
-    backend.init_schema().await.context("creating the schema")?;
-    Ok((backend, kind.to_string()))
-}
-
-async fn prebuild(spec: WorkloadSpec) -> anyhow::Result<(Arc<Workload>, f64)> {
-    let t = Instant::now();
-    let w = tokio::task::spawn_blocking(move || Workload::generate(&spec)).await??;
-    Ok((Arc::new(w), t.elapsed().as_secs_f64()))
-}
-
 /// Prints progress on stderr at most every 250 ms, only on a terminal.
 fn progress_printer() -> impl FnMut(&Progress) {
     let tty = std::io::stderr().is_terminal();
@@ -364,137 +335,54 @@ fn progress_printer() -> impl FnMut(&Progress) {
     }
 }
 
+/// `--target committer`: the flags become `devnet::load::committer` options; the
+/// prebuild line and the progress go to stderr, the summary to stdout.
 async fn committer_load(args: LoadgenArgs, schedule: Schedule) -> anyhow::Result<()> {
     let mut spec = spec_of(&args, &schedule, Target::Committer)?;
     if let Some(size) = args.network.tx_size {
         spec.output_padding = devnet::load::network::padding_for(&spec, size)?;
     }
-    let tmp = tempfile::tempdir()?;
-    let pool = (2 * args.workers.get()).clamp(4, 64) as u32;
-    let (backend, kind) = open(args.db.as_deref(), &tmp, pool).await?;
-    let (workload, prebuild_seconds) = prebuild(spec.clone()).await?;
-    eprintln!(
-        "prebuilt {} load blocks ({} txs) and {} genesis blocks, signed ({}), in {prebuild_seconds:.2} s",
-        workload.load.len(),
-        workload.load_txs(),
-        workload.genesis.len(),
-        spec.scheme
-    );
-    let mut config = PipelineConfig {
+    let options = committer::Options {
+        db: args.db.clone(),
         workers: args.workers,
         max_batch: args.max_batch,
-        ..PipelineConfig::default()
+        max_pending: args.max_pending,
+        verify_serial: args.verify_serial,
+        baseline: args.baseline.then_some(args.baseline_txs),
     };
-    if let Some(m) = args.max_pending {
-        config.graph.max_pending = m.get();
-    }
-    let max_pending = config.graph.max_pending;
-    let engine = Engine::new(
-        backend.clone(),
-        EngineConfig::default(),
-        vcservice::metrics::Metrics::unexported()?,
-    );
     let mut progress = progress_printer();
-    let run = committer::run_paced(engine, &workload, config, &schedule, &mut progress).await?;
-    let info = RunInfo {
-        backend: kind,
-        workers: args.workers.get(),
-        max_batch: args.max_batch.get(),
-        max_pending,
-        prebuild_seconds,
-    };
-    let mut summary = committer::summarize(&workload, &run, &info);
-    if args.verify_serial {
-        let (statuses, state) = committer::verify_serial(&backend, workload.clone(), &run).await?;
-        summary.serial_mismatches = Some(statuses);
-        summary.state_mismatches = Some(state);
-    }
-    if args.baseline {
-        summary.baseline = Some(baseline(&args, &spec, &workload, &summary).await?);
-    }
+    let outcome = committer::run(spec, &schedule, &options, |event| match event {
+        Event::Prebuilt {
+            load_blocks,
+            load_txs,
+            genesis_blocks,
+            scheme,
+            seconds,
+        } => eprintln!(
+            "prebuilt {load_blocks} load blocks ({load_txs} txs) and {genesis_blocks} genesis blocks, signed ({scheme}), in {seconds:.2} s"
+        ),
+        Event::Progress(p) => progress(&p),
+    })
+    .await?;
+    let summary = &outcome.summary;
     if !args.json {
-        print_human(&summary);
+        print_human(summary);
     }
-    let line = serde_json::to_string(&summary)?;
+    let line = serde_json::to_string(summary)?;
     if let Some(dir) = &args.report {
         let title = format!(
             "fabrx loadgen --target committer · {} · {} txs · run {}",
             summary.backend, summary.txs, summary.tag
         );
-        write_report(dir, &run.series, &line, &title)?;
+        write_report(dir, &outcome.series, &line, &title)?;
     }
     println!("{line}");
-    let (statuses, state) = (
-        summary.serial_mismatches.unwrap_or(0),
-        summary.state_mismatches.unwrap_or(0),
-    );
+    let (statuses, state) = outcome.disagreements();
     anyhow::ensure!(
         statuses == 0 && state == 0,
         "the committer disagrees with the serial oracle: {statuses} statuses and {state} rows differ"
     );
     Ok(())
-}
-
-/// The verify ceiling on the load's txs, then a serial commit of a workload of its own
-/// (tag `<tag>s`) on a fresh embedded store or the same PostgreSQL database.
-async fn baseline(
-    args: &LoadgenArgs,
-    spec: &WorkloadSpec,
-    workload: &Arc<Workload>,
-    summary: &Summary,
-) -> anyhow::Result<Baseline> {
-    let w = workload.clone();
-    let sample = args.baseline_txs.get();
-    let rates = tokio::task::spawn_blocking(move || loadgen::baseline::verify_rates(&w, sample)).await??;
-    let serial_spec = WorkloadSpec {
-        blocks: args.baseline_txs.get().div_ceil(spec.block_size),
-        tag: format!("{}s", spec.tag),
-        ..spec.clone()
-    };
-    let (serial_workload, _) = prebuild(serial_spec).await?;
-    let tmp = tempfile::tempdir()?;
-    // The run's embedded store is still open (RocksDB locks its directory): the serial
-    // baseline gets a fresh one in a temp dir; PostgreSQL is shared (its own tag).
-    let db = match args.db.as_deref() {
-        Some(db) if matches!(DbTarget::parse(db)?, DbTarget::Embedded(_)) => None,
-        db => db,
-    };
-    let (backend, _) = open(db, &tmp, 4).await?;
-    let engine = Engine::new(
-        backend,
-        EngineConfig::default(),
-        vcservice::metrics::Metrics::unexported()?,
-    );
-    let serial = loadgen::baseline::serial_commit(engine, serial_workload, args.baseline_txs.get()).await?;
-    let serial_tps = if serial.seconds > 0.0 {
-        serial.txs as f64 / serial.seconds
-    } else {
-        0.0
-    };
-    Ok(Baseline {
-        cores: rates.cores as u64,
-        verify_per_s_one_core: rates.one_core_per_s,
-        verify_ceiling_per_s: rates.one_core_per_s * rates.cores as f64,
-        verify_per_s_all_cores: rates.all_cores_per_s,
-        verify_batch_per_s_one_core: rates.batch_one_core_per_s,
-        verify_batch_ceiling_per_s: rates.batch_one_core_per_s * rates.cores as f64,
-        verify_batch_per_s_all_cores: rates.batch_all_cores_per_s,
-        tps_over_verify_ceiling: ratio(summary.tps, rates.one_core_per_s * rates.cores as f64),
-        serial_txs: serial.txs,
-        serial_committed: serial.committed,
-        serial_seconds: serial.seconds,
-        serial_tps,
-        pipeline_speedup: if serial_tps > 0.0 {
-            summary.tps / serial_tps
-        } else {
-            0.0
-        },
-    })
-}
-
-/// `a / b`, or 0 when `b` is not positive.
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 { a / b } else { 0.0 }
 }
 
 fn print_human(s: &Summary) {

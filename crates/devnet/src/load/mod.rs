@@ -1,7 +1,8 @@
-//! `fabrx loadgen --target network` and `--target mock-orderer` as library code: what
-//! the load generator does with a network directory around the drivers of the `loadgen`
-//! crate. The binary fills an `Options` from its flags, calls `run`, prints the events
-//! it is told of and the summary line.
+//! `fabrx loadgen --target network`, `--target mock-orderer` and `--target committer`
+//! as library code: what the load generator does with a network directory (or an
+//! in-process committer) around the drivers of the `loadgen` crate. The binary fills an
+//! `Options` from its flags, calls `run`, prints the events it is told of and the
+//! summary line.
 //!
 //! * [`network`] — a running network (`fabrx up`): its endpoints, the genesis through
 //!   the routers, one instance's share of a load spread over several processes, the
@@ -9,7 +10,10 @@
 //!   metrics and `/rate` control.
 //! * [`mock`] — the committing party of `fabrx up --no-orderer`: the workload's blocks
 //!   signed by a quorum of the network's consenters, served to its sidecar, the summary.
+//! * [`committer`] — the committer pipeline in this process, the load generator as its
+//!   orderer: the database, the paced run, the summary, the serial oracle, the baselines.
 
+pub mod committer;
 pub mod mock;
 pub mod network;
 
@@ -82,6 +86,15 @@ pub enum Error {
         /// The routers' refusals, by reason.
         routers: std::collections::BTreeMap<String, u64>,
     },
+    /// A temporary directory for a fresh embedded store could not be made.
+    #[error("creating a temporary directory for the embedded store")]
+    TempDir(#[source] std::io::Error),
+    /// The database could not be named or opened.
+    #[error(transparent)]
+    Backend(#[from] vcservice::Error),
+    /// The database's schema could not be created.
+    #[error("creating the schema")]
+    Schema(#[source] vcservice::Error),
     /// The workload, the driver or the mock orderer failed.
     #[error(transparent)]
     Load(#[from] loadgen::Error),
