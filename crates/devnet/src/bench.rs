@@ -833,36 +833,23 @@ mod tests {
         assert!(r.x.is_none());
         assert!(r.loadgen.windows(2).any(|w| w == ["--rates", "10,20"]));
         assert!(r.warmup.is_some());
-        assert!(
-            plan(
-                Suite::Ordering,
-                &Options {
-                    shapes: vec!["4y2".into()],
-                    ..Options::default()
-                }
-            )
-            .is_err()
-        );
-        assert!(
-            plan(
-                Suite::Ordering,
-                &Options {
-                    shapes: vec!["0x1".into()],
-                    ..Options::default()
-                }
-            )
-            .is_err()
-        );
-        assert!(
-            plan(
-                Suite::Ordering,
-                &Options {
-                    step_seconds: Some(0.0),
-                    ..Options::default()
-                }
-            )
-            .is_err()
-        );
+        let bad = [
+            Options {
+                shapes: vec!["4y2".into()],
+                ..Options::default()
+            },
+            Options {
+                shapes: vec!["0x1".into()],
+                ..Options::default()
+            },
+            Options {
+                step_seconds: Some(0.0),
+                ..Options::default()
+            },
+        ];
+        for options in &bad {
+            assert!(plan(Suite::Ordering, options).is_err(), "{options:?}");
+        }
     }
 
     #[test]
