@@ -371,8 +371,10 @@ impl Batcher {
     /// How many pending requests one forwarding party may hold: its share of the
     /// mempool, `mempool_max_requests / parties` (at least one).
     pub(crate) fn forward_quota(&self) -> usize {
-        let parties = usize::try_from(self.cfg.parties.max(1)).unwrap_or(usize::MAX);
-        (self.cfg.mempool_max_requests.get() / parties).max(1)
+        // A validated config has at least one party; the share is at least one request.
+        let parties = usize::try_from(self.cfg.parties).unwrap_or(usize::MAX);
+        let share = self.cfg.mempool_max_requests.get().checked_div(parties);
+        share.filter(|s| *s > 0).unwrap_or(1)
     }
 
     /// Checks a request and appends it to the mempool. The bounds count the pending
