@@ -10,7 +10,7 @@ use crate::retry;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tracing::debug;
+use tracing::warn;
 
 /// Which endpoint a call asks first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +131,7 @@ impl<C: Clone> Failover<C> {
                 Ok(Err(s)) => format!("{:?}: {}", s.code(), s.message()),
                 Err(_) => format!("no answer within {:?}", self.call_timeout),
             };
-            debug!(endpoint = %endpoint, what = self.what, reason = %reason, "endpoint failed; trying the next");
+            warn!(endpoint = %endpoint, what = self.what, reason = %reason, "call lost; resubmitting to the next endpoint");
             reasons.push(format!("{endpoint}: {reason}"));
         }
         Err(FailoverError::NoneAnswered {
