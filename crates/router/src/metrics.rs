@@ -107,9 +107,10 @@ pub const REASONS: [&str; 13] = [
 pub fn reason(e: &Error) -> &'static str {
     use crate::answer::BatcherRefusal;
     use crate::refusal::Refusal;
+    use arma::admission::ContentError;
     match e {
-        Error::Refused(Refusal::UnknownClient) => "unknown_client",
-        Error::Refused(Refusal::BadSignature) => "bad_signature",
+        Error::Refused(Refusal::Content(ContentError::UnknownClient)) => "unknown_client",
+        Error::Refused(Refusal::Content(ContentError::BadSignature)) => "bad_signature",
         Error::Refused(_) => "invalid",
         Error::BatcherRefused { reason } => match reason {
             BatcherRefusal::Duplicate => "batcher_duplicate",

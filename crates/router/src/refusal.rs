@@ -15,39 +15,18 @@ pub enum Refusal {
         /// The maximum.
         max: usize,
     },
-    /// The envelope does not decode or fails a structural check.
-    #[error("malformed envelope: {status}")]
-    Malformed {
-        /// The status the committer would give it (`MALFORMED_*`).
-        status: types::Status,
-    },
-    /// Signatures are required and the envelope names no identity of the network.
-    #[error("the envelope's identity is not a client of the network")]
-    UnknownClient,
-    /// The signature over the payload does not verify with the client's key.
-    #[error("the client signature over the payload does not verify")]
-    BadSignature,
-}
-
-impl From<arma::admission::ContentError> for Refusal {
-    fn from(e: arma::admission::ContentError) -> Refusal {
-        use arma::admission::ContentError;
-        match e {
-            ContentError::Malformed { status } => Refusal::Malformed { status },
-            ContentError::UnknownClient => Refusal::UnknownClient,
-            ContentError::BadSignature => Refusal::BadSignature,
-        }
-    }
+    /// The request's content is refused (`arma::admission`: envelope structure, client
+    /// signatures).
+    #[error(transparent)]
+    Content(#[from] arma::admission::ContentError),
 }
 
 impl Refusal {
     /// The gRPC code a client sees.
     pub fn code(&self) -> tonic::Code {
         match self {
-            Refusal::UnknownClient => tonic::Code::PermissionDenied,
-            Refusal::Empty | Refusal::TooLarge { .. } | Refusal::Malformed { .. } | Refusal::BadSignature => {
-                tonic::Code::InvalidArgument
-            }
+            Refusal::Content(arma::admission::ContentError::UnknownClient) => tonic::Code::PermissionDenied,
+            Refusal::Empty | Refusal::TooLarge { .. } | Refusal::Content(_) => tonic::Code::InvalidArgument,
         }
     }
 }

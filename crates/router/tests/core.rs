@@ -9,6 +9,7 @@
 
 mod common;
 
+use arma::admission::ContentError;
 use common::{Client, config, envelope_signed_by, signed};
 use prost::Message;
 use router::inflight::InFlight;
@@ -67,33 +68,33 @@ fn admission_table() {
             "garbage",
             vec![0xff, 0xff, 0xff],
             &open,
-            Err(Refusal::Malformed {
+            Err(Refusal::Content(ContentError::Malformed {
                 status: Status::MalformedBadEnvelope,
-            }),
+            })),
         ),
         (
             "missing tx id",
             bad_id.encode_to_vec(),
             &open,
-            Err(Refusal::Malformed {
+            Err(Refusal::Content(ContentError::Malformed {
                 status: Status::MalformedMissingTxId,
-            }),
+            })),
         ),
         (
             "unsupported payload",
             unsupported.encode_to_vec(),
             &open,
-            Err(Refusal::Malformed {
+            Err(Refusal::Content(ContentError::Malformed {
                 status: Status::MalformedUnsupportedEnvelopePayload,
-            }),
+            })),
         ),
         (
             "payload not a tx",
             not_a_tx.encode_to_vec(),
             &open,
-            Err(Refusal::Malformed {
+            Err(Refusal::Content(ContentError::Malformed {
                 status: Status::MalformedBadEnvelopePayload,
-            }),
+            })),
         ),
         (
             "open network, unsigned ok",
@@ -112,25 +113,25 @@ fn admission_table() {
             "signed, tampered payload",
             tampered.encode_to_vec(),
             &signed_cfg,
-            Err(Refusal::BadSignature),
+            Err(Refusal::Content(ContentError::BadSignature)),
         ),
         (
             "signed, other key",
             envelope_signed_by(&alice, &mallory.key, 8).encode_to_vec(),
             &signed_cfg,
-            Err(Refusal::BadSignature),
+            Err(Refusal::Content(ContentError::BadSignature)),
         ),
         (
             "signed, unknown client",
             signed(&mallory, 9),
             &signed_cfg,
-            Err(Refusal::UnknownClient),
+            Err(Refusal::Content(ContentError::UnknownClient)),
         ),
         (
             "signed, no identity",
             no_identity.encode_to_vec(),
             &signed_cfg,
-            Err(Refusal::UnknownClient),
+            Err(Refusal::Content(ContentError::UnknownClient)),
         ),
     ];
     for (name, bytes, cfg, expected) in cases {
@@ -165,13 +166,19 @@ fn refusal_codes() {
         (Refusal::Empty, Code::InvalidArgument),
         (Refusal::TooLarge { size: 2, max: 1 }, Code::InvalidArgument),
         (
-            Refusal::Malformed {
+            Refusal::Content(ContentError::Malformed {
                 status: Status::MalformedBadEnvelope,
-            },
+            }),
             Code::InvalidArgument,
         ),
-        (Refusal::BadSignature, Code::InvalidArgument),
-        (Refusal::UnknownClient, Code::PermissionDenied),
+        (
+            Refusal::Content(ContentError::BadSignature),
+            Code::InvalidArgument,
+        ),
+        (
+            Refusal::Content(ContentError::UnknownClient),
+            Code::PermissionDenied,
+        ),
     ];
     for (refusal, code) in cases {
         assert_eq!(refusal.code(), code, "{refusal}");
