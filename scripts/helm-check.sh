@@ -92,8 +92,16 @@ def walk(v):
 walk(json.load(open(dashboard)))
 used = {m for s in strings for m in re.findall(r"fabrx_[a-z0-9_]+", s)}
 source = set()
+# A metric made through `telemetry` is named by its role's prefix and the short name the
+# call gives (`r.counter("blocks_total", …)` in crate `sidecar`: fabrx_sidecar_blocks_total);
+# a file that makes its own registry names the role (`Registry::node("loadgen", …)`).
+made = re.compile(r'\.(?:counter|counter_by|counter_vec|gauge|gauge_vec|float_gauge|histogram|histogram_vec)\(\s*"([a-z0-9_]+)"')
 for f in pathlib.Path(crates).glob("*/src/**/*.rs"):
-    source |= set(re.findall(r'"(fabrx_[a-z0-9_]+)"', f.read_text()))
+    text = f.read_text()
+    source |= set(re.findall(r'"(fabrx_[a-z0-9_]+)"', text))
+    role = re.search(r'Registry::node\(\s*"([a-z]+)"', text)
+    role = role.group(1) if role else f.relative_to(crates).parts[0]
+    source |= {f"fabrx_{role}_{short}" for short in made.findall(text)}
 documented = set(re.findall(r"fabrx_[a-z0-9_]+", open(docs).read()))
 bad = []
 for m in sorted(used):
