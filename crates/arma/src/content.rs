@@ -102,6 +102,16 @@ pub fn shard_of(request: &[u8], shards: u32) -> types::Result<types::ShardId> {
     types::digest::shard_of_pieces(pieces(request).as_slice(), shards)
 }
 
+/// A request's dedup key and its shard among `shards`, from one scan of its content
+/// (what a batcher checks of every request it admits or verifies).
+pub fn keys(request: &[u8], shards: u32) -> (crate::RequestDigest, types::Result<types::ShardId>) {
+    let content = pieces(request);
+    (
+        crate::RequestDigest::of_content(&content),
+        types::digest::shard_of_pieces(content.as_slice(), shards),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -25,9 +25,14 @@ pub struct RequestDigest(pub Digest32);
 impl RequestDigest {
     /// The digest of `request`.
     pub fn of(request: &[u8]) -> RequestDigest {
+        RequestDigest::of_content(&crate::content::pieces(request))
+    }
+
+    /// The digest of a request whose content is `content` (`crate::content::pieces`).
+    pub fn of_content(content: &crate::content::Pieces<'_>) -> RequestDigest {
         let mut h = Sha256::new();
         h.update(tags::REQUEST);
-        for piece in crate::content::pieces(request).as_slice() {
+        for piece in content.as_slice() {
             h.update(piece);
         }
         RequestDigest(h.finalize().into())

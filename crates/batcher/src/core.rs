@@ -346,8 +346,8 @@ impl Batcher {
     }
 
     fn on_request(&mut self, request: Request) {
-        let digest = RequestDigest::of(&request);
-        let answer = match self.admit(digest, request, None) {
+        let (digest, admitted) = self.admit(request, None);
+        let answer = match admitted {
             Ok(()) => Output::Admitted { digest },
             Err(reason) => Output::Refused { digest, reason },
         };
@@ -362,9 +362,8 @@ impl Batcher {
             if self.mempool.forwarded_by(from) >= self.forward_quota() {
                 return;
             }
-            let digest = RequestDigest::of(&request);
             // A refused forward is dropped: the forwarder keeps the request and complains.
-            let _ = self.admit(digest, request, Some(from));
+            let _ = self.admit(request, Some(from));
         }
     }
 
@@ -377,19 +376,30 @@ impl Batcher {
         share.filter(|s| *s > 0).unwrap_or(1)
     }
 
-    /// Checks a request and appends it to the mempool. The bounds count the pending
-    /// requests and those in unordered batches, so giving the latter back after a term
-    /// change never overflows the mempool.
+    /// Checks a request and appends it to the mempool; returns its digest and whether it
+    /// was admitted. The bounds count the pending requests and those in unordered
+    /// batches, so giving the latter back after a term change never overflows the
+    /// mempool.
     fn admit(
         &mut self,
+        request: Request,
+        forwarder: Option<PartyId>,
+    ) -> (RequestDigest, std::result::Result<(), RefuseReason>) {
+        let (digest, shard) = arma::content::keys(&request, self.cfg.shards);
+        (digest, self.admit_keyed(digest, shard.ok(), request, forwarder))
+    }
+
+    fn admit_keyed(
+        &mut self,
         digest: RequestDigest,
+        shard: Option<types::ShardId>,
         request: Request,
         forwarder: Option<PartyId>,
     ) -> std::result::Result<(), RefuseReason> {
         if request.len() > self.cfg.max_request_bytes.get() {
             return Err(RefuseReason::TooLarge);
         }
-        if arma::content::shard_of(&request, self.cfg.shards).ok() != Some(self.cfg.shard) {
+        if shard != Some(self.cfg.shard) {
             return Err(RefuseReason::WrongShard);
         }
         if self.knows(&digest) {

@@ -214,11 +214,11 @@ fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<RequestDiges
                 max,
             });
         }
-        let shard = arma::content::shard_of(request, cfg.shards).unwrap_or(u32::MAX);
+        let (digest, shard) = arma::content::keys(request, cfg.shards);
+        let shard = shard.unwrap_or(u32::MAX);
         if shard != cfg.shard {
             return Err(Error::RequestOfAnotherShard { id, index, shard });
         }
-        let digest = RequestDigest::of(request);
         if !seen.insert(digest) {
             return Err(Error::DuplicateRequestInBatch { id, index });
         }
