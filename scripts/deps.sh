@@ -35,3 +35,27 @@ ensure_system_deps() {
   # Do not let the postgresql package start a system-wide cluster: tests start their own.
   $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+# Installs Debian's `prometheus` package (prometheus and promtool) when missing, for the
+# test that runs a real Prometheus against a local network (crates/fabrx/tests/
+# prometheus_rules.rs). The package's system service is not started: while apt runs, a
+# policy-rc.d refuses every service start (and is removed afterwards); the test runs its
+# own Prometheus on a loopback port. Returns non-zero when it cannot install.
+ensure_prometheus() {
+  if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 || return 1
+  local sudo="" policy=/usr/sbin/policy-rc.d made_policy=no rc=0
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "fabrx: installing prometheus (its service is not started)" >&2
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy" &&
+      made_policy=yes
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq \
+      --no-install-recommends prometheus || rc=$?
+  [ "$made_policy" = yes ] && $sudo rm -f "$policy"
+  return $rc
+}

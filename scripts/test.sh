@@ -7,6 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps yes
+# The Prometheus test (crates/fabrx/tests/prometheus_rules.rs) must run, not skip, when
+# Prometheus could be installed; when it cannot, the test says SKIPPED in its output.
+if ensure_prometheus; then
+  export FABRX_REQUIRE_PROMETHEUS=1
+else
+  echo "" >&2
+  echo "*** fabrx: prometheus could not be installed: the Prometheus test is SKIPPED ***" >&2
+  echo "" >&2
+fi
 if [ $# -gt 0 ]; then exec cargo test "$@"; fi
 cargo test --workspace
 # The multi-process Byzantine test needs the test-only Byzantine batcher, which only a
