@@ -17,7 +17,9 @@
 # podman here runs with the runc runtime, cgroupfs, file events, the vfs storage driver
 # and lower default ulimits (a containers.conf of its own, CONTAINERS_CONF): a machine
 # without systemd-managed cgroups, overlay mounts or CAP_SYS_RESOURCE. docker needs a
-# running daemon (with `--storage-driver vfs` on such a machine) and uses BuildKit.
+# running daemon (with `--storage-driver vfs` on such a machine) and uses BuildKit; $DOCKER
+# names the client (a client without the buildx plugin needs to be 20.10, whose BuildKit is
+# built in), $DOCKER_HOST the daemon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,8 +63,9 @@ EOF
     ;;
   docker)
     export DOCKER_BUILDKIT=1
-    engine() { docker "$@"; }
-    pull=(docker pull -q)
+    docker=${DOCKER:-docker}
+    engine() { "$docker" "$@"; }
+    pull=("$docker" pull -q)
     ;;
   *) echo "image.sh: --engine podman or docker" >&2; exit 2 ;;
 esac
@@ -116,7 +119,8 @@ if [ "$ENGINE" = podman ]; then
   # --pull=never: the base is local (podman otherwise asks a registry about it).
   engine build --pull=never "${build_args[@]}" -t "$TAG" . >&2
 else
-  engine build "${build_args[@]}" -t "$TAG" . >&2
+  # Host network: a daemon started without a bridge (--bridge=none) has no other.
+  engine build --network host "${build_args[@]}" -t "$TAG" . >&2
 fi
 log "built $TAG in $((SECONDS - start)) s"
 
