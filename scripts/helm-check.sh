@@ -119,7 +119,7 @@ for case in "${CASES[@]}"; do
   read -r values config ns <<<"$case"
   name=$(basename "$values" .yaml)
   render="$OUT/render-$name.yaml"
-  args=(-f "$values" --set-file "network.config=$config" --namespace "$ns")
+  args=(-f "$values" --set-file "network.config=$config" --namespace "$ns" --kube-version "$K8S_VERSION")
   check "$name: helm lint --strict" "$HELM" lint --strict helm/fabrx "${args[@]}"
   check "$name: helm template" sh -c '"$@" > "'"$render"'"' _ "$HELM" template fabrx helm/fabrx "${args[@]}"
   [ -s "$render" ] || continue
@@ -350,6 +350,81 @@ print(f"{len(docs)} manifests, {len(workloads)} workloads, {len(problems)} probl
 sys.exit(1 if problems else 0)
 PY
 done
+
+# --- chart conventions: what values.schema.json and templates/validate.yaml refuse, and
+# what the operator's knobs render (party 1 of the 4-party example) ---------------------
+MR=(-f examples/multi-region/party1.yaml --set-file network.config=examples/multi-region/network-config.json
+  --namespace fabrx-party1 --kube-version "$K8S_VERSION")
+refuses() { # refuses WHAT EXPECTED-MESSAGE HELM-ARGS…: the render fails, saying EXPECTED
+  local what=$1 want=$2
+  shift 2
+  check "refuses $what" sh -c '! out=$("$@" 2>&1) && echo "$out" && echo "$out" | grep -qi -- "$0"' \
+    "$want" "$HELM" template fabrx helm/fabrx "${MR[@]}" "$@"
+}
+refuses "an unknown role (roles.routr)" "routr" --set roles.routr.enabled=true
+refuses "party 7 of a 4-party network" "party must be 1..4" --set party=7
+refuses "party 0" "party" --set party=0
+refuses "a namespace other than the party's" "install with -n fabrx-party1" --namespace fabrx-party2
+refuses "an endorser index of another party" "which party 2 runs" --set 'roles.endorser.indices={2}'
+refuses "two consenter pods" "replicas" --set roles.consenter.replicas=2
+refuses "a shard count other than the config's" "shards is 3" --set shards=3
+refuses "an unknown top-level value" "additional properties" --set replica=3
+refuses "a plain-TCP setting for a TLS network" "has a tls section" --set network.tls=false
+refuses "cert-manager without an issuer" "issuerRef.name" --set tls.source=certManager
+cat >"$OUT/knobs.py" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = {}
+for d in docs:
+    kinds.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+bad = []
+def want(cond, msg):
+    if not cond: bad.append(msg)
+router = kinds["Deployment"]["router"]
+want(router["spec"]["replicas"] == 0, "roles.router.replicas=0 not honoured")
+want(kinds["StatefulSet"]["assembler"]["spec"]["replicas"] == 0, "roles.assembler.replicas=0 not honoured")
+for kind in ("Deployment", "StatefulSet"):
+    for name, w in kinds[kind].items():
+        pod = w["spec"]["template"]
+        c = pod["spec"]["containers"][0]
+        want(c["image"] == "mirror.example:5000/fabrx:0.1.0", f"{name}: image {c['image']}")
+        want(pod["metadata"]["labels"]["app.kubernetes.io/name"] == "ledger", f"{name}: nameOverride")
+        want(pod["metadata"]["annotations"].get("example.com/team") == "ops", f"{name}: podAnnotations")
+        want(pod["metadata"]["labels"].get("tier") == "ordering", f"{name}: podLabels")
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        want(env.get("RUST_LOG") == ("debug" if name == "consenter" else "info"), f"{name}: extraEnv {env}")
+        want(pod["spec"].get("priorityClassName") == "fabrx-critical", f"{name}: priorityClassName")
+        want("startupProbe" in c, f"{name}: no startup probe")
+        want(any(m["name"] == "scratch" for m in c["volumeMounts"]), f"{name}: extraVolumeMounts")
+        want(any(v["name"] == "scratch" for v in pod["spec"]["volumes"]), f"{name}: extraVolumes")
+    for name, w in kinds.get("StatefulSet", {}).items():
+        want(w["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Retain"},
+             f"{name}: retention policy")
+want("release-x-network" in kinds["ConfigMap"], f"fullnameOverride: ConfigMaps {list(kinds['ConfigMap'])}")
+rule = kinds.get("PrometheusRule", {}).get("release-x")
+want(rule and rule["spec"]["groups"], "no PrometheusRule with groups")
+test = kinds["Job"].get("release-x-test-load")
+want(test and test["metadata"]["annotations"].get("helm.sh/hook") == "test", "no helm test hook Job")
+certs = kinds.get("Certificate", {})
+want(len(certs) == len(kinds["Deployment"]) + len(kinds["StatefulSet"]) and all(
+    c["spec"]["issuerRef"]["name"] == "fabrx-ca" and c["spec"]["commonName"] == "fabrx-node" for c in certs.values()),
+    f"cert-manager: {len(certs)} Certificates")
+cons = kinds["StatefulSet"]["consenter"]["spec"]["template"]["spec"]
+tls = [v for v in cons["volumes"] if v["name"] == "node-tls"]
+want(tls and tls[0]["secret"]["secretName"] == "release-x-tls-consenter-1", "consenter: no cert-manager TLS volume")
+keys = [v for v in cons["volumes"] if v["name"] == "node-secret"][0]["secret"]["items"]
+want([i["key"] for i in keys] == ["consenter.key"], f"consenter with cert-manager: Secret items {keys}")
+print("\n".join(bad) or "ok")
+sys.exit(1 if bad else 0)
+PY
+check "conventions: knobs render as documented" sh -c '"$@" > "'"$OUT"'/knobs.yaml" && "'"$VENV"'/bin/python" "'"$OUT"'/knobs.py" "'"$OUT"'/knobs.yaml"' _ "$HELM" template fabrx helm/fabrx "${MR[@]}" --set global.imageRegistry=mirror.example:5000 \
+  --set nameOverride=ledger --set fullnameOverride=release-x --set podAnnotations.example\\.com/team=ops \
+  --set podLabels.tier=ordering --set 'extraEnv[0].name=RUST_LOG' --set 'extraEnv[0].value=info' \
+  --set 'roles.consenter.extraEnv[0].name=RUST_LOG' --set 'roles.consenter.extraEnv[0].value=debug' \
+  --set priorityClassName=fabrx-critical --set 'extraVolumes[0].name=scratch' --set 'extraVolumes[0].emptyDir.medium=Memory' \
+  --set 'extraVolumeMounts[0].name=scratch' --set 'extraVolumeMounts[0].mountPath=/scratch' \
+  --set roles.router.replicas=0 --set roles.assembler.replicas=0 --set persistence.retentionPolicy.whenDeleted=Delete \
+  --set metrics.prometheusRule.enabled=true --set tls.source=certManager --set tls.certManager.issuerRef.name=fabrx-ca
 
 echo "== helm-check took $(($(date +%s) - start)) s"
 echo "$passed passed, $failed failed"
