@@ -344,6 +344,25 @@ if values.get("metrics", {}).get("enabled"):
         if svc and not any(p.get("name") == "metrics" for p in svc["spec"]["ports"]):
             fail(f"Service/{n}: no metrics port")
 
+# 7. Every node gets every file it reads: the consenter its peer-keys file, listing the
+#    config's consenter keys in replica order (what `generate` writes beside the config).
+cms = by_kind.get("ConfigMap", {})
+net_cm = next((c for n, c in cms.items() if n.endswith("-network")), None)
+want_keys = [p["consenter"]["public_key"].replace(":", " ", 1) for p in sorted(config["parties"], key=lambda p: p["id"])]
+if net_cm is None:
+    fail("no network ConfigMap")
+else:
+    lines = [l for l in net_cm["data"].get("consenter-peer-keys.txt", "").splitlines() if l and not l.startswith("#")]
+    if lines != want_keys:
+        fail(f"consenter-peer-keys.txt lists {lines}, the config's consenters are {want_keys}")
+cons = sts.get("consenter")
+if cons:
+    pod = cons["spec"]["template"]["spec"]
+    items = [i["key"] for v in pod["volumes"] if "configMap" in v for i in v["configMap"].get("items", [])]
+    script = pod["initContainers"][0]["args"][0]
+    if "consenter-peer-keys.txt" not in items or "consenter-peer-keys.txt" not in script:
+        fail("the consenter pod does not get consenter-peer-keys.txt")
+
 for p in problems:
     print("  -", p)
 print(f"{len(docs)} manifests, {len(workloads)} workloads, {len(problems)} problems")

@@ -117,7 +117,9 @@ log "runtime base: $BASE"
 build_args=(--build-arg FABRX_BINARY=prebuilt --build-arg "RUNTIME_IMAGE=$BASE")
 if [ "$ENGINE" = podman ]; then
   # --pull=never: the base is local (podman otherwise asks a registry about it).
-  engine build --pull=never "${build_args[@]}" -t "$TAG" . >&2
+  # --network host: RUN steps need no network of their own, and podman's default one
+  # would leave a bridge, firewall chains and CNI state on the host.
+  engine build --pull=never --network host "${build_args[@]}" -t "$TAG" . >&2
 else
   # Host network: a daemon started without a bridge (--bridge=none) has no other.
   engine build --network host "${build_args[@]}" -t "$TAG" . >&2
