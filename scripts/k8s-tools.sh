@@ -19,7 +19,9 @@ TOOLS=${FABRX_TOOLS_DIR:-$HOME/.cache/fabrx-tools}
 K8S_VERSION=v1.33.13
 K8S_STAGING_VERSION=v0.33.13
 COREDNS_VERSION=v1.14.7
-CRICTL_VERSION=v1.33.0
+# (cri-tools is published as sigs.k8s.io/cri-tools from v1.34.0 on; crictl speaks CRI v1
+# to any recent runtime.)
+CRICTL_VERSION=v1.34.0
 HELM_VERSION=v3.22.0
 APT_PACKAGES=(etcd-server containerd runc containernetworking-plugins iptables podman debootstrap
   conntrack)
@@ -154,9 +156,9 @@ build_go_command() { # name module version package [ldflags]
 build_kubernetes
 build_pause
 build_go_command coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns
-build_go_command crictl github.com/kubernetes-sigs/cri-tools "$CRICTL_VERSION" \
-  github.com/kubernetes-sigs/cri-tools/cmd/crictl \
-  "-X github.com/kubernetes-sigs/cri-tools/pkg/version.Version=$CRICTL_VERSION"
+build_go_command crictl sigs.k8s.io/cri-tools "$CRICTL_VERSION" \
+  sigs.k8s.io/cri-tools/cmd/crictl \
+  "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
 build_go_command helm helm.sh/helm/v3 "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 
