@@ -1,4 +1,12 @@
 //! The pool of requests waiting to be ordered, in arrival order.
+//!
+//! The order queue deletes lazily: a removed request's entry stays in the queue until
+//! it reaches the front. A request can be removed (decided) and later inserted again
+//! (its digest forgotten once its decision fell below the checkpoint window, and a
+//! batcher resent it), so each insertion gets a ticket, and a queue entry counts only
+//! while its ticket is the request's current one. Without that, the stale entry and
+//! the new one both name the live request and a leader proposes it twice in one batch,
+//! which every follower refuses, in every view.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -9,12 +17,15 @@ struct Entry {
     request: Vec<u8>,
     arrived_ms: u64,
     reforwarded: bool,
+    /// The insertion this entry came from; matches exactly one queue entry.
+    ticket: u64,
 }
 
 /// Pending requests keyed by digest, iterated in arrival order.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
-    order: VecDeque<Digest>,
+    order: VecDeque<(Digest, u64)>,
+    next_ticket: u64,
     map: HashMap<Digest, Entry>,
     bytes: usize,
     /// Latest arrival time of a pending request that a decision served.
@@ -42,16 +53,25 @@ impl Pending {
             return false;
         }
         self.bytes += request.len();
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
         self.map.insert(
             d,
             Entry {
                 request,
                 arrived_ms: now,
                 reforwarded: false,
+                ticket,
             },
         );
-        self.order.push_back(d);
+        self.order.push_back((d, ticket));
         true
+    }
+
+    /// The live entry a queue entry names, if it is not a leftover of an earlier
+    /// insertion of the same request.
+    fn live(&self, (d, ticket): &(Digest, u64)) -> Option<&Entry> {
+        self.map.get(d).filter(|e| e.ticket == *ticket)
     }
 
     /// Removes a request (it was decided); returns when it arrived, if it was pending.
@@ -92,24 +112,22 @@ impl Pending {
     /// Drops removed digests from the front of the order queue (lazy deletion), and
     /// rebuilds the queue when it is mostly garbage.
     fn compact(&mut self) {
-        while let Some(d) = self.order.front() {
-            if self.map.contains_key(d) {
+        while let Some(front) = self.order.front() {
+            if self.live(front).is_some() {
                 break;
             }
             self.order.pop_front();
         }
         if self.order.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
-            self.order.retain(|d| map.contains_key(d));
+            self.order
+                .retain(|(d, ticket)| map.get(d).is_some_and(|e| e.ticket == *ticket));
         }
     }
 
     /// Arrival time of the oldest pending request.
     pub(super) fn oldest_ms(&self) -> Option<u64> {
-        self.order
-            .iter()
-            .find_map(|d| self.map.get(d))
-            .map(|e| e.arrived_ms)
+        self.order.iter().find_map(|q| self.live(q)).map(|e| e.arrived_ms)
     }
 
     /// Up to `max_count` requests / `max_bytes` bytes in arrival order (at least one
@@ -117,13 +135,13 @@ impl Pending {
     pub(super) fn batch(&self, max_count: usize, max_bytes: usize) -> Vec<(Digest, Vec<u8>)> {
         let mut out = Vec::new();
         let mut bytes = 0;
-        for d in &self.order {
-            let Some(e) = self.map.get(d) else { continue };
+        for q in &self.order {
+            let Some(e) = self.live(q) else { continue };
             if out.len() >= max_count || (!out.is_empty() && bytes + e.request.len() > max_bytes) {
                 break;
             }
             bytes += e.request.len();
-            out.push((*d, e.request.clone()));
+            out.push((q.0, e.request.clone()));
         }
         out
     }
@@ -141,8 +159,9 @@ impl Pending {
     /// Requests older than `age_ms` not yet re-forwarded in this view; marks them.
     pub(super) fn take_stale(&mut self, now: u64, age_ms: u64) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        for d in &self.order {
+        for (d, ticket) in &self.order {
             if let Some(e) = self.map.get_mut(d)
+                && e.ticket == *ticket
                 && !e.reforwarded
                 && now.saturating_sub(e.arrived_ms) >= age_ms
             {
@@ -151,5 +170,49 @@ impl Pending {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(b: u8) -> Digest {
+        Digest::of_request(&[b])
+    }
+
+    #[test]
+    fn a_request_removed_and_inserted_again_is_batched_once() {
+        let mut p = Pending::default();
+        for b in 0..3 {
+            assert!(p.insert(d(b), vec![b], u64::from(b)));
+        }
+        // Request 1 is decided while request 0 still waits: its queue entry stays.
+        assert!(p.remove(&d(1)).is_some());
+        // Later the same request comes again (its digest forgotten after pruning).
+        assert!(p.insert(d(1), vec![1], 10));
+        let batch: Vec<Vec<u8>> = p.batch(10, 1 << 20).into_iter().map(|(_, r)| r).collect();
+        assert_eq!(batch, vec![vec![0], vec![2], vec![1]]);
+        assert_eq!(
+            p.take_stale(100, 0).len(),
+            3,
+            "each live request re-forwarded once"
+        );
+        assert_eq!(p.len(), 3);
+        assert_eq!(p.oldest_ms(), Some(0));
+    }
+
+    #[test]
+    fn stale_entries_are_dropped_as_they_reach_the_front() {
+        let mut p = Pending::default();
+        for round in 0..200u64 {
+            assert!(p.insert(d(7), vec![7], round));
+            assert!(p.insert(d(8), vec![8], round));
+            assert!(p.remove(&d(8)).is_some());
+            assert!(p.remove(&d(7)).is_some());
+        }
+        assert_eq!(p.len(), 0);
+        assert!(p.order.is_empty(), "queue keeps {} stale entries", p.order.len());
+        assert_eq!(p.bytes(), 0);
     }
 }
