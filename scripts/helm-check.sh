@@ -363,6 +363,26 @@ if cons:
     if "consenter-peer-keys.txt" not in items or "consenter-peer-keys.txt" not in script:
         fail("the consenter pod does not get consenter-peer-keys.txt")
 
+# 8. The load Jobs' network.json (what `fabrx loadgen --target network` reads besides the
+#    config) has every field devnet's NodeEntry requires (all but its Option fields).
+import re
+struct = open("crates/devnet/src/file.rs").read()
+entry = struct[struct.index("pub struct NodeEntry"):]
+entry = entry[:entry.index("}")]
+required = {m.group(1) for m in re.finditer(r"pub (\w+): (?!Option<)", entry)}
+for job in by_kind.get("Job", {}).values():
+    script = job["spec"]["template"]["spec"]["initContainers"][0]["args"][0]
+    m = re.search(r"printf '%s\\n' '(\{.*\})' > /etc/fabrx/network.json", script)
+    if not m:
+        fail(f"Job/{job['metadata']['name']}: writes no network.json")
+        continue
+    net = json.loads(m.group(1))
+    for node in net["nodes"]:
+        if required - set(node):
+            fail(f"Job/{job['metadata']['name']}: network.json node lacks {sorted(required - set(node))}")
+    if (net["parties"], net["shards"]) != (len(config["parties"]), config["shards"]):
+        fail(f"Job/{job['metadata']['name']}: network.json size {net['parties']}x{net['shards']}")
+
 for p in problems:
     print("  -", p)
 print(f"{len(docs)} manifests, {len(workloads)} workloads, {len(problems)} problems")

@@ -311,9 +311,14 @@ initContainers:
         chmod 0600 /etc/fabrx/vcservice.toml
         {{- end }}
         {{- if .networkJson }}
-        printf '{"parties":%s,"shards":%s,"nodes":[{"role":"sidecar","party":%s,"listen":"%s"}]}\n' \
-          "{{ $root.Values.network.parties }}" "{{ $root.Values.shards }}" "{{ $root.Values.party }}" \
-          "{{ include "fabrx.serviceAddr" (dict "root" $root "svc" "sidecar" "port" $root.Values.ports.sidecar) }}" > /etc/fabrx/network.json
+        {{- /* What `fabrx loadgen --target network` reads from a network directory besides
+             the config: the committing sidecar of this party, as a `network.json` node
+             entry (devnet::file::NodeEntry; the fields of a process it did not start are
+             placeholders). */}}
+        {{- $sidecar := dict "name" (printf "sidecar-%v" $root.Values.party) "role" "sidecar" "party" (int $root.Values.party)
+              "shard" nil "pid" 0 "argv" list "cwd" "/var/lib/fabrx" "metrics" nil "data_dir" "/var/lib/fabrx" "log" "/dev/null"
+              "listen" (include "fabrx.serviceAddr" (dict "root" $root "svc" "sidecar" "port" $root.Values.ports.sidecar)) }}
+        printf '%s\n' '{{ dict "parties" (int $root.Values.network.parties) "shards" (int $root.Values.shards) "nodes" (list $sidecar) | toJson }}' > /etc/fabrx/network.json
         {{- end }}
     securityContext:
       {{- toYaml $root.Values.securityContext | nindent 6 }}
