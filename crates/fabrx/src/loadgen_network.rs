@@ -135,6 +135,12 @@ pub async fn run(
         crate::report_files::write_report(dir, &outcome.raw.series, &line, &title)?;
         outcome.write_raw(dir)?;
     }
+    if summary.decided_before_run > 0 {
+        eprintln!(
+            "loadgen: {} txs had been decided before this run (an earlier run sent the same ids: use a fresh --tag)",
+            summary.decided_before_run
+        );
+    }
     print_summary(&outcome, &line, output.json);
     Ok(())
 }
@@ -145,9 +151,10 @@ fn print_summary(outcome: &Outcome, line: &str, json: bool) {
     if !json {
         let ms = |v: Option<f64>| serde_json::Value::from(v).to_string();
         eprintln!(
-            "sent {} · submitted {} · confirmed {} · never confirmed {} · {:.0} tx/s · p50 {} ms · p99 {} ms",
+            "sent {} · submitted {} · refused {} · confirmed {} · never confirmed {} · {:.0} tx/s · p50 {} ms · p99 {} ms",
             s.sent,
             s.submitted,
+            s.refused,
             s.confirmed,
             s.never_confirmed,
             s.tps,

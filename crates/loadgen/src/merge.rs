@@ -183,6 +183,8 @@ struct Sums {
     totals: BTreeMap<&'static str, u64>,
     aborted: BTreeMap<String, u64>,
     router_errors: BTreeMap<String, u64>,
+    refused_reasons: BTreeMap<String, u64>,
+    decided_before_run: u64,
     latency: Histogram,
     expected_mismatches: Option<u64>,
     rate: Option<f64>,
@@ -197,6 +199,8 @@ impl Sums {
             totals: BTreeMap::new(),
             aborted: BTreeMap::new(),
             router_errors: BTreeMap::new(),
+            refused_reasons: BTreeMap::new(),
+            decided_before_run: 0,
             latency: Histogram::new(),
             expected_mismatches: Some(0),
             rate: Some(0.0),
@@ -213,6 +217,11 @@ impl Sums {
         }
         add_counts(&mut self.aborted, &counts(p, "aborted")?);
         add_counts(&mut self.router_errors, &counts(p, "router_errors")?);
+        add_counts(&mut self.refused_reasons, &counts(p, "refused_reasons")?);
+        // A report of a version without the field counts none.
+        self.decided_before_run = self
+            .decided_before_run
+            .saturating_add(p.summary["decided_before_run"].as_u64().unwrap_or(0));
         let h = Histogram::from_sparse(&p.raw.latency_us)
             .ok_or_else(|| malformed(p, "raw.json: the latency histogram does not parse"))?;
         let confirmed = count(p, "confirmed")?;
@@ -252,6 +261,8 @@ pub fn merge(parts: &[Part]) -> Result<Merged, MergeError> {
         totals,
         aborted,
         router_errors,
+        refused_reasons,
+        decided_before_run,
         latency,
         expected_mismatches,
         rate,
@@ -297,6 +308,8 @@ pub fn merge(parts: &[Part]) -> Result<Merged, MergeError> {
         "genesis_seconds": round(genesis, 3),
         "rate": rate,
         "router_errors": router_errors,
+        "refused_reasons": refused_reasons,
+        "decided_before_run": decided_before_run,
         "tags": tags,
         "expected_mismatches": expected_mismatches,
         "client_cpu_seconds": cpu.map(|c| round(c, 3)),

@@ -188,7 +188,7 @@ pub async fn serve(
     })
     .map_err(|e| crate::network::failed(&e.to_string()))?;
     let (ids_tx, ids_rx) = mpsc::channel::<Vec<String>>(ids.len().max(1));
-    let (ev_tx, mut events) = mpsc::channel::<(String, String)>(4096);
+    let (ev_tx, mut events) = mpsc::channel::<crate::network::Decided>(4096);
     let watcher = tokio::spawn(crate::network::watch_sidecar(
         crate::network::channel(sidecar)?,
         ids_rx,
@@ -209,7 +209,9 @@ pub async fn serve(
     let mut arrivals: Vec<(Instant, usize, usize)> = Vec::new();
     let mut last = Instant::now();
     while got < total {
-        let Ok(Some((id, status))) = tokio::time::timeout(drain, events.recv()).await else {
+        let Ok(Some(crate::network::Decided { id, status, .. })) =
+            tokio::time::timeout(drain, events.recv()).await
+        else {
             break;
         };
         let Some(&(b, i)) = at.get(id.as_str()) else {

@@ -4,6 +4,13 @@
 //! committer's notification stream — or, in an ordering-only network, by its tx id in
 //! an assembler's Deliver stream.
 //!
+//! The counts are of what happened in this run. A router's `ALREADY_EXISTS` (its
+//! batcher holds the request already) is a refusal with its reason, unless the committer
+//! (or the orderer) then decides the tx in this run: another party's batch or forward
+//! brought the request to that batcher first. A status counts only when the committer
+//! decided it in this run: a status from a block before the run began (the same tx id
+//! sent by an earlier run) is counted apart as decided before the run.
+//!
 //! Open loop at a rate or in rate steps (or as fast as the in-flight bound allows),
 //! bounded everywhere:
 //! at most `max_in_flight` txs are sent and not yet confirmed (or refused), and every
@@ -157,22 +164,35 @@ impl<'a> Pacer<'a> {
 pub struct NetworkRun {
     /// Txs sent to the routers.
     pub sent: u64,
-    /// Txs a quorum of routers acknowledged.
+    /// Txs a quorum of routers admitted (an `ALREADY_EXISTS` counts towards it only
+    /// for a tx decided in this run).
     pub submitted: u64,
     /// Txs too many routers refused for a quorum.
     pub refused: u64,
-    /// Final statuses by name (`ORDERED` when only the orderer confirms).
+    /// Refused txs by the reason of the answer that made a quorum impossible (a gRPC
+    /// code's name, e.g. `AlreadyExists`, or `unavailable`, `stream failed`).
+    pub refused_reasons: BTreeMap<String, u64>,
+    /// Final statuses by name (`ORDERED` when only the orderer confirms), decided in
+    /// this run.
     pub statuses: BTreeMap<String, u64>,
-    /// Txs with a final status.
+    /// Txs with a final status decided in this run.
     pub confirmed: u64,
-    /// Refusals and failures by router (its index) and reason.
+    /// Txs whose only status is one the committer decided before this run began (in a
+    /// block below its next block when the run started): an earlier run sent the same
+    /// tx id. Neither confirmed nor committed by this run.
+    pub decided_before_run: u64,
+    /// Refusals and failures by router (its index) and reason: every router's answer
+    /// that was not an admission.
     pub router_errors: BTreeMap<String, u64>,
     /// From the first send to the last confirmation (or the end of the drain).
     pub seconds: f64,
     /// Send-to-confirmation latency of confirmed txs, in microseconds.
     pub latency_us: Histogram,
-    /// The statuses of the txs by index (`None`: never confirmed).
+    /// The statuses of the txs by index, decided in this run (`None`: not confirmed by
+    /// this run).
     pub outcome: Vec<Option<String>>,
+    /// The statuses decided before this run, by tx index (empty when there were none).
+    pub before: Vec<Option<String>>,
     /// Per second and per rate step.
     pub series: Series,
     /// The run ended because nothing moved for the drain time while its in-flight bound
@@ -181,17 +201,26 @@ pub struct NetworkRun {
 }
 
 impl NetworkRun {
-    /// Sent txs without a final status (txs are sent in index order).
+    /// Sent txs without any final status, of this run or before it (txs are sent in
+    /// index order).
     pub fn never_confirmed(&self) -> u64 {
         let sent = usize::try_from(self.sent)
             .unwrap_or(usize::MAX)
             .min(self.outcome.len());
-        self.outcome[..sent]
-            .iter()
-            .filter(|o| o.is_none())
+        let before = |i: usize| self.before.get(i).is_some_and(Option::is_some);
+        (0..sent)
+            .filter(|&i| self.outcome[i].is_none() && !before(i))
             .count()
             .try_into()
             .unwrap_or(u64::MAX)
+    }
+
+    /// The status of tx `i`: decided in this run, or else before it (`false`).
+    pub fn status_of(&self, i: usize) -> Option<(&str, bool)> {
+        match self.outcome.get(i).and_then(Option::as_deref) {
+            Some(s) => Some((s, true)),
+            None => self.before.get(i).and_then(Option::as_deref).map(|s| (s, false)),
+        }
     }
 }
 
@@ -202,9 +231,9 @@ pub struct NetProgress {
     pub elapsed: f64,
     /// Txs sent.
     pub sent: u64,
-    /// Txs a quorum acknowledged.
+    /// Txs a quorum admitted so far.
     pub submitted: u64,
-    /// Txs with a final status.
+    /// Txs with a final status decided in this run.
     pub confirmed: u64,
 }
 
@@ -228,15 +257,55 @@ pub fn envelope(id: &TxId, tx: &Tx) -> Vec<u8> {
 struct Ack {
     tx: usize,
     router: usize,
-    error: Option<String>,
+    answer: Answer,
 }
+
+/// What a router answered to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    /// Its batcher admitted the request.
+    Admitted,
+    /// Its batcher held the request already (`ALREADY_EXISTS`): brought by another
+    /// party's batch or forward in this run, or sent by an earlier run.
+    Duplicate,
+    /// Refused or failed, with the reason.
+    Failed(String),
+}
+
+impl Answer {
+    /// The answer a `Submit` response's code gives.
+    fn of_code(code: u32) -> Answer {
+        match tonic::Code::from_i32(code as i32) {
+            tonic::Code::Ok => Answer::Admitted,
+            tonic::Code::AlreadyExists => Answer::Duplicate,
+            other => Answer::Failed(format!("{other:?}")),
+        }
+    }
+
+    /// The reason a refusal is counted under.
+    fn reason(&self) -> Option<&str> {
+        match self {
+            Answer::Admitted => None,
+            Answer::Duplicate => Some(DUPLICATE),
+            Answer::Failed(r) => Some(r),
+        }
+    }
+}
+
+/// The reason of an `ALREADY_EXISTS` answer.
+const DUPLICATE: &str = "AlreadyExists";
 
 /// Per-tx progress.
 #[derive(Clone, Copy, Default)]
 struct TxState {
     sent_at: Option<Instant>,
     ok: u16,
+    duplicate: u16,
     failed: u16,
+    /// No quorum of admissions is possible any more; the reason (an index into
+    /// `Tally::reasons`) of the answer that made it so.
+    refused: Option<u16>,
+    /// Its in-flight slot was given back.
     counted: bool,
 }
 
@@ -245,13 +314,27 @@ struct Links {
     routers: Vec<mpsc::Sender<(usize, Arc<Vec<u8>>)>>,
     acks: mpsc::Receiver<Ack>,
     ids: mpsc::Sender<Vec<String>>,
-    events: mpsc::Receiver<(String, String)>,
+    events: mpsc::Receiver<Decided>,
     tasks: tokio::task::JoinSet<()>,
+    /// Statuses in blocks below this were decided before the run began.
+    first_block: u64,
+}
+
+/// A final status the committer (or the orderer) reported for a tx id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decided {
+    /// The tx id.
+    pub id: String,
+    /// The status's name (`ORDERED` from an assembler).
+    pub status: String,
+    /// The block it was decided in.
+    pub block: u64,
 }
 
 /// Opens a stream to every router and the status watcher, every channel sized by
-/// `bound` txs in flight.
-fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<Links> {
+/// `bound` txs in flight, after asking where the committer (or the assembler's ledger)
+/// stands: statuses in blocks below it are not this run's.
+async fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<Links> {
     let n = endpoints.routers.len();
     if n == 0 {
         return Err(crate::Error::InvalidParam {
@@ -268,10 +351,20 @@ fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<Links> {
         tasks.spawn(router_link(i, channel(uri)?, rx, ack_tx.clone()));
     }
     let (ids, ids_rx) = mpsc::channel::<Vec<String>>(bound.saturating_add(16));
-    let (ev_tx, events) = mpsc::channel::<(String, String)>(bound.saturating_add(16));
-    match &endpoints.sidecar {
-        Some(uri) => tasks.spawn(watch_sidecar(channel(uri)?, ids_rx, ev_tx)),
-        None => tasks.spawn(watch_assembler(channel(&endpoints.assembler)?, ids_rx, ev_tx)),
+    let (ev_tx, events) = mpsc::channel::<Decided>(bound.saturating_add(16));
+    let first_block = match &endpoints.sidecar {
+        Some(uri) => {
+            let channel = channel(uri)?;
+            let first = committer_next_block(channel.clone()).await?;
+            tasks.spawn(watch_sidecar(channel, ids_rx, ev_tx));
+            first
+        }
+        None => {
+            let channel = channel(&endpoints.assembler)?;
+            let first = ledger_height(channel.clone()).await?;
+            tasks.spawn(watch_assembler(channel, first, ids_rx, ev_tx));
+            first
+        }
     };
     Ok(Links {
         routers,
@@ -279,7 +372,69 @@ fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<Links> {
         ids,
         events,
         tasks,
+        first_block,
     })
+}
+
+/// How long the run waits for the committer or the assembler to say where it stands.
+const STANDING_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The committer's next block (`Sidecar.GetNextBlock`), asked until it answers or
+/// [`STANDING_TIMEOUT`] passed.
+async fn committer_next_block(channel: tonic::transport::Channel) -> crate::Result<u64> {
+    let deadline = Instant::now() + STANDING_TIMEOUT;
+    loop {
+        let mut client = SidecarClient::new(channel.clone());
+        match client.get_next_block(pb::LastCommittedRequest {}).await {
+            Ok(r) => return Ok(r.into_inner().number),
+            Err(status) if Instant::now() >= deadline => {
+                return Err(failed(&format!(
+                    "the committer's sidecar did not say its next block: {status}"
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+/// The number of blocks the assembler at `channel` holds (the first block number it
+/// does not hold), found by probing: doubling, then bisecting.
+async fn ledger_height(channel: tonic::transport::Channel) -> crate::Result<u64> {
+    let deadline = Instant::now() + STANDING_TIMEOUT;
+    let has = |n: u64| {
+        let channel = channel.clone();
+        async move {
+            loop {
+                if let Some(held) =
+                    clients::deliver::has_block(channel.clone(), n, Duration::from_secs(5)).await
+                {
+                    return Ok(held);
+                }
+                if Instant::now() >= deadline {
+                    return Err(failed("the assembler did not answer whether it holds a block"));
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    if !has(0).await? {
+        return Ok(0);
+    }
+    // Held: lo; not held: hi.
+    let (mut lo, mut hi) = (0u64, 1u64);
+    while has(hi).await? {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if has(mid).await? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(hi)
 }
 
 /// What the run counts as acks and statuses arrive.
@@ -290,9 +445,41 @@ struct Tally {
     start: Instant,
     last_confirm: Instant,
     recorder: Recorder,
+    /// Routers, and admissions a tx needs.
+    n: usize,
+    q: usize,
+    /// The reasons of refused txs (`TxState::refused` indexes it).
+    reasons: Vec<String>,
+    /// Statuses in blocks below this were decided before the run.
+    first_block: u64,
+    /// Router answers still due for the txs sent (every router answers every tx, if
+    /// only with a failure of its link).
+    answers_due: usize,
 }
 
 impl Tally {
+    /// Nothing counted yet of `txs` txs, to be sent to `n` routers from `start`;
+    /// statuses in blocks from `first_block` on are this run's.
+    fn new(txs: usize, start: Instant, schedule: &Schedule, n: usize, first_block: u64) -> Tally {
+        Tally {
+            state: vec![TxState::default(); txs],
+            out: NetworkRun {
+                latency_us: Histogram::new(),
+                outcome: vec![None; txs],
+                ..NetworkRun::default()
+            },
+            in_flight: 0,
+            start,
+            last_confirm: start,
+            recorder: Recorder::new(schedule),
+            n,
+            q: types::quorum::client_acks(n),
+            reasons: Vec::new(),
+            first_block,
+            answers_due: 0,
+        }
+    }
+
     /// Subscribes to txs `range` and sends each to every router.
     async fn send(
         &mut self,
@@ -316,12 +503,16 @@ impl Tally {
             }
         }
         self.out.sent = self.out.sent.saturating_add(range.len() as u64);
+        self.answers_due = self
+            .answers_due
+            .saturating_add(range.len().saturating_mul(links.routers.len()));
         self.recorder
             .on_sent(now.saturating_duration_since(self.start), range.len() as u64);
         Ok(())
     }
 
-    /// Whether the run is over: nothing left to send and every tx confirmed, or the
+    /// Whether the run is over: nothing left to send, every tx confirmed (or refused)
+    /// and every router's answer in (so that each tx is counted by all of them), or the
     /// drain time passed since the last send; or stalled — every in-flight slot held by
     /// txs that are not confirmed, and nothing confirmed or sent for the drain time
     /// (they will not be: stop rather than wait forever).
@@ -333,7 +524,8 @@ impl Tally {
         drain: Duration,
         bound: usize,
     ) -> bool {
-        if done_sending && (self.in_flight == 0 || now.duration_since(last_send) >= drain) {
+        let settled = self.in_flight == 0 && self.answers_due == 0;
+        if done_sending && (settled || now.duration_since(last_send) >= drain) {
             return true;
         }
         self.out.stalled =
@@ -341,23 +533,63 @@ impl Tally {
         self.out.stalled
     }
 
-    fn on_ack(&mut self, ack: &Ack, n: usize, q: usize) {
-        let before = self.out.submitted;
-        on_ack(
-            &mut self.state[ack.tx],
-            ack,
-            n,
-            q,
-            &mut self.out,
-            &mut self.in_flight,
-        );
-        if self.out.submitted > before {
-            self.recorder.on_acked(self.start.elapsed(), 1);
+    fn on_ack(&mut self, ack: &Ack) {
+        self.answers_due = self.answers_due.saturating_sub(1);
+        let s = &mut self.state[ack.tx];
+        let reason = ack.answer.reason().map(|r| {
+            *self
+                .out
+                .router_errors
+                .entry(format!("router {}: {r}", ack.router + 1))
+                .or_default() += 1;
+            r.to_owned()
+        });
+        match on_ack(s, &ack.answer, self.n, self.q) {
+            AckEffect::Admitted => {
+                self.out.submitted += 1;
+                self.recorder.on_acked(self.start.elapsed(), 1);
+            }
+            AckEffect::Refused => {
+                let reason = reason.unwrap_or_default();
+                let index = match self.reasons.iter().position(|r| *r == reason) {
+                    Some(i) => i,
+                    None => {
+                        self.reasons.push(reason);
+                        self.reasons.len() - 1
+                    }
+                };
+                s.refused = Some(u16::try_from(index).unwrap_or(u16::MAX));
+                // Its slot is free: no quorum will take it (a status still counts if
+                // it arrives: a minority of routers may have forwarded it). Unless a
+                // batcher said it holds the request: then a status comes (this run's,
+                // or an earlier run's at once), and the run waits for it.
+                if !s.counted && s.duplicate == 0 {
+                    s.counted = true;
+                    self.in_flight = self.in_flight.saturating_sub(1);
+                }
+            }
+            AckEffect::None => {}
         }
     }
 
-    fn on_status(&mut self, i: usize, status: String) {
+    fn on_status(&mut self, i: usize, decided: Decided) {
         if self.out.outcome[i].is_some() {
+            return;
+        }
+        let status = decided.status;
+        if decided.block < self.first_block {
+            // An earlier run's: not this run's confirmation, but nothing more will come.
+            if self.out.before.is_empty() {
+                self.out.before = vec![None; self.out.outcome.len()];
+            }
+            if self.out.before[i].replace(status).is_none() {
+                self.out.decided_before_run += 1;
+            }
+            let s = &mut self.state[i];
+            if !s.counted {
+                s.counted = true;
+                self.in_flight = self.in_flight.saturating_sub(1);
+            }
             return;
         }
         let now = Instant::now();
@@ -377,6 +609,31 @@ impl Tally {
         self.out.confirmed += 1;
         self.last_confirm = now;
     }
+
+    /// The final counts of the sent txs: submitted when a quorum admitted the tx (its
+    /// duplicates count only when it was decided in this run: the batchers held it from
+    /// this run's send), refused with its reason when no quorum could.
+    fn finish(&mut self) {
+        let sent = usize::try_from(self.out.sent)
+            .unwrap_or(usize::MAX)
+            .min(self.state.len());
+        let (mut submitted, mut refused) = (0u64, 0u64);
+        let mut reasons = BTreeMap::new();
+        for (i, s) in self.state[..sent].iter().enumerate() {
+            let this_run = self.out.outcome[i].is_some();
+            let held = usize::from(s.ok) + if this_run { usize::from(s.duplicate) } else { 0 };
+            if held >= self.q {
+                submitted += 1;
+            } else if let Some(r) = s.refused {
+                refused += 1;
+                let reason = self.reasons.get(usize::from(r)).cloned().unwrap_or_default();
+                *reasons.entry(reason).or_default() += 1;
+            }
+        }
+        self.out.submitted = submitted;
+        self.out.refused = refused;
+        self.out.refused_reasons = reasons;
+    }
 }
 
 /// Sends `txs` (ids and envelopes) and waits for their statuses.
@@ -387,9 +644,8 @@ pub async fn run(
     mut progress: impl FnMut(NetProgress),
 ) -> crate::Result<NetworkRun> {
     let n = endpoints.routers.len();
-    let q = types::quorum::client_acks(n);
     let bound = pace.max_in_flight.get();
-    let mut links = links(endpoints, bound)?;
+    let mut links = links(endpoints, bound).await?;
     let index: HashMap<&str, usize> = txs
         .iter()
         .enumerate()
@@ -397,18 +653,7 @@ pub async fn run(
         .collect();
     let start = Instant::now();
     let mut pacer = Pacer::new(&pace.schedule, start, pace.control.as_deref())?;
-    let mut t = Tally {
-        state: vec![TxState::default(); txs.len()],
-        out: NetworkRun {
-            latency_us: Histogram::new(),
-            outcome: vec![None; txs.len()],
-            ..NetworkRun::default()
-        },
-        in_flight: 0,
-        start,
-        last_confirm: start,
-        recorder: Recorder::new(&pace.schedule),
-    };
+    let mut t = Tally::new(txs.len(), start, &pace.schedule, n, links.first_block);
     let mut next = 0usize;
     let mut last_send = start;
     let mut last_progress = start;
@@ -450,16 +695,17 @@ pub async fn run(
             due(next).unwrap_or(tick).max(now).min(tick)
         };
         tokio::select! {
-            Some(ack) = links.acks.recv() => t.on_ack(&ack, n, q),
-            Some((id, status)) = links.events.recv() => {
-                if let Some(&i) = index.get(id.as_str()) {
-                    t.on_status(i, status);
+            Some(ack) = links.acks.recv() => t.on_ack(&ack),
+            Some(decided) = links.events.recv() => {
+                if let Some(&i) = index.get(decided.id.as_str()) {
+                    t.on_status(i, decided);
                 }
             }
             () = tokio::time::sleep_until(wake.into()) => {}
         }
     }
     links.tasks.abort_all();
+    t.finish();
     let end = t.last_confirm.max(last_send).duration_since(start);
     t.out.seconds = end.as_secs_f64();
     t.out.series = t.recorder.finish(end);
@@ -481,30 +727,40 @@ fn stopped(what: &str) -> crate::Error {
     }
 }
 
-fn on_ack(s: &mut TxState, ack: &Ack, n: usize, q: usize, out: &mut NetworkRun, in_flight: &mut usize) {
-    match &ack.error {
-        None => {
+/// What one router's answer did to its tx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckEffect {
+    /// The tx reached a quorum of admissions.
+    Admitted,
+    /// No quorum of admissions is possible any more: the tx is refused (until the end of
+    /// the run shows its duplicates were this run's).
+    Refused,
+    /// Neither yet.
+    None,
+}
+
+/// Counts one router's answer for a tx that `n` routers answer and `q` must admit.
+fn on_ack(s: &mut TxState, answer: &Answer, n: usize, q: usize) -> AckEffect {
+    match answer {
+        Answer::Admitted => {
             s.ok = s.ok.saturating_add(1);
             if usize::from(s.ok) == q {
-                out.submitted += 1;
+                return AckEffect::Admitted;
             }
         }
-        Some(reason) => {
-            s.failed = s.failed.saturating_add(1);
-            *out.router_errors
-                .entry(format!("router {}: {reason}", ack.router + 1))
-                .or_default() += 1;
-            // No quorum possible any more: the tx is refused (its status still counts
-            // if it arrives: a minority of routers may have forwarded it).
-            if usize::from(s.failed) == n - q + 1 && usize::from(s.ok) < q {
-                out.refused += 1;
-                if !s.counted {
-                    s.counted = true;
-                    *in_flight = in_flight.saturating_sub(1);
-                }
+        Answer::Duplicate | Answer::Failed(_) => {
+            if *answer == Answer::Duplicate {
+                s.duplicate = s.duplicate.saturating_add(1);
+            } else {
+                s.failed = s.failed.saturating_add(1);
+            }
+            let not_admitted = usize::from(s.failed) + usize::from(s.duplicate);
+            if not_admitted == n - q + 1 && usize::from(s.ok) < q {
+                return AckEffect::Refused;
             }
         }
     }
+    AckEffect::None
 }
 
 pub(crate) fn channel(uri: &str) -> crate::Result<tonic::transport::Channel> {
@@ -527,7 +783,7 @@ async fn router_link(
     let fail = |tx: usize, reason: &str| Ack {
         tx,
         router,
-        error: Some(reason.to_string()),
+        answer: Answer::Failed(reason.to_string()),
     };
     let mut outgoing: Option<(usize, Arc<Vec<u8>>)> = None;
     loop {
@@ -568,13 +824,8 @@ async fn router_link(
                     Ok(Some(resp)) => {
                         let tx = usize::try_from(resp.id).unwrap_or(usize::MAX);
                         if pending.remove(&tx) {
-                            // ALREADY_EXISTS: the batcher holds the request already
-                            // (another party's router or batch brought it): accepted.
-                            let known = resp.code == tonic::Code::AlreadyExists as u32;
-                            let error = (resp.code != 0 && !known).then(|| {
-                                format!("{:?}", tonic::Code::from_i32(resp.code as i32))
-                            });
-                            let _ = acks.send(Ack { tx, router, error }).await;
+                            let answer = Answer::of_code(resp.code);
+                            let _ = acks.send(Ack { tx, router, answer }).await;
                         }
                     }
                     _ => break,
@@ -593,7 +844,7 @@ async fn router_link(
 pub(crate) async fn watch_sidecar(
     channel: tonic::transport::Channel,
     mut ids: mpsc::Receiver<Vec<String>>,
-    events: mpsc::Sender<(String, String)>,
+    events: mpsc::Sender<Decided>,
 ) {
     let mut waiting: HashSet<String> = HashSet::new();
     let mut outgoing: Vec<Vec<String>> = Vec::new();
@@ -632,7 +883,8 @@ pub(crate) async fn watch_sidecar(
                         if waiting.remove(&st.tx_id) {
                             let name = Status::from_code(st.code)
                                 .map_or_else(|_| format!("CODE_{}", st.code), |s| s.name().to_string());
-                            if events.send((st.tx_id, name)).await.is_err() {
+                            let decided = Decided { id: st.tx_id, status: name, block: st.block };
+                            if events.send(decided).await.is_err() {
                                 return;
                             }
                         }
@@ -645,15 +897,17 @@ pub(crate) async fn watch_sidecar(
     }
 }
 
-/// Without a committer: an assembler's Deliver stream from block 0, following; each tx
+/// Without a committer: an assembler's Deliver stream from block `first` (its height
+/// when the run began: earlier blocks cannot hold this run's txs), following; each tx
 /// id of ours that appears in a block is `ORDERED`.
 async fn watch_assembler(
     channel: tonic::transport::Channel,
+    first: u64,
     mut ids: mpsc::Receiver<Vec<String>>,
-    events: mpsc::Sender<(String, String)>,
+    events: mpsc::Sender<Decided>,
 ) {
     let mut waiting: HashSet<String> = HashSet::new();
-    let mut next = 0u64;
+    let mut next = first;
     loop {
         let request = pb::DeliverRequest {
             from: next,
@@ -676,13 +930,15 @@ async fn watch_assembler(
                 },
                 b = stream.message() => match b {
                     Ok(Some(b)) => {
-                        next = b.header.as_ref().map_or(next, |h| h.number.saturating_add(1));
+                        let block = b.header.as_ref().map_or(next, |h| h.number);
+                        next = block.saturating_add(1);
                         for raw in &b.requests {
                             let Ok(env) = pb::Envelope::decode(raw.as_slice()) else { continue };
-                            if waiting.remove(&env.tx_id)
-                                && events.send((env.tx_id, "ORDERED".into())).await.is_err()
-                            {
-                                return;
+                            if waiting.remove(&env.tx_id) {
+                                let decided = Decided { id: env.tx_id, status: "ORDERED".into(), block };
+                                if events.send(decided).await.is_err() {
+                                    return;
+                                }
                             }
                         }
                     }
@@ -702,14 +958,8 @@ mod tests {
     fn a_run_ends_after_its_drain_or_when_stalled_at_its_bound() {
         let start = Instant::now();
         let secs = Duration::from_secs;
-        let mut t = Tally {
-            state: Vec::new(),
-            out: NetworkRun::default(),
-            in_flight: 10,
-            start,
-            last_confirm: start,
-            recorder: Recorder::new(&Schedule::Unpaced),
-        };
+        let mut t = tally(0, start);
+        t.in_flight = 10;
         let drain = secs(60);
         // Still sending, below the bound: never over, however long it is quiet.
         assert!(!t.over(false, start + secs(600), start, drain, 20));
@@ -726,6 +976,12 @@ mod tests {
         );
         assert!(t.over(false, start + secs(80), start, drain, 10));
         assert!(t.out.stalled);
+        // Done sending, every tx settled, but a router's answer still due: not yet over.
+        t.in_flight = 0;
+        t.answers_due = 1;
+        assert!(!t.over(true, start + secs(1), start, drain, 10));
+        t.answers_due = 0;
+        assert!(t.over(true, start + secs(1), start, drain, 10));
     }
 
     #[test]
@@ -763,32 +1019,118 @@ mod tests {
         assert_eq!(quorum(10), 7);
     }
 
+    /// A tally of `txs` sent txs to 4 routers (a quorum of 3), statuses in blocks from 10
+    /// on decided in the run.
+    fn tally(txs: usize, start: Instant) -> Tally {
+        let mut t = Tally::new(txs, start, &Schedule::Unpaced, 4, 10);
+        t.out.sent = txs as u64;
+        t.in_flight = txs;
+        t
+    }
+
+    fn ack(tx: usize, router: usize, answer: &Answer) -> Ack {
+        Ack {
+            tx,
+            router,
+            answer: answer.clone(),
+        }
+    }
+
+    fn decided(id: &str, status: &str, block: u64) -> Decided {
+        Decided {
+            id: id.into(),
+            status: status.into(),
+            block,
+        }
+    }
+
     #[test]
     fn a_tx_is_submitted_at_a_quorum_and_refused_when_none_is_possible() {
-        let mut out = NetworkRun::default();
-        let mut in_flight = 2;
-        let mut a = TxState::default();
-        let ok = |router| Ack {
-            tx: 0,
-            router,
-            error: None,
-        };
-        let bad = |router| Ack {
-            tx: 0,
-            router,
-            error: Some("Unavailable".into()),
-        };
+        let mut t = tally(2, Instant::now());
+        let unavailable = Answer::Failed("Unavailable".into());
         for r in 0..3 {
-            on_ack(&mut a, &ok(r), 4, 3, &mut out, &mut in_flight);
+            t.on_ack(&ack(0, r, &Answer::Admitted));
         }
-        on_ack(&mut a, &bad(3), 4, 3, &mut out, &mut in_flight);
-        assert_eq!((out.submitted, out.refused, in_flight), (1, 0, 2));
-        let mut b = TxState::default();
-        on_ack(&mut b, &ok(0), 4, 3, &mut out, &mut in_flight);
-        on_ack(&mut b, &bad(1), 4, 3, &mut out, &mut in_flight);
-        assert_eq!(out.refused, 0, "one refusal leaves a quorum possible");
-        on_ack(&mut b, &bad(2), 4, 3, &mut out, &mut in_flight);
-        assert_eq!((out.submitted, out.refused, in_flight), (1, 1, 1));
-        assert_eq!(out.router_errors.values().sum::<u64>(), 3);
+        t.on_ack(&ack(0, 3, &unavailable));
+        assert_eq!((t.out.submitted, t.in_flight), (1, 2));
+        t.on_ack(&ack(1, 0, &Answer::Admitted));
+        t.on_ack(&ack(1, 1, &unavailable));
+        assert_eq!(t.in_flight, 2, "one refusal leaves a quorum possible");
+        t.on_ack(&ack(1, 2, &unavailable));
+        assert_eq!(t.in_flight, 1, "the refused tx gave back its slot");
+        t.finish();
+        assert_eq!((t.out.submitted, t.out.refused), (1, 1));
+        assert_eq!(
+            t.out.refused_reasons,
+            BTreeMap::from([("Unavailable".to_string(), 1)])
+        );
+        assert_eq!(t.out.router_errors.values().sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn a_rerun_is_refused_as_duplicates_and_its_earlier_statuses_are_not_its_commits() {
+        // Every router answers ALREADY_EXISTS; the committer's statuses are from blocks
+        // before the run (the first run's).
+        let mut t = tally(2, Instant::now());
+        for tx in 0..2 {
+            for r in 0..4 {
+                t.on_ack(&ack(tx, r, &Answer::Duplicate));
+            }
+        }
+        assert_eq!(t.in_flight, 2, "a held request's status is awaited");
+        t.on_status(0, decided("a", "COMMITTED", 3));
+        t.on_status(1, decided("b", "COMMITTED", 9));
+        assert_eq!(t.in_flight, 0);
+        t.finish();
+        let out = &t.out;
+        assert_eq!((out.submitted, out.refused, out.confirmed), (0, 2, 0));
+        assert!(out.statuses.is_empty(), "{:?}", out.statuses);
+        assert_eq!(out.decided_before_run, 2);
+        assert_eq!(out.never_confirmed(), 0);
+        assert_eq!(out.status_of(1), Some(("COMMITTED", false)));
+        assert_eq!(out.refused_reasons, BTreeMap::from([(DUPLICATE.to_string(), 2)]));
+        assert_eq!(
+            out.router_errors,
+            (1..=4)
+                .map(|r| (format!("router {r}: AlreadyExists"), 2))
+                .collect::<BTreeMap<_, _>>()
+        );
+    }
+
+    #[test]
+    fn duplicates_of_a_tx_decided_in_the_run_count_towards_its_quorum() {
+        // Two routers' batchers had the request from another party's batch already.
+        let mut t = tally(2, Instant::now());
+        for (r, a) in [
+            Answer::Admitted,
+            Answer::Duplicate,
+            Answer::Duplicate,
+            Answer::Admitted,
+        ]
+        .iter()
+        .enumerate()
+        {
+            t.on_ack(&ack(0, r, a));
+            t.on_ack(&ack(1, r, a));
+        }
+        t.on_status(0, decided("a", "COMMITTED", 10));
+        t.finish();
+        assert_eq!((t.out.submitted, t.out.refused, t.out.confirmed), (1, 1, 1));
+        assert_eq!(t.out.statuses, BTreeMap::from([("COMMITTED".to_string(), 1)]));
+        assert_eq!(t.out.status_of(0), Some(("COMMITTED", true)));
+        assert_eq!(t.out.never_confirmed(), 1);
+    }
+
+    #[test]
+    fn a_router_answer_is_read_from_its_code() {
+        assert_eq!(Answer::of_code(0), Answer::Admitted);
+        assert_eq!(
+            Answer::of_code(tonic::Code::AlreadyExists as u32),
+            Answer::Duplicate
+        );
+        assert_eq!(
+            Answer::of_code(tonic::Code::ResourceExhausted as u32),
+            Answer::Failed("ResourceExhausted".into())
+        );
     }
 }

@@ -171,17 +171,26 @@ pub struct Summary {
     pub sent: u64,
     /// Of those, acknowledged by a quorum of routers.
     pub submitted: u64,
-    /// Of those, refused by so many routers that no quorum was possible.
+    /// Of those, refused by so many routers that no quorum was possible (an
+    /// `ALREADY_EXISTS` is a refusal unless the tx was decided in this run).
     pub refused: u64,
-    /// Load txs `COMMITTED`.
+    /// The refused txs by the reason of the refusal that made a quorum impossible (the
+    /// gRPC code's name, e.g. `AlreadyExists`, `ResourceExhausted`).
+    #[serde(default)]
+    pub refused_reasons: BTreeMap<String, u64>,
+    /// Load txs the committer `COMMITTED` in this run.
     pub committed: u64,
-    /// Every other final status but `ORDERED`, with its count.
+    /// Every other final status but `ORDERED` decided in this run, with its count.
     pub aborted: BTreeMap<String, u64>,
-    /// Load txs `ORDERED` (a network without a committer).
+    /// Load txs `ORDERED` in this run (a network without a committer).
     pub ordered: u64,
-    /// Load txs with a final status.
+    /// Load txs with a final status decided in this run.
     pub confirmed: u64,
-    /// Sent txs without a final status when the run ended.
+    /// Load txs whose only status the committer decided before this run began (an
+    /// earlier run sent the same tx ids): not confirmed, committed or aborted by it.
+    #[serde(default)]
+    pub decided_before_run: u64,
+    /// Sent txs without any final status when the run ended.
     pub never_confirmed: u64,
     /// Confirmed txs per second of `seconds`.
     pub tps: f64,
@@ -439,10 +448,12 @@ fn summary(run: &NetworkRun, facts: &Facts<'_>) -> Summary {
         sent: run.sent,
         submitted: run.submitted,
         refused: run.refused,
+        refused_reasons: run.refused_reasons.clone(),
         committed,
         aborted,
         ordered: run.statuses.get("ORDERED").copied().unwrap_or(0),
         confirmed: run.confirmed,
+        decided_before_run: run.decided_before_run,
         never_confirmed: run.never_confirmed(),
         tps: per_second(run.confirmed, run.seconds),
         goodput_tps: per_second(committed, run.seconds),
@@ -505,8 +516,9 @@ fn mismatches(run: &NetworkRun, workload: &Workload) -> u64 {
 /// How long the genesis waits for each of its txs' statuses.
 const GENESIS_DRAIN: Duration = Duration::from_secs(60);
 
-/// Commits the genesis blocks one after the other: each tx must end `COMMITTED`.
-/// Returns the seconds it took.
+/// Commits the genesis blocks one after the other: each tx must end `COMMITTED` — in
+/// this run, or in an earlier one with the same tag and seed (the coins it makes exist
+/// either way). Returns the seconds it took.
 async fn genesis(endpoints: &Endpoints, workload: &Workload) -> Result<f64> {
     let began = Instant::now();
     for block in &workload.genesis {
@@ -519,10 +531,10 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> Result<f64> {
             control: None,
         };
         let run = driver::run(endpoints, &txs, pace, |_| {}).await?;
-        for ((id, _), outcome) in txs.iter().zip(&run.outcome) {
-            match outcome.as_deref() {
-                Some("COMMITTED") => {}
-                Some(status) => {
+        for (i, (id, _)) in txs.iter().enumerate() {
+            match run.status_of(i) {
+                Some(("COMMITTED", _)) => {}
+                Some((status, _)) => {
                     return Err(Error::GenesisStatus {
                         id: id.clone(),
                         status: status.into(),
@@ -614,10 +626,12 @@ mod tests {
             sent: 3,
             submitted: 3,
             refused: 0,
+            refused_reasons: BTreeMap::new(),
             committed: 2,
             aborted: BTreeMap::from([("ABORTED_MVCC_CONFLICT".to_string(), 1)]),
             ordered: 0,
             confirmed: 3,
+            decided_before_run: 0,
             never_confirmed: 0,
             tps: 1.5,
             goodput_tps: 1.0,
