@@ -557,11 +557,39 @@ kill_and_recover() { # kill_and_recover NAMESPACE POD
   pod_ready() { [ "$(k -n "$ns" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].ready}')" = true ]; }
   wait_for 300 "$ns/$pod Ready again" pod_ready
 }
+metric() { # metric NAMESPACE POD NAME: the sum of NAME's series on the pod's /metrics
+  local ip
+  ip=$(k -n "$1" get pod "$2" -o jsonpath='{.status.podIP}')
+  nsenter -t "$INSIDE_PID" -n -- curl -fsS --max-time 5 "http://$ip:9090/metrics" \
+    | awk -v m="$3" '$1 == m || index($1, m "{") == 1 {s += $2} END {printf "%d\n", s}'
+}
+consenters_agree() { # every consenter's newest decision is the newest of them all
+  local p d max=0 all=""
+  for p in $(seq $PARTIES); do
+    d=$(metric "fabrx-party$p" consenter-0 fabrx_consenter_last_decision) || return 1
+    all+=" $d"
+    [ "$d" -gt $max ] && max=$d
+  done
+  echo "consenters' last decisions:$all"
+  for d in $all; do [ "$d" = $max ] || return 1; done
+}
+
 phase "kill party 2's consenter pod, recover, helm test"
+before=$(metric fabrx-party2 consenter-0 fabrx_consenter_last_decision)
 kill_and_recover fabrx-party2 consenter-0
 helm_test "after a consenter was killed"
+# Recovered, not only running: the restarted consenter decides with the others again.
+wait_for 120 "the restarted consenter to reach the others' last decision" consenters_agree
+consenters_agree
+after=$(metric fabrx-party2 consenter-0 fabrx_consenter_last_decision)
+[ "$after" -gt "$before" ] || fail "party 2's consenter is at decision $after, it was at $before before it was killed"
+echo "k8s-e2e: party 2's consenter: decision $before before it was killed, $after after"
 
 phase "kill party 1's batcher pod, recover, helm test"
 kill_and_recover fabrx-party1 batcher-0-0
 helm_test "after a batcher was killed"
+# Recovered: the restarted batcher persisted batches of the load (cut or accepted).
+persisted=$(metric fabrx-party1 batcher-0-0 fabrx_batcher_batches_persisted_total)
+[ "$persisted" -gt 0 ] || fail "party 1's restarted batcher persisted no batch during the load"
+echo "k8s-e2e: party 1's restarted batcher persisted $persisted batches of the load"
 ok=1
