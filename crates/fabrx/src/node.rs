@@ -120,6 +120,9 @@ async fn run_vcservice(path: &std::path::Path, party: Option<u32>) -> anyhow::Re
     let cfg = VcConfig::from_toml(&text)?;
     let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
     let registry = crate::runner::metrics("vcservice", cfg.metrics_listen.as_deref(), &labels).await?;
+    if let Ok(vcservice::config::DbTarget::Embedded(dir)) = vcservice::config::DbTarget::parse(&cfg.db) {
+        registry.data_dir(&dir)?;
+    }
     let node = vcservice::node::spawn(cfg, vcservice::node::Deps { registry })
         .await
         .context("starting the vcservice")?;

@@ -42,8 +42,13 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;
     let deps = assembler::node::Deps {
-        registry: crate::runner::metrics("assembler", args.metrics.as_deref(), &[("party", args.party)])
-            .await?,
+        registry: crate::runner::metrics_with_data_dir(
+            "assembler",
+            args.metrics.as_deref(),
+            &[("party", args.party)],
+            &args.data_dir,
+        )
+        .await?,
     };
     let running = assembler::node::spawn(cfg, deps)
         .await

@@ -66,10 +66,17 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let data_dir = args.data_dir.clone();
     let cfg = config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?;
     let labels = [("party", args.party), ("shard", args.shard)];
     let deps = batcher::node::Deps {
-        registry: crate::runner::metrics("batcher", args.metrics.as_deref(), &labels).await?,
+        registry: crate::runner::metrics_with_data_dir(
+            "batcher",
+            args.metrics.as_deref(),
+            &labels,
+            &data_dir,
+        )
+        .await?,
         #[cfg(feature = "testing")]
         byzantine: args.byzantine,
         ..batcher::node::Deps::default()

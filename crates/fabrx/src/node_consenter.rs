@@ -238,6 +238,7 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
 pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
     let metrics = args.metrics.clone();
+    let data_dir = args.data_dir.clone();
     let (id, cfg) = match (&args.config, args.party) {
         (Some(path), Some(party)) => {
             let cfg = file_config(&args, path, party)?;
@@ -246,10 +247,11 @@ pub async fn run(args: ConsenterArgs) -> anyhow::Result<()> {
         _ => (args.id.unwrap_or(0), flag_config(args)?),
     };
     let deps = consenter::node::Deps {
-        registry: crate::runner::metrics(
+        registry: crate::runner::metrics_with_data_dir(
             "consenter",
             metrics.as_deref(),
             &[("party", id.saturating_add(1))],
+            &data_dir,
         )
         .await?,
     };

@@ -81,7 +81,9 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let (verify, commit) = stages(&args).await?;
     // The `party` label when the sidecar reads a network's orderer.
     let labels: Vec<(&str, u32)> = party.map(|p| ("party", p)).into_iter().collect();
-    let registry = crate::runner::metrics("sidecar", args.metrics.as_deref(), &labels).await?;
+    let registry =
+        crate::runner::metrics_with_data_dir("sidecar", args.metrics.as_deref(), &labels, &args.store)
+            .await?;
     let config = Config {
         store: args.store.clone(),
         listen: args.listen.unwrap_or_else(sidecar::node::loopback_any_port),

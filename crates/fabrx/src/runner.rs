@@ -74,3 +74,16 @@ pub async fn metrics(
     }
     Ok(registry)
 }
+
+/// [`metrics`] of a node that keeps its state in `data_dir`: the registry also reports
+/// the size and free space of the file system under it (`fabrx_data_dir_*`).
+pub async fn metrics_with_data_dir(
+    role: &str,
+    addr: Option<&str>,
+    labels: &[(&str, u32)],
+    data_dir: &std::path::Path,
+) -> anyhow::Result<telemetry::Registry> {
+    let registry = metrics(role, addr, labels).await?;
+    registry.data_dir(data_dir)?;
+    Ok(registry)
+}

@@ -8,8 +8,11 @@
 //! to take, and their series exist at zero from the start: a dashboard shows 0 before
 //! the first event, not "no data". A node's registry ([`Registry::node`]) also holds the
 //! process metrics (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
-//! `process_open_fds`, …) and `fabrx_build_info`. [`http`] serves a registry.
+//! `process_open_fds`, …) and `fabrx_build_info`; a node with a data directory adds
+//! the free space of its file system ([`Registry::data_dir`]). [`http`] serves a
+//! registry.
 
+pub mod disk;
 pub mod http;
 
 use prometheus::core::Collector;
@@ -133,6 +136,16 @@ impl Registry {
         info.set(1);
         registry.collector("fabrx_build_info", Box::new(info))?;
         Ok(registry)
+    }
+
+    /// Adds `fabrx_data_dir_available_bytes` and `fabrx_data_dir_size_bytes`: the file
+    /// system under `path` (the node's data directory), measured at each scrape.
+    pub fn data_dir(&self, path: &std::path::Path) -> Result<(), Error> {
+        let collector = disk::DataDir::new(path.to_path_buf()).map_err(|source| Error::Metric {
+            name: disk::AVAILABLE.into(),
+            source,
+        })?;
+        self.collector(disk::AVAILABLE, Box::new(collector))
     }
 
     /// A registry nothing exports (tests, and a role run inside another process): the
@@ -399,6 +412,29 @@ mod tests {
             "{info}"
         );
         assert!(info.ends_with(" 1"), "{info}");
+    }
+
+    #[test]
+    fn a_data_dir_reports_its_file_system_and_nothing_once_it_is_gone() {
+        let dir = std::env::temp_dir().join(format!("telemetry-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = Registry::node("assembler", &[("party", "1".into())]).unwrap();
+        r.data_dir(&dir).unwrap();
+        let value = |text: &str, name: &str| -> Option<u64> {
+            let line = text.lines().find(|l| l.starts_with(&format!("{name}{{")))?;
+            assert!(line.contains("party=\"1\""), "{line}");
+            line.rsplit(' ').next()?.parse().ok()
+        };
+        let text = r.text();
+        let (available, size) = (
+            value(&text, disk::AVAILABLE).unwrap(),
+            value(&text, disk::SIZE).unwrap(),
+        );
+        assert!(size > 0 && available <= size, "{available} of {size}");
+        std::fs::remove_dir(&dir).unwrap();
+        let text = r.text();
+        assert_eq!(value(&text, disk::AVAILABLE), None, "{text}");
+        assert_eq!(value(&text, disk::SIZE), None, "{text}");
     }
 
     #[test]
