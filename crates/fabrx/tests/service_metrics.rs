@@ -48,7 +48,8 @@ fn scrape(addr: &str) -> String {
 
 /// The sample lines of `text` (no comments): the role's own (prefix `prefix`, at least
 /// one), and besides them only the metrics every node exports (`fabrx_build_info`, the
-/// `process_*` metrics), which must be there too.
+/// `process_*` metrics), which must be there too, and those of a node's data directory
+/// (`fabrx_data_dir_*`).
 fn samples<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
     let lines: Vec<&str> = text
         .lines()
@@ -60,7 +61,10 @@ fn samples<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
     );
     for l in &lines {
         assert!(
-            l.starts_with(prefix) || l.starts_with("fabrx_build_info{") || l.starts_with("process_"),
+            l.starts_with(prefix)
+                || l.starts_with("fabrx_build_info{")
+                || l.starts_with("process_")
+                || l.starts_with("fabrx_data_dir_"),
             "{l}"
         );
     }
