@@ -281,8 +281,11 @@ fn targets(net: &Value) -> Value {
 #[test]
 fn prometheus_scrapes_a_network_and_every_dashboard_and_rule_expression_has_data() {
     let (Some(prometheus), Some(promtool)) = (tool("prometheus"), tool("promtool")) else {
-        let msg = "prometheus_rules: SKIPPED — no prometheus/promtool in /usr/bin \
-                   (apt-get install prometheus, or set FABRX_PROMETHEUS_DIR)";
+        let dir = std::env::var("FABRX_PROMETHEUS_DIR").unwrap_or_else(|_| "/usr/bin".into());
+        let msg = format!(
+            "prometheus_rules: SKIPPED — no prometheus and promtool in {dir} \
+             (apt-get install prometheus, or set FABRX_PROMETHEUS_DIR)"
+        );
         assert!(
             std::env::var_os("FABRX_REQUIRE_PROMETHEUS").is_none(),
             "{msg}, and FABRX_REQUIRE_PROMETHEUS is set"
@@ -536,4 +539,20 @@ fn prometheus_scrapes_a_network_and_every_dashboard_and_rule_expression_has_data
         exprs.len(),
         began.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn the_series_an_expression_reads_are_its_fabrx_process_and_up_names() {
+    let names = series_names(
+        r#"sum by (party) (rate(fabrx_router_requests_refused_total{reason!~"fabrx_x|shard_full"}[5m]))
+           / on (party) fabrx:router_admitted:rate1m > 0 and up{job=~"fabrx.*"} == 0
+           or process_open_fds"#,
+    );
+    let want = [
+        "fabrx:router_admitted:rate1m",
+        "fabrx_router_requests_refused_total",
+        "process_open_fds",
+        "up",
+    ];
+    assert_eq!(names, want.iter().map(|s| (*s).to_owned()).collect());
 }
