@@ -289,6 +289,7 @@ pm build -q --network host -t localhost/fabrx-pause:e2e "$WORK/pause" >/dev/null
 pm save -q --format docker-archive -o "$WORK/fabrx-image.tar" localhost/fabrx:e2e
 pm save -q --format docker-archive -o "$WORK/pause-image.tar" localhost/fabrx-pause:e2e
 pm rmi -f localhost/fabrx-pause:e2e localhost/fabrx:e2e >/dev/null 2>&1 || true
+pm image prune -f >/dev/null 2>&1 || true # the prebuilt stage's layer (the base stays cached)
 
 phase "network config (fabrx network generate --k8s)"
 "$BIN" network generate --parties $PARTIES --shards $SHARDS --dir "$WORK/net" --k8s 'fabrx-party{party}' \
@@ -440,6 +441,44 @@ ctr -a "$SOCK" -n k8s.io images import "$WORK/pause-image.tar" >/dev/null
 ctr -a "$SOCK" -n k8s.io images import "$WORK/fabrx-image.tar" >/dev/null
 rm -f "$WORK"/*.tar
 ctr -a "$SOCK" -n k8s.io images ls -q | grep -E 'localhost/fabrx(-pause)?:e2e' || fail "images not imported"
+
+# ---------------------------------------------------------------------------------------
+phase "example values files installed into the API server"
+# Every example values file with its public fixture, installed for real (the API server
+# validates and admits every object), then uninstalled. Their keys were thrown away, so
+# their pods cannot start: only the objects are checked here. The ServiceMonitor kind
+# needs its CRD (a minimal one: prometheus-operator is not installed).
+k apply -f - >/dev/null <<EOF
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+EOF
+wait_for 60 "the ServiceMonitor CRD" k get servicemonitors -A
+examples=("helm/fabrx/values-local.yaml examples/k8s-local/network-config.json fabrx")
+for p in 1 2 3 4; do
+  examples+=("examples/multi-region/party$p.yaml examples/multi-region/network-config.json fabrx-party$p")
+done
+for e in "${examples[@]}"; do
+  read -r file config ns <<<"$e"
+  k create namespace "$ns" >/dev/null
+  helm_ install example helm/fabrx -n "$ns" -f "$file" --set-file network.config="$config" \
+    >"$WORK/logs/example-$ns.log" 2>&1 || { cat "$WORK/logs/example-$ns.log"; fail "helm install $file"; }
+  n=$(k -n "$ns" get all,configmap,networkpolicy,pdb,servicemonitor -l app.kubernetes.io/instance=example --no-headers 2>/dev/null | wc -l)
+  echo "k8s-e2e: $file: installed, $n objects admitted"
+  helm_ uninstall example -n "$ns" >/dev/null
+  k delete namespace "$ns" --wait=false >/dev/null
+done
+namespaces_gone() { ! k get namespaces --no-headers | grep -q '^fabrx'; }
+wait_for 180 "the examples' namespaces to go" namespaces_gone
 
 # ---------------------------------------------------------------------------------------
 phase "install: 4 parties, one release each (docs/deploy.md)"
