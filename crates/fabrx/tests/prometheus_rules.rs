@@ -517,6 +517,19 @@ fn prometheus_scrapes_a_network_and_every_dashboard_and_rule_expression_has_data
         "critical alerts on a healthy network: {critical:?}"
     );
 
+    // Once the load drained, the conditions under which the stalled alerts fire (work
+    // waiting, the committer behind the ledger) are all false: an idle network does not
+    // raise them after their five minutes.
+    for idle in [
+        "fabrx:batcher_unordered_requests > 0",
+        "fabrx_consenter_pending_requests > 0",
+        "fabrx_sidecar_next_block < on () group_left () max(fabrx_assembler_ledger_height)",
+    ] {
+        prom.wait_for(&format!("idle: {idle}"), Duration::from_secs(30), || {
+            prom.query(idle).unwrap().is_empty()
+        });
+    }
+
     // A node killed: FabrxNodeDown names it (pending for its first minute).
     let victim = "router-4";
     let victim_addr = net["nodes"]
