@@ -477,6 +477,43 @@ fn prometheus_scrapes_a_network_and_every_dashboard_and_rule_expression_has_data
             problems.push(format!("{metric} is not in docs/metrics.md"));
         }
     }
+    // Every node: its build, its process; every node with a data directory: its disk.
+    let nodes_with = |expr: &str| -> BTreeSet<String> {
+        prom.query(expr)
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["metric"]["node"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let names = |keep: &dyn Fn(&str) -> bool| -> BTreeSet<String> {
+        net["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| keep(n["role"].as_str().unwrap()))
+            .map(|n| n["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = names(&|_| true);
+    let with_data =
+        names(&|role| ["batcher", "consenter", "assembler", "sidecar", "vcservice"].contains(&role));
+    for (expr, want) in [
+        ("fabrx_build_info == 1", &all),
+        ("process_cpu_seconds_total", &all),
+        ("process_resident_memory_bytes > 0", &all),
+        ("process_open_fds > 0", &all),
+        ("fabrx_data_dir_size_bytes > 0", &with_data),
+        ("fabrx_data_dir_available_bytes", &with_data),
+    ] {
+        let got = nodes_with(expr);
+        if got != *want {
+            problems.push(format!(
+                "{expr}: missing on {:?}, unexpected on {:?}",
+                want.difference(&got).collect::<Vec<_>>(),
+                got.difference(want).collect::<Vec<_>>()
+            ));
+        }
+    }
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",
