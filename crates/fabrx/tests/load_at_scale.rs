@@ -348,13 +348,15 @@ fn instances_merge_to_the_sum_of_their_parts_and_every_service_reports_metrics()
         let (code, text) = http(addr, "GET", "/metrics", "");
         assert_eq!(code, 200, "{}", node["name"]);
         // One naming scheme: every sample is fabrx_<role>_…, or one of the metrics every
-        // node exports (fabrx_build_info, process_*), and carries the node's party.
+        // node exports (fabrx_build_info, process_*) or a node with a data directory
+        // (fabrx_data_dir_*), and carries the node's party.
         let party = format!("party=\"{}\"", node["party"]);
         for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
             assert!(
                 line.starts_with(&format!("fabrx_{role}_"))
                     || line.starts_with("fabrx_build_info{")
-                    || line.starts_with("process_"),
+                    || line.starts_with("process_")
+                    || line.starts_with("fabrx_data_dir_"),
                 "{}: {line}",
                 node["name"]
             );
