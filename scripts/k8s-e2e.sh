@@ -28,7 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TOOLS=${FABRX_TOOLS_DIR:-$HOME/.cache/fabrx-tools}
+TOOLS=${FABRX_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/fabrx-tools}
 SUBNET_PREFIX=10.244.0
 NODE_IP=$SUBNET_PREFIX.1
 SERVICE_CIDR=10.96.0.0/16
@@ -408,7 +408,7 @@ done
 
 phase "cluster: start (etcd, API server, controllers, containerd, kubelet, kube-proxy, CoreDNS)"
 unshare --mount --net --pid --fork --mount-proc --propagation private \
-  env FABRX_TOOLS_DIR="$TOOLS" bash "$0" --inside "$WORK" >"$WORK/logs/inside.log" 2>&1 &
+  env FABRX_TOOLS="$TOOLS" bash "$0" --inside "$WORK" >"$WORK/logs/inside.log" 2>&1 &
 UNSHARE_PID=$!
 for i in $(seq 50); do
   INSIDE_PID=$(pgrep -P "$UNSHARE_PID" | head -1 || true)

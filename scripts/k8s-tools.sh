@@ -6,14 +6,14 @@
 #        bash scripts/k8s-tools.sh --check    exit 0 when everything is cached, 1 otherwise
 #
 # Go binaries are built from the Go module proxy (no container registry is needed) into a
-# per-machine cache, $FABRX_TOOLS_DIR (default ~/.cache/fabrx-tools), one stamp file per
+# per-machine cache, $FABRX_TOOLS (default ~/.cache/fabrx-tools, as scripts/helm-check.sh), one stamp file per
 # pinned version, so a second run costs nothing. The Go builds run under `nice -n 19`: they
 # take most of an hour on two cores and should not starve anything else.
 # Debian packages (etcd, containerd, runc, CNI plugins, iptables, podman, debootstrap) come
 # from apt.
 set -euo pipefail
 
-TOOLS=${FABRX_TOOLS_DIR:-$HOME/.cache/fabrx-tools}
+TOOLS=${FABRX_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/fabrx-tools}
 # Pinned versions. Kubernetes' own commands come from k8s.io/kubernetes; its staging
 # modules are published as k8s.io/<name> v0.<minor>.<patch>.
 K8S_VERSION=v1.33.13
