@@ -28,10 +28,13 @@ pub mod testing;
 
 /// What a node does wrong on purpose: nothing, unless built with the `testing` feature
 /// for a multi-process fault test ([`Deps`]).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "testing")]
     pub(crate) byzantine: Option<testing::Byzantine>,
+    /// A late equivocator's state (`Byzantine::EquivocateLate`).
+    #[cfg(feature = "testing")]
+    pub(crate) late: Option<Arc<testing::Late>>,
 }
 
 use std::collections::BTreeMap;
@@ -399,6 +402,13 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let faults = Faults {
         #[cfg(feature = "testing")]
         byzantine: deps.byzantine,
+        #[cfg(feature = "testing")]
+        late: match deps.byzantine {
+            Some(testing::Byzantine::EquivocateLate { to }) => {
+                Some(Arc::new(testing::Late::new(config.batcher.party, to)))
+            }
+            _ => None,
+        },
     };
     start::start(config, listener, stats, faults).await
 }

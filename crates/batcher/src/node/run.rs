@@ -64,6 +64,9 @@ pub(super) struct Node {
     /// When the newest batches were persisted here (at most [`PERSISTED_KEPT`]), to
     /// measure how long each waits for its decision.
     pub(super) persisted_at: VecDeque<(BatchId, Instant)>,
+    /// What it does wrong on purpose (only with the `testing` feature).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(super) faults: super::Faults,
 }
 
 /// Batches whose persist instant is kept for the ordering latency; older ones (a
@@ -223,6 +226,14 @@ impl Node {
                 self.progress.last_ordered_seq = self.progress.last_ordered_seq.max(ordered.id.seq);
                 self.ordered_mark = Some((ordered.id.primary, self.progress.last_ordered_seq));
             }
+            // A late equivocator forgets the victims of an ordered version A before its
+            // core hears of it: they are not given back, so it never batches them again.
+            #[cfg(feature = "testing")]
+            if let Some(late) = &self.faults.late {
+                for victim in late.on_ordered(ordered.term, ordered.id, &ordered.digest) {
+                    self.core.remember_ordered(victim);
+                }
+            }
             let input = Input::Ordered {
                 id: ordered.id,
                 requests: ordered.requests,
@@ -235,6 +246,10 @@ impl Node {
                 self.progress.last_ordered_seq = info.last_ordered_seq;
                 self.ordered_mark = None;
                 self.served.forget_before(info.term);
+                #[cfg(feature = "testing")]
+                if let Some(late) = &self.faults.late {
+                    late.forget_before(info.term);
+                }
                 // The new term is recorded before the core acts in it. The persister
                 // appends in order, so no batch of the new term is fsynced (and so
                 // served or attested) before this record: a restart restores them. The
@@ -283,15 +298,46 @@ impl Node {
                         &self.stats.batches_accepted
                     };
                     bump(counter);
+                    // A late equivocator persists version A of a batch with a victim too.
+                    #[cfg(feature = "testing")]
+                    if let Some(a) = self
+                        .faults
+                        .late
+                        .as_ref()
+                        .and_then(|l| l.split(&batch, &self.core.key))
+                    {
+                        self.persist(Job::Batch(a)).await?;
+                    }
                     self.persist(Job::Batch(batch)).await?;
                 }
-                Output::Serve(batch) => self.served.insert(batch),
+                Output::Serve(batch) => {
+                    // A late equivocator serves version A in place of B.
+                    #[cfg(feature = "testing")]
+                    let batch = self
+                        .faults
+                        .late
+                        .as_ref()
+                        .and_then(|l| l.version_a(&batch.header))
+                        .unwrap_or(batch);
+                    self.served.insert(batch);
+                }
                 Output::SendBaf(baf) => {
                     bump(&self.stats.bafs_sent);
+                    // A late equivocator attests version A in place of B.
+                    #[cfg(feature = "testing")]
+                    let baf = match &self.faults.late {
+                        Some(late) => late.baf(baf, &self.core.key),
+                        None => baf,
+                    };
                     let (term, id) = (baf.header.term, baf.header.id);
                     self.submit(baf.into(), term, Some((id.primary, id.seq))).await?;
                 }
                 Output::SendEvidence(baf) => {
+                    // A late equivocator does not accuse itself.
+                    #[cfg(feature = "testing")]
+                    if self.faults.late.is_some() && baf.header.id.primary == self.party {
+                        continue;
+                    }
                     bump(&self.stats.bafs_sent);
                     let term = baf.header.term;
                     // Retried until the term changes: the id is ordered already.

@@ -193,6 +193,64 @@ impl PeerService {
 
 type BatchStream = ReceiverStream<Result<pb::Batch, Status>>;
 
+/// What a `Pull` stream reads: the served set or, in a test build whose node is a late
+/// equivocator, that node's view for a party it deceives.
+struct PullSource {
+    served: Arc<Served>,
+    version: watch::Receiver<u64>,
+    #[cfg(feature = "testing")]
+    late: Option<(Arc<super::testing::Late>, watch::Receiver<u64>)>,
+}
+
+impl PullSource {
+    fn new(served: Arc<Served>) -> PullSource {
+        let version = served.subscribe();
+        PullSource {
+            served,
+            version,
+            #[cfg(feature = "testing")]
+            late: None,
+        }
+    }
+
+    /// Reads `late`'s view when it deceives `caller`.
+    #[cfg(feature = "testing")]
+    fn deceive(&mut self, late: Option<&Arc<super::testing::Late>>, caller: types::PartyId) {
+        self.late = late
+            .filter(|l| l.deceives(caller))
+            .map(|l| (Arc::clone(l), l.subscribe()));
+    }
+
+    /// Marks the current state as read (`changed` waits for a later one).
+    fn seen(&mut self) {
+        self.version.borrow_and_update();
+        #[cfg(feature = "testing")]
+        if let Some((_, v)) = &mut self.late {
+            v.borrow_and_update();
+        }
+    }
+
+    fn next(&self, term: u64, primary: types::PartyId, seq: u64) -> Option<Arc<crate::SignedBatch>> {
+        #[cfg(feature = "testing")]
+        if let Some((late, _)) = &self.late {
+            return late.next_for_deceived(&self.served, term, primary, seq);
+        }
+        self.served.next_for_pull(term, primary, seq)
+    }
+
+    /// Waits until what `next` reads may have changed.
+    async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
+        #[cfg(feature = "testing")]
+        if let Some((_, late)) = &mut self.late {
+            return tokio::select! {
+                r = self.version.changed() => r,
+                r = late.changed() => r,
+            };
+        }
+        self.version.changed().await
+    }
+}
+
 #[tonic::async_trait]
 impl BatcherPeer for PeerService {
     type PullStream = BatchStream;
@@ -208,20 +266,24 @@ impl BatcherPeer for PeerService {
                 return Ok(Response::new(ReceiverStream::new(rx)));
             }
         }
+        #[cfg_attr(not(feature = "testing"), allow(unused_mut))]
+        let mut source = PullSource::new(Arc::clone(&self.served));
+        #[cfg(feature = "testing")]
+        if let Some(caller) = wire::tls::caller(&request) {
+            source.deceive(self.faults.late.as_ref(), caller.party);
+        }
         let r = request.into_inner();
         self.check_shard(r.shard)?;
         let (tx, rx) = mpsc::channel(2);
-        let served = Arc::clone(&self.served);
         let stop = self.stop.clone();
         tokio::spawn(async move {
-            let mut version = served.subscribe();
             let mut seq = r.from_seq;
             loop {
-                version.borrow_and_update();
+                source.seen();
                 // The next served seq at or after `seq`: an ordered batch left the set, and
                 // a puller that asks for it (an assembler after a restart) goes on with the
                 // next one instead of waiting for it for ever.
-                if let Some(b) = served.next_for_pull(r.term, r.primary, seq) {
+                if let Some(b) = source.next(r.term, r.primary, seq) {
                     if tx.send(Ok(pb::Batch::from(&*b))).await.is_err() {
                         return;
                     }
@@ -232,7 +294,7 @@ impl BatcherPeer for PeerService {
                     continue;
                 }
                 tokio::select! {
-                    changed = version.changed() => if changed.is_err() { return; },
+                    changed = source.changed() => if changed.is_err() { return; },
                     () = tx.closed() => return,
                     () = stopping(stop.clone()) => {
                         let _ = tx.send(Err(stopped())).await;
@@ -245,6 +307,8 @@ impl BatcherPeer for PeerService {
     }
 
     async fn fetch(&self, request: Request<pb::FetchRequest>) -> Result<Response<pb::Batch>, Status> {
+        #[cfg(feature = "testing")]
+        let caller = wire::tls::caller(&request);
         let r = request.into_inner();
         self.check_shard(r.shard)?;
         let digest = <Digest32>::try_from(r.digest.as_slice())
@@ -261,6 +325,10 @@ impl BatcherPeer for PeerService {
                 tx_count: 1,
                 ..Default::default()
             }));
+        }
+        #[cfg(feature = "testing")]
+        if let (Some(late), Some(caller)) = (&self.faults.late, caller) {
+            late.hold_fetch(caller, id, &digest).await;
         }
         if let Some(b) = self.served.by_digest(id, &digest) {
             return Ok(Response::new(pb::Batch::from(&*b)));
@@ -283,6 +351,10 @@ impl BatcherPeer for PeerService {
         let mut stream = request.into_inner();
         while let Some(message) = self.next(&mut stream).await? {
             let baf = Baf::try_from(message).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            #[cfg(feature = "testing")]
+            if let Some(late) = &self.faults.late {
+                late.on_ack(&baf);
+            }
             self.send(PeerEvent::Ack(baf)).await?;
         }
         Ok(Response::new(pb::PeerAck {}))

@@ -218,7 +218,7 @@ impl Parts {
             tx_peer,
             stop,
             content: Arc::new(config.content.clone()),
-            faults: self.faults,
+            faults: self.faults.clone(),
         };
         (intake, peer)
     }
@@ -291,6 +291,7 @@ impl Parts {
             started: Instant::now(),
             tick: shell.tick,
             persisted_at: std::collections::VecDeque::new(),
+            faults: self.faults,
         };
         let main = tokio::spawn(node.run(
             initial,
