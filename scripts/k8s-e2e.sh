@@ -2,23 +2,26 @@
 # The chart on a real Kubernetes, end to end, on this machine (docs/deploy.md "The tested
 # path"):
 #
-#   bash scripts/k8s-e2e.sh [--keep] [--txs N]
+#   bash scripts/k8s-e2e.sh [--keep] [--txs N] [--binary PATH]
 #
-#  1. the Kubernetes pieces: scripts/k8s-tools.sh (cached per machine; ~45 min cold);
+#  1. the Kubernetes pieces: scripts/k8s-tools.sh (cached per machine; ~25 min cold);
 #  2. the image: a release `fabrx`, scripts/image.sh (podman, a debootstrap base when no
 #     registry answers), and a pause image built from the kubernetes sources;
-#  3. a single-node cluster on loopback: etcd, kube-apiserver, controller manager,
-#     scheduler, containerd, kubelet, kube-proxy (iptables) and CoreDNS, all in private
-#     mount, network and PID namespaces (`unshare`), so that nothing it does reaches the
-#     host: its mounts, bridge, veths and iptables rules live and die with the namespaces,
-#     and the kernel settings the kubelet insists on are plain files bind-mounted over
-#     /proc/sys inside them;
-#  4. `fabrx network generate --k8s` for 4 parties, one Helm release per party in its own
+#  3. a single-node cluster (scripts/k8s-node.sh): etcd, kube-apiserver, controller
+#     manager, scheduler, containerd, kubelet, kube-proxy (iptables) and CoreDNS, all in
+#     private mount, network and PID namespaces (`unshare`), so that nothing it does
+#     reaches the host: its mounts, bridge, veths and iptables rules live and die with the
+#     namespaces, and the kernel settings the kubelet insists on are plain files
+#     bind-mounted over /proc/sys inside them;
+#  4. every example values file installed into its API server (objects admitted), then
+#     uninstalled;
+#  5. `fabrx network generate --k8s` for 4 parties, one Helm release per party in its own
 #     namespace (docs/deploy.md section 2), every pod Ready;
-#  5. `helm test` (a load Job: every tx committed); `helm upgrade` of party 1 to the same
-#     values, `helm test` again; a consenter pod killed, Ready again, `helm test`; a
-#     batcher pod killed, Ready again, `helm test`;
-#  6. the cluster stopped, and a check that it left no process, mount, cgroup, network
+#  6. `helm test` (a load Job: every tx committed); `helm upgrade` of party 1 to the same
+#     values, `helm test` again; a consenter pod killed, back and deciding with the
+#     others, `helm test`; a batcher pod killed, back and persisting batches, `helm test`;
+#     party 4's router scaled to 0 and back (`replicas`), `helm test`;
+#  7. the cluster stopped, and a check that it left no process, mount, cgroup, network
 #     interface, iptables rule or changed kernel setting behind.
 #
 # It needs root. --keep leaves the cluster running, also after a failure (it prints how
@@ -27,7 +30,6 @@
 # the end unless the run failed (then its logs stay). Prints each phase with its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 TOOLS=${FABRX_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/fabrx-tools}
 SUBNET_PREFIX=10.244.0
 NODE_IP=$SUBNET_PREFIX.1
@@ -36,121 +38,14 @@ PARTIES=4
 SHARDS=1
 NODE_NAME=fabrx-e2e
 
-# ---------------------------------------------------------------------------------------
-# Inside the namespaces: start the cluster's processes, stop them on SIGTERM.
-# ---------------------------------------------------------------------------------------
-if [ "${1:-}" = --inside ]; then
-  WORK=$2
-  export PATH=$TOOLS:$PATH
-  LOGS=$WORK/logs
-  pids=()
-  start() { # start NAME COMMAND…: in the background, output to logs/NAME.log
-    local name=$1
-    shift
-    "$@" >"$LOGS/$name.log" 2>&1 &
-    pids+=($!)
-    echo "$name $!" >>"$WORK/inside.pids"
-  }
-  stopping=0
-  shutdown() {
-    [ $stopping = 1 ] && return
-    stopping=1
-    echo "inside: stopping" >&2
-    # The kubelet first (it would restart what is stopped next), then every pod with its
-    # containers (their shims exit), then the control plane.
-    pkill -TERM -x kubelet 2>/dev/null || true
-    sleep 2
-    crictl --runtime-endpoint "unix://$WORK/containerd/containerd.sock" --timeout 30s rmp -fa >/dev/null 2>&1 || true
-    local p
-    for p in $(tac "$WORK/inside.pids" | awk '{print $2}'); do kill -TERM "$p" 2>/dev/null || true; done
-    sleep 3
-    exit 0
-  }
-  trap shutdown TERM INT
-
-  # Private views of the directories the components write outside their own (CNI state,
-  # logs, runtime sockets and locks): tmpfs inside this mount namespace only.
-  for d in /run /var/lib /var/log; do mount -t tmpfs -o mode=0755 tmpfs "$d"; done
-  mkdir -p /var/log/pods /var/log/containers /run/netns
-  # The kernel settings the kubelet requires (protectKernelDefaults): files with the
-  # values it expects, bind-mounted over /proc/sys in this mount namespace. The host's
-  # settings are neither read by it nor changed.
-  mkdir -p "$WORK/sysctl"
-  for kv in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
-    kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
-    f=$WORK/sysctl/$(echo "${kv%%=*}" | tr / .)
-    echo "${kv#*=}" >"$f"
-    mount --bind "$f" "/proc/sys/${kv%%=*}"
-  done
-  # The network namespace's own settings.
-  ip link set lo up
-  echo 1 >/proc/sys/net/ipv4/ip_forward
-  # The pods' bridge, made before the first pod so that the node's address (the
-  # kubelet's, the API server's advertised one and CoreDNS's) exists from the start.
-  ip link add cni0 type bridge
-  ip addr add "$NODE_IP/24" dev cni0
-  ip link set cni0 up
-
-  start etcd etcd --name e2e --data-dir "$WORK/etcd" \
-    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster e2e=http://127.0.0.1:2380 --log-level warn
-  until curl -fsS http://127.0.0.1:2379/health >/dev/null 2>&1; do sleep 0.5; done
-
-  PKI=$WORK/pki
-  start kube-apiserver kube-apiserver --etcd-servers=http://127.0.0.1:2379 \
-    --bind-address=0.0.0.0 --advertise-address="$NODE_IP" --secure-port=6443 \
-    --cert-dir="$PKI/apiserver" --token-auth-file="$PKI/tokens.csv" \
-    --authorization-mode=Node,RBAC --service-cluster-ip-range="$SERVICE_CIDR" \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --api-audiences=https://kubernetes.default.svc.cluster.local \
-    --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,PodSecurity \
-    --kubelet-preferred-address-types=InternalIP --profiling=false --v=1
-  until curl -fsSk -H "Authorization: Bearer $(cut -d, -f1 "$PKI/tokens.csv")" \
-    https://127.0.0.1:6443/readyz >/dev/null 2>&1; do sleep 1; done
-  cp "$PKI/apiserver/apiserver.crt" "$PKI/ca.crt"
-
-  start kube-controller-manager kube-controller-manager --kubeconfig="$WORK/kubeconfig" \
-    --authentication-kubeconfig="$WORK/kubeconfig" --authorization-kubeconfig="$WORK/kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port=10257 --leader-elect=false \
-    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
-    --use-service-account-credentials=false --controllers='*,-nodeipam,-bootstrapsigner,-tokencleaner' \
-    --profiling=false --v=1
-  start kube-scheduler kube-scheduler --kubeconfig="$WORK/kubeconfig" \
-    --authentication-kubeconfig="$WORK/kubeconfig" --authorization-kubeconfig="$WORK/kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port=10259 --leader-elect=false --profiling=false --v=1
-  start containerd containerd --config "$WORK/containerd/config.toml"
-  until crictl --runtime-endpoint "unix://$WORK/containerd/containerd.sock" version >/dev/null 2>&1; do sleep 0.5; done
-  start kubelet kubelet --config="$WORK/kubelet/config.yaml" --kubeconfig="$WORK/kubeconfig" \
-    --root-dir="$WORK/kubelet/root" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --v=1
-  start kube-proxy kube-proxy --config="$WORK/kube-proxy.yaml" --v=1
-  start coredns coredns -conf "$WORK/Corefile"
-  echo "inside: started" >&2
-  touch "$WORK/inside.started"
-  # Wait for a signal; a component that exits is reported (the kubelet and the control
-  # plane are not restarted: the run fails on what they stop doing).
-  while true; do
-    for p in "${pids[@]}"; do
-      if ! kill -0 "$p" 2>/dev/null; then
-        echo "inside: $(awk -v p="$p" '$2 == p {print $1}' "$WORK/inside.pids") exited" >&2
-        pids=("${pids[@]/$p/}")
-      fi
-    done
-    sleep 2 &
-    wait $! || true
-  done
-fi
-
-# ---------------------------------------------------------------------------------------
-# Outside: prepare, start the namespaces, drive the cluster, stop, check.
-# ---------------------------------------------------------------------------------------
 KEEP=0
 TXS=2000
+BIN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --keep) KEEP=1; shift ;;
     --txs) TXS=$2; shift 2 ;;
+    --binary) BIN=$2; shift 2 ;; # a release fabrx built already (else cargo builds one)
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "k8s-e2e: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -272,8 +167,10 @@ trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------------------------------
 phase "fabrx release binary (cargo build --release)"
-cargo build --release --locked -p fabrx
-BIN=${CARGO_TARGET_DIR:-target}/release/fabrx
+if [ -z "$BIN" ]; then
+  cargo build --release --locked -p fabrx
+  BIN=${CARGO_TARGET_DIR:-target}/release/fabrx
+fi
 [ -x "$BIN" ] || fail "no $BIN"
 
 phase "image (scripts/image.sh) and pause image"
@@ -408,7 +305,8 @@ done
 
 phase "cluster: start (etcd, API server, controllers, containerd, kubelet, kube-proxy, CoreDNS)"
 unshare --mount --net --pid --fork --mount-proc --propagation private \
-  env FABRX_TOOLS="$TOOLS" bash "$0" --inside "$WORK" >"$WORK/logs/inside.log" 2>&1 &
+  env FABRX_TOOLS="$TOOLS" NODE_IP="$NODE_IP" SERVICE_CIDR="$SERVICE_CIDR" NODE_NAME="$NODE_NAME" \
+  bash scripts/k8s-node.sh "$WORK" >"$WORK/logs/inside.log" 2>&1 &
 UNSHARE_PID=$!
 for i in $(seq 50); do
   INSIDE_PID=$(pgrep -P "$UNSHARE_PID" | head -1 || true)
@@ -448,21 +346,25 @@ phase "example values files installed into the API server"
 # validates and admits every object), then uninstalled. Their keys were thrown away, so
 # their pods cannot start: only the objects are checked here. The ServiceMonitor kind
 # needs its CRD (a minimal one: prometheus-operator is not installed).
-k apply -f - >/dev/null <<EOF
+crd() { # crd KIND PLURAL: a minimal prometheus-operator CRD (any spec accepted)
+  cat <<EOF
+---
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
+metadata: {name: $2.monitoring.coreos.com}
 spec:
   group: monitoring.coreos.com
   scope: Namespaced
-  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  names: {kind: $1, plural: $2, singular: $(echo "$1" | tr 'A-Z' 'a-z'), listKind: ${1}List}
   versions:
     - name: v1
       served: true
       storage: true
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 EOF
-wait_for 60 "the ServiceMonitor CRD" k get servicemonitors -A
+}
+{ crd ServiceMonitor servicemonitors; crd PrometheusRule prometheusrules; } | k apply -f - >/dev/null
+wait_for 60 "the ServiceMonitor and PrometheusRule CRDs" k get servicemonitors,prometheusrules -A
 examples=("helm/fabrx/values-local.yaml examples/k8s-local/network-config.json fabrx")
 for p in 1 2 3 4; do
   examples+=("examples/multi-region/party$p.yaml examples/multi-region/network-config.json fabrx-party$p")
@@ -518,7 +420,7 @@ shards: $SHARDS
 network: {parties: $PARTIES, namespacePattern: "fabrx-party{party}"}
 image: {repository: localhost/fabrx, tag: e2e, pullPolicy: Never}
 persistence: {storageClass: fabrx-e2e}
-metrics: {enabled: true}
+metrics: {enabled: true, serviceMonitor: {enabled: true}, prometheusRule: {enabled: $([ "$p" = 1 ] && echo true || echo false)}}
 grafana: {dashboard: {enabled: $([ "$p" = 1 ] && echo true || echo false)}}
 extraEnv: [{name: RUST_LOG, value: info}]
 probes: {startup: {periodSeconds: 2, failureThreshold: 150}}
@@ -631,4 +533,17 @@ helm_test "after a batcher was killed"
 persisted=$(metric fabrx-party1 batcher-0-0 fabrx_batcher_batches_persisted_total)
 [ "$persisted" -gt 0 ] || fail "party 1's restarted batcher persisted no batch during the load"
 echo "k8s-e2e: party 1's restarted batcher persisted $persisted batches of the load"
+
+phase "replicas 0 stops party 4's router, replicas 1 brings it back, helm test"
+router_pods() { [ "$(k -n fabrx-party4 get pods -l app.kubernetes.io/component=router --no-headers 2>/dev/null | wc -l)" = "$1" ]; }
+helm_ upgrade fabrx helm/fabrx -n fabrx-party4 -f "$WORK/party4.yaml" --set roles.router.replicas=0 \
+  --set-file network.config="$WORK/net/k8s/shared/network-config.json" >/dev/null
+wait_for 120 "party 4's router pods to go" router_pods 0
+[ "$(k -n fabrx-party4 get deployment router -o jsonpath='{.spec.replicas}')" = 0 ] || fail "router replicas not 0"
+helm_ upgrade fabrx helm/fabrx -n fabrx-party4 -f "$WORK/party4.yaml" \
+  --set-file network.config="$WORK/net/k8s/shared/network-config.json" >/dev/null
+wait_for 120 "party 4's router pod" router_pods 1
+wait_for 300 "every pod Ready" all_ready
+helm_test "after party 4's router was stopped and started"
+k -n fabrx-party1 get prometheusrule,servicemonitor --no-headers | awk '{print "k8s-e2e: admitted " $1}'
 ok=1
