@@ -18,6 +18,6 @@ else
 fi
 if [ $# -gt 0 ]; then exec cargo test "$@"; fi
 cargo test --workspace
-# The multi-process Byzantine test needs the test-only Byzantine batcher, which only a
+# The multi-process Byzantine tests need the test-only Byzantine batcher, which only a
 # build with the `testing` feature has (never a release build): docs/ordering-faults.md.
 cargo test -p fabrx --features testing --test byzantine_ordering
