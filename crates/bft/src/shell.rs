@@ -99,7 +99,7 @@ pub struct ShellDeps<A: Application, W, T> {
 }
 
 /// What the shell hands on, in decision order.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum Delivery {
     /// A decision, already applied to the application.
     Decided(Arc<Decision>),
@@ -109,6 +109,13 @@ pub enum Delivery {
         /// The decision the snapshot follows.
         seq: crate::Seq,
     },
+    /// A stable checkpoint is about to be written, after which the WAL no longer holds
+    /// the decisions up to it: make every decision delivered before this message durable,
+    /// then answer. The shell writes the checkpoint only after the answer (or once the
+    /// sender is dropped: a consumer that keeps no decisions has nothing to make
+    /// durable). Without it a crash could leave a checkpoint on disk and the consumer's
+    /// record of the decisions below it lost, and a restart would not deliver them again.
+    Durable(tokio::sync::oneshot::Sender<()>),
 }
 
 /// Spawns the shell task. It ends when both input channels are closed, or with an
@@ -211,6 +218,9 @@ async fn execute<W: Wal + Send + 'static, T: Transport>(
     let mut batch: Vec<WalEntry> = Vec::new();
     for out in outputs {
         if let Output::Persist(e) = out {
+            if matches!(e, WalEntry::Checkpoint { .. }) {
+                durable(sinks).await?;
+            }
             batch.push(e);
             continue;
         }
@@ -238,6 +248,19 @@ async fn execute<W: Wal + Send + 'static, T: Transport>(
         }
     }
     flush(wal, &mut batch).await
+}
+
+/// Waits until the decisions consumer made every decision delivered so far durable.
+async fn durable(sinks: Sinks<'_>) -> Result<()> {
+    let (done, answered) = tokio::sync::oneshot::channel();
+    sinks
+        .tx_decisions
+        .send(Delivery::Durable(done))
+        .await
+        .map_err(|_| Error::ChannelClosed { what: "decisions" })?;
+    // A dropped sender: the consumer keeps nothing durable.
+    let _ = answered.await;
+    Ok(())
 }
 
 async fn flush<W: Wal + Send + 'static>(wal: &mut Option<W>, batch: &mut Vec<WalEntry>) -> Result<()> {

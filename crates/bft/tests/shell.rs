@@ -96,6 +96,9 @@ async fn ordered(node: &mut Node, count: usize) -> Vec<Vec<u8>> {
     while out.len() < count {
         match tokio::time::timeout_at(deadline, node.rx_decisions.recv()).await {
             Ok(Some(Delivery::Decided(d))) => out.extend(d.proposal.requests.iter().cloned()),
+            Ok(Some(Delivery::Durable(done))) => {
+                let _ = done.send(());
+            }
             _ => panic!(
                 "only {} of {count} requests ordered before the deadline",
                 out.len()

@@ -139,9 +139,14 @@ impl DecisionLog {
     }
 
     /// Kept for callers that batch: every append is already handed to the OS (the log
-    /// is not fsynced; the WAL is).
+    /// is not fsynced on every append; the WAL is).
     pub fn flush(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    /// Makes every appended decision durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.journal.sync().map_err(|e| log_error(&self.path, e))
     }
 }
 

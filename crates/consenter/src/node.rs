@@ -390,6 +390,10 @@ impl DecisionSink for ArmaSink {
         }
         Ok(())
     }
+
+    fn durable(&mut self) -> Result<()> {
+        self.log.sync()
+    }
 }
 
 /// A state snapshot ahead of the decisions log is the trace of a snapshot install that

@@ -177,6 +177,9 @@ pub(crate) trait DecisionSink: Send + 'static {
     fn installed(&mut self, seq: u64) -> Result<()>;
     /// The writer's queue ran empty: a moment to flush.
     fn idle(&mut self) -> Result<()>;
+    /// Makes every recorded decision durable (the engine is about to write a checkpoint
+    /// that lets its WAL drop them).
+    fn durable(&mut self) -> Result<()>;
 }
 
 impl DecisionSink for DecisionLog {
@@ -192,6 +195,9 @@ impl DecisionSink for DecisionLog {
     }
     fn idle(&mut self) -> Result<()> {
         self.flush()
+    }
+    fn durable(&mut self) -> Result<()> {
+        self.sync()
     }
 }
 
@@ -557,6 +563,10 @@ fn write_decisions<S: DecisionSink>(
             Delivery::Installed { seq } => {
                 sink.installed(seq)?;
                 waiters.skipped(seq);
+            }
+            Delivery::Durable(done) => {
+                sink.durable()?;
+                let _ = done.send(());
             }
         }
         if rx.is_empty() {

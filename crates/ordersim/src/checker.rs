@@ -33,6 +33,9 @@ pub struct Checker {
     flagged: BTreeSet<Slot>,
     /// Client requests: bytes → times ordered.
     pub requests: HashMap<Arc<[u8]>, u32>,
+    /// Requests a Byzantine party made (its flood): bytes → times ordered. They may be
+    /// ordered; nothing requires it.
+    pub injected: HashMap<Arc<[u8]>, u32>,
     /// Blocks in the chain.
     pub blocks: u64,
     /// Term changes decided.
@@ -59,11 +62,17 @@ impl Checker {
             terms,
             flagged: BTreeSet::new(),
             requests: HashMap::new(),
+            injected: HashMap::new(),
             blocks: 0,
             term_changes: 0,
             chain: Vec::new(),
             complainers: HashMap::new(),
         }
+    }
+
+    /// A Byzantine party made `request` (valid, but nobody needs it ordered).
+    pub fn injected(&mut self, request: Arc<[u8]>) {
+        self.injected.entry(request).or_insert(0);
     }
 
     /// A client submitted `request`.
@@ -205,7 +214,8 @@ impl Checker {
             ));
         };
         for r in &b.requests {
-            match self.requests.get_mut(r) {
+            let times = self.requests.get_mut(r).or_else(|| self.injected.get_mut(r));
+            match times {
                 Some(times) if shard_of(r, self.cfg.shards).ok() == Some(header.shard) => *times += 1,
                 _ => {
                     return Err(format!(

@@ -57,8 +57,9 @@ pub enum Byzantine {
     /// the client does not send it again). The primary then forgets the victim.
     LateEquivocator,
     /// Its batchers, whenever they are secondaries, complain against the primary at once
-    /// in every term of every shard, and never send a BAF or an ack (attestations
-    /// withheld).
+    /// in every term of every shard, submit a BAF fabricated over a header the primary
+    /// never signed, flood the primary with forwarded requests, and never send a BAF or
+    /// an ack of a real batch (attestations withheld).
     NoisySecondary,
 }
 
@@ -111,6 +112,17 @@ pub struct ArmaScenario {
     /// Assemblers fetch as before the fix: one batcher at a time without a timeout, the
     /// first answer whose header fields match taken (negative test of the fetch).
     pub trusting_assemblers: bool,
+    /// Probability, before GST, that a correct consenter crashes right after its engine
+    /// logged a decision and before its shell recorded the outcome (decisions log and
+    /// state), and that a correct batcher crashes after it wrote a batch and before the
+    /// write was durable (the batch is lost; its BAF is signed only once it is durable).
+    pub crash_points: f64,
+    /// The consenter shell writes a checkpoint without waiting for its record of the
+    /// decisions below it to be durable (negative test of `Delivery::Durable`).
+    pub checkpoint_before_record: bool,
+    /// The batcher shell tells its core a batch is persisted (so it signs its BAF) before
+    /// the write is durable (negative test of the batcher's write-then-attest order).
+    pub ack_before_fsync: bool,
 }
 
 impl ArmaScenario {
@@ -144,6 +156,11 @@ impl ArmaScenario {
             _ => (party, kind),
         });
         let lies = rng.gen_bool(0.5);
+        let crash_points = if calm || rng.gen_bool(0.5) {
+            0.0
+        } else {
+            rng.gen_range(0.0..0.05)
+        };
         ArmaScenario {
             seed,
             n,
@@ -161,6 +178,9 @@ impl ArmaScenario {
             lies,
             drop_lost_requests: false,
             trusting_assemblers: false,
+            crash_points,
+            checkpoint_before_record: false,
+            ack_before_fsync: false,
         }
     }
 
@@ -204,6 +224,17 @@ pub struct ArmaReport {
     /// Times a correct batcher found a version it held lost to another ordered under its
     /// id (it returned the lost version's requests and sent evidence).
     pub lost_versions: u64,
+    /// Crash points that fired (a consenter between a decision and its record, a batcher
+    /// between a write and its fsync).
+    pub crash_points: u64,
+    /// Batches a crash lost before they were durable.
+    pub lost_writes: u64,
+    /// Requests a noisy secondary forwarded to flood a primary.
+    pub flooded: u64,
+    /// Of those, the ones ordered.
+    pub flood_ordered: u64,
+    /// BAFs a noisy secondary fabricated over headers the primary never signed.
+    pub fabricated_bafs: u64,
 }
 
 /// Runs one seed.

@@ -1,11 +1,11 @@
 //! The simulated ordering service: nodes, shells, network and fault schedule.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use batcher::{Baf, Batcher, Input as BInput, Output as BOutput, SignedBatch, TermInfo};
 use bft::crypto::TestKeys;
-use bft::{Config, Decision, Input, MemWal, Message, Output, Replica, Wal};
+use bft::{Config, Decision, Input, MemWal, Message, Output, Replica, Wal, WalEntry};
 use consenter::application::{
     ArmaApp, ArmaConfig, ArmaState, Knobs, OrderedHeader, Outcome, encode_baf, encode_complaint,
 };
@@ -29,6 +29,11 @@ const PULL_MS: u64 = 30;
 const RESEND_MS: u64 = 300;
 const OUTBOX: usize = 64;
 const MAX_REQUEST_BYTES: usize = 64;
+/// Forwards a noisy secondary floods its primary with per tick, and in all (each of its
+/// batchers): more than its quota of a primary's pending queue (a quarter of 1,000 with
+/// four parties), and finite, so that a run ends.
+const FLOOD: usize = 4;
+const FLOOD_BUDGET: usize = 600;
 
 /// The events of the ordering world.
 pub enum Ev {
@@ -50,6 +55,16 @@ pub enum Ev {
     Client(Arc<[u8]>),
     RestartB(usize),
     RestartC(u32),
+    /// A correct batcher crashes (a crash point between a write and its fsync).
+    CrashB(usize),
+    /// Batcher `b`'s write of a batch is durable (its fsync returned).
+    Synced {
+        b: usize,
+        id: BatchId,
+        digest: Digest32,
+        /// The batcher's incarnation that wrote it (a restarted one did not).
+        incarnation: u32,
+    },
     Gst,
     /// The late equivocation's victim and companions are sent (after GST).
     Victim,
@@ -94,6 +109,14 @@ struct BNode {
     last_resend: u64,
     /// A noisy secondary: the last term it complained in.
     noisy_term: Option<u64>,
+    /// Batches written but not yet durable: a crash loses them.
+    unsynced: HashSet<(BatchId, Digest32)>,
+    /// Crashes so far (a write's fsync answers only the incarnation that wrote it).
+    incarnation: u32,
+    /// When the last write queued is durable.
+    synced_until: u64,
+    /// Requests it flooded its primaries with (a noisy secondary).
+    flooded: usize,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -154,6 +177,8 @@ pub struct World {
     requests: Vec<Arc<[u8]>>,
     /// The late equivocation (a `LateEquivocator` party), if any.
     late: Option<Late>,
+    /// Flood requests made so far (their names).
+    flooded: u64,
     checker: Checker,
     report: ArmaReport,
 }
@@ -187,6 +212,7 @@ impl World {
             persisted: HashMap::new(),
             requests: Vec::new(),
             late: None,
+            flooded: 0,
             report: ArmaReport::default(),
             cfg,
             sc,
@@ -217,6 +243,10 @@ impl World {
                     outbox: Vec::new(),
                     last_resend: 0,
                     noisy_term: None,
+                    unsynced: HashSet::new(),
+                    incarnation: 0,
+                    synced_until: 0,
+                    flooded: 0,
                 });
             }
             self.consenters.push(CNode {
@@ -513,7 +543,17 @@ impl World {
             Arc::new(self.keys.clone()),
             &entries,
         );
+        if let Err(e) = &restored {
+            self.trace_line(|| format!("consenter {c} does not restart: {e}"));
+        }
         if let Ok((replica, outputs)) = restored {
+            self.trace_line(|| {
+                format!(
+                    "consenter {c} restarts at decision {} ({} outputs)",
+                    replica.app().state().applied,
+                    outputs.len()
+                )
+            });
             self.consenters[c as usize].replica = Some(replica);
             let _ = self.c_execute(c, outputs);
         }
@@ -564,6 +604,7 @@ impl World {
         self.report.end_ms = self.k.now();
         self.report.duplicates = dups;
         self.report.blocks = self.checker.blocks;
+        self.report.flood_ordered = self.checker.injected.values().map(|n| u64::from(*n)).sum();
         self.report.term_changes = self.checker.term_changes;
         self.report.installed = self.consenters.iter().map(|c| c.installed).sum();
         self.report.equivocations = self
@@ -622,22 +663,49 @@ impl World {
             && self.is_correct_consenter(c)
             && self.consenters[c as usize].replica.is_some()
         {
-            self.trace_line(|| format!("consenter {c} CRASH"));
-            self.report.crashes += 1;
-            self.consenters[c as usize].replica = None;
-            self.k.restart_later(Ev::RestartC(c));
+            self.crash_consenter(c);
         }
         let batchers = self.batchers.len();
         if let Some(b) = self.k.maybe_crash(self.sc.crash_batcher, batchers)
             && self.batchers[b].core.is_some()
             && self.byz(self.batchers[b].party).is_none()
         {
-            self.trace_line(|| format!("batcher {b} CRASH"));
-            self.report.crashes += 1;
-            self.batchers[b].core = None;
-            self.k.restart_later(Ev::RestartB(b));
+            self.crash_batcher(b);
         }
         self.k.maybe_partition();
+    }
+
+    /// A correct batcher crashes: what it wrote but had not made durable is lost.
+    fn crash_batcher(&mut self, b: usize) {
+        if self.batchers[b].core.is_none() {
+            return;
+        }
+        self.trace_line(|| format!("batcher {b} CRASH"));
+        self.report.crashes += 1;
+        let node = &mut self.batchers[b];
+        node.core = None;
+        node.incarnation = node.incarnation.wrapping_add(1);
+        for key in std::mem::take(&mut node.unsynced) {
+            if let Some(batch) = node.held.remove(&key) {
+                let h = &batch.header;
+                node.own.remove(&(h.term, h.id.primary, h.id.seq));
+                self.report.lost_writes += 1;
+            }
+        }
+        self.k.restart_later(Ev::RestartB(b));
+    }
+
+    /// A correct consenter crashes (its WAL and last recorded state survive).
+    fn crash_consenter(&mut self, c: u32) {
+        self.trace_line(|| format!("consenter {c} CRASH"));
+        self.report.crashes += 1;
+        self.consenters[c as usize].replica = None;
+        self.k.restart_later(Ev::RestartC(c));
+    }
+
+    /// Whether a crash point fires now (before GST, by the scenario's probability).
+    fn crash_point(&mut self) -> bool {
+        self.sc.crash_points > 0.0 && !self.k.after_gst() && self.k.rng().gen_bool(self.sc.crash_points)
     }
 
     fn trace_line(&self, line: impl Fn() -> String) {
@@ -658,7 +726,8 @@ impl World {
 
     fn c_execute(&mut self, c: u32, outputs: Vec<Output>) -> Result<(), String> {
         let mut delivered = Vec::new();
-        for out in outputs {
+        let mut rest = outputs.into_iter();
+        while let Some(out) = rest.next() {
             match out {
                 Output::Persist(e) => {
                     let _ = self.consenters[c as usize].wal.append(&[e]);
@@ -671,22 +740,27 @@ impl World {
                         }
                     }
                 }
-                Output::Deliver(d) => delivered.push(d),
-                Output::Installed { seq, snapshot } => {
-                    // The shell persists the installed state and restarts its log after it.
-                    let node = &mut self.consenters[c as usize];
-                    let Ok(state) = ArmaState::decode(&snapshot, self.sc.shards) else {
-                        return Err(format!("consenter {c} installed a snapshot that does not decode"));
-                    };
-                    node.snapshot = state;
-                    let upto = usize::try_from(seq).unwrap_or(usize::MAX);
-                    if node.log.len() < upto {
-                        node.log.resize(upto, None);
+                Output::Deliver(d) => {
+                    if delivered.is_empty() && !self.sc.checkpoint_before_record && self.crash_at_record(c) {
+                        self.crash_before_record(c, rest);
+                        return Ok(());
                     }
-                    node.installed += 1;
+                    delivered.push(d);
                 }
-                Output::ViewInstalled { .. } | Output::Refused { .. } => {}
+                Output::Installed { seq, snapshot } => self.c_installed(c, seq, &snapshot)?,
+                Output::ViewInstalled { view, leader } => {
+                    self.trace_line(|| format!("consenter {c} installed view {view:?} (leader {leader:?})"));
+                }
+                Output::Refused { .. } => {}
             }
+        }
+        if self.sc.checkpoint_before_record && !delivered.is_empty() && self.crash_at_record(c) {
+            // Negative test: the step's WAL entries, a checkpoint among them, are on
+            // disk, and the shell's record of its decisions is lost.
+            self.trace_line(|| format!("consenter {c}: crash point after a decision and its checkpoint"));
+            self.report.crash_points += 1;
+            self.crash_consenter(c);
+            return Ok(());
         }
         let Some(replica) = self.consenters[c as usize].replica.as_mut() else {
             return Ok(());
@@ -701,9 +775,52 @@ impl World {
                 log.push(Some(a.outcome.clone()));
             }
             if correct {
+                self.trace_line(|| {
+                    let headers: Vec<_> =
+                        a.outcome.headers.iter().map(|h| (h.shard, h.term, h.primary, h.seq)).collect();
+                    format!("consenter {c} decided {}: headers (shard, term, primary, seq) {headers:?}, terms {:?}", a.decision, a.outcome.terms)
+                });
                 self.check_decision(c, &d, &a.outcome)?;
             }
         }
+        Ok(())
+    }
+
+    /// Whether correct consenter `c` crashes at a decision before the shell records it.
+    fn crash_at_record(&mut self, c: u32) -> bool {
+        self.is_correct_consenter(c) && self.crash_point()
+    }
+
+    /// Crash point: the engine logged a decision, the shell had not recorded it yet. The
+    /// WAL entries that follow in this step are written all the same, up to a checkpoint:
+    /// that one waits for the record (the shell's `Delivery::Durable`).
+    fn crash_before_record(&mut self, c: u32, rest: impl Iterator<Item = Output>) {
+        for later in rest {
+            match later {
+                Output::Persist(WalEntry::Checkpoint { .. }) => break,
+                Output::Persist(e) => {
+                    let _ = self.consenters[c as usize].wal.append(&[e]);
+                }
+                _ => {}
+            }
+        }
+        self.trace_line(|| format!("consenter {c}: crash point after a decision"));
+        self.report.crash_points += 1;
+        self.crash_consenter(c);
+    }
+
+    /// The shell persists a state-transfer snapshot and restarts its log after it.
+    fn c_installed(&mut self, c: u32, seq: u64, snapshot: &[u8]) -> Result<(), String> {
+        let node = &mut self.consenters[c as usize];
+        let Ok(state) = ArmaState::decode(snapshot, self.sc.shards) else {
+            return Err(format!("consenter {c} installed a snapshot that does not decode"));
+        };
+        node.snapshot = state;
+        let upto = usize::try_from(seq).unwrap_or(usize::MAX);
+        if node.log.len() < upto {
+            node.log.resize(upto, None);
+        }
+        node.installed += 1;
         Ok(())
     }
 
@@ -740,7 +857,7 @@ impl World {
         self.feed_decisions(b)?;
         let now = self.k.now();
         self.b_input(b, BInput::Tick(now))?;
-        self.noisy_complaint(b);
+        self.noisy_secondary(b);
         if now.saturating_sub(self.batchers[b].last_pull) >= PULL_MS {
             self.batchers[b].last_pull = now;
             self.try_pull(b);
@@ -798,8 +915,11 @@ impl World {
         Ok(())
     }
 
-    /// A noisy secondary complains against the primary once in every term, at once.
-    fn noisy_complaint(&mut self, b: usize) {
+    /// A noisy secondary floods the primary with forwards every tick and, once in every
+    /// term, at once: complains against the primary and submits a BAF it fabricated over
+    /// a header the primary never signed (for the primary's next seq, as if the primary
+    /// had equivocated).
+    fn noisy_secondary(&mut self, b: usize) {
         let node = &self.batchers[b];
         if self.byz(node.party) != Some(Byzantine::NoisySecondary) {
             return;
@@ -807,22 +927,61 @@ impl World {
         let Some(core) = node.core.as_ref() else {
             return;
         };
-        let term = core.term();
-        if core.is_primary() || node.noisy_term == Some(term) {
+        let (term, primary) = (core.term(), core.primary());
+        if core.is_primary() {
             return;
         }
-        let Some(key) = self.bkeys.get(&node.party) else {
+        self.flood(b, primary);
+        let node = &self.batchers[b];
+        if node.noisy_term == Some(term) {
+            return;
+        }
+        let Some(key) = self.bkeys.get(&node.party).cloned() else {
             return;
         };
-        let c = batcher::Complaint::sign(
-            node.shard,
-            term,
-            node.party,
-            batcher::ComplaintReason::Censorship,
-            key,
-        );
+        let (party, shard) = (node.party, node.shard);
+        let id = BatchId {
+            shard,
+            primary,
+            seq: node.info.last_ordered_seq.saturating_add(1),
+        };
+        let junk: Arc<[u8]> = Arc::from(format!("fabricated-{party}-{term}").into_bytes());
+        let fake = SignedBatch::sign(id, term, vec![junk], &key);
+        let fabricated = Baf::sign(&fake, party, &key);
+        self.report.fabricated_bafs += 1;
+        self.submit(b, term, 0, encode_baf(&fabricated));
+        let c = batcher::Complaint::sign(shard, term, party, batcher::ComplaintReason::Censorship, &key);
         self.batchers[b].noisy_term = Some(term);
         self.submit(b, term, 0, encode_complaint(&c));
+    }
+
+    /// Forwards `FLOOD` new requests of the shard to the primary, up to `FLOOD_BUDGET` in
+    /// all (a Byzantine party may
+    /// make as many valid requests as it likes; each counts as a client's that need not
+    /// be ordered).
+    fn flood(&mut self, b: usize, primary: u32) {
+        let (party, shard) = (self.batchers[b].party, self.batchers[b].shard);
+        let target = self.b_index(primary, shard);
+        let burst = FLOOD.min(FLOOD_BUDGET.saturating_sub(self.batchers[b].flooded));
+        self.batchers[b].flooded += burst;
+        for _ in 0..burst {
+            let request = loop {
+                self.flooded += 1;
+                let r: Arc<[u8]> = Arc::from(format!("flood-{party}-{}", self.flooded).into_bytes());
+                if shard_of(&r, self.sc.shards).unwrap_or(0) == shard {
+                    break r;
+                }
+            };
+            self.checker.injected(Arc::clone(&request));
+            self.report.flooded += 1;
+            self.k.send(party, primary, || Ev::ToBatcher {
+                b: target,
+                input: BInput::Forwarded {
+                    from: party,
+                    request: Arc::clone(&request),
+                },
+            });
+        }
     }
 
     /// The batch of an ordered header, for batcher `b`: from its own store, else from a
@@ -866,6 +1025,7 @@ impl World {
 
     fn b_output(&mut self, b: usize, out: BOutput) {
         let (party, shard) = (self.batchers[b].party, self.batchers[b].shard);
+        self.trace_line(|| format!("batcher {b} (party {party}, shard {shard}): {}", short(&out)));
         match out {
             BOutput::Persist(batch) => self.persist(b, &batch),
             BOutput::Serve(batch) => self.serve(b, batch),
@@ -934,9 +1094,17 @@ impl World {
         }
     }
 
-    /// The shell's fsync: the batch is durable (visible to fetches), then `Persisted`.
+    /// The shell's write of a batch: visible to fetches at once, durable at its fsync
+    /// (`Ev::Synced`), and only then `Persisted` for the core (which then signs its BAF).
     fn persist(&mut self, b: usize, batch: &Arc<SignedBatch>) {
         let h = &batch.header;
+        let (id, digest) = (batch.id(), h.digest);
+        // A batch already durable in the store (re-adopted after a restart) stays so.
+        let durable = !self.batchers[b].unsynced.contains(&(id, digest))
+            && self.batchers[b]
+                .own
+                .get(&(h.term, h.id.primary, h.id.seq))
+                .is_some_and(|s| s.header.digest == digest);
         self.batchers[b]
             .own
             .insert((h.term, h.id.primary, h.id.seq), Arc::clone(batch));
@@ -948,15 +1116,42 @@ impl World {
             (stored.id(), stored.header.term, stored.header.digest),
             Arc::clone(&stored),
         );
+        if !durable {
+            self.batchers[b].unsynced.insert((id, digest));
+        }
         let fsync = self.k.rng().gen_range(1..4);
-        self.k.schedule_in(
-            fsync,
-            Ev::ToBatcher {
-                b,
-                input: BInput::Persisted {
-                    id: batch.id(),
-                    digest: batch.header.digest,
+        if self.byz(self.batchers[b].party).is_none() && self.crash_point() {
+            // Crash point: the batch is written, not yet durable, no BAF signed.
+            self.report.crash_points += 1;
+            let at = self.k.rng().gen_range(0..fsync);
+            self.k.schedule_in(at, Ev::CrashB(b));
+        }
+        if self.sc.ack_before_fsync {
+            // Negative test: the core hears "persisted" (and signs its BAF) at once.
+            self.k.schedule_in(
+                0,
+                Ev::ToBatcher {
+                    b,
+                    input: BInput::Persisted { id, digest },
                 },
+            );
+        }
+        // One persister writes in order: a write is durable no sooner than the one
+        // before it.
+        let at = self
+            .k
+            .now()
+            .saturating_add(fsync)
+            .max(self.batchers[b].synced_until);
+        self.batchers[b].synced_until = at;
+        let incarnation = self.batchers[b].incarnation;
+        self.k.schedule(
+            at,
+            Ev::Synced {
+                b,
+                id,
+                digest,
+                incarnation,
             },
         );
     }
@@ -1112,7 +1307,29 @@ impl Sim for World {
                 self.c_input(c, Input::Tick(self.k.now()))
             }
             Ev::Bft { from, to, msg } => self.c_input(to, Input::Message { from, msg }),
+            Ev::Synced {
+                b,
+                id,
+                digest,
+                incarnation,
+            } => {
+                // The write became durable, unless a crash lost it first; then the core
+                // that wrote it hears of it.
+                self.batchers[b].unsynced.remove(&(id, digest));
+                if self.batchers[b].incarnation == incarnation && !self.sc.ack_before_fsync {
+                    self.b_input(b, BInput::Persisted { id, digest })
+                } else {
+                    Ok(())
+                }
+            }
             Ev::ToBatcher { b, input } => self.b_input(b, input),
+            Ev::CrashB(b) => {
+                // Faults stop at GST: a crash point drawn just before it does not fire.
+                if !self.k.after_gst() {
+                    self.crash_batcher(b);
+                }
+                Ok(())
+            }
             Ev::ToConsenter { to, request } => self.c_input(to, Input::Request(request)),
             Ev::Client(request) => {
                 self.client(&request);
@@ -1154,5 +1371,22 @@ impl Sim for World {
 
     fn kernel(&mut self) -> &mut Kernel<Ev> {
         &mut self.k
+    }
+}
+
+/// One line of a batcher output for the trace.
+fn short(out: &BOutput) -> String {
+    match out {
+        BOutput::Persist(b) => format!("Persist {:?} n={}", b.id(), b.requests.len()),
+        BOutput::Serve(b) => format!("Serve {:?}", b.id()),
+        BOutput::SendBaf(b) => format!("SendBaf {:?} t{}", b.header.id, b.header.term),
+        BOutput::SendEvidence(b) => format!("Evidence {:?}", b.header.id),
+        BOutput::AckPrimary { to, baf } => format!("Ack to {to} {:?}", baf.header.id),
+        BOutput::ForwardToPrimary { to, .. } => format!("Forward to {to}"),
+        BOutput::Complain(c) => format!("Complain t{}", c.term),
+        BOutput::Pull(id) => format!("Pull {id:?}"),
+        BOutput::Admitted { .. } => "admitted".into(),
+        BOutput::Refused { reason, .. } => format!("refused ({reason:?})"),
+        BOutput::BatchRejected { .. } => "batch rejected".into(),
     }
 }

@@ -44,6 +44,9 @@ fn seeds_keep_every_invariant() {
          {assembled} blocks appended by assemblers, longest assembler lag after GST {lag} ms",
         failures.len()
     );
+    for f in &failures {
+        eprintln!("{}", f.lines().next().unwrap_or_default());
+    }
     assert!(
         failures.is_empty(),
         "{} seeds failed; first:\n{}",
@@ -209,8 +212,8 @@ fn a_late_equivocation_strands_no_request_and_without_the_give_back_it_does() {
     );
 }
 
-/// A Byzantine party's batchers complain against every primary at once in every term
-/// and withhold their BAFs and acks: f complaints never reach the f+1 that change a term,
+/// A Byzantine party's batchers complain against every primary at once in every term,
+/// flood it with forwards, fabricate BAFs and withhold their real BAFs and acks: f complaints never reach the f+1 that change a term,
 /// so no term changes without a proven equivocation or a correct party's complaint
 /// (the term changes Byzantine secondaries cause: none), and f+1 correct attestations
 /// still order every batch. With a threshold of one complaint their complaints alone
@@ -220,6 +223,24 @@ fn noisy_secondaries_change_no_term_and_with_a_threshold_of_one_they_do() {
     let (ok, failed) = variant(24, Byzantine::NoisySecondary, |_| {});
     assert!(failed.is_empty(), "{}", failed[0]);
     assert!(ok.iter().all(|r| r.blocks > 0), "a run ordered nothing");
+    // (Party 1 is shard 0's primary while its term lasts, so with one shard it is often
+    // never a secondary.) They also flood the primaries with forwards (at most their quota of each primary's
+    // pending queue is theirs, so every client request is still ordered) and submit BAFs
+    // fabricated over headers no primary signed (refused at the consenters; accepted,
+    // the checker would see a correct primary with two digests for one slot).
+    eprintln!(
+        "noisy: fabricated {:?}, flood ordered {:?}",
+        ok.iter().map(|r| r.fabricated_bafs).collect::<Vec<_>>(),
+        ok.iter().map(|r| r.flood_ordered).collect::<Vec<_>>()
+    );
+    assert!(
+        ok.iter().filter(|r| r.fabricated_bafs > 0).count() >= 6,
+        "fabricated BAFs were rarely submitted"
+    );
+    assert!(
+        ok.iter().filter(|r| r.flood_ordered > 0).count() >= 6,
+        "the flood rarely reached a primary's batches"
+    );
     let (_, failed) = variant(12, Byzantine::NoisySecondary, |sc| sc.knobs.threshold = Some(1));
     eprintln!(
         "threshold 1: {} of 12 seeds failed; first: {:?}",
@@ -229,6 +250,71 @@ fn noisy_secondaries_change_no_term_and_with_a_threshold_of_one_they_do() {
     assert!(
         failed.iter().any(|e| e.contains("complaints alone")),
         "terms changed by Byzantine complaints alone went unnoticed: {failed:?}"
+    );
+}
+
+/// Crash points: a consenter crashes after its engine logged a decision and before its
+/// shell recorded it, a batcher after it wrote a batch and before the write was durable.
+/// Every decision still reaches the decisions log (a restarted engine delivers again what
+/// its WAL holds above the recorded state, and a checkpoint is written only once the
+/// record below it is durable), so even a single party's assembler holds every block;
+/// and a batch is attested only once durable. A shell that writes the checkpoint before
+/// the record loses decisions for good; one that attests before the fsync lets a
+/// restarted primary sign a second batch under a seq it attested.
+#[test]
+fn crash_points_lose_no_decision_and_no_attested_batch_and_out_of_order_writes_do() {
+    let crashy = |seed: u64, n: u32| {
+        let mut sc = ArmaScenario::from_seed(seed ^ 0xc4a5);
+        sc.n = n;
+        sc.byzantine = None;
+        sc.crash_points = 0.08;
+        sc
+    };
+    let run_all =
+        |n: u32, tweak: &(dyn Fn(&mut ArmaScenario) + Sync)| -> (Vec<ordersim::ArmaReport>, Vec<String>) {
+            let results: Vec<_> = (0..24u64)
+                .into_par_iter()
+                .map(|seed| {
+                    let mut sc = crashy(seed, n);
+                    tweak(&mut sc);
+                    run(sc, false)
+                })
+                .collect();
+            let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+            (
+                ok.into_iter().filter_map(Result::ok).collect(),
+                failed.into_iter().filter_map(Result::err).collect(),
+            )
+        };
+    for n in [1, 4] {
+        let (ok, failed) = run_all(n, &|_| {});
+        assert!(failed.is_empty(), "{}", failed[0]);
+        assert!(
+            ok.iter().map(|r| r.crash_points).sum::<u64>() >= 24,
+            "crash points rarely fired (n = {n})"
+        );
+    }
+    let (_, failed) = run_all(1, &|sc| sc.checkpoint_before_record = true);
+    eprintln!(
+        "checkpoint before the record: {} of 24 seeds failed; first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.contains("delivered before") || e.contains("assembler")),
+        "a decision lost between its checkpoint and its record went unnoticed: {failed:?}"
+    );
+    let (_, failed) = run_all(4, &|sc| sc.ack_before_fsync = true);
+    eprintln!(
+        "attest before fsync: {} of 24 seeds failed; first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        !failed.is_empty(),
+        "a batch attested before it was durable and then lost went unnoticed"
     );
 }
 
@@ -274,10 +360,13 @@ fn restarted_primaries_never_reuse_a_seq_and_without_restore_they_do() {
 /// Seeds that failed once, kept as regressions: 63615 stalled in endless view changes
 /// when followers refused proposals repeating a request they still knew decided while
 /// the leader had pruned it (fixed: with checkpoints the engine leaves repeats to the
-/// application, docs/bft.md "Checkpoints").
+/// application, docs/bft.md "Checkpoints"); 52003 stalled in endless view changes when
+/// a request decided, forgotten after pruning and resubmitted sat twice in the leader's
+/// pending queue, so every leader proposed it twice in one batch and every follower
+/// refused (fixed in the engine's pending pool).
 #[test]
 fn former_failures() {
-    for seed in [63_615] {
+    for seed in [63_615, 52_003] {
         if let Err(e) = run_seed(seed) {
             panic!("{e}");
         }
