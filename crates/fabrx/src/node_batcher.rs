@@ -36,7 +36,9 @@ pub struct BatcherArgs {
     #[arg(long)]
     metrics: Option<String>,
     /// Test builds only (feature `testing`): behave as a Byzantine batcher
-    /// (`withhold:P`: serve batches to party P only, forge every fetch answer).
+    /// (`withhold:P`: serve batches to party P only, forge every fetch answer;
+    /// `equivocate-late:P`: serve a batch holding a victim request without it to party P,
+    /// and with it to the others once the first version is ordered).
     #[cfg(feature = "testing")]
     #[arg(long)]
     byzantine: Option<batcher::node::testing::Byzantine>,

@@ -24,6 +24,7 @@
 mod checker;
 mod world;
 
+pub use world::follow::StreamLie;
 pub use world::{ASSEMBLER_BOUND_MS, FETCH_RETRY_MS, FETCH_TIMEOUT_MS, World};
 
 use consenter::application::Knobs;
@@ -123,6 +124,12 @@ pub struct ArmaScenario {
     /// The batcher shell tells its core a batch is persisted (so it signs its BAF) before
     /// the write is durable (negative test of the batcher's write-then-attest order).
     pub ack_before_fsync: bool,
+    /// What a Byzantine consenter does with the decision stream of a correct follower
+    /// that follows it (lured by true answers to its probes).
+    pub stream_lie: StreamLie,
+    /// Followers switch consenter only when a stream ends, never on a probe (negative
+    /// test of the follower's check).
+    pub sticky_followers: bool,
 }
 
 impl ArmaScenario {
@@ -156,6 +163,7 @@ impl ArmaScenario {
             _ => (party, kind),
         });
         let lies = rng.gen_bool(0.5);
+        let stream_lie = [StreamLie::Silent, StreamLie::Trickle, StreamLie::Replay][rng.gen_range(0..3)];
         let crash_points = if calm || rng.gen_bool(0.5) {
             0.0
         } else {
@@ -181,6 +189,8 @@ impl ArmaScenario {
             crash_points,
             checkpoint_before_record: false,
             ack_before_fsync: false,
+            stream_lie,
+            sticky_followers: false,
         }
     }
 
@@ -235,6 +245,8 @@ pub struct ArmaReport {
     pub flood_ordered: u64,
     /// BAFs a noisy secondary fabricated over headers the primary never signed.
     pub fabricated_bafs: u64,
+    /// Times a correct follower switched to the Byzantine consenter's decision stream.
+    pub lured: u64,
 }
 
 /// Runs one seed.

@@ -21,6 +21,7 @@ use super::checker::Checker;
 use super::{ArmaReport, ArmaScenario, Byzantine};
 
 mod assemblers;
+pub(crate) mod follow;
 
 use assemblers::ANode;
 pub use assemblers::{ASSEMBLER_BOUND_MS, FETCH_RETRY_MS, FETCH_TIMEOUT_MS};
@@ -117,6 +118,8 @@ struct BNode {
     synced_until: u64,
     /// Requests it flooded its primaries with (a noisy secondary).
     flooded: usize,
+    /// The consenter it reads decisions from.
+    follow: follow::Follow,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -247,6 +250,7 @@ impl World {
                     incarnation: 0,
                     synced_until: 0,
                     flooded: 0,
+                    follow: follow::Follow::of(party),
                 });
             }
             self.consenters.push(CNode {
@@ -875,18 +879,22 @@ impl World {
     fn feed_decisions(&mut self, b: usize) -> Result<(), String> {
         let (party, shard) = (self.batchers[b].party, self.batchers[b].shard);
         let c = (party - 1) as usize;
-        if self.consenters[c].replica.is_none() {
-            return Ok(());
-        }
-        while let Some(held) = self.consenters[c].log.get(self.batchers[b].fed).cloned() {
-            // A decision its consenter skipped by snapshot: read from another correct
-            // consenter (the real follower fails over and verifies the certificate).
+        let byzantine = self.byz(party).is_some();
+        loop {
             let fed = self.batchers[b].fed;
-            let Some(outcome) = held.or_else(|| {
-                (0..self.sc.n)
-                    .filter(|o| self.is_correct_consenter(*o))
-                    .find_map(|o| self.consenters[o as usize].log.get(fed).cloned().flatten())
-            }) else {
+            let outcome = if byzantine {
+                // A Byzantine party's batchers read their own consenter only.
+                if self.consenters[c].replica.is_none() {
+                    return Ok(());
+                }
+                self.consenters[c].log.get(fed).cloned().flatten()
+            } else {
+                let mut follow = self.batchers[b].follow;
+                let outcome = self.follow(&mut follow, fed);
+                self.batchers[b].follow = follow;
+                outcome
+            };
+            let Some(outcome) = outcome else {
                 return Ok(()); // nobody serves it yet: retry next tick
             };
             for h in outcome.headers.iter().filter(|h| h.shard == shard) {
@@ -912,7 +920,6 @@ impl World {
             }
             self.batchers[b].fed += 1;
         }
-        Ok(())
     }
 
     /// A noisy secondary floods the primary with forwards every tick and, once in every

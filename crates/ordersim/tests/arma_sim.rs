@@ -8,7 +8,7 @@
 //! consenters under faults, with Byzantine variants and the tests that show each defence
 //! is what stops its attack.
 
-use ordersim::{ArmaScenario, Byzantine, run, run_seed};
+use ordersim::{ArmaScenario, Byzantine, StreamLie, run, run_seed};
 use rayon::prelude::*;
 
 fn env(name: &str, default: u64) -> u64 {
@@ -315,6 +315,50 @@ fn crash_points_lose_no_decision_and_no_attested_batch_and_out_of_order_writes_d
     assert!(
         !failed.is_empty(),
         "a batch attested before it was durable and then lost went unnoticed"
+    );
+}
+
+/// A Byzantine consenter (party 2) answers followers' probes truthfully and, once
+/// followed, keeps its decision stream silent, trickles it or replays old decisions. The
+/// correct followers (assemblers, batchers) of party 1 go to it whenever their own
+/// consenter crashes (party order); their probe every 500 ms finds a consenter holding
+/// the next decision and leaves it, so every assembler still holds every block within
+/// the bound. Followers that switch only when a stream ends stay with it.
+#[test]
+fn a_consenter_lying_on_the_decision_stream_is_left_and_sticky_followers_stay() {
+    let lies = [StreamLie::Silent, StreamLie::Trickle, StreamLie::Replay];
+    let lying = |seed: u64, sticky: bool| {
+        let mut sc = ArmaScenario::from_seed(seed ^ 0xd5c1).with_byzantine(2, Byzantine::LyingConsenter);
+        sc.crash_consenter = 0.004;
+        sc.stream_lie = lies[(seed % 3) as usize];
+        sc.sticky_followers = sticky;
+        sc
+    };
+    let runs = |sticky: bool| -> Vec<Result<ordersim::ArmaReport, String>> {
+        (0..24u64)
+            .into_par_iter()
+            .map(|seed| run(lying(seed, sticky), false))
+            .collect()
+    };
+    let ok: Vec<_> = runs(false)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        ok.iter().filter(|r| r.lured > 0).count() >= 6,
+        "followers were rarely lured to the lying consenter"
+    );
+    let failed: Vec<String> = runs(true).into_iter().filter_map(Result::err).collect();
+    eprintln!(
+        "sticky followers: {} of 24 seeds failed; first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.contains("assembler") || e.contains("liveness")),
+        "followers stuck on a silent consenter went unnoticed: {failed:?}"
     );
 }
 

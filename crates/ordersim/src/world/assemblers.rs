@@ -1,7 +1,7 @@
 //! The assemblers' simulated shells around the real core (`assembler::core::Core`).
 //!
-//! One assembler per correct party follows its party's consenter's decisions (another
-//! correct consenter's when its own is down or skipped a decision by snapshot), hands
+//! One assembler per correct party follows the consenters' decisions as the node does
+//! (its own party's consenter first, see `follow`), hands
 //! each decision's headers to the core, and fetches the batch the core waits for from the
 //! batchers of its shard as the node does: every batcher of the shard is asked at once
 //! (its own party's first), each call bounded by a timeout that doubles per round; the
@@ -23,8 +23,8 @@ use rand::Rng;
 use types::BatchId;
 use types::digest::batch_digest;
 
+use super::follow::Follow;
 use super::{Byzantine, Ev, World};
-use consenter::application::Outcome;
 
 /// How long one batcher may take to answer a fetch in the first round (ms); each later
 /// round doubles it, up to 16 times.
@@ -60,6 +60,8 @@ pub(super) struct ANode {
     /// Blocks appended to its ledger.
     height: u64,
     fetch: Option<Fetch>,
+    /// The consenter it reads decisions from.
+    follow: Follow,
 }
 
 /// How a lying batcher answers one fetch.
@@ -108,6 +110,7 @@ impl World {
                 fed: 0,
                 height: 0,
                 fetch: None,
+                follow: Follow::of(party),
             });
             self.assemblers.push(node);
             self.k.first_tick(Ev::ATick((party - 1) as usize));
@@ -131,25 +134,6 @@ impl World {
             .all(|a| a.height == self.checker.blocks)
     }
 
-    /// Decision `index` (0-based) for party `party`'s assembler: from its own consenter's
-    /// log while that consenter is up and holds it, else from another correct consenter
-    /// that is up (the follower fails over; it verifies certificates, which the
-    /// simulation's correct logs need not carry).
-    fn decision_for(&self, party: u32, index: usize) -> Option<Outcome> {
-        let own = (party - 1) as usize;
-        let up_and_held = |c: usize| {
-            self.consenters[c]
-                .replica
-                .as_ref()
-                .and_then(|_| self.consenters[c].log.get(index).cloned().flatten())
-        };
-        up_and_held(own).or_else(|| {
-            (0..self.sc.n)
-                .filter(|c| self.is_correct_consenter(*c))
-                .find_map(|c| up_and_held(c as usize))
-        })
-    }
-
     pub(super) fn a_tick(&mut self, a: usize) -> Result<(), String> {
         if self.assemblers.get(a).is_none_or(Option::is_none) {
             return Ok(());
@@ -169,8 +153,12 @@ impl World {
             if !node.core.has_room() {
                 return Ok(());
             }
-            let (party, index) = (node.party, node.fed);
-            let Some(outcome) = self.decision_for(party, index) else {
+            let (party, index, mut follow) = (node.party, node.fed, node.follow);
+            let outcome = self.follow(&mut follow, index);
+            if let Some(node) = self.assemblers[a].as_mut() {
+                node.follow = follow;
+            }
+            let Some(outcome) = outcome else {
                 return Ok(());
             };
             let proof = Arc::new(DecisionProof {
