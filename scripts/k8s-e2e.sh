@@ -4,7 +4,7 @@
 #
 #   bash scripts/k8s-e2e.sh [--keep] [--txs N] [--binary PATH]
 #
-#  1. the Kubernetes pieces: scripts/k8s-tools.sh (cached per machine; ~25 min cold);
+#  1. the Kubernetes pieces: scripts/k8s-tools.sh (cached per machine; ~20 min cold);
 #  2. the image: a release `fabrx`, scripts/image.sh (podman, a debootstrap base when no
 #     registry answers), and a pause image built from the kubernetes sources;
 #  3. a single-node cluster (scripts/k8s-node.sh): etcd, kube-apiserver, controller

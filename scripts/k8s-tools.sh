@@ -2,7 +2,7 @@
 # Builds, or finds already built, every piece a single-node Kubernetes on this machine needs,
 # for scripts/k8s-e2e.sh (docs/deploy.md, "The tested path").
 #
-# Usage: bash scripts/k8s-tools.sh            build what is missing (cold: ~45 min on 2 cores)
+# Usage: bash scripts/k8s-tools.sh            build what is missing (cold: ~20 min on 2 busy cores)
 #        bash scripts/k8s-tools.sh --check    exit 0 when everything is cached, 1 otherwise
 #
 # Go binaries are built from the Go module proxy (no container registry is needed) into a
@@ -109,7 +109,7 @@ build_kubernetes() {
   ldflags+=" -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
   local pkgs=()
   for b in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  log "Kubernetes $K8S_VERSION: building ${K8S_BINARIES[*]} (cold: ~30 min)"
+  log "Kubernetes $K8S_VERSION: building ${K8S_BINARIES[*]} (cold: ~15 min)"
   (cd "$mod" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$BUILD/bin/" "${pkgs[@]}")
   for b in "${K8S_BINARIES[@]}"; do
     install -m 0755 "$BUILD/bin/$b" "$TOOLS/$b"
