@@ -256,6 +256,11 @@ impl Checker {
         Ok(())
     }
 
+    /// Whether `request` was ordered.
+    pub fn is_ordered(&self, request: &Arc<[u8]>) -> bool {
+        self.requests.get(request).is_some_and(|n| *n > 0)
+    }
+
     /// The requests never ordered, and the number of extra orderings.
     pub fn unordered_and_duplicates(&self) -> (Vec<Arc<[u8]>>, u64) {
         // Sorted: the caller schedules events in this order, and a seed must replay exactly

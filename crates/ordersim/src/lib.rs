@@ -130,6 +130,10 @@ pub struct ArmaScenario {
     /// Followers switch consenter only when a stream ends, never on a probe (negative
     /// test of the follower's check).
     pub sticky_followers: bool,
+    /// Clients stop sending a request once 2f+1 routers acknowledged it (they send it again
+    /// after a status timeout), and f+1 correct batchers of shard 0 crash at once before
+    /// GST (the variant test; never drawn).
+    pub correlated_restart: bool,
 }
 
 impl ArmaScenario {
@@ -191,6 +195,7 @@ impl ArmaScenario {
             ack_before_fsync: false,
             stream_lie,
             sticky_followers: false,
+            correlated_restart: false,
         }
     }
 
@@ -247,6 +252,11 @@ pub struct ArmaReport {
     pub fabricated_bafs: u64,
     /// Times a correct follower switched to the Byzantine consenter's decision stream.
     pub lured: u64,
+    /// Requests acknowledged by 2f+1 routers and not yet ordered when f+1 batchers
+    /// crashed at once (`correlated_restart`).
+    pub correlated_acked: u64,
+    /// Acknowledged requests still unordered at the clients' status timeout, sent again.
+    pub lost_after_ack: u64,
 }
 
 /// Runs one seed.

@@ -20,6 +20,7 @@ use types::digest::{Digest32, shard_of};
 use super::checker::Checker;
 use super::{ArmaReport, ArmaScenario, Byzantine};
 
+mod acked;
 mod assemblers;
 pub(crate) mod follow;
 
@@ -58,6 +59,10 @@ pub enum Ev {
     RestartC(u32),
     /// A correct batcher crashes (a crash point between a write and its fsync).
     CrashB(usize),
+    /// f+1 correct batchers of shard 0 crash at once (`correlated_restart`).
+    CorrelatedCrash,
+    /// Clients send again what 2f+1 routers acknowledged and is not ordered yet.
+    StatusTimeout,
     /// Batcher `b`'s write of a batch is durable (its fsync returned).
     Synced {
         b: usize,
@@ -182,6 +187,10 @@ pub struct World {
     late: Option<Late>,
     /// Flood requests made so far (their names).
     flooded: u64,
+    /// Client requests by digest, and the parties whose batcher admitted each
+    /// (`correlated_restart` only).
+    by_digest: HashMap<batcher::RequestDigest, Arc<[u8]>>,
+    acks: HashMap<Arc<[u8]>, std::collections::BTreeSet<u32>>,
     checker: Checker,
     report: ArmaReport,
 }
@@ -216,6 +225,8 @@ impl World {
             requests: Vec::new(),
             late: None,
             flooded: 0,
+            by_digest: HashMap::new(),
+            acks: HashMap::new(),
             report: ArmaReport::default(),
             cfg,
             sc,
@@ -273,11 +284,14 @@ impl World {
         for i in 0..self.sc.requests {
             let request: Arc<[u8]> = Arc::from(format!("req-{}-{i}", self.sc.seed).into_bytes());
             self.requests.push(Arc::clone(&request));
+            self.by_digest
+                .insert(batcher::RequestDigest::of(&request), Arc::clone(&request));
             let at = self.k.rng().gen_range(1..self.sc.gst_ms.max(2));
             self.k.schedule(at, Ev::Client(request));
         }
         self.k.schedule(self.sc.gst_ms, Ev::Gst);
         self.build_late();
+        self.build_correlated();
     }
 
     /// Prepares a late equivocation: the victim, its companions and version A's parties.
@@ -657,6 +671,9 @@ impl World {
         // Clients re-submit what is not ordered yet (a client retries until 2f+1 routers ack).
         let (missing, _) = self.checker.unordered_and_duplicates();
         for request in missing {
+            if self.sc.correlated_restart && self.acknowledged(&request) {
+                continue; // its client waits for it to be ordered (`Ev::StatusTimeout`)
+            }
             self.k.schedule_in(1, Ev::Client(request));
         }
         Ok(())
@@ -1081,7 +1098,8 @@ impl World {
                 self.batchers[b].want = Some(id);
                 self.try_pull(b);
             }
-            BOutput::Admitted { .. } | BOutput::Refused { .. } | BOutput::BatchRejected { .. } => {}
+            BOutput::Admitted { digest } => self.on_admitted(b, digest),
+            BOutput::Refused { .. } | BOutput::BatchRejected { .. } => {}
         }
     }
 
@@ -1330,6 +1348,14 @@ impl Sim for World {
                 }
             }
             Ev::ToBatcher { b, input } => self.b_input(b, input),
+            Ev::CorrelatedCrash => {
+                self.correlated_crash();
+                Ok(())
+            }
+            Ev::StatusTimeout => {
+                self.status_timeout();
+                Ok(())
+            }
             Ev::CrashB(b) => {
                 // Faults stop at GST: a crash point drawn just before it does not fire.
                 if !self.k.after_gst() {
