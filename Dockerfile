@@ -18,7 +18,10 @@
 #                  debootstrap) needs no package mirror during the build.
 #   FABRX_BINARY   `build` (default): compile in the build stage; `prebuilt`: take
 #                  `dist/fabrx` from the build context (a release binary built on a
-#                  Debian 12 host, stripped; scripts/image.sh puts it there).
+#                  Debian 12 host, stripped; scripts/image.sh puts it there). With podman
+#                  4.3 (Buildah) give it explicitly, `--build-arg FABRX_BINARY=build`:
+#                  Buildah finds the stage a `FROM ${ARG}` needs only from given build
+#                  arguments, not from defaults, and skips the build stage otherwise.
 #   CARGO_CA_BUNDLE  a CA bundle inside the build context (e.g. `dist/ca-certificates.crt`,
 #                  a copy of the host's /etc/ssl/certs/ca-certificates.crt) that cargo
 #                  trusts for crates.io, for a network whose outbound TLS is intercepted
