@@ -371,7 +371,8 @@ for p in 1 2 3 4; do
 done
 for e in "${examples[@]}"; do
   read -r file config ns <<<"$e"
-  k create namespace "$ns" >/dev/null
+  # (A namespace of the same name may still be terminating: retried until created.)
+  wait_for 180 "namespace $ns created" k create namespace "$ns"
   helm_ install example helm/fabrx -n "$ns" -f "$file" --set-file network.config="$config" \
     >"$WORK/logs/example-$ns.log" 2>&1 || { cat "$WORK/logs/example-$ns.log"; fail "helm install $file"; }
   n=$(k -n "$ns" get all,configmap,networkpolicy,pdb,servicemonitor -l app.kubernetes.io/instance=example --no-headers 2>/dev/null | wc -l)
@@ -379,7 +380,11 @@ for e in "${examples[@]}"; do
   helm_ uninstall example -n "$ns" >/dev/null
   k delete namespace "$ns" --wait=false >/dev/null
 done
-namespaces_gone() { ! k get namespaces --no-headers | grep -q '^fabrx'; }
+namespaces_gone() { # a failed listing is not "gone": the next install would race a deletion
+  local listed
+  listed=$(k get namespaces --no-headers) || return 1
+  ! grep -q '^fabrx' <<<"$listed"
+}
 wait_for 180 "the examples' namespaces to go" namespaces_gone
 
 # ---------------------------------------------------------------------------------------
@@ -445,7 +450,7 @@ for p in $(seq $PARTIES); do
     for c in consenter assembler $(seq 0 $((SHARDS - 1)) | sed 's/^/batcher-/'); do pv "$ns" "data-$c-0"; done
     if [ "$p" = 1 ]; then pv "$ns" data-sidecar-0; pv "$ns" data-vcservice-0; fi
   } | k apply -f - >/dev/null
-  k create namespace "$ns" >/dev/null
+  wait_for 180 "namespace $ns created" k create namespace "$ns"
   k apply -f "$WORK/net/k8s/party$p/secret.yaml" >/dev/null
   helm_ install fabrx helm/fabrx -n "$ns" -f "$WORK/party$p.yaml" \
     --set-file network.config="$WORK/net/k8s/shared/network-config.json" >"$WORK/logs/helm-install-$p.log"
