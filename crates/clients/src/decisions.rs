@@ -15,19 +15,15 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(5);
 /// How long a probed consenter may take to serve its first decision.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How many decisions another consenter must be ahead of a source that is making
-/// progress before the follower leaves it (a source that made none since the last check
-/// is left for any consenter that holds the next decision).
-pub const LAG: u64 = 16;
-
-/// The decision to probe for at a check: the next one when the source gave nothing since
-/// the last check (`next == at_last_check`), else the one `LAG` past it.
+/// The decision to probe for at a check: the source served `next - at_last_check`
+/// decisions since the last check, and is left for a consenter that is ahead of it by at
+/// least as many (`next` itself when it served none). A source that serves less than half
+/// of what the network decides — silent, or trickling at any rate — is left within a
+/// check or two; a source that keeps up is ahead of or level with the others by then.
+/// (A fixed margin, 16 decisions, let a consenter trickling one decision per check keep
+/// its followers up to 16 decisions behind, many seconds on a quiet network.)
 pub fn probe_from(next: u64, at_last_check: u64) -> u64 {
-    if next == at_last_check {
-        next
-    } else {
-        next.saturating_add(LAG)
-    }
+    next.saturating_add(next.saturating_sub(at_last_check))
 }
 
 /// Which of `consenters` (index, channel) serves, within [`PROBE_TIMEOUT`], a decision
@@ -133,8 +129,12 @@ mod tests {
         let from = probe_from(4, 4);
         let found = ahead(&others, from, 1 << 20, any).await;
         assert!(matches!(found, Some(2 | 3)), "{found:?}");
-        // The source progresses (10, was 4): only one LAG ahead counts.
+        // The source served 6 since (10, was 4): only a consenter 6 ahead (16) counts.
         assert_eq!(ahead(&others, probe_from(10, 4), 1 << 20, any).await, Some(3));
+        // A source trickling one decision per check is left for one a decision ahead.
+        assert_eq!(probe_from(3, 2), 4);
+        let found = ahead(&others, probe_from(3, 2), 1 << 20, any).await;
+        assert!(matches!(found, Some(2 | 3)), "{found:?}");
         // Nobody that far ahead, or decisions that do not verify: stay.
         assert_eq!(ahead(&others, 100, 1 << 20, any).await, None);
         assert_eq!(ahead(&others, 4, 1 << 20, |_| false).await, None);

@@ -447,10 +447,12 @@ fn restarted_primaries_never_reuse_a_seq_and_without_restore_they_do() {
 /// application, docs/bft.md "Checkpoints"); 52003 stalled in endless view changes when
 /// a request decided, forgotten after pruning and resubmitted sat twice in the leader's
 /// pending queue, so every leader proposed it twice in one batch and every follower
-/// refused (fixed in the engine's pending pool).
+/// refused (fixed in the engine's pending pool); 2598, 4126, 5024 and 8710 left an
+/// assembler behind a consenter trickling one decision per check, which the followers'
+/// fixed 16-decision margin never left (fixed in `clients::decisions::probe_from`).
 #[test]
 fn former_failures() {
-    for seed in [63_615, 52_003] {
+    for seed in [63_615, 52_003, 2_598, 4_126, 5_024, 8_710] {
         if let Err(e) = run_seed(seed) {
             panic!("{e}");
         }

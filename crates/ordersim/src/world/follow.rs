@@ -3,12 +3,14 @@
 //! next one, in party order, when the stream ends (the source is down, or it skipped the
 //! decision by installing a snapshot); and, every `CHECK_MS`, a probe of the others —
 //! when the source gave nothing since the last check, any consenter that holds the next
-//! decision is followed instead, and when it did, one that holds the decision `LAG` past
-//! it. Certificates are verified, so a consenter serves only decisions a quorum decided.
+//! decision is followed instead, and when it did, one ahead of it by as many decisions as
+//! it served. Certificates are verified, so a consenter serves only decisions a quorum decided.
 //!
 //! A Byzantine consenter answers probes truthfully (to lure followers) and, once
 //! followed, serves its decision stream as the scenario drew: silent, trickling (one
 //! decision every `TRICKLE_MS`) or replaying old decisions (which the follower skips).
+//! The probe is the real one's (`clients::decisions::probe_from`): a source is left for a
+//! consenter ahead of it by as many decisions as it served since the last check.
 //! Without the probe (`sticky_followers`, negative test) a lured follower stays.
 
 use consenter::application::Outcome;
@@ -18,9 +20,6 @@ use super::World;
 /// How often a follower probes the other consenters (ms; the real one checks every 5 s,
 /// scaled to the simulation's assembler bound).
 pub const CHECK_MS: u64 = 500;
-
-/// How many decisions another consenter must be ahead of a source that makes progress.
-pub const LAG: usize = 16;
 
 /// A trickling Byzantine source serves one decision this often (ms).
 pub const TRICKLE_MS: u64 = 400;
@@ -87,11 +86,8 @@ impl World {
     pub(crate) fn follow(&mut self, f: &mut Follow, index: usize) -> Option<Outcome> {
         let now = self.k.now();
         if !self.sc.sticky_followers && now.saturating_sub(f.checked_at) >= CHECK_MS {
-            let probe = if index == f.fed_at_check {
-                index
-            } else {
-                index.saturating_add(LAG)
-            };
+            // As `clients::decisions::probe_from`: ahead by what the source served.
+            let probe = index.saturating_add(index.saturating_sub(f.fed_at_check));
             f.checked_at = now;
             f.fed_at_check = index;
             if let Some(c) = self.after(f.source).find(|c| self.holds(*c, probe).is_some()) {
