@@ -150,11 +150,14 @@ fn a_loaded_network_survives_killing_each_kind_of_node() {
         .unwrap_or(0);
     assert!(forged > 0, "the forged signatures were judged: {summary}");
     assert_eq!(summary["committed"].as_u64().unwrap() + forged, sent, "{summary}");
-    // Errors only from the routers of parties whose router or batcher was killed.
+    // Errors only from the routers of parties whose router or batcher was killed. An
+    // `AlreadyExists` answer is none: a healthy router saying it holds a tx the client
+    // sent again after another router failed it (the summary lists every refusing answer).
     let erring: BTreeSet<String> = summary["router_errors"]
         .as_object()
         .unwrap()
         .keys()
+        .filter(|k| !k.ends_with(": AlreadyExists"))
         .map(|k| k.split(':').next().unwrap().to_owned())
         .collect();
     let allowed: BTreeSet<String> = ["router 1", "router 2", "router 3"].map(String::from).into();
