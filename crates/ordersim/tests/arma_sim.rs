@@ -83,6 +83,11 @@ fn variant(
             run(sc, false)
         })
         .collect();
+    split(results)
+}
+
+/// The reports of the runs that passed and the failures of those that did not.
+fn split(results: Vec<Result<ordersim::ArmaReport, String>>) -> (Vec<ordersim::ArmaReport>, Vec<String>) {
     let mut ok = Vec::new();
     let mut failed = Vec::new();
     for r in results {
@@ -280,11 +285,7 @@ fn crash_points_lose_no_decision_and_no_attested_batch_and_out_of_order_writes_d
                     run(sc, false)
                 })
                 .collect();
-            let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
-            (
-                ok.into_iter().filter_map(Result::ok).collect(),
-                failed.into_iter().filter_map(Result::err).collect(),
-            )
+            split(results)
         };
     for n in [1, 4] {
         let (ok, failed) = run_all(n, &|_| {});
