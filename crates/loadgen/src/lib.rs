@@ -29,6 +29,7 @@ pub mod oracle;
 pub mod report;
 pub mod series;
 mod signer;
+pub mod sink;
 pub mod summary;
 pub mod workload;
 

@@ -283,21 +283,24 @@ pub async fn run(
         let now = Instant::now();
         pacer.refresh(now, next);
         let due = |i: usize| pacer.due(i);
-        let sending = next < txs.len()
-            && due(next).is_some()
-            && pace.duration.is_none_or(|d| now.duration_since(start) < d)
-            && pace.schedule.end().is_none_or(|e| now.duration_since(start) < e);
-        // Send what is due.
+        let up = time_is_up(&pace, now.duration_since(start));
+        let sending = next < txs.len() && links.can_subscribe() && due(next).is_some() && !up;
+        // Send what is due, as far as the routers' links have room.
+        let room = if sending { links.room(now) } else { 0 };
         let first = next;
-        while sending && next < txs.len() && t.in_flight < bound && due(next).is_some_and(|d| d <= now) {
+        while next - first < room
+            && next < txs.len()
+            && t.in_flight < bound
+            && due(next).is_some_and(|d| d <= now)
+        {
             next += 1;
             t.in_flight += 1;
         }
         if next > first {
-            t.send(&links, txs, first..next, now).await?;
+            t.send(&links, txs, first..next, now)?;
             last_send = now;
         }
-        let done_sending = !sending || next >= txs.len() || due(next).is_none();
+        let done_sending = next >= txs.len() || due(next).is_none() || up;
         if t.over(done_sending, now, last_send, pace.drain, bound) {
             break;
         }
@@ -311,8 +314,11 @@ pub async fn run(
             });
         }
         let tick = now + Duration::from_millis(100);
-        let wake = if done_sending || t.in_flight >= bound {
+        let wake = if done_sending || t.in_flight >= bound || !links.can_subscribe() {
             tick
+        } else if room == 0 {
+            // A router's link is full: look again soon.
+            now + Duration::from_millis(5)
         } else {
             due(next).unwrap_or(tick).max(now).min(tick)
         };
@@ -332,6 +338,12 @@ pub async fn run(
     t.out.seconds = end.as_secs_f64();
     t.out.series = t.recorder.finish(end);
     Ok(t.out)
+}
+
+/// Whether sending is over by `elapsed`: the run's duration or its schedule's end
+/// passed.
+fn time_is_up(pace: &Pace, elapsed: Duration) -> bool {
+    pace.duration.is_some_and(|d| elapsed >= d) || pace.schedule.end().is_some_and(|e| elapsed >= e)
 }
 
 /// A failure of the network driver.

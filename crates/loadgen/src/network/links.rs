@@ -26,6 +26,37 @@ pub(super) struct Links {
     pub(super) tasks: tokio::task::JoinSet<()>,
     /// Statuses in blocks below this were decided before the run began.
     pub(super) first_block: u64,
+    /// When each router's link was first seen full, while it is.
+    full_since: Vec<Option<Instant>>,
+}
+
+/// How long a router's link may stay full before the run stops waiting for it: its
+/// router is stuck (or far behind), and txs go to the others without it, answered
+/// `backlog` for it.
+pub(super) const STUCK_AFTER: Duration = Duration::from_secs(2);
+
+impl Links {
+    /// Whether the status watcher's queue has room for one more batch of ids.
+    pub(super) fn can_subscribe(&self) -> bool {
+        self.ids.capacity() > 0
+    }
+
+    /// How many txs can be handed to the links now: the least room among the routers'
+    /// links, not counting a link full for [`STUCK_AFTER`] (its txs are answered
+    /// `backlog`). Notes when each link was first seen full.
+    pub(super) fn room(&mut self, now: Instant) -> usize {
+        let mut room = usize::MAX;
+        for (r, since) in self.routers.iter().zip(self.full_since.iter_mut()) {
+            let free = r.capacity();
+            if free > 0 {
+                *since = None;
+                room = room.min(free);
+            } else if now.duration_since(*since.get_or_insert(now)) < STUCK_AFTER {
+                room = 0;
+            }
+        }
+        room
+    }
 }
 
 /// A final status the committer (or the orderer) reported for a tx id.
@@ -75,6 +106,7 @@ pub(super) async fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<
         }
     };
     Ok(Links {
+        full_since: vec![None; routers.len()],
         routers,
         acks,
         ids,
@@ -312,6 +344,12 @@ async fn watch_assembler(
                 },
                 b = stream.message() => match b {
                     Ok(Some(b)) => {
+                        // A tx's id is queued here before the tx goes to any router,
+                        // so every id a block can hold is queued by now; a block read
+                        // before them would pass them by for good.
+                        while let Ok(batch) = ids.try_recv() {
+                            waiting.extend(batch);
+                        }
                         let block = b.header.as_ref().map_or(next, |h| h.number);
                         next = block.saturating_add(1);
                         for raw in &b.requests {
@@ -329,5 +367,58 @@ async fn watch_assembler(
             }
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::{self, RouterMode, SinkRouter};
+
+    /// Blocks ready on the Deliver stream while the ids of their txs still wait in the
+    /// watcher's queue (a watcher behind a fast network): every id is still confirmed.
+    /// A watcher that read a block before taking the queued ids passed its txs by.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ids_queued_before_a_block_are_taken_before_it_is_read() {
+        let n = 200;
+        let s = sink::start(&[SinkRouter {
+            mode: RouterMode::Admit,
+            orders: true,
+        }])
+        .await
+        .unwrap();
+        let ids: Vec<String> = (0..n).map(|i| format!("w-{i:04}")).collect();
+        // One block per tx: each submitted and answered before the next.
+        let mut router = RouterClient::new(channel(&format!("http://{}", s.routers[0])).unwrap());
+        for (i, id) in ids.iter().enumerate() {
+            let env = super::super::envelope(&types::TxId(id.clone()), &types::Tx::default());
+            let req = pb::SubmitRequest {
+                id: i as u64,
+                envelope: env,
+            };
+            let mut answers = router
+                .submit(tokio_stream::iter([req]))
+                .await
+                .unwrap()
+                .into_inner();
+            answers.message().await.unwrap().unwrap();
+            while s.height() < i as u64 + 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        // Every id queued, one send each, before the watcher starts.
+        let (ids_tx, ids_rx) = mpsc::channel(n + 1);
+        for id in &ids {
+            ids_tx.try_send(vec![id.clone()]).unwrap();
+        }
+        let (ev_tx, mut events) = mpsc::channel(n + 1);
+        let assembler = channel(&format!("http://{}", s.assembler)).unwrap();
+        let watcher = tokio::spawn(watch_assembler(assembler, 0, ids_rx, ev_tx));
+        let mut confirmed = 0;
+        while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(3), events.recv()).await {
+            confirmed += 1;
+        }
+        watcher.abort();
+        assert_eq!(confirmed, n);
     }
 }

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
+
 use super::links::{Decided, Links};
-use super::{NetworkRun, stopped};
+use super::{NetworkRun, failed, stopped};
 use crate::Histogram;
 use crate::series::{Recorder, Schedule};
 
@@ -52,6 +54,9 @@ impl Answer {
 
 /// The reason of an `ALREADY_EXISTS` answer.
 const DUPLICATE: &str = "AlreadyExists";
+
+/// The reason of a tx not handed to a router whose link's queue was full.
+pub(super) const BACKLOG: &str = "backlog";
 
 /// Per-tx progress.
 #[derive(Clone, Copy, Default)]
@@ -110,8 +115,14 @@ impl Tally {
         }
     }
 
-    /// Subscribes to txs `range` and sends each to every router.
-    pub(super) async fn send(
+    /// Subscribes to txs `range` and hands each to every router's link, never waiting:
+    /// this loop alone reads the links' answers, so waiting on a link that waits on
+    /// them would stop the run for good. The caller checks that the status watcher's
+    /// queue and the links have room (`Links::can_subscribe`, `Links::room`); a link
+    /// still full is one left full for `STUCK_AFTER`, and is answered at once as failed
+    /// for the tx with the reason `backlog`: the tx still reaches a quorum through the
+    /// others.
+    pub(super) fn send(
         &mut self,
         links: &Links,
         txs: &[(String, Arc<Vec<u8>>)],
@@ -119,25 +130,33 @@ impl Tally {
         now: Instant,
     ) -> crate::Result<()> {
         let ids = txs[range.clone()].iter().map(|(id, _)| id.clone()).collect();
-        links
-            .ids
-            .send(ids)
-            .await
-            .map_err(|_| stopped("the status watcher"))?;
-        for (i, (_, env)) in txs.iter().enumerate().take(range.end).skip(range.start) {
-            self.state[i].sent_at = Some(now);
-            for r in &links.routers {
-                r.send((i, env.clone()))
-                    .await
-                    .map_err(|_| stopped("a router link"))?;
-            }
-        }
+        links.ids.try_send(ids).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => failed("the status watcher's queue was full"),
+            mpsc::error::TrySendError::Closed(_) => stopped("the status watcher"),
+        })?;
         self.out.sent = self.out.sent.saturating_add(range.len() as u64);
         self.answers_due = self
             .answers_due
             .saturating_add(range.len().saturating_mul(links.routers.len()));
         self.recorder
             .on_sent(now.saturating_duration_since(self.start), range.len() as u64);
+        for (i, (_, env)) in txs.iter().enumerate().take(range.end).skip(range.start) {
+            self.state[i].sent_at = Some(now);
+            for (router, r) in links.routers.iter().enumerate() {
+                match r.try_send((i, env.clone())) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let answer = Answer::Failed(BACKLOG.into());
+                        self.on_ack(&Ack {
+                            tx: i,
+                            router,
+                            answer,
+                        });
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return Err(stopped("a router link")),
+                }
+            }
+        }
         Ok(())
     }
 

@@ -1,0 +1,134 @@
+//! The network driver against a sink whose routers misbehave as a lagging or faulty
+//! party's do: the run ends, and every tx is accounted for.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadgen::network::{self, Endpoints, Pace};
+use loadgen::series::Schedule;
+use loadgen::sink::{self, RouterMode, SinkRouter};
+use prost::Message as _;
+use types::{Tx, TxId};
+use wire::pb;
+
+/// `n` txs with distinct ids, as envelopes of about 1 KiB (so that a router that never
+/// reads fills its link's transport windows and queue).
+fn txs(n: usize) -> Vec<(String, Arc<Vec<u8>>)> {
+    (0..n)
+        .map(|i| {
+            let id = TxId(format!("tx-{i:06}"));
+            let mut env = pb::Envelope::decode(network::envelope(&id, &Tx::default()).as_slice()).unwrap();
+            env.nonce = vec![7; 1000];
+            (id.0, Arc::new(env.encode_to_vec()))
+        })
+        .collect()
+}
+
+fn endpoints(s: &sink::Sink) -> Endpoints {
+    Endpoints {
+        routers: s.routers.iter().map(|a| format!("http://{a}")).collect(),
+        sidecar: None,
+        assembler: format!("http://{}", s.assembler),
+    }
+}
+
+/// One router never reads its stream (stuck), one answers every request as a
+/// duplicate (its batcher holds them from another party's batch), two admit: every tx
+/// still reaches a quorum and is confirmed, and the run ends after its drain although
+/// the stuck router's answers never come. The client used to wait for room on the
+/// stuck router's link for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_router_and_duplicate_answers_do_not_stop_the_run() {
+    let routers = [
+        SinkRouter {
+            mode: RouterMode::Admit,
+            orders: true,
+        },
+        SinkRouter {
+            mode: RouterMode::Admit,
+            orders: false,
+        },
+        SinkRouter {
+            mode: RouterMode::Duplicate,
+            orders: false,
+        },
+        SinkRouter {
+            mode: RouterMode::Hang,
+            orders: false,
+        },
+    ];
+    let s = sink::start(&routers).await.unwrap();
+    let load = txs(5000);
+    let pace = Pace {
+        schedule: Schedule::Unpaced,
+        max_in_flight: NonZeroUsize::new(200).unwrap(),
+        duration: None,
+        drain: Duration::from_secs(3),
+        control: None,
+    };
+    let run = tokio::time::timeout(
+        Duration::from_secs(120),
+        network::run(&endpoints(&s), &load, pace, |_| {}),
+    )
+    .await
+    .expect("the run ended")
+    .unwrap();
+    assert_eq!(run.sent, 5000);
+    assert_eq!(run.never_confirmed(), 0, "{:?}", run.router_errors);
+    assert_eq!(run.confirmed, 5000);
+    assert_eq!(run.statuses.get("ORDERED"), Some(&5000));
+    assert_eq!((run.submitted, run.refused), (5000, 0));
+    assert_eq!(run.router_errors.get("router 3: AlreadyExists"), Some(&5000));
+    let stuck = run.router_errors.get("router 4: backlog").copied().unwrap_or(0);
+    assert!(
+        stuck > 1000,
+        "the stuck router's full link: {:?}",
+        run.router_errors
+    );
+    assert!(!run.stalled);
+}
+
+/// A fast run (50,000 tx/s offered against the sink): every tx confirmed, three times
+/// over. (The status watcher's race with the blocks it reads has its own test,
+/// `network::links::tests`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_run_confirms_every_tx() {
+    let admit = SinkRouter {
+        mode: RouterMode::Admit,
+        orders: false,
+    };
+    let routers = [
+        SinkRouter {
+            orders: true,
+            ..admit
+        },
+        admit,
+        admit,
+        admit,
+    ];
+    for round in 0..3 {
+        let s = sink::start(&routers).await.unwrap();
+        let load = txs(40_000);
+        let pace = Pace {
+            schedule: Schedule::Fixed { rate: 50_000.0 },
+            max_in_flight: NonZeroUsize::new(40_000).unwrap(),
+            duration: None,
+            drain: Duration::from_secs(30),
+            control: None,
+        };
+        let run = tokio::time::timeout(
+            Duration::from_secs(120),
+            network::run(&endpoints(&s), &load, pace, |_| {}),
+        )
+        .await
+        .expect("the run ended")
+        .unwrap();
+        assert_eq!(run.never_confirmed(), 0, "round {round}: {:?}", run.router_errors);
+        assert_eq!(run.confirmed, 40_000, "round {round}");
+        assert_eq!(run.submitted, 40_000, "round {round}");
+        s.stop().await;
+    }
+}
