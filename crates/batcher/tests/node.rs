@@ -70,8 +70,8 @@ fn request(i: u32) -> Vec<u8> {
 
 /// A router-side intake stream to one batcher.
 struct Intake {
-    tx: mpsc::Sender<pb::IntakeRequest>,
-    rx: tonic::Streaming<pb::IntakeResponse>,
+    tx: mpsc::Sender<pb::IntakeBatch>,
+    rx: tonic::Streaming<pb::IntakeAnswers>,
     next_id: u64,
 }
 
@@ -85,28 +85,31 @@ impl Intake {
         Intake { tx, rx, next_id: 0 }
     }
 
-    /// Sends every request and returns the answers in request order.
+    /// Sends the requests (in messages of up to three) and returns the answers in
+    /// request order.
     async fn submit(&mut self, requests: &[Vec<u8>]) -> Vec<pb::IntakeResponse> {
         let first = self.next_id;
-        for r in requests {
-            let id = self.next_id;
-            self.next_id += 1;
-            self.tx
-                .send(pb::IntakeRequest {
-                    id,
+        for chunk in requests.chunks(3) {
+            let mut batch = pb::IntakeBatch::default();
+            for r in chunk {
+                batch.requests.push(pb::IntakeRequest {
+                    id: self.next_id,
                     request: r.clone(),
-                })
-                .await
-                .unwrap();
+                });
+                self.next_id += 1;
+            }
+            self.tx.send(batch).await.unwrap();
         }
         let mut answers = BTreeMap::new();
         while answers.len() < requests.len() {
-            let a = tokio::time::timeout(DEADLINE, self.rx.message())
+            let message = tokio::time::timeout(DEADLINE, self.rx.message())
                 .await
                 .expect("an answer in time")
                 .unwrap()
                 .expect("the stream stays open");
-            answers.insert(a.id, a);
+            for a in message.answers {
+                answers.insert(a.id, a);
+            }
         }
         assert_eq!(answers.keys().next().copied(), Some(first));
         answers.into_values().collect()

@@ -153,22 +153,26 @@ struct AdmitAll;
 
 #[tonic::async_trait]
 impl BatcherIntake for AdmitAll {
-    type IntakeStream = ReceiverStream<Result<pb::IntakeResponse, Status>>;
+    type IntakeStream = ReceiverStream<Result<pb::IntakeAnswers, Status>>;
 
     async fn intake(
         &self,
-        request: Request<Streaming<pb::IntakeRequest>>,
+        request: Request<Streaming<pb::IntakeBatch>>,
     ) -> Result<Response<Self::IntakeStream>, Status> {
         let (tx, rx) = mpsc::channel(64);
         let mut inbound = request.into_inner();
         tokio::spawn(async move {
-            while let Ok(Some(r)) = inbound.message().await {
-                let answer = pb::IntakeResponse {
-                    id: r.id,
-                    admitted: true,
-                    ..Default::default()
-                };
-                if tx.send(Ok(answer)).await.is_err() {
+            while let Ok(Some(batch)) = inbound.message().await {
+                let answers = batch
+                    .requests
+                    .iter()
+                    .map(|r| pb::IntakeResponse {
+                        id: r.id,
+                        admitted: true,
+                        ..Default::default()
+                    })
+                    .collect();
+                if tx.send(Ok(pb::IntakeAnswers { answers })).await.is_err() {
                     return;
                 }
             }

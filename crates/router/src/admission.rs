@@ -4,7 +4,8 @@
 //! (`wire::SELF_CERTIFIED_MSP`) over the payload, and, when the network requires it, the
 //! client's signature over the payload. An admitted request gets its shard
 //! (`arma::content::shard_of`: over its content, the bytes without the client signature;
-//! what the batcher checks) and its digest (the batcher's dedup key, over the same content).
+//! what the batcher checks). The router does not hash a request: its batcher does, for
+//! its dedup key.
 
 use crate::config::RouterConfig;
 pub use crate::refusal::Refusal;
@@ -18,8 +19,6 @@ pub use arma::RequestDigest;
 pub struct Admitted {
     /// Its shard.
     pub shard: ShardId,
-    /// Its digest.
-    pub digest: RequestDigest,
 }
 
 /// Checks one request against `cfg` (see the module doc); the cheap checks come first.
@@ -37,8 +36,5 @@ pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refus
     arma::admission::check_envelope(bytes, &cfg.client_auth)?;
     // `shards` is non-zero, so `shard_of` cannot fail; fall back to shard 0 regardless.
     let shard = arma::content::shard_of(bytes, cfg.shards.get()).unwrap_or(0);
-    Ok(Admitted {
-        shard,
-        digest: RequestDigest::of(bytes),
-    })
+    Ok(Admitted { shard })
 }

@@ -87,12 +87,9 @@ pub enum Error {
         /// The bound.
         max: usize,
     },
-    /// A link id already awaits an answer (ids must be unique per link).
-    #[error("link id {id} already awaits an answer")]
-    DuplicateLinkId {
-        /// The id.
-        id: u64,
-    },
+    /// A bug: what the router's parts told each other does not add up.
+    #[error("router internal error: {0}")]
+    Internal(String),
     /// The batcher did not answer within the answer timeout.
     #[error("the batcher of shard {shard} did not answer within {timeout_ms} ms")]
     NoAnswer {
@@ -120,7 +117,7 @@ impl Error {
             | Error::Metrics(_)
             | Error::Serve(_)
             | Error::UnknownShard { .. }
-            | Error::DuplicateLinkId { .. } => Code::Internal,
+            | Error::Internal(_) => Code::Internal,
         }
     }
 }

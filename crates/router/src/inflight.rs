@@ -72,6 +72,15 @@ impl InFlight {
         }
     }
 
+    /// Gives back the room of `requests` requests of `bytes` bytes in all, admitted to
+    /// `shard`.
+    pub fn release_many(&mut self, shard: ShardId, requests: usize, bytes: u64) {
+        if let Ok(load) = self.load_mut(shard) {
+            load.requests = load.requests.saturating_sub(requests);
+            load.bytes = load.bytes.saturating_sub(bytes);
+        }
+    }
+
     /// Requests and bytes in flight to `shard` (zero for an unknown shard).
     pub fn load(&self, shard: ShardId) -> (usize, u64) {
         usize::try_from(shard)

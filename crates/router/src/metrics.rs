@@ -128,6 +128,6 @@ pub fn reason(e: &Error) -> &'static str {
         | Error::Metrics(_)
         | Error::Serve(_)
         | Error::UnknownShard { .. }
-        | Error::DuplicateLinkId { .. } => "internal",
+        | Error::Internal(_) => "internal",
     }
 }

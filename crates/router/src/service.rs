@@ -1,14 +1,17 @@
-//! The client-facing `Router` service: one task per `Submit` stream reads requests while
-//! fewer than `stream_max_in_flight` await their answer, checks each one
-//! ([`check_request`]), takes room for it in its shard's in-flight bounds, forwards it on
-//! the shard's [`BatcherLink`] and answers the client with the outcome: `OK` only once
-//! the batcher admitted the request.
+//! The client-facing `Router` service. `Submit` carries one request per message,
+//! `SubmitMany` many; both are answered per request, matched by `id`. A client message's
+//! requests are checked ([`check_request`]), grouped by shard, given room in their
+//! shard's in-flight bounds, and each shard's group is forwarded on the shard's
+//! [`BatcherLink`] as one unit: one wait, one timeout and one answer message per group
+//! instead of per request. A request is answered `OK` only once the batcher admitted it.
 //!
-//! Back-pressure: answers go out through a bounded queue, so a client that does not read
-//! its answers stops the reading of its requests; a slow or dead batcher fills the
-//! shard's bounds and further requests are answered `RESOURCE_EXHAUSTED` at once; a
-//! broken link answers `UNAVAILABLE`. A message that does not decode ends the stream with
-//! an error status, never `OK`.
+//! Back-pressure: answers go out through a bounded queue, and a stream reads a message
+//! only while fewer than `stream_max_in_flight` of its requests await their answer (one
+//! `SubmitMany` message may take it over by its own size, at most the message limit), so
+//! a client that does not read its answers stops the reading of its requests; a slow or
+//! dead batcher fills the shard's bounds and further requests are answered
+//! `RESOURCE_EXHAUSTED` at once; a broken link answers `UNAVAILABLE`. A message that does
+//! not decode ends the stream with an error status, never `OK`.
 
 use crate::admission::check_request;
 use crate::answer::BatcherAnswer;
@@ -20,8 +23,9 @@ use crate::metrics::Metrics;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use parking_lot::Mutex;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -34,7 +38,6 @@ struct Shared {
     cfg: RouterConfig,
     links: Vec<Arc<dyn BatcherLink>>,
     in_flight: Mutex<InFlight>,
-    next_link_id: AtomicU64,
     metrics: Metrics,
 }
 
@@ -45,21 +48,58 @@ impl Shared {
     }
 }
 
-/// Room taken in a shard's in-flight bounds, given back on drop.
-struct Permit<'a> {
-    shared: &'a Shared,
+/// Room taken in a shard's in-flight bounds by a group, given back on drop.
+struct Permit {
+    shared: Arc<Shared>,
     shard: ShardId,
+    requests: usize,
     bytes: u64,
 }
 
-impl Drop for Permit<'_> {
+impl Drop for Permit {
     fn drop(&mut self) {
         let load = {
             let mut in_flight = self.shared.in_flight.lock();
-            in_flight.release(self.shard, self.bytes);
+            in_flight.release_many(self.shard, self.requests, self.bytes);
             in_flight.load(self.shard)
         };
         self.shared.publish(self.shard, load);
+    }
+}
+
+/// The requests of one client message for one shard, with room in its bounds.
+struct ShardGroup {
+    permit: Permit,
+    ids: Vec<u64>,
+    envelopes: Vec<Vec<u8>>,
+}
+
+/// The answers to a part of a client message, and how many requests they answer.
+type Answered = Pin<Box<dyn Future<Output = Vec<pb::SubmitResponse>> + Send>>;
+
+fn response(id: u64, result: &Result<()>) -> pb::SubmitResponse {
+    match result {
+        Ok(()) => pb::SubmitResponse {
+            id,
+            code: tonic::Code::Ok as u32,
+            reason: String::new(),
+        },
+        Err(e) => {
+            debug!(id, code = ?e.code(), error = %e, "request not acked");
+            let mut reason = e.to_string();
+            if reason.len() > MAX_REASON_BYTES {
+                let mut end = MAX_REASON_BYTES;
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                reason.truncate(end);
+            }
+            pb::SubmitResponse {
+                id,
+                code: e.code() as u32,
+                reason,
+            }
+        }
     }
 }
 
@@ -102,7 +142,6 @@ impl RouterService {
                 cfg,
                 links,
                 in_flight: Mutex::new(in_flight),
-                next_link_id: AtomicU64::new(0),
                 metrics,
             }),
         })
@@ -128,63 +167,201 @@ impl RouterService {
     /// Checks, forwards and answers one request.
     pub async fn answer(&self, request: pb::SubmitRequest) -> pb::SubmitResponse {
         let id = request.id;
-        let began = std::time::Instant::now();
-        let result = self.forward(request.envelope).await;
-        self.shared.metrics.on_answer(&result, began.elapsed());
-        match result {
-            Ok(()) => pb::SubmitResponse {
-                id,
-                code: tonic::Code::Ok as u32,
-                reason: String::new(),
-            },
-            Err(e) => {
-                debug!(id, code = ?e.code(), error = %e, "request not acked");
-                pb::SubmitResponse {
-                    id,
-                    code: e.code() as u32,
-                    reason: e.to_string(),
-                }
-            }
-        }
+        let mut answers = self.answer_many(vec![request]).await;
+        answers
+            .pop()
+            .unwrap_or_else(|| response(id, &Err(Error::Internal("no answer".into()))))
     }
 
-    async fn forward(&self, envelope: Vec<u8>) -> Result<()> {
-        let shared = &*self.shared;
-        let admitted = check_request(&envelope, &shared.cfg)?;
-        let shard = admitted.shard;
-        let bytes = u64::try_from(envelope.len()).unwrap_or(u64::MAX);
+    /// Checks, forwards and answers the requests of one client message (answers in any
+    /// order).
+    pub async fn answer_many(&self, requests: Vec<pb::SubmitRequest>) -> Vec<pb::SubmitResponse> {
+        let mut parts = self.take(requests);
+        let mut answers = Vec::new();
+        while let Some(part) = parts.next().await {
+            answers.extend(part);
+        }
+        answers
+    }
+
+    /// Takes one client message: the requests refused at once are answered by the first
+    /// part, each shard's group by a part that waits for its batcher.
+    fn take(&self, requests: Vec<pb::SubmitRequest>) -> FuturesUnordered<Answered> {
+        let shared = &self.shared;
+        let began = std::time::Instant::now();
+        let shards = shared.cfg.shards.get();
+        let mut refused = Vec::new();
+        let mut by_shard: Vec<(Vec<u64>, Vec<Vec<u8>>, u64)> =
+            (0..shards).map(|_| (Vec::new(), Vec::new(), 0)).collect();
+        for r in requests {
+            match check_request(&r.envelope, &shared.cfg) {
+                Ok(admitted) => {
+                    let Some(g) = usize::try_from(admitted.shard)
+                        .ok()
+                        .and_then(|i| by_shard.get_mut(i))
+                    else {
+                        let shard = admitted.shard;
+                        refused.push((r.id, Err(Error::UnknownShard { shard, shards })));
+                        continue;
+                    };
+                    g.2 =
+                        g.2.saturating_add(u64::try_from(r.envelope.len()).unwrap_or(u64::MAX));
+                    g.0.push(r.id);
+                    g.1.push(r.envelope);
+                }
+                Err(e) => refused.push((r.id, Err(e.into()))),
+            }
+        }
+        let parts = FuturesUnordered::new();
+        for (shard, (ids, envelopes, _)) in (0..shards).zip(by_shard) {
+            if ids.is_empty() {
+                continue;
+            }
+            let (group, over) = self.admit(shard, ids, envelopes);
+            refused.extend(over);
+            if let Some(group) = group {
+                let svc = self.clone();
+                parts.push(Box::pin(async move { svc.forward(shard, group, began).await }) as Answered);
+            }
+        }
+        if !refused.is_empty() {
+            let answers = refused
+                .into_iter()
+                .map(|(id, result)| {
+                    shared.metrics.on_answer(&result, began.elapsed());
+                    response(id, &result)
+                })
+                .collect();
+            parts.push(Box::pin(std::future::ready(answers)) as Answered);
+        }
+        parts
+    }
+
+    /// Takes room in `shard`'s bounds for as many of the requests as fit (in order);
+    /// the rest are refused.
+    #[allow(clippy::type_complexity)]
+    fn admit(
+        &self,
+        shard: ShardId,
+        ids: Vec<u64>,
+        envelopes: Vec<Vec<u8>>,
+    ) -> (Option<ShardGroup>, Vec<(u64, Result<()>)>) {
+        let shared = &self.shared;
+        let mut over = Vec::new();
+        let mut taken = (Vec::new(), Vec::new(), 0u64);
         let load = {
             let mut in_flight = shared.in_flight.lock();
-            in_flight.try_admit(shard, bytes)?;
+            for (id, envelope) in ids.into_iter().zip(envelopes) {
+                let bytes = u64::try_from(envelope.len()).unwrap_or(u64::MAX);
+                match in_flight.try_admit(shard, bytes) {
+                    Ok(()) => {
+                        taken.0.push(id);
+                        taken.1.push(envelope);
+                        taken.2 = taken.2.saturating_add(bytes);
+                    }
+                    Err(e) => over.push((id, Err(e))),
+                }
+            }
             in_flight.load(shard)
         };
         shared.publish(shard, load);
-        let _permit = Permit { shared, shard, bytes };
-        let shards = shared.cfg.shards.get();
-        let link = usize::try_from(shard)
-            .ok()
-            .and_then(|i| shared.links.get(i))
-            .ok_or(Error::UnknownShard { shard, shards })?;
-        let link_id = shared.next_link_id.fetch_add(1, Ordering::Relaxed);
-        let timeout = shared.cfg.answer_timeout;
-        let answer = tokio::time::timeout(timeout, link.submit(link_id, envelope))
-            .await
-            .map_err(|_| Error::NoAnswer {
+        let (ids, envelopes, bytes) = taken;
+        let group = (!ids.is_empty()).then(|| ShardGroup {
+            permit: Permit {
+                shared: self.shared.clone(),
                 shard,
-                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            })??;
-        match answer {
-            BatcherAnswer::Admitted => Ok(()),
-            BatcherAnswer::Refused(reason) => Err(Error::BatcherRefused { reason }),
+                requests: ids.len(),
+                bytes,
+            },
+            ids,
+            envelopes,
+        });
+        (group, over)
+    }
+
+    /// Forwards one shard's group and answers each of its requests.
+    async fn forward(
+        &self,
+        shard: ShardId,
+        group: ShardGroup,
+        began: std::time::Instant,
+    ) -> Vec<pb::SubmitResponse> {
+        let shared = &*self.shared;
+        let ShardGroup {
+            permit,
+            ids,
+            envelopes,
+        } = group;
+        let n = ids.len();
+        let result = match usize::try_from(shard).ok().and_then(|i| shared.links.get(i)) {
+            Some(link) => {
+                let timeout = shared.cfg.answer_timeout;
+                tokio::time::timeout(timeout, link.submit(envelopes))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Error::NoAnswer {
+                            shard,
+                            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                        })
+                    })
+                    .and_then(|answers| {
+                        if answers.len() == n {
+                            Ok(answers)
+                        } else {
+                            Err(Error::Internal(format!(
+                                "{} answers for {n} requests",
+                                answers.len()
+                            )))
+                        }
+                    })
+            }
+            None => Err(Error::UnknownShard {
+                shard,
+                shards: shared.cfg.shards.get(),
+            }),
+        };
+        drop(permit);
+        let took = began.elapsed();
+        match result {
+            Ok(answers) => ids
+                .into_iter()
+                .zip(answers)
+                .map(|(id, answer)| {
+                    let result = match answer {
+                        BatcherAnswer::Admitted => Ok(()),
+                        BatcherAnswer::Refused(reason) => Err(Error::BatcherRefused { reason }),
+                    };
+                    shared.metrics.on_answer(&result, took);
+                    response(id, &result)
+                })
+                .collect(),
+            Err(e) => {
+                let result = Err(e);
+                ids.into_iter()
+                    .map(|id| {
+                        shared.metrics.on_answer(&result, took);
+                        response(id, &result)
+                    })
+                    .collect()
+            }
         }
     }
 }
 
 type Answers = ReceiverStream<std::result::Result<pb::SubmitResponse, Status>>;
+type ManyAnswers = ReceiverStream<std::result::Result<pb::SubmitAnswers, Status>>;
+
+/// Most answers in one `SubmitAnswers` message (the message limit's item count).
+const MAX_ANSWERS: usize = 16 * 1024;
+
+/// A refusal's reason is cut to this many bytes, so that a message of answers stays
+/// within its limit (`wire::limits::SUBMIT_ANSWERS`).
+pub const MAX_REASON_BYTES: usize = 256;
 
 #[tonic::async_trait]
 impl pb::router_server::Router for RouterService {
     type SubmitStream = Answers;
+    type SubmitManyStream = ManyAnswers;
 
     async fn submit(
         &self,
@@ -194,7 +371,48 @@ impl pb::router_server::Router for RouterService {
         let open = StreamOpen::new(&self.shared.metrics.streams);
         let svc = self.clone();
         tokio::spawn(async move {
-            run_stream(svc, request.into_inner(), tx).await;
+            let stream = ClientStream {
+                svc,
+                tx,
+                split: |r| vec![r],
+                emit: |answers, more| answers.into_iter().chain(more.into_iter().flatten()).collect(),
+            };
+            stream.run(request.into_inner()).await;
+            drop(open);
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn submit_many(
+        &self,
+        request: Request<Streaming<pb::SubmitBatch>>,
+    ) -> std::result::Result<Response<ManyAnswers>, Status> {
+        // Each answer message answers at least one request: as many messages as
+        // requests in flight, at most.
+        let (tx, rx) = mpsc::channel(self.shared.cfg.stream_max_in_flight.get());
+        let open = StreamOpen::new(&self.shared.metrics.streams);
+        let svc = self.clone();
+        tokio::spawn(async move {
+            let stream = ClientStream {
+                svc,
+                tx,
+                split: |b: pb::SubmitBatch| b.requests,
+                emit: |answers, more| {
+                    let mut all = answers;
+                    for part in more {
+                        all.extend(part);
+                    }
+                    let mut messages = Vec::new();
+                    while all.len() > MAX_ANSWERS {
+                        let rest = all.split_off(MAX_ANSWERS);
+                        messages.push(pb::SubmitAnswers { answers: all });
+                        all = rest;
+                    }
+                    messages.push(pb::SubmitAnswers { answers: all });
+                    messages
+                },
+            };
+            stream.run(request.into_inner()).await;
             drop(open);
         });
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -217,38 +435,70 @@ impl Drop for StreamOpen {
     }
 }
 
-type AnswerTx = mpsc::Sender<std::result::Result<pb::SubmitResponse, Status>>;
+/// One client stream of messages `M` (one request, or many) answered with messages `A`.
+struct ClientStream<M, A> {
+    svc: RouterService,
+    tx: mpsc::Sender<std::result::Result<A, Status>>,
+    /// A message's requests.
+    split: fn(M) -> Vec<pb::SubmitRequest>,
+    /// The messages that carry a part's answers and the other parts ready with it.
+    emit: fn(Vec<pb::SubmitResponse>, Vec<Vec<pb::SubmitResponse>>) -> Vec<A>,
+}
 
-/// Serves one client stream until it ends, breaks, or the client stops listening.
-async fn run_stream(svc: RouterService, mut inbound: Streaming<pb::SubmitRequest>, tx: AnswerTx) {
-    let max = svc.shared.cfg.stream_max_in_flight.get();
-    let mut waiting = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            Some(answer) = waiting.next(), if !waiting.is_empty() => {
-                if tx.send(Ok(answer)).await.is_err() {
-                    return;
+impl<M: Send + 'static, A: Send + 'static> ClientStream<M, A> {
+    /// Serves the stream until it ends, breaks, or the client stops listening.
+    async fn run(self, mut inbound: Streaming<M>) {
+        let max = self.svc.shared.cfg.stream_max_in_flight.get();
+        let mut waiting: FuturesUnordered<Answered> = FuturesUnordered::new();
+        let mut in_flight = 0usize;
+        loop {
+            tokio::select! {
+                Some(part) = waiting.next(), if !waiting.is_empty() => {
+                    in_flight = in_flight.saturating_sub(part.len());
+                    // The other parts already answered go in the same message.
+                    let mut more = Vec::new();
+                    let mut count = part.len();
+                    while count < MAX_ANSWERS {
+                        let Some(Some(p)) = futures::FutureExt::now_or_never(waiting.next()) else { break };
+                        in_flight = in_flight.saturating_sub(p.len());
+                        count += p.len();
+                        more.push(p);
+                    }
+                    if !self.send(part, more).await {
+                        return;
+                    }
                 }
+                message = inbound.message(), if in_flight < max => match message {
+                    Ok(Some(m)) => {
+                        let requests = (self.split)(m);
+                        in_flight = in_flight.saturating_add(requests.len());
+                        waiting.extend(self.svc.take(requests));
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        // Garbage or an over-limit message: end the stream with its error.
+                        debug!(code = ?status.code(), "client stream ended with an error");
+                        let _ = self.tx.send(Err(status)).await;
+                        return;
+                    }
+                },
+                () = self.tx.closed() => return,
             }
-            message = inbound.message(), if waiting.len() < max => match message {
-                Ok(Some(request)) => {
-                    let svc = svc.clone();
-                    waiting.push(async move { svc.answer(request).await });
-                }
-                Ok(None) => break,
-                Err(status) => {
-                    // Garbage or an over-limit message: end the stream with its error.
-                    debug!(code = ?status.code(), "client stream ended with an error");
-                    let _ = tx.send(Err(status)).await;
-                    return;
-                }
-            },
-            () = tx.closed() => return,
+        }
+        while let Some(part) = waiting.next().await {
+            if !self.send(part, Vec::new()).await {
+                return;
+            }
         }
     }
-    while let Some(answer) = waiting.next().await {
-        if tx.send(Ok(answer)).await.is_err() {
-            return;
+
+    /// Sends the answers; false when the client stopped listening.
+    async fn send(&self, part: Vec<pb::SubmitResponse>, more: Vec<Vec<pb::SubmitResponse>>) -> bool {
+        for message in (self.emit)(part, more) {
+            if self.tx.send(Ok(message)).await.is_err() {
+                return false;
+            }
         }
+        true
     }
 }

@@ -13,9 +13,7 @@ use arma::admission::ContentError;
 use common::{Client, config, envelope_signed_by, signed};
 use prost::Message;
 use router::inflight::InFlight;
-use router::{
-    Admitted, Backoff, BatcherAnswer, BatcherRefusal, Error, Refusal, RequestDigest, check_request,
-};
+use router::{Admitted, Backoff, BatcherAnswer, BatcherRefusal, Error, Refusal, check_request};
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 use tonic::Code;
@@ -25,7 +23,6 @@ use wire::pb;
 fn admitted(bytes: &[u8], shards: u32) -> Result<Admitted, Refusal> {
     Ok(Admitted {
         shard: arma::content::shard_of(bytes, shards).unwrap(),
-        digest: RequestDigest::of(bytes),
     })
 }
 

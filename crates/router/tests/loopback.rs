@@ -40,12 +40,14 @@ enum Mode {
     Hold,
 }
 
-type AnswerTx = mpsc::Sender<Result<pb::IntakeResponse, Status>>;
+type AnswerTx = mpsc::Sender<Result<pb::IntakeAnswers, Status>>;
 
 #[derive(Default)]
 struct State {
     mode: Option<Mode>,
     seen: Vec<Vec<u8>>,
+    /// Intake messages received.
+    messages: usize,
     held: Vec<(u64, AnswerTx)>,
 }
 
@@ -57,11 +59,11 @@ struct TestBatcher {
 
 #[tonic::async_trait]
 impl BatcherIntake for TestBatcher {
-    type IntakeStream = ReceiverStream<Result<pb::IntakeResponse, Status>>;
+    type IntakeStream = ReceiverStream<Result<pb::IntakeAnswers, Status>>;
 
     async fn intake(
         &self,
-        request: Request<Streaming<pb::IntakeRequest>>,
+        request: Request<Streaming<pb::IntakeBatch>>,
     ) -> Result<Response<Self::IntakeStream>, Status> {
         let (tx, rx) = mpsc::channel(1024);
         let (state, mut kill, mut inbound) = (self.state.clone(), self.kill.clone(), request.into_inner());
@@ -73,21 +75,20 @@ impl BatcherIntake for TestBatcher {
                         return;
                     }
                     m = inbound.message() => {
-                        let Ok(Some(r)) = m else { return };
-                        let answer = {
+                        let Ok(Some(batch)) = m else { return };
+                        state.lock().messages += 1;
+                        let mut answers = Vec::new();
+                        for r in batch.requests {
                             let mut st = state.lock();
                             st.seen.push(r.request.clone());
                             match st.mode.unwrap_or(Mode::Admit) {
-                                Mode::Admit => Some(BatcherAnswer::Admitted),
-                                Mode::Refuse(why) => Some(BatcherAnswer::Refused(why)),
-                                Mode::Hold => {
-                                    st.held.push((r.id, tx.clone()));
-                                    None
-                                }
+                                Mode::Admit => answers.push(BatcherAnswer::Admitted.to_wire(r.id)),
+                                Mode::Refuse(why) => answers.push(BatcherAnswer::Refused(why).to_wire(r.id)),
+                                Mode::Hold => st.held.push((r.id, tx.clone())),
                             }
-                        };
-                        if let Some(a) = answer {
-                            let _ = tx.send(Ok(a.to_wire(r.id))).await;
+                        }
+                        if !answers.is_empty() {
+                            let _ = tx.send(Ok(pb::IntakeAnswers { answers })).await;
                         }
                     }
                 }
@@ -158,7 +159,8 @@ impl BatcherServer {
     async fn release(&self) {
         let held = std::mem::take(&mut self.state.lock().held);
         for (id, tx) in held {
-            tx.send(Ok(BatcherAnswer::Admitted.to_wire(id))).await.unwrap();
+            let answers = vec![BatcherAnswer::Admitted.to_wire(id)];
+            tx.send(Ok(pb::IntakeAnswers { answers })).await.unwrap();
         }
     }
 
@@ -568,7 +570,10 @@ async fn a_batcher_that_accepts_but_never_speaks_does_not_stall_the_link() {
     });
     eventually("the link to try again", || accepted.lock().len() >= 3).await;
     assert!(!link.is_up());
-    let err = link.submit(1, signed(&Client::new("erin"), 1)).await.unwrap_err();
+    let err = link
+        .submit(vec![signed(&Client::new("erin"), 1)])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
     assert_eq!(link.pending(), 0);
     silent.abort();
@@ -629,4 +634,60 @@ async fn a_node_refuses_a_wrong_config() {
         Err(router::Error::Listen { addr, .. }) => assert_eq!(addr, b.addr),
         other => panic!("{:?}", other.map(|h| h.addr)),
     }
+}
+
+/// `SubmitMany`: one message with requests for two shards and a bad one is answered per
+/// request (by id, the bad one refused at once), and each shard's requests reach its
+/// batcher in one intake message, not one per request.
+#[tokio::test]
+async fn a_many_message_is_answered_per_request_and_forwarded_per_shard() {
+    let alice = Client::new("alice");
+    let (b0, b1) = (
+        BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await,
+        BatcherServer::start("127.0.0.1:0".parse().unwrap(), Mode::Admit).await,
+    );
+    let r = router(fast(config(2, &[&alice])), &[&b0, &b1]).await;
+    b1.set_mode(Mode::Refuse(BatcherRefusal::Duplicate));
+    let mut n = 0;
+    let mut requests = Vec::new();
+    for i in 0..40u64 {
+        let envelope = request_for_shard(&alice, (i % 2) as u32, 2, &mut n);
+        requests.push(pb::SubmitRequest {
+            id: 100 + i,
+            envelope,
+        });
+    }
+    requests.push(pb::SubmitRequest {
+        id: 7,
+        envelope: vec![1, 2, 3],
+    });
+    let mut client = RouterClient::connect(format!("http://{}", r.addr)).await.unwrap();
+    let batch = pb::SubmitBatch { requests };
+    let mut answers = client
+        .submit_many(tokio_stream::iter([batch]))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < 41 {
+        let message = tokio::time::timeout(WAIT, answers.message())
+            .await
+            .expect("answers in time")
+            .unwrap()
+            .expect("answers, not the end of the stream");
+        for a in message.answers {
+            assert!(
+                got.insert(a.id, Code::from(a.code as i32)).is_none(),
+                "one answer per id"
+            );
+        }
+    }
+    assert_eq!(got[&7], Code::InvalidArgument);
+    for i in 0..40u64 {
+        let want = if i % 2 == 0 { Code::Ok } else { Code::AlreadyExists };
+        assert_eq!(got[&(100 + i)], want, "request {i}");
+    }
+    assert_eq!((b0.seen().len(), b1.seen().len()), (20, 20));
+    assert_eq!((b0.state.lock().messages, b1.state.lock().messages), (1, 1));
+    r.stop().await.unwrap();
 }

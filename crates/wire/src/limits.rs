@@ -61,6 +61,18 @@ pub const SUBMIT_REQUEST: MessageLimit = limit(&budget::SUBMIT_REQUEST, 2 * MIB,
 pub const SUBMIT_RESPONSE: MessageLimit = limit(&budget::SUBMIT_RESPONSE, 64 * KIB, 128 * KIB, 0);
 /// One request a router forwards on a batcher's `Intake` stream: as a client request.
 pub const INTAKE_REQUEST: MessageLimit = limit(&budget::INTAKE_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// Many client requests in one message of a router's `SubmitMany` stream: 4 MiB on the
+/// wire (room for the largest envelope, [`ROUTER_MAX_ENVELOPE_BYTES`], and more), 8 MiB
+/// and 16 Ki requests decoded.
+pub const SUBMIT_BATCH: MessageLimit = limit(&budget::SUBMIT_BATCH, 4 * MIB, 8 * MIB, 16 * KIB);
+/// The answers of one `SubmitMany` message: at most 16 Ki of them (each a few hundred
+/// bytes at most).
+pub const SUBMIT_ANSWERS: MessageLimit = limit(&budget::SUBMIT_ANSWERS, 8 * MIB, 16 * MIB, 16 * KIB);
+/// Many requests a router forwards in one message of a batcher's `Intake` stream: as a
+/// [`SUBMIT_BATCH`].
+pub const INTAKE_BATCH: MessageLimit = limit(&budget::INTAKE_BATCH, 4 * MIB, 8 * MIB, 16 * KIB);
+/// The answers of one `Intake` message: at most 16 Ki of a few bytes each.
+pub const INTAKE_ANSWERS: MessageLimit = limit(&budget::INTAKE_ANSWERS, MIB, 2 * MIB, 16 * KIB);
 /// A batch pulled from a primary or fetched from a batcher (`BatcherPeer.Pull`,
 /// `BatcherPeer.Fetch`): 32 MiB on the wire, 64 MiB and 256 Ki requests decoded. A
 /// batcher's `max_batch_bytes` and `max_batch_requests` must fit (checked when a
@@ -92,9 +104,9 @@ pub const BATCHER_PEER_MAX_MESSAGE_BYTES: usize = FORWARD_REQUEST.max_bytes;
 /// [`SUBMIT_REQUEST`] and an [`INTAKE_REQUEST`] with their id and framing.
 pub const ROUTER_MAX_ENVELOPE_BYTES: usize = 2 * MIB - 64;
 /// Largest message a router accepts (its largest request type).
-pub const ROUTER_MAX_MESSAGE_BYTES: usize = SUBMIT_REQUEST.max_bytes;
+pub const ROUTER_MAX_MESSAGE_BYTES: usize = SUBMIT_BATCH.max_bytes;
 /// Largest message a batcher's intake accepts.
-pub const BATCHER_INTAKE_MAX_MESSAGE_BYTES: usize = INTAKE_REQUEST.max_bytes;
+pub const BATCHER_INTAKE_MAX_MESSAGE_BYTES: usize = INTAKE_BATCH.max_bytes;
 /// Requests without content (`GetNextBlock`, `SetLastCommitted`, `GetBlock`,
 /// `GetPolicies`): a few bytes.
 pub const SMALL_REQUEST: usize = 64;
@@ -122,7 +134,6 @@ small!(SET_LAST_COMMITTED_REQUEST, pb::SetLastCommittedRequest);
 small!(BLOCK_QUERY, pb::BlockQuery);
 small!(POLICIES_REQUEST, pb::PoliciesRequest);
 small!(NEXT_BLOCK, pb::NextBlock);
-small!(INTAKE_RESPONSE, pb::IntakeResponse);
 small!(PULL_REQUEST, pb::PullRequest);
 small!(PEER_ACK, pb::PeerAck);
 
@@ -133,7 +144,7 @@ const fn small_limit(schema: &'static Schema) -> MessageLimit {
 /// The limit of the message type `id`, when fabrx has one (every request type of the
 /// committer's and the ordering services); `None`: only the service's message size limit applies.
 pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
-    let table: [(TypeId, MessageLimit); 28] = [
+    let table: [(TypeId, MessageLimit); 32] = [
         (TypeId::of::<pb::VcBatch>(), VC_BATCH),
         (TypeId::of::<pb::CoordinatorBlock>(), COORDINATOR_BLOCK),
         (TypeId::of::<pb::VerifyStreamRequest>(), VERIFY_STREAM_REQUEST),
@@ -159,7 +170,14 @@ pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
         (TypeId::of::<pb::SubmitRequest>(), SUBMIT_REQUEST),
         (TypeId::of::<pb::SubmitResponse>(), SUBMIT_RESPONSE),
         (TypeId::of::<pb::IntakeRequest>(), INTAKE_REQUEST),
-        (TypeId::of::<pb::IntakeResponse>(), small_limit(&INTAKE_RESPONSE)),
+        (
+            TypeId::of::<pb::IntakeResponse>(),
+            small_limit(&budget::INTAKE_RESPONSE),
+        ),
+        (TypeId::of::<pb::SubmitBatch>(), SUBMIT_BATCH),
+        (TypeId::of::<pb::SubmitAnswers>(), SUBMIT_ANSWERS),
+        (TypeId::of::<pb::IntakeBatch>(), INTAKE_BATCH),
+        (TypeId::of::<pb::IntakeAnswers>(), INTAKE_ANSWERS),
         (TypeId::of::<pb::Batch>(), BATCH),
         (
             TypeId::of::<pb::BatchAttestationFragment>(),

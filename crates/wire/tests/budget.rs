@@ -286,6 +286,10 @@ fn every_router_and_intake_message_has_a_limit() {
         (TypeId::of::<pb::SubmitResponse>(), "pb::SubmitResponse"),
         (TypeId::of::<pb::IntakeRequest>(), "pb::IntakeRequest"),
         (TypeId::of::<pb::IntakeResponse>(), "pb::IntakeResponse"),
+        (TypeId::of::<pb::SubmitBatch>(), "pb::SubmitBatch"),
+        (TypeId::of::<pb::SubmitAnswers>(), "pb::SubmitAnswers"),
+        (TypeId::of::<pb::IntakeBatch>(), "pb::IntakeBatch"),
+        (TypeId::of::<pb::IntakeAnswers>(), "pb::IntakeAnswers"),
     ];
     for (id, name) in types {
         let limit = limits::message_limit(id).unwrap_or_else(|| panic!("{name} has no limit"));
@@ -315,6 +319,38 @@ fn every_router_and_intake_message_has_a_limit() {
         refusal: i32::MAX,
     };
     assert!(answer.encoded_len() <= limits::SMALL_REQUEST);
+    // A batch holds the largest envelope, and its intake batch (same framing) fits too.
+    let one = |id| pb::SubmitRequest {
+        id,
+        envelope: vec![0; limits::ROUTER_MAX_ENVELOPE_BYTES],
+    };
+    let batch = pb::SubmitBatch {
+        requests: vec![one(u64::MAX), one(1)],
+    };
+    assert!(batch.encoded_len() <= limits::SUBMIT_BATCH.max_bytes);
+    let cost = budget::check(
+        &batch.encode_to_vec(),
+        limits::SUBMIT_BATCH.schema,
+        limits::SUBMIT_BATCH.budget,
+    );
+    assert!(cost.is_ok(), "{cost:?}");
+    // As many answers as a message may carry requests fit the answer limits.
+    let answers = pb::IntakeAnswers {
+        answers: vec![answer; limits::INTAKE_BATCH.budget.max_items],
+    };
+    assert!(answers.encoded_len() <= limits::INTAKE_ANSWERS.max_bytes);
+    let reason = "r".repeat(300);
+    let answers = pb::SubmitAnswers {
+        answers: vec![
+            pb::SubmitResponse {
+                id: u64::MAX,
+                code: 14,
+                reason,
+            };
+            limits::SUBMIT_BATCH.budget.max_items
+        ],
+    };
+    assert!(answers.encoded_len() <= limits::SUBMIT_ANSWERS.max_bytes);
 }
 
 #[test]

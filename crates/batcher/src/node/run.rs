@@ -174,36 +174,46 @@ impl Node {
     }
 
     async fn on_intake(&mut self, item: IntakeItem) -> Result<()> {
-        // One request in, so the one answer among the outputs is its answer (the core
-        // hashes the request; hashing it here as well cost a SHA-256 per request).
-        let outputs = self.core.handle(Input::Request(item.request));
-        drop(item.bytes);
-        let answer = outputs.iter().find_map(|o| match o {
-            Output::Admitted { .. } => Some(None),
-            Output::Refused { reason, .. } => Some(Some(*reason)),
-            _ => None,
-        });
-        let response = match answer {
-            Some(None) => {
-                bump(&self.stats.admitted);
-                pb::IntakeResponse {
-                    id: item.id,
-                    admitted: true,
-                    refusal: pb::IntakeRefusal::Unspecified as i32,
+        let IntakeItem {
+            requests,
+            mut answered,
+            reply,
+            bytes,
+        } = item;
+        answered.reserve(requests.len());
+        for (id, request) in requests {
+            // One request in, so the one answer among the outputs is its answer (the
+            // core hashes the request; hashing it here as well cost a SHA-256 per
+            // request).
+            let outputs = self.core.handle(Input::Request(request));
+            let answer = outputs.iter().find_map(|o| match o {
+                Output::Admitted { .. } => Some(None),
+                Output::Refused { reason, .. } => Some(Some(*reason)),
+                _ => None,
+            });
+            answered.push(match answer {
+                Some(None) => {
+                    bump(&self.stats.admitted);
+                    pb::IntakeResponse {
+                        id,
+                        admitted: true,
+                        refusal: pb::IntakeRefusal::Unspecified as i32,
+                    }
                 }
-            }
-            Some(Some(reason)) => {
-                bump(&self.stats.refused);
-                pb::IntakeResponse {
-                    id: item.id,
-                    admitted: false,
-                    refusal: refusal(reason) as i32,
+                Some(Some(reason)) => {
+                    bump(&self.stats.refused);
+                    pb::IntakeResponse {
+                        id,
+                        admitted: false,
+                        refusal: refusal(reason) as i32,
+                    }
                 }
-            }
-            None => return Err(stopped("the core did not answer a request")),
-        };
-        item.reply.send(Ok(response));
-        self.execute(outputs).await?;
+                None => return Err(stopped("the core did not answer a request")),
+            });
+            self.execute(outputs).await?;
+        }
+        drop(bytes);
+        reply.send(Ok(pb::IntakeAnswers { answers: answered }));
         self.publish();
         Ok(())
     }

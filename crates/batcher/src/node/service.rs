@@ -22,15 +22,16 @@ use super::served::Served;
 use super::store::StoreReader;
 use crate::Baf;
 
-/// A router request waiting for the core, with the room reserved for its answer.
+/// A router message's requests waiting for the core, with the room reserved for its
+/// answer message.
 pub struct IntakeItem {
-    /// The router's id of the request.
-    pub id: u64,
-    /// The request.
-    pub request: crate::Request,
-    /// Where the answer goes.
-    pub reply: mpsc::OwnedPermit<Result<pb::IntakeResponse, Status>>,
-    /// The request's share of the intake's byte bound, released once the core took it.
+    /// The requests, each with the router's id.
+    pub requests: Vec<(u64, crate::Request)>,
+    /// Answers made without the core (requests over the size limit).
+    pub answered: Vec<pb::IntakeResponse>,
+    /// Where the answers go, in one message.
+    pub reply: mpsc::OwnedPermit<Result<pb::IntakeAnswers, Status>>,
+    /// The requests' share of the intake's byte bound, released once the core took them.
     pub bytes: OwnedSemaphorePermit,
 }
 
@@ -39,9 +40,10 @@ pub struct IntakeItem {
 pub struct IntakeService {
     /// The loop's intake queue.
     pub tx: mpsc::Sender<IntakeItem>,
-    /// Requests per stream awaiting their answer.
+    /// Messages per stream awaiting their answers.
     pub stream_max_in_flight: std::num::NonZeroUsize,
-    /// Bytes of requests queued for the core, all streams together.
+    /// Bytes of requests queued for the core, all streams together (at least one
+    /// message's worth).
     pub queue_bytes: Arc<Semaphore>,
     /// Larger requests are answered `TOO_LARGE` without reaching the core.
     pub max_request_bytes: usize,
@@ -73,17 +75,17 @@ impl IntakeService {
     pub fn into_server(self) -> BatcherIntakeServer<IntakeService> {
         BatcherIntakeServer::new(self)
             .max_decoding_message_size(wire::limits::BATCHER_INTAKE_MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(wire::limits::SMALL_REQUEST)
+            .max_encoding_message_size(wire::limits::INTAKE_ANSWERS.max_bytes)
     }
 }
 
 #[tonic::async_trait]
 impl BatcherIntake for IntakeService {
-    type IntakeStream = ReceiverStream<Result<pb::IntakeResponse, Status>>;
+    type IntakeStream = ReceiverStream<Result<pb::IntakeAnswers, Status>>;
 
     async fn intake(
         &self,
-        request: Request<Streaming<pb::IntakeRequest>>,
+        request: Request<Streaming<pb::IntakeBatch>>,
     ) -> Result<Response<Self::IntakeStream>, Status> {
         let mut input = request.into_inner();
         let (tx_out, rx_out) = mpsc::channel(self.stream_max_in_flight.get());
@@ -107,19 +109,31 @@ impl BatcherIntake for IntakeService {
                         return;
                     }
                 };
-                if message.request.len() > max {
-                    super::bump(&stats.refused);
-                    reply.send(Ok(too_large(message.id)));
+                let mut answered = Vec::new();
+                let mut requests = Vec::with_capacity(message.requests.len());
+                let mut size = 0usize;
+                for r in message.requests {
+                    if r.request.len() > max {
+                        super::bump(&stats.refused);
+                        answered.push(too_large(r.id));
+                    } else {
+                        size = size.saturating_add(r.request.len().max(1));
+                        requests.push((r.id, Arc::from(r.request)));
+                    }
+                }
+                if requests.is_empty() {
+                    reply.send(Ok(pb::IntakeAnswers { answers: answered }));
                     continue;
                 }
-                // Within u32: at most `max`, and `max` fits the intake message limit.
-                let want = u32::try_from(message.request.len().max(1)).unwrap_or(u32::MAX);
+                // Within u32: at most one message (the intake message limit), and the
+                // semaphore holds at least that much.
+                let want = u32::try_from(size).unwrap_or(u32::MAX);
                 let Ok(bytes) = Arc::clone(&budget).acquire_many_owned(want).await else {
                     return;
                 };
                 let item = IntakeItem {
-                    id: message.id,
-                    request: Arc::from(message.request),
+                    requests,
+                    answered,
                     reply,
                     bytes,
                 };

@@ -194,13 +194,18 @@ impl Parts {
         stop: watch::Receiver<bool>,
     ) -> (IntakeService, PeerService) {
         let cfg = &config.batcher;
-        // The byte bound admits at least one request of the largest size.
+        // The byte bound admits at least one message of the largest size.
+        let floor = std::cmp::min(
+            cfg.max_request_bytes
+                .get()
+                .max(wire::limits::BATCHER_INTAKE_MAX_MESSAGE_BYTES),
+            Semaphore::MAX_PERMITS,
+        );
         let queue_bytes = config
             .shell
             .intake_queue_bytes
             .get()
-            .max(cfg.max_request_bytes.get())
-            .min(Semaphore::MAX_PERMITS);
+            .clamp(floor, Semaphore::MAX_PERMITS);
         let intake = IntakeService {
             tx: tx_intake,
             stream_max_in_flight: config.shell.stream_max_in_flight,
