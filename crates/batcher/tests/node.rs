@@ -583,6 +583,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
     );
     let s = node.stats.snapshot();
     assert_eq!((s.admitted, s.refused, s.pending), (4, 4, 4));
+    assert_eq!(s.intake_messages, 3, "eight requests in messages of up to three");
     node.stop().await.unwrap();
 }
 

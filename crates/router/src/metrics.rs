@@ -20,8 +20,13 @@ pub struct Metrics {
     pub in_flight: IntGaugeVec,
     /// Bytes of those requests, by shard.
     pub in_flight_bytes: IntGaugeVec,
-    /// Client `Submit` streams open.
+    /// Client `Submit` and `SubmitMany` streams open.
     pub streams: IntGauge,
+    /// Client messages read (a `Submit` message carries one request, a `SubmitMany`
+    /// message many).
+    pub client_messages: IntCounter,
+    /// Requests in those messages.
+    pub client_requests: IntCounter,
     /// Time from a request's arrival to its batcher's answer (admitted requests).
     pub admit_seconds: Histogram,
 }
@@ -52,7 +57,12 @@ impl Metrics {
                 &["shard"],
                 &[],
             )?,
-            streams: r.gauge("streams", "Client Submit streams open")?,
+            streams: r.gauge("streams", "Client Submit and SubmitMany streams open")?,
+            client_messages: r.counter(
+                "client_messages_total",
+                "Client messages read (one request per Submit message, many per SubmitMany message)",
+            )?,
+            client_requests: r.counter("client_requests_total", "Requests in the client messages read")?,
             admit_seconds: r.histogram(
                 "admit_seconds",
                 "Time from a request's arrival to its batcher's admission",

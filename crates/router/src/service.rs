@@ -471,6 +471,9 @@ impl<M: Send + 'static, A: Send + 'static> ClientStream<M, A> {
                 message = inbound.message(), if in_flight < max => match message {
                     Ok(Some(m)) => {
                         let requests = (self.split)(m);
+                        let metrics = &self.svc.shared.metrics;
+                        metrics.client_messages.inc();
+                        metrics.client_requests.inc_by(requests.len() as u64);
                         in_flight = in_flight.saturating_add(requests.len());
                         waiting.extend(self.svc.take(requests));
                     }

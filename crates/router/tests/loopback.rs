@@ -689,5 +689,7 @@ async fn a_many_message_is_answered_per_request_and_forwarded_per_shard() {
     }
     assert_eq!((b0.seen().len(), b1.seen().len()), (20, 20));
     assert_eq!((b0.state.lock().messages, b1.state.lock().messages), (1, 1));
+    let m = r.service.metrics();
+    assert_eq!((m.client_messages.get(), m.client_requests.get()), (1, 41));
     r.stop().await.unwrap();
 }

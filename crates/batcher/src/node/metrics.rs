@@ -25,6 +25,7 @@ pub struct Stats {
     pub(super) batches_restored: IntCounter,
     pub(super) admitted: IntCounter,
     pub(super) refused: IntCounter,
+    pub(super) intake_messages: IntCounter,
     pub(super) bafs_sent: IntCounter,
     pub(super) complaints: IntCounter,
     pub(super) submits_dropped: IntCounter,
@@ -68,6 +69,10 @@ impl Stats {
                 "Router requests admitted to the mempool",
             )?,
             refused: r.counter("requests_refused_total", "Router requests refused")?,
+            intake_messages: r.counter(
+                "intake_messages_total",
+                "Intake messages read from the router (each carries many requests)",
+            )?,
             bafs_sent: r.counter("bafs_sent_total", "BAFs handed to the consenter submitter")?,
             complaints: r.counter(
                 "complaints_sent_total",
@@ -115,6 +120,7 @@ impl Stats {
             batches_restored: self.batches_restored.get(),
             admitted: self.admitted.get(),
             refused: self.refused.get(),
+            intake_messages: self.intake_messages.get(),
             bafs_sent: self.bafs_sent.get(),
             complaints: self.complaints.get(),
             submits_dropped: self.submits_dropped.get(),

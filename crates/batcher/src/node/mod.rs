@@ -248,6 +248,8 @@ pub struct StatsSnapshot {
     pub admitted: u64,
     /// Router requests refused.
     pub refused: u64,
+    /// Intake messages read from the router.
+    pub intake_messages: u64,
     /// BAFs handed to the consenter submitter.
     pub bafs_sent: u64,
     /// Complaints handed to the consenter submitter.

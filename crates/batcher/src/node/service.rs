@@ -109,6 +109,7 @@ impl BatcherIntake for IntakeService {
                         return;
                     }
                 };
+                super::bump(&stats.intake_messages);
                 let mut answered = Vec::new();
                 let mut requests = Vec::with_capacity(message.requests.len());
                 let mut size = 0usize;
