@@ -9,7 +9,6 @@
 //! (shard 0, primary 1, seq i + 1, decision i + 1), each chained to the previous one and
 //! carrying its txs as envelopes, so the sidecar verifies it as it would a real one.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -164,6 +163,39 @@ pub struct MockRun {
     pub series: Series,
 }
 
+/// Subscribes to the statuses of `ids` (by block) on the sidecar at `sidecar`: the
+/// watcher, its queue of ids (it stops when the queue closes), its events, and each tx's block and index in it by its index in the flattened
+/// ids.
+async fn watch(
+    sidecar: &str,
+    ids: &[Vec<String>],
+) -> crate::Result<(
+    tokio::task::JoinHandle<()>,
+    mpsc::Sender<std::ops::Range<usize>>,
+    mpsc::Receiver<Vec<crate::network::Decided>>,
+    Vec<(usize, usize)>,
+)> {
+    let (ids_tx, ids_rx) = mpsc::channel::<std::ops::Range<usize>>(ids.len().max(1));
+    let (ev_tx, events) = mpsc::channel::<Vec<crate::network::Decided>>(4096);
+    let load = Arc::new(crate::network::Load::from_envelopes(
+        ids.iter().flatten().map(|id| (id.clone(), [])),
+    ));
+    let watcher = tokio::spawn(crate::network::watch_sidecar(
+        crate::network::channel(sidecar)?,
+        load,
+        ids_rx,
+        ev_tx,
+    ));
+    // Each tx of the flattened ids: its block and its index in the block.
+    let mut at: Vec<(usize, usize)> = Vec::new();
+    for (b, block_ids) in ids.iter().enumerate() {
+        let first = at.len();
+        at.extend((0..block_ids.len()).map(|i| (b, i)));
+        let _ = ids_tx.send(first..at.len()).await;
+    }
+    Ok((watcher, ids_tx, events, at))
+}
+
 /// Serves `blocks` on `listen` and collects the statuses of their txs (`ids`, by block)
 /// from the sidecar at `sidecar` (`http://…`), until all arrived or `drain` passed without
 /// one. Blocks before `measure_from` (the genesis) are served but not measured.
@@ -187,20 +219,9 @@ pub async fn serve(
         b.add_service(AssemblerServer::new(svc).max_encoding_message_size(64 << 20))
     })
     .map_err(|e| crate::network::failed(&e.to_string()))?;
-    let (ids_tx, ids_rx) = mpsc::channel::<Vec<String>>(ids.len().max(1));
-    let (ev_tx, mut events) = mpsc::channel::<crate::network::Decided>(4096);
-    let watcher = tokio::spawn(crate::network::watch_sidecar(
-        crate::network::channel(sidecar)?,
-        ids_rx,
-        ev_tx,
-    ));
-    let mut at: HashMap<&str, (usize, usize)> = HashMap::new();
-    for (b, block_ids) in ids.iter().enumerate() {
-        for (i, id) in block_ids.iter().enumerate() {
-            at.insert(id.as_str(), (b, i));
-        }
-        let _ = ids_tx.send(block_ids.clone()).await;
-    }
+    // `_ids` keeps the watcher's queue open: it stops when the queue closes.
+    let (watcher, _ids, mut events, at) = watch(sidecar, ids).await?;
+    let mut decided = Vec::new().into_iter();
     let mut statuses: Vec<Vec<Option<String>>> = ids.iter().map(|b| vec![None; b.len()]).collect();
     let total: usize = ids.iter().map(Vec::len).sum();
     let mut got = 0usize;
@@ -209,12 +230,17 @@ pub async fn serve(
     let mut arrivals: Vec<(Instant, usize, usize)> = Vec::new();
     let mut last = Instant::now();
     while got < total {
-        let Ok(Some(crate::network::Decided { id, status, .. })) =
-            tokio::time::timeout(drain, events.recv()).await
-        else {
-            break;
+        let crate::network::Decided { index, status, .. } = match decided.next() {
+            Some(d) => d,
+            None => match tokio::time::timeout(drain, events.recv()).await {
+                Ok(Some(batch)) => {
+                    decided = batch.into_iter();
+                    continue;
+                }
+                _ => break,
+            },
         };
-        let Some(&(b, i)) = at.get(id.as_str()) else {
+        let Some(&(b, i)) = at.get(index) else {
             continue;
         };
         if statuses[b][i].is_some() {

@@ -22,7 +22,7 @@
 //! `links` holds those streams and the probes of where the committer or the ledger
 //! stood when the run began, `tally` what the run counts; this module paces the run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -35,9 +35,12 @@ use crate::Histogram;
 use crate::series::{Schedule, Series};
 
 mod links;
+mod load;
+mod many;
 mod tally;
 
 pub(crate) use links::{Decided, channel, watch_sidecar};
+pub use load::{Load, envelope_tx_id};
 use tally::Tally;
 
 /// Where the network listens (`http://host:port` each).
@@ -263,19 +266,25 @@ pub async fn run(
     endpoints: &Endpoints,
     txs: &[(String, Arc<Vec<u8>>)],
     pace: Pace,
+    progress: impl FnMut(NetProgress),
+) -> crate::Result<NetworkRun> {
+    run_load(endpoints, Arc::new(Load::from(txs)), pace, progress).await
+}
+
+/// Sends the txs of `load` and waits for their statuses.
+pub async fn run_load(
+    endpoints: &Endpoints,
+    load: Arc<Load>,
+    pace: Pace,
     mut progress: impl FnMut(NetProgress),
 ) -> crate::Result<NetworkRun> {
     let n = endpoints.routers.len();
     let bound = pace.max_in_flight.get();
-    let mut links = links::links(endpoints, bound).await?;
-    let index: HashMap<&str, usize> = txs
-        .iter()
-        .enumerate()
-        .map(|(i, (id, _))| (id.as_str(), i))
-        .collect();
+    let txs = load.len();
+    let mut links = links::links(endpoints, &load, bound).await?;
     let start = Instant::now();
     let mut pacer = Pacer::new(&pace.schedule, start, pace.control.as_deref())?;
-    let mut t = Tally::new(txs.len(), start, &pace.schedule, n, links.first_block);
+    let mut t = Tally::new(txs, start, &pace.schedule, n, links.first_block);
     let mut next = 0usize;
     let mut last_send = start;
     let mut last_progress = start;
@@ -284,23 +293,20 @@ pub async fn run(
         pacer.refresh(now, next);
         let due = |i: usize| pacer.due(i);
         let up = time_is_up(&pace, now.duration_since(start));
-        let sending = next < txs.len() && links.can_subscribe() && due(next).is_some() && !up;
+        let sending = next < txs && links.can_subscribe() && due(next).is_some() && !up;
         // Send what is due, as far as the routers' links have room.
         let room = if sending { links.room(now) } else { 0 };
         let first = next;
-        while next - first < room
-            && next < txs.len()
-            && t.in_flight < bound
-            && due(next).is_some_and(|d| d <= now)
+        while next - first < room && next < txs && t.in_flight < bound && due(next).is_some_and(|d| d <= now)
         {
             next += 1;
             t.in_flight += 1;
         }
         if next > first {
-            t.send(&links, txs, first..next, now)?;
+            t.send(&links, first..next, now)?;
             last_send = now;
         }
-        let done_sending = next >= txs.len() || due(next).is_none() || up;
+        let done_sending = next >= txs || due(next).is_none() || up;
         if t.over(done_sending, now, last_send, pace.drain, bound) {
             break;
         }
@@ -323,10 +329,10 @@ pub async fn run(
             due(next).unwrap_or(tick).max(now).min(tick)
         };
         tokio::select! {
-            Some(ack) = links.acks.recv() => t.on_ack(&ack),
+            Some(acks) = links.acks.recv() => t.on_acks(&acks),
             Some(decided) = links.events.recv() => {
-                if let Some(&i) = index.get(decided.id.as_str()) {
-                    t.on_status(i, decided);
+                for d in decided {
+                    t.on_status(d.index, d);
                 }
             }
             () = tokio::time::sleep_until(wake.into()) => {}

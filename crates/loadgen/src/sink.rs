@@ -10,6 +10,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
@@ -52,9 +53,15 @@ pub struct Sink {
     servers: Vec<wire::node::Serving>,
     cutter: tokio::task::JoinHandle<()>,
     ledger: Arc<Ledger>,
+    stats: Arc<Stats>,
 }
 
 impl Sink {
+    /// What the routers received so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
     /// Blocks cut so far.
     pub fn height(&self) -> u64 {
         *self.ledger.height.borrow()
@@ -128,8 +135,9 @@ pub async fn start(routers: &[SinkRouter]) -> crate::Result<Sink> {
         window: Mutex::new(Window::default()),
         height,
     });
-    // Requests to order; the cutter takes what is there, up to a block's worth.
-    let (order_tx, order_rx) = mpsc::channel::<Vec<u8>>(BLOCK_TXS * 16);
+    // Requests to order, in groups; the cutter takes what is there, up to a block's worth.
+    let (order_tx, order_rx) = mpsc::channel::<Vec<Vec<u8>>>(64);
+    let stats = Arc::new(Stats::default());
     let cutter = tokio::spawn(cut(order_rx, ledger.clone()));
     let limits = wire::server::ServerLimits::default();
     let mut servers = Vec::new();
@@ -138,6 +146,7 @@ pub async fn start(routers: &[SinkRouter]) -> crate::Result<Sink> {
         let svc = SinkRouterService {
             mode: r.mode,
             order: r.orders.then(|| order_tx.clone()),
+            stats: stats.clone(),
         };
         let serving = wire::node::serve(bind().await?, &limits, |b| b.add_service(RouterServer::new(svc)))
             .map_err(|e| crate::network::failed(&e.to_string()))?;
@@ -159,6 +168,7 @@ pub async fn start(routers: &[SinkRouter]) -> crate::Result<Sink> {
         servers,
         cutter,
         ledger,
+        stats,
     })
 }
 
@@ -168,11 +178,28 @@ async fn bind() -> crate::Result<tokio::net::TcpListener> {
         .map_err(|e| crate::network::failed(&format!("the sink could not listen on loopback: {e}")))
 }
 
-/// Cuts what arrives into blocks of up to [`BLOCK_TXS`] requests.
-async fn cut(mut rx: mpsc::Receiver<Vec<u8>>, ledger: Arc<Ledger>) {
-    let mut buf = Vec::with_capacity(BLOCK_TXS);
-    while rx.recv_many(&mut buf, BLOCK_TXS).await > 0 {
-        let requests = std::mem::take(&mut buf);
+/// Cuts what arrives into blocks of up to [`BLOCK_TXS`] requests (a group that does
+/// not fit goes into the next block).
+async fn cut(mut rx: mpsc::Receiver<Vec<Vec<u8>>>, ledger: Arc<Ledger>) {
+    let mut carry: Option<Vec<Vec<u8>>> = None;
+    loop {
+        let mut requests = match carry.take() {
+            Some(group) => group,
+            None => match rx.recv().await {
+                Some(group) => group,
+                None => return,
+            },
+        };
+        while requests.len() < BLOCK_TXS {
+            match rx.try_recv() {
+                Ok(group) if requests.len() + group.len() <= BLOCK_TXS => requests.extend(group),
+                Ok(group) => {
+                    carry = Some(group);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
         let number = *ledger.height.borrow();
         let block = pb::OrderedBlock {
             header: Some(pb::OrderedHeader {
@@ -185,21 +212,103 @@ async fn cut(mut rx: mpsc::Receiver<Vec<u8>>, ledger: Arc<Ledger>) {
         };
         ledger.push(block);
         ledger.height.send_replace(number.saturating_add(1));
-        buf.reserve(BLOCK_TXS);
     }
 }
 
 #[derive(Clone)]
 struct SinkRouterService {
     mode: RouterMode,
-    order: Option<mpsc::Sender<Vec<u8>>>,
+    /// Where an ordering router's envelopes go, a request message's at a time.
+    order: Option<mpsc::Sender<Vec<Vec<u8>>>>,
+    stats: Arc<Stats>,
+}
+
+/// What a sink's routers received, over all of them.
+#[derive(Debug, Default)]
+pub struct Stats {
+    messages: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl Stats {
+    fn on_batch(&self, requests: usize) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(requests as u64, Ordering::Relaxed);
+    }
+
+    /// Request messages received (`Submit`: one per request; `SubmitMany`: one per
+    /// batch).
+    pub fn messages(&self) -> u64 {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    /// Requests received.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
 }
 
 type Answers = Pin<Box<dyn Stream<Item = Result<pb::SubmitResponse, tonic::Status>> + Send>>;
+type ManyAnswers = Pin<Box<dyn Stream<Item = Result<pb::SubmitAnswers, tonic::Status>> + Send>>;
+
+impl SinkRouterService {
+    /// The code every answer of this router carries.
+    fn code(&self) -> tonic::Code {
+        match self.mode {
+            RouterMode::Duplicate => tonic::Code::AlreadyExists,
+            _ => tonic::Code::Ok,
+        }
+    }
+}
 
 #[tonic::async_trait]
 impl Router for SinkRouterService {
     type SubmitStream = Answers;
+    type SubmitManyStream = ManyAnswers;
+
+    /// One answer message per request message, all in one go; the envelopes of an
+    /// ordering router go to the cutter as one group.
+    async fn submit_many(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::SubmitBatch>>,
+    ) -> Result<tonic::Response<ManyAnswers>, tonic::Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        let svc = self.clone();
+        let stats = self.stats.clone();
+        tokio::spawn(async move {
+            if svc.mode == RouterMode::Hang {
+                tx.closed().await;
+                drop(inbound);
+                return;
+            }
+            let code = svc.code() as u32;
+            while let Some(Ok(batch)) = inbound.next().await {
+                stats.on_batch(batch.requests.len());
+                let answers = batch
+                    .requests
+                    .iter()
+                    .map(|r| pb::SubmitResponse {
+                        id: r.id,
+                        code,
+                        reason: String::new(),
+                    })
+                    .collect();
+                if let Some(order) = &svc.order {
+                    let envelopes = batch.requests.into_iter().map(|r| r.envelope).collect();
+                    if order.send(envelopes).await.is_err() {
+                        return;
+                    }
+                }
+                if tx.send(Ok(pb::SubmitAnswers { answers })).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(tonic::Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
 
     async fn submit(
         &self,
@@ -215,13 +324,11 @@ impl Router for SinkRouterService {
                 drop(inbound);
                 return;
             }
-            let code = match svc.mode {
-                RouterMode::Duplicate => tonic::Code::AlreadyExists,
-                _ => tonic::Code::Ok,
-            };
+            let code = svc.code();
             while let Some(Ok(r)) = inbound.next().await {
+                svc.stats.on_batch(1);
                 if let Some(order) = &svc.order
-                    && order.send(r.envelope).await.is_err()
+                    && order.send(vec![r.envelope]).await.is_err()
                 {
                     return;
                 }

@@ -132,3 +132,50 @@ async fn a_fast_run_confirms_every_tx() {
         s.stop().await;
     }
 }
+
+/// The driver sends each router many txs per message (`SubmitMany`): 40,000 txs to 4
+/// routers arrive as 160,000 requests in far fewer messages (a driver that sent one
+/// message per tx per router would send 160,000). The txs come from a template
+/// (`Load::template`): every one confirmed by its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txs_go_in_batches_and_template_txs_are_confirmed() {
+    let admit = SinkRouter {
+        mode: RouterMode::Admit,
+        orders: false,
+    };
+    let routers = [
+        SinkRouter {
+            orders: true,
+            ..admit
+        },
+        admit,
+        admit,
+        admit,
+    ];
+    let s = sink::start(&routers).await.unwrap();
+    let n = 40_000;
+    let load = Arc::new(network::Load::template("batched-", n, 300));
+    let pace = Pace {
+        schedule: Schedule::Unpaced,
+        max_in_flight: NonZeroUsize::new(20_000).unwrap(),
+        duration: None,
+        drain: Duration::from_secs(30),
+        control: None,
+    };
+    let run = tokio::time::timeout(
+        Duration::from_secs(120),
+        network::run_load(&endpoints(&s), load, pace, |_| {}),
+    )
+    .await
+    .expect("the run ended")
+    .unwrap();
+    assert_eq!(run.confirmed, n as u64, "{:?}", run.router_errors);
+    assert_eq!(run.submitted, n as u64);
+    assert_eq!(s.stats().requests(), 4 * n as u64);
+    let messages = s.stats().messages();
+    assert!(
+        messages * 10 <= 4 * n as u64,
+        "{messages} messages for {} requests",
+        4 * n
+    );
+}

@@ -1,33 +1,73 @@
-//! The links of a network run: one persistent `Router.Submit` stream per router, the
-//! committer's notification stream (or an assembler's Deliver stream), and where the
-//! committer or the ledger stood when the run began.
+//! The links of a network run: one persistent `Router.SubmitMany` stream per router
+//! (many txs per message, their answers matched by id), the committer's notification
+//! stream (or an assembler's Deliver stream), and where the committer or the ledger
+//! stood when the run began.
+//!
+//! The run hands each link ranges of tx indexes; a link reads the txs' envelopes from
+//! the shared [`Load`] as it writes a message, and hands the run each answer message's
+//! acks at once ([`Acks`]). Every queue is bounded: a router link's by the run's
+//! in-flight bound in txs, counted as they are queued and taken.
 
-use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use types::Status;
 use wire::pb;
-use wire::pb::router_client::RouterClient;
 use wire::pb::sidecar_client::SidecarClient;
 
-use super::tally::{Ack, Answer};
+use super::load::{Load, envelope_tx_id};
+use super::many::{Batch, MAX_BATCH_BYTES, MAX_BATCH_TXS, ManyCodec, Pending, SUBMIT_MANY};
+use super::tally::{Acks, Answer, Reason};
 use super::{Endpoints, failed};
 
 /// The links to the network of one run.
 pub(super) struct Links {
-    pub(super) routers: Vec<mpsc::Sender<(usize, Arc<Vec<u8>>)>>,
-    pub(super) acks: mpsc::Receiver<Ack>,
-    pub(super) ids: mpsc::Sender<Vec<String>>,
-    pub(super) events: mpsc::Receiver<Decided>,
+    pub(super) routers: Vec<RouterLink>,
+    pub(super) acks: mpsc::Receiver<Acks>,
+    pub(super) ids: mpsc::Sender<Range<usize>>,
+    pub(super) events: mpsc::Receiver<Vec<Decided>>,
     pub(super) tasks: tokio::task::JoinSet<()>,
     /// Statuses in blocks below this were decided before the run began.
     pub(super) first_block: u64,
     /// When each router's link was first seen full, while it is.
     full_since: Vec<Option<Instant>>,
+}
+
+/// The run's end of one router's link: a queue of tx ranges holding at most `bound`
+/// txs.
+pub(super) struct RouterLink {
+    tx: mpsc::Sender<Range<usize>>,
+    queued: Arc<AtomicUsize>,
+    bound: usize,
+}
+
+impl RouterLink {
+    /// Txs the queue has room for.
+    fn free(&self) -> usize {
+        self.bound.saturating_sub(self.queued.load(Ordering::Relaxed))
+    }
+
+    /// Queues as many of `range`'s first txs as there is room for; returns how many.
+    /// `Err`: the link stopped.
+    pub(super) fn offer(&self, range: Range<usize>) -> Result<usize, ()> {
+        let take = self.free().min(range.len());
+        if take == 0 {
+            return Ok(0);
+        }
+        self.queued.fetch_add(take, Ordering::Relaxed);
+        match self.tx.try_send(range.start..range.start + take) {
+            Ok(()) => Ok(take),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.queued.fetch_sub(take, Ordering::Relaxed);
+                Ok(0)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+        }
+    }
 }
 
 /// How long a router's link may stay full before the run stops waiting for it: its
@@ -47,7 +87,7 @@ impl Links {
     pub(super) fn room(&mut self, now: Instant) -> usize {
         let mut room = usize::MAX;
         for (r, since) in self.routers.iter().zip(self.full_since.iter_mut()) {
-            let free = r.capacity();
+            let free = r.free();
             if free > 0 {
                 *since = None;
                 room = room.min(free);
@@ -59,21 +99,21 @@ impl Links {
     }
 }
 
-/// A final status the committer (or the orderer) reported for a tx id.
+/// A final status the committer (or the orderer) reported for a tx.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Decided {
-    /// The tx id.
-    pub id: String,
+    /// The tx's index in the run's load.
+    pub index: usize,
     /// The status's name (`ORDERED` from an assembler).
     pub status: String,
     /// The block it was decided in.
     pub block: u64,
 }
 
-/// Opens a stream to every router and the status watcher, every channel sized by
+/// Opens a stream to every router and the status watcher, every queue bounded by
 /// `bound` txs in flight, after asking where the committer (or the assembler's ledger)
 /// stands: statuses in blocks below it are not this run's.
-pub(super) async fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<Links> {
+pub(super) async fn links(endpoints: &Endpoints, load: &Arc<Load>, bound: usize) -> crate::Result<Links> {
     let n = endpoints.routers.len();
     if n == 0 {
         return Err(crate::Error::InvalidParam {
@@ -81,27 +121,40 @@ pub(super) async fn links(endpoints: &Endpoints, bound: usize) -> crate::Result<
             detail: "the network has no routers".into(),
         });
     }
-    let (ack_tx, acks) = mpsc::channel::<Ack>(bound.saturating_mul(n).saturating_add(16));
+    let (ack_tx, acks) = mpsc::channel::<Acks>(bound.saturating_mul(n).saturating_add(16));
     let mut routers = Vec::with_capacity(n);
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, uri) in endpoints.routers.iter().enumerate() {
+    for (router, uri) in endpoints.routers.iter().enumerate() {
+        // Each range holds a tx at least, so `bound` txs are never more ranges.
         let (tx, rx) = mpsc::channel(bound.saturating_add(16));
-        routers.push(tx);
-        tasks.spawn(router_link(i, channel(uri)?, rx, ack_tx.clone()));
+        let queued = Arc::new(AtomicUsize::new(0));
+        routers.push(RouterLink {
+            tx,
+            queued: queued.clone(),
+            bound,
+        });
+        tasks.spawn(router_link(RouterTask {
+            router,
+            channel: channel(uri)?,
+            load: load.clone(),
+            rx,
+            queued,
+            acks: ack_tx.clone(),
+        }));
     }
-    let (ids, ids_rx) = mpsc::channel::<Vec<String>>(bound.saturating_add(16));
-    let (ev_tx, events) = mpsc::channel::<Decided>(bound.saturating_add(16));
+    let (ids, ids_rx) = mpsc::channel::<Range<usize>>(bound.saturating_add(16));
+    let (ev_tx, events) = mpsc::channel::<Vec<Decided>>(bound.saturating_add(16));
     let first_block = match &endpoints.sidecar {
         Some(uri) => {
             let channel = channel(uri)?;
             let first = committer_next_block(channel.clone()).await?;
-            tasks.spawn(watch_sidecar(channel, ids_rx, ev_tx));
+            tasks.spawn(watch_sidecar(channel, load.clone(), ids_rx, ev_tx));
             first
         }
         None => {
             let channel = channel(&endpoints.assembler)?;
             let first = ledger_height(channel.clone()).await?;
-            tasks.spawn(watch_assembler(channel, first, ids_rx, ev_tx));
+            tasks.spawn(watch_assembler(channel, load.clone(), first, ids_rx, ev_tx));
             first
         }
     };
@@ -186,82 +239,182 @@ pub(crate) fn channel(uri: &str) -> crate::Result<tonic::transport::Channel> {
     })
 }
 
-/// One router's persistent Submit stream, reopened after a failure. Requests are
-/// matched to answers by id (the tx index).
-async fn router_link(
+/// What one router's link task owns.
+struct RouterTask {
     router: usize,
     channel: tonic::transport::Channel,
-    mut rx: mpsc::Receiver<(usize, Arc<Vec<u8>>)>,
-    acks: mpsc::Sender<Ack>,
-) {
-    let fail = |tx: usize, reason: &str| Ack {
-        tx,
-        router,
-        answer: Answer::Failed(reason.to_string()),
-    };
-    let mut outgoing: Option<(usize, Arc<Vec<u8>>)> = None;
+    load: Arc<Load>,
+    rx: mpsc::Receiver<Range<usize>>,
+    /// Txs in `rx` and not yet in a message (shared with the run's [`RouterLink`]).
+    queued: Arc<AtomicUsize>,
+    acks: mpsc::Sender<Acks>,
+}
+
+impl RouterTask {
+    /// Answers `txs` as failed for `reason`, in one message.
+    async fn fail(&self, txs: Vec<usize>, reason: Reason) {
+        if txs.is_empty() {
+            return;
+        }
+        let answers = txs.into_iter().map(|tx| (tx, Answer::Failed(reason))).collect();
+        let _ = self
+            .acks
+            .send(Acks {
+                router: self.router,
+                answers,
+            })
+            .await;
+    }
+
+    /// Takes queued txs (`carry` first) into one batch of at most [`MAX_BATCH_TXS`] txs
+    /// and about [`MAX_BATCH_BYTES`] of envelopes; what does not fit stays in `carry`.
+    fn gather(&mut self, carry: &mut Option<Range<usize>>, pending: &mut Pending) -> Batch {
+        let (mut txs, mut count, mut bytes) = (Vec::new(), 0usize, 0usize);
+        while count < MAX_BATCH_TXS {
+            let Some(r) = carry.take().or_else(|| self.rx.try_recv().ok()) else {
+                break;
+            };
+            let mut end = r.start;
+            while end < r.end && count < MAX_BATCH_TXS {
+                let len = self.load.envelope_len(end);
+                if count > 0 && bytes + len > MAX_BATCH_BYTES {
+                    break;
+                }
+                bytes += len;
+                count += 1;
+                end += 1;
+            }
+            if end > r.start {
+                txs.push(r.start..end);
+            }
+            if end < r.end {
+                *carry = Some(end..r.end);
+                break;
+            }
+        }
+        for i in txs.iter().cloned().flatten() {
+            pending.insert(i);
+        }
+        self.queued.fetch_sub(count, Ordering::Relaxed);
+        Batch {
+            load: self.load.clone(),
+            txs,
+        }
+    }
+
+    /// Takes what arrives for half a second (and `carry`) and answers it as failed:
+    /// the router could not be reached. `false`: the run ended.
+    async fn fail_for_a_while(&mut self, carry: &mut Option<Range<usize>>) -> bool {
+        let until = tokio::time::Instant::now() + Duration::from_millis(500);
+        let mut failed: Vec<usize> = carry.take().into_iter().flatten().collect();
+        loop {
+            while let Ok(r) = self.rx.try_recv() {
+                self.queued.fetch_sub(r.len(), Ordering::Relaxed);
+                failed.extend(r);
+            }
+            self.fail(std::mem::take(&mut failed), Reason::Unavailable).await;
+            match tokio::time::timeout_at(until, self.rx.recv()).await {
+                Ok(Some(r)) => {
+                    self.queued.fetch_sub(r.len(), Ordering::Relaxed);
+                    failed.extend(r);
+                }
+                Ok(None) => return false,
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+/// Opens a `SubmitMany` stream that sends the batches of `rx`.
+async fn submit_many(
+    channel: tonic::transport::Channel,
+    rx: mpsc::Receiver<Batch>,
+) -> Result<tonic::Streaming<pb::SubmitAnswers>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(SUBMIT_MANY);
+    let mut request = tonic::Request::new(ReceiverStream::new(rx));
+    request
+        .extensions_mut()
+        .insert(tonic::GrpcMethod::new("fabrx.v1.Router", "SubmitMany"));
+    Ok(grpc.streaming(request, path, ManyCodec).await?.into_inner())
+}
+
+/// One router's persistent `SubmitMany` stream, reopened after a failure: whatever is
+/// queued goes in one message (up to a batch's size) as soon as the stream takes one;
+/// each answer message becomes one [`Acks`]. Answers are matched to pending txs by id
+/// (the tx index); one for a tx not pending (never sent, or answered already) is
+/// ignored.
+async fn router_link(mut task: RouterTask) {
+    let mut pending = Pending::new(task.load.len());
+    let mut carry: Option<Range<usize>> = None;
     loop {
-        let (req_tx, req_rx) = mpsc::channel::<pb::SubmitRequest>(256);
-        let mut client = RouterClient::new(channel.clone());
+        // Two messages on their way at most: the rest waits in the run's queue, where
+        // its room is counted.
+        let (req_tx, req_rx) = mpsc::channel::<Batch>(2);
         let opened =
-            tokio::time::timeout(Duration::from_secs(5), client.submit(ReceiverStream::new(req_rx))).await;
+            tokio::time::timeout(Duration::from_secs(5), submit_many(task.channel.clone(), req_rx)).await;
         let mut responses = match opened {
-            Ok(Ok(r)) => r.into_inner(),
+            Ok(Ok(r)) => r,
             _ => {
                 // Down: what arrives meanwhile is answered as failed, for a while.
-                let until = tokio::time::Instant::now() + Duration::from_millis(500);
-                if let Some((tx, _)) = outgoing.take() {
-                    let _ = acks.send(fail(tx, "unavailable")).await;
-                }
-                while let Ok(Some((tx, _))) = tokio::time::timeout_at(until, rx.recv()).await {
-                    let _ = acks.send(fail(tx, "unavailable")).await;
-                }
-                if rx.is_closed() && rx.is_empty() {
+                if !task.fail_for_a_while(&mut carry).await {
                     return;
                 }
                 continue;
             }
         };
-        let mut pending: HashSet<usize> = HashSet::new();
         loop {
             tokio::select! {
-                m = rx.recv(), if outgoing.is_none() => match m {
-                    Some(m) => outgoing = Some(m),
+                m = task.rx.recv(), if carry.is_none() => match m {
+                    Some(r) => carry = Some(r),
                     None => return,
                 },
-                permit = req_tx.reserve(), if outgoing.is_some() => {
-                    let (Ok(permit), Some((tx, env))) = (permit, outgoing.take()) else { break };
-                    pending.insert(tx);
-                    permit.send(pb::SubmitRequest { id: tx as u64, envelope: env.as_ref().clone() });
+                permit = req_tx.reserve(), if carry.is_some() => {
+                    let Ok(permit) = permit else { break };
+                    permit.send(task.gather(&mut carry, &mut pending));
                 }
                 r = responses.message() => match r {
-                    Ok(Some(resp)) => {
-                        let tx = usize::try_from(resp.id).unwrap_or(usize::MAX);
-                        if pending.remove(&tx) {
-                            let answer = Answer::of_code(resp.code);
-                            let _ = acks.send(Ack { tx, router, answer }).await;
+                    Ok(Some(msg)) => {
+                        let answers: Vec<(usize, Answer)> = msg
+                            .answers
+                            .iter()
+                            .filter_map(|a| {
+                                let tx = usize::try_from(a.id).ok()?;
+                                pending.take(tx).then(|| (tx, Answer::of_code(a.code)))
+                            })
+                            .collect();
+                        if !answers.is_empty() {
+                            let acks = Acks { router: task.router, answers };
+                            if task.acks.send(acks).await.is_err() {
+                                return;
+                            }
                         }
                     }
                     _ => break,
                 },
             }
         }
-        for tx in pending {
-            let _ = acks.send(fail(tx, "stream failed")).await;
-        }
+        task.fail(pending.drain(), Reason::StreamFailed).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// The committer's notification stream: subscribes to every id sent, reopens after a
-/// failure and subscribes again to the ids still unconfirmed.
+/// The committer's notification stream: subscribes to every tx sent, reopens after a
+/// failure and subscribes again to the txs still unconfirmed.
 pub(crate) async fn watch_sidecar(
     channel: tonic::transport::Channel,
-    mut ids: mpsc::Receiver<Vec<String>>,
-    events: mpsc::Sender<Decided>,
+    load: Arc<Load>,
+    mut ids: mpsc::Receiver<Range<usize>>,
+    events: mpsc::Sender<Vec<Decided>>,
 ) {
-    let mut waiting: HashSet<String> = HashSet::new();
+    let mut waiting = Pending::new(load.len());
     let mut outgoing: Vec<Vec<String>> = Vec::new();
+    let names = |txs: &mut dyn Iterator<Item = usize>| -> Vec<String> {
+        txs.map(|i| load.id(i).into_owned()).collect()
+    };
     loop {
         let (req_tx, req_rx) = mpsc::channel::<pb::SubscribeRequest>(64);
         let mut client = SidecarClient::new(channel.clone()).max_decoding_message_size(16 << 20);
@@ -273,17 +426,18 @@ pub(crate) async fn watch_sidecar(
             }
         };
         // Everything still unconfirmed, again (a status decided meanwhile is sent too).
-        let mut all: Vec<String> = waiting.iter().cloned().collect();
-        while !all.is_empty() {
-            let rest = all.split_off(all.len().min(1000));
-            outgoing.push(std::mem::replace(&mut all, rest));
+        let all = waiting.indexes();
+        for chunk in all.chunks(1000) {
+            outgoing.push(names(&mut chunk.iter().copied()));
         }
         loop {
             tokio::select! {
                 m = ids.recv(), if outgoing.is_empty() => match m {
-                    Some(batch) => {
-                        waiting.extend(batch.iter().cloned());
-                        outgoing.push(batch);
+                    Some(range) => {
+                        for i in range.clone() {
+                            waiting.insert(i);
+                        }
+                        outgoing.push(names(&mut range.into_iter()));
                     }
                     None => return,
                 },
@@ -294,11 +448,12 @@ pub(crate) async fn watch_sidecar(
                 e = stream.message() => match e {
                     Ok(Some(ev)) => {
                         let Some(st) = ev.status else { continue };
-                        if waiting.remove(&st.tx_id) {
+                        let Some(index) = load.index_of(st.tx_id.as_bytes()) else { continue };
+                        if waiting.take(index) {
                             let name = Status::from_code(st.code)
                                 .map_or_else(|_| format!("CODE_{}", st.code), |s| s.name().to_string());
-                            let decided = Decided { id: st.tx_id, status: name, block: st.block };
-                            if events.send(decided).await.is_err() {
+                            let decided = Decided { index, status: name, block: st.block };
+                            if events.send(vec![decided]).await.is_err() {
                                 return;
                             }
                         }
@@ -313,14 +468,15 @@ pub(crate) async fn watch_sidecar(
 
 /// Without a committer: an assembler's Deliver stream from block `first` (its height
 /// when the run began: earlier blocks cannot hold this run's txs), following; each tx
-/// id of ours that appears in a block is `ORDERED`.
+/// of ours whose id appears in a block is `ORDERED` (one event message per block).
 async fn watch_assembler(
     channel: tonic::transport::Channel,
+    load: Arc<Load>,
     first: u64,
-    mut ids: mpsc::Receiver<Vec<String>>,
-    events: mpsc::Sender<Decided>,
+    mut ids: mpsc::Receiver<Range<usize>>,
+    events: mpsc::Sender<Vec<Decided>>,
 ) {
-    let mut waiting: HashSet<String> = HashSet::new();
+    let mut waiting = Pending::new(load.len());
     let mut next = first;
     loop {
         let request = pb::DeliverRequest {
@@ -339,7 +495,7 @@ async fn watch_assembler(
         loop {
             tokio::select! {
                 m = ids.recv() => match m {
-                    Some(batch) => waiting.extend(batch),
+                    Some(range) => range.for_each(|i| waiting.insert(i)),
                     None => return,
                 },
                 b = stream.message() => match b {
@@ -347,19 +503,20 @@ async fn watch_assembler(
                         // A tx's id is queued here before the tx goes to any router,
                         // so every id a block can hold is queued by now; a block read
                         // before them would pass them by for good.
-                        while let Ok(batch) = ids.try_recv() {
-                            waiting.extend(batch);
+                        while let Ok(range) = ids.try_recv() {
+                            range.for_each(|i| waiting.insert(i));
                         }
                         let block = b.header.as_ref().map_or(next, |h| h.number);
                         next = block.saturating_add(1);
-                        for raw in &b.requests {
-                            let Ok(env) = pb::Envelope::decode(raw.as_slice()) else { continue };
-                            if waiting.remove(&env.tx_id) {
-                                let decided = Decided { id: env.tx_id, status: "ORDERED".into(), block };
-                                if events.send(decided).await.is_err() {
-                                    return;
-                                }
-                            }
+                        let decided: Vec<Decided> = b
+                            .requests
+                            .iter()
+                            .filter_map(|raw| load.index_of(envelope_tx_id(raw)?))
+                            .filter(|&index| waiting.take(index))
+                            .map(|index| Decided { index, status: "ORDERED".into(), block })
+                            .collect();
+                        if !decided.is_empty() && events.send(decided).await.is_err() {
+                            return;
                         }
                     }
                     _ => break,
@@ -389,7 +546,8 @@ mod tests {
         .unwrap();
         let ids: Vec<String> = (0..n).map(|i| format!("w-{i:04}")).collect();
         // One block per tx: each submitted and answered before the next.
-        let mut router = RouterClient::new(channel(&format!("http://{}", s.routers[0])).unwrap());
+        let mut router =
+            wire::pb::router_client::RouterClient::new(channel(&format!("http://{}", s.routers[0])).unwrap());
         for (i, id) in ids.iter().enumerate() {
             let env = super::super::envelope(&types::TxId(id.clone()), &types::Tx::default());
             let req = pb::SubmitRequest {
@@ -407,16 +565,17 @@ mod tests {
             }
         }
         // Every id queued, one send each, before the watcher starts.
+        let load = Arc::new(Load::from_envelopes(ids.iter().map(|id| (id.clone(), []))));
         let (ids_tx, ids_rx) = mpsc::channel(n + 1);
-        for id in &ids {
-            ids_tx.try_send(vec![id.clone()]).unwrap();
+        for i in 0..n {
+            ids_tx.try_send(i..i + 1).unwrap();
         }
         let (ev_tx, mut events) = mpsc::channel(n + 1);
         let assembler = channel(&format!("http://{}", s.assembler)).unwrap();
-        let watcher = tokio::spawn(watch_assembler(assembler, 0, ids_rx, ev_tx));
+        let watcher = tokio::spawn(watch_assembler(assembler, load, 0, ids_rx, ev_tx));
         let mut confirmed = 0;
-        while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(3), events.recv()).await {
-            confirmed += 1;
+        while let Ok(Some(batch)) = tokio::time::timeout(Duration::from_secs(3), events.recv()).await {
+            confirmed += batch.len();
         }
         watcher.abort();
         assert_eq!(confirmed, n);

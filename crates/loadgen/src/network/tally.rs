@@ -2,8 +2,8 @@
 //! answers, its refusal and the reason, its status of this run or of an earlier one,
 //! and at the end the summary's counts (`super::NetworkRun`).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -13,15 +13,15 @@ use super::{NetworkRun, failed, stopped};
 use crate::Histogram;
 use crate::series::{Recorder, Schedule};
 
-/// One router's answer to one tx.
-pub(super) struct Ack {
-    pub(super) tx: usize,
+/// One router's answers to some txs (one answer message's, or the failures of a link).
+pub(super) struct Acks {
     pub(super) router: usize,
-    pub(super) answer: Answer,
+    /// Each tx (its index) with the router's answer.
+    pub(super) answers: Vec<(usize, Answer)>,
 }
 
 /// What a router answered to one request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Answer {
     /// Its batcher admitted the request.
     Admitted,
@@ -29,7 +29,33 @@ pub(super) enum Answer {
     /// party's batch or forward in this run, or sent by an earlier run.
     Duplicate,
     /// Refused or failed, with the reason.
-    Failed(String),
+    Failed(Reason),
+}
+
+/// Why a router did not admit a tx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Reason {
+    /// Refused with this gRPC code (never `OK`).
+    Code(i32),
+    /// Its link could not open a stream.
+    Unavailable,
+    /// Its stream failed before the answer came.
+    StreamFailed,
+    /// Not handed to the router: its link's queue was full for `STUCK_AFTER`.
+    Backlog,
+}
+
+impl Reason {
+    /// The name the summary counts it under (a gRPC code's name, or `unavailable`,
+    /// `stream failed`, `backlog`).
+    pub(super) fn name(self) -> String {
+        match self {
+            Reason::Code(c) => format!("{:?}", tonic::Code::from_i32(c)),
+            Reason::Unavailable => "unavailable".into(),
+            Reason::StreamFailed => "stream failed".into(),
+            Reason::Backlog => BACKLOG.into(),
+        }
+    }
 }
 
 impl Answer {
@@ -38,21 +64,22 @@ impl Answer {
         match tonic::Code::from_i32(code as i32) {
             tonic::Code::Ok => Answer::Admitted,
             tonic::Code::AlreadyExists => Answer::Duplicate,
-            other => Answer::Failed(format!("{other:?}")),
+            other => Answer::Failed(Reason::Code(other as i32)),
         }
     }
 
     /// The reason a refusal is counted under.
-    fn reason(&self) -> Option<&str> {
+    fn reason(self) -> Option<Reason> {
         match self {
             Answer::Admitted => None,
-            Answer::Duplicate => Some(DUPLICATE),
+            Answer::Duplicate => Some(Reason::Code(tonic::Code::AlreadyExists as i32)),
             Answer::Failed(r) => Some(r),
         }
     }
 }
 
 /// The reason of an `ALREADY_EXISTS` answer.
+#[cfg(test)]
 const DUPLICATE: &str = "AlreadyExists";
 
 /// The reason of a tx not handed to a router whose link's queue was full.
@@ -84,7 +111,9 @@ pub(super) struct Tally {
     n: usize,
     q: usize,
     /// The reasons of refused txs (`TxState::refused` indexes it).
-    reasons: Vec<String>,
+    reasons: Vec<Reason>,
+    /// Every answer that was not an admission, by router and reason.
+    errors: HashMap<(usize, Reason), u64>,
     /// Statuses in blocks below this were decided before the run.
     first_block: u64,
     /// Router answers still due for the txs sent (every router answers every tx, if
@@ -110,51 +139,41 @@ impl Tally {
             n,
             q: types::quorum::client_acks(n),
             reasons: Vec::new(),
+            errors: HashMap::new(),
             first_block,
             answers_due: 0,
         }
     }
 
-    /// Subscribes to txs `range` and hands each to every router's link, never waiting:
-    /// this loop alone reads the links' answers, so waiting on a link that waits on
-    /// them would stop the run for good. The caller checks that the status watcher's
-    /// queue and the links have room (`Links::can_subscribe`, `Links::room`); a link
-    /// still full is one left full for `STUCK_AFTER`, and is answered at once as failed
-    /// for the tx with the reason `backlog`: the tx still reaches a quorum through the
-    /// others.
-    pub(super) fn send(
-        &mut self,
-        links: &Links,
-        txs: &[(String, Arc<Vec<u8>>)],
-        range: std::ops::Range<usize>,
-        now: Instant,
-    ) -> crate::Result<()> {
-        let ids = txs[range.clone()].iter().map(|(id, _)| id.clone()).collect();
-        links.ids.try_send(ids).map_err(|e| match e {
+    /// Subscribes to txs `range` and hands them to every router's link, never
+    /// waiting: this loop alone reads the links' answers, so waiting on a link that
+    /// waits on them would stop the run for good. The caller checks that the status
+    /// watcher's queue and the links have room (`Links::can_subscribe`, `Links::room`);
+    /// a link still without room is one left full for `STUCK_AFTER`: it takes what fits,
+    /// and the rest is answered at once as failed for it with the reason `backlog` (the
+    /// txs still reach a quorum through the others).
+    pub(super) fn send(&mut self, links: &Links, range: Range<usize>, now: Instant) -> crate::Result<()> {
+        links.ids.try_send(range.clone()).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => failed("the status watcher's queue was full"),
             mpsc::error::TrySendError::Closed(_) => stopped("the status watcher"),
         })?;
-        self.out.sent = self.out.sent.saturating_add(range.len() as u64);
+        let len = range.len();
+        self.out.sent = self.out.sent.saturating_add(len as u64);
         self.answers_due = self
             .answers_due
-            .saturating_add(range.len().saturating_mul(links.routers.len()));
+            .saturating_add(len.saturating_mul(links.routers.len()));
         self.recorder
-            .on_sent(now.saturating_duration_since(self.start), range.len() as u64);
-        for (i, (_, env)) in txs.iter().enumerate().take(range.end).skip(range.start) {
-            self.state[i].sent_at = Some(now);
-            for (router, r) in links.routers.iter().enumerate() {
-                match r.try_send((i, env.clone())) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        let answer = Answer::Failed(BACKLOG.into());
-                        self.on_ack(&Ack {
-                            tx: i,
-                            router,
-                            answer,
-                        });
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return Err(stopped("a router link")),
-                }
+            .on_sent(now.saturating_duration_since(self.start), len as u64);
+        for s in &mut self.state[range.clone()] {
+            s.sent_at = Some(now);
+        }
+        for (router, link) in links.routers.iter().enumerate() {
+            let taken = link.offer(range.clone()).map_err(|()| stopped("a router link"))?;
+            if taken < len {
+                let answers = (range.start + taken..range.end)
+                    .map(|tx| (tx, Answer::Failed(Reason::Backlog)))
+                    .collect();
+                self.on_acks(&Acks { router, answers });
             }
         }
         Ok(())
@@ -182,24 +201,31 @@ impl Tally {
         self.out.stalled
     }
 
-    pub(super) fn on_ack(&mut self, ack: &Ack) {
+    /// Counts one router's answers.
+    pub(super) fn on_acks(&mut self, acks: &Acks) {
+        let elapsed = self.start.elapsed();
+        for &(tx, answer) in &acks.answers {
+            self.on_ack(acks.router, tx, answer, elapsed);
+        }
+    }
+
+    /// Counts router `router`'s answer to tx `tx`, `elapsed` into the run.
+    fn on_ack(&mut self, router: usize, tx: usize, answer: Answer, elapsed: Duration) {
+        let Some(s) = self.state.get_mut(tx) else {
+            return;
+        };
         self.answers_due = self.answers_due.saturating_sub(1);
-        let s = &mut self.state[ack.tx];
-        let reason = ack.answer.reason().map(|r| {
-            *self
-                .out
-                .router_errors
-                .entry(format!("router {}: {r}", ack.router + 1))
-                .or_default() += 1;
-            r.to_owned()
-        });
-        match on_ack(s, &ack.answer, self.n, self.q) {
+        let reason = answer.reason();
+        if let Some(r) = reason {
+            *self.errors.entry((router, r)).or_default() += 1;
+        }
+        match on_ack(s, answer, self.n, self.q) {
             AckEffect::Admitted => {
                 self.out.submitted += 1;
-                self.recorder.on_acked(self.start.elapsed(), 1);
+                self.recorder.on_acked(elapsed, 1);
             }
             AckEffect::Refused => {
-                let reason = reason.unwrap_or_default();
+                let reason = reason.unwrap_or(Reason::Backlog);
                 let index = match self.reasons.iter().position(|r| *r == reason) {
                     Some(i) => i,
                     None => {
@@ -275,13 +301,21 @@ impl Tally {
                 submitted += 1;
             } else if let Some(r) = s.refused {
                 refused += 1;
-                let reason = self.reasons.get(usize::from(r)).cloned().unwrap_or_default();
+                let reason = self
+                    .reasons
+                    .get(usize::from(r))
+                    .map_or_else(String::new, |r| r.name());
                 *reasons.entry(reason).or_default() += 1;
             }
         }
         self.out.submitted = submitted;
         self.out.refused = refused;
         self.out.refused_reasons = reasons;
+        self.out.router_errors = self
+            .errors
+            .iter()
+            .map(|((router, r), n)| (format!("router {}: {}", router + 1, r.name()), *n))
+            .collect();
     }
 }
 
@@ -298,7 +332,7 @@ enum AckEffect {
 }
 
 /// Counts one router's answer for a tx that `n` routers answer and `q` must admit.
-fn on_ack(s: &mut TxState, answer: &Answer, n: usize, q: usize) -> AckEffect {
+fn on_ack(s: &mut TxState, answer: Answer, n: usize, q: usize) -> AckEffect {
     match answer {
         Answer::Admitted => {
             s.ok = s.ok.saturating_add(1);
@@ -307,7 +341,7 @@ fn on_ack(s: &mut TxState, answer: &Answer, n: usize, q: usize) -> AckEffect {
             }
         }
         Answer::Duplicate | Answer::Failed(_) => {
-            if *answer == Answer::Duplicate {
+            if answer == Answer::Duplicate {
                 s.duplicate = s.duplicate.saturating_add(1);
             } else {
                 s.failed = s.failed.saturating_add(1);
@@ -364,17 +398,16 @@ mod tests {
         t
     }
 
-    fn ack(tx: usize, router: usize, answer: &Answer) -> Ack {
-        Ack {
-            tx,
+    fn ack(tx: usize, router: usize, answer: Answer) -> Acks {
+        Acks {
             router,
-            answer: answer.clone(),
+            answers: vec![(tx, answer)],
         }
     }
 
     fn decided(id: &str, status: &str, block: u64) -> Decided {
         Decided {
-            id: id.into(),
+            index: usize::from(id == "b"),
             status: status.into(),
             block,
         }
@@ -383,16 +416,16 @@ mod tests {
     #[test]
     fn a_tx_is_submitted_at_a_quorum_and_refused_when_none_is_possible() {
         let mut t = tally(2, Instant::now());
-        let unavailable = Answer::Failed("Unavailable".into());
+        let unavailable = Answer::Failed(Reason::Code(tonic::Code::Unavailable as i32));
         for r in 0..3 {
-            t.on_ack(&ack(0, r, &Answer::Admitted));
+            t.on_acks(&ack(0, r, Answer::Admitted));
         }
-        t.on_ack(&ack(0, 3, &unavailable));
+        t.on_acks(&ack(0, 3, unavailable));
         assert_eq!((t.out.submitted, t.in_flight), (1, 2));
-        t.on_ack(&ack(1, 0, &Answer::Admitted));
-        t.on_ack(&ack(1, 1, &unavailable));
+        t.on_acks(&ack(1, 0, Answer::Admitted));
+        t.on_acks(&ack(1, 1, unavailable));
         assert_eq!(t.in_flight, 2, "one refusal leaves a quorum possible");
-        t.on_ack(&ack(1, 2, &unavailable));
+        t.on_acks(&ack(1, 2, unavailable));
         assert_eq!(t.in_flight, 1, "the refused tx gave back its slot");
         t.finish();
         assert_eq!((t.out.submitted, t.out.refused), (1, 1));
@@ -410,7 +443,7 @@ mod tests {
         let mut t = tally(2, Instant::now());
         for tx in 0..2 {
             for r in 0..4 {
-                t.on_ack(&ack(tx, r, &Answer::Duplicate));
+                t.on_acks(&ack(tx, r, Answer::Duplicate));
             }
         }
         assert_eq!(t.in_flight, 2, "a held request's status is awaited");
@@ -446,8 +479,8 @@ mod tests {
         .iter()
         .enumerate()
         {
-            t.on_ack(&ack(0, r, a));
-            t.on_ack(&ack(1, r, a));
+            t.on_acks(&ack(0, r, *a));
+            t.on_acks(&ack(1, r, *a));
         }
         t.on_status(0, decided("a", "COMMITTED", 10));
         t.finish();
@@ -466,7 +499,7 @@ mod tests {
         );
         assert_eq!(
             Answer::of_code(tonic::Code::ResourceExhausted as u32),
-            Answer::Failed("ResourceExhausted".into())
+            Answer::Failed(Reason::Code(tonic::Code::ResourceExhausted as i32))
         );
     }
 }
