@@ -26,6 +26,9 @@ pub enum Target {
     /// Serve the workload's blocks, signed as ordered blocks, to the committing party's
     /// sidecar of `--network` (started with `fabrx up --no-orderer`).
     MockOrderer,
+    /// Routers that answer at once and an assembler, in another process, over mutual
+    /// TLS: what the load client costs, alone (template txs of --tx-size bytes).
+    Sink,
 }
 
 /// Arguments of `fabrx loadgen`.
@@ -103,6 +106,9 @@ pub struct LoadgenArgs {
     /// How long each rate step of --rates lasts, in seconds.
     #[arg(long, value_name = "SECS")]
     step_seconds: Option<f64>,
+    /// `--target sink`: plain TCP instead of mutual TLS.
+    #[arg(long)]
+    insecure: bool,
     #[command(flatten)]
     pub(crate) network: crate::loadgen_network::NetworkArgs,
 }
@@ -113,6 +119,9 @@ pub enum LoadgenCmd {
     /// Combine the report directories of the instances of one run (`--instance I
     /// --instances K --report DIR` each) into one summary and report.
     Merge(MergeArgs),
+    /// Serve the sink of `--target sink` (started by it).
+    #[command(hide = true)]
+    ServeSink(crate::loadgen_sink::ServeSinkArgs),
 }
 
 /// Arguments of `fabrx loadgen merge`.
@@ -191,10 +200,16 @@ const DEFAULT_BLOCKS: usize = 200;
 
 /// Runs the command.
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
-    if let Some(LoadgenCmd::Merge(m)) = &args.cmd {
-        return merge(m);
+    match &args.cmd {
+        Some(LoadgenCmd::Merge(m)) => return merge(m),
+        Some(LoadgenCmd::ServeSink(s)) => return crate::loadgen_sink::serve(s).await,
+        None => {}
     }
     let target = args.target.context("--target is required")?;
+    anyhow::ensure!(
+        !args.insecure || target == Target::Sink,
+        "--insecure is supported with --target sink only"
+    );
     if target != Target::Network {
         for (flag, given) in [
             ("--instance", args.network.instance != 1),
@@ -215,6 +230,16 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 report: args.report.as_deref(),
             };
             crate::loadgen_network::run(spec, &args.network, schedule, out).await
+        }
+        Target::Sink => {
+            let txs = args.blocks.unwrap_or(DEFAULT_BLOCKS).saturating_mul(args.block_size.get());
+            let tag = args.tag.clone().unwrap_or_else(default_tag);
+            let options = args.network.sink_options(txs, tag);
+            let out = crate::loadgen_network::Output {
+                json: args.json,
+                report: args.report.as_deref(),
+            };
+            crate::loadgen_sink::run(options, args.insecure, schedule, out).await
         }
         Target::MockOrderer => {
             let mut spec = spec_of(&args, &schedule, target)?;

@@ -82,6 +82,19 @@ impl NetworkArgs {
         })
     }
 
+    /// The options of `--target sink`: `txs` unless `--txs` says otherwise, envelopes
+    /// of `--tx-size` bytes (300 by default), tx ids `<tag>-<index>`.
+    pub fn sink_options(&self, txs: usize, tag: String) -> devnet::load::sink::Options {
+        devnet::load::sink::Options {
+            txs: self.txs.unwrap_or(txs),
+            tx_size: self.tx_size.unwrap_or(SINK_TX_SIZE),
+            max_in_flight: self.max_in_flight,
+            drain: self.drain,
+            duration: self.duration,
+            tag,
+        }
+    }
+
     /// The options of `--target mock-orderer`: the network directory, the committing
     /// party and the drain.
     pub fn mock_options(&self, verify_serial: bool) -> anyhow::Result<devnet::load::mock::Options> {
@@ -98,6 +111,9 @@ impl NetworkArgs {
         })
     }
 }
+
+/// The envelope size of `--target sink` without `--tx-size`, bytes.
+const SINK_TX_SIZE: usize = 300;
 
 /// Where the results go.
 pub struct Output<'a> {
@@ -146,7 +162,7 @@ pub async fn run(
 }
 
 /// The human line on stderr (unless `json`), then the summary line on stdout.
-fn print_summary(outcome: &Outcome, line: &str, json: bool) {
+pub(crate) fn print_summary(outcome: &Outcome, line: &str, json: bool) {
     let s = &outcome.summary;
     if !json {
         let ms = |v: Option<f64>| serde_json::Value::from(v).to_string();
@@ -167,7 +183,7 @@ fn print_summary(outcome: &Outcome, line: &str, json: bool) {
 
 /// Prints what the run tells: its plan and metrics address as lines, its progress on
 /// one line rewritten in place (only on a terminal).
-fn printer() -> impl FnMut(Event) {
+pub(crate) fn printer() -> impl FnMut(Event) {
     let tty = std::io::stderr().is_terminal();
     move |event| match event {
         Event::Planned {

@@ -9,6 +9,7 @@ mod latency_proxy;
 mod loadgen_cmd;
 mod loadgen_mock;
 mod loadgen_network;
+mod loadgen_sink;
 mod network;
 mod node;
 mod node_assembler;

@@ -1,8 +1,8 @@
-//! `fabrx loadgen --target network`, `--target mock-orderer` and `--target committer`
-//! as library code: what the load generator does with a network directory (or an
-//! in-process committer) around the drivers of the `loadgen` crate. The binary fills an
-//! `Options` from its flags, calls `run`, prints the events it is told of and the
-//! summary line.
+//! `fabrx loadgen --target network`, `--target sink`, `--target mock-orderer` and
+//! `--target committer` as library code: what the load generator does with a network
+//! directory (or a sink, or an in-process committer) around the drivers of the `loadgen`
+//! crate. The binary fills an `Options` from its flags, calls `run`, prints the events it
+//! is told of and the summary line.
 //!
 //! * [`network`] — a running network (`fabrx up`): its endpoints, the genesis through
 //!   the routers, one instance's share of a load spread over several processes, the
@@ -10,12 +10,15 @@
 //!   metrics and `/rate` control.
 //! * [`mock`] — the committing party of `fabrx up --no-orderer`: the workload's blocks
 //!   signed by a quorum of the network's consenters, served to its sidecar, the summary.
+//! * [`sink`] — `loadgen::sink` in another process, over mutual TLS: the load client's
+//!   own cost, template txs, the summary with the sink's CPU.
 //! * [`committer`] — the committer pipeline in this process, the load generator as its
 //!   orderer: the database, the paced run, the summary, the serial oracle, the baselines.
 
 pub mod committer;
 pub mod mock;
 pub mod network;
+pub mod sink;
 
 mod metrics;
 

@@ -11,7 +11,7 @@
 use super::metrics::LoadMetrics;
 use super::{Error, Result, meta_key, network_config, per_second, round_ms};
 use loadgen::merge::Raw;
-use loadgen::network::{self as driver, Endpoints, NetProgress, NetworkRun, Pace, RateControl};
+use loadgen::network::{self as driver, Endpoints, Load, NetProgress, NetworkRun, Pace, RateControl};
 use loadgen::series::{Schedule, StepRow};
 use loadgen::{Workload, WorkloadSpec};
 use serde::{Deserialize, Serialize};
@@ -163,9 +163,10 @@ pub fn padding_for(spec: &WorkloadSpec, size: usize) -> Result<usize> {
 /// "A network").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// `network`.
+    /// `network` (or `sink`).
     pub target: String,
-    /// `committer` (statuses from a sidecar) or `orderer` (tx ids from an assembler).
+    /// `committer` (statuses from a sidecar), `orderer` (tx ids from an assembler) or
+    /// `sink` (tx ids from the sink's assembler).
     pub confirmed_by: String,
     /// Load txs sent.
     pub sent: u64,
@@ -245,6 +246,9 @@ pub struct Summary {
     /// `sent / client_cpu_seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_txs_per_cpu_second: Option<f64>,
+    /// `--target sink`: CPU seconds the sink's process used while the load ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink_cpu_seconds: Option<f64>,
 }
 
 impl Summary {
@@ -350,7 +354,7 @@ pub async fn run(
     } else {
         0.0
     };
-    let load: Vec<(String, Arc<Vec<u8>>)> = envelopes(workload.load.iter(), txs);
+    let load = Arc::new(envelopes(workload.load.iter(), txs));
     let rate = match schedule {
         Schedule::Fixed { rate } => Some(rate),
         _ => None,
@@ -373,12 +377,13 @@ pub async fn run(
     };
     let cpu_at_load = crate::cpu::own_seconds();
     let started_unix_ms = unix_ms();
-    let run = driver::run(&endpoints, &load, pace, |p| {
+    let run = driver::run_load(&endpoints, load, pace, |p| {
         metrics.update(&p);
         on_event(Event::Progress(p));
     })
     .await?;
     let facts = Facts {
+        target: "network",
         confirmed_by,
         tag,
         rate,
@@ -390,6 +395,7 @@ pub async fn run(
         cpu: [cpu_at_start, cpu_at_load, crate::cpu::own_seconds()],
         expected_mismatches: (endpoints.sidecar.is_some() && workload.spec.conflict_rate == 0.0)
             .then(|| mismatches(&run, &workload)),
+        sink_cpu: None,
     };
     let summary = summary(&run, &facts);
     let raw = Raw {
@@ -402,33 +408,38 @@ pub async fn run(
     Ok(Outcome { summary, raw })
 }
 
-/// The ids and envelopes of the first `txs` txs of `blocks`.
-fn envelopes<'a>(blocks: impl Iterator<Item = &'a types::Block>, txs: usize) -> Vec<(String, Arc<Vec<u8>>)> {
-    blocks
-        .flat_map(|b| b.txs.iter())
-        .take(txs)
-        .map(|(id, tx)| (id.0.clone(), Arc::new(driver::envelope(id, tx))))
-        .collect()
+/// The ids and envelopes of the first `txs` txs of `blocks`, in one buffer.
+fn envelopes<'a>(blocks: impl Iterator<Item = &'a types::Block>, txs: usize) -> Load {
+    Load::from_envelopes(
+        blocks
+            .flat_map(|b| b.txs.iter())
+            .take(txs)
+            .map(|(id, tx)| (id.0.clone(), driver::envelope(id, tx))),
+    )
 }
 
 /// What the summary says besides the driver's counts.
-struct Facts<'a> {
-    confirmed_by: &'static str,
-    tag: String,
-    rate: Option<f64>,
-    genesis_seconds: f64,
-    instance: u32,
-    instances: u32,
-    started_unix_ms: u64,
-    control: Option<&'a RateControl>,
+pub(super) struct Facts<'a> {
+    /// `network` or `sink`.
+    pub(super) target: &'static str,
+    pub(super) confirmed_by: &'static str,
+    pub(super) tag: String,
+    pub(super) rate: Option<f64>,
+    pub(super) genesis_seconds: f64,
+    pub(super) instance: u32,
+    pub(super) instances: u32,
+    pub(super) started_unix_ms: u64,
+    pub(super) control: Option<&'a RateControl>,
     /// CPU seconds of the process before planning, at the start of the load and after it.
-    cpu: [Option<f64>; 3],
-    expected_mismatches: Option<u64>,
+    pub(super) cpu: [Option<f64>; 3],
+    pub(super) expected_mismatches: Option<u64>,
+    /// CPU seconds the sink's process used during the load (`--target sink`).
+    pub(super) sink_cpu: Option<f64>,
 }
 
 /// The summary of `run`: the driver's counts and latencies, the run's facts and the
 /// client's own cost.
-fn summary(run: &NetworkRun, facts: &Facts<'_>) -> Summary {
+pub(super) fn summary(run: &NetworkRun, facts: &Facts<'_>) -> Summary {
     let ms = |q: f64| {
         run.latency_us
             .quantile(q)
@@ -443,7 +454,7 @@ fn summary(run: &NetworkRun, facts: &Facts<'_>) -> Summary {
         .collect();
     let cost = client_cost(facts.cpu, run.sent);
     Summary {
-        target: "network".into(),
+        target: facts.target.into(),
         confirmed_by: facts.confirmed_by.into(),
         sent: run.sent,
         submitted: run.submitted,
@@ -478,13 +489,14 @@ fn summary(run: &NetworkRun, facts: &Facts<'_>) -> Summary {
         client_prepare_cpu_seconds: cost.map(|c| c.0),
         client_cpu_seconds: cost.map(|c| c.1),
         client_txs_per_cpu_second: cost.and_then(|c| c.2),
+        sink_cpu_seconds: facts.sink_cpu.map(|s| (s * 1000.0).round() / 1000.0),
     }
 }
 
 /// The client's own cost from its CPU seconds before planning, at the start of the
 /// load and after it: preparing (planning, signing, envelopes, the genesis), the whole
 /// run, and txs sent per CPU second (none in no CPU time).
-fn client_cost(cpu: [Option<f64>; 3], sent: u64) -> Option<(f64, f64, Option<f64>)> {
+pub(super) fn client_cost(cpu: [Option<f64>; 3], sent: u64) -> Option<(f64, f64, Option<f64>)> {
     let [Some(a), Some(b), Some(c)] = cpu else {
         return None;
     };
@@ -493,7 +505,7 @@ fn client_cost(cpu: [Option<f64>; 3], sent: u64) -> Option<(f64, f64, Option<f64
     Some((round(b - a), round(c - a), per_cpu))
 }
 
-fn unix_ms() -> u64 {
+pub(super) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -522,7 +534,7 @@ const GENESIS_DRAIN: Duration = Duration::from_secs(60);
 async fn genesis(endpoints: &Endpoints, workload: &Workload) -> Result<f64> {
     let began = Instant::now();
     for block in &workload.genesis {
-        let txs = envelopes(std::iter::once(block), usize::MAX);
+        let txs = Arc::new(envelopes(std::iter::once(block), usize::MAX));
         let pace = Pace {
             schedule: Schedule::Unpaced,
             max_in_flight: NonZeroUsize::new(txs.len()).unwrap_or(NonZeroUsize::MIN),
@@ -530,19 +542,20 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> Result<f64> {
             drain: GENESIS_DRAIN,
             control: None,
         };
-        let run = driver::run(endpoints, &txs, pace, |_| {}).await?;
-        for (i, (id, _)) in txs.iter().enumerate() {
+        let run = driver::run_load(endpoints, txs.clone(), pace, |_| {}).await?;
+        for i in 0..txs.len() {
+            let id = txs.id(i).into_owned();
             match run.status_of(i) {
                 Some(("COMMITTED", _)) => {}
                 Some((status, _)) => {
                     return Err(Error::GenesisStatus {
-                        id: id.clone(),
+                        id,
                         status: status.into(),
                     });
                 }
                 None => {
                     return Err(Error::GenesisUnconfirmed {
-                        id: id.clone(),
+                        id,
                         routers: run.router_errors.clone(),
                     });
                 }
@@ -656,6 +669,7 @@ mod tests {
             client_prepare_cpu_seconds: Some(0.25),
             client_cpu_seconds: Some(1.0),
             client_txs_per_cpu_second: None,
+            sink_cpu_seconds: None,
         };
         let line = s.line().unwrap();
         assert!(
