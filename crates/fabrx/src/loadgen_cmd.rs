@@ -232,7 +232,10 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             crate::loadgen_network::run(spec, &args.network, schedule, out).await
         }
         Target::Sink => {
-            let txs = args.blocks.unwrap_or(DEFAULT_BLOCKS).saturating_mul(args.block_size.get());
+            let txs = args
+                .blocks
+                .unwrap_or(DEFAULT_BLOCKS)
+                .saturating_mul(args.block_size.get());
             let tag = args.tag.clone().unwrap_or_else(default_tag);
             let options = args.network.sink_options(txs, tag);
             let out = crate::loadgen_network::Output {

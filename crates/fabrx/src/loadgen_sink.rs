@@ -94,7 +94,12 @@ impl Drop for SinkProcess {
 }
 
 /// Runs the load against a sink in another process and prints the summary.
-pub async fn run(options: Options, insecure: bool, schedule: Schedule, output: Output<'_>) -> anyhow::Result<()> {
+pub async fn run(
+    options: Options,
+    insecure: bool,
+    schedule: Schedule,
+    output: Output<'_>,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("creating a directory for the sink's TLS identities")?;
     let tls = (!insecure).then(|| dir.path().join("net"));
     if let Some(tls) = &tls {

@@ -246,7 +246,7 @@ pub async fn serve(
         if statuses[b][i].is_some() {
             continue;
         }
-        statuses[b][i] = Some(status);
+        statuses[b][i] = Some(status.to_string());
         got += 1;
         last = Instant::now();
         let first = served.lock().unwrap_or_else(|e| e.into_inner())[b];

@@ -34,6 +34,7 @@ use wire::pb;
 use crate::Histogram;
 use crate::series::{Schedule, Series};
 
+mod blocks;
 mod links;
 mod load;
 mod many;
@@ -198,9 +199,9 @@ pub struct NetworkRun {
     pub latency_us: Histogram,
     /// The statuses of the txs by index, decided in this run (`None`: not confirmed by
     /// this run).
-    pub outcome: Vec<Option<String>>,
+    pub outcome: Vec<Option<Arc<str>>>,
     /// The statuses decided before this run, by tx index (empty when there were none).
-    pub before: Vec<Option<String>>,
+    pub before: Vec<Option<Arc<str>>>,
     /// Per second and per rate step.
     pub series: Series,
     /// The run ended because nothing moved for the drain time while its in-flight bound
@@ -330,11 +331,7 @@ pub async fn run_load(
         };
         tokio::select! {
             Some(acks) = links.acks.recv() => t.on_acks(&acks),
-            Some(decided) = links.events.recv() => {
-                for d in decided {
-                    t.on_status(d.index, d);
-                }
-            }
+            Some(decided) = links.events.recv() => t.on_statuses(decided),
             () = tokio::time::sleep_until(wake.into()) => {}
         }
     }

@@ -66,8 +66,10 @@ pub fn make_tls(dir: &Path) -> Result<()> {
 pub async fn serve(tls: Option<&Path>) -> Result<(Sink, Listening)> {
     if let Some(dir) = tls {
         let path = netconfig::config_path(dir);
-        let config =
-            netconfig::NetworkConfig::load(&path).map_err(|source| Error::Config { path: path.clone(), source })?;
+        let config = netconfig::NetworkConfig::load(&path).map_err(|source| Error::Config {
+            path: path.clone(),
+            source,
+        })?;
         config.install_tls(&path, wire::tls::Role::Router, 1, None)?;
     }
     let routers: Vec<SinkRouter> = (0..ROUTERS)

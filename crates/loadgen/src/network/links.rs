@@ -19,7 +19,7 @@ use types::Status;
 use wire::pb;
 use wire::pb::sidecar_client::SidecarClient;
 
-use super::load::{Load, envelope_tx_id};
+use super::load::Load;
 use super::many::{Batch, MAX_BATCH_BYTES, MAX_BATCH_TXS, ManyCodec, Pending, SUBMIT_MANY};
 use super::tally::{Acks, Answer, Reason};
 use super::{Endpoints, failed};
@@ -105,7 +105,7 @@ pub(crate) struct Decided {
     /// The tx's index in the run's load.
     pub index: usize,
     /// The status's name (`ORDERED` from an assembler).
-    pub status: String,
+    pub status: Arc<str>,
     /// The block it was decided in.
     pub block: u64,
 }
@@ -452,7 +452,7 @@ pub(crate) async fn watch_sidecar(
                         if waiting.take(index) {
                             let name = Status::from_code(st.code)
                                 .map_or_else(|_| format!("CODE_{}", st.code), |s| s.name().to_string());
-                            let decided = Decided { index, status: name, block: st.block };
+                            let decided = Decided { index, status: name.into(), block: st.block };
                             if events.send(vec![decided]).await.is_err() {
                                 return;
                             }
@@ -485,13 +485,14 @@ async fn watch_assembler(
             headers_only: false,
             to_end: false,
         };
-        let mut stream = match clients::deliver::open(channel.clone(), request, 64 << 20).await {
+        let mut stream = match super::blocks::open(channel.clone(), request, load.clone()).await {
             Ok(s) => s,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 continue;
             }
         };
+        let ordered: Arc<str> = Arc::from("ORDERED");
         loop {
             tokio::select! {
                 m = ids.recv() => match m {
@@ -506,14 +507,13 @@ async fn watch_assembler(
                         while let Ok(range) = ids.try_recv() {
                             range.for_each(|i| waiting.insert(i));
                         }
-                        let block = b.header.as_ref().map_or(next, |h| h.number);
+                        let block = b.number.unwrap_or(next);
                         next = block.saturating_add(1);
                         let decided: Vec<Decided> = b
-                            .requests
-                            .iter()
-                            .filter_map(|raw| load.index_of(envelope_tx_id(raw)?))
+                            .txs
+                            .into_iter()
                             .filter(|&index| waiting.take(index))
-                            .map(|index| Decided { index, status: "ORDERED".into(), block })
+                            .map(|index| Decided { index, status: ordered.clone(), block })
                             .collect();
                         if !decided.is_empty() && events.send(decided).await.is_err() {
                             return;

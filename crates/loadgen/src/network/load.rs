@@ -221,27 +221,52 @@ pub(crate) fn envelope_of(tx_id: String, payload: Vec<u8>) -> Vec<u8> {
 pub fn envelope_tx_id(mut raw: &[u8]) -> Option<&[u8]> {
     const TX_ID: u64 = 4;
     let mut found = None;
-    while !raw.is_empty() {
-        let key = varint(&mut raw)?;
-        match key & 7 {
-            0 => {
-                varint(&mut raw)?;
-            }
-            1 => raw = raw.get(8..)?,
-            2 => {
-                let len = usize::try_from(varint(&mut raw)?).ok()?;
-                let (value, rest) = (raw.get(..len)?, raw.get(len..)?);
-                if key >> 3 == TX_ID {
-                    // The last occurrence wins, as in a decoder.
-                    found = Some(value);
-                }
-                raw = rest;
-            }
-            5 => raw = raw.get(4..)?,
-            _ => return None,
+    while let Some((field, value)) = next_field(&mut raw)? {
+        if let (TX_ID, Field::Bytes(id)) = (field, value) {
+            // The last occurrence wins, as in a decoder.
+            found = Some(id);
         }
     }
     found
+}
+
+/// One protobuf field's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Field<'a> {
+    /// A varint.
+    Varint(u64),
+    /// A length-delimited value.
+    Bytes(&'a [u8]),
+    /// A fixed-size value.
+    Fixed,
+}
+
+/// Reads the next field off the front of `raw`: `Some(None)` at the end, `None` when
+/// `raw` is not protobuf.
+pub(super) fn next_field<'a>(raw: &mut &'a [u8]) -> Option<Option<(u64, Field<'a>)>> {
+    if raw.is_empty() {
+        return Some(None);
+    }
+    let key = varint(raw)?;
+    let value = match key & 7 {
+        0 => Field::Varint(varint(raw)?),
+        1 => {
+            *raw = raw.get(8..)?;
+            Field::Fixed
+        }
+        2 => {
+            let len = usize::try_from(varint(raw)?).ok()?;
+            let value = raw.get(..len)?;
+            *raw = raw.get(len..)?;
+            Field::Bytes(value)
+        }
+        5 => {
+            *raw = raw.get(4..)?;
+            Field::Fixed
+        }
+        _ => return None,
+    };
+    Some(Some((key >> 3, value)))
 }
 
 /// Reads one varint off the front of `raw`.

@@ -247,8 +247,22 @@ impl Tally {
         }
     }
 
-    pub(super) fn on_status(&mut self, i: usize, decided: Decided) {
-        if self.out.outcome[i].is_some() {
+    /// Counts the statuses of one watcher message, decided by now.
+    pub(super) fn on_statuses(&mut self, decided: Vec<Decided>) {
+        let now = Instant::now();
+        for d in decided {
+            self.on_status_at(d.index, d, now);
+        }
+    }
+
+    /// Counts tx `i`'s status, decided by now.
+    #[cfg(test)]
+    fn on_status(&mut self, i: usize, decided: Decided) {
+        self.on_status_at(i, decided, Instant::now());
+    }
+
+    fn on_status_at(&mut self, i: usize, decided: Decided, now: Instant) {
+        if self.out.outcome.get(i).is_none_or(Option::is_some) {
             return;
         }
         let status = decided.status;
@@ -267,7 +281,6 @@ impl Tally {
             }
             return;
         }
-        let now = Instant::now();
         let s = &mut self.state[i];
         if let Some(at) = s.sent_at {
             let us = u64::try_from(now.duration_since(at).as_micros()).unwrap_or(u64::MAX);
@@ -279,7 +292,12 @@ impl Tally {
             s.counted = true;
             self.in_flight = self.in_flight.saturating_sub(1);
         }
-        *self.out.statuses.entry(status.clone()).or_default() += 1;
+        match self.out.statuses.get_mut(&*status) {
+            Some(n) => *n += 1,
+            None => {
+                self.out.statuses.insert(status.to_string(), 1);
+            }
+        }
         self.out.outcome[i] = Some(status);
         self.out.confirmed += 1;
         self.last_confirm = now;
