@@ -1,9 +1,9 @@
-//! `fabrx loadgen --target sink` (docs/loadgen.md "A sink"): the shell around
-//! `devnet::load::sink`. It makes throwaway TLS identities (unless `--insecure`), starts
-//! the sink as another `fabrx` process (`fabrx loadgen serve-sink`, hidden: the
-//! command's own helper), reads where it listens from its first line, runs the load,
-//! stops the sink and prints the summary. `serve-sink` ends when its stdin closes, so a
-//! client that dies takes its sink with it.
+//! `fabrx loadgen --target sink` (docs/loadgen.md "A sink: what the load client
+//! costs"): the shell around `devnet::load::sink`. It makes throwaway TLS identities
+//! (unless `--insecure`), starts the sink as another `fabrx` process (`fabrx loadgen
+//! serve-sink`, hidden: the command's own helper), reads where it listens from its first
+//! line, runs the load, stops the sink and prints the summary. `serve-sink` ends when
+//! its stdin closes, so a client that dies takes its sink with it.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -113,14 +113,20 @@ pub async fn run(
         listening.routers.len(),
         if insecure { "plain TCP" } else { "mutual TLS" }
     );
-    let outcome = sink::run(
-        &listening,
-        Some(process.pid()),
-        &options,
-        schedule,
-        crate::loadgen_network::printer(),
-    )
-    .await?;
+    // On a worker of the runtime, next to the links' tasks, rather than on this thread:
+    // the driver and its links hand each other messages all the time.
+    let pid = process.pid();
+    let outcome = tokio::spawn(async move {
+        sink::run(
+            &listening,
+            Some(pid),
+            &options,
+            schedule,
+            crate::loadgen_network::printer(),
+        )
+        .await
+    })
+    .await??;
     drop(process);
     let line = outcome.summary.line()?;
     if let Some(report) = output.report {

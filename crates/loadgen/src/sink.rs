@@ -1,6 +1,9 @@
 //! A sink: routers that answer at once and an assembler that puts the txs one router
-//! took into blocks, on loopback — the cheapest network `--target network` can drive, so
-//! a run against it measures the load client alone (docs/loadgen.md "A sink").
+//! took into blocks, on loopback — the cheapest network the network driver can drive,
+//! so a run against it measures the load client alone (`fabrx loadgen --target sink`,
+//! docs/loadgen.md "A sink: what the load client costs"). The routers serve `Submit`
+//! (one request per message) and `SubmitMany` (one answer message per request message)
+//! and count the request messages they receive ([`Stats`]).
 //!
 //! Each router answers by its [`RouterMode`]; a router that admits may also order
 //! (`orders`): its txs are cut into blocks of up to [`BLOCK_TXS`] as they arrive and
@@ -96,31 +99,29 @@ struct Ledger {
 #[derive(Default)]
 struct Window {
     first: u64,
-    blocks: std::collections::VecDeque<(Arc<pb::OrderedBlock>, usize)>,
+    blocks: std::collections::VecDeque<Arc<raw::Encoded>>,
     bytes: usize,
 }
 
 impl Ledger {
     /// Block `n`: `Err` when it was dropped, `Ok(None)` when it is not cut yet.
-    fn get(&self, n: u64) -> Result<Option<Arc<pb::OrderedBlock>>, u64> {
+    fn get(&self, n: u64) -> Result<Option<Arc<raw::Encoded>>, u64> {
         let w = self.window.lock().unwrap_or_else(|e| e.into_inner());
         let Some(i) = n.checked_sub(w.first) else {
             return Err(w.first);
         };
-        Ok(usize::try_from(i)
-            .ok()
-            .and_then(|i| w.blocks.get(i))
-            .map(|(b, _)| b.clone()))
+        Ok(usize::try_from(i).ok().and_then(|i| w.blocks.get(i)).cloned())
     }
 
-    fn push(&self, block: pb::OrderedBlock) {
-        let bytes = block.requests.iter().map(Vec::len).sum::<usize>();
+    /// Appends `block`, encoded once.
+    fn push(&self, block: &pb::OrderedBlock) {
+        let block = Arc::new(raw::Encoded::new(block));
         let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        w.blocks.push_back((Arc::new(block), bytes));
-        w.bytes = w.bytes.saturating_add(bytes);
+        w.bytes = w.bytes.saturating_add(block.request_bytes);
+        w.blocks.push_back(block);
         while w.bytes > KEPT_BYTES && w.blocks.len() > 1 {
-            if let Some((_, b)) = w.blocks.pop_front() {
-                w.bytes = w.bytes.saturating_sub(b);
+            if let Some(b) = w.blocks.pop_front() {
+                w.bytes = w.bytes.saturating_sub(b.request_bytes);
                 w.first = w.first.saturating_add(1);
             }
         }
@@ -148,18 +149,24 @@ pub async fn start(routers: &[SinkRouter]) -> crate::Result<Sink> {
             order: r.orders.then(|| order_tx.clone()),
             stats: stats.clone(),
         };
-        let serving = wire::node::serve(bind().await?, &limits, |b| b.add_service(RouterServer::new(svc)))
+        let routes = raw::RouterRoutes {
+            inner: RouterServer::new(svc.clone()),
+            svc,
+        };
+        let serving = wire::node::serve(bind().await?, &limits, |b| b.add_service(routes))
             .map_err(|e| crate::network::failed(&e.to_string()))?;
         addrs.push(serving.addr());
         servers.push(serving);
     }
-    let svc = SinkAssembler {
+    let routes = raw::AssemblerRoutes {
+        inner: AssemblerServer::new(SinkAssembler {
+            ledger: ledger.clone(),
+        })
+        .max_encoding_message_size(64 << 20),
         ledger: ledger.clone(),
     };
-    let serving = wire::node::serve(bind().await?, &limits, |b| {
-        b.add_service(AssemblerServer::new(svc).max_encoding_message_size(64 << 20))
-    })
-    .map_err(|e| crate::network::failed(&e.to_string()))?;
+    let serving = wire::node::serve(bind().await?, &limits, |b| b.add_service(routes))
+        .map_err(|e| crate::network::failed(&e.to_string()))?;
     let assembler = serving.addr();
     servers.push(serving);
     Ok(Sink {
@@ -210,7 +217,7 @@ async fn cut(mut rx: mpsc::Receiver<Vec<Vec<u8>>>, ledger: Arc<Ledger>) {
             requests,
             proof: None,
         };
-        ledger.push(block);
+        ledger.push(&block);
         ledger.height.send_replace(number.saturating_add(1));
     }
 }
@@ -249,6 +256,8 @@ impl Stats {
 }
 
 type Answers = Pin<Box<dyn Stream<Item = Result<pb::SubmitResponse, tonic::Status>> + Send>>;
+mod raw;
+
 type ManyAnswers = Pin<Box<dyn Stream<Item = Result<pb::SubmitAnswers, tonic::Status>> + Send>>;
 
 impl SinkRouterService {
@@ -267,7 +276,9 @@ impl Router for SinkRouterService {
     type SubmitManyStream = ManyAnswers;
 
     /// One answer message per request message, all in one go; the envelopes of an
-    /// ordering router go to the cutter as one group.
+    /// ordering router go to the cutter as one group. (The sink's routes serve
+    /// `SubmitMany` without decoding each request, `raw::RouterRoutes`; this one is the
+    /// generated server's, and answers the same.)
     async fn submit_many(
         &self,
         request: tonic::Request<tonic::Streaming<pb::SubmitBatch>>,
@@ -348,6 +359,49 @@ impl Router for SinkRouterService {
     }
 }
 
+/// Serves the blocks of `ledger` a Deliver `request` asks for, encoded, on the returned
+/// channel: from `request.from`, following new blocks unless `to_end` or `to` says
+/// otherwise.
+fn deliver(
+    ledger: Arc<Ledger>,
+    r: pb::DeliverRequest,
+) -> mpsc::Receiver<Result<prost::bytes::Bytes, tonic::Status>> {
+    let (tx, rx) = mpsc::channel(4);
+    let mut height = ledger.height.subscribe();
+    tokio::spawn(async move {
+        let mut next = r.from;
+        loop {
+            let held = *height.borrow_and_update();
+            while next < held {
+                if r.to.is_some_and(|to| next > to) {
+                    return;
+                }
+                let block = match ledger.get(next) {
+                    Ok(Some(block)) => block,
+                    Ok(None) => return,
+                    Err(first) => {
+                        let gone = format!("block {next} was dropped: the sink keeps blocks from {first}");
+                        let _ = tx.send(Err(tonic::Status::out_of_range(gone))).await;
+                        return;
+                    }
+                };
+                if tx.send(Ok(block.message(r.headers_only))).await.is_err() {
+                    return;
+                }
+                next = next.saturating_add(1);
+            }
+            if r.to_end || r.to.is_some_and(|to| next > to) {
+                return;
+            }
+            tokio::select! {
+                changed = height.changed() => if changed.is_err() { return },
+                () = tx.closed() => return,
+            }
+        }
+    });
+    rx
+}
+
 struct SinkAssembler {
     ledger: Arc<Ledger>,
 }
@@ -358,53 +412,20 @@ type Blocks = Pin<Box<dyn Stream<Item = Result<pb::OrderedBlock, tonic::Status>>
 impl Assembler for SinkAssembler {
     type DeliverStream = Blocks;
 
+    /// Not reached (the sink's routes serve `Deliver` from the encoded blocks); the
+    /// same blocks, decoded.
     async fn deliver(
         &self,
         request: tonic::Request<pb::DeliverRequest>,
     ) -> Result<tonic::Response<Blocks>, tonic::Status> {
-        let r = request.into_inner();
-        let (tx, rx) = mpsc::channel(4);
-        let ledger = self.ledger.clone();
-        let mut height = ledger.height.subscribe();
-        tokio::spawn(async move {
-            let mut next = r.from;
-            loop {
-                let held = *height.borrow_and_update();
-                while next < held {
-                    if r.to.is_some_and(|to| next > to) {
-                        return;
-                    }
-                    let block = match ledger.get(next) {
-                        Ok(Some(block)) => block,
-                        Ok(None) => return,
-                        Err(first) => {
-                            let gone =
-                                format!("block {next} was dropped: the sink keeps blocks from {first}");
-                            let _ = tx.send(Err(tonic::Status::out_of_range(gone))).await;
-                            return;
-                        }
-                    };
-                    let mut block = (*block).clone();
-                    if r.headers_only {
-                        block.requests.clear();
-                    }
-                    if tx.send(Ok(block)).await.is_err() {
-                        return;
-                    }
-                    next = next.saturating_add(1);
-                }
-                if r.to_end || r.to.is_some_and(|to| next > to) {
-                    return;
-                }
-                tokio::select! {
-                    changed = height.changed() => if changed.is_err() { return },
-                    () = tx.closed() => return,
-                }
-            }
+        let rx = deliver(self.ledger.clone(), request.into_inner());
+        let blocks = tokio_stream::wrappers::ReceiverStream::new(rx).map(|b| {
+            b.and_then(|bytes| {
+                <pb::OrderedBlock as prost::Message>::decode(bytes)
+                    .map_err(|e| tonic::Status::internal(e.to_string()))
+            })
         });
-        Ok(tonic::Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        Ok(tonic::Response::new(Box::pin(blocks)))
     }
 
     async fn fetch_batch(

@@ -1,8 +1,9 @@
-//! `fabrx loadgen --target sink` (docs/loadgen.md "A sink"): the network driver against
-//! `loadgen::sink` — routers that answer at once and an assembler that blocks what one
-//! of them takes — served by another process, so that the run measures what the load
-//! client costs, alone. The binary starts that process ([`serve`] runs in it), hands the
-//! run its addresses and its process id, and prints the summary.
+//! `fabrx loadgen --target sink` (docs/loadgen.md "A sink: what the load client
+//! costs"): the network driver against `loadgen::sink` — routers that answer at once
+//! and an assembler that blocks what one of them takes — served by another process, so
+//! that the run measures what the load client costs, alone. The binary starts that
+//! process ([`serve`] runs in it), hands the run its addresses and its process id, and
+//! prints the summary.
 //!
 //! The txs are template txs (`loadgen::network::Load::template`): built once, each
 //! tx's envelope written into its message with its id patched in. With TLS (the

@@ -20,7 +20,7 @@ use wire::pb;
 use wire::pb::sidecar_client::SidecarClient;
 
 use super::load::Load;
-use super::many::{Batch, MAX_BATCH_BYTES, MAX_BATCH_TXS, ManyCodec, Pending, SUBMIT_MANY};
+use super::many::{Answers, Batch, MAX_BATCH_BYTES, MAX_BATCH_TXS, ManyCodec, Pending, SUBMIT_MANY};
 use super::tally::{Acks, Answer, Reason};
 use super::{Endpoints, failed};
 
@@ -329,8 +329,9 @@ impl RouterTask {
 async fn submit_many(
     channel: tonic::transport::Channel,
     rx: mpsc::Receiver<Batch>,
-) -> Result<tonic::Streaming<pb::SubmitAnswers>, tonic::Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
+) -> Result<tonic::Streaming<Answers>, tonic::Status> {
+    let mut grpc =
+        tonic::client::Grpc::new(channel).max_decoding_message_size(wire::limits::SUBMIT_ANSWERS.max_bytes);
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
@@ -379,11 +380,10 @@ async fn router_link(mut task: RouterTask) {
                 r = responses.message() => match r {
                     Ok(Some(msg)) => {
                         let answers: Vec<(usize, Answer)> = msg
-                            .answers
-                            .iter()
-                            .filter_map(|a| {
-                                let tx = usize::try_from(a.id).ok()?;
-                                pending.take(tx).then(|| (tx, Answer::of_code(a.code)))
+                            .into_iter()
+                            .filter_map(|(id, code)| {
+                                let tx = usize::try_from(id).ok()?;
+                                pending.take(tx).then(|| (tx, Answer::of_code(code)))
                             })
                             .collect();
                         if !answers.is_empty() {

@@ -1,6 +1,7 @@
 //! The client side of `Router.SubmitMany`: a batch of a run's txs is written as one
 //! `SubmitBatch` straight from the [`Load`] (each request's envelope copied once, into
-//! the message; no per-tx allocation), answers are read as `SubmitAnswers`.
+//! the message; no per-tx allocation), and a `SubmitAnswers` is read as the ids and
+//! codes of its answers, in one scan.
 //!
 //! Also the per-link set of txs sent and not yet answered ([`Pending`]): one bit per tx
 //! of the run.
@@ -8,11 +9,10 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use prost::bytes::BufMut;
+use prost::bytes::{Buf as _, BufMut};
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use wire::pb;
 
-use super::load::Load;
+use super::load::{Field, Load, next_field};
 
 /// Most txs in one `SubmitBatch` (the wire allows 16 Ki).
 pub(super) const MAX_BATCH_TXS: usize = 1024;
@@ -66,13 +66,13 @@ fn put_varint(out: &mut impl BufMut, mut v: u64) {
     out.put_u8(v as u8);
 }
 
-/// Batches out, `SubmitAnswers` in (bounded like every fabrx client's decoding).
+/// Batches out, `SubmitAnswers` in.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct ManyCodec;
 
 impl Codec for ManyCodec {
     type Encode = Batch;
-    type Decode = pb::SubmitAnswers;
+    type Decode = Answers;
     type Encoder = BatchEncoder;
     type Decoder = AnswersDecoder;
 
@@ -81,7 +81,7 @@ impl Codec for ManyCodec {
     }
 
     fn decoder(&mut self) -> AnswersDecoder {
-        AnswersDecoder(wire::codec::BoundedCodec::<pb::SubmitAnswers, pb::SubmitAnswers>::default().decoder())
+        AnswersDecoder
     }
 }
 
@@ -99,22 +99,58 @@ impl Encoder for BatchEncoder {
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        // A batch is up to about a MiB: one buffer, one yield per message.
-        BufferSettings::new(MAX_BATCH_BYTES + (64 << 10), MAX_BATCH_BYTES)
+        BufferSettings::new(64 << 10, 32 << 10)
     }
 }
 
-/// Reads `SubmitAnswers` under their limit.
+/// The answers of one `SubmitAnswers` message: each request's id and code, in the
+/// message's order (an answer's reason is not kept).
+pub(super) type Answers = Vec<(u64, u32)>;
+
+/// Reads `SubmitAnswers` as [`Answers`], scanning the message once: no answer is
+/// allocated. A message is at most `SUBMIT_ANSWERS`' size (the channel's limit), and
+/// each answer takes 2 bytes of it at least, so what is kept is bounded by it.
 #[derive(Debug)]
-pub(super) struct AnswersDecoder(wire::codec::BoundedDecoder<pb::SubmitAnswers>);
+pub(super) struct AnswersDecoder;
 
 impl Decoder for AnswersDecoder {
-    type Item = pb::SubmitAnswers;
+    type Item = Answers;
     type Error = tonic::Status;
 
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<pb::SubmitAnswers>, tonic::Status> {
-        self.0.decode(buf)
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Answers>, tonic::Status> {
+        let len = buf.remaining();
+        let chunk = buf.chunk();
+        if chunk.len() != len {
+            return Err(tonic::Status::internal(
+                "an answer message's buffer is not contiguous",
+            ));
+        }
+        let answers =
+            answers(chunk).ok_or_else(|| tonic::Status::invalid_argument("SubmitAnswers does not decode"))?;
+        buf.advance(len);
+        Ok(Some(answers))
     }
+}
+
+/// The id and code of each answer of an encoded `SubmitAnswers`; `None`: not one.
+pub(super) fn answers(mut raw: &[u8]) -> Option<Answers> {
+    let mut out = Vec::with_capacity(raw.len() / 4);
+    while let Some((field, value)) = next_field(&mut raw)? {
+        // answers = 1: SubmitResponse { id = 1, code = 2, reason = 3 }.
+        let (1, Field::Bytes(mut answer)) = (field, value) else {
+            continue;
+        };
+        let (mut id, mut code) = (0u64, 0u32);
+        while let Some((f, v)) = next_field(&mut answer)? {
+            match (f, v) {
+                (1, Field::Varint(v)) => id = v,
+                (2, Field::Varint(v)) => code = v as u32,
+                _ => {}
+            }
+        }
+        out.push((id, code));
+    }
+    Some(out)
 }
 
 /// The txs a link sent and has no answer for: one bit per tx of the run.
@@ -189,6 +225,34 @@ impl Pending {
 mod tests {
     use super::*;
     use prost::Message as _;
+    use wire::pb;
+
+    #[test]
+    fn answers_are_read_as_ids_and_codes() {
+        let msg = pb::SubmitAnswers {
+            answers: vec![
+                pb::SubmitResponse {
+                    id: 300,
+                    code: 0,
+                    reason: String::new(),
+                },
+                pb::SubmitResponse {
+                    id: 0,
+                    code: 6,
+                    reason: "held already".into(),
+                },
+                pb::SubmitResponse {
+                    id: u64::MAX,
+                    code: 8,
+                    reason: String::new(),
+                },
+            ],
+        };
+        let raw = msg.encode_to_vec();
+        assert_eq!(answers(&raw), Some(vec![(300, 0), (0, 6), (u64::MAX, 8)]));
+        assert_eq!(answers(&[]), Some(vec![]));
+        assert_eq!(answers(&raw[..raw.len() - 1]), None, "truncated");
+    }
 
     #[test]
     fn a_batch_is_the_submit_batch_of_its_txs() {
