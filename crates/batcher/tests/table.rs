@@ -527,6 +527,10 @@ fn a_term_change_hands_pending_and_unordered_requests_to_the_new_primary() {
         id: b1.id(),
         requests: b1.requests.clone(),
     });
+    // What the shell records as ordered: b1's request digests, in order, once.
+    let want: Vec<_> = b1.requests.iter().map(|r| RequestDigest::of(r)).collect();
+    assert_eq!(b.take_newly_ordered(), want);
+    assert!(b.take_newly_ordered().is_empty());
     let cut = signed_in(1, 2, 2, vec![r[2].clone(), r[3].clone()]);
     run(
         &mut b,

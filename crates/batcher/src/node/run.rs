@@ -219,11 +219,7 @@ impl Node {
     }
 
     async fn on_decided(&mut self, decided: Decided) -> Result<()> {
-        let digests: Vec<RequestDigest> = decided
-            .ordered
-            .iter()
-            .flat_map(|o| o.requests.iter().map(|r| RequestDigest::of(r)))
-            .collect();
+        let mut digests: Vec<RequestDigest> = Vec::new();
         for ordered in decided.ordered {
             bump(&self.stats.ordered_batches);
             if let Some(i) = self.persisted_at.iter().position(|(id, _)| *id == ordered.id)
@@ -249,6 +245,7 @@ impl Node {
                 requests: ordered.requests,
             };
             self.feed(input).await?;
+            digests.extend(self.core.take_newly_ordered());
         }
         for info in decided.terms {
             if info.term > self.progress.term {

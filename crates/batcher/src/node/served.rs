@@ -2,6 +2,9 @@
 //! until it is ordered, its term is over, or the bound pushes it out (a `Fetch` then
 //! reads it from the store). `Pull` streams wait on a version counter for new ones, and
 //! skip seqs that left the set because they were ordered ([`Served::next_for_pull`]).
+//! The last [`RECENT`] ordered batches stay in memory for `Fetch` and the decision
+//! follower: the assemblers ask for a batch right when it is ordered, and reading each
+//! back from the store was a visible part of a batcher's CPU.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,9 +17,14 @@ use crate::SignedBatch;
 
 type Key = (u64, PartyId, u64);
 
+/// Ordered batches kept in memory for `Fetch`, the newest.
+pub const RECENT: usize = 16;
+
 /// Served batches by (term, primary, seq), at most `capacity` of them.
 pub struct Served {
     batches: Mutex<BTreeMap<Key, Arc<SignedBatch>>>,
+    /// The last [`RECENT`] batches that left `batches` because they were ordered.
+    recent: Mutex<std::collections::VecDeque<Arc<SignedBatch>>>,
     /// Per (term, primary): the highest seq removed because it was ordered.
     ordered: Mutex<BTreeMap<(u64, PartyId), u64>>,
     capacity: usize,
@@ -32,6 +40,7 @@ impl Served {
     pub fn new(capacity: std::num::NonZeroUsize) -> Served {
         Served {
             batches: Mutex::new(BTreeMap::new()),
+            recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT)),
             ordered: Mutex::new(BTreeMap::new()),
             capacity: capacity.get(),
             version: watch::Sender::new(0),
@@ -78,11 +87,18 @@ impl Served {
             .map(|(_, b)| Arc::clone(b))
     }
 
-    /// The batch `id` with `digest`, whatever its term.
+    /// The batch `id` with `digest`, whatever its term: served, or ordered recently.
     pub fn by_digest(&self, id: BatchId, digest: &Digest32) -> Option<Arc<SignedBatch>> {
-        self.lock()
-            .values()
-            .find(|b| b.id() == id && b.header.digest == *digest)
+        let is = |b: &&Arc<SignedBatch>| b.id() == id && b.header.digest == *digest;
+        if let Some(b) = self.lock().values().find(is) {
+            return Some(Arc::clone(b));
+        }
+        self.recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .rev()
+            .find(is)
             .cloned()
     }
 
@@ -90,13 +106,24 @@ impl Served {
     /// seq was ordered in its term.
     pub fn remove(&self, id: BatchId, digest: &Digest32) {
         let mut ordered_in = Vec::new();
+        let mut left = Vec::new();
         self.lock().retain(|_, b| {
             let gone = b.id() == id && b.header.digest == *digest;
             if gone {
                 ordered_in.push(b.header.term);
+                left.push(Arc::clone(b));
             }
             !gone
         });
+        if !left.is_empty() {
+            let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            for b in left {
+                if recent.len() >= RECENT {
+                    recent.pop_front();
+                }
+                recent.push_back(b);
+            }
+        }
         let mut marks = self.ordered.lock().unwrap_or_else(PoisonError::into_inner);
         for term in ordered_in {
             let mark = marks.entry((term, id.primary)).or_insert(id.seq);
@@ -169,5 +196,32 @@ mod tests {
         assert!(s.next_for_pull(6, 2, 0).is_none(), "term 6 has nothing ordered");
         s.forget_before(6);
         assert!(s.next_for_pull(5, 2, 2).is_none());
+    }
+
+    /// An ordered batch leaves the served set (pullers skip it) but stays fetchable by
+    /// digest among the last `RECENT` ordered ones; older ones are dropped.
+    #[test]
+    fn ordered_batches_stay_fetchable_among_the_recent_ones() {
+        let s = Served::new(std::num::NonZeroUsize::new(64).unwrap());
+        let all: Vec<_> = (1..=RECENT as u64 + 2).map(|seq| batch(1, 2, seq)).collect();
+        for b in &all {
+            s.insert(Arc::clone(b));
+        }
+        for b in &all {
+            s.remove(b.id(), &b.header.digest);
+        }
+        assert!(s.is_empty());
+        let first = &all[0];
+        assert!(
+            s.by_digest(first.id(), &first.header.digest).is_none(),
+            "pushed out"
+        );
+        let last = &all[all.len() - 1];
+        let got = s.by_digest(last.id(), &last.header.digest).unwrap();
+        assert!(Arc::ptr_eq(&got, last));
+        assert!(
+            s.by_digest(last.id(), &first.header.digest).is_none(),
+            "another digest"
+        );
     }
 }
