@@ -33,7 +33,10 @@ pub use codec::{CodecError, encode_baf, encode_complaint};
 pub use decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};
 pub use error::{ProofError, ProofResult};
 pub use header::{Metadata, OrderedHeader, Outcome, TermChange};
-pub use messages::{Baf, BatchHeader, Complaint, ComplaintReason, Request, RequestDigest, SignedBatch};
+pub use messages::{
+    Baf, BatchHeader, Complaint, ComplaintReason, DigestHash, DigestHasher, Request, RequestDigest,
+    SignedBatch,
+};
 pub use proof::DecisionProof;
 
 use types::{PartyId, ShardId};

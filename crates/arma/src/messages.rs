@@ -19,8 +19,73 @@ pub type Request = Arc<[u8]>;
 
 /// Digest of a request, the mempool's dedup key: `SHA-256(tags::REQUEST ‖ content)`,
 /// over the request's content (`crate::content`: without the client signature).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RequestDigest(pub Digest32);
+
+/// A digest hashes as its first 8 bytes: it is a SHA-256 output, spread uniformly
+/// whatever content a client sends (no client can steer it to a chosen value), so more
+/// bytes would not spread it better. Equality still compares all 32.
+impl std::hash::Hash for RequestDigest {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.0[..8]);
+        state.write_u64(u64::from_le_bytes(first));
+    }
+}
+
+/// A hasher for [`RequestDigest`] keys: their 8 bytes, xored with a seed secret to this
+/// process and mixed with the SplitMix64 finaliser. The batcher looks every request's
+/// digest up in several sets, and SipHash over each was a visible part of its CPU. The
+/// secret seed keeps a client that grinds requests for digests with equal low bits from
+/// crowding one bucket. Only for keys that are already hashes.
+#[derive(Debug, Clone, Copy)]
+pub struct DigestHasher(u64);
+
+impl std::hash::Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        // The SplitMix64 finaliser: every input bit reaches every output bit.
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
+}
+
+/// Builds [`DigestHasher`]s with this map's secret seed.
+#[derive(Debug, Clone, Copy)]
+pub struct DigestHash {
+    seed: u64,
+}
+
+impl Default for DigestHash {
+    /// A seed from the standard library's random hasher keys.
+    fn default() -> DigestHash {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        DigestHash {
+            seed: std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish(),
+        }
+    }
+}
+
+impl std::hash::BuildHasher for DigestHash {
+    type Hasher = DigestHasher;
+
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher(self.seed)
+    }
+}
 
 impl RequestDigest {
     /// The digest of `request`.
@@ -230,5 +295,27 @@ impl Complaint {
     pub fn verifies(&self, key: &PublicKey) -> bool {
         let bytes = Complaint::signed_bytes(self.shard, self.term, self.signer, self.reason);
         verify_batch_attestation(key, &bytes, &self.signature).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher as _;
+
+    /// Equal digests hash equal; digests that agree in their first bytes but one (what a
+    /// client grinding for one bucket would make) still spread over the low bits a hash
+    /// table indexes by.
+    #[test]
+    fn the_digest_hasher_spreads_digests_equal_in_their_low_bits() {
+        let h = DigestHash::default();
+        let d = |last: u8| {
+            let mut bytes = [0u8; 32];
+            bytes[7] = last;
+            RequestDigest(bytes)
+        };
+        assert_eq!(h.hash_one(d(1)), h.hash_one(d(1)));
+        let buckets: std::collections::HashSet<u64> = (0..=255u8).map(|i| h.hash_one(d(i)) & 0xFF).collect();
+        assert!(buckets.len() > 128, "{} buckets of 256", buckets.len());
     }
 }

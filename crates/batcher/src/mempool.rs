@@ -29,7 +29,7 @@ pub(crate) struct Entry {
 #[derive(Debug)]
 pub(crate) struct Mempool {
     order: BTreeMap<u64, Entry>,
-    keys: HashMap<RequestDigest, u64>,
+    keys: HashMap<RequestDigest, u64, arma::DigestHash>,
     bytes: u64,
     /// Pending requests by the party that forwarded them.
     forwarded: HashMap<PartyId, usize>,
@@ -43,7 +43,7 @@ impl Mempool {
     pub(crate) fn new() -> Mempool {
         Mempool {
             order: BTreeMap::new(),
-            keys: HashMap::new(),
+            keys: HashMap::default(),
             bytes: 0,
             forwarded: HashMap::new(),
             next_back: MIDDLE,
@@ -156,7 +156,7 @@ impl Mempool {
 pub(crate) struct OrderedMemory {
     capacity: usize,
     fifo: VecDeque<RequestDigest>,
-    set: HashSet<RequestDigest>,
+    set: HashSet<RequestDigest, arma::DigestHash>,
 }
 
 impl OrderedMemory {
@@ -164,7 +164,7 @@ impl OrderedMemory {
         OrderedMemory {
             capacity,
             fifo: VecDeque::new(),
-            set: HashSet::new(),
+            set: HashSet::default(),
         }
     }
 
