@@ -131,7 +131,10 @@ pub async fn run(
     output: Output<'_>,
 ) -> anyhow::Result<()> {
     let options = args.options()?;
-    let outcome = network::run(spec, &options, schedule, printer()).await?;
+    // On a worker of the runtime, next to the links' tasks, rather than on this thread:
+    // the driver and its links hand each other messages all the time.
+    let outcome =
+        tokio::spawn(async move { network::run(spec, &options, schedule, printer()).await }).await??;
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
