@@ -215,6 +215,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             ("--instance", args.network.instance != 1),
             ("--instances", args.network.instances != 1),
             ("--metrics", args.network.metrics.is_some()),
+            ("--template", args.network.template),
         ] {
             anyhow::ensure!(!given, "{flag} is supported with --target network only");
         }

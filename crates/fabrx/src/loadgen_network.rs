@@ -53,6 +53,11 @@ pub struct NetworkArgs {
     /// (`GET /rate`; with --rate, `POST /rate` with the new txs per second as the body).
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<String>,
+    /// Send template txs (one envelope of --tx-size bytes, 300 by default, its tx id
+    /// patched in: no planning, no signing) instead of the token workload; for a network
+    /// that only orders.
+    #[arg(long)]
+    pub(crate) template: bool,
 }
 
 /// This instance's share of the run: its tag, seed and schedule (`--instance I
@@ -79,6 +84,7 @@ impl NetworkArgs {
             instance: self.instance,
             instances: self.instances,
             metrics: self.metrics.clone(),
+            template: self.template,
         })
     }
 

@@ -47,6 +47,10 @@ pub struct Options {
     pub instances: u32,
     /// Serve the load's own metrics and its `/rate` control on this address.
     pub metrics: Option<String>,
+    /// Send template txs (`loadgen::network::Load::template`: no planning, no signing)
+    /// instead of the token workload; only to a network without a running committer,
+    /// which would refuse their signatures.
+    pub template: bool,
 }
 
 impl Options {
@@ -281,7 +285,10 @@ impl Outcome {
 /// The load, planned and signed; not yet sent.
 struct Planned {
     endpoints: Endpoints,
-    workload: Workload,
+    /// None: template txs.
+    workload: Option<Workload>,
+    /// The run's tag.
+    tag: String,
     /// Load txs to send.
     txs: usize,
     /// CPU seconds of the process before planning.
@@ -303,6 +310,21 @@ async fn plan(mut spec: WorkloadSpec, options: &Options, schedule: &Schedule) ->
     if txs == 0 {
         return Err(Error::Usage("invalid --txs: must be at least 1".into()));
     }
+    if options.template {
+        let endpoints = endpoints(&options.network, options.party)?;
+        if endpoints.sidecar.is_some() {
+            return Err(Error::Usage(
+                "--template sends txs no committer accepts: use it on a network that only orders (no committing party running)".into(),
+            ));
+        }
+        return Ok(Planned {
+            endpoints,
+            workload: None,
+            tag: spec.tag,
+            txs,
+            cpu_at_start: crate::cpu::own_seconds(),
+        });
+    }
     let block_size = NonZeroUsize::new(spec.block_size)
         .ok_or_else(|| Error::Usage("invalid --block-size: must be at least 1".into()))?;
     spec.blocks = txs.div_ceil(block_size.get());
@@ -316,7 +338,8 @@ async fn plan(mut spec: WorkloadSpec, options: &Options, schedule: &Schedule) ->
         tokio::task::spawn_blocking(move || loadgen::workload::plan(&spec)?.sign_with_meta(meta)).await??;
     Ok(Planned {
         endpoints,
-        workload,
+        tag: workload.spec.tag.clone(),
+        workload: Some(workload),
         txs,
         cpu_at_start,
     })
@@ -334,10 +357,10 @@ pub async fn run(
     let Planned {
         endpoints,
         workload,
+        tag,
         txs,
         cpu_at_start,
     } = plan(spec, options, &schedule).await?;
-    let tag = workload.spec.tag.clone();
     let confirmed_by = if endpoints.sidecar.is_some() {
         "committer"
     } else {
@@ -349,12 +372,9 @@ pub async fn run(
         routers: endpoints.routers.len(),
         confirmed_by,
     });
-    let genesis_seconds = if endpoints.sidecar.is_some() {
-        genesis(&endpoints, &workload).await?
-    } else {
-        0.0
-    };
-    let load = Arc::new(envelopes(workload.load.iter(), txs));
+    let (genesis_seconds, load) =
+        genesis_and_load(&endpoints, workload.as_ref(), &tag, txs, options.tx_size).await?;
+    let load = Arc::new(load);
     let rate = match schedule {
         Schedule::Fixed { rate } => Some(rate),
         _ => None,
@@ -393,8 +413,10 @@ pub async fn run(
         started_unix_ms,
         control: control.as_deref(),
         cpu: [cpu_at_start, cpu_at_load, crate::cpu::own_seconds()],
-        expected_mismatches: (endpoints.sidecar.is_some() && workload.spec.conflict_rate == 0.0)
-            .then(|| mismatches(&run, &workload)),
+        expected_mismatches: workload
+            .as_ref()
+            .filter(|w| endpoints.sidecar.is_some() && w.spec.conflict_rate == 0.0)
+            .map(|w| mismatches(&run, w)),
         sink_cpu: None,
     };
     let summary = summary(&run, &facts);
@@ -407,6 +429,35 @@ pub async fn run(
     };
     Ok(Outcome { summary, raw })
 }
+
+/// Commits the genesis (with a committer) and makes the load's `txs` txs: the
+/// workload's envelopes, or without one template txs of `tx_size` bytes. Returns the
+/// genesis's seconds too.
+async fn genesis_and_load(
+    endpoints: &Endpoints,
+    workload: Option<&Workload>,
+    tag: &str,
+    txs: usize,
+    tx_size: Option<usize>,
+) -> Result<(f64, Load)> {
+    Ok(match workload {
+        Some(w) => {
+            let genesis_seconds = if endpoints.sidecar.is_some() {
+                genesis(endpoints, w).await?
+            } else {
+                0.0
+            };
+            (genesis_seconds, envelopes(w.load.iter(), txs))
+        }
+        None => {
+            let size = tx_size.unwrap_or(TEMPLATE_TX_SIZE);
+            (0.0, Load::template(&format!("{tag}-"), txs, size))
+        }
+    })
+}
+
+/// The envelope size of template txs without `--tx-size`, bytes.
+const TEMPLATE_TX_SIZE: usize = 300;
 
 /// The ids and envelopes of the first `txs` txs of `blocks`, in one buffer.
 fn envelopes<'a>(blocks: impl Iterator<Item = &'a types::Block>, txs: usize) -> Load {

@@ -73,8 +73,10 @@ impl Load {
 
     /// `count` txs with ids `<prefix><i>` (`i` zero-padded to a fixed width) and
     /// envelopes of about `size` bytes: an unsigned envelope whose payload is a tx with
-    /// one blind write padded to the size (its content does not matter to a sink or to
-    /// ordering). Built once; each tx's envelope is this one with its id patched in.
+    /// one blind write padded to the size and one endorsement that no key made (its
+    /// content does not matter to a sink or to ordering; it passes a router's
+    /// structural checks, a committer would refuse its signature). Built once; each
+    /// tx's envelope is this one with its id patched in.
     pub fn template(prefix: &str, count: usize, size: usize) -> Load {
         let digits = count.saturating_sub(1).to_string().len().max(MIN_DIGITS);
         let envelope = |id: String, pad: usize| {
@@ -89,7 +91,14 @@ impl Load {
                         value: vec![0x5a; pad],
                     }],
                 }],
-                endorsements: vec![],
+                // One endorsement with a signature, as the routers' structural checks
+                // ask (nobody verifies it: an ordering-only network or a sink).
+                endorsements: vec![pb::Endorsements {
+                    endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                        endorsement: vec![0x5a; 64],
+                        identity: None,
+                    }],
+                }],
                 metadata: vec![],
             };
             envelope_of(id, tx.encode_to_vec())
@@ -301,6 +310,10 @@ mod tests {
             assert_eq!(envelope_tx_id(&raw), Some(env.tx_id.as_bytes()));
             assert_eq!(load.index_of(env.tx_id.as_bytes()), Some(i));
             assert!(pb::Tx::decode(env.payload.as_slice()).is_ok());
+            // What a router checks of a request's content.
+            let (id, checked) = wire::check_envelope_bytes(&raw, &wire::ProstDecoder::default());
+            assert_eq!(id, env.tx_id);
+            assert!(checked.is_ok(), "{checked:?}");
         }
         for stranger in [
             &b"run7-00001000"[..],
