@@ -63,6 +63,82 @@ pub async fn ahead(
     None
 }
 
+/// A verifier of probed decisions, shared with the probe running beside the stream.
+pub type Verify = std::sync::Arc<dyn Fn(&pb::Decision) -> bool + Send + Sync>;
+
+type Probe = std::pin::Pin<Box<dyn std::future::Future<Output = Option<usize>> + Send>>;
+
+/// A follower's checks of the other consenters, run beside its stream: every
+/// [`CHECK_EVERY`] a probe ([`ahead`]) starts, and the follower goes on reading its source
+/// while the probe waits (up to [`PROBE_TIMEOUT`]). A follower that awaited the probe in
+/// its read loop stopped reading for the whole timeout at every check of an active network
+/// — where the probed decision does not exist yet — and delayed what it orders by up to
+/// 2 s every 5 s.
+pub struct Checks {
+    others: Vec<(usize, Channel)>,
+    max_message_bytes: usize,
+    verify: Verify,
+    every: tokio::time::Interval,
+    at_last_check: u64,
+    /// The running probe and the decision it looks for.
+    probe: Option<(u64, Probe)>,
+}
+
+impl Checks {
+    /// Checks of `others` for a follower whose next decision is `next`; the first check
+    /// is [`CHECK_EVERY`] from now.
+    pub fn new(others: Vec<(usize, Channel)>, max_message_bytes: usize, verify: Verify, next: u64) -> Checks {
+        Checks::every(others, max_message_bytes, verify, next, CHECK_EVERY)
+    }
+
+    /// [`Checks::new`] with another period (tests).
+    pub fn every(
+        others: Vec<(usize, Channel)>,
+        max_message_bytes: usize,
+        verify: Verify,
+        next: u64,
+        period: Duration,
+    ) -> Checks {
+        let start = tokio::time::Instant::now() + period;
+        Checks {
+            others,
+            max_message_bytes,
+            verify,
+            every: tokio::time::interval_at(start, period),
+            at_last_check: next,
+            probe: None,
+        }
+    }
+
+    /// Resolves with a consenter that holds a decision the follower, now at `next`, had
+    /// not reached when the probe found it, and that decision's number; pending while
+    /// there is none (and for ever without other consenters). Cancel-safe: a running
+    /// probe is kept across calls, so the caller may poll this beside its stream and
+    /// drop it whenever a decision arrives.
+    pub async fn ahead(&mut self, next: u64) -> (usize, u64) {
+        if self.others.is_empty() {
+            return std::future::pending().await;
+        }
+        loop {
+            if let Some((from, probe)) = &mut self.probe {
+                let from = *from;
+                let found = probe.await;
+                self.probe = None;
+                if let Some(i) = found {
+                    return (i, from);
+                }
+                continue;
+            }
+            self.every.tick().await;
+            let from = probe_from(next, self.at_last_check);
+            self.at_last_check = next;
+            let (others, max, verify) = (self.others.clone(), self.max_message_bytes, self.verify.clone());
+            let probe: Probe = Box::pin(async move { ahead(&others, from, max, |d| verify(d)).await });
+            self.probe = Some((from, probe));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +214,41 @@ mod tests {
         // Nobody that far ahead, or decisions that do not verify: stay.
         assert_eq!(ahead(&others, 100, 1 << 20, any).await, None);
         assert_eq!(ahead(&others, 4, 1 << 20, |_| false).await, None);
+    }
+
+    /// A follower keeps reading its source while a check's probe waits: the others hold
+    /// nothing ahead (an active network, where the probed decision is not decided yet),
+    /// so each probe waits out its 2 s; the source's decisions, one every 10 ms, are read
+    /// without a gap meanwhile. A probe awaited in the read loop stopped it for 2 s at
+    /// every check. A consenter that is ahead is still found.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_source_is_read_while_a_probe_waits() {
+        let others = vec![(1, consenter(0, true).await), (2, consenter(3, false).await)];
+        let any: Verify = std::sync::Arc::new(|_: &pb::Decision| true);
+        let period = Duration::from_millis(100);
+        let mut checks = Checks::every(others.clone(), 1 << 20, any.clone(), 3, period);
+        let mut source = tokio::time::interval(Duration::from_millis(10));
+        let mut next = 3u64;
+        let mut last = tokio::time::Instant::now();
+        let mut longest = Duration::ZERO;
+        let until = last + Duration::from_millis(1500);
+        while tokio::time::Instant::now() < until {
+            tokio::select! {
+                _ = source.tick() => {
+                    longest = longest.max(last.elapsed());
+                    last = tokio::time::Instant::now();
+                    next += 1;
+                }
+                found = checks.ahead(next) => panic!("nobody is ahead: {found:?}"),
+            }
+        }
+        assert!(
+            longest < Duration::from_millis(100),
+            "a gap of {longest:?} in reading the source"
+        );
+        // A follower stuck at decision 1 finds the consenter holding 3.
+        let mut checks = Checks::every(others, 1 << 20, any, 1, period);
+        let found = tokio::time::timeout(Duration::from_secs(5), checks.ahead(1)).await;
+        assert_eq!(found.ok(), Some((2, 1)));
     }
 }

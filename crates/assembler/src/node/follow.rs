@@ -69,17 +69,17 @@ impl Follower {
             .enumerate()
             .filter(|(i, _)| *i != at)
             .collect();
-        let mut check = tokio::time::interval(clients::decisions::CHECK_EVERY);
-        check.tick().await;
-        let mut at_last_check = self.next;
+        let (probe_chain, probe_verifier) = (chain, arma::CertificateVerifier::new(self.keys.clone()));
+        let verify: clients::decisions::Verify = std::sync::Arc::new(move |d: &pb::Decision| {
+            arma::verify_pb_decision(d, &probe_chain, &probe_verifier, n).is_ok()
+        });
+        let mut checks = clients::decisions::Checks::new(others, MAX_MESSAGE_BYTES, verify, self.next);
         loop {
+            let next = self.next;
             let message = tokio::select! {
                 m = stream.next() => m,
-                _ = check.tick(), if !others.is_empty() => {
-                    let from = clients::decisions::probe_from(self.next, at_last_check);
-                    at_last_check = self.next;
-                    let verify = |d: &pb::Decision| arma::verify_pb_decision(d, &chain, &verifier, n).is_ok();
-                    if let Some(i) = clients::decisions::ahead(&others, from, MAX_MESSAGE_BYTES, verify).await {
+                (i, from) = checks.ahead(next) => {
+                    if self.next <= from {
                         return (format!("consenter {i} holds decision {from}, which this one has not given"), Some(i));
                     }
                     continue;

@@ -201,18 +201,17 @@ impl Follower {
         } else {
             Vec::new()
         };
-        let mut check = tokio::time::interval(clients::decisions::CHECK_EVERY);
-        check.tick().await;
-        let mut at_last_check = self.next;
+        let keys = self.consenter_keys.clone();
+        let verify: clients::decisions::Verify =
+            std::sync::Arc::new(move |d: &pb::Decision| verify_decision(d, keys.as_ref()).is_ok());
+        let mut checks =
+            clients::decisions::Checks::new(others, DECISION_MAX_MESSAGE_BYTES, verify, self.next);
         loop {
+            let next = self.next;
             let message = tokio::select! {
                 m = stream.next() => m,
-                _ = check.tick(), if !others.is_empty() => {
-                    let from = clients::decisions::probe_from(self.next, at_last_check);
-                    at_last_check = self.next;
-                    let keys = self.consenter_keys.as_ref();
-                    let verify = |d: &pb::Decision| verify_decision(d, keys).is_ok();
-                    if let Some(i) = clients::decisions::ahead(&others, from, DECISION_MAX_MESSAGE_BYTES, verify).await {
+                (i, from) = checks.ahead(next) => {
+                    if self.next <= from {
                         return Ok((format!("source {i} holds decision {from}, which this one has not given"), Some(i)));
                     }
                     continue;
