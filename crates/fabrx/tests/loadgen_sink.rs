@@ -44,7 +44,15 @@ fn sink_pid(out: &Output) -> u32 {
 fn every_tx_reaches_the_sink_over_tls_and_plain_tcp() {
     for (insecure, link) in [(false, "mutual TLS"), (true, "plain TCP")] {
         let mut args = vec![
-            "loadgen", "--target", "sink", "--txs", "20000", "--rate", "20000", "--tx-size", "500",
+            "loadgen",
+            "--target",
+            "sink",
+            "--txs",
+            "20000",
+            "--rate",
+            "20000",
+            "--tx-size",
+            "500",
             "--json",
         ];
         if insecure {
@@ -61,7 +69,11 @@ fn every_tx_reaches_the_sink_over_tls_and_plain_tcp() {
         }
         assert_eq!(s["never_confirmed"].as_u64(), Some(0), "{s}");
         assert_eq!(s["router_errors"], serde_json::json!({}), "{s}");
-        for field in ["client_cpu_seconds", "client_txs_per_cpu_second", "sink_cpu_seconds"] {
+        for field in [
+            "client_cpu_seconds",
+            "client_txs_per_cpu_second",
+            "sink_cpu_seconds",
+        ] {
             assert!(s[field].as_f64().is_some_and(|v| v > 0.0), "{field}: {s}");
         }
         let pid = sink_pid(&out);
@@ -77,5 +89,8 @@ fn insecure_is_refused_for_other_targets() {
     let out = fabrx(&["loadgen", "--target", "committer", "--insecure", "--blocks", "1"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--insecure is supported with --target sink only"), "{stderr}");
+    assert!(
+        stderr.contains("--insecure is supported with --target sink only"),
+        "{stderr}"
+    );
 }
