@@ -367,55 +367,61 @@ impl pb::router_server::Router for RouterService {
         &self,
         request: Request<Streaming<pb::SubmitRequest>>,
     ) -> std::result::Result<Response<Answers>, Status> {
-        let (tx, rx) = mpsc::channel(self.shared.cfg.stream_max_in_flight.get());
-        let open = StreamOpen::new(&self.shared.metrics.streams);
-        let svc = self.clone();
-        tokio::spawn(async move {
-            let stream = ClientStream {
-                svc,
-                tx,
-                split: |r| vec![r],
-                emit: |answers, more| answers.into_iter().chain(more.into_iter().flatten()).collect(),
-            };
-            stream.run(request.into_inner()).await;
-            drop(open);
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(self.serve(
+            request.into_inner(),
+            |r| vec![r],
+            |answers, more| answers.into_iter().chain(more.into_iter().flatten()).collect(),
+        ))
     }
 
     async fn submit_many(
         &self,
         request: Request<Streaming<pb::SubmitBatch>>,
     ) -> std::result::Result<Response<ManyAnswers>, Status> {
-        // Each answer message answers at least one request: as many messages as
-        // requests in flight, at most.
+        Ok(self.serve(
+            request.into_inner(),
+            |b| b.requests,
+            |answers, more| {
+                let mut all = answers;
+                for part in more {
+                    all.extend(part);
+                }
+                let mut messages = Vec::new();
+                while all.len() > MAX_ANSWERS {
+                    let rest = all.split_off(MAX_ANSWERS);
+                    messages.push(pb::SubmitAnswers { answers: all });
+                    all = rest;
+                }
+                messages.push(pb::SubmitAnswers { answers: all });
+                messages
+            },
+        ))
+    }
+}
+
+impl RouterService {
+    /// Serves one client stream in its own task: its messages' requests (`split`), its
+    /// answers in messages (`emit`). Each answer message answers at least one request,
+    /// so the queue of `stream_max_in_flight` messages holds every answer in flight.
+    fn serve<M: Send + 'static, A: Send + 'static>(
+        &self,
+        inbound: Streaming<M>,
+        split: fn(M) -> Vec<pb::SubmitRequest>,
+        emit: fn(Vec<pb::SubmitResponse>, Vec<Vec<pb::SubmitResponse>>) -> Vec<A>,
+    ) -> Response<ReceiverStream<std::result::Result<A, Status>>> {
         let (tx, rx) = mpsc::channel(self.shared.cfg.stream_max_in_flight.get());
         let open = StreamOpen::new(&self.shared.metrics.streams);
-        let svc = self.clone();
+        let stream = ClientStream {
+            svc: self.clone(),
+            tx,
+            split,
+            emit,
+        };
         tokio::spawn(async move {
-            let stream = ClientStream {
-                svc,
-                tx,
-                split: |b: pb::SubmitBatch| b.requests,
-                emit: |answers, more| {
-                    let mut all = answers;
-                    for part in more {
-                        all.extend(part);
-                    }
-                    let mut messages = Vec::new();
-                    while all.len() > MAX_ANSWERS {
-                        let rest = all.split_off(MAX_ANSWERS);
-                        messages.push(pb::SubmitAnswers { answers: all });
-                        all = rest;
-                    }
-                    messages.push(pb::SubmitAnswers { answers: all });
-                    messages
-                },
-            };
-            stream.run(request.into_inner()).await;
+            stream.run(inbound).await;
             drop(open);
         });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Response::new(ReceiverStream::new(rx))
     }
 }
 
