@@ -494,20 +494,41 @@ pub struct RoleCpu {
     pub us_per_tx: f64,
 }
 
-/// CPU per role between two samples of `(role, pid, clock ticks)` (1/100 s), over
-/// `txs` confirmed txs; a node missing from either sample (restarted, gone) is left
-/// out.
+/// One node's CPU reading: its role, party, pid and clock ticks (1/100 s).
+pub type CpuSample = (String, u32, u64, u64);
+
+/// CPU per role between two samples, over `txs` confirmed txs; a node missing from
+/// either sample (restarted, gone) is left out.
 pub fn cpu_per_role(
-    before: &[(String, u64, u64)],
-    after: &[(String, u64, u64)],
+    before: &[CpuSample],
+    after: &[CpuSample],
     txs: u64,
 ) -> std::collections::BTreeMap<String, RoleCpu> {
+    cpu_by(before, after, txs, |role, _| role.to_string())
+}
+
+/// The same per party (`party 1`, …): what each party's machines spend per tx, for
+/// sizing them (docs/benchmarks.md).
+pub fn cpu_per_party(
+    before: &[CpuSample],
+    after: &[CpuSample],
+    txs: u64,
+) -> std::collections::BTreeMap<String, RoleCpu> {
+    cpu_by(before, after, txs, |_, party| format!("party {party}"))
+}
+
+fn cpu_by(
+    before: &[CpuSample],
+    after: &[CpuSample],
+    txs: u64,
+    key: impl Fn(&str, u32) -> String,
+) -> std::collections::BTreeMap<String, RoleCpu> {
     let mut out: std::collections::BTreeMap<String, RoleCpu> = std::collections::BTreeMap::new();
-    for (role, pid, end) in after {
-        let Some((_, _, start)) = before.iter().find(|(r, p, _)| r == role && p == pid) else {
+    for (role, party, pid, end) in after {
+        let Some((_, _, _, start)) = before.iter().find(|(r, _, p, _)| r == role && p == pid) else {
             continue;
         };
-        let e = out.entry(role.clone()).or_insert(RoleCpu {
+        let e = out.entry(key(role, *party)).or_insert(RoleCpu {
             nodes: 0,
             cpu_seconds: 0.0,
             us_per_tx: 0.0,
@@ -524,8 +545,8 @@ pub fn cpu_per_role(
     out
 }
 
-/// `(role, pid, clock ticks)` of every running node of the network in `dir`.
-fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
+/// A [`CpuSample`] of every running node of the network in `dir`.
+fn sample_cpu(dir: &Path) -> Vec<CpuSample> {
     let Ok(Some(net)) = crate::file::NetworkFile::load(dir) else {
         return Vec::new();
     };
@@ -533,7 +554,7 @@ fn sample_cpu(dir: &Path) -> Vec<(String, u64, u64)> {
         .into_iter()
         .filter_map(|n| {
             let pid = u64::from(n.pid);
-            Some((n.role, pid, crate::cpu::ticks(Some(pid))?))
+            Some((n.role, n.party, pid, crate::cpu::ticks(Some(pid))?))
         })
         .collect()
 }
@@ -669,13 +690,15 @@ fn load(flags: &[String], net: Option<&Path>, report: Option<&Path>, log: &Path)
         .map_err(|_| child("fabrx loadgen", format!("its last line is not JSON: {last:?}")))
 }
 
-/// One measured load run: its summary line, the CPU its network's nodes used per role,
-/// and the txs that CPU is divided by.
-fn measure(
-    run: &RunPlan,
-    network: Option<&Path>,
-    dir: &Path,
-) -> Result<(Value, std::collections::BTreeMap<String, RoleCpu>, u64)> {
+/// The CPU a run's nodes used, per role and per party.
+struct RunCpu {
+    per_role: std::collections::BTreeMap<String, RoleCpu>,
+    per_party: std::collections::BTreeMap<String, RoleCpu>,
+}
+
+/// One measured load run: its summary line, the CPU its network's nodes used per role
+/// and per party, and the txs that CPU is divided by.
+fn measure(run: &RunPlan, network: Option<&Path>, dir: &Path) -> Result<(Value, RunCpu, u64)> {
     let before = network.map(sample_cpu).unwrap_or_default();
     let summary = load(&run.loadgen, network, Some(dir), &dir.join("loadgen.log"))?;
     let after = network.map(sample_cpu).unwrap_or_default();
@@ -683,10 +706,13 @@ fn measure(
         .as_u64()
         .or_else(|| summary["txs"].as_u64())
         .unwrap_or(0);
-    let cpu = cpu_per_role(&before, &after, txs);
-    for (role, c) in &cpu {
+    let cpu = RunCpu {
+        per_role: cpu_per_role(&before, &after, txs),
+        per_party: cpu_per_party(&before, &after, txs),
+    };
+    for (who, c) in cpu.per_role.iter().chain(&cpu.per_party) {
         eprintln!(
-            "  {role}: {} node(s), {:.1} CPU s, {:.0} µs per tx",
+            "  {who}: {} node(s), {:.1} CPU s, {:.0} µs per tx",
             c.nodes, c.cpu_seconds, c.us_per_tx
         );
     }
@@ -745,7 +771,7 @@ pub fn run(suite: Suite, opts: &Options) -> Result<PathBuf> {
         lines.push(serde_json::json!({
             "run": run.name, "panel": plan.panels[run.panel].0, "curve": run.curve,
             "x": run.x, "loadgen": run.loadgen, "summary": summary,
-            "cpu_per_role": cpu, "cpu_txs": txs,
+            "cpu_per_role": cpu.per_role, "cpu_per_party": cpu.per_party, "cpu_txs": txs,
         }));
         measured.push((run.clone(), pts));
     }
@@ -789,17 +815,33 @@ mod tests {
 
     #[test]
     fn cpu_per_role_sums_the_nodes_that_ran_throughout() {
-        let s = |v: &[(&str, u64, u64)]| -> Vec<(String, u64, u64)> {
-            v.iter().map(|(r, p, t)| ((*r).to_string(), *p, *t)).collect()
+        let s = |v: &[(&str, u32, u64, u64)]| -> Vec<CpuSample> {
+            v.iter()
+                .map(|(r, party, p, t)| ((*r).to_string(), *party, *p, *t))
+                .collect()
         };
         let before = s(&[
-            ("router", 1, 100),
-            ("router", 2, 50),
-            ("batcher", 3, 0),
-            ("sidecar", 4, 10),
+            ("router", 1, 1, 100),
+            ("router", 2, 2, 50),
+            ("batcher", 1, 3, 0),
+            ("sidecar", 1, 4, 10),
         ]);
         // Router 2 restarted (new pid): left out; the sidecar's pid is gone.
-        let after = s(&[("router", 1, 300), ("router", 9, 70), ("batcher", 3, 1000)]);
+        let after = s(&[
+            ("router", 1, 1, 300),
+            ("router", 2, 9, 70),
+            ("batcher", 1, 3, 1000),
+        ]);
+        let parties = cpu_per_party(&before, &after, 1000);
+        assert_eq!(parties.len(), 1, "party 2's only node restarted");
+        assert_eq!(
+            parties["party 1"],
+            RoleCpu {
+                nodes: 2,
+                cpu_seconds: 12.0,
+                us_per_tx: 12_000.0
+            }
+        );
         let cpu = cpu_per_role(&before, &after, 1000);
         assert_eq!(cpu.len(), 2);
         assert_eq!(
