@@ -159,10 +159,7 @@ pub async fn start(routers: &[SinkRouter]) -> crate::Result<Sink> {
         servers.push(serving);
     }
     let routes = raw::AssemblerRoutes {
-        inner: AssemblerServer::new(SinkAssembler {
-            ledger: ledger.clone(),
-        })
-        .max_encoding_message_size(64 << 20),
+        inner: AssemblerServer::new(SinkAssembler),
         ledger: ledger.clone(),
     };
     let serving = wire::node::serve(bind().await?, &limits, |b| b.add_service(routes))
@@ -275,50 +272,15 @@ impl Router for SinkRouterService {
     type SubmitStream = Answers;
     type SubmitManyStream = ManyAnswers;
 
-    /// One answer message per request message, all in one go; the envelopes of an
-    /// ordering router go to the cutter as one group. (The sink's routes serve
-    /// `SubmitMany` without decoding each request, `raw::RouterRoutes`; this one is the
-    /// generated server's, and answers the same.)
+    /// Not reached: the sink's routes serve `SubmitMany` themselves, without decoding
+    /// each request (`raw::RouterRoutes`).
     async fn submit_many(
         &self,
-        request: tonic::Request<tonic::Streaming<pb::SubmitBatch>>,
+        _request: tonic::Request<tonic::Streaming<pb::SubmitBatch>>,
     ) -> Result<tonic::Response<ManyAnswers>, tonic::Status> {
-        let mut inbound = request.into_inner();
-        let (tx, rx) = mpsc::channel(16);
-        let svc = self.clone();
-        let stats = self.stats.clone();
-        tokio::spawn(async move {
-            if svc.mode == RouterMode::Hang {
-                tx.closed().await;
-                drop(inbound);
-                return;
-            }
-            let code = svc.code() as u32;
-            while let Some(Ok(batch)) = inbound.next().await {
-                stats.on_batch(batch.requests.len());
-                let answers = batch
-                    .requests
-                    .iter()
-                    .map(|r| pb::SubmitResponse {
-                        id: r.id,
-                        code,
-                        reason: String::new(),
-                    })
-                    .collect();
-                if let Some(order) = &svc.order {
-                    let envelopes = batch.requests.into_iter().map(|r| r.envelope).collect();
-                    if order.send(envelopes).await.is_err() {
-                        return;
-                    }
-                }
-                if tx.send(Ok(pb::SubmitAnswers { answers })).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(tonic::Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        Err(tonic::Status::unimplemented(
+            "the sink's routes serve SubmitMany (raw::RouterRoutes)",
+        ))
     }
 
     async fn submit(
@@ -402,9 +364,9 @@ fn deliver(
     rx
 }
 
-struct SinkAssembler {
-    ledger: Arc<Ledger>,
-}
+/// The generated assembler server behind `raw::AssemblerRoutes`: only its refusals are
+/// reached.
+struct SinkAssembler;
 
 type Blocks = Pin<Box<dyn Stream<Item = Result<pb::OrderedBlock, tonic::Status>> + Send>>;
 
@@ -412,20 +374,15 @@ type Blocks = Pin<Box<dyn Stream<Item = Result<pb::OrderedBlock, tonic::Status>>
 impl Assembler for SinkAssembler {
     type DeliverStream = Blocks;
 
-    /// Not reached (the sink's routes serve `Deliver` from the encoded blocks); the
-    /// same blocks, decoded.
+    /// Not reached: the sink's routes serve `Deliver` from the encoded blocks
+    /// (`raw::AssemblerRoutes`).
     async fn deliver(
         &self,
-        request: tonic::Request<pb::DeliverRequest>,
+        _request: tonic::Request<pb::DeliverRequest>,
     ) -> Result<tonic::Response<Blocks>, tonic::Status> {
-        let rx = deliver(self.ledger.clone(), request.into_inner());
-        let blocks = tokio_stream::wrappers::ReceiverStream::new(rx).map(|b| {
-            b.and_then(|bytes| {
-                <pb::OrderedBlock as prost::Message>::decode(bytes)
-                    .map_err(|e| tonic::Status::internal(e.to_string()))
-            })
-        });
-        Ok(tonic::Response::new(Box::pin(blocks)))
+        Err(tonic::Status::unimplemented(
+            "the sink's routes serve Deliver (raw::AssemblerRoutes)",
+        ))
     }
 
     async fn fetch_batch(
