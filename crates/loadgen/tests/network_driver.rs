@@ -35,6 +35,42 @@ fn endpoints(s: &sink::Sink) -> Endpoints {
     }
 }
 
+/// Four admitting routers, the first of which orders what it admits.
+fn admitting_routers() -> [SinkRouter; 4] {
+    let admit = SinkRouter {
+        mode: RouterMode::Admit,
+        orders: false,
+    };
+    [
+        SinkRouter {
+            orders: true,
+            ..admit
+        },
+        admit,
+        admit,
+        admit,
+    ]
+}
+
+/// A run's pace: `schedule`, at most `max_in_flight`, `drain` after the last send.
+fn pace(schedule: Schedule, max_in_flight: usize, drain: Duration) -> Pace {
+    Pace {
+        schedule,
+        max_in_flight: NonZeroUsize::new(max_in_flight).unwrap(),
+        duration: None,
+        drain,
+        control: None,
+    }
+}
+
+/// `run`, which must end within two minutes.
+async fn ended<T>(run: impl std::future::Future<Output = loadgen::Result<T>>) -> T {
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run ended")
+        .unwrap()
+}
+
 /// One router never reads its stream (stuck), one answers every request as a
 /// duplicate (its batcher holds them from another party's batch), two admit: every tx
 /// still reaches a quorum and is confirmed, and the run ends after its drain although
@@ -62,20 +98,8 @@ async fn a_stuck_router_and_duplicate_answers_do_not_stop_the_run() {
     ];
     let s = sink::start(&routers).await.unwrap();
     let load = txs(5000);
-    let pace = Pace {
-        schedule: Schedule::Unpaced,
-        max_in_flight: NonZeroUsize::new(200).unwrap(),
-        duration: None,
-        drain: Duration::from_secs(3),
-        control: None,
-    };
-    let run = tokio::time::timeout(
-        Duration::from_secs(120),
-        network::run(&endpoints(&s), &load, pace, |_| {}),
-    )
-    .await
-    .expect("the run ended")
-    .unwrap();
+    let pace = pace(Schedule::Unpaced, 200, Duration::from_secs(3));
+    let run = ended(network::run(&endpoints(&s), &load, pace, |_| {})).await;
     assert_eq!(run.sent, 5000);
     assert_eq!(run.never_confirmed(), 0, "{:?}", run.router_errors);
     assert_eq!(run.confirmed, 5000);
@@ -96,36 +120,15 @@ async fn a_stuck_router_and_duplicate_answers_do_not_stop_the_run() {
 /// `network::links::tests`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fast_run_confirms_every_tx() {
-    let admit = SinkRouter {
-        mode: RouterMode::Admit,
-        orders: false,
-    };
-    let routers = [
-        SinkRouter {
-            orders: true,
-            ..admit
-        },
-        admit,
-        admit,
-        admit,
-    ];
     for round in 0..3 {
-        let s = sink::start(&routers).await.unwrap();
+        let s = sink::start(&admitting_routers()).await.unwrap();
         let load = txs(40_000);
-        let pace = Pace {
-            schedule: Schedule::Fixed { rate: 50_000.0 },
-            max_in_flight: NonZeroUsize::new(40_000).unwrap(),
-            duration: None,
-            drain: Duration::from_secs(30),
-            control: None,
-        };
-        let run = tokio::time::timeout(
-            Duration::from_secs(120),
-            network::run(&endpoints(&s), &load, pace, |_| {}),
-        )
-        .await
-        .expect("the run ended")
-        .unwrap();
+        let pace = pace(
+            Schedule::Fixed { rate: 50_000.0 },
+            40_000,
+            Duration::from_secs(30),
+        );
+        let run = ended(network::run(&endpoints(&s), &load, pace, |_| {})).await;
         assert_eq!(run.never_confirmed(), 0, "round {round}: {:?}", run.router_errors);
         assert_eq!(run.confirmed, 40_000, "round {round}");
         assert_eq!(run.submitted, 40_000, "round {round}");
@@ -139,36 +142,11 @@ async fn a_fast_run_confirms_every_tx() {
 /// (`Load::template`): every one confirmed by its id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn txs_go_in_batches_and_template_txs_are_confirmed() {
-    let admit = SinkRouter {
-        mode: RouterMode::Admit,
-        orders: false,
-    };
-    let routers = [
-        SinkRouter {
-            orders: true,
-            ..admit
-        },
-        admit,
-        admit,
-        admit,
-    ];
-    let s = sink::start(&routers).await.unwrap();
+    let s = sink::start(&admitting_routers()).await.unwrap();
     let n = 40_000;
     let load = Arc::new(network::Load::template("batched-", n, 300));
-    let pace = Pace {
-        schedule: Schedule::Unpaced,
-        max_in_flight: NonZeroUsize::new(20_000).unwrap(),
-        duration: None,
-        drain: Duration::from_secs(30),
-        control: None,
-    };
-    let run = tokio::time::timeout(
-        Duration::from_secs(120),
-        network::run_load(&endpoints(&s), load, pace, |_| {}),
-    )
-    .await
-    .expect("the run ended")
-    .unwrap();
+    let pace = pace(Schedule::Unpaced, 20_000, Duration::from_secs(30));
+    let run = ended(network::run_load(&endpoints(&s), load, pace, |_| {})).await;
     assert_eq!(run.confirmed, n as u64, "{:?}", run.router_errors);
     assert_eq!(run.submitted, n as u64);
     assert_eq!(s.stats().requests(), 4 * n as u64);
