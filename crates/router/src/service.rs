@@ -191,8 +191,8 @@ impl RouterService {
         let began = std::time::Instant::now();
         let shards = shared.cfg.shards.get();
         let mut refused = Vec::new();
-        let mut by_shard: Vec<(Vec<u64>, Vec<Vec<u8>>, u64)> =
-            (0..shards).map(|_| (Vec::new(), Vec::new(), 0)).collect();
+        let mut by_shard: Vec<(Vec<u64>, Vec<Vec<u8>>)> =
+            (0..shards).map(|_| (Vec::new(), Vec::new())).collect();
         for r in requests {
             match check_request(&r.envelope, &shared.cfg) {
                 Ok(admitted) => {
@@ -204,8 +204,6 @@ impl RouterService {
                         refused.push((r.id, Err(Error::UnknownShard { shard, shards })));
                         continue;
                     };
-                    g.2 =
-                        g.2.saturating_add(u64::try_from(r.envelope.len()).unwrap_or(u64::MAX));
                     g.0.push(r.id);
                     g.1.push(r.envelope);
                 }
@@ -213,7 +211,7 @@ impl RouterService {
             }
         }
         let parts = FuturesUnordered::new();
-        for (shard, (ids, envelopes, _)) in (0..shards).zip(by_shard) {
+        for (shard, (ids, envelopes)) in (0..shards).zip(by_shard) {
             if ids.is_empty() {
                 continue;
             }
