@@ -12,6 +12,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "fabrx/v1/orderer.proto",
         "fabrx/v1/consensus.proto",
         "fabrx/v1/token.proto",
+        // Fabric's messages and ordering API (docs/fabric.md).
+        "fabric/common.proto",
+        "fabric/orderer.proto",
     ];
     let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
     for p in &paths {
@@ -22,6 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Every service and client decodes through the bounded codec (docs/limits.md).
         .codec_path("crate::codec::BoundedCodec")
+        // A Fabric envelope is kept as the bytes the client sent (`wire::fabric::RawEnvelope`):
+        // routers forward them unchanged, so a block's data hash is the one Fabric computes.
+        .extern_path(".common.Envelope", "crate::fabric::RawEnvelope")
+        // Config maps in key order: a genesis block encodes the same on every node.
+        .btree_map(".common")
         .compile_with_config(config, &paths, &[root])?;
     Ok(())
 }

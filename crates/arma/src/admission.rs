@@ -74,6 +74,101 @@ pub enum ContentError {
     /// The signature over the payload does not verify with the client's key.
     #[error("the client signature over the payload does not verify")]
     BadSignature,
+    /// A Fabric envelope is refused (docs/fabric.md).
+    #[error(transparent)]
+    Fabric(#[from] crate::fabric::FabricError),
+    /// The request is in a format the network does not order.
+    #[error("the network orders {takes} envelopes only; this request is a {got} envelope")]
+    WrongFormat {
+        /// The format the network orders.
+        takes: &'static str,
+        /// The format of the request.
+        got: &'static str,
+    },
+}
+
+/// How every role checks a request's content: the network's format and its client
+/// policies (docs/router.md "Checks", docs/fabric.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestPolicy {
+    /// The envelopes the network orders.
+    pub format: crate::fabric::RequestFormat,
+    /// The signatures fabrx envelopes need.
+    pub client_auth: ClientAuth,
+    /// The signatures Fabric envelopes need.
+    pub fabric_auth: crate::fabric::FabricAuth,
+}
+
+impl From<ClientAuth> for RequestPolicy {
+    fn from(client_auth: ClientAuth) -> RequestPolicy {
+        RequestPolicy {
+            client_auth,
+            ..RequestPolicy::default()
+        }
+    }
+}
+
+impl RequestPolicy {
+    /// Checks one request: a fabrx envelope by [`check_envelope`], a Fabric envelope by
+    /// `fabric::check_envelope`. With both formats, a request whose top-level field 4 (a
+    /// fabrx tx id) is present is a fabrx envelope and any other a Fabric one.
+    pub fn check(&self, bytes: &[u8]) -> Result<(), ContentError> {
+        use crate::fabric::RequestFormat;
+        match self.format {
+            RequestFormat::Fabrx => check_envelope(bytes, &self.client_auth),
+            RequestFormat::Fabric => Ok(crate::fabric::check_envelope(bytes, &self.fabric_auth)?),
+            RequestFormat::Both => {
+                if has_fabrx_tx_id(bytes) {
+                    check_envelope(bytes, &self.client_auth)
+                } else {
+                    Ok(crate::fabric::check_envelope(bytes, &self.fabric_auth)?)
+                }
+            }
+        }
+    }
+
+    /// The first request of `requests` whose content is refused, with its index.
+    pub fn first_refused<'a>(
+        &self,
+        requests: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Option<(usize, ContentError)> {
+        requests
+            .into_iter()
+            .enumerate()
+            .find_map(|(i, r)| self.check(r).err().map(|e| (i, e)))
+    }
+}
+
+/// Whether a top-level length-delimited field 4 (`Envelope.tx_id`) is present, walking
+/// the fields without decoding them (false for bytes that are not protobuf).
+fn has_fabrx_tx_id(bytes: &[u8]) -> bool {
+    let mut buf = bytes;
+    while !buf.is_empty() {
+        let Ok(key) = prost::encoding::decode_varint(&mut buf) else {
+            return false;
+        };
+        let (field, wire) = (key >> 3, key & 7);
+        if field == 4 && wire == 2 {
+            return true;
+        }
+        let Ok(wire_type) = prost::encoding::WireType::try_from(wire) else {
+            return false;
+        };
+        let Ok(tag) = u32::try_from(field) else {
+            return false;
+        };
+        if prost::encoding::skip_field(
+            wire_type,
+            tag,
+            &mut buf,
+            prost::encoding::DecodeContext::default(),
+        )
+        .is_err()
+        {
+            return false;
+        }
+    }
+    false
 }
 
 /// Checks the content of one request (see the module doc).

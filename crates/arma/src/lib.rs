@@ -8,6 +8,8 @@
 //!
 //! * [`admission`] — what a client request must be to be ordered (routers and batchers
 //!   check it alike).
+//! * [`fabric`] — Fabric envelopes and blocks: the checks a Fabric envelope passes, the
+//!   genesis config block and the Fabric block of each ordered batch (docs/fabric.md).
 //! * [`content`] — a request's content (its bytes without the client signature): what its
 //!   shard and dedup key are computed over (ADR 0015).
 //! * `messages` — the types and their signed bytes (docs/batcher.md "Signed bytes").
@@ -23,6 +25,7 @@ mod codec;
 pub mod content;
 mod decision;
 mod error;
+pub mod fabric;
 mod header;
 mod messages;
 mod proof;

@@ -600,7 +600,7 @@ fn signed_client_auth_reaches_the_router_config() {
     };
     let cfg = NetworkConfig::from_file(file).unwrap();
     let router = cfg.router_config(1).unwrap();
-    let router::ClientAuth::Signed(keys) = router.client_auth else {
+    let router::ClientAuth::Signed(keys) = router.requests.client_auth else {
         panic!("open");
     };
     assert_eq!(keys.len(), 2);
@@ -615,6 +615,7 @@ fn signed_client_auth_reaches_the_router_config() {
             .unwrap()
             .router_config(2)
             .unwrap()
+            .requests
             .client_auth,
         router::ClientAuth::Open
     ));

@@ -33,7 +33,7 @@ pub fn check_request(bytes: &[u8], cfg: &RouterConfig) -> Result<Admitted, Refus
             max,
         });
     }
-    arma::admission::check_envelope(bytes, &cfg.client_auth)?;
+    cfg.requests.check(bytes)?;
     // `shards` is non-zero, so `shard_of` cannot fail; fall back to shard 0 regardless.
     let shard = arma::content::shard_of(bytes, cfg.shards.get()).unwrap_or(0);
     Ok(Admitted { shard })

@@ -10,7 +10,8 @@ use types::PartyId;
 /// One MiB: the default largest envelope.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 
-pub use arma::admission::{ClientAuth, ClientKeys};
+pub use arma::admission::{ClientAuth, ClientKeys, RequestPolicy};
+pub use arma::fabric::{FabricAuth, FabricClients, RequestFormat};
 
 /// What a router needs to know.
 #[derive(Debug, Clone)]
@@ -22,8 +23,10 @@ pub struct RouterConfig {
     /// Largest envelope accepted (default 1 MiB, at most
     /// `wire::limits::ROUTER_MAX_ENVELOPE_BYTES`).
     pub max_request_bytes: NonZeroUsize,
-    /// Client signatures.
-    pub client_auth: ClientAuth,
+    /// The envelopes the network orders and the client signatures they need
+    /// (`requests.client_auth` for fabrx envelopes, `requests.fabric_auth` for Fabric
+    /// ones; docs/fabric.md).
+    pub requests: RequestPolicy,
     /// Most requests forwarded to one shard's batcher and not yet answered (default 1,024).
     pub shard_max_in_flight: NonZeroUsize,
     /// Most bytes of such requests per shard (default 64 MiB, at least `max_request_bytes`).
@@ -45,7 +48,7 @@ impl RouterConfig {
             party,
             shards,
             max_request_bytes: NonZeroUsize::MIN.saturating_add(DEFAULT_MAX_REQUEST_BYTES - 1),
-            client_auth: ClientAuth::Open,
+            requests: RequestPolicy::default(),
             shard_max_in_flight: NonZeroUsize::MIN.saturating_add(1023),
             shard_max_in_flight_bytes: NonZeroU64::MIN.saturating_add((64 << 20) - 1),
             stream_max_in_flight: NonZeroUsize::MIN.saturating_add(255),

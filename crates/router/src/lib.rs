@@ -24,5 +24,7 @@ pub mod service;
 pub use admission::{Admitted, Refusal, RequestDigest, check_request};
 pub use answer::{BatcherAnswer, BatcherRefusal};
 pub use backoff::Backoff;
-pub use config::{ClientAuth, ClientKeys, RouterConfig};
+pub use config::{
+    ClientAuth, ClientKeys, FabricAuth, FabricClients, RequestFormat, RequestPolicy, RouterConfig,
+};
 pub use error::{Error, Result};

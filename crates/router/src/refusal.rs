@@ -25,7 +25,12 @@ impl Refusal {
     /// The gRPC code a client sees.
     pub fn code(&self) -> tonic::Code {
         match self {
-            Refusal::Content(arma::admission::ContentError::UnknownClient) => tonic::Code::PermissionDenied,
+            Refusal::Content(
+                arma::admission::ContentError::UnknownClient
+                | arma::admission::ContentError::Fabric(
+                    arma::fabric::FabricError::UnknownClient | arma::fabric::FabricError::BadSignature,
+                ),
+            ) => tonic::Code::PermissionDenied,
             Refusal::Empty | Refusal::TooLarge { .. } | Refusal::Content(_) => tonic::Code::InvalidArgument,
         }
     }

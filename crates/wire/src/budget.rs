@@ -292,6 +292,7 @@ schema!(TX_STATUS_BATCH, pb::TxStatusBatch, [1 => Repeated(&TX_STATUS)]);
 schema!(POLICY_LIST, pb::PolicyList, [1 => Repeated(&POLICY_UPDATE)]);
 schema!(COORDINATOR_BLOCK, pb::CoordinatorBlock, [2 => Repeated(&VC_TX)]);
 schema!(SUBMIT_REQUEST, pb::SubmitRequest, [2 => Bytes]);
+schema!(FABRIC_ENVELOPE, crate::fabric::RawEnvelope, [1 => Bytes, 2 => Bytes]);
 schema!(SUBMIT_RESPONSE, pb::SubmitResponse, [3 => Bytes]);
 schema!(INTAKE_REQUEST, pb::IntakeRequest, [2 => Bytes]);
 schema!(SUBMIT_BATCH, pb::SubmitBatch, [1 => Repeated(&SUBMIT_REQUEST)]);

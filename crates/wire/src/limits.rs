@@ -56,6 +56,10 @@ pub const POLICY_LIST: MessageLimit = limit(&budget::POLICY_LIST, 32 * MIB, 64 *
 /// (1 MiB by default, at most [`ROUTER_MAX_ENVELOPE_BYTES`]); a message over this limit
 /// ends the stream.
 pub const SUBMIT_REQUEST: MessageLimit = limit(&budget::SUBMIT_REQUEST, 2 * MIB, 2 * MIB + 4 * KIB, 0);
+/// One Fabric envelope of a router's `Broadcast` stream or an assembler's `Deliver`
+/// stream (`orderer.AtomicBroadcast`, docs/fabric.md): as a client request, kept whole
+/// as it was sent.
+pub const FABRIC_ENVELOPE: MessageLimit = limit(&budget::FABRIC_ENVELOPE, 2 * MIB, 2 * MIB + 4 * KIB, 0);
 /// The answer to one client request: an id, a code and a reason of at most a few hundred
 /// bytes.
 pub const SUBMIT_RESPONSE: MessageLimit = limit(&budget::SUBMIT_RESPONSE, 64 * KIB, 128 * KIB, 0);
@@ -144,7 +148,8 @@ const fn small_limit(schema: &'static Schema) -> MessageLimit {
 /// The limit of the message type `id`, when fabrx has one (every request type of the
 /// committer's and the ordering services); `None`: only the service's message size limit applies.
 pub fn message_limit(id: TypeId) -> Option<MessageLimit> {
-    let table: [(TypeId, MessageLimit); 32] = [
+    let table: [(TypeId, MessageLimit); 33] = [
+        (TypeId::of::<crate::fabric::RawEnvelope>(), FABRIC_ENVELOPE),
         (TypeId::of::<pb::VcBatch>(), VC_BATCH),
         (TypeId::of::<pb::CoordinatorBlock>(), COORDINATOR_BLOCK),
         (TypeId::of::<pb::VerifyStreamRequest>(), VERIFY_STREAM_REQUEST),

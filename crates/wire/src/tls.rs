@@ -125,6 +125,13 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         // Clients and wallets submit to any router; a router forwards to its own party's
         // batchers.
         ("fabrx.v1.Router", Role::Client | Role::Wallet) => true,
+        // Fabric's ordering API (docs/fabric.md): clients broadcast to a router and read
+        // blocks from an assembler.
+        ("orderer.AtomicBroadcast", Role::Client) => match me.role {
+            Role::Router => method == "Broadcast",
+            Role::Assembler => method == "Deliver",
+            _ => false,
+        },
         ("fabrx.v1.BatcherIntake", Role::Router) => own_party,
         // Batchers of one shard pull, fetch, ack and forward among themselves;
         // assemblers pull and fetch batches.

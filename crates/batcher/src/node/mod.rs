@@ -101,7 +101,7 @@ pub enum RequestContent {
     #[default]
     Opaque,
     /// As client envelopes, checked as a router checks them (`arma::admission`).
-    Envelopes(arma::admission::ClientAuth),
+    Envelopes(arma::admission::RequestPolicy),
 }
 
 impl RequestContent {
@@ -109,8 +109,8 @@ impl RequestContent {
     pub fn first_refused<'a>(&self, requests: impl IntoIterator<Item = &'a [u8]>) -> Option<(usize, String)> {
         match self {
             RequestContent::Opaque => None,
-            RequestContent::Envelopes(auth) => {
-                arma::admission::first_refused(requests, auth).map(|(i, e)| (i, e.to_string()))
+            RequestContent::Envelopes(policy) => {
+                policy.first_refused(requests).map(|(i, e)| (i, e.to_string()))
             }
         }
     }

@@ -68,6 +68,16 @@ impl NetworkConfig {
         }
     }
 
+    /// How routers and batchers check a request's content: the network's request format
+    /// and client policies.
+    pub fn request_policy(&self) -> router::RequestPolicy {
+        router::RequestPolicy {
+            format: router::RequestFormat::Fabrx,
+            client_auth: self.client_auth(),
+            fabric_auth: router::FabricAuth::Open,
+        }
+    }
+
     /// Party `party`'s router config: shards, limits and client auth of the file.
     pub fn router_config(&self, party: PartyId) -> Result<router::RouterConfig> {
         self.party(party)?;
@@ -78,7 +88,7 @@ impl NetworkConfig {
         cfg.shard_max_in_flight_bytes = nonzero_u64(r.shard_max_in_flight_bytes);
         cfg.stream_max_in_flight = nonzero_usize(r.stream_max_in_flight);
         cfg.answer_timeout = Duration::from_millis(r.answer_timeout_ms);
-        cfg.client_auth = self.client_auth();
+        cfg.requests = self.request_policy();
         cfg.validate().map_err(|source| Error::Router { party, source })?;
         Ok(cfg)
     }
@@ -180,7 +190,7 @@ impl NetworkConfig {
             own_consenter: self.party(party)?.consenter.uri(),
             consenter_keys: Some(self.cluster_keys()),
             shell: batcher::node::ShellConfig::default(),
-            content: batcher::node::RequestContent::Envelopes(self.client_auth()),
+            content: batcher::node::RequestContent::Envelopes(self.request_policy()),
         })
     }
 

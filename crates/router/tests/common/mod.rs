@@ -79,7 +79,7 @@ pub fn config(shards: u32, clients: &[&Client]) -> RouterConfig {
         for c in clients {
             keys.insert(c.creator(), c.key.public_key());
         }
-        cfg.client_auth = ClientAuth::Signed(keys);
+        cfg.requests.client_auth = ClientAuth::Signed(keys);
     }
     cfg
 }
