@@ -51,6 +51,7 @@ pub struct NetworkConfig {
     pub(crate) shards: NonZeroU32,
     pub(crate) parties: Vec<Party>,
     pub(crate) client_keys: Option<router::ClientKeys>,
+    pub(crate) fabric_clients: arma::fabric::FabricClients,
     pub(crate) committers: Option<crate::committer::Committers>,
     pub(crate) token: Option<crate::token::TokenApp>,
     pub(crate) tls_peers: std::collections::HashMap<[u8; 32], wire::tls::Peer>,
@@ -110,6 +111,12 @@ impl NetworkConfig {
         check_distinct(&parties)?;
         crate::params::check(&file)?;
         let client_keys = parse_clients(&file.router.client_auth)?;
+        let fabric_clients = file
+            .fabric
+            .as_ref()
+            .map(|f| crate::fabric::parse(f, &file))
+            .transpose()?
+            .unwrap_or_default();
         let n = u32::try_from(parties.len()).unwrap_or(u32::MAX);
         let committers = file
             .committer
@@ -132,6 +139,7 @@ impl NetworkConfig {
             shards,
             parties,
             client_keys,
+            fabric_clients,
             committers,
             token,
             tls_peers,

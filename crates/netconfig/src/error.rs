@@ -275,6 +275,12 @@ pub enum Error {
         /// The node.
         node: Node,
     },
+    /// The `fabric` section is inconsistent.
+    #[error("fabric: {reason}")]
+    Fabric {
+        /// What is wrong.
+        reason: String,
+    },
     /// A generation request is out of range (ports, counts).
     #[error("generate: {reason}")]
     Generate {

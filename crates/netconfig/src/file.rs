@@ -39,6 +39,58 @@ pub struct NetworkFile {
     /// query services (docs/token.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<TokenFile>,
+    /// The Fabric edges: each party's organization and the Fabric clients (docs/fabric.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<FabricFile>,
+}
+
+/// `fabric`: what a Fabric client is given and what the genesis block says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricFile {
+    /// The channel id of the genesis block (`arma`).
+    pub channel: String,
+    /// One organization per party.
+    pub orgs: Vec<FabricOrgFile>,
+    /// The Fabric clients whose signed envelopes the network orders when
+    /// `router.client_auth` is `signed`.
+    #[serde(default)]
+    pub clients: Vec<FabricClientFile>,
+}
+
+/// One party's organization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricOrgFile {
+    /// The party.
+    pub party: PartyId,
+    /// Its MSP id (`party<P>`).
+    pub msp_id: String,
+    /// Its identity CA certificate (PEM).
+    pub ca: String,
+}
+
+/// One Fabric client: its MSP and certificate (PEM, as its envelopes name it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricClientFile {
+    /// Its organization's MSP id.
+    pub msp_id: String,
+    /// Its x509 certificate (PEM, ECDSA P-256).
+    pub certificate: String,
+}
+
+/// `router.request_format`: which envelopes the network orders (docs/fabric.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestFormatFile {
+    /// fabrx envelopes only (`fabrx.v1.Router`).
+    Fabrx,
+    /// Fabric envelopes only (`orderer.AtomicBroadcast`).
+    Fabric,
+    /// Both (a request with a fabrx tx id is a fabrx envelope).
+    #[default]
+    Both,
 }
 
 impl NetworkFile {
@@ -301,6 +353,8 @@ pub struct RouterParams {
     pub answer_timeout_ms: u64,
     /// Whether clients must sign their requests, and with which keys.
     pub client_auth: ClientAuthFile,
+    /// Which envelopes the network orders (`both`).
+    pub request_format: RequestFormatFile,
 }
 
 impl Default for RouterParams {
@@ -312,6 +366,7 @@ impl Default for RouterParams {
             stream_max_in_flight: 256,
             answer_timeout_ms: 10_000,
             client_auth: ClientAuthFile::Open,
+            request_format: RequestFormatFile::Both,
         }
     }
 }

@@ -192,6 +192,7 @@ fn build(
         consensus: Default::default(),
         router: Default::default(),
         tls: None,
+        fabric: None,
         token: Some(token),
         committer: Some(crate::committer::generated(
             meta_key,
@@ -289,6 +290,7 @@ pub(crate) fn generate_with(
     if spec.tls {
         file.tls = Some(crate::tls::generate(&spec.dir, &spec.host, &tls_holders(spec))?);
     }
+    file.fabric = Some(crate::fabric::generate(&spec.dir, &file)?);
     let config = NetworkConfig::from_file(file)?;
     let meta_path = crate::committer::meta_key_path(&spec.dir);
     write_key(&meta_path, &meta_key)?;
@@ -311,6 +313,7 @@ pub(crate) fn generate_with(
     std::fs::create_dir_all(&config_dir).map_err(write_error(&config_dir))?;
     let peer_keys_path = peer_keys_path(&spec.dir);
     std::fs::write(&peer_keys_path, config.peer_keys_text()).map_err(write_error(&peer_keys_path))?;
+    crate::fabric::write_client_files(&spec.dir, &config)?;
     // The config last, through a rename: its presence means the network is complete.
     let partial = config_path.with_extension("json.partial");
     std::fs::write(&partial, config.to_json()).map_err(write_error(&partial))?;

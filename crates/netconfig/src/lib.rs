@@ -11,6 +11,8 @@
 //!   `consenter_node_config`, …).
 //! * [`generate`](mod@generate) — writing a new network's config and key files
 //!   (`fabrx network generate`).
+//! * [`fabric`] — what a Fabric client is given: each party's MSP, the genesis config
+//!   block, `armageddon` user configs (docs/fabric.md).
 //! * [`topology`] — the network's processes, listed once (what `fabrx up` starts).
 //! * [`k8s`] — the same network laid out for Kubernetes: service DNS names, one
 //!   namespace and one Secret per party (`fabrx network generate --k8s`).
@@ -22,6 +24,7 @@ pub mod committer;
 pub mod config;
 pub mod endpoint;
 mod error;
+pub mod fabric;
 pub mod file;
 pub mod generate;
 pub mod k8s;

@@ -192,10 +192,12 @@ fn seeded_generation_is_reproducible_and_unseeded_is_random() {
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
     );
-    // Everything but the TLS material (always random: ADR 0011) is the seed's.
+    // Everything but the TLS and Fabric certificates (always random: ADR 0011) is the
+    // seed's.
     let text = |g: &netconfig::Generated| {
         let mut file = g.config.file().clone();
         assert!(file.tls.take().is_some(), "TLS is on by default");
+        assert!(file.fabric.take().is_some(), "Fabric organizations are generated");
         serde_json::to_string(&file).unwrap()
     };
     let seeded_a = generate(&spec(a.path(), 4, 2, Some(42))).unwrap();

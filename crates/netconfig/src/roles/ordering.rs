@@ -71,10 +71,22 @@ impl NetworkConfig {
     /// How routers and batchers check a request's content: the network's request format
     /// and client policies.
     pub fn request_policy(&self) -> router::RequestPolicy {
+        use crate::file::RequestFormatFile;
+        let format = match self.file.router.request_format {
+            RequestFormatFile::Fabrx => router::RequestFormat::Fabrx,
+            RequestFormatFile::Fabric => router::RequestFormat::Fabric,
+            RequestFormatFile::Both => router::RequestFormat::Both,
+        };
+        // A network that requires signatures requires them of Fabric clients too: those
+        // of its `fabric.clients`.
+        let fabric_auth = match &self.client_keys {
+            None => router::FabricAuth::Open,
+            Some(_) => router::FabricAuth::Signed(self.fabric_clients.clone()),
+        };
         router::RequestPolicy {
-            format: router::RequestFormat::Fabrx,
+            format,
             client_auth: self.client_auth(),
-            fabric_auth: router::FabricAuth::Open,
+            fabric_auth,
         }
     }
 
