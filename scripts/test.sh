@@ -16,6 +16,13 @@ else
   echo "*** fabrx: prometheus could not be installed: the Prometheus test is SKIPPED ***" >&2
   echo "" >&2
 fi
+# The Fabric interop test (crates/fabrx/tests/fabric_interop.rs) drives fabrx with Arma's own
+# `armageddon` tool, when scripts/fabric-tools.sh has cached it; otherwise it says SKIPPED.
+if ! bash scripts/fabric-tools.sh --check; then
+  echo "" >&2
+  echo "*** fabrx: armageddon is not cached (bash scripts/fabric-tools.sh): the Fabric interop test is SKIPPED ***" >&2
+  echo "" >&2
+fi
 if [ $# -gt 0 ]; then exec cargo test "$@"; fi
 cargo test --workspace
 # The multi-process Byzantine tests need the test-only Byzantine batcher, which only a
