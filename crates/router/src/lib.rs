@@ -4,16 +4,20 @@
 //!
 //! The deciding logic is pure (no tokio): [`admission`] (the checks of one request),
 //! [`inflight`] (per-shard bounds of forwarded, unanswered requests), [`backoff`] (the
-//! reconnect schedule) and [`answer`] (what a batcher answers and the gRPC code a client
-//! sees). The shells are [`service`] (the tonic `Router` service), [`link`] (the
-//! [`link::BatcherLink`] seam and its gRPC implementation) and [`node`] (serving it);
+//! reconnect schedule), [`answer`] (what a batcher answers and the gRPC code a client
+//! sees) and [`fabric_answer`] (the Fabric status a `Broadcast` client sees). The shells
+//! are [`service`] (the tonic `Router` service), [`broadcast`] (Fabric's
+//! `orderer.AtomicBroadcast` over the same pipeline), [`link`] (the
+//! [`link::BatcherLink`] seam and its gRPC implementation) and [`node`] (serving them);
 //! [`metrics`] records what they see.
 
 pub mod admission;
 pub mod answer;
 pub mod backoff;
+pub mod broadcast;
 pub mod config;
 pub mod error;
+pub mod fabric_answer;
 pub mod inflight;
 pub mod link;
 pub mod metrics;

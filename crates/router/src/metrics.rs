@@ -20,15 +20,20 @@ pub struct Metrics {
     pub in_flight: IntGaugeVec,
     /// Bytes of those requests, by shard.
     pub in_flight_bytes: IntGaugeVec,
-    /// Client `Submit` and `SubmitMany` streams open.
+    /// Client `Submit`, `SubmitMany` and `Broadcast` streams open.
     pub streams: IntGauge,
-    /// Client messages read (a `Submit` message carries one request, a `SubmitMany`
-    /// message many).
+    /// Client messages read (a `Submit` or `Broadcast` message carries one request, a
+    /// `SubmitMany` message many).
     pub client_messages: IntCounter,
     /// Requests in those messages.
     pub client_requests: IntCounter,
     /// Time from a request's arrival to its batcher's answer (admitted requests).
     pub admit_seconds: Histogram,
+    /// `Broadcast` answers, by Fabric status ([`BROADCAST_STATUSES`]).
+    pub broadcast_answers: IntCounterVec,
+    /// `Broadcast` envelopes tried again after a full bound (shard in flight, link,
+    /// mempool) refused them; one count per retry.
+    pub broadcast_retries: IntCounter,
 }
 
 impl Metrics {
@@ -57,16 +62,26 @@ impl Metrics {
                 &["shard"],
                 &[],
             )?,
-            streams: r.gauge("streams", "Client Submit and SubmitMany streams open")?,
+            streams: r.gauge("streams", "Client Submit, SubmitMany and Broadcast streams open")?,
             client_messages: r.counter(
                 "client_messages_total",
-                "Client messages read (one request per Submit message, many per SubmitMany message)",
+                "Client messages read (one request per Submit or Broadcast message, many per SubmitMany message)",
             )?,
             client_requests: r.counter("client_requests_total", "Requests in the client messages read")?,
             admit_seconds: r.histogram(
                 "admit_seconds",
                 "Time from a request's arrival to its batcher's admission",
                 Buckets::Call,
+            )?,
+            broadcast_answers: r.counter_by(
+                "broadcast_answers_total",
+                "Broadcast answers, by Fabric status",
+                "status",
+                &BROADCAST_STATUSES,
+            )?,
+            broadcast_retries: r.counter(
+                "broadcast_retries_total",
+                "Broadcast envelopes tried again after a full bound refused them",
             )?,
         })
     }
@@ -93,6 +108,17 @@ impl Metrics {
         }
     }
 }
+
+/// Every value of the `status` label of `broadcast_answers_total` (the Fabric statuses
+/// a `Broadcast` answer takes; docs/router.md "Fabric Broadcast").
+pub const BROADCAST_STATUSES: [&str; 6] = [
+    "SUCCESS",
+    "BAD_REQUEST",
+    "FORBIDDEN",
+    "REQUEST_ENTITY_TOO_LARGE",
+    "SERVICE_UNAVAILABLE",
+    "INTERNAL_SERVER_ERROR",
+];
 
 /// Every value of the `reason` label (their series exist from the start).
 pub const REASONS: [&str; 13] = [

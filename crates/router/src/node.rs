@@ -1,6 +1,8 @@
-//! A router node: the `Router` service served with `wire::server` (connection limits,
-//! bounded decoding) on one listener, over one batcher link per shard.
+//! A router node: the `Router` service and Fabric's `orderer.AtomicBroadcast`
+//! (`Broadcast`) served with `wire::server` (connection limits, bounded decoding) on one
+//! listener, over one batcher link per shard.
 
+use crate::broadcast::BroadcastService;
 use crate::config::RouterConfig;
 use crate::error::{Error, Result};
 use crate::link::{BatcherLink, GrpcLink, LinkConfig};
@@ -87,7 +89,11 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
     let service = RouterService::with_metrics(config.router, deps.links, &deps.registry)?;
     let listener = wire::node::bind(config.listen).await?;
     let svc = service.clone();
-    let serving = wire::node::serve(listener, &config.server, |b| b.add_service(svc.into_server()))?;
+    let broadcast = BroadcastService::new(service.clone());
+    let serving = wire::node::serve(listener, &config.server, |b| {
+        b.add_service(svc.into_server())
+            .add_service(broadcast.into_server())
+    })?;
     Ok(Handle {
         addr: serving.addr(),
         service,

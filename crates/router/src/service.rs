@@ -77,6 +77,21 @@ struct ShardGroup {
 /// The answers to a part of a client message, and how many requests they answer.
 type Answered = Pin<Box<dyn Future<Output = Vec<pb::SubmitResponse>> + Send>>;
 
+/// The outcomes of a part of a group of requests, by the id each request was given.
+pub(crate) type Outcomes = Pin<Box<dyn Future<Output = Vec<(u64, Result<()>)>> + Send>>;
+
+/// `reason` cut to at most [`MAX_REASON_BYTES`] bytes, on a character boundary.
+pub(crate) fn cut_reason(mut reason: String) -> String {
+    if reason.len() > MAX_REASON_BYTES {
+        let mut end = MAX_REASON_BYTES;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+    }
+    reason
+}
+
 fn response(id: u64, result: &Result<()>) -> pb::SubmitResponse {
     match result {
         Ok(()) => pb::SubmitResponse {
@@ -86,18 +101,10 @@ fn response(id: u64, result: &Result<()>) -> pb::SubmitResponse {
         },
         Err(e) => {
             debug!(id, code = ?e.code(), error = %e, "request not acked");
-            let mut reason = e.to_string();
-            if reason.len() > MAX_REASON_BYTES {
-                let mut end = MAX_REASON_BYTES;
-                while !reason.is_char_boundary(end) {
-                    end -= 1;
-                }
-                reason.truncate(end);
-            }
             pb::SubmitResponse {
                 id,
                 code: e.code() as u32,
-                reason,
+                reason: cut_reason(e.to_string()),
             }
         }
     }
@@ -185,29 +192,54 @@ impl RouterService {
     }
 
     /// Takes one client message: the requests refused at once are answered by the first
-    /// part, each shard's group by a part that waits for its batcher.
+    /// part, each shard's group by a part that waits for its batcher. Each answer is
+    /// recorded in the metrics.
     fn take(&self, requests: Vec<pb::SubmitRequest>) -> FuturesUnordered<Answered> {
-        let shared = &self.shared;
         let began = std::time::Instant::now();
+        self.take_outcomes(requests.into_iter().map(|r| (r.id, r.envelope)).collect())
+            .into_iter()
+            .map(|part| {
+                let metrics = self.shared.metrics.clone();
+                Box::pin(async move {
+                    let outcomes = part.await;
+                    let took = began.elapsed();
+                    outcomes
+                        .into_iter()
+                        .map(|(id, result)| {
+                            metrics.on_answer(&result, took);
+                            response(id, &result)
+                        })
+                        .collect()
+                }) as Answered
+            })
+            .collect()
+    }
+
+    /// Checks, groups by shard, admits and forwards `requests` (`(id, envelope)`): the
+    /// requests refused at once come out of the first part, each shard's group out of a
+    /// part that waits for its batcher. Records no answer in the metrics: the caller
+    /// does, once it knows a request's final answer.
+    pub(crate) fn take_outcomes(&self, requests: Vec<(u64, Vec<u8>)>) -> FuturesUnordered<Outcomes> {
+        let shared = &self.shared;
         let shards = shared.cfg.shards.get();
         let mut refused = Vec::new();
         let mut by_shard: Vec<(Vec<u64>, Vec<Vec<u8>>)> =
             (0..shards).map(|_| (Vec::new(), Vec::new())).collect();
-        for r in requests {
-            match check_request(&r.envelope, &shared.cfg) {
+        for (id, envelope) in requests {
+            match check_request(&envelope, &shared.cfg) {
                 Ok(admitted) => {
                     let Some(g) = usize::try_from(admitted.shard)
                         .ok()
                         .and_then(|i| by_shard.get_mut(i))
                     else {
                         let shard = admitted.shard;
-                        refused.push((r.id, Err(Error::UnknownShard { shard, shards })));
+                        refused.push((id, Err(Error::UnknownShard { shard, shards })));
                         continue;
                     };
-                    g.0.push(r.id);
-                    g.1.push(r.envelope);
+                    g.0.push(id);
+                    g.1.push(envelope);
                 }
-                Err(e) => refused.push((r.id, Err(e.into()))),
+                Err(e) => refused.push((id, Err(e.into()))),
             }
         }
         let parts = FuturesUnordered::new();
@@ -219,18 +251,11 @@ impl RouterService {
             refused.extend(over);
             if let Some(group) = group {
                 let svc = self.clone();
-                parts.push(Box::pin(async move { svc.forward(shard, group, began).await }) as Answered);
+                parts.push(Box::pin(async move { svc.forward(shard, group).await }) as Outcomes);
             }
         }
         if !refused.is_empty() {
-            let answers = refused
-                .into_iter()
-                .map(|(id, result)| {
-                    shared.metrics.on_answer(&result, began.elapsed());
-                    response(id, &result)
-                })
-                .collect();
-            parts.push(Box::pin(std::future::ready(answers)) as Answered);
+            parts.push(Box::pin(std::future::ready(refused)) as Outcomes);
         }
         parts
     }
@@ -277,13 +302,8 @@ impl RouterService {
         (group, over)
     }
 
-    /// Forwards one shard's group and answers each of its requests.
-    async fn forward(
-        &self,
-        shard: ShardId,
-        group: ShardGroup,
-        began: std::time::Instant,
-    ) -> Vec<pb::SubmitResponse> {
+    /// Forwards one shard's group; the outcome of each of its requests.
+    async fn forward(&self, shard: ShardId, group: ShardGroup) -> Vec<(u64, Result<()>)> {
         let shared = &*self.shared;
         let ShardGroup {
             permit,
@@ -319,7 +339,6 @@ impl RouterService {
             }),
         };
         drop(permit);
-        let took = began.elapsed();
         match result {
             Ok(answers) => ids
                 .into_iter()
@@ -329,20 +348,16 @@ impl RouterService {
                         BatcherAnswer::Admitted => Ok(()),
                         BatcherAnswer::Refused(reason) => Err(Error::BatcherRefused { reason }),
                     };
-                    shared.metrics.on_answer(&result, took);
-                    response(id, &result)
+                    (id, result)
                 })
                 .collect(),
-            Err(e) => {
-                let result = Err(e);
-                ids.into_iter()
-                    .map(|id| {
-                        shared.metrics.on_answer(&result, took);
-                        response(id, &result)
-                    })
-                    .collect()
-            }
+            Err(e) => ids.into_iter().map(|id| (id, Err(e.clone()))).collect(),
         }
+    }
+
+    /// The service's config.
+    pub(crate) fn config(&self) -> &RouterConfig {
+        &self.shared.cfg
     }
 }
 
@@ -424,10 +439,11 @@ impl RouterService {
 }
 
 /// One open client stream in the `streams` gauge, taken out on drop.
-struct StreamOpen(prometheus::IntGauge);
+pub(crate) struct StreamOpen(prometheus::IntGauge);
 
 impl StreamOpen {
-    fn new(gauge: &prometheus::IntGauge) -> StreamOpen {
+    /// Counts one more open stream in `gauge`.
+    pub(crate) fn new(gauge: &prometheus::IntGauge) -> StreamOpen {
         gauge.inc();
         StreamOpen(gauge.clone())
     }
