@@ -8,10 +8,13 @@
 //! * [`store`] — the block ledger (`crates/ledger`) with the encoded blocks;
 //! * [`node`] — the tokio node: decision follower, batch prefetch and fetch, the
 //!   `Assembler.Deliver` service;
+//! * [`fabric_deliver`] — Fabric's `orderer.AtomicBroadcast/Deliver` over the ledger
+//!   (the genesis config block, then one Fabric block per ledger block);
 //! * [`metrics`] — what the node records (`fabrx_assembler_*`).
 
 pub mod core;
 pub mod deliver;
+pub mod fabric_deliver;
 pub mod metrics;
 pub mod node;
 pub mod store;

@@ -24,6 +24,8 @@ pub struct Metrics {
     pub prefetch_bytes: IntGauge,
     /// Deliver streams open.
     pub deliver_streams: IntGauge,
+    /// Fabric Deliver streams (`orderer.AtomicBroadcast/Deliver`) open.
+    pub fabric_deliver_streams: IntGauge,
     /// Time to append and sync the blocks that became ready together.
     pub append_seconds: Histogram,
 }
@@ -39,6 +41,10 @@ impl Metrics {
             queued_headers: r.gauge("queued_headers", "Ordered headers waiting for their batch")?,
             prefetch_bytes: r.gauge("prefetch_index_bytes", "Bytes of prefetched batches held")?,
             deliver_streams: r.gauge("deliver_streams", "Deliver streams open")?,
+            fabric_deliver_streams: r.gauge(
+                "fabric_deliver_streams",
+                "Fabric Deliver streams (orderer.AtomicBroadcast/Deliver) open",
+            )?,
             append_seconds: r.histogram(
                 "append_seconds",
                 "Time to append and sync the blocks that became ready together",

@@ -31,6 +31,7 @@ pub use main_loop::FETCH_CALL_TIMEOUT;
 
 use crate::core::{Core, CoreError, Limits, OfferedBatch};
 use crate::deliver::{DeliverLimits, DeliverService};
+use crate::fabric_deliver::{FabricDeliverLimits, FabricDeliverService};
 use crate::metrics::{Metrics, gauge_value};
 use crate::store::{BlockStore, StoreError};
 use follow::Follower;
@@ -97,8 +98,12 @@ pub struct Config {
     pub server: ServerLimits,
     /// Bounds of the core.
     pub limits: Limits,
-    /// Bounds of the Deliver streams.
+    /// Bounds of the Deliver streams (the Fabric Deliver's too, counted apart).
     pub deliver: DeliverLimits,
+    /// The network's Fabric genesis config block: block 0 of the Fabric chain served on
+    /// `orderer.AtomicBroadcast/Deliver` (`None`: that service answers every request
+    /// NOT_FOUND).
+    pub fabric_genesis: Option<wire::fabric::common::Block>,
     /// Waits between retries (reconnect, fetch).
     pub retry: Duration,
 }
@@ -230,7 +235,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let (stop, rx_stop) = watch::channel(false);
     let metrics = Metrics::register(&deps.registry)?;
     metrics.height.set(gauge_value(height));
-    let serving = serve(&cfg, &store, metrics.deliver_streams.clone()).await?;
+    let serving = serve(&cfg, &store, &metrics).await?;
     let addr = serving.addr();
     let (tx_decisions, rx_decisions) = mpsc::channel(16);
     let (tx_batches, rx_batches) = mpsc::channel(64);
@@ -279,19 +284,30 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     })
 }
 
-/// Binds and serves the Deliver service.
-async fn serve(
-    cfg: &Config,
-    store: &BlockStore,
-    open_streams: prometheus::IntGauge,
-) -> Result<wire::node::Serving> {
+/// Binds and serves the Deliver service and the Fabric Deliver service.
+async fn serve(cfg: &Config, store: &BlockStore, metrics: &Metrics) -> Result<wire::node::Serving> {
     let listen_error = |e: wire::node::ListenError| Error::Listen {
         addr: e.addr,
         source: std::io::Error::other(e.reason),
     };
+    let fabric = FabricDeliverService::new(
+        store.reader(),
+        cfg.fabric_genesis.clone(),
+        FabricDeliverLimits {
+            deliver: cfg.deliver,
+            ..FabricDeliverLimits::default()
+        },
+        metrics.fabric_deliver_streams.clone(),
+    )
+    .map_err(|e| Error::Config(e.to_string()))?
+    .into_server();
     let listener = wire::node::bind(cfg.listen).await.map_err(listen_error)?;
-    let service = DeliverService::new(store.reader(), cfg.deliver, open_streams).into_server();
-    wire::node::serve(listener, &cfg.server, |b| b.add_service(service)).map_err(listen_error)
+    let service =
+        DeliverService::new(store.reader(), cfg.deliver, metrics.deliver_streams.clone()).into_server();
+    wire::node::serve(listener, &cfg.server, |b| {
+        b.add_service(service).add_service(fabric)
+    })
+    .map_err(listen_error)
 }
 
 /// Starts one prefetcher per shard (the party's own batcher); returns their lane views.
