@@ -327,6 +327,11 @@ fn run(tool: &Path, tls: bool) {
         .await;
         assert_eq!(status, Some(common::Status::Success as i32));
         let txs = check_chain(&blocks);
+        eprintln!(
+            "tls {tls}: armageddon received {received}; party 2's ledger: {} blocks after the genesis, {} txs",
+            blocks.len() - 1,
+            txs.values().sum::<u32>()
+        );
         assert_eq!(txs.len() as u64, TXS, "every tx sent is in the ledger");
         assert!(txs.keys().copied().eq(0..TXS), "tx numbers 0..{TXS}");
         let copies: Vec<_> = txs.iter().filter(|(_, c)| **c > 1).collect();

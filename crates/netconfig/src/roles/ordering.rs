@@ -256,7 +256,7 @@ impl NetworkConfig {
             server: wire::server::ServerLimits::default(),
             limits: assembler::core::Limits::default(),
             deliver: assembler::deliver::DeliverLimits::default(),
-            fabric_genesis: None,
+            fabric_genesis: self.fabric_genesis(),
             retry: Duration::from_millis(200),
         })
     }
