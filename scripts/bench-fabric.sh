@@ -49,7 +49,7 @@ if [[ " $SYSTEMS " == *" fabrx "* ]] && [ ! -x "$FABRX" ]; then
   log "building $FABRX"
   cargo build --release -p fabrx >&2
 fi
-FABRX=$(realpath "$FABRX")
+if [[ " $SYSTEMS " == *" fabrx "* ]]; then FABRX=$(realpath "$FABRX"); fi
 TICK=$(getconf CLK_TCK)
 mkdir -p "$WORK"
 RESULTS=$WORK/results.jsonl
