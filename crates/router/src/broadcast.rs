@@ -193,7 +193,11 @@ impl BroadcastStream {
         let n = u64::try_from(group.envelopes.len()).unwrap_or(u64::MAX);
         metrics.client_messages.inc_by(n);
         metrics.client_requests.inc_by(n);
-        Box::pin(async move {
+        let (count, bytes) = (group.envelopes.len(), group.bytes);
+        // Its own task: the group is forwarded, tried again and answered by the batcher
+        // (and gives back its room in the shard) even while the stream waits for its
+        // client to read the answers before it.
+        let task = Spawned(tokio::spawn(async move {
             let outcomes = outcomes(&svc, &group.envelopes, read_at).await;
             let metrics = svc.metrics();
             let took = read_at.elapsed();
@@ -219,7 +223,37 @@ impl BroadcastStream {
                 answers,
                 bytes: group.bytes,
             }
+        }));
+        Box::pin(async move {
+            task.await.unwrap_or_else(|e| {
+                debug!(error = %e, "a broadcast group's task failed");
+                let answer = BroadcastResponse {
+                    status: wire::fabric::common::Status::InternalServerError as i32,
+                    info: "the router failed to answer this envelope".into(),
+                };
+                GroupDone {
+                    answers: vec![answer; count],
+                    bytes,
+                }
+            })
         })
+    }
+}
+
+/// A spawned task, aborted when dropped (the stream is gone: nobody wants its answers).
+struct Spawned<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for Spawned<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for Spawned<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

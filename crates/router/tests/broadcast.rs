@@ -631,3 +631,96 @@ fn the_retry_delay_doubles_to_its_bound_and_never_overflows() {
         assert_eq!(retry_delay(round), RETRY_MAX);
     }
 }
+
+/// A `Broadcast` stream whose client never reads its answers, over a connection whose
+/// stream window takes none of them.
+async fn open_unread(router: &Handle) -> mpsc::Sender<RawEnvelope> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", router.addr))
+        .unwrap()
+        .initial_stream_window_size(Some(0))
+        .connect()
+        .await
+        .unwrap();
+    let mut client = AtomicBroadcastClient::new(channel);
+    let (tx, rx) = mpsc::channel(1024);
+    let answers = client
+        .broadcast(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    // Kept open and never read.
+    std::mem::forget(answers);
+    tx
+}
+
+/// Sends envelopes `from..` one at a time on `slow`, each once the router read the one
+/// before, until the router stops reading; the number it read.
+async fn fill_until_stalled(node: &Handle, slow: &mpsc::Sender<RawEnvelope>, from: u64) -> u64 {
+    let m = node.service.metrics().clone();
+    let start = m.client_requests.get();
+    for n in from.. {
+        let raw = RawEnvelope {
+            bytes: fabric_envelope(n, b"fill").into(),
+        };
+        slow.send(raw).await.unwrap();
+        let want = start + (n - from) + 1;
+        let deadline = Instant::now() + Duration::from_millis(300);
+        while m.client_requests.get() < want {
+            if Instant::now() > deadline {
+                return n - from;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    unreachable!()
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_read_its_answers_holds_no_room_of_the_shard() {
+    let mut cfg = fabric_config(1);
+    cfg.stream_max_in_flight = NonZeroUsize::new(4).unwrap();
+    cfg.shard_max_in_flight = NonZeroUsize::new(2).unwrap();
+    cfg.answer_timeout = Duration::from_millis(500);
+    let links = [FakeLink::new(Mode::Answer)];
+    let node = router(cfg, &links).await;
+    // How many answers a stream that is not read takes before it stops.
+    let probe = open_unread(&node).await;
+    let room = fill_until_stalled(&node, &probe, 0).await - 1;
+    // Another such stream takes exactly that many.
+    let slow = open_unread(&node).await;
+    let raw = |e: Vec<u8>| RawEnvelope { bytes: e.into() };
+    let m = node.service.metrics().clone();
+    let read = m.client_requests.get();
+    for n in 0..room {
+        slow.send(raw(fabric_envelope(10_000 + n, b"fill")))
+            .await
+            .unwrap();
+        eventually("the fill to be read", || m.client_requests.get() == read + n + 1).await;
+    }
+    // Then two envelopes the batcher holds, each read as its own group.
+    *links[0].mode.lock() = Mode::Hold;
+    let seen = links[0].seen().len();
+    slow.send(raw(fabric_envelope(20_000, b"held"))).await.unwrap();
+    eventually("the first to reach the batcher", || {
+        links[0].seen().len() == seen + 1
+    })
+    .await;
+    slow.send(raw(fabric_envelope(20_001, b"held"))).await.unwrap();
+    eventually("the second to reach the batcher", || {
+        links[0].seen().len() == seen + 2
+    })
+    .await;
+    links[0].release();
+    // The batcher answered both: the shard's room is free again, whether or not the
+    // client reads its answers.
+    eventually("the shard's room to be free", || {
+        node.service.in_flight(0) == (0, 0)
+    })
+    .await;
+    // Another client is served, up to the shard's whole room.
+    let mut other = Session::open(&node).await;
+    *links[0].mode.lock() = Mode::Answer;
+    other.send(fabric_envelope(30_000, b"other")).await;
+    other.send(fabric_envelope(30_001, b"other")).await;
+    assert_eq!(other.answers(2).await, vec![ok(), ok()]);
+}
