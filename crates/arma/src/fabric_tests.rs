@@ -348,3 +348,35 @@ fn data_blocks_chain_on_the_genesis_block_by_fabrics_rules() {
         Err(BlockError::Missing("header"))
     );
 }
+
+#[test]
+fn a_signature_in_another_der_form_is_refused() {
+    let alice = client();
+    let mut clients = FabricClients::new();
+    clients.insert_pem("party1", &alice.pem).unwrap();
+    let auth = FabricAuth::Signed(clients);
+    let good = signed_by(&alice, "party1", &alice.key);
+    let parts = EnvelopeParts::decode(good.as_slice()).unwrap();
+    let der = parts.signature.to_vec();
+    // A trailing byte; the sequence's length in long form; an integer with a needless
+    // leading zero.
+    let mut trailing = der.clone();
+    trailing.push(0);
+    let mut long = vec![0x30, 0x81];
+    long.extend_from_slice(&der[1..]);
+    let (r_len, r) = (usize::from(der[3]), &der[4..4 + usize::from(der[3])]);
+    let rest = &der[4 + r_len..];
+    let mut padded_r = vec![0x02, u8::try_from(r_len + 1).unwrap(), 0];
+    padded_r.extend_from_slice(r);
+    let mut padded = vec![0x30, u8::try_from(padded_r.len() + rest.len()).unwrap()];
+    padded.extend_from_slice(&padded_r);
+    padded.extend_from_slice(rest);
+    for (what, sig) in [("trailing", trailing), ("long", long), ("padded", padded)] {
+        let env = wire::fabric::RawEnvelope::from_parts(&parts.payload, &sig);
+        assert_eq!(
+            check_envelope(&env.bytes, &auth),
+            Err(FabricError::BadSignature),
+            "{what}"
+        );
+    }
+}
