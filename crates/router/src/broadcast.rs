@@ -197,7 +197,7 @@ impl BroadcastStream {
         // Its own task: the group is forwarded, tried again and answered by the batcher
         // (and gives back its room in the shard) even while the stream waits for its
         // client to read the answers before it.
-        let task = Spawned(tokio::spawn(async move {
+        let task = crate::spawned::Spawned(tokio::spawn(async move {
             let outcomes = outcomes(&svc, &group.envelopes, read_at).await;
             let metrics = svc.metrics();
             let took = read_at.elapsed();
@@ -237,23 +237,6 @@ impl BroadcastStream {
                 }
             })
         })
-    }
-}
-
-/// A spawned task, aborted when dropped (the stream is gone: nobody wants its answers).
-struct Spawned<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Future for Spawned<T> {
-    type Output = std::result::Result<T, tokio::task::JoinError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for Spawned<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod node;
 pub mod refusal;
 pub mod service;
+mod spawned;
 
 pub use admission::{Admitted, Refusal, RequestDigest, check_request};
 pub use answer::{BatcherAnswer, BatcherRefusal};

@@ -251,7 +251,25 @@ impl RouterService {
             refused.extend(over);
             if let Some(group) = group {
                 let svc = self.clone();
-                parts.push(Box::pin(async move { svc.forward(shard, group).await }) as Outcomes);
+                let ids = group.ids.clone();
+                // Its own task: the group is forwarded and answered by the batcher (and gives
+                // back its room in the shard) even while its stream waits for the client to
+                // read the answers before it; aborted when the stream is gone.
+                let task =
+                    crate::spawned::Spawned(tokio::spawn(async move { svc.forward(shard, group).await }));
+                parts.push(Box::pin(async move {
+                    task.await.unwrap_or_else(|e| {
+                        debug!(error = %e, "a forwarded group's task failed");
+                        ids.into_iter()
+                            .map(|id| {
+                                (
+                                    id,
+                                    Err(Error::Internal("the router failed to answer this request".into())),
+                                )
+                            })
+                            .collect()
+                    })
+                }) as Outcomes);
             }
         }
         if !refused.is_empty() {
