@@ -166,10 +166,25 @@ step() { # system rate
   "$ARMAGEDDON" load --config="$USER_CONFIG" --transactions="$txs" --rate="$rate" --txSize="$TXSIZE" \
     >"$out/load.log" 2>&1 || log "$system: load exited non-zero"
   local tl; tl=$(date +%s.%N)
-  for _ in $(seq 1 $((DRAIN * 5))); do kill -0 "$recv" 2>/dev/null || break; sleep 0.2; done
-  local t1 c1; t1=$(date +%s.%N)
-  # shellcheck disable=SC2086
-  c1=$(cpu_ticks $PIDS)
+  # Wait for the last txs, at most DRAIN s; the CPU window ends when the last tx arrived
+  # (receive exits), or at the last progress when txs stop arriving for 10 s.
+  local t1 c1 seen=-1 now count last_progress
+  t1=$(date +%s.%N); c1=$(cpu_ticks $PIDS); last_progress=$(date +%s)
+  for _ in $(seq 1 $((DRAIN * 5))); do
+    now=$(date +%s)
+    if ! kill -0 "$recv" 2>/dev/null; then
+      t1=$(date +%s.%N); c1=$(cpu_ticks $PIDS); break
+    fi
+    count=$(awk -F, '$2 ~ /^[0-9]+$/ {s += $2} END {print s + 0}' "$out/statistics.csv" 2>/dev/null || echo 0)
+    if [ "$count" != "$seen" ]; then
+      seen=$count; last_progress=$now; t1=$(date +%s.%N)
+      # shellcheck disable=SC2086
+      c1=$(cpu_ticks $PIDS)
+    elif [ $((now - last_progress)) -ge 10 ]; then
+      break
+    fi
+    sleep 0.2
+  done
   local done=true
   if kill -0 "$recv" 2>/dev/null; then done=false; kill "$recv" 2>/dev/null || true; fi
   wait "$recv" 2>/dev/null || true
@@ -205,7 +220,7 @@ print(json.dumps({
     "system": system, "parties": int(parties), "shards": int(shards), "tx_size": int(size), "client_tls": tls,
     "rate": rate, "tps": round(tps, 1), "avg_delay_s": round(delay, 3) if delay is not None else None,
     "txs_sent": txs, "txs_received": received, "all_received": done == "true",
-    "load_s": round(tl - t0, 1), "until_received_s": round(t1 - t0, 1),
+    "load_s": round(tl - t0, 1), "cpu_window_s": round(t1 - t0, 1),
     "node_cpu_s": round(cpu_s, 2), "cpu_us_per_tx": round(cpu_s * 1e6 / received, 1) if received else None,
     "idle_cpu_s_per_s": round(idle / tick / 5, 3),
 }))
