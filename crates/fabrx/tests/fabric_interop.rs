@@ -64,8 +64,17 @@ fn up(dir: &Path, tls: bool) {
     if !tls {
         args.push("--insecure");
     }
-    let out = Command::new(bin()).args(&args).arg("--dir").arg(dir).output().unwrap();
-    assert!(out.status.success(), "fabrx up: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(bin())
+        .args(&args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fabrx up: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs `armageddon load` and `armageddon receive` as a user would; returns how many txs
@@ -95,7 +104,8 @@ fn load_and_receive(tool: &Path, dir: &Path) -> u64 {
         .arg(format!("--txSize={TX_SIZE}"))
         .output()
         .unwrap();
-    let load_text = String::from_utf8_lossy(&load.stderr).to_string() + &String::from_utf8_lossy(&load.stdout);
+    let load_text =
+        String::from_utf8_lossy(&load.stderr).to_string() + &String::from_utf8_lossy(&load.stdout);
     assert!(load.status.success(), "armageddon load failed: {load_text}");
     let deadline = Instant::now() + Duration::from_secs(180);
     let status = loop {
@@ -146,7 +156,9 @@ fn strip_colors(text: &str) -> String {
 
 fn channel(dir: &Path, endpoint: &str, tls: bool) -> Channel {
     if !tls {
-        return Endpoint::from_shared(format!("http://{endpoint}")).unwrap().connect_lazy();
+        return Endpoint::from_shared(format!("http://{endpoint}"))
+            .unwrap()
+            .connect_lazy();
     }
     let t = dir.join("tls");
     let config = ClientTlsConfig::new()
@@ -168,7 +180,9 @@ fn seek(start: u64, stop: Option<u64>, behavior: orderer::seek_info::SeekBehavio
     use orderer::seek_position::Type;
     let position = |t| orderer::SeekPosition { r#type: Some(t) };
     let info = orderer::SeekInfo {
-        start: Some(position(Type::Specified(orderer::SeekSpecified { number: start }))),
+        start: Some(position(Type::Specified(orderer::SeekSpecified {
+            number: start,
+        }))),
         stop: Some(position(match stop {
             Some(n) => Type::Specified(orderer::SeekSpecified { number: n }),
             None => Type::Newest(orderer::SeekNewest {}),
@@ -197,7 +211,11 @@ fn seek(start: u64, stop: Option<u64>, behavior: orderer::seek_info::SeekBehavio
 }
 
 /// The blocks of one Deliver request, and the status that ended it.
-async fn deliver(ch: Channel, request: RawEnvelope, until_txs: Option<u64>) -> (Vec<common::Block>, Option<i32>) {
+async fn deliver(
+    ch: Channel,
+    request: RawEnvelope,
+    until_txs: Option<u64>,
+) -> (Vec<common::Block>, Option<i32>) {
     use orderer::atomic_broadcast_client::AtomicBroadcastClient;
     use orderer::deliver_response::Type;
     let mut client = AtomicBroadcastClient::new(ch).max_decoding_message_size(64 << 20);
@@ -264,8 +282,14 @@ fn check_chain(blocks: &[common::Block]) -> BTreeMap<u64, u32> {
     let gdata = &genesis.data.as_ref().unwrap().data;
     assert_eq!(gdata.len(), 1, "one config envelope");
     assert_eq!(gh.data_hash, data_hash(gdata));
-    let env = common::Payload::decode(RawEnvelope::decode(gdata[0].as_slice()).unwrap().parts().unwrap().payload)
-        .unwrap();
+    let env = common::Payload::decode(
+        RawEnvelope::decode(gdata[0].as_slice())
+            .unwrap()
+            .parts()
+            .unwrap()
+            .payload,
+    )
+    .unwrap();
     let ch = common::ChannelHeader::decode(env.header.unwrap().channel_header.as_slice()).unwrap();
     assert_eq!(ch.r#type, common::HeaderType::Config as i32);
     assert_eq!(ch.channel_id, "arma");
@@ -278,7 +302,12 @@ fn check_chain(blocks: &[common::Block]) -> BTreeMap<u64, u32> {
     for pair in blocks.windows(2) {
         let (prev, b) = (pair[0].header.as_ref().unwrap(), pair[1].header.as_ref().unwrap());
         assert_eq!(b.number, prev.number + 1);
-        assert_eq!(b.previous_hash, Sha256::digest(header_der(prev)).to_vec(), "block {}", b.number);
+        assert_eq!(
+            b.previous_hash,
+            Sha256::digest(header_der(prev)).to_vec(),
+            "block {}",
+            b.number
+        );
         let data = &pair[1].data.as_ref().unwrap().data;
         assert_eq!(b.data_hash, data_hash(data), "block {}", b.number);
         let md = &pair[1].metadata.as_ref().unwrap().metadata;
