@@ -319,7 +319,7 @@ impl NetworkConfig {
             channel: fabric.channel.clone(),
             orgs,
             consensus_metadata: serde_json::to_vec(file).unwrap_or_default(),
-            max_message_count: u32::try_from(batching.max_batch_requests).unwrap_or(u32::MAX),
+            max_message_count: batching.max_batch_requests,
             absolute_max_bytes: u32::try_from(batching.max_batch_bytes).unwrap_or(u32::MAX),
         }))
     }
