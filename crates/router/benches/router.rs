@@ -25,6 +25,8 @@ fn bench_admission(c: &mut Criterion) {
     let client = common::Client::new("bench");
     let envelopes: Vec<Vec<u8>> = (0..1024).map(|n| common::signed(&client, n)).collect();
     let open = common::config(2, &[]);
+    let mut both = common::config(2, &[]);
+    both.requests.format = router::RequestFormat::Both;
     let signed = common::config(2, &[&client]);
     let mut group = c.benchmark_group("router_admission");
     group.sample_size(20);
@@ -32,7 +34,7 @@ fn bench_admission(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(3));
     group.throughput(Throughput::Elements(envelopes.len() as u64));
     eprintln!("envelope bytes: {}", envelopes[0].len());
-    for (name, cfg) in [("open", &open), ("signed_ed25519", &signed)] {
+    for (name, cfg) in [("open", &open), ("open_both_formats", &both), ("signed_ed25519", &signed)] {
         group.bench_function(name, |b| {
             b.iter(|| {
                 for e in &envelopes {
