@@ -3,25 +3,28 @@
 # party, its query service and five token endorsers, every node its own process (fabrx
 # up). Then the token application as people use it: the central bank's issuer wallet
 # issues 1000 to alice, alice pays bob 300, both balances are shown (each payment
-# endorsed by 3 of 5 endorsers, ordered, committed). Then a short load pushed through
-# the network end to end: transfers sent to every party's router, ordered by the BFT
-# consenters, assembled into verified blocks, validated and committed by the committer.
+# endorsed by 3 of 5 endorsers, ordered, committed). Then a short paced load pushed
+# through the network end to end (10,000 transfers at 2,000 per second): transfers sent
+# to every party's router, ordered by the BFT consenters, assembled into verified blocks,
+# validated and committed by the committer. The demo runs a debug build, the quickest to
+# build; a release build carries about six times the rate (docs/benchmarks.md).
 # Prints the load's summary and the blocks, then stops the network (--keep leaves it
 # running: `fabrx status|down --dir ./fabrx-net`).
 # Installs the build dependencies when missing (scripts/deps.sh).
 #
-#   bash scripts/demo.sh [--keep] [--txs N] [--dir DIR]
+#   bash scripts/demo.sh [--keep] [--txs N] [--rate R] [--dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_system_deps no
-keep=no; txs=5000; dir=./fabrx-net
+keep=no; txs=10000; rate=2000; dir=./fabrx-net
 while [ $# -gt 0 ]; do
   case "$1" in
     --keep) keep=yes ;;
     --txs) txs="$2"; shift ;;
+    --rate) rate="$2"; shift ;;
     --dir) dir="$2"; shift ;;
-    *) echo "usage: bash scripts/demo.sh [--keep] [--txs N] [--dir DIR]" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/demo.sh [--keep] [--txs N] [--rate R] [--dir DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -53,8 +56,8 @@ echo "alice: $("$fabrx" wallet --network "$dir" --wallet "$wallets/alice" balanc
 echo "bob:   $("$fabrx" wallet --network "$dir" --wallet "$wallets/bob" balance)"
 echo "== alice's history"
 "$fabrx" wallet --network "$dir" --wallet "$wallets/alice" history
-echo "== fabrx loadgen --target network --txs $txs"
-"$fabrx" loadgen --target network --network "$dir" --txs "$txs" --block-size 500
+echo "== fabrx loadgen --target network --txs $txs --rate $rate (token transfers, committed end to end)"
+"$fabrx" loadgen --target network --network "$dir" --txs "$txs" --rate "$rate" --block-size 500
 echo "== the ordered blocks (party 1's assembler, each verified; the last 3 shown)"
 "$fabrx" blocks --network "$dir" --party 1 > "$dir/blocks.jsonl"
 tail -n 3 "$dir/blocks.jsonl"
