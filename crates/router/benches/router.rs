@@ -34,7 +34,11 @@ fn bench_admission(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(3));
     group.throughput(Throughput::Elements(envelopes.len() as u64));
     eprintln!("envelope bytes: {}", envelopes[0].len());
-    for (name, cfg) in [("open", &open), ("open_both_formats", &both), ("signed_ed25519", &signed)] {
+    for (name, cfg) in [
+        ("open", &open),
+        ("open_both_formats", &both),
+        ("signed_ed25519", &signed),
+    ] {
         group.bench_function(name, |b| {
             b.iter(|| {
                 for e in &envelopes {
