@@ -140,35 +140,10 @@ impl RequestPolicy {
 }
 
 /// Whether a top-level length-delimited field 4 (`Envelope.tx_id`) is present, walking
-/// the fields without decoding them (false for bytes that are not protobuf).
+/// the fields without decoding them as the content rule does (false for bytes that are
+/// not protobuf).
 fn has_fabrx_tx_id(bytes: &[u8]) -> bool {
-    let mut buf = bytes;
-    while !buf.is_empty() {
-        let Ok(key) = prost::encoding::decode_varint(&mut buf) else {
-            return false;
-        };
-        let (field, wire) = (key >> 3, key & 7);
-        if field == 4 && wire == 2 {
-            return true;
-        }
-        let Ok(wire_type) = prost::encoding::WireType::try_from(wire) else {
-            return false;
-        };
-        let Ok(tag) = u32::try_from(field) else {
-            return false;
-        };
-        if prost::encoding::skip_field(
-            wire_type,
-            tag,
-            &mut buf,
-            prost::encoding::DecodeContext::default(),
-        )
-        .is_err()
-        {
-            return false;
-        }
-    }
-    false
+    crate::content::has_field(bytes, 4, 2)
 }
 
 /// Checks the content of one request (see the module doc).

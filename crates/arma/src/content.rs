@@ -63,6 +63,30 @@ fn field_end(bytes: &[u8], wire: u64, at: usize) -> Option<usize> {
     (end <= bytes.len()).then_some(end)
 }
 
+/// Whether the top-level fields of `bytes`, walked as [`pieces`] walks them, include
+/// field `number` with wire type `wire` before anything malformed (false for bytes that
+/// are not a well-formed protobuf message up to it).
+pub(crate) fn has_field(bytes: &[u8], number: u64, wire: u64) -> bool {
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some((key, after_key)) = varint(bytes, at) else {
+            return false;
+        };
+        let (field, w) = (key >> 3, key & 7);
+        if field == 0 {
+            return false;
+        }
+        if field == number && w == wire {
+            return true;
+        }
+        let Some(end) = field_end(bytes, w, after_key) else {
+            return false;
+        };
+        at = end;
+    }
+    false
+}
+
 /// The content of `request` (see the module doc).
 pub fn pieces(request: &[u8]) -> Pieces<'_> {
     let mut out = Pieces {
