@@ -44,13 +44,47 @@ impl Default for DeliverLimits {
 #[derive(Clone)]
 pub struct DeliverService {
     store: StoreReader,
-    streams: Arc<Semaphore>,
+    slots: StreamSlots,
     limits: DeliverLimits,
+}
+
+/// Room for at most `max` streams open at once, each counted in an open-streams gauge
+/// while it is open (the fabrx and the Fabric Deliver services each have their own).
+#[derive(Clone)]
+pub(crate) struct StreamSlots {
+    streams: Arc<Semaphore>,
+    max: usize,
     open: IntGauge,
 }
 
+impl StreamSlots {
+    /// `max` slots (at most the semaphore's maximum), counted in `open`.
+    pub(crate) fn new(max: usize, open: IntGauge) -> StreamSlots {
+        StreamSlots {
+            streams: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
+            max,
+            open,
+        }
+    }
+
+    /// A slot for one stream, or RESOURCE_EXHAUSTED when `max` `what` streams are open.
+    pub(crate) fn acquire(&self, what: &str) -> Result<StreamPermit, Status> {
+        let permit = self.streams.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "{} {what} streams are open at this assembler; retry later",
+                self.max
+            ))
+        })?;
+        self.open.inc();
+        Ok(StreamPermit {
+            _permit: permit,
+            open: self.open.clone(),
+        })
+    }
+}
+
 /// A stream's room under `max_streams`, counted in the open-streams gauge while held.
-struct StreamPermit {
+pub(crate) struct StreamPermit {
     _permit: OwnedSemaphorePermit,
     open: IntGauge,
 }
@@ -66,9 +100,8 @@ impl DeliverService {
     pub fn new(store: StoreReader, limits: DeliverLimits, open: IntGauge) -> DeliverService {
         DeliverService {
             store,
-            streams: Arc::new(Semaphore::new(limits.max_streams.min(Semaphore::MAX_PERMITS))),
+            slots: StreamSlots::new(limits.max_streams, open),
             limits,
-            open,
         }
     }
 
@@ -98,17 +131,7 @@ impl Assembler for DeliverService {
                 r.to, r.from
             )));
         }
-        let permit = self.streams.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "{} Deliver streams are open at this assembler; retry later",
-                self.limits.max_streams
-            ))
-        })?;
-        self.open.inc();
-        let permit = StreamPermit {
-            _permit: permit,
-            open: self.open.clone(),
-        };
+        let permit = self.slots.acquire("Deliver")?;
         let (tx, rx) = mpsc::channel(self.limits.buffer.get());
         tokio::spawn(follow(self.store.clone(), r, tx, permit));
         Ok(Response::new(ReceiverStream::new(rx)))

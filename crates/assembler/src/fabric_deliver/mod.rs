@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use arma::fabric::Content;
 use prometheus::IntGauge;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
@@ -25,7 +25,7 @@ use wire::fabric::orderer::atomic_broadcast_server::{AtomicBroadcast, AtomicBroa
 use wire::fabric::orderer::{BroadcastResponse, DeliverResponse, deliver_response};
 use wire::fabric::{RawEnvelope, common};
 
-use crate::deliver::DeliverLimits;
+use crate::deliver::{DeliverLimits, StreamPermit, StreamSlots};
 use crate::store::StoreReader;
 use chain::{Checkpoints, Cursor, Point};
 use seek::{Behavior, Refusal, Seek};
@@ -120,9 +120,8 @@ impl Genesis {
 struct Shared {
     store: StoreReader,
     genesis: Option<Genesis>,
-    streams: Arc<Semaphore>,
+    slots: StreamSlots,
     limits: FabricDeliverLimits,
-    open: IntGauge,
 }
 
 /// The `orderer.AtomicBroadcast` service of an assembler: `Deliver` only (`Broadcast` is
@@ -142,14 +141,12 @@ impl FabricDeliverService {
         open: IntGauge,
     ) -> Result<FabricDeliverService, GenesisError> {
         let genesis = genesis.map(|g| Genesis::new(g, &limits)).transpose()?;
-        let max = limits.deliver.max_streams.min(Semaphore::MAX_PERMITS);
         Ok(FabricDeliverService {
             shared: Arc::new(Shared {
                 store,
                 genesis,
-                streams: Arc::new(Semaphore::new(max)),
+                slots: StreamSlots::new(limits.deliver.max_streams, open),
                 limits,
-                open,
             }),
         })
     }
@@ -160,18 +157,6 @@ impl FabricDeliverService {
         AtomicBroadcastServer::new(self)
             .max_decoding_message_size(MAX_REQUEST_BYTES)
             .max_encoding_message_size(max)
-    }
-}
-
-/// A stream's room under `max_streams`, counted in the open-streams gauge while held.
-struct StreamPermit {
-    _permit: OwnedSemaphorePermit,
-    open: IntGauge,
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        self.open.dec();
     }
 }
 
@@ -200,17 +185,7 @@ impl AtomicBroadcast for FabricDeliverService {
             .peer_certs()
             .and_then(|certs| certs.first().map(|c| wire::tls::fingerprint(c.as_ref())));
         let s = &self.shared;
-        let permit = s.streams.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "{} Fabric Deliver streams are open at this assembler; retry later",
-                s.limits.deliver.max_streams
-            ))
-        })?;
-        s.open.inc();
-        let permit = StreamPermit {
-            _permit: permit,
-            open: s.open.clone(),
-        };
+        let permit = s.slots.acquire("Fabric Deliver")?;
         let (tx, rx) = mpsc::channel(s.limits.deliver.buffer.get());
         let session = Session {
             shared: Arc::clone(s),
