@@ -189,6 +189,40 @@ pub fn seal_at(
     }
 }
 
+/// Wraps an encoded message for `to` at position `seq` of this sender's stream without
+/// a signature, for a link whose mutual TLS already proves the sender to the receiver
+/// (ADR 0017): the receiver checks the TLS caller instead ([`Link::Tls`]).
+pub fn frame_at(
+    keys: &ClusterKeys,
+    (from, to): (u32, u32),
+    seq: EnvelopeSeq,
+    payload: Vec<u8>,
+) -> pb::BftEnvelope {
+    pb::BftEnvelope {
+        cluster: keys.cluster_id().to_vec(),
+        from,
+        to,
+        payload,
+        signature: Vec::new(),
+        epoch: seq.epoch,
+        counter: seq.counter,
+    }
+}
+
+/// How the stream an envelope arrived on proves who sent it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// No TLS: the envelope's own signature is the only proof of its sender.
+    Plain,
+    /// Mutual TLS, and the caller's certificate is consenter `replica`'s: the channel
+    /// proves the sender, so an envelope must name `replica` as its sender and its
+    /// signature (usually empty) is not checked.
+    Tls {
+        /// The replica the caller's certificate belongs to.
+        replica: bft::ReplicaId,
+    },
+}
+
 /// A diagnostic envelope at position (0, 0), which no receiver accepts (epochs of
 /// running nodes start at 1): for tests of the rejection path. Nodes use [`seal_at`].
 pub fn seal(key: &SigningKey, keys: &ClusterKeys, from: u32, to: u32, payload: Vec<u8>) -> pb::BftEnvelope {
@@ -226,12 +260,14 @@ impl ReplayGuard {
 }
 
 /// Checks an envelope addressed to `me` (cluster, addressee, known sender other than
-/// `me`, signature, then its position against `guard`) and decodes its message.
-/// Verification comes before decoding.
+/// `me`, its sender's proof — the signature on a [`Link::Plain`] stream, the TLS
+/// caller on a [`Link::Tls`] one — then its position against `guard`) and decodes its
+/// message. Verification comes before decoding.
 pub fn open(
     keys: &ClusterKeys,
     guard: &ReplayGuard,
     me: u32,
+    link: Link,
     env: pb::BftEnvelope,
 ) -> Result<(bft::ReplicaId, bft::Message)> {
     let reject = |reason: &'static str| Error::Rejected {
@@ -252,9 +288,15 @@ pub fn open(
         epoch: env.epoch,
         counter: env.counter,
     };
-    let bytes = envelope_bytes(&env.cluster, env.from, env.to, seq, &env.payload);
-    let sig = crypto::Signature::from_bytes(env.signature.clone());
-    crypto::verify_consensus_message(key, &bytes, &sig).map_err(|_| reject("invalid signature"))?;
+    match link {
+        Link::Tls { replica } if replica == env.from => {}
+        Link::Tls { .. } => return Err(reject("names a sender other than its TLS caller")),
+        Link::Plain => {
+            let bytes = envelope_bytes(&env.cluster, env.from, env.to, seq, &env.payload);
+            let sig = crypto::Signature::from_bytes(env.signature.clone());
+            crypto::verify_consensus_message(key, &bytes, &sig).map_err(|_| reject("invalid signature"))?;
+        }
+    }
     if !guard.admit(env.from, seq) {
         return Err(reject("replayed or stale envelope"));
     }
@@ -280,14 +322,17 @@ mod tests {
         let at = |counter| EnvelopeSeq { epoch: 5, counter };
         let env = seal_at(&k0, &keys, (0, 2), at(1), payload);
         let guard = || ReplayGuard::new(4);
-        assert_eq!(open(&keys, &guard(), 2, env.clone()).expect("valid"), (0, msg));
+        assert_eq!(
+            open(&keys, &guard(), 2, Link::Plain, env.clone()).expect("valid"),
+            (0, msg)
+        );
         // wrong addressee
-        assert!(open(&keys, &guard(), 1, env.clone()).is_err());
+        assert!(open(&keys, &guard(), 1, Link::Plain, env.clone()).is_err());
         // claims another sender
         let mut forged = env.clone();
         forged.from = 1;
         assert!(matches!(
-            open(&keys, &guard(), 2, forged),
+            open(&keys, &guard(), 2, Link::Plain, forged),
             Err(Error::Rejected {
                 reason: "invalid signature",
                 ..
@@ -296,16 +341,59 @@ mod tests {
         // tampered payload
         let mut tampered = env.clone();
         tampered.payload[0] ^= 1;
-        assert!(open(&keys, &guard(), 2, tampered).is_err());
+        assert!(open(&keys, &guard(), 2, Link::Plain, tampered).is_err());
         // a position that is not the signed one
         let mut moved = env.clone();
         moved.counter += 1;
-        assert!(open(&keys, &guard(), 2, moved).is_err());
+        assert!(open(&keys, &guard(), 2, Link::Plain, moved).is_err());
         // another cluster
         let (_, other) = keys_from_seed_prefix("u-", 0, 4);
-        assert!(open(&other, &guard(), 2, env.clone()).is_err());
+        assert!(open(&other, &guard(), 2, Link::Plain, env.clone()).is_err());
         // the same keys on another chain
-        assert!(open(&keys.with_chain("other-chain"), &guard(), 2, env).is_err());
+        assert!(open(&keys.with_chain("other-chain"), &guard(), 2, Link::Plain, env).is_err());
+    }
+
+    #[test]
+    fn on_a_tls_link_the_caller_not_a_signature_proves_the_sender() {
+        let (_, keys) = keys_from_seed_prefix("t-", 0, 4);
+        let msg = bft::Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view: 1,
+            last_decided: 2,
+        };
+        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&msg));
+        let at = |counter| EnvelopeSeq { epoch: 3, counter };
+        let framed = frame_at(&keys, (0, 2), at(1), payload.clone());
+        assert!(framed.signature.is_empty());
+        let tls = |replica| Link::Tls { replica };
+        assert_eq!(
+            open(&keys, &ReplayGuard::new(4), 2, tls(0), framed.clone()).expect("caller 0 sent it"),
+            (0, msg)
+        );
+        // Unsigned on a plain stream: refused.
+        assert!(matches!(
+            open(&keys, &ReplayGuard::new(4), 2, Link::Plain, framed.clone()),
+            Err(Error::Rejected {
+                reason: "invalid signature",
+                ..
+            })
+        ));
+        // A caller that names another consenter as the sender: refused.
+        assert!(matches!(
+            open(&keys, &ReplayGuard::new(4), 2, tls(1), framed.clone()),
+            Err(Error::Rejected {
+                reason: "names a sender other than its TLS caller",
+                ..
+            })
+        ));
+        // Addressee, cluster and replay checks still hold on a TLS link.
+        assert!(open(&keys, &ReplayGuard::new(4), 1, tls(0), framed.clone()).is_err());
+        let (_, other) = keys_from_seed_prefix("u-", 0, 4);
+        assert!(open(&other, &ReplayGuard::new(4), 2, tls(0), framed.clone()).is_err());
+        let guard = ReplayGuard::new(4);
+        assert!(open(&keys, &guard, 2, tls(0), framed.clone()).is_ok());
+        assert!(open(&keys, &guard, 2, tls(0), framed).is_err());
+        assert!(open(&keys, &guard, 2, tls(0), frame_at(&keys, (0, 2), at(2), payload)).is_ok());
     }
 
     #[test]
@@ -327,23 +415,24 @@ mod tests {
             )
         };
         let captured = env(7, 3);
-        assert!(open(&keys, &guard, 2, captured.clone()).is_ok());
+        assert!(open(&keys, &guard, 2, Link::Plain, captured.clone()).is_ok());
         let replays = (0..10_000)
-            .filter(|_| open(&keys, &guard, 2, captured.clone()).is_ok())
+            .filter(|_| open(&keys, &guard, 2, Link::Plain, captured.clone()).is_ok())
             .count();
         assert_eq!(replays, 0, "a replayed envelope was accepted");
         // older positions of the same epoch, and anything of an older epoch, are stale
-        assert!(open(&keys, &guard, 2, env(7, 2)).is_err());
-        assert!(open(&keys, &guard, 2, env(6, 100)).is_err());
+        assert!(open(&keys, &guard, 2, Link::Plain, env(7, 2)).is_err());
+        assert!(open(&keys, &guard, 2, Link::Plain, env(6, 100)).is_err());
         // the sender restarted with a higher epoch: its counter starts again
-        assert!(open(&keys, &guard, 2, env(8, 0)).is_ok());
-        assert!(open(&keys, &guard, 2, env(8, 1)).is_ok());
+        assert!(open(&keys, &guard, 2, Link::Plain, env(8, 0)).is_ok());
+        assert!(open(&keys, &guard, 2, Link::Plain, env(8, 1)).is_ok());
         // the diagnostic position (0, 0) is never accepted
         assert!(
             open(
                 &keys,
                 &ReplayGuard::new(4),
                 2,
+                Link::Plain,
                 seal(&k0, &keys, 0, 2, payload.clone())
             )
             .is_err()

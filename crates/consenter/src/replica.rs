@@ -441,6 +441,8 @@ fn spawn_transport(
             epoch,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
+            // Over mutual TLS the receiver knows the sender from its certificate.
+            sign_envelopes: wire::tls::installed().is_none(),
         },
         key,
         keys,

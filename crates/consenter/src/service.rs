@@ -25,7 +25,7 @@ use wire::pb;
 use wire::pb::bft_consensus_server::{BftConsensus, BftConsensusServer};
 
 use crate::Error;
-use crate::keys::{ClusterKeys, ReplayGuard, open};
+use crate::keys::{ClusterKeys, Link, ReplayGuard, open};
 use crate::submit::{Full, Outcome, Waiters};
 use crate::transport::{MAX_MESSAGE_BYTES, Stats};
 
@@ -181,6 +181,19 @@ impl tonic::codegen::Service<HttpRequest> for PerCallLimits {
     }
 }
 
+/// How an `Exchange` stream proves its sender: without TLS, each envelope's signature;
+/// with mutual TLS, the caller's certificate (consenter of party P is replica P − 1,
+/// ADR 0017). The authorization layer admits only consenters to `Exchange`.
+fn link_of(caller: Option<wire::tls::Peer>) -> Result<Link, Status> {
+    match caller {
+        None => Ok(Link::Plain),
+        Some(peer) if peer.role == wire::tls::Role::Consenter && peer.party >= 1 => Ok(Link::Tls {
+            replica: peer.party - 1,
+        }),
+        Some(peer) => Err(Status::permission_denied(format!("{peer} is not a consenter"))),
+    }
+}
+
 /// The status that ends a stream at a rejected envelope, with the summary attached.
 fn rejected_status(e: &Error, summary: &pb::BftExchangeSummary) -> Status {
     let code = match e {
@@ -200,11 +213,12 @@ impl BftConsensus for ConsensusService {
         request: Request<Streaming<pb::BftEnvelope>>,
     ) -> Result<Response<pb::BftExchangeSummary>, Status> {
         let d = &self.deps;
+        let link = link_of(wire::tls::caller(&request))?;
         let mut stream = request.into_inner();
         let mut summary = pb::BftExchangeSummary::default();
         while let Some(env) = stream.message().await? {
             let size = env.payload.len();
-            match open(&d.keys, &self.guard, d.me, env) {
+            match open(&d.keys, &self.guard, d.me, link, env) {
                 Ok((from, msg)) => {
                     let permit = self.reserve(from, size).await?;
                     d.tx_inbound

@@ -29,7 +29,7 @@ use tracing::{debug, info};
 use wire::pb;
 use wire::pb::bft_consensus_client::BftConsensusClient;
 
-use crate::keys::{ClusterKeys, EnvelopeSeq, seal_at};
+use crate::keys::{ClusterKeys, EnvelopeSeq, frame_at, seal_at};
 
 /// Largest encoded message the transport sends or accepts on a peer stream.
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -247,6 +247,10 @@ pub struct TransportConfig {
     pub backoff_min: Duration,
     /// Largest reconnect delay.
     pub backoff_max: Duration,
+    /// Whether envelopes carry the sender's signature: needed when links are plain
+    /// TCP; over mutual TLS the receiver knows the sender from its certificate and an
+    /// unsigned envelope saves a signature per message per peer (ADR 0017).
+    pub sign_envelopes: bool,
 }
 
 /// The engine's [`Transport`] over gRPC.
@@ -285,6 +289,7 @@ impl GrpcTransport {
                 backoff_min: cfg.backoff_min,
                 backoff_max: cfg.backoff_max,
                 epoch: cfg.epoch,
+                sign_envelopes: cfg.sign_envelopes,
             };
             tasks.push(tokio::spawn(link.run()));
         }
@@ -347,6 +352,7 @@ struct PeerLink {
     backoff_min: Duration,
     backoff_max: Duration,
     epoch: u64,
+    sign_envelopes: bool,
 }
 
 impl PeerLink {
@@ -408,13 +414,17 @@ impl PeerLink {
                 epoch: self.epoch,
                 counter: *counter,
             };
-            let env = seal_at(
-                &self.key,
-                &self.keys,
-                (self.me, self.to),
-                seq,
-                payload.as_ref().clone(),
-            );
+            let env = if self.sign_envelopes {
+                seal_at(
+                    &self.key,
+                    &self.keys,
+                    (self.me, self.to),
+                    seq,
+                    payload.as_ref().clone(),
+                )
+            } else {
+                frame_at(&self.keys, (self.me, self.to), seq, payload.as_ref().clone())
+            };
             tokio::select! {
                 sent = tx_stream.send(env) => {
                     if sent.is_err() {
