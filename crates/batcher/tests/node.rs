@@ -118,6 +118,7 @@ impl Intake {
 
 struct Net {
     tweak: fn(&mut Config),
+    content: batcher::node::RequestContent,
     dir: tempfile::TempDir,
     consenter: Arc<Scripted>,
     consenter_uri: String,
@@ -132,8 +133,22 @@ impl Net {
         Net::start_with(|_| {}).await
     }
 
+    /// A network whose nodes check pulled requests as client envelopes, as
+    /// `fabrx node batcher` does.
+    async fn start_checking() -> Net {
+        Net::start_content(
+            |_| {},
+            batcher::node::RequestContent::Envelopes(Default::default()),
+        )
+        .await
+    }
+
     /// A network whose core configs are changed by `tweak`.
     async fn start_with(tweak: fn(&mut Config)) -> Net {
+        Net::start_content(tweak, batcher::node::RequestContent::Opaque).await
+    }
+
+    async fn start_content(tweak: fn(&mut Config), content: batcher::node::RequestContent) -> Net {
         let keys = (1..=PARTIES).map(|p| (p, common::key(p).public_key())).collect();
         let (consenter, caddr) = Scripted::start(keys, 1).await;
         let mut listeners = BTreeMap::new();
@@ -142,6 +157,7 @@ impl Net {
         }
         let mut net = Net {
             tweak,
+            content,
             dir: tempfile::tempdir().unwrap(),
             consenter,
             consenter_uri: format!("http://{caddr}"),
@@ -176,7 +192,7 @@ impl Net {
             own_consenter: self.consenter_uri.clone(),
             consenter_keys: None,
             shell: shell(),
-            content: batcher::node::RequestContent::Opaque,
+            content: self.content.clone(),
         }
     }
 
@@ -379,6 +395,96 @@ async fn requests_are_batched_pulled_attested_ordered_and_leave_every_mempool() 
     let again = Intake::open(net.addrs[&2]).await.submit(&sent[..1]).await;
     assert!(!again[0].admitted);
     assert_eq!(again[0].refusal, pb::IntakeRefusal::Duplicate as i32);
+}
+
+/// A fabrx envelope a router admits (distinct per `i`).
+fn envelope(i: u32) -> Vec<u8> {
+    use prost::Message as _;
+    let payload = pb::Tx {
+        namespaces: vec![pb::TxNamespace {
+            ns_id: "token".into(),
+            blind_writes: vec![pb::Write {
+                key: format!("key-{i}").into_bytes(),
+                value: vec![7; 16],
+            }],
+            ..Default::default()
+        }],
+        endorsements: vec![pb::Endorsements {
+            endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                endorsement: vec![1; 64],
+                identity: None,
+            }],
+        }],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    pb::Envelope {
+        payload,
+        identity: Some(pb::Identity {
+            msp_id: "org1".into(),
+            creator: Some(pb::identity::Creator::CertificateId("client".into())),
+        }),
+        tx_id: format!("tx-{i:08}"),
+        payload_type: pb::PayloadType::Tx as i32,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secondaries_check_only_the_pulled_requests_their_own_router_did_not_pass() {
+    let net = Net::start_checking().await;
+    let everywhere: Vec<_> = (0..12).map(envelope).collect();
+    for e in &everywhere {
+        arma::admission::RequestPolicy::default()
+            .check(e)
+            .expect("a router admits it");
+    }
+    // Through every party's intake, the primary's last: a secondary's own router passed
+    // each of them before the primary's batches bring them back, so it checks none again.
+    for p in [2, 3, 4, 1] {
+        let answers = Intake::open(net.addrs[&p]).await.submit(&everywhere).await;
+        assert!(answers.iter().all(|a| a.admitted), "party {p}: {answers:?}");
+    }
+    net.settle(&everywhere).await;
+    for p in 2..=PARTIES {
+        eventually("the secondary pulled every batch", || {
+            net.stats(p).pulled_known == 12
+        })
+        .await;
+        assert_eq!(net.stats(p).pulled_checked, 0, "party {p}");
+    }
+    // Through the primary's intake only: every secondary checks each of them.
+    let primary_only: Vec<_> = (100..110).map(envelope).collect();
+    let answers = Intake::open(net.addrs[&1]).await.submit(&primary_only).await;
+    assert!(answers.iter().all(|a| a.admitted), "{answers:?}");
+    net.settle(&[everywhere.clone(), primary_only].concat()).await;
+    for p in 2..=PARTIES {
+        eventually("the secondary checked the new requests", || {
+            net.stats(p).pulled_checked == 10
+        })
+        .await;
+        assert_eq!(net.stats(p).pulled_known, 12, "party {p}");
+        assert_eq!(net.stats(p).batches_rejected, 0, "party {p}");
+    }
+    // A request no router would admit, behind one the secondaries know, in the batch of
+    // a primary that does not check its intake: the secondaries still refuse the batch.
+    let known = envelope(200);
+    for p in 2..=PARTIES {
+        Intake::open(net.addrs[&p])
+            .await
+            .submit(std::slice::from_ref(&known))
+            .await;
+    }
+    let bogus = b"not an envelope".to_vec();
+    let answers = Intake::open(net.addrs[&1]).await.submit(&[known, bogus]).await;
+    assert!(answers.iter().all(|a| a.admitted), "{answers:?}");
+    for p in 2..=PARTIES {
+        eventually("the secondary refused the bogus batch", || {
+            net.stats(p).batches_rejected > 0
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -79,6 +79,10 @@ pub struct PullCtx {
     pub shell: ShellConfig,
     /// How pulled requests' content is checked.
     pub content: Arc<super::RequestContent>,
+    /// The requests this party's router already checked: not checked again.
+    pub checked: Arc<super::CheckedRequests>,
+    /// Counters.
+    pub stats: Arc<super::Stats>,
 }
 
 /// Whether to read the next batch of an open stream positioned at `next` for `open`.
@@ -175,16 +179,30 @@ async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Strea
             Err(e) => return format!("malformed batch: {e}"),
         };
         // The content of every request, as a router checks it (off the async workers:
-        // signatures); a refused one makes the batch bogus.
-        let refused = if ctx.content.as_ref() == &super::RequestContent::Opaque {
+        // signatures); a refused one makes the batch bogus. Requests this party's router
+        // already checked (the same bytes came through the intake) are not checked again.
+        let unknown = if ctx.content.as_ref() == &super::RequestContent::Opaque {
+            Vec::new()
+        } else {
+            ctx.checked.unknown(batch.requests.iter().map(|r| &r[..]))
+        };
+        super::add(&ctx.stats.pulled_checked, unknown.len() as u64);
+        super::add(
+            &ctx.stats.pulled_known,
+            (batch.requests.len().saturating_sub(unknown.len())) as u64,
+        );
+        let refused = if unknown.is_empty() {
             None
         } else {
             let content = Arc::clone(&ctx.content);
-            let requests = batch.requests.clone();
+            let requests: Vec<_> = unknown
+                .iter()
+                .filter_map(|&i| batch.requests.get(i).cloned())
+                .collect();
             match tokio::task::spawn_blocking(move || content.first_refused(requests.iter().map(|r| &r[..])))
                 .await
             {
-                Ok(refused) => refused,
+                Ok(refused) => refused.and_then(|(k, why)| unknown.get(k).map(|&i| (i, why))),
                 Err(e) => return format!("checking a pulled batch: {e}"),
             }
         };

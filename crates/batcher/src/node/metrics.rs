@@ -32,6 +32,8 @@ pub struct Stats {
     pub(super) decisions: IntCounter,
     pub(super) ordered_batches: IntCounter,
     pub(super) fetched_batches: IntCounter,
+    pub(super) pulled_checked: IntCounter,
+    pub(super) pulled_known: IntCounter,
     /// Time from a batch persisted here to the decision that orders it.
     pub(super) order_latency: Histogram,
 }
@@ -94,6 +96,14 @@ impl Stats {
                 "fetched_batches_total",
                 "Ordered batches fetched from other batchers",
             )?,
+            pulled_checked: r.counter(
+                "pulled_requests_checked_total",
+                "Requests of pulled batches whose content was checked here",
+            )?,
+            pulled_known: r.counter(
+                "pulled_requests_known_total",
+                "Requests of pulled batches not checked again: this party's router admitted the same bytes",
+            )?,
             order_latency: r.histogram(
                 "batch_order_seconds",
                 "Time from a batch persisted here to its decision",
@@ -127,6 +137,8 @@ impl Stats {
             decisions: self.decisions.get(),
             ordered_batches: self.ordered_batches.get(),
             fetched_batches: self.fetched_batches.get(),
+            pulled_checked: self.pulled_checked.get(),
+            pulled_known: self.pulled_known.get(),
         }
     }
 }

@@ -15,6 +15,7 @@
 //! [`Config`] parses no file: the `fabrx node batcher` command fills it from the
 //! network configuration.
 
+mod checked;
 mod decisions;
 mod links;
 pub mod metrics;
@@ -91,6 +92,13 @@ pub struct Config {
     /// routers do.
     pub content: RequestContent,
 }
+
+pub use checked::CheckedRequests;
+
+/// Fingerprints per generation of [`CheckedRequests`]: the requests of the intake a
+/// secondary remembers (two generations, about 4 MiB in all) so as not to check them
+/// again in the primary's batches.
+pub const CHECKED_PER_GENERATION: usize = 1 << 16;
 
 /// How a node checks the content of requests it did not admit itself: the batches it
 /// pulls from a primary and the forwards it receives, since a Byzantine primary or peer
@@ -262,10 +270,19 @@ pub struct StatsSnapshot {
     pub ordered_batches: u64,
     /// Ordered batches fetched from other batchers.
     pub fetched_batches: u64,
+    /// Requests of pulled batches whose content this node checked.
+    pub pulled_checked: u64,
+    /// Requests of pulled batches not checked again: this party's router had admitted
+    /// the same bytes ([`CheckedRequests`]).
+    pub pulled_known: u64,
 }
 
 pub(crate) fn bump(c: &prometheus::IntCounter) {
     c.inc();
+}
+
+pub(crate) fn add(c: &prometheus::IntCounter, n: u64) {
+    c.inc_by(n);
 }
 
 /// How long `stop` lets the server close its connections.

@@ -51,6 +51,9 @@ pub struct IntakeService {
     pub stats: Arc<super::Stats>,
     /// Turns true when the node stops: open streams end.
     pub stop: watch::Receiver<bool>,
+    /// Where the requests taken in are remembered as checked by this party's router
+    /// (`None` when the node does not check content).
+    pub checked: Option<Arc<super::CheckedRequests>>,
 }
 
 fn too_large(id: u64) -> pb::IntakeResponse {
@@ -92,6 +95,7 @@ impl BatcherIntake for IntakeService {
         let (tx_core, stop) = (self.tx.clone(), self.stop.clone());
         let (budget, max) = (Arc::clone(&self.queue_bytes), self.max_request_bytes);
         let stats = Arc::clone(&self.stats);
+        let checked = self.checked.clone();
         tokio::spawn(async move {
             loop {
                 let Ok(reply) = tx_out.clone().reserve_owned().await else {
@@ -125,6 +129,9 @@ impl BatcherIntake for IntakeService {
                 if requests.is_empty() {
                     reply.send(Ok(pb::IntakeAnswers { answers: answered }));
                     continue;
+                }
+                if let Some(checked) = &checked {
+                    checked.record(requests.iter().map(|(_, r): &(u64, Arc<[u8]>)| &r[..]));
                 }
                 // Within u32: at most one message (the intake message limit), and the
                 // semaphore holds at least that much.

@@ -192,6 +192,7 @@ impl Parts {
         tx_intake: mpsc::Sender<IntakeItem>,
         tx_peer: mpsc::Sender<PeerEvent>,
         stop: watch::Receiver<bool>,
+        checked: &Arc<super::CheckedRequests>,
     ) -> (IntakeService, PeerService) {
         let cfg = &config.batcher;
         // The byte bound admits at least one message of the largest size.
@@ -213,6 +214,7 @@ impl Parts {
             max_request_bytes: cfg.max_request_bytes.get(),
             stats: Arc::clone(&self.stats),
             stop: stop.clone(),
+            checked: (config.content != super::RequestContent::Opaque).then(|| Arc::clone(checked)),
         };
         let peer = PeerService {
             shard: cfg.shard,
@@ -248,7 +250,8 @@ impl Parts {
             ordered: None,
         });
         let (tx_stop, rx_stop) = watch::channel(false);
-        let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone());
+        let checked = Arc::new(super::CheckedRequests::new(super::CHECKED_PER_GENERATION));
+        let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone(), &checked);
         let server = serve(self.listener, &config.server, intake, peer)?;
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(run_pull(PullCtx {
@@ -258,6 +261,8 @@ impl Parts {
             tx_peer,
             shell,
             content: Arc::new(config.content.clone()),
+            checked,
+            stats: Arc::clone(&self.stats),
         })));
         let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
         let stats = Arc::clone(&self.stats);
