@@ -14,7 +14,7 @@ use types::PartyId;
 use wire::pb;
 
 use super::decisions::Follower;
-use super::links::{Opener, PeerEvent, PeerSenders, PullCtx, SubmitView, run_pull, run_submitter};
+use super::links::{Opener, PeerEvent, PeerSenders, PullCtx, PullWant, SubmitView, run_pull, run_submitter};
 use super::run::{Acks, Forwards, Node, Queues};
 use super::served::Served;
 use super::service::{IntakeItem, IntakeService, PeerService};
@@ -192,9 +192,10 @@ impl Parts {
         tx_intake: mpsc::Sender<IntakeItem>,
         tx_peer: mpsc::Sender<PeerEvent>,
         stop: watch::Receiver<bool>,
-        checked: &Arc<super::CheckedRequests>,
-    ) -> (IntakeService, PeerService) {
+        rx_want: watch::Receiver<Option<PullWant>>,
+    ) -> (IntakeService, PeerService, PullCtx) {
         let cfg = &config.batcher;
+        let checked = Arc::new(super::CheckedRequests::new(super::CHECKED_PER_GENERATION));
         // The byte bound admits at least one message of the largest size.
         let floor = std::cmp::min(
             cfg.max_request_bytes
@@ -214,7 +215,17 @@ impl Parts {
             max_request_bytes: cfg.max_request_bytes.get(),
             stats: Arc::clone(&self.stats),
             stop: stop.clone(),
-            checked: (config.content != super::RequestContent::Opaque).then(|| Arc::clone(checked)),
+            checked: (config.content != super::RequestContent::Opaque).then(|| Arc::clone(&checked)),
+        };
+        let pull = PullCtx {
+            shard: cfg.shard,
+            peers: self.peers.clone(),
+            rx_want,
+            tx_peer: tx_peer.clone(),
+            shell: config.shell,
+            content: Arc::new(config.content.clone()),
+            checked,
+            stats: Arc::clone(&self.stats),
         };
         let peer = PeerService {
             shard: cfg.shard,
@@ -227,7 +238,7 @@ impl Parts {
             content: Arc::new(config.content.clone()),
             faults: self.faults.clone(),
         };
-        (intake, peer)
+        (intake, peer, pull)
     }
 
     fn launch(
@@ -250,20 +261,10 @@ impl Parts {
             ordered: None,
         });
         let (tx_stop, rx_stop) = watch::channel(false);
-        let checked = Arc::new(super::CheckedRequests::new(super::CHECKED_PER_GENERATION));
-        let (intake, peer) = self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone(), &checked);
+        let (intake, peer, pull) =
+            self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone(), rx_want);
         let server = serve(self.listener, &config.server, intake, peer)?;
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(run_pull(PullCtx {
-            shard: cfg.shard,
-            peers: self.peers.clone(),
-            rx_want,
-            tx_peer,
-            shell,
-            content: Arc::new(config.content.clone()),
-            checked,
-            stats: Arc::clone(&self.stats),
-        })));
+        let mut tasks = vec![tokio::spawn(run_pull(pull))];
         let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
         let stats = Arc::clone(&self.stats);
         let submitter = run_submitter(rx_submit, self.consenters.clone(), rx_view, shell, stats);
