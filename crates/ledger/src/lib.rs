@@ -66,6 +66,12 @@ pub struct LedgerConfig {
     /// When appended blocks are durable ([`journal::Durability::SyncEachAppend`]
     /// unless a test says otherwise).
     pub durability: journal::Durability,
+    /// Most bytes of the tx-id table (`txs.idx`, 32 bytes a slot, at most 70 % full)
+    /// held in memory. While the table fits, lookups and appends probe memory and the
+    /// changed slots are written to the file at each checkpoint; a larger table is
+    /// probed and written in its file (a system call per probe). 0: always in the file.
+    /// Default 64 MiB (about 1.4 million tx ids).
+    pub tx_table_memory_bytes: u64,
 }
 
 impl Default for LedgerConfig {
@@ -76,6 +82,7 @@ impl Default for LedgerConfig {
             max_record_bytes: NonZeroU32::new(1 << 30).unwrap_or(NonZeroU32::MIN),
             checkpoint_every: NonZeroU32::new(256).unwrap_or(NonZeroU32::MIN),
             durability: journal::Durability::SyncEachAppend,
+            tx_table_memory_bytes: 64 << 20,
         }
     }
 }
@@ -88,6 +95,26 @@ pub struct LedgerTx {
     /// Its final status, when the writer knows it (the committer does; the orderer's
     /// stores do not). Txs with a status that [`Status::is_stored`] refuses are kept in
     /// the block but not indexed by id.
+    pub status: Option<Status>,
+}
+
+impl LedgerTx {
+    /// The same tx, borrowed.
+    pub fn borrowed(&self) -> LedgerTxRef<'_> {
+        LedgerTxRef {
+            id: &self.id.0,
+            status: self.status,
+        }
+    }
+}
+
+/// A tx of a block to append, borrowed: [`Ledger::append_borrowed`] stores the same
+/// record as [`Ledger::append`] without the caller cloning its ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerTxRef<'a> {
+    /// Its id.
+    pub id: &'a str,
+    /// Its final status, as in [`LedgerTx::status`].
     pub status: Option<Status>,
 }
 
