@@ -191,11 +191,20 @@ impl VcPool {
 }
 
 impl VcPool {
-    /// Commits one batch that fits the limits, with failover.
+    /// Commits one batch that fits the limits, with failover. `req` is `batch` on the
+    /// wire; the first attempt sends it, a resubmission converts `batch` again (no copy
+    /// of a batch is made for attempts that are never needed).
     async fn process_part(&self, batch: &[VcTx], req: pb::VcBatch) -> Result<Vec<TxOutcome>> {
+        let first = std::sync::Mutex::new(Some(req));
         self.inner
             .call(|mut c| {
-                let req = req.clone();
+                let req = first
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take()
+                    .unwrap_or_else(|| pb::VcBatch {
+                        txs: batch.iter().map(pb::VcTx::from).collect(),
+                    });
                 async move {
                     let mut answers = c.commit(tokio_stream::once(req)).await?.into_inner();
                     let answer = answers
@@ -209,11 +218,30 @@ impl VcPool {
     }
 }
 
+/// `txs` encoded as one `VcBatch` (its field 1, repeated), without first copying them
+/// into one.
+fn encode_batch(txs: &[pb::VcTx]) -> Vec<u8> {
+    use prost::encoding::message;
+    let len = txs.iter().map(|t| message::encoded_len(1, t)).sum();
+    let mut buf = Vec::with_capacity(len);
+    for t in txs {
+        message::encode(1, t, &mut buf);
+    }
+    buf
+}
+
 /// Whether `txs` as one batch fits the vcservice's batch limits (`wire::limits::VC_BATCH`).
 fn fits(txs: &[pb::VcTx]) -> bool {
     let limit = wire::limits::VC_BATCH;
-    let bytes = prost::Message::encode_to_vec(&pb::VcBatch { txs: txs.to_vec() });
-    bytes.len() <= limit.max_bytes && wire::budget::check(&bytes, limit.schema, limit.budget).is_ok()
+    let size: usize = txs
+        .iter()
+        .map(|t| prost::encoding::message::encoded_len(1, t))
+        .sum();
+    if size > limit.max_bytes {
+        return false;
+    }
+    let bytes = encode_batch(txs);
+    wire::budget::check(&bytes, limit.schema, limit.budget).is_ok()
 }
 
 /// Lengths of consecutive parts of `txs` that each fit the batch limits, halving what does
@@ -236,15 +264,17 @@ impl CommitStage for VcPool {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let txs: Vec<pb::VcTx> = batch.iter().map(pb::VcTx::from).collect();
+        let mut txs: Vec<pb::VcTx> = batch.iter().map(pb::VcTx::from).collect();
         let mut lengths = Vec::new();
         part_lengths(&txs, &mut lengths);
         let mut out = Vec::with_capacity(batch.len());
         let mut start = 0;
         for len in lengths {
             let end = start + len;
+            // The parts are moved out of `txs` in order, never copied.
+            let rest = txs.split_off(len);
             let part = pb::VcBatch {
-                txs: txs[start..end].to_vec(),
+                txs: std::mem::replace(&mut txs, rest),
             };
             out.extend(self.process_part(&batch[start..end], part).await?);
             start = end;
@@ -423,6 +453,15 @@ mod split_tests {
         let mut out = Vec::new();
         part_lengths(txs, &mut out);
         out
+    }
+
+    #[test]
+    fn a_batch_is_encoded_as_its_message() {
+        use prost::Message;
+        let txs: Vec<_> = (0..20).map(|i| tx(i, 2, 10 * i)).collect();
+        let whole = pb::VcBatch { txs: txs.clone() }.encode_to_vec();
+        assert_eq!(encode_batch(&txs), whole);
+        assert_eq!(encode_batch(&[]), Vec::<u8>::new());
     }
 
     #[test]
