@@ -266,8 +266,11 @@ impl Default for NotifierConfig {
     fn default() -> Self {
         NotifierConfig {
             capacity: std::num::NonZeroUsize::new(4096).unwrap_or(std::num::NonZeroUsize::MIN),
-            max_bytes_per_subscription: 16 << 20,
-            max_bytes_total: 128 << 20,
+            // About 220,000 pending ids of 64 bytes: a client may watch every tx of a
+            // 200,000-tx run before its first block (below that, such a client was cut
+            // off, re-subscribed, and registered every id again and again).
+            max_bytes_per_subscription: 64 << 20,
+            max_bytes_total: 256 << 20,
         }
     }
 }
