@@ -180,30 +180,37 @@ fn put_tx(tx: &Tx, buf: &mut impl BufMut) {
     }
 }
 
-fn vc_tx_len(t: &VcTx) -> usize {
+/// Bytes of `t` as a `VcTx`, its `Tx` being `tx_len` bytes.
+fn vc_tx_len(t: &VcTx, tx_len: usize) -> usize {
     bytes_len(1, t.id.0.as_bytes())
         + varint_len(2, t.height.block)
         + varint_len(3, u64::from(t.height.index))
-        + delimited_len(4, tx_len(&t.tx))
+        + delimited_len(4, tx_len)
         + varint_len(5, u64::from(t.prelim.map_or(0, |s| s.code())))
 }
 
-fn put_vc_tx(t: &VcTx, buf: &mut impl BufMut) {
+fn put_vc_tx(t: &VcTx, tx_len: usize, buf: &mut impl BufMut) {
     put_bytes(1, t.id.0.as_bytes(), buf);
     put_varint(2, t.height.block, buf);
     put_varint(3, u64::from(t.height.index), buf);
-    put_header(4, tx_len(&t.tx), buf);
+    put_header(4, tx_len, buf);
     put_tx(&t.tx, buf);
     put_varint(5, u64::from(t.prelim.map_or(0, |s| s.code())), buf);
 }
 
 /// `txs` as one encoded `VcBatch` message.
 pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
-    let lens: Vec<usize> = txs.iter().map(vc_tx_len).collect();
-    let mut buf = Vec::with_capacity(lens.iter().map(|l| delimited_len(1, *l)).sum());
-    for (t, len) in txs.iter().zip(lens) {
+    let lens: Vec<(usize, usize)> = txs
+        .iter()
+        .map(|t| {
+            let tx = tx_len(&t.tx);
+            (tx, vc_tx_len(t, tx))
+        })
+        .collect();
+    let mut buf = Vec::with_capacity(lens.iter().map(|(_, l)| delimited_len(1, *l)).sum());
+    for (t, (tx, len)) in txs.iter().zip(lens) {
         put_header(1, len, &mut buf);
-        put_vc_tx(t, &mut buf);
+        put_vc_tx(t, tx, &mut buf);
     }
     buf
 }
