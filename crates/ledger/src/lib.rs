@@ -10,10 +10,13 @@
 //! * `blocks.idx` — block number → journal [`journal::Position`], fixed 24-byte
 //!   entries (CRC'd), entry `i` for block `base + i`;
 //! * `txs.idx` — tx id → (block number, tx index): an open-addressing hash table of
-//!   32-byte slots holding a 64-bit fingerprint of the id, read and written with
-//!   `read_at`/`write_at`. A hit is verified against the id stored in the block's
-//!   record (a small read), so a fingerprint collision or a torn slot never gives a
-//!   wrong answer. The first occurrence of an id wins;
+//!   32-byte slots holding a 64-bit fingerprint of the id. While the file is at most
+//!   [`LedgerConfig::tx_table_memory_bytes`] it is also held in memory: probes and
+//!   inserts touch memory only, and the changed pages are written to the file at each
+//!   checkpoint; a larger table is read and written with `read_at`/`write_at`. A hit is
+//!   verified against the id stored in the block's record (a small read), so a
+//!   fingerprint collision or a torn slot never gives a wrong answer. The first
+//!   occurrence of an id wins;
 //! * `index.meta` — the indexes' durable *watermark*: every block below it is in both
 //!   indexes and the index files were synced before the watermark was written
 //!   (atomically: temporary file, rename, directory sync).
@@ -22,9 +25,10 @@
 //! id_len: u32 ‖ id) ‖ block bytes` (code `u32::MAX`: no status).
 //!
 //! # Crash behaviour
-//! [`Ledger::append`] appends the record (synced, by default), then updates the index
-//! files without syncing them; every [`LedgerConfig::checkpoint_every`] blocks (and on
-//! drop) it syncs them and advances the watermark. On open the journal applies its
+//! [`Ledger::append`] appends the record (synced, by default), then updates the indexes
+//! without syncing them (the tx table possibly only in memory); every
+//! [`LedgerConfig::checkpoint_every`] blocks (and on drop) it writes the tx table's
+//! changed pages, syncs the index files and advances the watermark. On open the journal applies its
 //! torn-tail rule (a torn tail is cut, corruption is an error), then only the records at
 //! or above the watermark are indexed again: a crash between the journal append and the
 //! index update costs re-indexing at most `checkpoint_every` blocks, never a full
