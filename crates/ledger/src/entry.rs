@@ -9,7 +9,7 @@
 use journal::le::{u32_le, u64_le};
 use types::{Status, TxId};
 
-use crate::{BlockEntry, LedgerTx};
+use crate::{BlockEntry, LedgerTx, LedgerTxRef};
 
 /// Bytes of a block record before its tx list: the journal's record header and the
 /// block number.
@@ -19,18 +19,28 @@ pub const ENTRY_HEADER_LEN: usize = journal::HEADER_LEN + 8;
 const NO_STATUS: u32 = u32::MAX;
 
 /// Encodes the payload of block `number`.
+#[cfg(test)]
 pub(crate) fn encode(number: u64, block: &[u8], txs: &[LedgerTx]) -> Vec<u8> {
-    let ids: usize = txs.iter().map(|t| 8 + t.id.0.len()).sum();
+    let refs: Vec<LedgerTxRef<'_>> = txs.iter().map(LedgerTx::borrowed).collect();
+    encode_refs(number, block, &refs).0
+}
+
+/// Encodes the payload of block `number`, and returns the offset of each tx's
+/// `code ‖ id_len ‖ id` in it (what [`decode`] gives as [`TxAt::offset`]).
+pub(crate) fn encode_refs(number: u64, block: &[u8], txs: &[LedgerTxRef<'_>]) -> (Vec<u8>, Vec<u32>) {
+    let ids: usize = txs.iter().map(|t| 8 + t.id.len()).sum();
     let mut out = Vec::with_capacity(12 + ids + block.len());
+    let mut offsets = Vec::with_capacity(txs.len());
     out.extend_from_slice(&number.to_le_bytes());
     out.extend_from_slice(&(txs.len() as u32).to_le_bytes());
     for tx in txs {
+        offsets.push(out.len() as u32);
         out.extend_from_slice(&tx.status.map_or(NO_STATUS, Status::code).to_le_bytes());
-        out.extend_from_slice(&(tx.id.0.len() as u32).to_le_bytes());
-        out.extend_from_slice(tx.id.0.as_bytes());
+        out.extend_from_slice(&(tx.id.len() as u32).to_le_bytes());
+        out.extend_from_slice(tx.id.as_bytes());
     }
     out.extend_from_slice(block);
-    out
+    (out, offsets)
 }
 
 /// A tx of a decoded payload with the offset of its `code` field in the payload.

@@ -10,10 +10,13 @@
 //! * `blocks.idx` — block number → journal [`journal::Position`], fixed 24-byte
 //!   entries (CRC'd), entry `i` for block `base + i`;
 //! * `txs.idx` — tx id → (block number, tx index): an open-addressing hash table of
-//!   32-byte slots holding a 64-bit fingerprint of the id, read and written with
-//!   `read_at`/`write_at`. A hit is verified against the id stored in the block's
-//!   record (a small read), so a fingerprint collision or a torn slot never gives a
-//!   wrong answer. The first occurrence of an id wins;
+//!   32-byte slots holding a 64-bit fingerprint of the id. While the file is at most
+//!   [`LedgerConfig::tx_table_memory_bytes`] it is also held in memory: probes and
+//!   inserts touch memory only, and the changed pages are written to the file at each
+//!   checkpoint; a larger table is read and written with `read_at`/`write_at`. A hit is
+//!   verified against the id stored in the block's record (a small read), so a
+//!   fingerprint collision or a torn slot never gives a wrong answer. The first
+//!   occurrence of an id wins;
 //! * `index.meta` — the indexes' durable *watermark*: every block below it is in both
 //!   indexes and the index files were synced before the watermark was written
 //!   (atomically: temporary file, rename, directory sync).
@@ -22,9 +25,10 @@
 //! id_len: u32 ‖ id) ‖ block bytes` (code `u32::MAX`: no status).
 //!
 //! # Crash behaviour
-//! [`Ledger::append`] appends the record (synced, by default), then updates the index
-//! files without syncing them; every [`LedgerConfig::checkpoint_every`] blocks (and on
-//! drop) it syncs them and advances the watermark. On open the journal applies its
+//! [`Ledger::append`] appends the record (synced, by default), then updates the indexes
+//! without syncing them (the tx table possibly only in memory); every
+//! [`LedgerConfig::checkpoint_every`] blocks (and on drop) it writes the tx table's
+//! changed pages, syncs the index files and advances the watermark. On open the journal applies its
 //! torn-tail rule (a torn tail is cut, corruption is an error), then only the records at
 //! or above the watermark are indexed again: a crash between the journal append and the
 //! index update costs re-indexing at most `checkpoint_every` blocks, never a full
@@ -66,6 +70,12 @@ pub struct LedgerConfig {
     /// When appended blocks are durable ([`journal::Durability::SyncEachAppend`]
     /// unless a test says otherwise).
     pub durability: journal::Durability,
+    /// Most bytes of the tx-id table (`txs.idx`, 32 bytes a slot, at most 70 % full)
+    /// held in memory. While the table fits, lookups and appends probe memory and the
+    /// changed slots are written to the file at each checkpoint; a larger table is
+    /// probed and written in its file (a system call per probe). 0: always in the file.
+    /// Default 64 MiB (about 1.4 million tx ids).
+    pub tx_table_memory_bytes: u64,
 }
 
 impl Default for LedgerConfig {
@@ -76,6 +86,7 @@ impl Default for LedgerConfig {
             max_record_bytes: NonZeroU32::new(1 << 30).unwrap_or(NonZeroU32::MIN),
             checkpoint_every: NonZeroU32::new(256).unwrap_or(NonZeroU32::MIN),
             durability: journal::Durability::SyncEachAppend,
+            tx_table_memory_bytes: 64 << 20,
         }
     }
 }
@@ -88,6 +99,26 @@ pub struct LedgerTx {
     /// Its final status, when the writer knows it (the committer does; the orderer's
     /// stores do not). Txs with a status that [`Status::is_stored`] refuses are kept in
     /// the block but not indexed by id.
+    pub status: Option<Status>,
+}
+
+impl LedgerTx {
+    /// The same tx, borrowed.
+    pub fn borrowed(&self) -> LedgerTxRef<'_> {
+        LedgerTxRef {
+            id: &self.id.0,
+            status: self.status,
+        }
+    }
+}
+
+/// A tx of a block to append, borrowed: [`Ledger::append_borrowed`] stores the same
+/// record as [`Ledger::append`] without the caller cloning its ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerTxRef<'a> {
+    /// Its id.
+    pub id: &'a str,
+    /// Its final status, as in [`LedgerTx::status`].
     pub status: Option<Status>,
 }
 

@@ -7,10 +7,10 @@ use std::sync::{Arc, RwLock};
 use journal::{Durability, Journal, JournalReader, Position};
 use types::{Height, TxId};
 
-use crate::entry::{self, TxAt};
+use crate::entry;
 use crate::files::{Meta, NumIndex};
 use crate::txtable::{self, Insert, Slot, TxTable};
-use crate::{BlockEntry, Error, LedgerConfig, LedgerTx, Result, TxLocation};
+use crate::{BlockEntry, Error, LedgerConfig, LedgerTx, LedgerTxRef, Result, TxLocation};
 
 /// What readers see: the visible block range and the current tx table.
 #[derive(Debug, Clone)]
@@ -85,23 +85,23 @@ impl LedgerReader {
     pub fn tx(&self, id: &TxId) -> Result<Option<TxLocation>> {
         let view = self.view();
         view.table.lookup(txtable::fingerprint(&id.0), |slot| {
-            self.verify(slot, id, view.first, view.next)
+            self.verify(slot, &id.0, view.first, view.next)
         })
     }
 
     /// `Some` if `slot` is `id` in a block of `[first, below)`.
-    fn verify(&self, slot: &Slot, id: &TxId, first: u64, below: u64) -> Result<Option<TxLocation>> {
+    fn verify(&self, slot: &Slot, id: &str, first: u64, below: u64) -> Result<Option<TxLocation>> {
         if slot.number < first || slot.number >= below {
             return Ok(None);
         }
         let pos = self.shared.blocks.read(slot.number - self.shared.base)?;
-        let want = 8 + id.0.len() as u64;
+        let want = 8 + id.len() as u64;
         if u64::from(slot.tx_offset) + want > u64::from(pos.len) {
             return Ok(None);
         }
         let bytes = self.journal.read_unchecked(pos, slot.tx_offset, want as u32)?;
         let u32_at = |i: usize| u32_le(&bytes[i..i + 4]);
-        if u32_at(4) as usize != id.0.len() || &bytes[8..] != id.0.as_bytes() {
+        if u32_at(4) as usize != id.len() || &bytes[8..] != id.as_bytes() {
             return Ok(None);
         }
         let status =
@@ -137,7 +137,8 @@ struct Indexes {
 }
 
 /// Opens the index files of `dir` for a journal holding `[first, next)`.
-fn open_indexes(dir: &Path, first: u64, next: u64, sync: bool) -> Result<Indexes> {
+fn open_indexes(dir: &Path, first: u64, next: u64, config: &LedgerConfig) -> Result<Indexes> {
+    let sync = config.durability != Durability::NoSync;
     let fresh = Meta {
         base: first,
         watermark: first,
@@ -163,7 +164,7 @@ fn open_indexes(dir: &Path, first: u64, next: u64, sync: bool) -> Result<Indexes
     }
     let mut meta = meta.unwrap_or(fresh);
     let blocks = NumIndex::open(dir.join("blocks.idx"))?;
-    let mut table = TxTable::open(dir.join("txs.idx"))?;
+    let mut table = TxTable::open(dir.join("txs.idx"), config.tx_table_memory_bytes)?;
     meta.watermark = meta.watermark.max(first);
     if meta.watermark > next || blocks.len()? > next - meta.base {
         tracing::warn!(
@@ -207,8 +208,7 @@ impl Ledger {
                 configured,
             });
         }
-        let sync = config.durability != Durability::NoSync;
-        let Indexes { meta, blocks, table } = open_indexes(&dir, first, next, sync)?;
+        let Indexes { meta, blocks, table } = open_indexes(&dir, first, next, &config)?;
         let reader = LedgerReader {
             journal: journal.reader(),
             shared: Arc::new(Shared {
@@ -254,7 +254,8 @@ impl Ledger {
                 let detail = format!("record {} holds block {}", record.seq, decoded.number);
                 return Err(self.reader.corrupt(detail));
             }
-            self.index_block(record.seq, record.position, &decoded.txs)?;
+            let at = decoded.txs.iter().map(|t| (t.tx.borrowed(), t.offset));
+            self.index_block(record.seq, record.position, at)?;
             count += 1;
         }
         Ok(count)
@@ -296,6 +297,12 @@ impl Ledger {
     /// and indexed. After an I/O failure the ledger refuses further appends
     /// ([`Error::Poisoned`]); reopen it.
     pub fn append(&mut self, number: u64, block: &[u8], txs: &[LedgerTx]) -> Result<()> {
+        let txs: Vec<LedgerTxRef<'_>> = txs.iter().map(LedgerTx::borrowed).collect();
+        self.append_borrowed(number, block, &txs)
+    }
+
+    /// [`Ledger::append`] with borrowed txs: the same record, the same index entries.
+    pub fn append_borrowed(&mut self, number: u64, block: &[u8], txs: &[LedgerTxRef<'_>]) -> Result<()> {
         if self.poisoned {
             return Err(Error::Poisoned);
         }
@@ -306,7 +313,7 @@ impl Ledger {
                 got: number,
             });
         }
-        let payload = entry::encode(number, block, txs);
+        let (payload, offsets) = entry::encode_refs(number, block, txs);
         if payload.len() > self.config.max_record_bytes.get() as usize {
             return Err(Error::BlockTooLarge {
                 number,
@@ -317,13 +324,8 @@ impl Ledger {
             .journal
             .append(&payload)
             .inspect_err(|_| self.poisoned = true)?;
-        let decoded = entry::decode(&payload)
-            .map_err(|detail| Error::Corrupt {
-                path: self.reader.shared.dir.clone(),
-                detail: format!("block {number} as just encoded does not decode: {detail}"),
-            })
-            .inspect_err(|_| self.poisoned = true)?;
-        self.index_block(number, appended.position, &decoded.txs)
+        let at = txs.iter().copied().zip(offsets);
+        self.index_block(number, appended.position, at)
             .inspect_err(|_| self.poisoned = true)?;
         self.since_checkpoint += 1;
         if self.since_checkpoint >= self.config.checkpoint_every.get() {
@@ -337,6 +339,9 @@ impl Ledger {
         let shared = &self.reader.shared;
         let view = self.reader.view();
         let sync = self.config.durability != Durability::NoSync;
+        // The slots changed in memory reach the file before the watermark moves past
+        // their blocks.
+        view.table.flush()?;
         if sync {
             shared.blocks.sync()?;
             view.table.sync()?;
@@ -351,27 +356,34 @@ impl Ledger {
         Ok(())
     }
 
-    /// Writes the index entries of block `number` and makes it visible.
-    fn index_block(&mut self, number: u64, pos: Position, txs: &[TxAt]) -> Result<()> {
+    /// Writes the index entries of block `number` (its txs with their offsets in the
+    /// record) and makes it visible.
+    fn index_block<'a>(
+        &mut self,
+        number: u64,
+        pos: Position,
+        txs: impl Iterator<Item = (LedgerTxRef<'a>, u32)>,
+    ) -> Result<()> {
         let shared = self.reader.shared.clone();
         shared.blocks.write(number - shared.base, pos)?;
-        for (i, t) in txs.iter().enumerate() {
-            if t.tx.status.is_some_and(|s| !s.is_stored()) {
+        for (i, (t, offset)) in txs.enumerate() {
+            if t.status.is_some_and(|s| !s.is_stored()) {
                 continue;
             }
-            self.insert_tx(number, i as u32, t)?;
+            self.insert_tx(number, i as u32, t.id, offset)?;
         }
         shared.view.write().unwrap_or_else(|e| e.into_inner()).next = number + 1;
         Ok(())
     }
 
-    /// Indexes tx `index` of block `number` unless its id is indexed already.
-    fn insert_tx(&mut self, number: u64, index: u32, t: &TxAt) -> Result<()> {
+    /// Indexes tx `index` of block `number` (id `id` at `offset` in the record) unless
+    /// its id is indexed already.
+    fn insert_tx(&mut self, number: u64, index: u32, id: &str, offset: u32) -> Result<()> {
         let slot = Slot {
-            fingerprint: txtable::fingerprint(&t.tx.id.0),
+            fingerprint: txtable::fingerprint(id),
             number,
             tx_index: index,
-            tx_offset: t.offset,
+            tx_offset: offset,
         };
         loop {
             let view = self.reader.view();
@@ -384,7 +396,7 @@ impl Ledger {
             let this = Height::new(number, index);
             let same = std::cell::Cell::new(false);
             let verify = |s: &Slot| {
-                let found = self.reader.verify(s, &t.tx.id, view.first, number + 1)?;
+                let found = self.reader.verify(s, id, view.first, number + 1)?;
                 same.set(found.is_some_and(|loc| loc.height == this));
                 Ok(found.map(|_| ()))
             };

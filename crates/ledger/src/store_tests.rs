@@ -14,6 +14,15 @@ fn config() -> LedgerConfig {
     }
 }
 
+/// The tx table in memory (the default) and in its file only.
+fn configs() -> [LedgerConfig; 2] {
+    let file_only = LedgerConfig {
+        tx_table_memory_bytes: 0,
+        ..config()
+    };
+    [config(), file_only]
+}
+
 fn txs(n: u64) -> Vec<LedgerTx> {
     (0..3)
         .map(|i| LedgerTx {
@@ -47,6 +56,13 @@ fn crash(mut l: Ledger) {
 
 #[test]
 fn crash_between_journal_append_and_index_update() {
+    for config in configs() {
+        crash_between_journal_append_and_index_update_with(&config);
+    }
+}
+
+fn crash_between_journal_append_and_index_update_with(config: &LedgerConfig) {
+    let config = || config.clone();
     let dir = tempfile::tempdir().unwrap();
     let mut l = Ledger::open(dir.path(), config()).unwrap();
     fill(&mut l, 0, 10); // checkpoints after blocks 3 and 7: watermark 8
@@ -68,14 +84,46 @@ fn crash_between_journal_append_and_index_update() {
 
 #[test]
 fn index_updates_past_the_checkpoint_are_redone_once() {
+    for config in configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path(), config.clone()).unwrap();
+        fill(&mut l, 0, 10);
+        let count = l.tx_count;
+        crash(l);
+        let l = Ledger::open(dir.path(), config).unwrap();
+        assert_eq!(l.reindexed_on_open(), 2);
+        // The slots of blocks 8 and 9 (in memory and never flushed, or written in the
+        // file) are counted once, not twice.
+        assert_eq!(l.tx_count, count);
+        check(&l, 10);
+    }
+}
+
+/// The tx table leaves memory when it grows past the budget (2,048 slots here) and
+/// keeps answering, across a crash and a clean reopen.
+#[test]
+fn a_tx_table_past_its_memory_budget_lives_in_its_file() {
+    let small = LedgerConfig {
+        tx_table_memory_bytes: 2048 * 32,
+        ..config()
+    };
+    let in_memory = |l: &Ledger| l.reader.view().table.in_memory();
     let dir = tempfile::tempdir().unwrap();
-    let mut l = Ledger::open(dir.path(), config()).unwrap();
-    fill(&mut l, 0, 10);
-    let count = l.tx_count;
+    let mut l = Ledger::open(dir.path(), small.clone()).unwrap();
+    fill(&mut l, 0, 300); // 900 txs: 2,048 slots
+    assert!(in_memory(&l));
+    fill(&mut l, 300, 601); // 1,803 txs: 4,096 slots
+    assert!(!in_memory(&l));
+    check(&l, 601);
     crash(l);
+    let mut l = Ledger::open(dir.path(), small).unwrap();
+    assert_eq!(l.reindexed_on_open(), 1);
+    assert!(!in_memory(&l));
+    check(&l, 601);
+    fill(&mut l, 601, 605);
+    drop(l);
+    // A larger budget takes the same file back into memory.
     let l = Ledger::open(dir.path(), config()).unwrap();
-    assert_eq!(l.reindexed_on_open(), 2);
-    // The slots written before the crash were found, not inserted twice.
-    assert_eq!(l.tx_count, count);
-    check(&l, 10);
+    assert!(in_memory(&l));
+    check(&l, 605);
 }

@@ -290,10 +290,11 @@ impl CommitterCore {
                     detail: format!("outcome for {} at {:?}, which is not pending", o.id, o.height),
                 });
             };
-            agg.statuses[o.height.index as usize] = Some((o.id.clone(), o.status));
+            let (height, status) = (o.height, o.status);
+            agg.statuses[height.index as usize] = Some((o.id, status));
             agg.remaining = agg.remaining.saturating_sub(1);
             if f.in_graph {
-                let released = self.graph.complete(o.height, o.status)?;
+                let released = self.graph.complete(height, status)?;
                 self.ready.extend(released.into_iter().map(released_job_tx));
             }
         }

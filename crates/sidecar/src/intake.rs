@@ -27,7 +27,9 @@ pub struct Admitted {
 /// Structural checks plus the set of ids in flight.
 #[derive(Default)]
 pub struct Intake {
-    in_flight: HashSet<TxId>,
+    /// Client-chosen ids: foldhash seeded at random (cheaper than SipHash; the seed is
+    /// not predictable from outside).
+    in_flight: HashSet<TxId, foldhash::quality::RandomState>,
 }
 
 impl Intake {

@@ -11,6 +11,7 @@
 //! - [`node`] is the sidecar as a process: `Config`, `spawn(config, deps) -> Handle`.
 
 pub mod core;
+pub mod encode;
 pub mod intake;
 pub mod metrics;
 pub mod node;

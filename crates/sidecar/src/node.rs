@@ -320,10 +320,11 @@ async fn run_blocks(
     })
 }
 
-/// The stored form of a block: its txs with their heights as a `VcBatch`.
+/// The stored form of a block: its txs with their heights as a `VcBatch` (the bytes
+/// of `wire::convert::block_to_vc_batch`, encoded without that copy of the block).
 fn encode_block(b: &Block) -> Result<Vec<u8>> {
-    use prost::Message;
-    Ok(wire::convert::block_to_vc_batch(b)?.encode_to_vec())
+    let txs: Vec<types::VcTx> = b.block_txs()?.into_iter().map(types::VcTx::from).collect();
+    Ok(crate::encode::vc_batch(&txs))
 }
 
 /// Encoded blocks by number, from when the pipeline takes a block until it is final.

@@ -57,14 +57,56 @@ impl StatusLookup for StoreReader {
     }
 }
 
+/// A hash map keyed by client-chosen ids: foldhash, seeded at random per map (cheaper
+/// than SipHash, and an outsider cannot predict the seed to aim ids at one bucket).
+type IdMap<K, V> = HashMap<K, V, foldhash::quality::RandomState>;
+type IdSet<K> = HashSet<K, foldhash::quality::RandomState>;
+
+/// The subscribers waiting for one id: nearly always one.
+#[derive(Debug)]
+enum Waiters {
+    One(SubId),
+    /// Two or more, in subscriber order.
+    Many(BTreeSet<SubId>),
+}
+
+impl Waiters {
+    fn insert(&mut self, sub: SubId) {
+        match self {
+            Waiters::One(s) if *s == sub => {}
+            Waiters::One(s) => *self = Waiters::Many(BTreeSet::from([*s, sub])),
+            Waiters::Many(set) => {
+                set.insert(sub);
+            }
+        }
+    }
+
+    /// Removes `sub`; whether none is left.
+    fn remove(&mut self, sub: SubId) -> bool {
+        match self {
+            Waiters::One(s) => *s == sub,
+            Waiters::Many(set) => {
+                set.remove(&sub);
+                set.is_empty()
+            }
+        }
+    }
+}
+
+/// One subscriber's pending ids and the bytes they hold ([`registration_bytes`]).
+#[derive(Debug, Default)]
+struct SubIds {
+    ids: IdSet<TxId>,
+    bytes: usize,
+}
+
 /// Who waits for what. Pure and deterministic: events come out in tx order, then in
 /// subscriber order.
 #[derive(Debug, Default)]
 pub struct NotifyCore {
-    waiting: HashMap<TxId, BTreeSet<SubId>>,
-    by_sub: HashMap<SubId, HashSet<TxId>>,
-    /// Bytes held for each subscriber's registrations ([`registration_bytes`]).
-    bytes_by_sub: HashMap<SubId, usize>,
+    waiting: IdMap<TxId, Waiters>,
+    /// Only subscribers with pending ids have an entry.
+    by_sub: IdMap<SubId, SubIds>,
     /// Bytes held for every registration.
     total_bytes: usize,
 }
@@ -89,18 +131,26 @@ impl NotifyCore {
             self.unregister(sub, &id);
             return Some(TxEvent { id, status, height });
         }
-        let cost = registration_bytes(&id);
-        self.waiting.entry(id.clone()).or_default().insert(sub);
-        if self.by_sub.entry(sub).or_default().insert(id) {
-            *self.bytes_by_sub.entry(sub).or_default() += cost;
-            self.total_bytes += cost;
+        let mine = self.by_sub.entry(sub).or_default();
+        if mine.ids.contains(&id) {
+            return None;
         }
+        let cost = registration_bytes(&id);
+        mine.bytes += cost;
+        self.total_bytes += cost;
+        match self.waiting.get_mut(&id) {
+            Some(w) => w.insert(sub),
+            None => {
+                self.waiting.insert(id.clone(), Waiters::One(sub));
+            }
+        }
+        mine.ids.insert(id);
         None
     }
 
     /// Bytes held for `sub`'s pending registrations.
     pub fn bytes_of(&self, sub: SubId) -> usize {
-        self.bytes_by_sub.get(&sub).copied().unwrap_or(0)
+        self.by_sub.get(&sub).map_or(0, |m| m.bytes)
     }
 
     /// Bytes held for every pending registration.
@@ -108,41 +158,56 @@ impl NotifyCore {
         self.total_bytes
     }
 
-    fn release(&mut self, sub: SubId, id: &TxId) {
+    /// Forgets `id` in `sub`'s own set (not in `waiting`) and releases its bytes;
+    /// whether it was there.
+    fn forget(&mut self, sub: SubId, id: &TxId) -> bool {
+        let Some(mine) = self.by_sub.get_mut(&sub) else {
+            return false;
+        };
+        if !mine.ids.remove(id) {
+            return false;
+        }
         let cost = registration_bytes(id);
-        if let Some(b) = self.bytes_by_sub.get_mut(&sub) {
-            *b = b.saturating_sub(cost);
-            if *b == 0 {
-                self.bytes_by_sub.remove(&sub);
-            }
+        mine.bytes = mine.bytes.saturating_sub(cost);
+        if mine.ids.is_empty() {
+            self.by_sub.remove(&sub);
         }
         self.total_bytes = self.total_bytes.saturating_sub(cost);
+        true
     }
 
     /// The final statuses of block `block`, in tx order: the events to send. Every
     /// answered registration is removed; an id occurring twice is answered by the first.
     pub fn publish(&mut self, block: u64, statuses: &[(TxId, Status)]) -> Vec<(SubId, TxEvent)> {
         let mut out = Vec::new();
+        if self.waiting.is_empty() {
+            return out;
+        }
         for (i, (id, status)) in statuses.iter().enumerate() {
-            let Some(subs) = self.waiting.remove(id) else {
+            let Some(waiters) = self.waiting.remove(id) else {
                 continue;
             };
-            for sub in subs {
-                if let Some(ids) = self.by_sub.get_mut(&sub) {
-                    ids.remove(id);
-                    if ids.is_empty() {
-                        self.by_sub.remove(&sub);
-                    }
-                }
-                self.release(sub, id);
-                out.push((
+            let event = |sub| {
+                (
                     sub,
                     TxEvent {
                         id: id.clone(),
                         status: *status,
                         height: Height::new(block, i as u32),
                     },
-                ));
+                )
+            };
+            match waiters {
+                Waiters::One(sub) => {
+                    self.forget(sub, id);
+                    out.push(event(sub));
+                }
+                Waiters::Many(subs) => {
+                    for sub in subs {
+                        self.forget(sub, id);
+                        out.push(event(sub));
+                    }
+                }
             }
         }
         out
@@ -150,17 +215,19 @@ impl NotifyCore {
 
     /// Forgets every registration of `sub`; returns how many ids it was waiting for.
     pub fn remove(&mut self, sub: SubId) -> usize {
-        let ids = self.by_sub.remove(&sub).unwrap_or_default();
-        for id in &ids {
+        let Some(mine) = self.by_sub.remove(&sub) else {
+            return 0;
+        };
+        for id in &mine.ids {
             self.unregister_waiting(sub, id);
-            self.release(sub, id);
         }
-        ids.len()
+        self.total_bytes = self.total_bytes.saturating_sub(mine.bytes);
+        mine.ids.len()
     }
 
     /// Ids `sub` waits for.
     pub fn pending(&self, sub: SubId) -> usize {
-        self.by_sub.get(&sub).map_or(0, HashSet::len)
+        self.by_sub.get(&sub).map_or(0, |m| m.ids.len())
     }
 
     /// Distinct ids anybody waits for.
@@ -169,23 +236,16 @@ impl NotifyCore {
     }
 
     fn unregister(&mut self, sub: SubId, id: &TxId) {
-        if let Some(ids) = self.by_sub.get_mut(&sub)
-            && ids.remove(id)
-        {
-            if ids.is_empty() {
-                self.by_sub.remove(&sub);
-            }
+        if self.forget(sub, id) {
             self.unregister_waiting(sub, id);
-            self.release(sub, id);
         }
     }
 
     fn unregister_waiting(&mut self, sub: SubId, id: &TxId) {
-        if let Some(subs) = self.waiting.get_mut(id) {
-            subs.remove(&sub);
-            if subs.is_empty() {
-                self.waiting.remove(id);
-            }
+        if let Some(w) = self.waiting.get_mut(id)
+            && w.remove(sub)
+        {
+            self.waiting.remove(id);
         }
     }
 }
@@ -205,9 +265,14 @@ pub struct NotifierConfig {
 impl Default for NotifierConfig {
     fn default() -> Self {
         NotifierConfig {
-            capacity: std::num::NonZeroUsize::new(4096).unwrap_or(std::num::NonZeroUsize::MIN),
-            max_bytes_per_subscription: 16 << 20,
-            max_bytes_total: 128 << 20,
+            // 32 blocks of 500 txs: a reader that stalls for a second at 16,000 tx/s
+            // keeps its subscription (at most about 5 MiB of events for 256-byte ids).
+            capacity: std::num::NonZeroUsize::new(16_384).unwrap_or(std::num::NonZeroUsize::MIN),
+            // About 220,000 pending ids of 64 bytes: a client may watch every tx of a
+            // 200,000-tx run before its first block (below that, such a client was cut
+            // off, re-subscribed, and registered every id again and again).
+            max_bytes_per_subscription: 64 << 20,
+            max_bytes_total: 256 << 20,
         }
     }
 }
@@ -300,6 +365,10 @@ impl Notifier {
         let events = shared.core.publish(block, statuses);
         let mut report = PublishReport::default();
         for (sub, event) in events {
+            // A subscriber dropped by this publish gets nothing more (and is logged once).
+            if report.dropped.contains(&sub) {
+                continue;
+            }
             let Some(sink) = shared.sinks.get(&sub) else {
                 continue;
             };
@@ -515,6 +584,22 @@ mod tests {
                 vec![("a", RejectedDuplicateTxId)],
                 vec![(1, ev("a", RejectedDuplicateTxId, 11, 0))],
             ),
+            // Three subscribers on one id, the middle one leaves: the others are
+            // answered, in subscriber order.
+            Step::Watch(7, "f", None, None),
+            Step::Watch(5, "f", None, None),
+            Step::Watch(6, "f", None, None),
+            Step::Remove(6, 1),
+            Step::Publish(
+                12,
+                vec![("f", Committed)],
+                vec![(5, ev("f", Committed, 12, 0)), (7, ev("f", Committed, 12, 0))],
+            ),
+            // Two on one id, one answered from the lookup: the other still waits.
+            Step::Watch(8, "g", None, None),
+            Step::Watch(9, "g", None, None),
+            Step::Watch(8, "g", known, Some(ev("g", AbortedMvccConflict, 1, 4))),
+            Step::Publish(13, vec![("g", Committed)], vec![(9, ev("g", Committed, 13, 0))]),
         ];
         let mut core = NotifyCore::new();
         for (i, step) in steps.into_iter().enumerate() {
@@ -531,6 +616,7 @@ mod tests {
         }
         assert_eq!(core.watched(), 0);
         assert!(core.by_sub.is_empty());
+        assert_eq!(core.total_bytes(), 0);
     }
 
     struct Fixed(HashMap<TxId, (Status, Height)>);
@@ -606,6 +692,30 @@ mod tests {
             Err(Error::SubscriptionLagged { .. })
         ));
         assert_eq!(n.subscribers(), 1);
+    }
+
+    /// A subscriber that overflows in the middle of one block is dropped once; the
+    /// block's later events skip it and still reach the others.
+    #[test]
+    fn overflow_within_one_block_drops_once() {
+        let n = notifier(2);
+        let slow = n.subscribe();
+        let mut fast = n.subscribe();
+        let ids: Vec<TxId> = (0..6).map(|i| id(&format!("t{i}"))).collect();
+        slow.watch(ids.clone()).unwrap();
+        let fast_ids = ids[..2].to_vec();
+        fast.watch(fast_ids.clone()).unwrap();
+        let statuses: Vec<(TxId, Status)> = ids.iter().map(|i| (i.clone(), Status::Committed)).collect();
+        let report = n.publish(0, &statuses);
+        assert_eq!(report.dropped, vec![slow.id()]);
+        assert_eq!(report.delivered, 2 + 2);
+        let got = [
+            fast.try_recv().unwrap().unwrap().id,
+            fast.try_recv().unwrap().unwrap().id,
+        ];
+        assert_eq!(got.to_vec(), fast_ids);
+        assert_eq!(n.subscribers(), 1);
+        assert_eq!(n.watched(), 0);
     }
 
     #[tokio::test]

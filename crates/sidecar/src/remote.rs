@@ -160,10 +160,77 @@ fn outcomes_from_wire(
     Ok(out)
 }
 
+/// A `VcBatch` encoded already ([`crate::encode::vc_batch`]), sent as it is: the batch
+/// is encoded once, and a resubmission shares the bytes. Only ever sent, never decoded.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct EncodedVcBatch(prost::bytes::Bytes);
+
+impl prost::Message for EncodedVcBatch {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        buf.put_slice(&self.0);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> std::result::Result<(), prost::DecodeError> {
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// One vcservice endpoint: the generated client, and the same channel for `Commit`
+/// calls that send encoded batches.
+#[derive(Clone)]
+struct VcClient {
+    api: VcServiceClient<Channel>,
+    raw: tonic::client::Grpc<Channel>,
+}
+
+impl VcClient {
+    fn new(channel: Channel) -> VcClient {
+        let api = VcServiceClient::new(channel.clone())
+            .max_decoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
+            .max_encoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES);
+        let raw = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
+            .max_encoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES);
+        VcClient { api, raw }
+    }
+
+    /// `VcService.Commit` with one encoded batch: the stream of answers (the generated
+    /// `commit`, with the batch's bytes as they are).
+    async fn commit(
+        &mut self,
+        batch: EncodedVcBatch,
+    ) -> std::result::Result<tonic::Streaming<pb::TxStatusBatch>, tonic::Status> {
+        self.raw
+            .ready()
+            .await
+            .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
+        let codec = wire::codec::BoundedCodec::<EncodedVcBatch, pb::TxStatusBatch>::default();
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fabrx.v1.VcService/Commit");
+        let mut req = tonic::Request::new(tokio_stream::once(batch));
+        req.extensions_mut()
+            .insert(tonic::GrpcMethod::new("fabrx.v1.VcService", "Commit"));
+        Ok(self.raw.streaming(req, path, codec).await?.into_inner())
+    }
+}
+
 /// vcservice endpoints with failover. Each batch is one short `Commit` stream, so a lost
 /// call never shares a stream with other batches.
 pub struct VcPool {
-    inner: Failover<VcServiceClient<Channel>>,
+    inner: Failover<VcClient>,
 }
 
 impl VcPool {
@@ -174,12 +241,7 @@ impl VcPool {
         }
         let clients = endpoints
             .iter()
-            .map(|a| {
-                let c = VcServiceClient::new(channel(a)?)
-                    .max_decoding_message_size(wire::limits::COMMITTER_MAX_ANSWER_BYTES)
-                    .max_encoding_message_size(wire::limits::VCSERVICE_MAX_MESSAGE_BYTES);
-                Ok((a.clone(), c))
-            })
+            .map(|a| Ok((a.clone(), VcClient::new(channel(a)?))))
             .collect::<Result<Vec<_>>>()?;
         let inner = clients::Failover::new("vcservice", clients, config.call_timeout)
             .ok_or_else(|| no_endpoints("vcservice"))?
@@ -188,16 +250,14 @@ impl VcPool {
             inner: Failover { inner, config },
         })
     }
-}
 
-impl VcPool {
-    /// Commits one batch that fits the limits, with failover.
-    async fn process_part(&self, batch: &[VcTx], req: pb::VcBatch) -> Result<Vec<TxOutcome>> {
+    /// Commits one batch that fits the limits (`req`: `batch` encoded), with failover.
+    async fn process_part(&self, batch: &[VcTx], req: EncodedVcBatch) -> Result<Vec<TxOutcome>> {
         self.inner
             .call(|mut c| {
                 let req = req.clone();
                 async move {
-                    let mut answers = c.commit(tokio_stream::once(req)).await?.into_inner();
+                    let mut answers = c.commit(req).await?;
                     let answer = answers
                         .message()
                         .await?
@@ -209,25 +269,26 @@ impl VcPool {
     }
 }
 
-/// Whether `txs` as one batch fits the vcservice's batch limits (`wire::limits::VC_BATCH`).
-fn fits(txs: &[pb::VcTx]) -> bool {
+/// Whether `bytes`, an encoded batch, fits the vcservice's batch limits
+/// (`wire::limits::VC_BATCH`).
+fn fits_encoded(bytes: &[u8]) -> bool {
     let limit = wire::limits::VC_BATCH;
-    let bytes = prost::Message::encode_to_vec(&pb::VcBatch { txs: txs.to_vec() });
-    bytes.len() <= limit.max_bytes && wire::budget::check(&bytes, limit.schema, limit.budget).is_ok()
+    bytes.len() <= limit.max_bytes && wire::budget::check(bytes, limit.schema, limit.budget).is_ok()
 }
 
-/// Lengths of consecutive parts of `txs` that each fit the batch limits, halving what does
-/// not fit. A single tx is its own part even when it does not fit (the vcservice then
-/// refuses it with `RESOURCE_EXHAUSTED`). Processing the parts one after the other is
-/// what the vcservice does with a batch's conflict-free chunks anyway.
-fn part_lengths(txs: &[pb::VcTx], out: &mut Vec<usize>) {
-    if txs.len() <= 1 || fits(txs) {
-        out.push(txs.len());
+/// Encoded consecutive parts of `txs` that each fit the batch limits, halving what does
+/// not fit, with their lengths. A single tx is its own part even when it does not fit
+/// (the vcservice then refuses it with `RESOURCE_EXHAUSTED`). Processing the parts one
+/// after the other is what the vcservice does with a batch's conflict-free chunks anyway.
+fn encoded_parts(txs: &[VcTx], out: &mut Vec<(usize, Vec<u8>)>) {
+    let bytes = crate::encode::vc_batch(txs);
+    if txs.len() <= 1 || fits_encoded(&bytes) {
+        out.push((txs.len(), bytes));
         return;
     }
     let (first, second) = txs.split_at(txs.len() / 2);
-    part_lengths(first, out);
-    part_lengths(second, out);
+    encoded_parts(first, out);
+    encoded_parts(second, out);
 }
 
 #[tonic::async_trait]
@@ -236,17 +297,14 @@ impl CommitStage for VcPool {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let txs: Vec<pb::VcTx> = batch.iter().map(pb::VcTx::from).collect();
-        let mut lengths = Vec::new();
-        part_lengths(&txs, &mut lengths);
+        let mut parts = Vec::new();
+        encoded_parts(&batch, &mut parts);
         let mut out = Vec::with_capacity(batch.len());
         let mut start = 0;
-        for len in lengths {
+        for (len, bytes) in parts {
             let end = start + len;
-            let part = pb::VcBatch {
-                txs: txs[start..end].to_vec(),
-            };
-            out.extend(self.process_part(&batch[start..end], part).await?);
+            let req = EncodedVcBatch(bytes.into());
+            out.extend(self.process_part(&batch[start..end], req).await?);
             start = end;
         }
         Ok(out)
@@ -255,7 +313,8 @@ impl CommitStage for VcPool {
     async fn set_last_committed(&self, block: u64) -> Result<()> {
         self.inner
             .call(|mut c| async move {
-                c.set_last_committed(pb::SetLastCommittedRequest { number: block })
+                c.api
+                    .set_last_committed(pb::SetLastCommittedRequest { number: block })
                     .await
                     .map(|_| ())
             })
@@ -266,7 +325,8 @@ impl CommitStage for VcPool {
         let next = self
             .inner
             .call(|mut c| async move {
-                Ok(c.get_next_block(pb::LastCommittedRequest {})
+                Ok(c.api
+                    .get_next_block(pb::LastCommittedRequest {})
                     .await?
                     .into_inner()
                     .number)
@@ -278,7 +338,7 @@ impl CommitStage for VcPool {
     async fn policies(&self) -> Result<Vec<(String, Vec<u8>)>> {
         let list = self
             .inner
-            .call(|mut c| async move { Ok(c.get_policies(pb::PoliciesRequest {}).await?.into_inner()) })
+            .call(|mut c| async move { Ok(c.api.get_policies(pb::PoliciesRequest {}).await?.into_inner()) })
             .await?;
         Ok(list
             .policies
@@ -396,17 +456,18 @@ impl VerifyStage for VerifierPool {
 #[cfg(test)]
 mod split_tests {
     use super::*;
+    use std::sync::Arc;
+    use types::{Height, Tx, TxId, TxNamespace, Write};
 
-    fn tx(i: usize, values: usize, value_len: usize) -> pb::VcTx {
-        pb::VcTx {
-            tx_id: format!("t{i}"),
-            block: 1,
-            index: i as u32,
-            tx: Some(pb::Tx {
-                namespaces: vec![pb::TxNamespace {
+    fn tx(i: usize, values: usize, value_len: usize) -> VcTx {
+        VcTx {
+            id: TxId(format!("t{i}")),
+            height: Height::new(1, i as u32),
+            tx: Arc::new(Tx {
+                namespaces: vec![TxNamespace {
                     ns_id: "token".into(),
                     blind_writes: (0..values)
-                        .map(|v| pb::Write {
+                        .map(|v| Write {
                             key: format!("k{i}-{v}").into_bytes(),
                             value: vec![1; value_len],
                         })
@@ -415,14 +476,17 @@ mod split_tests {
                 }],
                 ..Default::default()
             }),
-            prelim_status: 0,
+            prelim: None,
         }
     }
 
-    fn parts(txs: &[pb::VcTx]) -> Vec<usize> {
+    fn parts(txs: &[VcTx]) -> Vec<usize> {
         let mut out = Vec::new();
-        part_lengths(txs, &mut out);
-        out
+        encoded_parts(txs, &mut out);
+        for (len, bytes) in &out {
+            assert!(*len == 1 || fits_encoded(bytes));
+        }
+        out.into_iter().map(|(len, _)| len).collect()
     }
 
     #[test]
@@ -435,11 +499,6 @@ mod split_tests {
         let p = parts(&big);
         assert_eq!(p.iter().sum::<usize>(), 3);
         assert!(p.len() >= 2, "{p:?}");
-        let mut start = 0;
-        for len in p {
-            assert!(fits(&big[start..start + len]));
-            start += len;
-        }
         // Many writes per tx: within the wire limit but over the decoded budget.
         let dense: Vec<_> = (0..2000).map(|i| tx(i, 100, 0)).collect();
         let p = parts(&dense);
@@ -447,5 +506,18 @@ mod split_tests {
         assert_eq!(p.iter().sum::<usize>(), 2000);
         // A single tx over the limit stays alone (the vcservice refuses it).
         assert_eq!(parts(&[tx(0, 9, 1 << 20)]), vec![1]);
+    }
+
+    #[test]
+    fn an_encoded_batch_is_sent_as_its_bytes() {
+        use prost::Message;
+        let txs: Vec<_> = (0..5).map(|i| tx(i, 2, 10 * i)).collect();
+        let bytes = crate::encode::vc_batch(&txs);
+        let sent = EncodedVcBatch(bytes.clone().into());
+        assert_eq!(sent.encoded_len(), bytes.len());
+        assert_eq!(sent.encode_to_vec(), bytes);
+        let decoded = pb::VcBatch::decode(sent.encode_to_vec().as_slice()).unwrap();
+        assert_eq!(decoded.txs.len(), 5);
+        assert_eq!(decoded.txs[3], pb::VcTx::from(&txs[3]));
     }
 }

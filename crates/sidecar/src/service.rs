@@ -70,10 +70,10 @@ impl SidecarGrpc {
 }
 
 /// A status event on the wire.
-pub fn event_to_wire(e: &TxEvent) -> pb::TxStatusEvent {
+pub fn event_to_wire(e: TxEvent) -> pb::TxStatusEvent {
     pb::TxStatusEvent {
         status: Some(pb::TxStatus {
-            tx_id: e.id.0.clone(),
+            tx_id: e.id.0,
             code: e.status.code(),
             block: e.height.block,
             index: e.height.index,
@@ -145,14 +145,14 @@ async fn run_subscription(mut incoming: Streaming<pb::SubscribeRequest>, mut sub
                 debug!(error = %e, "subscribe request stream failed");
                 Err(e)
             }
-            Step::Event(Ok(Some(e))) => Ok(vec![e]),
+            Step::Event(Ok(Some(e))) => Ok(with_buffered(&mut sub, e)),
             Step::Event(Ok(None)) => Err(to_grpc(Error::NotifierClosed)),
             Step::Event(Err(e)) => Err(to_grpc(e)),
             Step::ClientGone => return,
         };
         match reply {
             Ok(events) => {
-                for e in &events {
+                for e in events {
                     if tx_out.send(Ok(event_to_wire(e))).await.is_err() {
                         return;
                     }
@@ -164,6 +164,24 @@ async fn run_subscription(mut incoming: Streaming<pb::SubscribeRequest>, mut sub
             }
         }
     }
+}
+
+/// Events sent in one turn of a stream's loop: `first`, then what the subscription has
+/// buffered already, up to the response buffer's usual size (a published block's events
+/// go out without a `select!` per event).
+const EVENTS_PER_TURN: usize = 256;
+
+/// `first` and up to [`EVENTS_PER_TURN`] − 1 events already buffered. An error of the
+/// subscription is left for the next `recv`, after these events.
+fn with_buffered(sub: &mut Subscription, first: TxEvent) -> Vec<TxEvent> {
+    let mut events = vec![first];
+    while events.len() < EVENTS_PER_TURN {
+        match sub.try_recv() {
+            Ok(Some(e)) => events.push(e),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    events
 }
 
 fn on_request(sub: &Subscription, req: pb::SubscribeRequest) -> Result<Vec<TxEvent>, GrpcStatus> {

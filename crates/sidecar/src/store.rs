@@ -19,11 +19,13 @@
 //! # Sharing
 //! [`BlockStore`] is the single writer; [`BlockStore::reader`] hands out cheap
 //! [`StoreReader`] clones for lookups. The tx-status index lives on disk and is read,
-//! not rebuilt, on open (only blocks past its last checkpoint are indexed again).
+//! not rebuilt, on open (only blocks past its last checkpoint are indexed again); while
+//! it is at most [`StoreConfig::tx_index_memory_bytes`] it is also held in memory, so
+//! lookups and appends make no system call for it.
 //! Statuses 100–102 are never indexed; the first stored status of an id wins.
 
 use crate::{Error, Result};
-use ledger::{Ledger, LedgerConfig, LedgerReader, LedgerTx};
+use ledger::{Ledger, LedgerConfig, LedgerReader, LedgerTxRef};
 use std::num::NonZeroU64;
 use std::path::Path;
 use types::{Height, Status, TxId};
@@ -43,6 +45,10 @@ pub struct StoreConfig {
     /// A segment file is closed once the next record would make it larger than this
     /// (a single larger record still gets a segment of its own). Must not be 0.
     pub segment_bytes: u64,
+    /// Most bytes of the tx-status index held in memory (32 bytes a slot, at most 70 %
+    /// full: the default 128 MiB holds about 2.9 million tx ids). A larger index is
+    /// probed in its file, one system call per lookup. 0: always in the file.
+    pub tx_index_memory_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -50,6 +56,7 @@ impl Default for StoreConfig {
         StoreConfig {
             first_block: None,
             segment_bytes: 64 << 20,
+            tx_index_memory_bytes: 128 << 20,
         }
     }
 }
@@ -190,6 +197,7 @@ impl BlockStore {
             LedgerConfig {
                 first_block: config.first_block,
                 segment_bytes,
+                tx_table_memory_bytes: config.tx_index_memory_bytes,
                 ..LedgerConfig::default()
             },
         )
@@ -229,13 +237,15 @@ impl BlockStore {
     /// statuses of its txs, in tx order, and returns once the record is durable. After an
     /// I/O failure the store refuses further appends ([`Error::StorePoisoned`]); reopen it.
     pub fn append(&mut self, number: u64, block: &[u8], statuses: &[(TxId, Status)]) -> Result<()> {
-        let txs: Vec<LedgerTx> = statuses
+        let txs: Vec<LedgerTxRef<'_>> = statuses
             .iter()
-            .map(|(id, status)| LedgerTx {
-                id: id.clone(),
+            .map(|(id, status)| LedgerTxRef {
+                id: &id.0,
                 status: Some(*status),
             })
             .collect();
-        self.ledger.append(number, block, &txs).map_err(store_error)
+        self.ledger
+            .append_borrowed(number, block, &txs)
+            .map_err(store_error)
     }
 }

@@ -1,0 +1,312 @@
+//! The protobuf encoding of a batch of [`VcTx`] (`fabrx.v1.VcBatch`), written straight
+//! from the domain types: the same bytes as converting each tx to its `wire::pb`
+//! message and encoding that, without the deep copy the conversion makes of every key,
+//! value and signature. The sidecar encodes each block once this way for its store and
+//! each vcservice batch once for the wire.
+//!
+//! Proto3 rules as prost applies them: a scalar, string or bytes field at its default
+//! is left out, an `optional` field is written when set (even 0), a set message field
+//! is written even when empty, every element of a repeated field is written.
+
+use prost::bytes::BufMut;
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+use types::{Endorsement, Read, ReadWrite, Tx, TxNamespace, VcTx, Write};
+
+/// Bytes of a length-delimited field `tag` whose content is `len` bytes.
+fn delimited_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+fn put_header(tag: u32, len: usize, buf: &mut impl BufMut) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(len as u64, buf);
+}
+
+fn bytes_len(tag: u32, v: &[u8]) -> usize {
+    if v.is_empty() {
+        0
+    } else {
+        delimited_len(tag, v.len())
+    }
+}
+
+fn put_bytes(tag: u32, v: &[u8], buf: &mut impl BufMut) {
+    if !v.is_empty() {
+        put_header(tag, v.len(), buf);
+        buf.put_slice(v);
+    }
+}
+
+fn varint_len(tag: u32, v: u64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        key_len(tag) + encoded_len_varint(v)
+    }
+}
+
+fn put_varint(tag: u32, v: u64, buf: &mut impl BufMut) {
+    if v != 0 {
+        encode_key(tag, WireType::Varint, buf);
+        encode_varint(v, buf);
+    }
+}
+
+fn optional_len(tag: u32, v: Option<u64>) -> usize {
+    v.map_or(0, |v| key_len(tag) + encoded_len_varint(v))
+}
+
+fn put_optional(tag: u32, v: Option<u64>, buf: &mut impl BufMut) {
+    if let Some(v) = v {
+        encode_key(tag, WireType::Varint, buf);
+        encode_varint(v, buf);
+    }
+}
+
+fn read_len(r: &Read) -> usize {
+    bytes_len(1, &r.key) + optional_len(2, r.version)
+}
+
+fn read_write_len(r: &ReadWrite) -> usize {
+    bytes_len(1, &r.key) + optional_len(2, r.version) + bytes_len(3, &r.value)
+}
+
+fn write_len(w: &Write) -> usize {
+    bytes_len(1, &w.key) + bytes_len(2, &w.value)
+}
+
+fn namespace_len(ns: &TxNamespace) -> usize {
+    bytes_len(1, ns.ns_id.as_bytes())
+        + varint_len(2, ns.ns_version)
+        + ns.reads_only
+            .iter()
+            .map(|r| delimited_len(3, read_len(r)))
+            .sum::<usize>()
+        + ns.read_writes
+            .iter()
+            .map(|r| delimited_len(4, read_write_len(r)))
+            .sum::<usize>()
+        + ns.blind_writes
+            .iter()
+            .map(|w| delimited_len(5, write_len(w)))
+            .sum::<usize>()
+}
+
+fn put_namespace(ns: &TxNamespace, buf: &mut impl BufMut) {
+    put_bytes(1, ns.ns_id.as_bytes(), buf);
+    put_varint(2, ns.ns_version, buf);
+    for r in &ns.reads_only {
+        put_header(3, read_len(r), buf);
+        put_bytes(1, &r.key, buf);
+        put_optional(2, r.version, buf);
+    }
+    for r in &ns.read_writes {
+        put_header(4, read_write_len(r), buf);
+        put_bytes(1, &r.key, buf);
+        put_optional(2, r.version, buf);
+        put_bytes(3, &r.value, buf);
+    }
+    for w in &ns.blind_writes {
+        put_header(5, write_len(w), buf);
+        put_bytes(1, &w.key, buf);
+        put_bytes(2, &w.value, buf);
+    }
+}
+
+/// Whether an endorsement carries an `Identity` (as `wire::convert` writes it).
+fn has_identity(e: &Endorsement) -> bool {
+    !e.msp_id.is_empty() || !e.identity.is_empty()
+}
+
+/// `Identity { msp_id, creator: certificate }`: the oneof is set, so the certificate is
+/// written even when empty.
+fn identity_len(e: &Endorsement) -> usize {
+    bytes_len(1, e.msp_id.as_bytes()) + delimited_len(2, e.identity.len())
+}
+
+fn endorsement_len(e: &Endorsement) -> usize {
+    let identity = if has_identity(e) {
+        delimited_len(2, identity_len(e))
+    } else {
+        0
+    };
+    bytes_len(1, &e.signature) + identity
+}
+
+fn endorsements_len(set: &[Endorsement]) -> usize {
+    set.iter().map(|e| delimited_len(1, endorsement_len(e))).sum()
+}
+
+fn put_endorsements(set: &[Endorsement], buf: &mut impl BufMut) {
+    for e in set {
+        put_header(1, endorsement_len(e), buf);
+        put_bytes(1, &e.signature, buf);
+        if has_identity(e) {
+            put_header(2, identity_len(e), buf);
+            put_bytes(1, e.msp_id.as_bytes(), buf);
+            put_header(2, e.identity.len(), buf);
+            buf.put_slice(&e.identity);
+        }
+    }
+}
+
+fn tx_len(tx: &Tx) -> usize {
+    tx.namespaces
+        .iter()
+        .map(|n| delimited_len(1, namespace_len(n)))
+        .sum::<usize>()
+        + tx.endorsements
+            .iter()
+            .map(|s| delimited_len(2, endorsements_len(s)))
+            .sum::<usize>()
+        + tx.metadata
+            .iter()
+            .map(|m| delimited_len(3, m.len()))
+            .sum::<usize>()
+}
+
+fn put_tx(tx: &Tx, buf: &mut impl BufMut) {
+    for n in &tx.namespaces {
+        put_header(1, namespace_len(n), buf);
+        put_namespace(n, buf);
+    }
+    for s in &tx.endorsements {
+        put_header(2, endorsements_len(s), buf);
+        put_endorsements(s, buf);
+    }
+    for m in &tx.metadata {
+        put_header(3, m.len(), buf);
+        buf.put_slice(m);
+    }
+}
+
+/// Bytes of `t` as a `VcTx`, its `Tx` being `tx_len` bytes.
+fn vc_tx_len(t: &VcTx, tx_len: usize) -> usize {
+    bytes_len(1, t.id.0.as_bytes())
+        + varint_len(2, t.height.block)
+        + varint_len(3, u64::from(t.height.index))
+        + delimited_len(4, tx_len)
+        + varint_len(5, u64::from(t.prelim.map_or(0, |s| s.code())))
+}
+
+fn put_vc_tx(t: &VcTx, tx_len: usize, buf: &mut impl BufMut) {
+    put_bytes(1, t.id.0.as_bytes(), buf);
+    put_varint(2, t.height.block, buf);
+    put_varint(3, u64::from(t.height.index), buf);
+    put_header(4, tx_len, buf);
+    put_tx(&t.tx, buf);
+    put_varint(5, u64::from(t.prelim.map_or(0, |s| s.code())), buf);
+}
+
+/// `txs` as one encoded `VcBatch` message.
+pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
+    let lens: Vec<(usize, usize)> = txs
+        .iter()
+        .map(|t| {
+            let tx = tx_len(&t.tx);
+            (tx, vc_tx_len(t, tx))
+        })
+        .collect();
+    let mut buf = Vec::with_capacity(lens.iter().map(|(_, l)| delimited_len(1, *l)).sum());
+    for (t, (tx, len)) in txs.iter().zip(lens) {
+        put_header(1, len, &mut buf);
+        put_vc_tx(t, tx, &mut buf);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use std::sync::Arc;
+    use types::{Height, Status, TxId};
+    use wire::pb;
+
+    fn endorsement(signature: &[u8], msp_id: &str, identity: &[u8]) -> Endorsement {
+        Endorsement {
+            signature: signature.to_vec(),
+            msp_id: msp_id.into(),
+            identity: identity.to_vec(),
+        }
+    }
+
+    /// Every field at its default and not, optional versions unset, 0 and large, empty
+    /// and non-empty identities, metadata with an empty element, long values.
+    fn txs() -> Vec<VcTx> {
+        let full = Tx {
+            namespaces: vec![
+                TxNamespace {
+                    ns_id: "token".into(),
+                    ns_version: 3,
+                    reads_only: vec![
+                        Read {
+                            key: b"r".to_vec(),
+                            version: None,
+                        },
+                        Read {
+                            key: Vec::new(),
+                            version: Some(0),
+                        },
+                    ],
+                    read_writes: vec![ReadWrite {
+                        key: b"coin".to_vec(),
+                        version: Some(u64::MAX),
+                        value: vec![7; 300],
+                    }],
+                    blind_writes: vec![
+                        Write {
+                            key: b"new".to_vec(),
+                            value: Vec::new(),
+                        },
+                        Write {
+                            key: b"k".to_vec(),
+                            value: vec![1; 20_000],
+                        },
+                    ],
+                },
+                TxNamespace::default(),
+            ],
+            endorsements: vec![
+                vec![
+                    endorsement(&[9; 64], "", b""),
+                    endorsement(b"s", "Org1", b""),
+                    endorsement(b"", "", b"cert"),
+                ],
+                Vec::new(),
+            ],
+            metadata: vec![b"m".to_vec(), Vec::new()],
+        };
+        let vc = |id: &str, block: u64, index: u32, tx: Tx, prelim: Option<Status>| VcTx {
+            id: TxId(id.into()),
+            height: Height::new(block, index),
+            tx: Arc::new(tx),
+            prelim,
+        };
+        vec![
+            vc("a", 0, 0, Tx::default(), None),
+            vc("", 1, 1, Tx::default(), Some(Status::MalformedNoWrites)),
+            vc("tx-2", u64::MAX, u32::MAX, full.clone(), None),
+            vc("tx-3", 300, 128, full, Some(Status::AbortedSignatureInvalid)),
+        ]
+    }
+
+    #[test]
+    fn the_same_bytes_as_the_wire_messages() {
+        let txs = txs();
+        for n in 0..=txs.len() {
+            let want = pb::VcBatch {
+                txs: txs[..n].iter().map(pb::VcTx::from).collect(),
+            }
+            .encode_to_vec();
+            assert_eq!(vc_batch(&txs[..n]), want, "first {n} txs");
+        }
+        for t in &txs {
+            let want = pb::VcBatch {
+                txs: vec![pb::VcTx::from(t)],
+            }
+            .encode_to_vec();
+            assert_eq!(vc_batch(std::slice::from_ref(t)), want, "tx {}", t.id.0);
+        }
+    }
+}
