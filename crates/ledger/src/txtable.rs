@@ -357,7 +357,8 @@ impl TxTable {
         Ok(())
     }
 
-    /// The occupied slots' bytes of the whole table: the image, or the file.
+    /// The bytes of the whole table: the image, or the file.
+    #[cfg(test)]
     fn all_slots(&self) -> Result<Vec<u8>> {
         if let Some(m) = &self.mem {
             return Ok(m.slots.read().unwrap_or_else(|e| e.into_inner()).clone());
@@ -367,13 +368,9 @@ impl TxTable {
         Ok(old)
     }
 
-    /// A table with `capacity` slots holding this one's slots of blocks below `below`
-    /// (torn slots dropped), renamed over this one's file; returns it with its number
-    /// of occupied slots. Used to grow the table and to drop the slots of blocks the
-    /// journal lost (clearing them in place would break probe chains). The new file is
-    /// complete (nothing left to flush); it is kept in memory if it fits the budget.
-    pub fn rebuild(&self, capacity: u64, below: u64, sync: bool) -> Result<(TxTable, u64)> {
-        let old = self.all_slots()?;
+    /// A table of `capacity` slots holding the checked slots of `old` for blocks below
+    /// `below`, and their number.
+    fn rehash(old: &[u8], capacity: u64, below: u64) -> (Vec<u8>, u64) {
         let mut new = vec![0u8; (capacity * SLOT) as usize];
         let mask = capacity - 1;
         let mut count = 0;
@@ -394,7 +391,27 @@ impl TxTable {
             new[(i * SLOT) as usize..][..28].copy_from_slice(&s[..28]);
             count += 1;
         }
-        drop(old);
+        (new, count)
+    }
+
+    /// A table with `capacity` slots holding this one's slots of blocks below `below`
+    /// (torn slots dropped), renamed over this one's file; returns it with its number
+    /// of occupied slots. Used to grow the table and to drop the slots of blocks the
+    /// journal lost (clearing them in place would break probe chains). The new file is
+    /// complete (nothing left to flush); it is kept in memory if it fits the budget.
+    /// An in-memory table is rehashed from its image in place (no copy of it).
+    pub fn rebuild(&self, capacity: u64, below: u64, sync: bool) -> Result<(TxTable, u64)> {
+        let (new, count) = match &self.mem {
+            Some(m) => {
+                let slots = m.slots.read().unwrap_or_else(|e| e.into_inner());
+                Self::rehash(&slots, capacity, below)
+            }
+            None => {
+                let mut old = vec![0u8; (self.capacity * SLOT) as usize];
+                self.file.read_exact_at(&mut old, 0).map_err(io_err(&self.path))?;
+                Self::rehash(&old, capacity, below)
+            }
+        };
         let tmp = self.path.with_extension("idx.tmp");
         let write = || -> std::io::Result<File> {
             let f = OpenOptions::new()
