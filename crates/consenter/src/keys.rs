@@ -176,17 +176,10 @@ pub fn seal_at(
     seq: EnvelopeSeq,
     payload: Vec<u8>,
 ) -> pb::BftEnvelope {
-    let cluster = keys.cluster_id();
-    let sig = crypto::sign_consensus_message(key, &envelope_bytes(&cluster, from, to, seq, &payload));
-    pb::BftEnvelope {
-        cluster: cluster.to_vec(),
-        from,
-        to,
-        payload,
-        signature: sig.into_bytes(),
-        epoch: seq.epoch,
-        counter: seq.counter,
-    }
+    let mut env = frame_at(keys, (from, to), seq, payload);
+    let bytes = envelope_bytes(&env.cluster, from, to, seq, &env.payload);
+    env.signature = crypto::sign_consensus_message(key, &bytes).into_bytes();
+    env
 }
 
 /// Wraps an encoded message for `to` at position `seq` of this sender's stream without
@@ -310,15 +303,21 @@ mod tests {
     use super::*;
     use bft::{Signer as _, Verifier as _};
 
+    /// A heartbeat and its encoded `BftMessage`, the payload of an envelope.
+    fn heartbeat(view: u64, last_decided: u64) -> (bft::Message, Vec<u8>) {
+        let msg = bft::Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view,
+            last_decided,
+        };
+        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&msg));
+        (msg, payload)
+    }
+
     #[test]
     fn envelopes_verify_only_for_their_sender_addressee_and_bytes() {
         let (k0, keys) = keys_from_seed_prefix("t-", 0, 4);
-        let msg = bft::Message::Heartbeat {
-            instance: bft::InstanceId(0),
-            view: 3,
-            last_decided: 9,
-        };
-        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&msg));
+        let (msg, payload) = heartbeat(3, 9);
         let at = |counter| EnvelopeSeq { epoch: 5, counter };
         let env = seal_at(&k0, &keys, (0, 2), at(1), payload);
         let guard = || ReplayGuard::new(4);
@@ -356,12 +355,7 @@ mod tests {
     #[test]
     fn on_a_tls_link_the_caller_not_a_signature_proves_the_sender() {
         let (_, keys) = keys_from_seed_prefix("t-", 0, 4);
-        let msg = bft::Message::Heartbeat {
-            instance: bft::InstanceId(0),
-            view: 1,
-            last_decided: 2,
-        };
-        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&msg));
+        let (msg, payload) = heartbeat(1, 2);
         let at = |counter| EnvelopeSeq { epoch: 3, counter };
         let framed = frame_at(&keys, (0, 2), at(1), payload.clone());
         assert!(framed.signature.is_empty());
@@ -399,11 +393,7 @@ mod tests {
     #[test]
     fn a_captured_envelope_is_accepted_once() {
         let (k0, keys) = keys_from_seed_prefix("t-", 0, 4);
-        let payload = prost::Message::encode_to_vec(&crate::codec::message_to_pb(&bft::Message::Heartbeat {
-            instance: bft::InstanceId(0),
-            view: 0,
-            last_decided: 0,
-        }));
+        let (_, payload) = heartbeat(0, 0);
         let guard = ReplayGuard::new(4);
         let env = |epoch, counter| {
             seal_at(
