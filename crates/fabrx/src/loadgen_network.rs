@@ -33,6 +33,11 @@ pub struct NetworkArgs {
     /// Seconds to wait for outstanding statuses after the last send.
     #[arg(long, default_value_t = 60.0)]
     drain: f64,
+    /// Due txs wait at most this many milliseconds for more before they go out in one
+    /// message per router (fewer, larger messages: less CPU per tx on every node of the
+    /// request path; a tx's latency as its sender sees it grows by up to this much).
+    #[arg(long, default_value_t = u64::try_from(loadgen::network::LINGER.as_millis()).unwrap_or(u64::MAX), value_name = "MS")]
+    linger_ms: u64,
     /// Which committing party's sidecar reports the statuses (default: the first running).
     #[arg(long)]
     party: Option<u32>,
@@ -79,6 +84,7 @@ impl NetworkArgs {
             duration: self.duration,
             max_in_flight: self.max_in_flight,
             drain: self.drain,
+            linger: Duration::from_millis(self.linger_ms),
             party: self.party,
             tx_size: self.tx_size,
             instance: self.instance,
@@ -96,6 +102,7 @@ impl NetworkArgs {
             tx_size: self.tx_size.unwrap_or(SINK_TX_SIZE),
             max_in_flight: self.max_in_flight,
             drain: self.drain,
+            linger: Duration::from_millis(self.linger_ms),
             duration: self.duration,
             tag,
         }

@@ -70,6 +70,9 @@ pub struct Pace {
     /// With a fixed-rate schedule: the rate, changeable while the run goes on (the
     /// loadgen's HTTP port, docs/loadgen.md "Changing the rate while it runs").
     pub control: Option<Arc<RateControl>>,
+    /// Due txs wait at most this long for more before they are sent ([`LINGER`] by
+    /// default; zero: sent at every wake-up).
+    pub linger: Duration,
 }
 
 /// The rate of a fixed-rate run, changed from outside while it runs. A change takes
@@ -296,7 +299,7 @@ pub async fn run_load(
         let up = time_is_up(&pace, now.duration_since(start));
         let sending = next < txs && links.can_subscribe() && due(next).is_some() && !up;
         // What is due, as far as the routers' links and the in-flight bound have room;
-        // sent once it is a message's worth, or `LINGER` after the last send.
+        // sent once it is a message's worth, or `pace.linger` after the last send.
         let room = if sending { links.room(now) } else { 0 };
         let mut end = next;
         while end - next < room
@@ -308,7 +311,7 @@ pub async fn run_load(
         }
         let count = end - next;
         let flush = count >= LINGER_TXS
-            || now >= last_send + LINGER
+            || now >= last_send + pace.linger
             || end >= txs
             || due(end).is_none()
             || t.in_flight + count >= bound;
@@ -339,7 +342,7 @@ pub async fn run_load(
             // A router's link is full: look again soon.
             now + Duration::from_millis(5)
         } else if lingering {
-            last_send + LINGER
+            last_send + pace.linger
         } else {
             due(next).unwrap_or(tick).max(now).min(tick)
         };
@@ -357,12 +360,16 @@ pub async fn run_load(
     Ok(t.out)
 }
 
-/// How long due txs may wait for more before they are sent: at a rate of R tx/s a
-/// message to each router carries about R · `LINGER` txs (50 at 10,000 tx/s) instead
-/// of the handful due at each wake-up; every message costs each router and batcher
-/// system calls and wake-ups, which at a few txs per message were most of their CPU.
-/// The wait is the client's: latency is counted from the send.
-pub const LINGER: Duration = Duration::from_millis(5);
+/// How long due txs may wait for more before they are sent, unless [`Pace::linger`]
+/// says otherwise: at a rate of R tx/s a message to each router carries about
+/// R · linger txs (200 at 10,000 tx/s) instead of the handful due at each wake-up.
+/// Every message costs each router and its batchers system calls and wake-ups, and
+/// the routers forward a message's requests to a shard's batcher as one message, so
+/// fewer, larger client messages make every node on the request path cheaper per tx
+/// (docs/benchmarks.md "The client's linger"). The wait is the client's: latency is
+/// counted from the send, so a tx's latency as its sender sees it is up to this much
+/// longer.
+pub const LINGER: Duration = Duration::from_millis(20);
 
 /// Due txs are sent at once when there are this many.
 pub const LINGER_TXS: usize = 1024;

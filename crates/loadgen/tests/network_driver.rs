@@ -60,6 +60,7 @@ fn pace(schedule: Schedule, max_in_flight: usize, drain: Duration) -> Pace {
         duration: None,
         drain,
         control: None,
+        linger: loadgen::network::LINGER,
     }
 }
 

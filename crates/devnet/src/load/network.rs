@@ -37,6 +37,9 @@ pub struct Options {
     pub max_in_flight: NonZeroUsize,
     /// Seconds to wait for outstanding statuses after the last send.
     pub drain: f64,
+    /// Due txs wait at most this long for more before they are sent
+    /// (`loadgen::network::Pace::linger`).
+    pub linger: Duration,
     /// Which committing party's sidecar reports the statuses (none: the first running).
     pub party: Option<u32>,
     /// Make each load tx's envelope about this many bytes.
@@ -394,6 +397,7 @@ pub async fn run(
         duration: options.duration.map(Duration::from_secs_f64),
         drain: Duration::from_secs_f64(options.drain),
         control: control.clone(),
+        linger: options.linger,
     };
     let cpu_at_load = crate::cpu::own_seconds();
     let started_unix_ms = unix_ms();
@@ -592,6 +596,7 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> Result<f64> {
             duration: None,
             drain: GENESIS_DRAIN,
             control: None,
+            linger: loadgen::network::LINGER,
         };
         let run = driver::run_load(endpoints, txs.clone(), pace, |_| {}).await?;
         for i in 0..txs.len() {

@@ -39,6 +39,9 @@ pub struct Options {
     pub max_in_flight: NonZeroUsize,
     /// Seconds to wait for outstanding confirmations after the last send.
     pub drain: f64,
+    /// Due txs wait at most this long for more before they are sent
+    /// (`loadgen::network::Pace::linger`).
+    pub linger: Duration,
     /// Stop sending after this many seconds.
     pub duration: Option<f64>,
     /// The run's tag: tx ids are `<tag>-<index>`.
@@ -145,6 +148,7 @@ pub async fn run(
         duration: options.duration.map(Duration::from_secs_f64),
         drain: Duration::from_secs_f64(options.drain),
         control: None,
+        linger: options.linger,
     };
     let sink_cpu = || sink_pid.and_then(|p| crate::cpu::ticks(Some(u64::from(p))));
     let sink_at_load = sink_cpu();
