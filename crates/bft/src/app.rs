@@ -7,6 +7,7 @@
 //! headers into `metadata`, `verify_proposal` recomputes them.
 
 use crate::certificate::Decision;
+use crate::membership::Membership;
 use crate::types::{Proposal, Seq, View};
 
 /// Context handed to the leader's application when it assembles a proposal.
@@ -58,6 +59,21 @@ pub trait Application {
     fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
         let _ = (seq, snapshot);
         false
+    }
+
+    /// The epoch of the replica set the application state says is in force (0: the set
+    /// the replica was built with). It changes only through [`Application::apply`] (a
+    /// decision that reconfigures) or [`Application::install_snapshot`]; the engine
+    /// compares it with its own after each and then asks [`Application::membership`].
+    fn epoch(&self) -> u64 {
+        0
+    }
+
+    /// The replica set of [`Application::epoch`], with this replica's id and signer in
+    /// it. `None` leaves the engine in its current set (an application that cannot
+    /// tell, which makes the replica stop taking part: it is its application's error).
+    fn membership(&mut self) -> Option<Membership> {
+        None
     }
 }
 

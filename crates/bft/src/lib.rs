@@ -16,6 +16,7 @@ pub mod checkpoint;
 mod codec;
 pub mod crypto;
 mod error;
+pub mod membership;
 pub mod messages;
 pub mod replica;
 #[cfg(feature = "shell")]
@@ -29,6 +30,7 @@ pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision, v
 pub use checkpoint::{CheckpointVote, StableCheckpoint, checkpoint_bytes};
 pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
+pub use membership::Membership;
 pub use messages::{Message, NewView, ViewChange, Vote};
 pub use replica::{Complaint, Input, Output, Refusal, Replica, Status};
 pub use types::{

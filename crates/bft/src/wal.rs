@@ -60,6 +60,16 @@ pub enum WalEntry {
     },
     /// A decision with its certificate.
     Decided(Arc<Decision>),
+    /// Decision `seq` switched the replica to the replica set of `epoch` (see
+    /// [`crate::Membership`]): the view state before this entry (views, the
+    /// view-change target, the accepted proposal, the prepared certificate) belongs to
+    /// the old set and no longer binds the replica; the new set starts in view 0.
+    Switched {
+        /// The decision that changed the set.
+        seq: Seq,
+        /// The new set's epoch.
+        epoch: u64,
+    },
     /// A stable checkpoint, and a restatement (`NewView`, `ViewChange`, `Accepted`,
     /// `Prepared` entries) of what the replica had promised when it was written. It
     /// stands for every entry before it and for the decisions up to its sequence
@@ -369,6 +379,11 @@ pub fn encode_entry(e: &WalEntry) -> Vec<u8> {
             encode_proposal(&mut w, &d.proposal);
             encode_cert(&mut w, &d.certificate);
         }
+        WalEntry::Switched { seq, epoch } => {
+            w.u8(7);
+            w.u64(*seq);
+            w.u64(*epoch);
+        }
         WalEntry::Checkpoint { checkpoint, state } => {
             w.u8(6);
             encode_checkpoint(&mut w, checkpoint);
@@ -420,6 +435,10 @@ pub fn decode_entry(buf: &[u8]) -> Option<WalEntry> {
             }
             WalEntry::Checkpoint { checkpoint, state }
         }
+        7 => WalEntry::Switched {
+            seq: r.u64()?,
+            epoch: r.u64()?,
+        },
         _ => return None,
     };
     r.is_empty().then_some(e)

@@ -61,6 +61,7 @@ fn entries() -> Vec<WalEntry> {
             decided: 1,
             carried: None,
         },
+        WalEntry::Switched { seq: 1, epoch: 2 },
     ]
 }
 

@@ -321,6 +321,9 @@ fn refused(reason: Refusal) -> Result<Response<pb::BftSubmitResponse>, Status> {
         )),
         Refusal::TooLarge => Err(Status::invalid_argument("request larger than max_request_bytes")),
         Refusal::Invalid => Err(Status::invalid_argument("the application refused the request")),
+        Refusal::NotMember => Err(Status::failed_precondition(
+            "this consenter is not a member of the consenter set in force; submit to a member",
+        )),
     }
 }
 

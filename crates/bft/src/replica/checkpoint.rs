@@ -49,6 +49,13 @@ impl Checkpoints {
         self.own.retain(|s, _| *s > seq);
         self.votes.retain(|s, _| *s > seq);
     }
+
+    /// Forgets the snapshots and votes that wait for a quorum (the replica set changed:
+    /// votes of the old set do not count in the new one). The stable checkpoint stays.
+    pub(super) fn forget_votes(&mut self) {
+        self.own.clear();
+        self.votes.clear();
+    }
 }
 
 impl<A: Application> Replica<A> {
@@ -70,7 +77,10 @@ impl<A: Application> Replica<A> {
     /// Called after each decision: at a checkpoint sequence, snapshot and vote.
     pub(super) fn take_checkpoint(&mut self) {
         let seq = self.last_decided;
-        if !self.is_checkpoint_seq(seq) {
+        // A checkpoint proves its last decision with that decision's certificate; the
+        // decision that switched sets is certified by the old set, which the new one's
+        // members do not check against. Non-members do not vote.
+        if !self.is_checkpoint_seq(seq) || seq == self.epoch_start || !self.is_member() {
             return;
         }
         // A snapshot larger than a state-transfer message could never be served.
@@ -102,6 +112,7 @@ impl<A: Application> Replica<A> {
             .last_decided
             .saturating_add(k.saturating_mul(MAX_VOTED_SEQS as u64));
         if vote.from != from
+            || !self.is_member()
             || !self.is_checkpoint_seq(vote.seq)
             || vote.seq <= self.checkpoints.stable_seq()
             || vote.seq > horizon
@@ -161,11 +172,20 @@ impl<A: Application> Replica<A> {
     /// Persists `cp` with a restatement of the rest of what the WAL must keep, so the
     /// shell may drop every entry before it (and the decisions up to `cp.seq`).
     fn persist_checkpoint(&mut self, checkpoint: Arc<StableCheckpoint>) {
-        let mut state = vec![WalEntry::NewView {
+        let mut state = Vec::new();
+        if self.epoch > 0 {
+            // The WAL drops the `Switched` entry with everything before the checkpoint:
+            // restated first, so that a restore starts the current set's views anew.
+            state.push(WalEntry::Switched {
+                seq: self.epoch_start,
+                epoch: self.epoch,
+            });
+        }
+        state.push(WalEntry::NewView {
             view: self.view,
             decided: self.carry.decided,
             carried: self.carry.proposal.clone(),
-        }];
+        });
         match self.status {
             Status::ViewChanging { target } => state.push(WalEntry::ViewChange { target }),
             Status::Normal => {
@@ -218,6 +238,9 @@ impl<A: Application> Replica<A> {
             return;
         }
         self.jump_to(cp.clone());
+        // A checkpoint the current set certified is of the current set, and so is the
+        // state after it; should the application say otherwise, it is followed.
+        self.follow_membership(cp.seq);
         // Requests pending here may be among the skipped decisions, and the de-duplication
         // set no longer knows them: drop them (clients and batchers resubmit what stays
         // unordered; the other replicas hold what they sent).

@@ -5,8 +5,10 @@
 //! * `sync.rs` — heartbeats and state transfer by certified decisions.
 //! * `checkpoint.rs` — checkpoints, pruning, and state transfer by snapshot.
 //! * `restore.rs` — rebuilding a replica from its WAL.
+//! * `membership.rs` — switching replica sets at a decision (reconfiguration).
 
 mod checkpoint;
+mod membership;
 mod normal;
 mod pending;
 mod restore;
@@ -94,6 +96,9 @@ pub enum Refusal {
     Invalid,
     /// It is already decided (not an error: the client may treat it as ordered).
     AlreadyDecided,
+    /// This replica is not a member of the replica set in force (it left, or joins
+    /// later): submit to a member.
+    NotMember,
 }
 
 /// Why a replica asked for a new view (the last complaint, for logs and status).
@@ -206,6 +211,10 @@ pub struct Replica<A: Application> {
     next_heartbeat: u64,
     sync: SyncState,
     clock_started: bool,
+    /// The epoch of the replica set in force ([`crate::Membership`]).
+    epoch: u64,
+    /// The decision that switched to it (0 for the first set).
+    epoch_start: Seq,
     out: Vec<Output>,
 }
 
@@ -247,6 +256,8 @@ impl<A: Application> Replica<A> {
             next_heartbeat: 0,
             sync: SyncState::default(),
             clock_started: false,
+            epoch: 0,
+            epoch_start: 0,
             out: Vec::new(),
             cfg,
         }
@@ -264,6 +275,17 @@ impl<A: Application> Replica<A> {
 
     fn on_message(&mut self, from: ReplicaId, msg: Message) {
         if from >= self.cfg.n || from == self.cfg.id || msg.instance() != self.cfg.instance {
+            return;
+        }
+        if !self.is_member() {
+            // A follower: state transfer only.
+            match msg {
+                Message::Heartbeat { last_decided, .. } => self.note_height(from, last_decided),
+                Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
+                Message::SyncResponse { decisions, .. } => self.on_sync_response(from, decisions),
+                Message::SyncSnapshot(cp) => self.on_sync_snapshot(from, cp),
+                _ => {}
+            }
             return;
         }
         match msg {
@@ -292,6 +314,10 @@ impl<A: Application> Replica<A> {
             self.pending.rebase(now);
         }
         self.now = self.now.max(now);
+        if !self.is_member() {
+            self.maybe_sync();
+            return;
+        }
         if self.now >= self.next_heartbeat {
             self.next_heartbeat = self.now + self.cfg.heartbeat_interval_ms;
             self.send_heartbeat();

@@ -26,6 +26,8 @@ impl<A: Application> Replica<A> {
         }
         let refusal = if self.decided_requests.contains(&d) {
             Some(Refusal::AlreadyDecided)
+        } else if !self.is_member() {
+            Some(Refusal::NotMember)
         } else if request.len() > self.cfg.max_request_bytes {
             Some(Refusal::TooLarge)
         } else if self.pending.len() >= self.cfg.max_pending
@@ -304,6 +306,7 @@ impl<A: Application> Replica<A> {
         // the `Deliver` below, and durable application effects belong to `Deliver`.
         self.persist(WalEntry::Decided(decision.clone()));
         self.app.apply(&decision);
+        let switched = self.follow_membership(decision.seq());
         // Progress resets the backoff once the view has worked for a full (backed-off)
         // request timeout: a view that decides once and then stalls again (a backlog
         // larger than one timeout's worth, a slow link) keeps its longer timeouts.
@@ -348,6 +351,10 @@ impl<A: Application> Replica<A> {
             self.prepared = None;
         }
         self.last_leader_heard = self.now;
+        if switched {
+            // The decided state was the old set's; the new set's first views start now.
+            self.last_commit = None;
+        }
         if self.status == Status::Normal {
             self.replay_future();
             self.maybe_propose();

@@ -20,12 +20,19 @@ use crate::{Error, Output, Result};
 struct Restored {
     accepted: Option<(u64, Arc<crate::Proposal>)>,
     vc_target: u64,
+    /// The last `Switched` entry: its decision and epoch.
+    switched: Option<(crate::Seq, u64)>,
 }
 
 impl<A: Application> Replica<A> {
     /// Rebuilds a replica from the entries of its WAL. Decisions above
     /// `app.applied()` are applied to the application again and returned as
     /// [`Output::Deliver`]s for the shell.
+    ///
+    /// `cfg`, `signer` and `verifier` are those of the first replica set (epoch 0); when
+    /// the application, once restored, is at a later set ([`Application::epoch`]) the
+    /// replica takes that set from [`Application::membership`], and the WAL must say
+    /// where it switched (a `Switched` entry, or one restated by a checkpoint).
     pub fn restore(
         cfg: Config,
         app: A,
@@ -45,15 +52,13 @@ impl<A: Application> Replica<A> {
                 r.restore_entry(e, &mut restored)?;
             }
         }
-        let Restored { accepted, vc_target } = restored;
+        let Restored {
+            accepted,
+            vc_target,
+            switched,
+        } = restored;
         let next = r.next_seq();
         r.prepared = r.prepared.take().filter(|p| p.certificate.seq == next);
-        if vc_target > r.view {
-            r.status = Status::ViewChanging { target: vc_target };
-            r.backoff = 1;
-        } else if let Some((view, proposal)) = accepted.filter(|(v, p)| *v == r.view && p.seq == next) {
-            r.restore_slot(view, proposal);
-        }
         let applied = r.app.applied();
         if applied > r.last_decided() {
             // The application holds decisions the WAL does not: the WAL is missing or
@@ -89,7 +94,48 @@ impl<A: Application> Replica<A> {
                 outputs.push(Output::Deliver(d));
             }
         }
+        r.restore_membership(switched)?;
+        // The slot and the view-change target are re-created in the set the replica is
+        // in now (its votes are signed with that set's key and cluster id).
+        if vc_target > r.view {
+            r.status = Status::ViewChanging { target: vc_target };
+            r.backoff = 1;
+        } else if let Some((view, proposal)) = accepted.filter(|(v, p)| *v == r.view && p.seq == next) {
+            r.restore_slot(view, proposal);
+        }
         Ok((r, outputs))
+    }
+
+    /// Takes the restored application's replica set; the WAL's last `Switched` entry
+    /// must name the same epoch (a switch is persisted with the decision that makes it,
+    /// before the decision is delivered).
+    fn restore_membership(&mut self, switched: Option<(crate::Seq, u64)>) -> Result<()> {
+        let (start, wal_epoch) = switched.unwrap_or((0, 0));
+        let app_epoch = self.app.epoch();
+        if app_epoch != wal_epoch {
+            return Err(Error::WalReplay {
+                reason: format!(
+                    "the application is in replica set epoch {app_epoch} but the WAL switched to epoch \
+                     {wal_epoch}; refusing to start"
+                ),
+            });
+        }
+        if app_epoch == 0 {
+            return Ok(());
+        }
+        let Some(m) = self.app.membership() else {
+            return Err(Error::WalReplay {
+                reason: format!("the application cannot name the replica set of epoch {app_epoch}"),
+            });
+        };
+        if m.epoch != app_epoch {
+            return Err(Error::WalReplay {
+                reason: format!("the application named epoch {} for epoch {app_epoch}", m.epoch),
+            });
+        }
+        self.adopt(m);
+        self.epoch_start = start;
+        Ok(())
     }
 
     /// Takes the latest checkpoint of the WAL (if any) as the decided base.
@@ -131,6 +177,21 @@ impl<A: Application> Replica<A> {
                 }
             }
             WalEntry::Decided(d) => self.restore_decision(d)?,
+            WalEntry::Switched { seq, epoch } => {
+                // What came before belonged to the old set's views.
+                restored.switched = Some((*seq, *epoch));
+                restored.accepted = None;
+                restored.vc_target = 0;
+                self.view = 0;
+                self.carry = Carry {
+                    decided: 0,
+                    proposal: None,
+                };
+                self.prepared = None;
+                if self.last_decided() == *seq {
+                    self.last_commit = None;
+                }
+            }
             WalEntry::Checkpoint { .. } => {}
         }
         Ok(())

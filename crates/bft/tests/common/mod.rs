@@ -134,6 +134,7 @@ pub fn summary(o: &Output) -> String {
                 carried.as_ref().map(|p| p.seq)
             ),
             WalEntry::Decided(d) => format!("persist decided s{}", d.seq()),
+            WalEntry::Switched { seq, epoch } => format!("persist switched s{seq} e{epoch}"),
             WalEntry::Checkpoint { checkpoint, state } => {
                 format!(
                     "persist checkpoint s{} (+{} restated)",

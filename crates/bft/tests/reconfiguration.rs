@@ -1,0 +1,439 @@
+//! Replica sets that change at a decision (docs/bft.md "Reconfiguration"): a cluster
+//! on a lossless in-test network whose application switches sets when it applies a
+//! `reconf` request. Replicas keep one stable index across sets (a set of n replicas
+//! is the indexes `0..n`), so a set grows by its next index and shrinks by its last.
+//!
+//! Checked: every replica switches at the same decision; that decision is certified by
+//! the old set and every later one by the new set only; a joining replica follows by
+//! state transfer, then votes (the new quorum needs it); a leaving replica stops
+//! taking part and refuses requests; a replica restarted from its WAL after a switch
+//! comes back in the new set.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bft::crypto::TestKeys;
+use bft::{
+    Application, ChainId, Config, Decision, Input, MemWal, Membership, Message, Output, Proposal,
+    ProposalContext, Refusal, Replica, ReplicaId, Seq, Wal, verify_decision,
+};
+
+/// One replica set: its size and the secret its keys derive from.
+#[derive(Clone, Copy, Debug)]
+struct Set {
+    n: u32,
+    keys: u64,
+}
+
+fn chain_of(epoch: u64) -> ChainId {
+    let mut c = [0xc0; 32];
+    c[..8].copy_from_slice(&epoch.to_le_bytes());
+    ChainId(c)
+}
+
+/// Applies decisions; a request starting with `reconf` moves to the next set.
+#[derive(Clone)]
+struct ReconfApp {
+    node: u32,
+    sets: Arc<Vec<Set>>,
+    epoch: u64,
+    applied: Seq,
+    requests: Vec<Vec<u8>>,
+}
+
+impl ReconfApp {
+    fn new(node: u32, sets: &Arc<Vec<Set>>) -> ReconfApp {
+        ReconfApp {
+            node,
+            sets: sets.clone(),
+            epoch: 0,
+            applied: 0,
+            requests: Vec::new(),
+        }
+    }
+}
+
+impl Application for ReconfApp {
+    fn assemble(&mut self, _ctx: ProposalContext, _requests: &[Vec<u8>]) -> Vec<u8> {
+        Vec::new()
+    }
+    fn verify_proposal(&mut self, proposal: &Proposal) -> bool {
+        proposal.seq == self.applied + 1
+    }
+    fn apply(&mut self, decision: &Decision) {
+        assert_eq!(decision.seq(), self.applied + 1, "applied out of order");
+        self.applied = decision.seq();
+        for r in &decision.proposal.requests {
+            if r.starts_with(b"reconf") && (self.epoch as usize) + 1 < self.sets.len() {
+                self.epoch += 1;
+            }
+            self.requests.push(r.clone());
+        }
+    }
+    fn applied(&self) -> Seq {
+        self.applied
+    }
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    fn membership(&mut self) -> Option<Membership> {
+        let set = self.sets[self.epoch as usize];
+        let keys = TestKeys::new(set.keys);
+        let member = self.node < set.n;
+        Some(Membership {
+            epoch: self.epoch,
+            chain: chain_of(self.epoch),
+            n: set.n,
+            id: member.then_some(self.node),
+            verifier: Arc::new(keys.clone()),
+            signer: member.then(|| Box::new(keys.signer(self.node)) as Box<dyn bft::Signer>),
+        })
+    }
+}
+
+fn config(node: u32, n: u32) -> Config {
+    let mut c = Config::new(node, n);
+    c.chain = chain_of(0);
+    c.max_batch_count = 4;
+    c.batch_interval_ms = 5;
+    c.request_timeout_ms = 1_000;
+    c.heartbeat_interval_ms = 50;
+    c.heartbeat_timeout_ms = 300;
+    c.view_change_timeout_ms = 300;
+    c.checkpoint_interval = 0;
+    c
+}
+
+/// Replicas `0..total` over a lossless network; `down` ones receive nothing.
+struct Cluster {
+    sets: Arc<Vec<Set>>,
+    nodes: Vec<Option<Replica<ReconfApp>>>,
+    wals: Vec<MemWal>,
+    delivered: Vec<Vec<Arc<Decision>>>,
+    refused: Vec<Vec<Refusal>>,
+    queue: VecDeque<(ReplicaId, ReplicaId, Message)>,
+    now: u64,
+}
+
+impl Cluster {
+    fn new(sets: Vec<Set>, total: u32) -> Cluster {
+        let sets = Arc::new(sets);
+        let first = sets[0];
+        let keys = TestKeys::new(first.keys);
+        let nodes = (0..total)
+            .map(|i| {
+                Some(Replica::new(
+                    config(i, first.n),
+                    ReconfApp::new(i, &sets),
+                    Box::new(keys.signer(i)),
+                    Arc::new(keys.clone()),
+                ))
+            })
+            .collect();
+        Cluster {
+            sets,
+            nodes,
+            wals: vec![MemWal::default(); total as usize],
+            delivered: vec![Vec::new(); total as usize],
+            refused: vec![Vec::new(); total as usize],
+            queue: VecDeque::new(),
+            now: 0,
+        }
+    }
+
+    fn execute(&mut self, i: usize, outputs: Vec<Output>) {
+        let n = self.nodes[i].as_ref().map_or(0, |r| r.config().n);
+        for o in outputs {
+            match o {
+                Output::Persist(e) => self.wals[i].append(&[e]).unwrap(),
+                Output::Send { to, msg } => self.queue.push_back((i as u32, to, msg)),
+                Output::Broadcast(msg) => {
+                    for to in (0..n).filter(|t| *t != i as u32) {
+                        self.queue.push_back((i as u32, to, msg.clone()));
+                    }
+                }
+                Output::Deliver(d) => self.delivered[i].push(d),
+                Output::Refused { reason, .. } => self.refused[i].push(reason),
+                Output::Installed { .. } | Output::ViewInstalled { .. } => {}
+            }
+        }
+    }
+
+    fn input(&mut self, i: usize, input: Input) {
+        let Some(r) = self.nodes[i].as_mut() else {
+            return;
+        };
+        let out = r.handle(input);
+        self.execute(i, out);
+    }
+
+    fn submit(&mut self, request: &str) {
+        for i in 0..self.nodes.len() {
+            self.input(i, Input::Request(request.as_bytes().to_vec()));
+        }
+    }
+
+    /// Runs `ms` of virtual time: every message is delivered, then the clock ticks.
+    fn run(&mut self, ms: u64) {
+        let end = self.now + ms;
+        while self.now < end {
+            let mut budget = 100_000;
+            while let Some((from, to, msg)) = self.queue.pop_front() {
+                budget -= 1;
+                assert!(budget > 0, "message storm");
+                if (to as usize) < self.nodes.len() {
+                    self.input(to as usize, Input::Message { from, msg });
+                }
+            }
+            self.now += 5;
+            for i in 0..self.nodes.len() {
+                self.input(i, Input::Tick(self.now));
+            }
+        }
+    }
+
+    fn crash(&mut self, i: usize) {
+        self.nodes[i] = None;
+    }
+
+    /// Restarts replica `i` from its WAL with a fresh application (which the restore
+    /// brings back by replaying the WAL's decisions).
+    fn restart(&mut self, i: usize) {
+        let first = self.sets[0];
+        let keys = TestKeys::new(first.keys);
+        let (r, out) = Replica::restore(
+            config(i as u32, first.n),
+            ReconfApp::new(i as u32, &self.sets),
+            Box::new(keys.signer(i as u32)),
+            Arc::new(keys),
+            &self.wals[i].entries,
+        )
+        .expect("restore");
+        self.delivered[i].clear();
+        self.nodes[i] = Some(r);
+        self.execute(i, out);
+    }
+
+    fn replica(&self, i: usize) -> &Replica<ReconfApp> {
+        self.nodes[i].as_ref().expect("running")
+    }
+
+    /// The decision at which replica `i` switched to `epoch` (the one holding the
+    /// `epoch`-th `reconf`).
+    fn switch_seq(&self, i: usize, epoch: u64) -> Seq {
+        let mut seen = 0;
+        for d in &self.delivered[i] {
+            if d.proposal.requests.iter().any(|r| r.starts_with(b"reconf")) {
+                seen += 1;
+                if seen == epoch {
+                    return d.seq();
+                }
+            }
+        }
+        panic!("replica {i} did not switch to epoch {epoch}");
+    }
+
+    fn assert_certified_by_their_sets(&self, i: usize) {
+        let mut epoch = 0u64;
+        for d in &self.delivered[i] {
+            let set = self.sets[epoch as usize];
+            let keys = TestKeys::new(set.keys);
+            verify_decision(d, &chain_of(epoch), &keys, set.n)
+                .unwrap_or_else(|e| panic!("decision {} not certified by set {epoch}: {e}", d.seq()));
+            if epoch > 0 {
+                let old = self.sets[epoch as usize - 1];
+                assert!(
+                    verify_decision(d, &chain_of(epoch - 1), &TestKeys::new(old.keys), old.n).is_err(),
+                    "decision {} also passes as the old set's",
+                    d.seq()
+                );
+            }
+            if d.proposal.requests.iter().any(|r| r.starts_with(b"reconf")) {
+                epoch += 1;
+            }
+        }
+    }
+
+    fn assert_agree(&self, replicas: &[usize]) {
+        let first = &self.delivered[replicas[0]];
+        for &i in replicas {
+            let a: Vec<_> = first.iter().map(|d| d.certificate.digest).collect();
+            let b: Vec<_> = self.delivered[i].iter().map(|d| d.certificate.digest).collect();
+            let k = a.len().min(b.len());
+            assert_eq!(a[..k], b[..k], "replicas {} and {i} disagree", replicas[0]);
+        }
+    }
+}
+
+fn decided_requests(c: &Cluster, i: usize) -> Vec<String> {
+    c.replica(i)
+        .app()
+        .requests
+        .iter()
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect()
+}
+
+#[test]
+fn a_fifth_replica_joins_follows_by_state_transfer_and_its_vote_counts() {
+    let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 5, keys: 1 }], 5);
+    assert!(!c.replica(4).is_member(), "not in the first set");
+    for k in 0..6 {
+        c.submit(&format!("a{k}"));
+    }
+    c.run(200);
+    c.submit("reconf-add-4");
+    c.run(300);
+    let d = c.switch_seq(0, 1);
+    for i in 0..5 {
+        assert_eq!(c.replica(i).epoch(), 1, "replica {i} switched");
+        assert_eq!(
+            c.replica(i).epoch_start(),
+            d,
+            "replica {i} switched at the same decision"
+        );
+        assert_eq!(c.switch_seq(i, 1), d);
+        assert_eq!(c.replica(i).config().n, 5);
+    }
+    assert!(c.replica(4).is_member(), "a member from the switch on");
+    // With 5 replicas the quorum is 4: with replica 0 down, the other three cannot
+    // decide without the new one.
+    c.crash(0);
+    for k in 0..6 {
+        c.submit(&format!("b{k}"));
+    }
+    c.run(3_000);
+    for i in 1..5 {
+        let reqs = decided_requests(&c, i);
+        for k in 0..6 {
+            assert!(
+                reqs.contains(&format!("b{k}")),
+                "replica {i} decided b{k}: {reqs:?}"
+            );
+        }
+        c.assert_certified_by_their_sets(i);
+    }
+    c.assert_agree(&[1, 2, 3, 4]);
+    let last = c.delivered[4].last().expect("decided").clone();
+    let voters: Vec<u32> = last.certificate.signatures.iter().map(|(id, _)| *id).collect();
+    assert!(
+        voters.contains(&4),
+        "the new replica's commit is in the certificate: {voters:?}"
+    );
+}
+
+#[test]
+fn a_leaving_replica_stops_taking_part_and_refuses_requests() {
+    let mut c = Cluster::new(vec![Set { n: 5, keys: 7 }, Set { n: 4, keys: 7 }], 5);
+    for k in 0..3 {
+        c.submit(&format!("a{k}"));
+    }
+    c.submit("reconf-remove-4");
+    c.run(400);
+    let d = c.switch_seq(0, 1);
+    for i in 0..5 {
+        assert_eq!(c.replica(i).epoch_start(), d);
+    }
+    assert!(!c.replica(4).is_member());
+    c.submit("b0");
+    assert_eq!(c.refused[4], vec![Refusal::NotMember]);
+    c.run(500);
+    for i in 0..4 {
+        assert!(decided_requests(&c, i).contains(&"b0".to_string()));
+        c.assert_certified_by_their_sets(i);
+    }
+    // The leaver's messages would not count; it sends none (ticks included).
+    let out = c.nodes[4].as_mut().unwrap().handle(Input::Tick(c.now + 10_000));
+    assert!(
+        out.iter()
+            .all(|o| !matches!(o, Output::Broadcast(_) | Output::Send { .. })),
+        "a non-member sent {out:?}"
+    );
+    assert!(c.replica(4).last_decided() >= d);
+}
+
+#[test]
+fn rotated_keys_certify_every_decision_after_the_switch_and_the_old_keys_none() {
+    let mut c = Cluster::new(
+        vec![
+            Set { n: 4, keys: 3 },
+            Set { n: 4, keys: 4 },
+            Set { n: 4, keys: 5 },
+        ],
+        4,
+    );
+    c.submit("a0");
+    c.submit("reconf-rotate-1");
+    c.run(200);
+    c.submit("b0");
+    c.submit("reconf-rotate-2");
+    c.run(200);
+    c.submit("c0");
+    c.run(300);
+    for i in 0..4 {
+        assert_eq!(c.replica(i).epoch(), 2);
+        assert!(decided_requests(&c, i).contains(&"c0".to_string()));
+        c.assert_certified_by_their_sets(i);
+    }
+    c.assert_agree(&[0, 1, 2, 3]);
+    assert!(c.switch_seq(0, 1) < c.switch_seq(0, 2));
+}
+
+#[test]
+fn a_replica_restarted_after_the_switch_comes_back_in_the_new_set() {
+    let mut c = Cluster::new(vec![Set { n: 4, keys: 9 }, Set { n: 4, keys: 10 }], 4);
+    c.submit("a0");
+    c.submit("reconf-rotate");
+    c.run(300);
+    let d = c.switch_seq(2, 1);
+    c.crash(2);
+    c.restart(2);
+    assert_eq!(c.replica(2).epoch(), 1);
+    assert_eq!(c.replica(2).epoch_start(), d);
+    assert_eq!(c.replica(2).config().chain, chain_of(1));
+    // It votes with its new key: with replica 3 down, 0, 1 and 2 make the quorum.
+    c.crash(3);
+    c.submit("b0");
+    c.run(3_000);
+    for i in 0..3 {
+        assert!(decided_requests(&c, i).contains(&"b0".to_string()), "replica {i}");
+        c.assert_certified_by_their_sets(i);
+    }
+    let last = c.delivered[0].last().expect("decided").clone();
+    assert!(last.certificate.signatures.iter().any(|(id, _)| *id == 2));
+}
+
+#[test]
+fn a_wal_that_does_not_know_the_applications_set_is_refused() {
+    let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 4, keys: 2 }], 4);
+    c.submit("reconf");
+    c.run(300);
+    assert_eq!(c.replica(0).epoch(), 1);
+    // The WAL without its `Switched` entry: the restored application is in set 1, the
+    // WAL says nothing of a switch.
+    let entries: Vec<_> = c.wals[0]
+        .entries
+        .iter()
+        .filter(|e| !matches!(e, bft::WalEntry::Switched { .. }))
+        .cloned()
+        .collect();
+    let keys = TestKeys::new(1);
+    let restored = Replica::restore(
+        config(0, 4),
+        ReconfApp::new(0, &c.sets),
+        Box::new(keys.signer(0)),
+        Arc::new(keys),
+        &entries,
+    );
+    let Err(e) = restored else {
+        panic!("restored without the switch");
+    };
+    assert!(e.to_string().contains("epoch"), "{e}");
+}
