@@ -75,6 +75,17 @@ pub trait Application {
     fn membership(&mut self) -> Option<Membership> {
         None
     }
+
+    /// The replica set of epoch `epoch` that `decision` installs, read from the
+    /// decision alone, without the application state before it (`None`: the decision
+    /// changes no set). The engine checked that the set of epoch `epoch − 1` certified
+    /// the decision; it asks when a stable checkpoint of a later set reaches a replica
+    /// of an earlier one by state transfer, with the decisions that switched sets in
+    /// between.
+    fn membership_from(&mut self, decision: &Decision, epoch: u64) -> Option<Membership> {
+        let _ = (decision, epoch);
+        None
+    }
 }
 
 /// A trivial application: accepts any non-empty requests, empty metadata, and just

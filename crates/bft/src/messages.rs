@@ -63,7 +63,15 @@ pub enum Message {
     Checkpoint(CheckpointVote),
     /// State transfer answer when the decisions asked for were pruned: the sender's
     /// last stable checkpoint (decisions after it follow on the next request).
-    SyncSnapshot(Arc<StableCheckpoint>),
+    SyncSnapshot {
+        /// The checkpoint with its snapshot.
+        checkpoint: Arc<StableCheckpoint>,
+        /// The decisions that changed the replica set between the sequence asked for
+        /// and the checkpoint, in order, each certified by the set before it: they let
+        /// a replica of an older set check a checkpoint of a newer one
+        /// ([`crate::Membership`]).
+        switches: Vec<Arc<Decision>>,
+    },
 }
 
 impl Message {
@@ -79,7 +87,7 @@ impl Message {
             Message::ViewChange(vc) => vc.instance,
             Message::NewView(nv) => nv.instance,
             Message::Checkpoint(c) => c.instance,
-            Message::SyncSnapshot(c) => c.instance,
+            Message::SyncSnapshot { checkpoint, .. } => checkpoint.instance,
         }
     }
 }

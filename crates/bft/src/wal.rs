@@ -60,15 +60,17 @@ pub enum WalEntry {
     },
     /// A decision with its certificate.
     Decided(Arc<Decision>),
-    /// Decision `seq` switched the replica to the replica set of `epoch` (see
+    /// `decision` switched the replica to the replica set of `epoch` (see
     /// [`crate::Membership`]): the view state before this entry (views, the
     /// view-change target, the accepted proposal, the prepared certificate) belongs to
-    /// the old set and no longer binds the replica; the new set starts in view 0.
+    /// the old set and no longer binds the replica; the new set starts in view 0. The
+    /// decision is kept to prove the switch to replicas of the old set
+    /// ([`crate::Message::SyncSnapshot`]).
     Switched {
-        /// The decision that changed the set.
-        seq: Seq,
         /// The new set's epoch.
         epoch: u64,
+        /// The decision that changed the set, certified by the old set.
+        decision: Arc<Decision>,
     },
     /// A stable checkpoint, and a restatement (`NewView`, `ViewChange`, `Accepted`,
     /// `Prepared` entries) of what the replica had promised when it was written. It
@@ -379,10 +381,11 @@ pub fn encode_entry(e: &WalEntry) -> Vec<u8> {
             encode_proposal(&mut w, &d.proposal);
             encode_cert(&mut w, &d.certificate);
         }
-        WalEntry::Switched { seq, epoch } => {
+        WalEntry::Switched { epoch, decision } => {
             w.u8(7);
-            w.u64(*seq);
             w.u64(*epoch);
+            encode_proposal(&mut w, &decision.proposal);
+            encode_cert(&mut w, &decision.certificate);
         }
         WalEntry::Checkpoint { checkpoint, state } => {
             w.u8(6);
@@ -436,8 +439,11 @@ pub fn decode_entry(buf: &[u8]) -> Option<WalEntry> {
             WalEntry::Checkpoint { checkpoint, state }
         }
         7 => WalEntry::Switched {
-            seq: r.u64()?,
             epoch: r.u64()?,
+            decision: Arc::new(Decision {
+                proposal: Arc::new(decode_proposal(&mut r)?),
+                certificate: decode_cert(&mut r)?,
+            }),
         },
         _ => return None,
     };

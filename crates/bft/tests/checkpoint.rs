@@ -268,7 +268,10 @@ fn forged_snapshots_are_refused() {
     let snapshot_from_1 = |r: &mut Replica<NullApp>, cp: StableCheckpoint| {
         r.handle(Input::Message {
             from: 1,
-            msg: Message::SyncSnapshot(Arc::new(cp)),
+            msg: Message::SyncSnapshot {
+                checkpoint: Arc::new(cp),
+                switches: Vec::new(),
+            },
         })
     };
     // Replica 1 claims a height; the fresh replica asks it; then its answer arrives.

@@ -46,6 +46,8 @@ struct ReconfApp {
     epoch: u64,
     applied: Seq,
     requests: Vec<Vec<u8>>,
+    /// Offers snapshots (so the engine checkpoints and prunes).
+    snapshots: bool,
 }
 
 impl ReconfApp {
@@ -56,6 +58,7 @@ impl ReconfApp {
             epoch: 0,
             applied: 0,
             requests: Vec::new(),
+            snapshots: false,
         }
     }
 }
@@ -84,21 +87,54 @@ impl Application for ReconfApp {
         self.epoch
     }
     fn membership(&mut self) -> Option<Membership> {
-        let set = self.sets[self.epoch as usize];
-        let keys = TestKeys::new(set.keys);
-        let member = self.node < set.n;
-        Some(Membership {
-            epoch: self.epoch,
-            chain: chain_of(self.epoch),
-            n: set.n,
-            id: member.then_some(self.node),
-            verifier: Arc::new(keys.clone()),
-            signer: member.then(|| Box::new(keys.signer(self.node)) as Box<dyn bft::Signer>),
-        })
+        Some(set_of(self.node, &self.sets, self.epoch))
+    }
+    fn membership_from(&mut self, decision: &Decision, epoch: u64) -> Option<Membership> {
+        let reconf = decision
+            .proposal
+            .requests
+            .iter()
+            .any(|r| r.starts_with(b"reconf"));
+        (reconf && (epoch as usize) < self.sets.len()).then(|| set_of(self.node, &self.sets, epoch))
+    }
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        self.snapshots
+            .then(|| [self.applied.to_le_bytes(), self.epoch.to_le_bytes()].concat())
+    }
+    fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
+        let (Some(a), Some(e)) = (snapshot.get(..8), snapshot.get(8..16)) else {
+            return false;
+        };
+        if u64::from_le_bytes(a.try_into().unwrap()) != seq {
+            return false;
+        }
+        self.applied = seq;
+        self.epoch = u64::from_le_bytes(e.try_into().unwrap());
+        self.requests.clear();
+        true
     }
 }
 
+fn set_of(node: u32, sets: &[Set], epoch: u64) -> Membership {
+    let set = sets[epoch as usize];
+    let keys = TestKeys::new(set.keys);
+    let member = node < set.n;
+    Membership {
+        epoch,
+        chain: chain_of(epoch),
+        n: set.n,
+        id: member.then_some(node),
+        verifier: Arc::new(keys.clone()),
+        signer: member.then(|| Box::new(keys.signer(node)) as Box<dyn bft::Signer>),
+    }
+}
+
+/// Checkpoint every this many decisions (0: never) in the clusters built next.
 fn config(node: u32, n: u32) -> Config {
+    config_with(node, n, 0)
+}
+
+fn config_with(node: u32, n: u32, checkpoint_interval: u64) -> Config {
     let mut c = Config::new(node, n);
     c.chain = chain_of(0);
     c.max_batch_count = 4;
@@ -107,7 +143,8 @@ fn config(node: u32, n: u32) -> Config {
     c.heartbeat_interval_ms = 50;
     c.heartbeat_timeout_ms = 300;
     c.view_change_timeout_ms = 300;
-    c.checkpoint_interval = 0;
+    c.checkpoint_interval = checkpoint_interval;
+    c.retain_decisions = 0;
     c
 }
 
@@ -120,18 +157,25 @@ struct Cluster {
     refused: Vec<Vec<Refusal>>,
     queue: VecDeque<(ReplicaId, ReplicaId, Message)>,
     now: u64,
+    checkpoint_interval: u64,
 }
 
 impl Cluster {
     fn new(sets: Vec<Set>, total: u32) -> Cluster {
+        Cluster::with_checkpoints(sets, total, 0)
+    }
+
+    fn with_checkpoints(sets: Vec<Set>, total: u32, checkpoint_interval: u64) -> Cluster {
         let sets = Arc::new(sets);
         let first = sets[0];
         let keys = TestKeys::new(first.keys);
         let nodes = (0..total)
             .map(|i| {
+                let mut app = ReconfApp::new(i, &sets);
+                app.snapshots = checkpoint_interval > 0;
                 Some(Replica::new(
-                    config(i, first.n),
-                    ReconfApp::new(i, &sets),
+                    config_with(i, first.n, checkpoint_interval),
+                    app,
                     Box::new(keys.signer(i)),
                     Arc::new(keys.clone()),
                 ))
@@ -145,6 +189,7 @@ impl Cluster {
             refused: vec![Vec::new(); total as usize],
             queue: VecDeque::new(),
             now: 0,
+            checkpoint_interval,
         }
     }
 
@@ -208,9 +253,11 @@ impl Cluster {
     fn restart(&mut self, i: usize) {
         let first = self.sets[0];
         let keys = TestKeys::new(first.keys);
+        let mut app = ReconfApp::new(i as u32, &self.sets);
+        app.snapshots = self.checkpoint_interval > 0;
         let (r, out) = Replica::restore(
-            config(i as u32, first.n),
-            ReconfApp::new(i as u32, &self.sets),
+            config_with(i as u32, first.n, self.checkpoint_interval),
+            app,
             Box::new(keys.signer(i as u32)),
             Arc::new(keys),
             &self.wals[i].entries,
@@ -436,4 +483,136 @@ fn a_wal_that_does_not_know_the_applications_set_is_refused() {
         panic!("restored without the switch");
     };
     assert!(e.to_string().contains("epoch"), "{e}");
+}
+
+#[test]
+fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_proofs() {
+    let sets = vec![
+        Set { n: 4, keys: 21 },
+        Set { n: 4, keys: 22 },
+        Set { n: 4, keys: 23 },
+    ];
+    let mut c = Cluster::with_checkpoints(sets, 4, 2);
+    // Replica 3 is down from the start; the others decide, switch twice, checkpoint
+    // and prune every decision below their checkpoints.
+    c.crash(3);
+    for (k, r) in [
+        "a0", "a1", "reconf-1", "b0", "b1", "b2", "reconf-2", "c0", "c1", "c2", "c3",
+    ]
+    .iter()
+    .enumerate()
+    {
+        c.submit(r);
+        if k % 2 == 1 {
+            c.run(100);
+        }
+    }
+    c.run(500);
+    assert_eq!(c.replica(0).epoch(), 2);
+    let stable = c.replica(0).stable_checkpoint().expect("a stable checkpoint").seq;
+    assert!(
+        stable > c.switch_seq(0, 2),
+        "checkpoint {stable} after the second switch"
+    );
+    assert!(
+        c.replica(0).decision(1).is_none(),
+        "the early decisions are pruned: replica 3 cannot catch up by decisions"
+    );
+    assert_eq!(c.replica(0).switch_proofs().count(), 2);
+    // Replica 3 comes back from its empty WAL in the first set.
+    c.restart(3);
+    assert_eq!(c.replica(3).epoch(), 0);
+    c.run(1_000);
+    assert_eq!(c.replica(3).epoch(), 2, "crossed both switches");
+    assert!(c.replica(3).is_member());
+    assert!(c.replica(3).last_decided() >= stable);
+    assert_eq!(
+        c.replica(3).switch_proofs().count(),
+        2,
+        "keeps the proofs for others"
+    );
+    // Its votes count in the newest set: with replica 0 down, 1, 2 and 3 decide.
+    c.crash(0);
+    c.submit("d0");
+    c.run(3_000);
+    for i in 1..4 {
+        assert!(decided_requests(&c, i).contains(&"d0".to_string()), "replica {i}");
+    }
+    let last = c.delivered[1].last().expect("decided").clone();
+    assert!(last.certificate.signatures.iter().any(|(id, _)| *id == 3));
+    verify_decision(&last, &chain_of(2), &TestKeys::new(23), 4).expect("certified by the newest set");
+    // Restarted again, from a WAL whose switches are restated by checkpoints.
+    c.restart(3);
+    assert_eq!(c.replica(3).epoch(), 2);
+    assert_eq!(c.replica(3).switch_proofs().count(), 2);
+}
+
+#[test]
+fn a_forged_switch_proof_is_refused() {
+    let sets = vec![Set { n: 4, keys: 31 }, Set { n: 4, keys: 32 }];
+    let mut c = Cluster::with_checkpoints(sets, 4, 2);
+    c.crash(3);
+    for r in ["a0", "a1", "reconf", "b0", "b1", "b2", "b3"] {
+        c.submit(r);
+        c.run(100);
+    }
+    c.run(300);
+    let cp = c.replica(0).stable_checkpoint().expect("stable").clone();
+    let proof = c.replica(0).switch_proofs().next().expect("a proof").clone();
+    c.restart(3);
+    // The switch decision with one commit signature replaced: not a quorum of set 0.
+    let mut forged = Decision::clone(&proof);
+    forged.certificate.signatures[0].1 = bft::Signature(vec![0; 8]);
+    let asked = c.nodes[3].as_mut().unwrap().handle(Input::Message {
+        from: 0,
+        msg: Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view: 0,
+            last_decided: cp.seq,
+        },
+    });
+    assert!(asked.iter().any(|o| matches!(
+        o,
+        Output::Send {
+            msg: Message::SyncRequest { .. },
+            ..
+        }
+    )));
+    let out = c.nodes[3].as_mut().unwrap().handle(Input::Message {
+        from: 0,
+        msg: Message::SyncSnapshot {
+            checkpoint: cp.clone(),
+            switches: vec![Arc::new(forged)],
+        },
+    });
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Installed { .. })),
+        "installed with a forged proof"
+    );
+    assert_eq!(c.replica(3).epoch(), 0);
+    // Without any proof the checkpoint of the new set does not verify either.
+    let asked = c.nodes[3].as_mut().unwrap().handle(Input::Message {
+        from: 1,
+        msg: Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view: 0,
+            last_decided: cp.seq,
+        },
+    });
+    assert!(asked.iter().any(|o| matches!(
+        o,
+        Output::Send {
+            to: 1,
+            msg: Message::SyncRequest { .. }
+        }
+    )));
+    let out = c.nodes[3].as_mut().unwrap().handle(Input::Message {
+        from: 1,
+        msg: Message::SyncSnapshot {
+            checkpoint: cp,
+            switches: Vec::new(),
+        },
+    });
+    assert!(!out.iter().any(|o| matches!(o, Output::Installed { .. })));
+    assert_eq!(c.replica(3).last_decided(), 0);
 }

@@ -61,7 +61,13 @@ fn entries() -> Vec<WalEntry> {
             decided: 1,
             carried: None,
         },
-        WalEntry::Switched { seq: 1, epoch: 2 },
+        WalEntry::Switched {
+            epoch: 2,
+            decision: Arc::new(Decision {
+                proposal: proposal(1),
+                certificate: cert(Phase::Commit, 1),
+            }),
+        },
     ]
 }
 

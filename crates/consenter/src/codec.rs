@@ -188,12 +188,16 @@ pub fn message_to_pb(msg: &Message) -> pb::BftMessage {
             digest: c.digest.0.to_vec(),
             signature: c.signature.0.clone(),
         }),
-        Message::SyncSnapshot(c) => Kind::SyncSnapshot(pb::BftStableCheckpoint {
+        Message::SyncSnapshot {
+            checkpoint: c,
+            switches,
+        } => Kind::SyncSnapshot(pb::BftStableCheckpoint {
             seq: c.seq,
             digest: c.digest.0.to_vec(),
             signatures: c.signatures.iter().map(signature_to_pb).collect(),
             snapshot: c.snapshot.to_vec(),
             last_commit: Some(cert_to_pb(&c.last_commit)),
+            switches: switches.iter().map(|d| decision_to_pb(d)).collect(),
         }),
     };
     pb::BftMessage {
@@ -256,13 +260,20 @@ pub fn message_from_pb(m: pb::BftMessage) -> Result<Message> {
             digest: digest_from_pb(&c.digest)?,
             signature: Signature(c.signature),
         }),
-        Kind::SyncSnapshot(c) => Message::SyncSnapshot(Arc::new(StableCheckpoint {
-            instance,
-            seq: c.seq,
-            digest: digest_from_pb(&c.digest)?,
-            signatures: signatures_from_pb(c.signatures),
-            snapshot: Arc::new(c.snapshot),
-            last_commit: cert_from_pb(c.last_commit)?,
-        })),
+        Kind::SyncSnapshot(c) => Message::SyncSnapshot {
+            checkpoint: Arc::new(StableCheckpoint {
+                instance,
+                seq: c.seq,
+                digest: digest_from_pb(&c.digest)?,
+                signatures: signatures_from_pb(c.signatures),
+                snapshot: Arc::new(c.snapshot),
+                last_commit: cert_from_pb(c.last_commit)?,
+            }),
+            switches: c
+                .switches
+                .into_iter()
+                .map(|d| decision_from_pb(d).map(Arc::new))
+                .collect::<Result<_>>()?,
+        },
     })
 }

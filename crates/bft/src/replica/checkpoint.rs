@@ -172,15 +172,19 @@ impl<A: Application> Replica<A> {
     /// Persists `cp` with a restatement of the rest of what the WAL must keep, so the
     /// shell may drop every entry before it (and the decisions up to `cp.seq`).
     fn persist_checkpoint(&mut self, checkpoint: Arc<StableCheckpoint>) {
-        let mut state = Vec::new();
-        if self.epoch > 0 {
-            // The WAL drops the `Switched` entry with everything before the checkpoint:
-            // restated first, so that a restore starts the current set's views anew.
-            state.push(WalEntry::Switched {
-                seq: self.epoch_start,
-                epoch: self.epoch,
-            });
-        }
+        // The WAL drops the `Switched` entries with everything before the checkpoint:
+        // restated first (the proofs kept, the current set's last), so that a restore
+        // starts the current set's views anew and keeps its proofs.
+        let first_epoch = self.epoch.saturating_sub(self.switches.len() as u64);
+        let mut state: Vec<WalEntry> = self
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, d)| WalEntry::Switched {
+                epoch: first_epoch + 1 + i as u64,
+                decision: d.clone(),
+            })
+            .collect();
         state.push(WalEntry::NewView {
             view: self.view,
             decided: self.carry.decided,
@@ -216,7 +220,12 @@ impl<A: Application> Replica<A> {
     }
 
     /// State transfer: a peer's stable checkpoint ahead of this replica.
-    pub(super) fn on_sync_snapshot(&mut self, from: ReplicaId, cp: Arc<StableCheckpoint>) {
+    pub(super) fn on_sync_snapshot(
+        &mut self,
+        from: ReplicaId,
+        cp: Arc<StableCheckpoint>,
+        switches: &[Arc<crate::Decision>],
+    ) {
         // Only an answer to our outstanding request is worth verifying (a quorum of
         // signatures and a hash over up to `sync_max_bytes`): unsolicited ones are dropped.
         if self.sync.outstanding.is_none_or(|(p, _)| p != from) {
@@ -227,20 +236,18 @@ impl<A: Application> Replica<A> {
             self.maybe_sync();
             return;
         }
-        let valid = cp
-            .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
-            .is_ok();
-        if !valid || !self.app.install_snapshot(cp.seq, &cp.snapshot) {
+        let crossed = self.verify_across(&cp, switches);
+        let Some(crossed) = crossed.filter(|_| self.app.install_snapshot(cp.seq, &cp.snapshot)) else {
             // Forget what the peer claimed; it will tell us again if it gets ahead.
             let mine = self.last_decided;
             self.sync.peer_heights.insert(from, mine);
             self.maybe_sync();
             return;
-        }
+        };
+        // The sets between ours and the checkpoint's, each switch persisted before the
+        // checkpoint that restates it.
+        self.cross(crossed);
         self.jump_to(cp.clone());
-        // A checkpoint the current set certified is of the current set, and so is the
-        // state after it; should the application say otherwise, it is followed.
-        self.follow_membership(cp.seq);
         // Requests pending here may be among the skipped decisions, and the de-duplication
         // set no longer knows them: drop them (clients and batchers resubmit what stays
         // unordered; the other replicas hold what they sent).

@@ -12,18 +12,31 @@
 //! in view 0 at the next sequence number. Pending requests and the decided requests
 //! stay: they are the same requests whatever set orders them.
 //!
+//! A replica that fell behind an older set catches up by decisions (each certified by
+//! the set in force when it was decided) or, when its peers pruned them, by a stable
+//! checkpoint of the new set sent with the decisions that switched sets in between:
+//! it checks each with the set before it and reads the next set from it
+//! ([`Application::membership_from`]) until it reaches the checkpoint's set.
+//!
 //! A replica that is not a member of the set in force (`id` none: it left, or it joins
 //! at a later set) only follows: it answers state-transfer requests and heartbeats
 //! tell it whom to ask, but it sends no heartbeat, vote, proposal, view change or
 //! checkpoint vote, takes no client request and runs no timer.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{Carry, Replica, Slot, Status, SyncState};
 use crate::app::Application;
+use crate::certificate::{Decision, verify_decision};
+use crate::checkpoint::StableCheckpoint;
 use crate::membership::Membership;
 use crate::types::Seq;
 use crate::wal::WalEntry;
+
+/// Switch decisions a replica keeps to prove the switches to replicas of older sets: a
+/// replica more switches behind than this catches up only by decisions.
+pub const MAX_SWITCH_PROOFS: usize = 16;
 
 impl<A: Application> Replica<A> {
     /// The epoch of the replica set this replica works in.
@@ -41,9 +54,15 @@ impl<A: Application> Replica<A> {
         self.cfg.id < self.cfg.n
     }
 
-    /// After the application state changed through decision (or snapshot) `seq`:
-    /// switches to the application's set if it moved on. Returns whether it switched.
-    pub(super) fn follow_membership(&mut self, seq: Seq) -> bool {
+    /// The decisions that switched sets, kept to prove the switches to replicas of
+    /// older sets (at most [`MAX_SWITCH_PROOFS`], the latest).
+    pub fn switch_proofs(&self) -> impl Iterator<Item = &Arc<Decision>> {
+        self.switches.iter()
+    }
+
+    /// After the application applied `decision`: switches to the application's set if
+    /// it moved on. Returns whether it switched.
+    pub(super) fn follow_membership(&mut self, decision: &Arc<Decision>) -> bool {
         if self.app.epoch() == self.epoch {
             return false;
         }
@@ -51,12 +70,89 @@ impl<A: Application> Replica<A> {
             return false;
         };
         self.adopt(m);
-        self.persist(WalEntry::Switched {
-            seq,
-            epoch: self.epoch,
-        });
-        self.reset_views(seq);
+        self.record_switch(decision.clone());
+        self.reset_views(decision.seq());
         true
+    }
+
+    /// Persists and keeps the decision that switched to the current set.
+    fn record_switch(&mut self, decision: Arc<Decision>) {
+        self.persist(WalEntry::Switched {
+            epoch: self.epoch,
+            decision: decision.clone(),
+        });
+        self.keep_switch(decision);
+    }
+
+    /// Keeps a switch decision as a proof for replicas of older sets.
+    pub(super) fn keep_switch(&mut self, decision: Arc<Decision>) {
+        self.switches.push_back(decision);
+        while self.switches.len() > MAX_SWITCH_PROOFS {
+            self.switches.pop_front();
+        }
+    }
+
+    /// The switch decisions to send with stable checkpoint `cp` to a replica that
+    /// asked for decisions from `from_seq`.
+    pub(super) fn switches_for(&self, from_seq: Seq, cp: &StableCheckpoint) -> Vec<Arc<Decision>> {
+        self.switches
+            .iter()
+            .filter(|d| d.seq() >= from_seq && d.seq() < cp.seq)
+            .cloned()
+            .collect()
+    }
+
+    /// Checks stable checkpoint `cp` against the current set or, through `switches`
+    /// (each certified by the set before it, the next set read from the decision by
+    /// [`Application::membership_from`]), against a later one. `None` if anything
+    /// does not verify; otherwise the sets crossed, in order.
+    pub(super) fn verify_across(
+        &mut self,
+        cp: &StableCheckpoint,
+        switches: &[Arc<Decision>],
+    ) -> Option<Vec<(Membership, Arc<Decision>)>> {
+        let next = self.next_seq();
+        let mut chain = self.cfg.chain;
+        let mut verifier = self.verifier.clone();
+        let mut n = self.cfg.n;
+        let mut epoch = self.epoch;
+        let mut crossed: Vec<(Membership, Arc<Decision>)> = Vec::new();
+        let mut last_seq = self.last_decided;
+        for d in switches {
+            if d.seq() < next {
+                continue;
+            }
+            if d.seq() <= last_seq || d.seq() >= cp.seq || d.proposal.instance != self.cfg.instance {
+                return None;
+            }
+            last_seq = d.seq();
+            verify_decision(d, &chain, verifier.as_ref(), n).ok()?;
+            let m = self.app.membership_from(d, epoch.checked_add(1)?)?;
+            if m.epoch != epoch + 1 || m.chain == chain {
+                return None;
+            }
+            chain = m.chain;
+            verifier = m.verifier.clone();
+            n = m.n.max(1);
+            epoch = m.epoch;
+            crossed.push((m, d.clone()));
+        }
+        cp.verify(&chain, verifier.as_ref(), n).ok()?;
+        Some(crossed)
+    }
+
+    /// Switches through the sets `crossed` on the way to a stable checkpoint (each
+    /// switch persisted and kept as a proof); the last one is the set in force.
+    pub(super) fn cross(&mut self, crossed: Vec<(Membership, Arc<Decision>)>) {
+        let mut start = None;
+        for (m, d) in crossed {
+            start = Some(d.seq());
+            self.adopt(m);
+            self.record_switch(d);
+        }
+        if let Some(seq) = start {
+            self.reset_views(seq);
+        }
     }
 
     /// Takes the set's keys, ids and cluster id.

@@ -25,6 +25,7 @@ use crate::messages::{Carry, Message, NewView, ViewChange, Vote};
 use crate::types::{Config, Digest, Proposed, Quorum, ReplicaId, Seq, View};
 use crate::wal::WalEntry;
 
+pub use membership::MAX_SWITCH_PROOFS;
 use pending::Pending;
 
 /// What drives the replica.
@@ -215,6 +216,8 @@ pub struct Replica<A: Application> {
     epoch: u64,
     /// The decision that switched to it (0 for the first set).
     epoch_start: Seq,
+    /// The latest decisions that switched sets (proofs for replicas of older sets).
+    switches: VecDeque<Arc<Decision>>,
     out: Vec<Output>,
 }
 
@@ -258,6 +261,7 @@ impl<A: Application> Replica<A> {
             clock_started: false,
             epoch: 0,
             epoch_start: 0,
+            switches: VecDeque::new(),
             out: Vec::new(),
             cfg,
         }
@@ -283,7 +287,9 @@ impl<A: Application> Replica<A> {
                 Message::Heartbeat { last_decided, .. } => self.note_height(from, last_decided),
                 Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
                 Message::SyncResponse { decisions, .. } => self.on_sync_response(from, decisions),
-                Message::SyncSnapshot(cp) => self.on_sync_snapshot(from, cp),
+                Message::SyncSnapshot { checkpoint, switches } => {
+                    self.on_sync_snapshot(from, checkpoint, &switches);
+                }
                 _ => {}
             }
             return;
@@ -300,7 +306,9 @@ impl<A: Application> Replica<A> {
             Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
             Message::SyncResponse { decisions, .. } => self.on_sync_response(from, decisions),
             Message::Checkpoint(vote) => self.on_checkpoint(from, vote),
-            Message::SyncSnapshot(cp) => self.on_sync_snapshot(from, cp),
+            Message::SyncSnapshot { checkpoint, switches } => {
+                self.on_sync_snapshot(from, checkpoint, &switches);
+            }
         }
     }
 
@@ -501,7 +509,9 @@ pub(crate) fn approx_bytes(msg: &Message) -> usize {
             decisions.iter().map(|d| decision_bytes(d)).sum::<usize>() + OVERHEAD
         }
         Message::Checkpoint(c) => c.signature.0.len() + OVERHEAD,
-        Message::SyncSnapshot(c) => c.approx_bytes(),
+        Message::SyncSnapshot { checkpoint, switches } => {
+            checkpoint.approx_bytes() + switches.iter().map(|d| decision_bytes(d)).sum::<usize>()
+        }
     }
 }
 

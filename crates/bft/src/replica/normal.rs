@@ -306,7 +306,7 @@ impl<A: Application> Replica<A> {
         // the `Deliver` below, and durable application effects belong to `Deliver`.
         self.persist(WalEntry::Decided(decision.clone()));
         self.app.apply(&decision);
-        let switched = self.follow_membership(decision.seq());
+        let switched = self.follow_membership(&decision);
         // Progress resets the backoff once the view has worked for a full (backed-off)
         // request timeout: a view that decides once and then stalls again (a backlog
         // larger than one timeout's worth, a slow link) keeps its longer timeouts.

@@ -177,9 +177,13 @@ impl<A: Application> Replica<A> {
                 }
             }
             WalEntry::Decided(d) => self.restore_decision(d)?,
-            WalEntry::Switched { seq, epoch } => {
+            WalEntry::Switched { epoch, decision } => {
                 // What came before belonged to the old set's views.
+                let seq = &decision.seq();
                 restored.switched = Some((*seq, *epoch));
+                if self.switches.back().is_none_or(|d| d.seq() < *seq) {
+                    self.keep_switch(decision.clone());
+                }
                 restored.accepted = None;
                 restored.vc_target = 0;
                 self.view = 0;

@@ -147,7 +147,14 @@ impl<A: Application> Replica<A> {
             return;
         }
         if let Some(cp) = self.snapshot_for(from_seq) {
-            self.send(from, Message::SyncSnapshot(cp));
+            let switches = self.switches_for(from_seq, &cp);
+            self.send(
+                from,
+                Message::SyncSnapshot {
+                    checkpoint: cp,
+                    switches,
+                },
+            );
             return;
         }
         // Bounded by count and by bytes (`sync_max_bytes`, kept below the transport's

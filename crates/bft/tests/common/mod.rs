@@ -134,7 +134,9 @@ pub fn summary(o: &Output) -> String {
                 carried.as_ref().map(|p| p.seq)
             ),
             WalEntry::Decided(d) => format!("persist decided s{}", d.seq()),
-            WalEntry::Switched { seq, epoch } => format!("persist switched s{seq} e{epoch}"),
+            WalEntry::Switched { epoch, decision } => {
+                format!("persist switched s{} e{epoch}", decision.seq())
+            }
             WalEntry::Checkpoint { checkpoint, state } => {
                 format!(
                     "persist checkpoint s{} (+{} restated)",
@@ -175,7 +177,7 @@ pub fn msg_summary(m: &Message) -> String {
         Message::SyncRequest { from_seq, .. } => format!("sync-request from s{from_seq}"),
         Message::SyncResponse { decisions, .. } => format!("sync-response {} decisions", decisions.len()),
         Message::Checkpoint(c) => format!("checkpoint s{}", c.seq),
-        Message::SyncSnapshot(c) => format!("sync-snapshot s{}", c.seq),
+        Message::SyncSnapshot { checkpoint, .. } => format!("sync-snapshot s{}", checkpoint.seq),
     }
 }
 

@@ -114,9 +114,10 @@ pub fn corrupt(
             view,
             last_decided: last_decided + 100,
         }],
-        (mode, msg @ (Message::SyncResponse { .. } | Message::SyncSnapshot(_) | Message::Checkpoint(_))) => {
-            corrupt_sync(mode, signer, msg, rng)
-        }
+        (
+            mode,
+            msg @ (Message::SyncResponse { .. } | Message::SyncSnapshot { .. } | Message::Checkpoint(_)),
+        ) => corrupt_sync(mode, signer, msg, rng),
         (_, msg) => vec![msg],
     }
 }
@@ -138,13 +139,22 @@ fn corrupt_sync(mode: ByzMode, signer: &TestSigner, msg: Message, rng: &mut ChaC
                 decisions: tampered,
             }]
         }
-        (ByzMode::LyingSync, Message::SyncSnapshot(cp)) => {
+        (
+            ByzMode::LyingSync,
+            Message::SyncSnapshot {
+                checkpoint: cp,
+                switches,
+            },
+        ) => {
             // The quorum's signatures over another snapshot: the digest no longer matches.
             let mut forged = bft::StableCheckpoint::clone(&cp);
             let mut snapshot = forged.snapshot.to_vec();
             snapshot.extend_from_slice(&[0x66; 32]);
             forged.snapshot = Arc::new(snapshot);
-            vec![Message::SyncSnapshot(Arc::new(forged))]
+            vec![Message::SyncSnapshot {
+                checkpoint: Arc::new(forged),
+                switches,
+            }]
         }
         (ByzMode::ConflictingVotes, Message::Checkpoint(c)) => {
             // A validly signed vote for a state nobody has.

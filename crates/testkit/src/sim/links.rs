@@ -68,7 +68,13 @@ pub fn size(msg: &Message) -> usize {
         Message::SyncResponse { decisions, .. } => {
             decisions.iter().map(|d| proposal(&d.proposal) + 256).sum()
         }
-        Message::SyncSnapshot(cp) => cp.approx_bytes(),
+        Message::SyncSnapshot { checkpoint, switches } => {
+            checkpoint.approx_bytes()
+                + switches
+                    .iter()
+                    .map(|d| proposal(&d.proposal) + 256)
+                    .sum::<usize>()
+        }
         Message::Vote(_)
         | Message::Heartbeat { .. }
         | Message::SyncRequest { .. }
