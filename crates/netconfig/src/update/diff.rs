@@ -96,7 +96,7 @@ fn tls(current: Option<&TlsFile>, next: Option<&TlsFile>, out: &mut Vec<String>)
     for (name, sha) in &old {
         match new.get(name) {
             None => out.push(format!("tls certificate {name} removed (sha256 {sha})")),
-            Some(now) if now != sha => out.push(format!("tls certificate {name}: sha256 {sha} → {now}")),
+            Some(now) if now != sha => out.push(format!("tls certificate {name} sha256: {sha} → {now}")),
             Some(_) => {}
         }
     }
