@@ -154,14 +154,13 @@ impl ConfigUpdate {
 /// of the same chain and shards with sequence `current.sequence() + 1`, and the network in
 /// force must have enough parties with admin keys for its update policy.
 pub fn propose(current: &NetworkConfig, next: &NetworkFile) -> Result<ConfigUpdate> {
-    check_updatable(current)?;
     let update = ConfigUpdate {
         chain: current.chain().to_string(),
         sequence: current.sequence(),
         config: canonical_json(next),
         signatures: Vec::new(),
     };
-    check_body(current, &update)?;
+    validate_unsigned(current, &update)?;
     Ok(update)
 }
 
@@ -211,8 +210,7 @@ pub fn merge(a: &ConfigUpdate, b: &ConfigUpdate) -> Result<ConfigUpdate> {
 /// current party with an admin key and verifies (the first that does not is the error,
 /// named by party); and at least K parties signed.
 pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
-    let next = check_body(current, update)?;
-    check_updatable(current)?;
+    let next = validate_unsigned(current, update)?;
     for (_, verdict) in signature_verdicts(current, update) {
         verdict?;
     }
@@ -222,6 +220,14 @@ pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<Networ
     if signatures < needed {
         return Err(UpdateError::NotEnoughSignatures { signatures, needed });
     }
+    Ok(next)
+}
+
+/// Everything [`validate`] checks but the signatures: what an update must be before anyone
+/// signs it ([`propose`] makes only such updates). Gives the next config.
+pub fn validate_unsigned(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
+    let next = check_body(current, update)?;
+    check_updatable(current)?;
     Ok(next)
 }
 
