@@ -169,7 +169,8 @@ fn parties_text(parties: &[PartyId]) -> String {
 
 fn propose(args: &ProposeArgs) -> anyhow::Result<()> {
     let current = load_network(&args.network)?;
-    let next = NetworkConfig::load(&args.next).with_context(|| format!("the next config {}", args.next.display()))?;
+    let next = NetworkConfig::load(&args.next)
+        .with_context(|| format!("the next config {}", args.next.display()))?;
     let update = update::propose(&current, next.file())
         .with_context(|| format!("proposing {} as the next config", args.next.display()))?;
     if args.out.exists() {
@@ -217,7 +218,8 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("the config update {}", args.update.display()))?;
             current.read_admin_key(args.party, &args.key)?
         }
-        None => crypto::read_key_file(&args.key).with_context(|| format!("the key file {}", args.key.display()))?,
+        None => crypto::read_key_file(&args.key)
+            .with_context(|| format!("the key file {}", args.key.display()))?,
     };
     update::sign(&mut update, args.party, &key);
     let out = args.out.as_ref().unwrap_or(&args.update);
@@ -302,7 +304,10 @@ fn show(args: &ShowArgs) -> anyhow::Result<()> {
         println!("{line}");
         return Ok(());
     }
-    println!("config update of chain {}, replacing sequence {}", u.chain, u.sequence);
+    println!(
+        "config update of chain {}, replacing sequence {}",
+        u.chain, u.sequence
+    );
     println!("config sha256 {digest}");
     println!("signed by {}", parties_text(&u.signers()));
     let Some(v) = v else {

@@ -108,7 +108,10 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
         "--out",
         s(&update),
     ]));
-    assert!(proposed.contains("batching.batch_timeout_ms: 200 → 50"), "{proposed}");
+    assert!(
+        proposed.contains("batching.batch_timeout_ms: 200 → 50"),
+        "{proposed}"
+    );
     // Party 2 signs its own copy; party 1 signs the proposal in place.
     let copy = tmp.path().join("party-2.json");
     ok(&fabrx(&[

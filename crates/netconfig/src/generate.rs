@@ -108,7 +108,9 @@ pub fn admin_key_path(dir: &Path, party: PartyId) -> PathBuf {
 fn admin_key(seed: Option<u64>, party: PartyId) -> SigningKey {
     match seed {
         None => SigningKey::generate(Scheme::Ed25519, &mut rand::rngs::OsRng),
-        Some(seed) => crypto::derive_signing_key(Scheme::Ed25519, &format!("fabrx-net/{seed}/party-admin/{party}")),
+        Some(seed) => {
+            crypto::derive_signing_key(Scheme::Ed25519, &format!("fabrx-net/{seed}/party-admin/{party}"))
+        }
     }
 }
 

@@ -230,7 +230,10 @@ fn a_removed_party_cannot_sign_the_next_update() {
     let current = &net.config;
     let removal = signed(&net, current, &next_of(current, without_party_4), &[1, 2, 3]);
     let after = update::validate(current, &removal).unwrap();
-    assert_eq!((after.n(), after.sequence(), after.update_signatures()), (3, 1, 2));
+    assert_eq!(
+        (after.n(), after.sequence(), after.update_signatures()),
+        (3, 1, 2)
+    );
     let next = next_of(&after, timeout(80));
     let mut u = signed(&net, &after, &next, &[1]);
     update::sign(&mut u, 4, &net.admins[3]);
@@ -262,7 +265,10 @@ fn tampered_updates_are_refused() {
     // The same config, not in canonical form.
     let mut u = good.clone();
     u.config = serde_json::to_string_pretty(&u.next_file().unwrap()).unwrap();
-    assert!(matches!(update::validate(current, &u), Err(UpdateError::NotCanonical)));
+    assert!(matches!(
+        update::validate(current, &u),
+        Err(UpdateError::NotCanonical)
+    ));
     // Not a config at all.
     let mut u = good.clone();
     u.config = "{\"version\": 1".into();
@@ -291,7 +297,13 @@ fn stale_and_future_updates_change_nothing() {
     let before = at_1.to_json();
     let e = update::validate(&at_1, &first).unwrap_err();
     assert!(
-        matches!(e, UpdateError::StaleSequence { update: 0, current: 1 }),
+        matches!(
+            e,
+            UpdateError::StaleSequence {
+                update: 0,
+                current: 1
+            }
+        ),
         "{e:?}"
     );
     assert_eq!(e.to_string(), "stale config sequence 0, the network is at 1");
@@ -301,7 +313,10 @@ fn stale_and_future_updates_change_nothing() {
     let second = signed(&net, &at_1, &next_of(&at_1, timeout(90)), &[2, 3, 4]);
     assert!(matches!(
         update::validate(current, &second),
-        Err(UpdateError::FutureSequence { update: 1, current: 0 })
+        Err(UpdateError::FutureSequence {
+            update: 1,
+            current: 0
+        })
     ));
     assert_eq!(update::validate(&at_1, &second).unwrap().sequence(), 2);
 }
@@ -338,7 +353,10 @@ fn the_next_config_must_be_valid_and_follow_the_current() {
         matches!(e, UpdateError::ShardsChanged { current: 2, next: 3 }),
         "{e:?}"
     );
-    assert!(e.to_string().contains("adding or removing shards is not supported"));
+    assert!(
+        e.to_string()
+            .contains("adding or removing shards is not supported")
+    );
     // `validate` refuses the same bodies even when they carry enough signatures.
     let mut u = signed(&net, current, &next_of(current, timeout(50)), &[1, 2, 3]);
     let mut bad = u.next_file().unwrap();
@@ -354,7 +372,10 @@ fn the_next_config_must_be_valid_and_follow_the_current() {
     // The last sequence there is cannot be followed.
     let last = reloaded(current, |f| f.sequence = u64::MAX);
     let e = update::propose(&last, last.file()).unwrap_err();
-    assert!(matches!(e, UpdateError::SequenceOverflow { current: u64::MAX }), "{e:?}");
+    assert!(
+        matches!(e, UpdateError::SequenceOverflow { current: u64::MAX }),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -429,22 +450,34 @@ fn the_file_form_round_trips() {
     // An unsigned update round-trips too, and its file may leave the list out.
     let bare = update::propose(current, &next_of(current, timeout(50))).unwrap();
     assert_eq!(ConfigUpdate::from_json(&bare.to_json()).unwrap(), bare);
-    let mut value = serde_json::to_value(serde_json::from_str::<serde_json::Value>(&bare.to_json()).unwrap())
-        .unwrap();
+    let mut value =
+        serde_json::to_value(serde_json::from_str::<serde_json::Value>(&bare.to_json()).unwrap()).unwrap();
     value.as_object_mut().unwrap().remove("signatures");
     assert_eq!(ConfigUpdate::from_json(&value.to_string()).unwrap(), bare);
     // Refused: another version, an unknown field, a signature that is not hex, not JSON.
     let v2 = text.replacen("\"version\": 1", "\"version\": 2", 1);
     assert!(matches!(
         ConfigUpdate::from_json(&v2),
-        Err(UpdateError::UnsupportedVersion { version: 2, supported: 1 })
+        Err(UpdateError::UnsupportedVersion {
+            version: 2,
+            supported: 1
+        })
     ));
     let extra = text.replacen("\"version\": 1", "\"version\": 1, \"note\": \"x\"", 1);
-    assert!(matches!(ConfigUpdate::from_json(&extra), Err(UpdateError::Parse { .. })));
+    assert!(matches!(
+        ConfigUpdate::from_json(&extra),
+        Err(UpdateError::Parse { .. })
+    ));
     let hex = u.signatures[0].signature.to_hex();
     let not_hex = text.replacen(&hex, "zz", 1);
-    assert!(matches!(ConfigUpdate::from_json(&not_hex), Err(UpdateError::Parse { .. })));
-    assert!(matches!(ConfigUpdate::from_json("[]"), Err(UpdateError::Parse { .. })));
+    assert!(matches!(
+        ConfigUpdate::from_json(&not_hex),
+        Err(UpdateError::Parse { .. })
+    ));
+    assert!(matches!(
+        ConfigUpdate::from_json("[]"),
+        Err(UpdateError::Parse { .. })
+    ));
     // The signed bytes: tag ‖ chain ‖ u64le(sequence) ‖ SHA-256(config).
     let mut expected = b"fabrx/config/v1/update".to_vec();
     expected.extend_from_slice(b"fabrx");
@@ -501,7 +534,10 @@ fn admin_keys_are_generated_per_party_and_checked_when_read() {
         let key = g.config.read_admin_key(*party, path).unwrap();
         assert_eq!(&key.public_key(), g.config.admin_key(*party).unwrap());
         // Seeded: the key of the seed string.
-        let derived = crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("fabrx-net/5/party-admin/{party}"));
+        let derived = crypto::derive_signing_key(
+            crypto::Scheme::Ed25519,
+            &format!("fabrx-net/5/party-admin/{party}"),
+        );
         assert_eq!(key.public_key(), derived.public_key());
     }
     let (_, other) = &g.admin_key_files[1];

@@ -36,7 +36,12 @@ fn table() -> Vec<(&'static str, Edit, Expected)> {
                 f.sequence = 1;
                 f.batching.batch_timeout_ms = 50;
             },
-            |_| vec!["sequence: 0 → 1".into(), "batching.batch_timeout_ms: 200 → 50".into()],
+            |_| {
+                vec![
+                    "sequence: 0 → 1".into(),
+                    "batching.batch_timeout_ms: 200 → 50".into(),
+                ]
+            },
         ),
         (
             "two parameters of two blocks",
@@ -136,7 +141,10 @@ fn table() -> Vec<(&'static str, Edit, Expected)> {
             },
             |b| {
                 let c = &b.tls.as_ref().unwrap().certificates[0];
-                vec![format!("tls certificate {} removed (sha256 {})", c.name, c.sha256)]
+                vec![format!(
+                    "tls certificate {} removed (sha256 {})",
+                    c.name, c.sha256
+                )]
             },
         ),
         (
@@ -199,7 +207,8 @@ fn reversed(line: &str) -> Option<String> {
     if let Some(party) = line.strip_suffix(" removed") {
         return Some(format!("{party} added"));
     }
-    line.strip_suffix(" added").map(|party| format!("{party} removed"))
+    line.strip_suffix(" added")
+        .map(|party| format!("{party} removed"))
 }
 
 #[test]

@@ -44,7 +44,10 @@ fn entries(p: &PartyFile) -> BTreeMap<String, String> {
     out.insert("consenter key".into(), p.consenter.public_key.clone());
     out.insert("assembler".into(), p.assembler.clone().unwrap_or_else(none));
     for b in &p.batchers {
-        out.insert(format!("batcher of shard {} endpoint", b.shard), b.endpoint.clone());
+        out.insert(
+            format!("batcher of shard {} endpoint", b.shard),
+            b.endpoint.clone(),
+        );
         out.insert(format!("batcher of shard {} key", b.shard), b.public_key.clone());
     }
     out.insert("admin key".into(), p.admin_key.clone().unwrap_or_else(none));
@@ -52,7 +55,11 @@ fn entries(p: &PartyFile) -> BTreeMap<String, String> {
 }
 
 fn parties(current: &[PartyFile], next: &[PartyFile], out: &mut Vec<String>) {
-    let by_id = |list: &[PartyFile]| list.iter().map(|p| (p.id, entries(p))).collect::<BTreeMap<_, _>>();
+    let by_id = |list: &[PartyFile]| {
+        list.iter()
+            .map(|p| (p.id, entries(p)))
+            .collect::<BTreeMap<_, _>>()
+    };
     let (old, new) = (by_id(current), by_id(next));
     for id in old.keys().filter(|id| !new.contains_key(id)) {
         out.push(format!("party {id} removed"));
@@ -60,7 +67,11 @@ fn parties(current: &[PartyFile], next: &[PartyFile], out: &mut Vec<String>) {
     for (id, entries) in &new {
         let Some(before) = old.get(id) else {
             out.push(format!("party {id} added"));
-            out.extend(entries.iter().map(|(label, v)| format!("party {id} {label}: {v}")));
+            out.extend(
+                entries
+                    .iter()
+                    .map(|(label, v)| format!("party {id} {label}: {v}")),
+            );
             continue;
         };
         for (label, v) in entries {
@@ -157,5 +168,8 @@ fn shown(v: Option<&Value>) -> String {
         return v.to_string();
     }
     let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    format!("({chars} characters, sha256 {}…)", digest.get(..16).unwrap_or_default())
+    format!(
+        "({chars} characters, sha256 {}…)",
+        digest.get(..16).unwrap_or_default()
+    )
 }

@@ -101,7 +101,9 @@ pub enum UpdateError {
         needed: u32,
     },
     /// The update's config text is not the canonical form of the config it holds.
-    #[error("the update's config is not in canonical form (make the update with `fabrx network update propose`)")]
+    #[error(
+        "the update's config is not in canonical form (make the update with `fabrx network update propose`)"
+    )]
     NotCanonical,
     /// The next config is not a valid network config.
     #[error("the next config is not valid: {source}")]
@@ -110,7 +112,9 @@ pub enum UpdateError {
         source: crate::Error,
     },
     /// The next config's sequence is not the one after the config it replaces.
-    #[error("the next config has sequence {next}; it must be {expected}, one more than the config it replaces")]
+    #[error(
+        "the next config has sequence {next}; it must be {expected}, one more than the config it replaces"
+    )]
     NextSequence {
         /// The next config's sequence.
         next: u64,
@@ -118,7 +122,9 @@ pub enum UpdateError {
         expected: u64,
     },
     /// The next config's chain name differs from the update's or the network's.
-    #[error("the next config is for chain {next:?}, the network is chain {current:?}: a chain name cannot change")]
+    #[error(
+        "the next config is for chain {next:?}, the network is chain {current:?}: a chain name cannot change"
+    )]
     ChainChanged {
         /// The chain in force.
         current: String,
