@@ -45,6 +45,24 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `fabrx network update sign --update U --party P --key K` and `more`.
+fn sign(update: &Path, party: u32, key: &Path, more: &[&str]) -> Output {
+    let party = party.to_string();
+    let mut args = vec![
+        "network",
+        "update",
+        "sign",
+        "--update",
+        s(update),
+        "--party",
+        &party,
+        "--key",
+        s(key),
+    ];
+    args.extend(more);
+    fabrx(&args)
+}
+
 #[test]
 fn two_signatures_of_four_parties_are_refused_and_three_pass() {
     let tmp = tempfile::tempdir().unwrap();
@@ -114,46 +132,10 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
     );
     // Party 2 signs its own copy; party 1 signs the proposal in place.
     let copy = tmp.path().join("party-2.json");
-    ok(&fabrx(&[
-        "network",
-        "update",
-        "sign",
-        "--update",
-        s(&update),
-        "--party",
-        "2",
-        "--key",
-        s(&key(2)),
-        "--out",
-        s(&copy),
-    ]));
-    ok(&fabrx(&[
-        "network",
-        "update",
-        "sign",
-        "--update",
-        s(&update),
-        "--party",
-        "1",
-        "--key",
-        s(&key(1)),
-        "--network",
-        s(&net),
-    ]));
+    ok(&sign(&update, 2, &key(2), &["--out", s(&copy)]));
+    ok(&sign(&update, 1, &key(1), &["--network", s(&net)]));
     // Party 3's key offered as party 4's is refused when the network is given.
-    let e = refused(&fabrx(&[
-        "network",
-        "update",
-        "sign",
-        "--update",
-        s(&update),
-        "--party",
-        "4",
-        "--key",
-        s(&key(3)),
-        "--network",
-        s(&net),
-    ]));
+    let e = refused(&sign(&update, 4, &key(3), &["--network", s(&net)]));
     assert!(e.contains("does not hold party 4's admin key"), "{e}");
     let merged = tmp.path().join("merged.json");
     let line: Value = serde_json::from_str(&ok(&fabrx(&[
@@ -198,17 +180,7 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
         "{shown}"
     );
 
-    ok(&fabrx(&[
-        "network",
-        "update",
-        "sign",
-        "--update",
-        s(&merged),
-        "--party",
-        "3",
-        "--key",
-        s(&key(3)),
-    ]));
+    ok(&sign(&merged, 3, &key(3), &[]));
     let verified = ok(&verify(&merged));
     assert!(verified.contains("replaces sequence 0 with 1"), "{verified}");
     let shown: Value = serde_json::from_str(&ok(&fabrx(&[

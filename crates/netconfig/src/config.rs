@@ -193,18 +193,19 @@ impl NetworkConfig {
     /// that it holds the admin key this config lists for the party.
     pub fn read_admin_key(&self, party: PartyId, path: &Path) -> Result<crypto::SigningKey> {
         let expected = self.admin_key(party)?;
-        let key = crypto::read_key_file(path).map_err(|e| Error::Read {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        if &key.public_key() != expected {
-            return Err(Error::AdminKeyMismatch {
+        read_key_holding(
+            path,
+            expected,
+            |reason| Error::Read {
+                path: path.to_path_buf(),
+                reason,
+            },
+            || Error::AdminKeyMismatch {
                 party,
                 path: path.to_path_buf(),
                 expected: expected.to_string(),
-            });
-        }
-        Ok(key)
+            },
+        )
     }
 
     /// Number of parties N.
@@ -269,18 +270,16 @@ impl NetworkConfig {
     /// the secret) and checks that it holds the public key this config lists for `node`.
     pub fn read_node_key(&self, node: Node, path: &Path) -> Result<crypto::SigningKey> {
         let expected = self.public_key(node)?;
-        let key = crypto::read_key_file(path).map_err(|e| Error::KeyFile {
-            node,
-            reason: e.to_string(),
-        })?;
-        if &key.public_key() != expected {
-            return Err(Error::KeyMismatch {
+        read_key_holding(
+            path,
+            expected,
+            |reason| Error::KeyFile { node, reason },
+            || Error::KeyMismatch {
                 node,
                 path: path.to_path_buf(),
                 expected: expected.to_string(),
-            });
-        }
-        Ok(key)
+            },
+        )
     }
 
     /// Builds every role's config once so that a config that loads is one every role
@@ -295,6 +294,21 @@ impl NetworkConfig {
         }
         Ok(())
     }
+}
+
+/// The key file at `path` (`crypto::read_key_file`), when it holds `expected`: else the
+/// error of `unreadable` (with the reason) or of `mismatch`.
+fn read_key_holding(
+    path: &Path,
+    expected: &PublicKey,
+    unreadable: impl FnOnce(String) -> Error,
+    mismatch: impl FnOnce() -> Error,
+) -> Result<crypto::SigningKey> {
+    let key = crypto::read_key_file(path).map_err(|e| unreadable(e.to_string()))?;
+    if &key.public_key() != expected {
+        return Err(mismatch());
+    }
+    Ok(key)
 }
 
 fn endpoint(node: Node, text: &str) -> Result<Endpoint> {
