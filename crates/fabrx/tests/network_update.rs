@@ -164,15 +164,20 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
     };
     let e = refused(&verify(&merged));
     assert!(e.contains("2 admin signatures, the update policy needs 3"), "{e}");
-    let shown = ok(&fabrx(&[
-        "network",
-        "update",
-        "show",
-        "--update",
-        s(&merged),
-        "--network",
-        s(&net),
-    ]));
+    let show = |more: &[&str]| {
+        let mut args = vec![
+            "network",
+            "update",
+            "show",
+            "--update",
+            s(&merged),
+            "--network",
+            s(&net),
+        ];
+        args.extend(more);
+        ok(&fabrx(&args))
+    };
+    let shown = show(&[]);
     assert!(shown.contains("signed by parties 1, 2"), "{shown}");
     assert!(shown.contains("  batching.batch_timeout_ms: 200 → 50"), "{shown}");
     assert!(
@@ -183,17 +188,7 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
     ok(&sign(&merged, 3, &key(3), &[]));
     let verified = ok(&verify(&merged));
     assert!(verified.contains("replaces sequence 0 with 1"), "{verified}");
-    let shown: Value = serde_json::from_str(&ok(&fabrx(&[
-        "network",
-        "update",
-        "show",
-        "--update",
-        s(&merged),
-        "--network",
-        s(&net),
-        "--json",
-    ])))
-    .unwrap();
+    let shown: Value = serde_json::from_str(&show(&["--json"])).unwrap();
     assert_eq!(shown["valid"], true);
     assert_eq!(shown["signers"], serde_json::json!([1, 2, 3]));
     assert_eq!(
