@@ -26,11 +26,12 @@ pub use multisig::{
 };
 pub use purpose::Purpose;
 pub use sign::{
-    SignedMessage, sign_batch_attestation, sign_block_header, sign_client_request, sign_consensus_message,
-    sign_decision_certificate, sign_namespace_endorsement, verify_batch_attestation,
+    SignedMessage, sign_batch_attestation, sign_block_header, sign_client_request, sign_config_update,
+    sign_consensus_message, sign_decision_certificate, sign_namespace_endorsement, verify_batch_attestation,
     verify_batch_attestations, verify_block_header, verify_client_request, verify_client_requests,
-    verify_client_requests_by_ed25519_key, verify_consensus_message, verify_decision_certificate,
-    verify_namespace_endorsement, verify_namespace_endorsements, verify_namespace_endorsements_in_groups,
+    verify_client_requests_by_ed25519_key, verify_config_update, verify_consensus_message,
+    verify_decision_certificate, verify_namespace_endorsement, verify_namespace_endorsements,
+    verify_namespace_endorsements_in_groups,
 };
 pub use threshold::{
     KeyShare, MAX_SHARES, PartialSignature, ThresholdKeySet, ThresholdPublicKeys, aggregate_partials,

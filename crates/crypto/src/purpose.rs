@@ -26,6 +26,8 @@ pub enum Purpose {
     DecisionCertificate,
     /// A consenter's signature on a block header delivered to assemblers and committers.
     BlockHeader,
+    /// A party admin's signature on a network config update (docs/reconfiguration.md).
+    ConfigUpdate,
 }
 
 /// DST of BLS proofs of possession (the message is the 48-byte compressed public key).
@@ -39,13 +41,14 @@ pub(crate) const THRESHOLD_DEAL_PREFIX: &[u8] = tags::THRESHOLD_DEAL_PREFIX;
 
 impl Purpose {
     /// Every purpose, in declaration order.
-    pub const ALL: [Purpose; 6] = [
+    pub const ALL: [Purpose; 7] = [
         Purpose::NamespaceEndorsement,
         Purpose::ClientRequest,
         Purpose::BatchAttestation,
         Purpose::ConsensusMessage,
         Purpose::DecisionCertificate,
         Purpose::BlockHeader,
+        Purpose::ConfigUpdate,
     ];
 
     /// The message-prefix tag used by Ed25519 and ECDSA P-256.
@@ -57,6 +60,7 @@ impl Purpose {
             Purpose::ConsensusMessage => tags::CONSENSUS_MESSAGE,
             Purpose::DecisionCertificate => tags::DECISION_CERTIFICATE,
             Purpose::BlockHeader => tags::BLOCK_HEADER,
+            Purpose::ConfigUpdate => tags::CONFIG_UPDATE,
         }
     }
 
@@ -69,6 +73,7 @@ impl Purpose {
             Purpose::ConsensusMessage => tags::BLS_CONSENSUS_MESSAGE,
             Purpose::DecisionCertificate => tags::BLS_DECISION_CERTIFICATE,
             Purpose::BlockHeader => tags::BLS_BLOCK_HEADER,
+            Purpose::ConfigUpdate => tags::BLS_CONFIG_UPDATE,
         }
     }
 

@@ -81,6 +81,16 @@ pub fn verify_block_header(key: &PublicKey, message: &[u8], sig: &Signature) -> 
     verify(Purpose::BlockHeader, key, message, sig)
 }
 
+/// Signs a network config update (a party admin's approval; docs/reconfiguration.md).
+pub fn sign_config_update(key: &SigningKey, message: &[u8]) -> Signature {
+    sign(Purpose::ConfigUpdate, key, message)
+}
+
+/// Verifies a party admin's signature on a network config update.
+pub fn verify_config_update(key: &PublicKey, message: &[u8], sig: &Signature) -> Result<()> {
+    verify(Purpose::ConfigUpdate, key, message, sig)
+}
+
 /// One (key, message, signature) triple of a batch verification.
 #[derive(Debug, Clone, Copy)]
 pub struct SignedMessage<'a> {

@@ -13,7 +13,7 @@ type SignFn = fn(&SigningKey, &[u8]) -> Signature;
 type VerifyFn = fn(&PublicKey, &[u8], &Signature) -> Result<()>;
 
 /// Every purpose with its public sign/verify pair.
-const API: [(Purpose, SignFn, VerifyFn); 6] = [
+const API: [(Purpose, SignFn, VerifyFn); 7] = [
     (
         Purpose::NamespaceEndorsement,
         sign_namespace_endorsement,
@@ -36,6 +36,7 @@ const API: [(Purpose, SignFn, VerifyFn); 6] = [
         verify_decision_certificate,
     ),
     (Purpose::BlockHeader, sign_block_header, verify_block_header),
+    (Purpose::ConfigUpdate, sign_config_update, verify_config_update),
 ];
 
 fn keys() -> Vec<SigningKey> {

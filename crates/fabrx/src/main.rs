@@ -11,6 +11,7 @@ mod loadgen_mock;
 mod loadgen_network;
 mod loadgen_sink;
 mod network;
+mod network_update;
 mod node;
 mod node_assembler;
 mod node_batcher;
@@ -70,7 +71,8 @@ enum Command {
     LatencyProxy(latency_proxy::LatencyProxyArgs),
     /// Load generator (see docs/loadgen.md).
     Loadgen(loadgen_cmd::LoadgenArgs),
-    /// Network files: `fabrx network generate` (see docs/network-config.md).
+    /// Network files: `fabrx network generate` (see docs/network-config.md) and config
+    /// updates, `fabrx network update` (docs/reconfiguration.md).
     Network {
         #[command(subcommand)]
         cmd: network::NetworkCmd,

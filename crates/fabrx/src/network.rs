@@ -1,5 +1,6 @@
 //! `fabrx network generate`: writes a new network's shared config and per-node key files
-//! (crates/netconfig, docs/network-config.md). It only writes files.
+//! (crates/netconfig, docs/network-config.md). It only writes files. `fabrx network
+//! update …`: the offline steps of a config update (`crate::network_update`).
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -10,6 +11,11 @@ use std::path::PathBuf;
 pub enum NetworkCmd {
     /// Generate keys and the network config into a directory (nothing is started).
     Generate(GenerateArgs),
+    /// Propose, sign, merge, show and verify a network config update (docs/reconfiguration.md).
+    Update {
+        #[command(subcommand)]
+        cmd: crate::network_update::UpdateCmd,
+    },
 }
 
 /// Arguments of `fabrx network generate`.
@@ -62,6 +68,7 @@ pub struct GenerateArgs {
 pub fn run(cmd: NetworkCmd) -> anyhow::Result<()> {
     match cmd {
         NetworkCmd::Generate(args) => generate(args),
+        NetworkCmd::Update { cmd } => crate::network_update::run(cmd),
     }
 }
 
@@ -100,6 +107,9 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
             "shards": spec.shards,
             "seeded": spec.seed.is_some(),
             "key_files": key_files,
+            "admin_keys": g.admin_key_files.iter()
+                .map(|(party, path)| serde_json::json!({ "party": party, "path": path }))
+                .collect::<Vec<_>>(),
             "k8s": k8s.as_ref().map(|k| serde_json::json!({
                 "shared": k.shared_dir,
                 "secrets": k.secrets.iter()
@@ -119,6 +129,9 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     println!("consenter peer keys: {}", g.peer_keys_path.display());
     for (node, path) in &g.key_files {
         println!("{node}: {}", path.display());
+    }
+    for (party, path) in &g.admin_key_files {
+        println!("party {party} admin (signs config updates): {}", path.display());
     }
     if let Some(k) = &k8s {
         println!("kubernetes, shared with every party: {}", k.shared_dir.display());

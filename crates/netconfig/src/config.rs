@@ -31,6 +31,9 @@ pub struct Party {
     pub assembler: Option<Endpoint>,
     /// One batcher per shard (index = shard).
     pub batchers: Vec<BatcherNode>,
+    /// The party's admin key, who signs config updates for it (`None`: the party cannot
+    /// sign updates).
+    pub admin_key: Option<PublicKey>,
 }
 
 /// One batcher of a party, validated.
@@ -109,6 +112,7 @@ impl NetworkConfig {
             .map(|(index, p)| parse_party(index, p, shards.get()))
             .collect::<Result<Vec<Party>>>()?;
         check_distinct(&parties)?;
+        check_update_policy(&file, &parties)?;
         crate::params::check(&file)?;
         let client_keys = parse_clients(&file.router.client_auth)?;
         let fabric_clients = file
@@ -161,6 +165,47 @@ impl NetworkConfig {
     /// The chain name.
     pub fn chain(&self) -> &str {
         &self.file.chain
+    }
+
+    /// The config's sequence: 0 as generated, one more with each config update applied.
+    pub fn sequence(&self) -> u64 {
+        self.file.sequence
+    }
+
+    /// K, the distinct parties whose admins must sign a config update:
+    /// `update_policy.signatures`, else a majority of the parties (⌊N/2⌋ + 1).
+    pub fn update_signatures(&self) -> u32 {
+        match &self.file.update_policy {
+            Some(policy) => policy.signatures,
+            None => majority(self.n()),
+        }
+    }
+
+    /// Party `party`'s admin key ([`Error::NoAdminKey`] when it has none).
+    pub fn admin_key(&self, party: PartyId) -> Result<&PublicKey> {
+        self.party(party)?
+            .admin_key
+            .as_ref()
+            .ok_or(Error::NoAdminKey { party })
+    }
+
+    /// Reads party `party`'s admin key file (`crypto::read_key_file`: mode 0600) and checks
+    /// that it holds the admin key this config lists for the party.
+    pub fn read_admin_key(&self, party: PartyId, path: &Path) -> Result<crypto::SigningKey> {
+        let expected = self.admin_key(party)?;
+        read_key_holding(
+            path,
+            expected,
+            |reason| Error::Read {
+                path: path.to_path_buf(),
+                reason,
+            },
+            || Error::AdminKeyMismatch {
+                party,
+                path: path.to_path_buf(),
+                expected: expected.to_string(),
+            },
+        )
     }
 
     /// Number of parties N.
@@ -225,18 +270,16 @@ impl NetworkConfig {
     /// the secret) and checks that it holds the public key this config lists for `node`.
     pub fn read_node_key(&self, node: Node, path: &Path) -> Result<crypto::SigningKey> {
         let expected = self.public_key(node)?;
-        let key = crypto::read_key_file(path).map_err(|e| Error::KeyFile {
-            node,
-            reason: e.to_string(),
-        })?;
-        if &key.public_key() != expected {
-            return Err(Error::KeyMismatch {
+        read_key_holding(
+            path,
+            expected,
+            |reason| Error::KeyFile { node, reason },
+            || Error::KeyMismatch {
                 node,
                 path: path.to_path_buf(),
                 expected: expected.to_string(),
-            });
-        }
-        Ok(key)
+            },
+        )
     }
 
     /// Builds every role's config once so that a config that loads is one every role
@@ -251,6 +294,21 @@ impl NetworkConfig {
         }
         Ok(())
     }
+}
+
+/// The key file at `path` (`crypto::read_key_file`), when it holds `expected`: else the
+/// error of `unreadable` (with the reason) or of `mismatch`.
+fn read_key_holding(
+    path: &Path,
+    expected: &PublicKey,
+    unreadable: impl FnOnce(String) -> Error,
+    mismatch: impl FnOnce() -> Error,
+) -> Result<crypto::SigningKey> {
+    let key = crypto::read_key_file(path).map_err(|e| unreadable(e.to_string()))?;
+    if &key.public_key() != expected {
+        return Err(mismatch());
+    }
+    Ok(key)
 }
 
 fn endpoint(node: Node, text: &str) -> Result<Endpoint> {
@@ -318,7 +376,38 @@ fn parse_party(index: usize, p: &PartyFile, shards: u32) -> Result<Party> {
             .map(|a| endpoint(Node::Assembler(id), a))
             .transpose()?,
         batchers,
+        admin_key: p
+            .admin_key
+            .as_deref()
+            .map(|text| {
+                text.parse().map_err(|e: crypto::CryptoError| Error::BadAdminKey {
+                    party: id,
+                    key: text.chars().take(200).collect(),
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()?,
     })
+}
+
+/// A majority of `n` parties: ⌊n/2⌋ + 1.
+pub(crate) fn majority(n: u32) -> u32 {
+    n / 2 + 1
+}
+
+/// `update_policy.signatures` is in 1..=N when given.
+fn check_update_policy(file: &NetworkFile, parties: &[Party]) -> Result<()> {
+    let Some(policy) = &file.update_policy else {
+        return Ok(());
+    };
+    let n = u32::try_from(parties.len()).unwrap_or(u32::MAX);
+    if policy.signatures == 0 || policy.signatures > n {
+        return Err(Error::UpdatePolicy {
+            signatures: policy.signatures,
+            parties: n,
+        });
+    }
+    Ok(())
 }
 
 /// Every node's endpoint, and every public key, belongs to one node only.
@@ -356,6 +445,20 @@ fn check_distinct(parties: &[Party]) -> Result<()> {
             }
             keys.insert(k, node);
         }
+    }
+    // Admin keys last, so that a node key listed twice is reported as such.
+    let mut admins: HashMap<&PublicKey, PartyId> = HashMap::new();
+    for p in parties {
+        let Some(k) = &p.admin_key else { continue };
+        let other = match (keys.get(k), admins.get(k)) {
+            (Some(node), _) => Some(node.to_string()),
+            (None, Some(party)) => Some(format!("party {party} admin")),
+            (None, None) => None,
+        };
+        if let Some(other) = other {
+            return Err(Error::DuplicateAdminKey { party: p.id, other });
+        }
+        admins.insert(k, p.id);
     }
     Ok(())
 }

@@ -167,6 +167,48 @@ pub enum Error {
         /// Why it does not decode.
         reason: String,
     },
+    /// A party's admin key does not decode (`scheme:hex`).
+    #[error("party {party} admin_key {key:?}: {reason}")]
+    BadAdminKey {
+        /// The party.
+        party: PartyId,
+        /// The key text (public).
+        key: String,
+        /// Why it does not decode.
+        reason: String,
+    },
+    /// A party's admin key is another party's admin key or a node's key.
+    #[error("party {party} admin_key is also the key of {other}: every key of the network must be distinct")]
+    DuplicateAdminKey {
+        /// The party.
+        party: PartyId,
+        /// Who else holds it (`party 2 admin`, `party 1 consenter`).
+        other: String,
+    },
+    /// `update_policy.signatures` is not in 1..=N.
+    #[error("update_policy.signatures = {signatures} must be in 1..={parties} (the number of parties)")]
+    UpdatePolicy {
+        /// The value.
+        signatures: u32,
+        /// N.
+        parties: u32,
+    },
+    /// The party has no admin key in the network config.
+    #[error("party {party} has no admin key in the network config")]
+    NoAdminKey {
+        /// The party.
+        party: PartyId,
+    },
+    /// A key file holds another key than the admin key the config lists for the party.
+    #[error("the key file {path} does not hold party {party}'s admin key ({expected})")]
+    AdminKeyMismatch {
+        /// The party.
+        party: PartyId,
+        /// The key file.
+        path: PathBuf,
+        /// The admin key the config lists.
+        expected: String,
+    },
     /// Two nodes share a public key.
     #[error("{first} and {second} have the same public key")]
     DuplicateKey {

@@ -16,6 +16,10 @@ pub struct NetworkFile {
     pub version: u32,
     /// The chain name: bound with the consenter keys into every consenter signature.
     pub chain: String,
+    /// The config's sequence: 0 for the network as generated, one more with each config
+    /// update applied (docs/reconfiguration.md). Absent in older files: 0.
+    #[serde(default)]
+    pub sequence: u64,
     /// Number of shards S (shards are 0..S−1).
     pub shards: u32,
     /// The parties, in order, with ids 1..N.
@@ -42,6 +46,18 @@ pub struct NetworkFile {
     /// The Fabric edges: each party's organization and the Fabric clients (docs/fabric.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<FabricFile>,
+    /// How many parties' admins must sign a config update (absent: a majority of the
+    /// parties, ⌊N/2⌋ + 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_policy: Option<UpdatePolicyFile>,
+}
+
+/// `update_policy`: who must sign a config update.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdatePolicyFile {
+    /// Distinct parties whose admins must sign (K, 1 ≤ K ≤ N).
+    pub signatures: u32,
 }
 
 /// `fabric`: what a Fabric client is given and what the genesis block says.
@@ -214,6 +230,10 @@ pub struct PartyFile {
     pub assembler: Option<String>,
     /// One batcher per shard, in shard order.
     pub batchers: Vec<BatcherFile>,
+    /// The public key (`scheme:hex`) of the party's admin, who signs config updates for
+    /// the party. A party without one cannot sign updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_key: Option<String>,
 }
 
 /// A node that signs: its endpoint and public key.

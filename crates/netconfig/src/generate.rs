@@ -9,6 +9,7 @@
 //! config/consenter-peer-keys.txt    derived from it: the consenters' keys, replica order
 //! keys/party-<p>/consenter.key      party p's consenter key (mode 0600)
 //! keys/party-<p>/batcher-<s>.key    party p's batcher of shard s (mode 0600)
+//! keys/party-<p>/admin.key          party p's admin key: signs config updates (mode 0600)
 //! keys/admin/meta.key               the administrator's key: endorses `_meta` txs
 //! keys/admin/issuer.key             the token issuer's key
 //! keys/endorsers/endorser-<i>.key   share i of the token namespace's threshold key
@@ -69,8 +70,10 @@ pub struct Generated {
     pub config_path: PathBuf,
     /// The consenter peer-keys file.
     pub peer_keys_path: PathBuf,
-    /// Every key file, by node.
+    /// Every node's key file, by node.
     pub key_files: Vec<(Node, PathBuf)>,
+    /// Every party's admin key file (signs config updates), by party.
+    pub admin_key_files: Vec<(PartyId, PathBuf)>,
     /// The config as written.
     pub config: NetworkConfig,
 }
@@ -92,6 +95,22 @@ pub fn key_file_path(dir: &Path, node: Node) -> Option<PathBuf> {
         Node::Consenter(p) => Some(party_dir(p).join("consenter.key")),
         Node::Batcher { party, shard } => Some(party_dir(party).join(format!("batcher-{shard}.key"))),
         Node::Router(_) | Node::Assembler(_) => None,
+    }
+}
+
+/// `<dir>/keys/party-<p>/admin.key`: party `p`'s admin key, which signs config updates
+/// for the party (docs/reconfiguration.md).
+pub fn admin_key_path(dir: &Path, party: PartyId) -> PathBuf {
+    dir.join("keys").join(format!("party-{party}")).join("admin.key")
+}
+
+/// Party `party`'s admin key: derived from `seed`, or random.
+fn admin_key(seed: Option<u64>, party: PartyId) -> SigningKey {
+    match seed {
+        None => SigningKey::generate(Scheme::Ed25519, &mut rand::rngs::OsRng),
+        Some(seed) => {
+            crypto::derive_signing_key(Scheme::Ed25519, &format!("fabrx-net/{seed}/party-admin/{party}"))
+        }
     }
 }
 
@@ -150,16 +169,24 @@ fn endpoint_of(spec: &GenerateSpec, node: Node) -> Result<String> {
     Ok(format!("{}:{port}", spec.host))
 }
 
-/// The network file and the keys of its signing nodes, in memory.
+/// The keys [`build`] made: the signing nodes' and the parties' admins'.
+struct BuiltKeys {
+    nodes: Vec<(Node, SigningKey)>,
+    admins: Vec<(PartyId, SigningKey)>,
+}
+
+/// The network file and the keys of its signing nodes and admins, in memory.
 fn build(
     spec: &GenerateSpec,
     meta_key: &crypto::PublicKey,
     token: crate::file::TokenFile,
-) -> Result<(NetworkFile, Vec<(Node, SigningKey)>)> {
+) -> Result<(NetworkFile, BuiltKeys)> {
     let mut keys = Vec::new();
+    let mut admins = Vec::new();
     let mut parties = Vec::new();
     for id in 1..=spec.parties {
         let consenter = node_key(spec.seed, Node::Consenter(id));
+        let admin = admin_key(spec.seed, id);
         let mut batchers = Vec::new();
         for shard in 0..spec.shards {
             let node = Node::Batcher { party: id, shard };
@@ -180,12 +207,15 @@ fn build(
             },
             assembler: Some(endpoint_of(spec, Node::Assembler(id))?),
             batchers,
+            admin_key: Some(admin.public_key().to_string()),
         });
         keys.push((Node::Consenter(id), consenter));
+        admins.push((id, admin));
     }
     let file = NetworkFile {
         version: VERSION,
         chain: spec.chain.clone(),
+        sequence: 0,
         shards: spec.shards,
         parties,
         batching: Default::default(),
@@ -201,8 +231,9 @@ fn build(
             spec.parties,
             spec.shards,
         )?),
+        update_policy: None,
     };
-    Ok((file, keys))
+    Ok((file, BuiltKeys { nodes: keys, admins }))
 }
 
 fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -301,13 +332,19 @@ pub(crate) fn generate_with(
             share.signing_key(),
         )?;
     }
-    let mut key_files = Vec::with_capacity(keys.len());
-    for (node, key) in &keys {
+    let mut key_files = Vec::with_capacity(keys.nodes.len());
+    for (node, key) in &keys.nodes {
         let Some(path) = key_file_path(&spec.dir, *node) else {
             continue;
         };
         write_key(&path, key)?;
         key_files.push((*node, path));
+    }
+    let mut admin_key_files = Vec::with_capacity(keys.admins.len());
+    for (party, key) in &keys.admins {
+        let path = admin_key_path(&spec.dir, *party);
+        write_key(&path, key)?;
+        admin_key_files.push((*party, path));
     }
     let config_dir = spec.dir.join("config");
     std::fs::create_dir_all(&config_dir).map_err(write_error(&config_dir))?;
@@ -322,6 +359,7 @@ pub(crate) fn generate_with(
         config_path,
         peer_keys_path,
         key_files,
+        admin_key_files,
         config,
     })
 }

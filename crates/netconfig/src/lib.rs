@@ -14,6 +14,9 @@
 //! * [`fabric`] — what a Fabric client is given: each party's MSP, the genesis config
 //!   block, `armageddon` user configs (docs/fabric.md).
 //! * [`topology`] — the network's processes, listed once (what `fabrx up` starts).
+//! * [`update`] — a config update (`ConfigUpdate`): the whole next config and the parties'
+//!   admin signatures on it, proposed, signed, merged and validated against the config in
+//!   force (`fabrx network update`, docs/reconfiguration.md).
 //! * [`k8s`] — the same network laid out for Kubernetes: service DNS names, one
 //!   namespace and one Secret per party (`fabrx network generate --k8s`).
 //!
@@ -33,13 +36,17 @@ pub mod roles;
 pub mod tls;
 pub mod token;
 pub mod topology;
+pub mod update;
 
 pub use committer::{CommitterParty, Committers, committer_port, meta_key_path};
 pub use config::{BatcherNode, NetworkConfig, Party, client_identity};
 pub use endpoint::Endpoint;
 pub use error::{Error, Node, Result};
 pub use file::NetworkFile;
-pub use generate::{GenerateSpec, Generated, config_path, generate, key_file_path, peer_keys_path};
+pub use generate::{
+    GenerateSpec, Generated, admin_key_path, config_path, generate, key_file_path, peer_keys_path,
+};
 pub use roles::{ArmaConsenterPaths, ConsenterPaths, RouterSetup};
 pub use token::{EndorserNode, TokenApp, endorser_key_path, issuer_key_path};
 pub use topology::Process;
+pub use update::{ConfigUpdate, UpdateError};

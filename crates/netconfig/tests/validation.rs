@@ -573,6 +573,47 @@ fn each_bad_field_gives_its_typed_error() {
             },
             |e| matches!(e, Error::BadClient { index: 0, .. }),
         ),
+        (
+            "update policy of 0 signatures",
+            |f| f.update_policy = Some(netconfig::file::UpdatePolicyFile { signatures: 0 }),
+            |e| {
+                matches!(
+                    e,
+                    Error::UpdatePolicy {
+                        signatures: 0,
+                        parties: 4
+                    }
+                )
+            },
+        ),
+        (
+            "update policy of more signatures than parties",
+            |f| f.update_policy = Some(netconfig::file::UpdatePolicyFile { signatures: 5 }),
+            |e| {
+                matches!(
+                    e,
+                    Error::UpdatePolicy {
+                        signatures: 5,
+                        parties: 4
+                    }
+                )
+            },
+        ),
+        (
+            "an admin key that does not decode",
+            |f| f.parties[1].admin_key = Some("ed25519:zz".into()),
+            |e| matches!(e, Error::BadAdminKey { party: 2, .. }),
+        ),
+        (
+            "two parties with one admin key",
+            |f| f.parties[2].admin_key = f.parties[0].admin_key.clone(),
+            |e| matches!(e, Error::DuplicateAdminKey { party: 3, other } if other == "party 1 admin"),
+        ),
+        (
+            "an admin key that is a consenter's key",
+            |f| f.parties[0].admin_key = Some(f.parties[1].consenter.public_key.clone()),
+            |e| matches!(e, Error::DuplicateAdminKey { party: 1, other } if other == "party 2 consenter"),
+        ),
     ];
     assert!(NetworkConfig::from_file(good()).is_ok());
     let base = good();

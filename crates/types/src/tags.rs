@@ -72,6 +72,13 @@ pub mod batcher {
     pub const COMPLAINT: &[u8] = b"fabrx/batcher/v1/complaint";
 }
 
+/// Tags of network configuration updates (crates/netconfig `update`, docs/reconfiguration.md).
+pub mod config {
+    /// Start of the bytes a party's admin signs for a config update (under the crypto
+    /// purpose `ConfigUpdate`): `UPDATE ‖ chain ‖ u64le(sequence) ‖ SHA-256(config)`.
+    pub const UPDATE: &[u8] = b"fabrx/config/v1/update";
+}
+
 /// Tags of crates/crypto: signature purposes and key derivation.
 pub mod crypto {
     /// Prefix of the hash input of deterministic key derivation (tests and demos).
@@ -91,6 +98,8 @@ pub mod crypto {
     pub const DECISION_CERTIFICATE: &str = "fabrx/v1/decision-certificate";
     /// Message-prefix tag of block headers signed by consenters.
     pub const BLOCK_HEADER: &str = "fabrx/v1/block-header";
+    /// Message-prefix tag of parties' admin signatures on network config updates.
+    pub const CONFIG_UPDATE: &str = "fabrx/v1/config-update";
 
     /// BLS hash-to-curve DST of namespace endorsements (RFC 9380).
     pub const BLS_NAMESPACE_ENDORSEMENT: &[u8] =
@@ -108,6 +117,8 @@ pub mod crypto {
         b"FABRX-V1-DECISION-CERTIFICATE-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
     /// BLS DST of block headers.
     pub const BLS_BLOCK_HEADER: &[u8] = b"FABRX-V1-BLOCK-HEADER-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
+    /// BLS DST of config updates.
+    pub const BLS_CONFIG_UPDATE: &[u8] = b"FABRX-V1-CONFIG-UPDATE-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
     /// BLS DST of proofs of possession (the message is the 48-byte compressed public key).
     pub const BLS_POP: &[u8] = b"FABRX-V1-PROOF-OF-POSSESSION-with-BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
 }
@@ -134,6 +145,7 @@ pub fn all() -> Vec<&'static [u8]> {
         batcher::BATCH_HEADER,
         batcher::BAF,
         batcher::COMPLAINT,
+        config::UPDATE,
         crypto::KEYGEN_PREFIX,
         crypto::THRESHOLD_DEAL_PREFIX,
         crypto::NAMESPACE_ENDORSEMENT.as_bytes(),
@@ -142,12 +154,14 @@ pub fn all() -> Vec<&'static [u8]> {
         crypto::CONSENSUS_MESSAGE.as_bytes(),
         crypto::DECISION_CERTIFICATE.as_bytes(),
         crypto::BLOCK_HEADER.as_bytes(),
+        crypto::CONFIG_UPDATE.as_bytes(),
         crypto::BLS_NAMESPACE_ENDORSEMENT,
         crypto::BLS_CLIENT_REQUEST,
         crypto::BLS_BATCH_ATTESTATION,
         crypto::BLS_CONSENSUS_MESSAGE,
         crypto::BLS_DECISION_CERTIFICATE,
         crypto::BLS_BLOCK_HEADER,
+        crypto::BLS_CONFIG_UPDATE,
         crypto::BLS_POP,
     ]
 }

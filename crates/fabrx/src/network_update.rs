@@ -1,0 +1,369 @@
+//! `fabrx network update …`: the offline steps of a network config update
+//! (docs/reconfiguration.md) — propose, sign, merge, show, verify. The deciding logic is
+//! `netconfig::update`; this reads and writes the files and prints.
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use netconfig::NetworkConfig;
+use netconfig::update::{self, ConfigUpdate};
+use std::path::{Path, PathBuf};
+use types::PartyId;
+
+/// Largest update file read: a network config (at most 64 MiB) as a JSON string, with room
+/// for its escapes and the signatures.
+const MAX_UPDATE_BYTES: u64 = 160 << 20;
+
+/// `fabrx network update …` commands.
+#[derive(Debug, Subcommand)]
+pub enum UpdateCmd {
+    /// Write the unsigned update that replaces the config in force with an edited one.
+    Propose(ProposeArgs),
+    /// Add one party's admin signature to an update.
+    Sign(SignArgs),
+    /// Join the signatures of two copies of one update.
+    Merge(MergeArgs),
+    /// Print what an update changes, who signed it, and whether it is valid now.
+    Show(ShowArgs),
+    /// Check an update against the config in force; exits non-zero with the reason when
+    /// it is not valid.
+    Verify(VerifyArgs),
+}
+
+/// Arguments of `fabrx network update propose`.
+#[derive(Debug, Args)]
+pub struct ProposeArgs {
+    /// The config in force: a network config file, or a directory `fabrx network
+    /// generate` wrote.
+    #[arg(long)]
+    network: PathBuf,
+    /// The next config: the config in force, edited, with `sequence` one more.
+    #[arg(long)]
+    next: PathBuf,
+    /// The update file to write (an existing file is refused).
+    #[arg(long)]
+    out: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `fabrx network update sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The update file; signed in place unless `--out` is given.
+    #[arg(long)]
+    update: PathBuf,
+    /// The signing party.
+    #[arg(long)]
+    party: PartyId,
+    /// The party's admin key file (`keys/party-<P>/admin.key` of a generated network).
+    #[arg(long)]
+    key: PathBuf,
+    /// Write the signed update here instead of over `--update`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The config in force: checks that the key is the party's admin key and that the
+    /// update is for this network before signing.
+    #[arg(long)]
+    network: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `fabrx network update merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// One copy of the update.
+    a: PathBuf,
+    /// The other copy.
+    b: PathBuf,
+    /// The merged update file to write (may be `a` or `b`).
+    #[arg(long)]
+    out: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `fabrx network update show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The update file.
+    #[arg(long)]
+    update: PathBuf,
+    /// The config in force: to print the changes and check the signatures.
+    #[arg(long)]
+    network: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `fabrx network update verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The update file.
+    #[arg(long)]
+    update: PathBuf,
+    /// The config in force.
+    #[arg(long)]
+    network: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a `fabrx network update` command.
+pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
+    match cmd {
+        UpdateCmd::Propose(args) => propose(&args),
+        UpdateCmd::Sign(args) => sign(&args),
+        UpdateCmd::Merge(args) => merge(&args),
+        UpdateCmd::Show(args) => show(&args),
+        UpdateCmd::Verify(args) => verify(&args),
+    }
+}
+
+/// The network config at `path`: the file, or `config/network-config.json` of a directory.
+fn load_network(path: &Path) -> anyhow::Result<NetworkConfig> {
+    let file = if path.is_dir() {
+        netconfig::config_path(path)
+    } else {
+        path.to_path_buf()
+    };
+    NetworkConfig::load(&file).with_context(|| format!("the network config {}", file.display()))
+}
+
+fn read_update(path: &Path) -> anyhow::Result<ConfigUpdate> {
+    let context = || format!("the config update {}", path.display());
+    let size = std::fs::metadata(path).with_context(context)?.len();
+    if size > MAX_UPDATE_BYTES {
+        bail!(
+            "the config update {}: {size} bytes, more than an update ({MAX_UPDATE_BYTES})",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(context)?;
+    ConfigUpdate::from_json(&text).with_context(context)
+}
+
+/// Writes `update` to `path` through a rename, so that a reader never sees half a file.
+fn write_update(path: &Path, update: &ConfigUpdate) -> anyhow::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, update.to_json()).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `parties 1, 2` / `party 3` / `nobody`.
+fn parties_text(parties: &[PartyId]) -> String {
+    let list: Vec<String> = parties.iter().map(ToString::to_string).collect();
+    match list.len() {
+        0 => "nobody".into(),
+        1 => format!("party {}", list.join("")),
+        _ => format!("parties {}", list.join(", ")),
+    }
+}
+
+fn propose(args: &ProposeArgs) -> anyhow::Result<()> {
+    let current = load_network(&args.network)?;
+    let next = NetworkConfig::load(&args.next)
+        .with_context(|| format!("the next config {}", args.next.display()))?;
+    let update = update::propose(&current, next.file())
+        .with_context(|| format!("proposing {} as the next config", args.next.display()))?;
+    if args.out.exists() {
+        bail!("{} already exists: choose another --out", args.out.display());
+    }
+    write_update(&args.out, &update)?;
+    let changes = update::diff(current.file(), next.file());
+    if args.json {
+        let line = serde_json::json!({
+            "update": args.out,
+            "chain": update.chain,
+            "sequence": update.sequence,
+            "config_sha256": hex::encode(update.config_digest()),
+            "changes": changes,
+            "needed": current.update_signatures(),
+        });
+        println!("{line}");
+        return Ok(());
+    }
+    println!(
+        "config update {} of chain {}: sequence {} → {}, {} change{}",
+        args.out.display(),
+        update.chain,
+        update.sequence,
+        next.sequence(),
+        changes.len(),
+        if changes.len() == 1 { "" } else { "s" }
+    );
+    for change in &changes {
+        println!("  {change}");
+    }
+    println!(
+        "it needs the signatures of {} parties' admins (`fabrx network update sign`)",
+        current.update_signatures()
+    );
+    Ok(())
+}
+
+fn sign(args: &SignArgs) -> anyhow::Result<()> {
+    let mut update = read_update(&args.update)?;
+    let key = match &args.network {
+        Some(network) => {
+            let current = load_network(network)?;
+            update::validate_unsigned(&current, &update)
+                .with_context(|| format!("the config update {}", args.update.display()))?;
+            current.read_admin_key(args.party, &args.key)?
+        }
+        None => crypto::read_key_file(&args.key)
+            .with_context(|| format!("the key file {}", args.key.display()))?,
+    };
+    update::sign(&mut update, args.party, &key);
+    let out = args.out.as_ref().unwrap_or(&args.update);
+    write_update(out, &update)?;
+    if args.json {
+        let line = serde_json::json!({ "update": out, "party": args.party, "signers": update.signers() });
+        println!("{line}");
+        return Ok(());
+    }
+    println!(
+        "party {} signed {}; signed by {}",
+        args.party,
+        out.display(),
+        parties_text(&update.signers())
+    );
+    Ok(())
+}
+
+fn merge(args: &MergeArgs) -> anyhow::Result<()> {
+    let a = read_update(&args.a)?;
+    let b = read_update(&args.b)?;
+    let merged = update::merge(&a, &b)
+        .with_context(|| format!("merging {} and {}", args.a.display(), args.b.display()))?;
+    write_update(&args.out, &merged)?;
+    if args.json {
+        let line = serde_json::json!({ "update": args.out, "signers": merged.signers() });
+        println!("{line}");
+        return Ok(());
+    }
+    println!(
+        "merged into {}; signed by {}",
+        args.out.display(),
+        parties_text(&merged.signers())
+    );
+    Ok(())
+}
+
+/// What `show` and `verify` say of an update against the config in force.
+struct Verdict {
+    changes: Vec<String>,
+    signatures: Vec<(PartyId, Option<String>)>,
+    next: Result<NetworkConfig, update::UpdateError>,
+    needed: u32,
+}
+
+fn verdict(current: &NetworkConfig, u: &ConfigUpdate) -> Verdict {
+    let changes = match u.next_file() {
+        Ok(next) => update::diff(current.file(), &next),
+        Err(e) => vec![format!("(the next config cannot be read: {e})")],
+    };
+    let signatures = update::signature_verdicts(current, u)
+        .into_iter()
+        .map(|(party, v)| (party, v.err().map(|e| e.to_string())))
+        .collect();
+    Verdict {
+        changes,
+        signatures,
+        next: update::validate(current, u),
+        needed: current.update_signatures(),
+    }
+}
+
+fn show(args: &ShowArgs) -> anyhow::Result<()> {
+    let u = read_update(&args.update)?;
+    let current = args.network.as_deref().map(load_network).transpose()?;
+    let v = current.as_ref().map(|c| verdict(c, &u));
+    let digest = hex::encode(u.config_digest());
+    if args.json {
+        let line = serde_json::json!({
+            "chain": u.chain,
+            "sequence": u.sequence,
+            "config_sha256": digest,
+            "signers": u.signers(),
+            "changes": v.as_ref().map(|v| &v.changes),
+            "signatures": v.as_ref().map(|v| v.signatures.iter()
+                .map(|(party, e)| serde_json::json!({ "party": party, "valid": e.is_none(), "reason": e }))
+                .collect::<Vec<_>>()),
+            "needed": v.as_ref().map(|v| v.needed),
+            "valid": v.as_ref().map(|v| v.next.is_ok()),
+            "reason": v.as_ref().and_then(|v| v.next.as_ref().err().map(ToString::to_string)),
+        });
+        println!("{line}");
+        return Ok(());
+    }
+    println!(
+        "config update of chain {}, replacing sequence {}",
+        u.chain, u.sequence
+    );
+    println!("config sha256 {digest}");
+    println!("signed by {}", parties_text(&u.signers()));
+    let Some(v) = v else {
+        println!("(give --network with the config in force to see the changes and check the signatures)");
+        return Ok(());
+    };
+    println!("changes:");
+    for change in &v.changes {
+        println!("  {change}");
+    }
+    if v.changes.is_empty() {
+        println!("  (none)");
+    }
+    for (party, e) in &v.signatures {
+        match e {
+            None => println!("party {party}: signature valid"),
+            Some(reason) => println!("party {party}: {reason}"),
+        }
+    }
+    match &v.next {
+        Ok(_) => println!("valid now: yes (the update policy needs {})", v.needed),
+        Err(e) => println!("valid now: no: {e}"),
+    }
+    Ok(())
+}
+
+fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
+    let u = read_update(&args.update)?;
+    let current = load_network(&args.network)?;
+    let next = update::validate(&current, &u);
+    if args.json {
+        let line = serde_json::json!({
+            "valid": next.is_ok(),
+            "reason": next.as_ref().err().map(ToString::to_string),
+            "sequence": u.sequence,
+            "next_sequence": next.as_ref().ok().map(NetworkConfig::sequence),
+            "signers": u.signers(),
+            "needed": current.update_signatures(),
+        });
+        println!("{line}");
+    }
+    let next = next.with_context(|| {
+        format!(
+            "the config update {} is not valid against {}",
+            args.update.display(),
+            args.network.display()
+        )
+    })?;
+    if !args.json {
+        println!(
+            "valid: the config update replaces sequence {} with {}; signed by {}, the update policy needs {}",
+            u.sequence,
+            next.sequence(),
+            parties_text(&u.signers()),
+            current.update_signatures()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! Why a config update is refused: each reason names what is wrong (the sequence, the
+//! signer, the field), so that the people who sign an update can act on it.
+
+use types::PartyId;
+
+/// Errors of config updates.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// The update file cannot be parsed.
+    #[error("parsing the config update: {reason}")]
+    Parse {
+        /// serde's reason, with line and column.
+        reason: String,
+    },
+    /// The update file's format version is not one this build reads.
+    #[error("config update version {version} is not supported (this build reads version {supported})")]
+    UnsupportedVersion {
+        /// The file's version.
+        version: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// The update is for another chain.
+    #[error("the update is for chain {update:?}, the network is chain {current:?}")]
+    WrongChain {
+        /// The update's chain.
+        update: String,
+        /// The network's.
+        current: String,
+    },
+    /// The update replaces a config older than the one in force.
+    #[error("stale config sequence {update}, the network is at {current}")]
+    StaleSequence {
+        /// The sequence the update replaces.
+        update: u64,
+        /// The sequence in force.
+        current: u64,
+    },
+    /// The update replaces a config the network has not reached.
+    #[error(
+        "config sequence {update} is ahead of the network, which is at {current}: the updates before it come first"
+    )]
+    FutureSequence {
+        /// The sequence the update replaces.
+        update: u64,
+        /// The sequence in force.
+        current: u64,
+    },
+    /// The config in force is at the last sequence there is.
+    #[error("the network is at config sequence {current}, the last one: it cannot be updated")]
+    SequenceOverflow {
+        /// The sequence in force.
+        current: u64,
+    },
+    /// Fewer parties have admin keys than the update policy needs: no update can pass.
+    #[error(
+        "the network at config sequence {sequence} cannot be updated: {admins} of its parties have an admin key and the update policy needs {needed} signatures (give the parties admin keys, `admin_key` in the network config, and restart every node with it)"
+    )]
+    NotUpdatable {
+        /// The sequence in force.
+        sequence: u64,
+        /// Parties with an admin key.
+        admins: u32,
+        /// K of the update policy.
+        needed: u32,
+    },
+    /// A signature by a party that is not in the network in force.
+    #[error("a signature by party {party}, which is not a party of the network (1..={parties})")]
+    UnknownSigner {
+        /// The listed party.
+        party: PartyId,
+        /// N of the network in force.
+        parties: u32,
+    },
+    /// A signature by a party without an admin key.
+    #[error("a signature by party {party}, which has no admin key in the network config")]
+    SignerWithoutKey {
+        /// The party.
+        party: PartyId,
+    },
+    /// A party listed twice among the signatures.
+    #[error("party {party} is listed twice among the signatures: an update lists each signer once")]
+    DuplicateSigner {
+        /// The party.
+        party: PartyId,
+    },
+    /// A signature that does not verify.
+    #[error(
+        "the signature of party {party} does not verify with its admin key (it signed another update, or the update changed after it signed)"
+    )]
+    BadSignature {
+        /// The party.
+        party: PartyId,
+    },
+    /// Fewer distinct signers than the update policy needs.
+    #[error("{} admin signature{}, the update policy needs {needed}", .signatures, if *.signatures == 1 { "" } else { "s" })]
+    NotEnoughSignatures {
+        /// Distinct valid signatures.
+        signatures: u32,
+        /// K of the update policy.
+        needed: u32,
+    },
+    /// The update's config text is not the canonical form of the config it holds.
+    #[error(
+        "the update's config is not in canonical form (make the update with `fabrx network update propose`)"
+    )]
+    NotCanonical,
+    /// The next config is not a valid network config.
+    #[error("the next config is not valid: {source}")]
+    BadConfig {
+        /// Why.
+        source: crate::Error,
+    },
+    /// The next config's sequence is not the one after the config it replaces.
+    #[error(
+        "the next config has sequence {next}; it must be {expected}, one more than the config it replaces"
+    )]
+    NextSequence {
+        /// The next config's sequence.
+        next: u64,
+        /// The sequence it must have.
+        expected: u64,
+    },
+    /// The next config's chain name differs from the update's or the network's.
+    #[error(
+        "the next config is for chain {next:?}, the network is chain {current:?}: a chain name cannot change"
+    )]
+    ChainChanged {
+        /// The chain in force.
+        current: String,
+        /// The next config's chain.
+        next: String,
+    },
+    /// The next config has another number of shards.
+    #[error(
+        "the next config has {next} shards, the network {current}: adding or removing shards is not supported by a config update"
+    )]
+    ShardsChanged {
+        /// Shards in force.
+        current: u32,
+        /// Shards of the next config.
+        next: u32,
+    },
+    /// `merge` of two different updates.
+    #[error("the two files are different updates ({what} differ): only signatures of one update merge")]
+    DifferentUpdates {
+        /// What differs (`config`, `sequence`, `chain`).
+        what: &'static str,
+    },
+    /// `merge` of two files with different signatures by one party.
+    #[error("party {party} signed both files with different signatures: keep one file's and merge again")]
+    ConflictingSignatures {
+        /// The party.
+        party: PartyId,
+    },
+}
+
+/// Result alias of config updates.
+pub type Result<T> = std::result::Result<T, UpdateError>;

@@ -1,0 +1,328 @@
+//! A network config update (ADR 0018, docs/reconfiguration.md): the **whole next config**
+//! and the parties' admin signatures on it. Pure: nothing here reads a file or a clock,
+//! so every node that checks one update against one config in force reaches the same
+//! verdict ([`validate`]).
+//!
+//! * [`propose`] makes the unsigned update from the config in force and the edited next
+//!   config; [`sign`] adds one party's signature; [`merge`] joins the signatures of two
+//!   copies of one update; [`validate`] says whether an update may replace the config in
+//!   force, and gives the next config when it may.
+//! * [`diff`] lists what the update changes, for the people who sign it.
+//! * The file form is JSON ([`ConfigUpdate::to_json`], [`ConfigUpdate::from_json`]).
+//!
+//! An admin signs, under the crypto purpose `ConfigUpdate`,
+//! `"fabrx/config/v1/update" ‖ chain ‖ u64le(sequence) ‖ SHA-256(config)`
+//! ([`ConfigUpdate::signed_bytes`]). The tag has a fixed length and the last 40 bytes
+//! are fixed-size fields, so the chain name is the bytes between them: two different
+//! updates never sign the same bytes.
+
+mod diff;
+mod error;
+
+pub use diff::diff;
+pub use error::{Result, UpdateError};
+
+use crate::config::NetworkConfig;
+use crate::file::NetworkFile;
+use crypto::{Signature, SigningKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use types::PartyId;
+
+/// The update file format version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// A config update: the next config in full, for the config of `sequence` on `chain`,
+/// and the admin signatures collected so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigUpdate {
+    /// The chain name of the network (the config in force's and the next config's).
+    pub chain: String,
+    /// The sequence of the config this update replaces (the next config has one more).
+    pub sequence: u64,
+    /// The next network config as canonical JSON text ([`canonical_json`]); its UTF-8
+    /// bytes are what the signatures cover (through their SHA-256).
+    pub config: String,
+    /// The parties' admin signatures, each party once (kept in party order by [`sign`] and
+    /// [`merge`]).
+    pub signatures: Vec<UpdateSignature>,
+}
+
+/// One party admin's signature on an update.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSignature {
+    /// The signing party (of the config in force).
+    pub party: PartyId,
+    /// Its admin key's signature over [`ConfigUpdate::signed_bytes`] (hex in the file).
+    pub signature: Signature,
+}
+
+/// The JSON form of an update file.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateFile {
+    version: u32,
+    chain: String,
+    sequence: u64,
+    config: String,
+    #[serde(default)]
+    signatures: Vec<UpdateSignature>,
+}
+
+/// The canonical JSON text of a network config: compact, fields in their declared order,
+/// absent optional sections left out. The same config always gives the same text.
+pub fn canonical_json(file: &NetworkFile) -> String {
+    serde_json::to_string(file).unwrap_or_default()
+}
+
+impl ConfigUpdate {
+    /// The file form: pretty JSON ending with a newline (`version`, `chain`, `sequence`,
+    /// `config` as a JSON string, `signatures` as `[{"party", "signature"}]`).
+    pub fn to_json(&self) -> String {
+        let file = UpdateFile {
+            version: VERSION,
+            chain: self.chain.clone(),
+            sequence: self.sequence,
+            config: self.config.clone(),
+            signatures: self.signatures.clone(),
+        };
+        let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Parses the file form (unknown fields refused). Nothing is validated beyond the
+    /// shape: [`validate`] does that.
+    pub fn from_json(text: &str) -> Result<ConfigUpdate> {
+        let file: UpdateFile = serde_json::from_str(text).map_err(|e| UpdateError::Parse {
+            reason: e.to_string(),
+        })?;
+        if file.version != VERSION {
+            return Err(UpdateError::UnsupportedVersion {
+                version: file.version,
+                supported: VERSION,
+            });
+        }
+        Ok(ConfigUpdate {
+            chain: file.chain,
+            sequence: file.sequence,
+            config: file.config,
+            signatures: file.signatures,
+        })
+    }
+
+    /// SHA-256 of the config text.
+    pub fn config_digest(&self) -> [u8; 32] {
+        Sha256::digest(self.config.as_bytes()).into()
+    }
+
+    /// What an admin signs: `"fabrx/config/v1/update" ‖ chain ‖ u64le(sequence) ‖
+    /// SHA-256(config)`.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let tag = types::tags::config::UPDATE;
+        let mut out = Vec::with_capacity(tag.len() + self.chain.len() + 8 + 32);
+        out.extend_from_slice(tag);
+        out.extend_from_slice(self.chain.as_bytes());
+        out.extend_from_slice(&self.sequence.to_le_bytes());
+        out.extend_from_slice(&self.config_digest());
+        out
+    }
+
+    /// The parties listed as signers, in list order.
+    pub fn signers(&self) -> Vec<PartyId> {
+        self.signatures.iter().map(|s| s.party).collect()
+    }
+
+    /// The next config's file, parsed; its text must be canonical ([`canonical_json`]) so
+    /// that one next config has one update text. Not validated.
+    pub fn next_file(&self) -> Result<NetworkFile> {
+        let file: NetworkFile = serde_json::from_str(&self.config).map_err(|e| UpdateError::BadConfig {
+            source: crate::Error::Parse {
+                reason: e.to_string(),
+            },
+        })?;
+        if canonical_json(&file) != self.config {
+            return Err(UpdateError::NotCanonical);
+        }
+        Ok(file)
+    }
+}
+
+/// The unsigned update that replaces `current` with `next`: `next` must be a valid config
+/// of the same chain and shards with sequence `current.sequence() + 1`, and the network in
+/// force must have enough parties with admin keys for its update policy.
+pub fn propose(current: &NetworkConfig, next: &NetworkFile) -> Result<ConfigUpdate> {
+    let update = ConfigUpdate {
+        chain: current.chain().to_string(),
+        sequence: current.sequence(),
+        config: canonical_json(next),
+        signatures: Vec::new(),
+    };
+    validate_unsigned(current, &update)?;
+    Ok(update)
+}
+
+/// Adds `party`'s signature made with `key` (its admin key), replacing any signature the
+/// party already has on the update; signatures stay in party order.
+pub fn sign(update: &mut ConfigUpdate, party: PartyId, key: &SigningKey) {
+    let signature = crypto::sign_config_update(key, &update.signed_bytes());
+    update.signatures.retain(|s| s.party != party);
+    let at = update.signatures.partition_point(|s| s.party < party);
+    update.signatures.insert(at, UpdateSignature { party, signature });
+}
+
+/// The signatures of `a` and `b`, two copies of one update (same chain, sequence and
+/// config, else [`UpdateError::DifferentUpdates`]), in party order. A party with
+/// different signatures in the two is refused ([`UpdateError::ConflictingSignatures`]).
+pub fn merge(a: &ConfigUpdate, b: &ConfigUpdate) -> Result<ConfigUpdate> {
+    let what = if a.chain != b.chain {
+        Some("chain")
+    } else if a.sequence != b.sequence {
+        Some("sequence")
+    } else if a.config != b.config {
+        Some("config")
+    } else {
+        None
+    };
+    if let Some(what) = what {
+        return Err(UpdateError::DifferentUpdates { what });
+    }
+    let mut merged = a.clone();
+    for s in &b.signatures {
+        match merged.signatures.iter().find(|m| m.party == s.party) {
+            Some(m) if m.signature == s.signature => {}
+            Some(_) => return Err(UpdateError::ConflictingSignatures { party: s.party }),
+            None => merged.signatures.push(s.clone()),
+        }
+    }
+    merged.signatures.sort_by_key(|s| s.party);
+    Ok(merged)
+}
+
+/// Whether `update` may replace `current`, the config in force, and the next config when
+/// it may. Deterministic; in this order: the chain is the network's; the update replaces
+/// exactly the config in force ([`UpdateError::StaleSequence`],
+/// [`UpdateError::FutureSequence`]); its config is canonical, valid
+/// (`NetworkConfig::from_file`), of the same chain and shards, with the next sequence; the
+/// network has enough admin keys for its policy; every listed signature is by a distinct
+/// current party with an admin key and verifies (the first that does not is the error,
+/// named by party); and at least K parties signed.
+pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
+    let next = validate_unsigned(current, update)?;
+    for (_, verdict) in signature_verdicts(current, update) {
+        verdict?;
+    }
+    let signed = update.signers().into_iter().collect::<BTreeSet<_>>().len();
+    let signatures = u32::try_from(signed).unwrap_or(u32::MAX);
+    let needed = current.update_signatures();
+    if signatures < needed {
+        return Err(UpdateError::NotEnoughSignatures { signatures, needed });
+    }
+    Ok(next)
+}
+
+/// Everything [`validate`] checks but the signatures: what an update must be before anyone
+/// signs it ([`propose`] makes only such updates). Gives the next config.
+pub fn validate_unsigned(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
+    let next = check_body(current, update)?;
+    check_updatable(current)?;
+    Ok(next)
+}
+
+/// Each listed signature's verdict against `current`, in list order: a party not in the
+/// network, without an admin key, listed a second time, or whose signature does not
+/// verify is an error naming it.
+pub fn signature_verdicts(current: &NetworkConfig, update: &ConfigUpdate) -> Vec<(PartyId, Result<()>)> {
+    let message = update.signed_bytes();
+    let mut seen = BTreeSet::new();
+    update
+        .signatures
+        .iter()
+        .map(|s| {
+            let verdict = if seen.insert(s.party) {
+                check_signature(current, &message, s)
+            } else {
+                Err(UpdateError::DuplicateSigner { party: s.party })
+            };
+            (s.party, verdict)
+        })
+        .collect()
+}
+
+fn check_signature(current: &NetworkConfig, message: &[u8], s: &UpdateSignature) -> Result<()> {
+    let party = current.party(s.party).map_err(|_| UpdateError::UnknownSigner {
+        party: s.party,
+        parties: current.n(),
+    })?;
+    let key = party
+        .admin_key
+        .as_ref()
+        .ok_or(UpdateError::SignerWithoutKey { party: s.party })?;
+    crypto::verify_config_update(key, message, &s.signature)
+        .map_err(|_| UpdateError::BadSignature { party: s.party })
+}
+
+/// The network in force has at least K parties with admin keys.
+fn check_updatable(current: &NetworkConfig) -> Result<()> {
+    let admins = current.parties().iter().filter(|p| p.admin_key.is_some()).count();
+    let admins = u32::try_from(admins).unwrap_or(u32::MAX);
+    let needed = current.update_signatures();
+    if admins < needed {
+        return Err(UpdateError::NotUpdatable {
+            sequence: current.sequence(),
+            admins,
+            needed,
+        });
+    }
+    Ok(())
+}
+
+/// Everything but the signatures: the update replaces the config in force on its chain,
+/// and its config is a valid next config (canonical, same chain and shards, next
+/// sequence). Gives the next config.
+fn check_body(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
+    if update.chain != current.chain() {
+        return Err(UpdateError::WrongChain {
+            update: update.chain.clone(),
+            current: current.chain().to_string(),
+        });
+    }
+    let at = current.sequence();
+    if update.sequence < at {
+        return Err(UpdateError::StaleSequence {
+            update: update.sequence,
+            current: at,
+        });
+    }
+    if update.sequence > at {
+        return Err(UpdateError::FutureSequence {
+            update: update.sequence,
+            current: at,
+        });
+    }
+    let expected = at
+        .checked_add(1)
+        .ok_or(UpdateError::SequenceOverflow { current: at })?;
+    let file = update.next_file()?;
+    if file.sequence != expected {
+        return Err(UpdateError::NextSequence {
+            next: file.sequence,
+            expected,
+        });
+    }
+    if file.chain != current.chain() {
+        return Err(UpdateError::ChainChanged {
+            current: current.chain().to_string(),
+            next: file.chain,
+        });
+    }
+    if file.shards != current.shards().get() {
+        return Err(UpdateError::ShardsChanged {
+            current: current.shards().get(),
+            next: file.shards,
+        });
+    }
+    NetworkConfig::from_file(file).map_err(|source| UpdateError::BadConfig { source })
+}
