@@ -256,13 +256,18 @@ impl NewView {
     /// What must be carried into the new view. Sound for any quorum of view changes:
     /// a proposal decided in an earlier view was prepared by a quorum, which intersects
     /// this quorum in a correct replica that reports it (or a later decision).
-    pub fn carry(&self) -> Carry {
+    ///
+    /// `base` is the decision that started the replica set (0 for the first): every
+    /// member decided it, but its certificate is the old set's and no view change of
+    /// this set carries it, so the proven height is at least `base`.
+    pub fn carry(&self, base: Seq) -> Carry {
         let decided = self
             .view_changes
             .iter()
             .map(|vc| vc.decided_seq())
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(base);
         let proposal = self
             .view_changes
             .iter()

@@ -396,11 +396,17 @@ fn a_leaving_replica_stops_taking_part_and_refuses_requests() {
         assert!(decided_requests(&c, i).contains(&"b0".to_string()));
         c.assert_certified_by_their_sets(i);
     }
-    // The leaver's messages would not count; it sends none (ticks included).
+    // The leaver's messages would not count: it votes, proposes and gossips no more
+    // (ticks included); it only asks for decisions (state transfer).
     let out = c.nodes[4].as_mut().unwrap().handle(Input::Tick(c.now + 10_000));
     assert!(
-        out.iter()
-            .all(|o| !matches!(o, Output::Broadcast(_) | Output::Send { .. })),
+        out.iter().all(|o| matches!(
+            o,
+            Output::Send {
+                msg: Message::SyncRequest { .. },
+                ..
+            }
+        )),
         "a non-member sent {out:?}"
     );
     assert!(c.replica(4).last_decided() >= d);
@@ -458,13 +464,49 @@ fn a_replica_restarted_after_the_switch_comes_back_in_the_new_set() {
 }
 
 #[test]
+fn a_switch_lost_with_the_tail_of_the_wal_is_made_again_by_the_replay() {
+    let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 4, keys: 2 }], 4);
+    c.submit("reconf");
+    c.run(300);
+    assert_eq!(c.replica(0).epoch(), 1);
+    // The WAL without its `Switched` entry (lost with the tail of a batch): the
+    // application, behind the decision, replays it and switches again.
+    let entries: Vec<_> = c.wals[0]
+        .entries
+        .iter()
+        .filter(|e| !matches!(e, bft::WalEntry::Switched { .. }))
+        .cloned()
+        .collect();
+    let keys = TestKeys::new(1);
+    let (r, out) = Replica::restore(
+        config(0, 4),
+        ReconfApp::new(0, &c.sets),
+        Box::new(keys.signer(0)),
+        Arc::new(keys),
+        &entries,
+    )
+    .expect("restored");
+    assert_eq!(r.epoch(), 1);
+    assert_eq!(r.config().chain, chain_of(1));
+    let persist = out
+        .iter()
+        .position(|o| matches!(o, Output::Persist(bft::WalEntry::Switched { epoch: 1, .. })))
+        .expect("the switch is persisted again");
+    let deliver = out
+        .iter()
+        .position(|o| matches!(o, Output::Deliver(d) if d.seq() == r.epoch_start()))
+        .expect("the switch decision is delivered");
+    assert!(persist < deliver, "persisted before it is delivered");
+}
+
+#[test]
 fn a_wal_that_does_not_know_the_applications_set_is_refused() {
     let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 4, keys: 2 }], 4);
     c.submit("reconf");
     c.run(300);
     assert_eq!(c.replica(0).epoch(), 1);
-    // The WAL without its `Switched` entry: the restored application is in set 1, the
-    // WAL says nothing of a switch.
+    // The application applied the switch, the WAL says nothing of it: the replica
+    // would not know where its views start.
     let entries: Vec<_> = c.wals[0]
         .entries
         .iter()
@@ -474,7 +516,7 @@ fn a_wal_that_does_not_know_the_applications_set_is_refused() {
     let keys = TestKeys::new(1);
     let restored = Replica::restore(
         config(0, 4),
-        ReconfApp::new(0, &c.sets),
+        c.replica(0).app().clone(),
         Box::new(keys.signer(0)),
         Arc::new(keys),
         &entries,

@@ -442,7 +442,7 @@ fn restore(
     metrics: Metrics,
 ) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
     let node = &cfg.node;
-    let (wal, entries) = FileWal::open(&node.wal)?;
+    let (mut wal, entries) = FileWal::open(&node.wal)?;
     let mut log = ArmaLog::open(&node.decisions)?;
     if entries.is_empty() && log.last() > 0 {
         return Err(Error::Config {
@@ -492,6 +492,8 @@ fn restore(
     };
     for out in &replayed {
         match out {
+            // A replica-set switch the replay made is durable before what follows it.
+            Output::Persist(e) => bft::Wal::append(&mut wal, std::slice::from_ref(e))?,
             Output::Deliver(d) => sink.record(d)?,
             Output::Installed { .. } => sink.take_installs()?,
             _ => {}

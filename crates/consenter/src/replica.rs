@@ -458,7 +458,7 @@ fn restore(
     key: crypto::SigningKey,
     keys: ClusterKeys,
 ) -> Result<(Replica<NullApp>, FileWal, DecisionLog)> {
-    let (wal, entries) = FileWal::open(&cfg.wal)?;
+    let (mut wal, entries) = FileWal::open(&cfg.wal)?;
     let mut log = DecisionLog::open(&cfg.decisions)?;
     if entries.is_empty() && log.last() > 0 {
         return Err(Error::Config {
@@ -488,8 +488,11 @@ fn restore(
         &entries,
     )?;
     for out in &replayed {
-        if let Output::Deliver(d) = out {
-            log.append(d)?;
+        match out {
+            // A replica-set switch the replay made is durable before what follows it.
+            Output::Persist(e) => bft::Wal::append(&mut wal, std::slice::from_ref(e))?,
+            Output::Deliver(d) => log.append(d)?,
+            _ => {}
         }
     }
     log.flush()?;

@@ -4,6 +4,8 @@
 //! * `SIM_SEED_BASE=<n>` — first seed (default 0), to shard long runs.
 //! * `SIM_SEED=<seed>` with the `reproduce` test — runs one seed (`SIM_TRACE=1`
 //!   prints every event).
+//! * `SIM_RECONF_SEEDS=<count>` — reconfiguration seeds (default 600; the long run
+//!   is 100,000), `SIM_RECONF_SEED=<seed>` with `reproduce_reconfiguration`.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,7 +16,7 @@
 
 use std::time::Instant;
 
-use testkit::sim::{Report, run_seed};
+use testkit::sim::{Report, run_reconfiguration_seed, run_seed};
 
 fn seed_base() -> u64 {
     std::env::var("SIM_SEED_BASE")
@@ -41,6 +43,7 @@ struct Totals {
     max_steps: u64,
     foreign_rejected: u64,
     installed: u64,
+    switches: u64,
 }
 
 impl Totals {
@@ -52,11 +55,17 @@ impl Totals {
         self.max_steps = self.max_steps.max(r.steps);
         self.foreign_rejected += r.foreign_injected;
         self.installed += r.installed;
+        self.switches += r.switches;
     }
 }
 
 /// Runs seeds `first..first+count` on two threads; panics with every failing seed.
 fn run_range(first: u64, count: u64) {
+    run_range_of(first, count, run_seed, "SIM_SEED", "reproduce");
+}
+
+/// [`run_range`] for the seeds of `run` (reproduced with `env` and test `test`).
+fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, String>, env: &str, test: &str) {
     let start = Instant::now();
     let threads = 2;
     let per_thread: Vec<Totals> = std::thread::scope(|s| {
@@ -66,11 +75,11 @@ fn run_range(first: u64, count: u64) {
                     let mut totals = Totals::default();
                     let mut seed = first + t;
                     while seed < first + count {
-                        match run_seed(seed, false) {
+                        match run(seed, false) {
                             Ok(r) => totals.add(&r),
                             Err(e) => {
                                 eprintln!(
-                                    "{e}\n  reproduce: SIM_SEED={seed} cargo test -p testkit --test sim reproduce -- --nocapture"
+                                    "{e}\n  reproduce: {env}={seed} cargo test -p testkit --test sim {test} -- --nocapture"
                                 );
                                 totals.failures.push(e);
                             }
@@ -96,11 +105,13 @@ fn run_range(first: u64, count: u64) {
         all.max_steps = all.max_steps.max(t.max_steps);
         all.foreign_rejected += t.foreign_rejected;
         all.installed += t.installed;
+        all.switches += t.switches;
     }
     eprintln!(
         "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
          {} seeds with view changes, slowest settle after GST {} ms, most steps {}, \
-         {} foreign-chain decisions rejected, {} snapshots installed by state transfer",
+         {} foreign-chain decisions rejected, {} snapshots installed by state transfer, \
+         {} replica-set switches",
         start.elapsed().as_secs_f64(),
         all.failures.len(),
         all.decided,
@@ -110,6 +121,7 @@ fn run_range(first: u64, count: u64) {
         all.max_steps,
         all.foreign_rejected,
         all.installed,
+        all.switches,
     );
     assert!(
         all.failures.is_empty(),
@@ -166,6 +178,62 @@ fn reproduce() {
     };
     let trace = std::env::var("SIM_TRACE").is_ok_and(|v| v == "1");
     match run_seed(seed, trace) {
+        Ok(r) => eprintln!("seed {seed} ok: {r:?}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn reconf_seeds_total() -> u64 {
+    std::env::var("SIM_RECONF_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600)
+}
+
+/// Replica sets that change while the faults run (docs/bft.md "Reconfiguration"):
+/// every correct replica switches at the decision the ledger says, every decision is
+/// certified by the set in force at its sequence, and every request is decided by
+/// every correct member of the last set.
+#[test]
+fn reconfiguration_seeds() {
+    run_range_of(
+        seed_base() + 2_000_000_000,
+        reconf_seeds_total(),
+        run_reconfiguration_seed,
+        "SIM_RECONF_SEED",
+        "reproduce_reconfiguration",
+    );
+}
+
+/// Reconfiguration seeds that once failed: a new set's first view change dropped the
+/// proposal prepared in its view 0 (its view changes proved no decision, so the carried
+/// height was 0, not the switch: two proposals decided at one sequence; 2000014079,
+/// 2000016638, 2000017229, 2000018593); a set all changing views whose stragglers of
+/// the old set never heard their height (2000008031); and a switch persisted without
+/// the checkpoint it was crossed to (2000004097).
+#[test]
+fn reconfiguration_former_failures() {
+    for seed in [
+        2_000_014_079,
+        2_000_016_638,
+        2_000_017_229,
+        2_000_018_593,
+        2_000_008_031,
+        2_000_004_097,
+    ] {
+        if let Err(e) = run_reconfiguration_seed(seed, false) {
+            panic!("{e}");
+        }
+    }
+}
+
+#[test]
+fn reproduce_reconfiguration() {
+    let Some(seed) = std::env::var("SIM_RECONF_SEED").ok().and_then(|s| s.parse().ok()) else {
+        return;
+    };
+    let trace = std::env::var("SIM_TRACE").is_ok_and(|v| v == "1");
+    match run_reconfiguration_seed(seed, trace) {
         Ok(r) => eprintln!("seed {seed} ok: {r:?}"),
         Err(e) => panic!("{e}"),
     }

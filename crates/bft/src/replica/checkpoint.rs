@@ -244,8 +244,7 @@ impl<A: Application> Replica<A> {
             self.maybe_sync();
             return;
         };
-        // The sets between ours and the checkpoint's, each switch persisted before the
-        // checkpoint that restates it.
+        // The sets between ours and the checkpoint's (persisted with the checkpoint).
         self.cross(crossed);
         self.jump_to(cp.clone());
         // Requests pending here may be among the skipped decisions, and the de-duplication

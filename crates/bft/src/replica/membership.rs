@@ -142,17 +142,73 @@ impl<A: Application> Replica<A> {
     }
 
     /// Switches through the sets `crossed` on the way to a stable checkpoint (each
-    /// switch persisted and kept as a proof); the last one is the set in force.
+    /// switch kept as a proof); the last one is the set in force. The switches reach
+    /// the WAL restated by the checkpoint's entry, in the same record: a crash cannot
+    /// leave a switch durable without the state it belongs to.
     pub(super) fn cross(&mut self, crossed: Vec<(Membership, Arc<Decision>)>) {
         let mut start = None;
         for (m, d) in crossed {
             start = Some(d.seq());
             self.adopt(m);
-            self.record_switch(d);
+            self.keep_switch(d);
         }
         if let Some(seq) = start {
             self.reset_views(seq);
         }
+    }
+
+    /// A peer whose message shows (by its own, unverified, claim) that it has not
+    /// decided the decision that started this set is in the old set: nothing this set
+    /// signs verifies there, and a replica of this set that is changing views sends no
+    /// heartbeat. Such a peer is told this replica's height directly, at most once per
+    /// heartbeat interval, so that it asks for the decisions it lacks.
+    pub(super) fn tell_straggler(&mut self, peer: crate::ReplicaId, msg: &crate::Message) {
+        let claimed = match msg {
+            crate::Message::Heartbeat { last_decided, .. } => *last_decided,
+            crate::Message::ViewChange(vc) => vc.decided_seq(),
+            _ => return,
+        };
+        if self.epoch_start == 0 || claimed >= self.epoch_start {
+            return;
+        }
+        let due = self
+            .told
+            .get(&peer)
+            .is_none_or(|t| self.now.saturating_sub(*t) >= self.cfg.heartbeat_interval_ms);
+        if due {
+            self.told.insert(peer, self.now);
+            let msg = crate::Message::Heartbeat {
+                instance: self.cfg.instance,
+                view: self.view,
+                last_decided: self.last_decided,
+            };
+            self.send(peer, msg);
+        }
+    }
+
+    /// A non-member sends no heartbeats, so a set whose members are all changing views
+    /// (they send none either) would never tell it their height — and may need it to
+    /// reach a quorum once it switched. Each heartbeat interval without a state transfer
+    /// under way, it asks the next replica of its set (round robin) for the decisions
+    /// after its own; one that has none does not answer.
+    pub(super) fn poll_as_follower(&mut self) {
+        self.maybe_sync();
+        if self.sync.outstanding.is_some() || self.now < self.next_heartbeat {
+            return;
+        }
+        self.next_heartbeat = self.now + self.cfg.heartbeat_interval_ms;
+        let n = self.cfg.n.max(1);
+        let peer = (self.sync.last_asked + 1) % n;
+        self.sync.last_asked = peer;
+        self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
+        let instance = self.cfg.instance;
+        self.send(
+            peer,
+            crate::Message::SyncRequest {
+                instance,
+                from_seq: self.next_seq(),
+            },
+        );
     }
 
     /// Takes the set's keys, ids and cluster id.
@@ -182,7 +238,7 @@ impl<A: Application> Replica<A> {
         self.new_view_proof = None;
         self.nv_sent = BTreeMap::new();
         self.carry = Carry {
-            decided: 0,
+            decided: seq,
             proposal: None,
         };
         self.vc_deadline = None;
@@ -198,6 +254,7 @@ impl<A: Application> Replica<A> {
         self.future = BTreeMap::new();
         self.checkpoints.forget_votes();
         self.sync = SyncState::default();
+        self.told = BTreeMap::new();
         self.last_leader_heard = self.now;
         self.pending.rebase(self.now);
     }

@@ -218,6 +218,8 @@ pub struct Replica<A: Application> {
     epoch_start: Seq,
     /// The latest decisions that switched sets (proofs for replicas of older sets).
     switches: VecDeque<Arc<Decision>>,
+    /// When each peer that showed it is behind the switch was last told our height.
+    told: BTreeMap<ReplicaId, u64>,
     out: Vec<Output>,
 }
 
@@ -262,6 +264,7 @@ impl<A: Application> Replica<A> {
             epoch: 0,
             epoch_start: 0,
             switches: VecDeque::new(),
+            told: BTreeMap::new(),
             out: Vec::new(),
             cfg,
         }
@@ -282,7 +285,9 @@ impl<A: Application> Replica<A> {
             return;
         }
         if !self.is_member() {
-            // A follower: state transfer only.
+            // A follower: state transfer only (a replica that left still helps those
+            // of the old set catch up to the switch).
+            self.tell_straggler(from, &msg);
             match msg {
                 Message::Heartbeat { last_decided, .. } => self.note_height(from, last_decided),
                 Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
@@ -294,6 +299,7 @@ impl<A: Application> Replica<A> {
             }
             return;
         }
+        self.tell_straggler(from, &msg);
         match msg {
             Message::Forward { request, .. } => self.on_request(request, false),
             Message::PrePrepare { view, proposal } => self.on_pre_prepare(from, view, proposal),
@@ -323,7 +329,7 @@ impl<A: Application> Replica<A> {
         }
         self.now = self.now.max(now);
         if !self.is_member() {
-            self.maybe_sync();
+            self.poll_as_follower();
             return;
         }
         if self.now >= self.next_heartbeat {

@@ -32,7 +32,9 @@ impl<A: Application> Replica<A> {
     /// `cfg`, `signer` and `verifier` are those of the first replica set (epoch 0); when
     /// the application, once restored, is at a later set ([`Application::epoch`]) the
     /// replica takes that set from [`Application::membership`], and the WAL must say
-    /// where it switched (a `Switched` entry, or one restated by a checkpoint).
+    /// where it switched (a `Switched` entry, or one restated by a checkpoint) unless
+    /// the switch happened in the replay: its entry is then among the outputs, an
+    /// [`Output::Persist`] the shell makes durable before the deliveries after it.
     pub fn restore(
         cfg: Config,
         app: A,
@@ -88,28 +90,50 @@ impl<A: Application> Replica<A> {
             });
         }
         let applied = r.app.applied();
+        let mut epoch = r.app.epoch();
+        let mut replayed_switches = Vec::new();
         for d in r.decisions.clone() {
             if d.seq() > applied {
                 r.app.apply(&d);
+                if r.app.epoch() != epoch && switched.is_none_or(|(s, _)| d.seq() > s) {
+                    // A switch the WAL does not hold yet (its entry was lost with the
+                    // tail of the batch that decided it): persisted now, as `decide`
+                    // would have, before the decision is delivered.
+                    epoch = r.app.epoch();
+                    outputs.push(Output::Persist(WalEntry::Switched {
+                        epoch,
+                        decision: d.clone(),
+                    }));
+                    replayed_switches.push(d.clone());
+                }
+                epoch = r.app.epoch();
                 outputs.push(Output::Deliver(d));
             }
         }
-        r.restore_membership(switched)?;
+        let from_replay = replayed_switches.last().map(|d| (d.seq(), epoch));
+        for d in replayed_switches {
+            r.keep_switch(d);
+        }
+        r.restore_membership(from_replay.or(switched), from_replay.is_some())?;
         // The slot and the view-change target are re-created in the set the replica is
-        // in now (its votes are signed with that set's key and cluster id).
-        if vc_target > r.view {
-            r.status = Status::ViewChanging { target: vc_target };
-            r.backoff = 1;
-        } else if let Some((view, proposal)) = accepted.filter(|(v, p)| *v == r.view && p.seq == next) {
-            r.restore_slot(view, proposal);
+        // in now (its votes are signed with that set's key and cluster id); a switch in
+        // the replay left them behind with the old set.
+        if from_replay.is_none() {
+            if vc_target > r.view {
+                r.status = Status::ViewChanging { target: vc_target };
+                r.backoff = 1;
+            } else if let Some((view, proposal)) = accepted.filter(|(v, p)| *v == r.view && p.seq == next) {
+                r.restore_slot(view, proposal);
+            }
         }
         Ok((r, outputs))
     }
 
     /// Takes the restored application's replica set; the WAL's last `Switched` entry
-    /// must name the same epoch (a switch is persisted with the decision that makes it,
-    /// before the decision is delivered).
-    fn restore_membership(&mut self, switched: Option<(crate::Seq, u64)>) -> Result<()> {
+    /// (or the last switch the replay made, `replayed`) must name the same epoch: a
+    /// switch is persisted with the decision that makes it, before the decision is
+    /// delivered.
+    fn restore_membership(&mut self, switched: Option<(crate::Seq, u64)>, replayed: bool) -> Result<()> {
         let (start, wal_epoch) = switched.unwrap_or((0, 0));
         let app_epoch = self.app.epoch();
         if app_epoch != wal_epoch {
@@ -134,7 +158,12 @@ impl<A: Application> Replica<A> {
             });
         }
         self.adopt(m);
-        self.epoch_start = start;
+        if replayed {
+            // Every view entry of the WAL predates the switch the replay made.
+            self.reset_views(start);
+        } else {
+            self.epoch_start = start;
+        }
         Ok(())
     }
 
@@ -188,7 +217,7 @@ impl<A: Application> Replica<A> {
                 restored.vc_target = 0;
                 self.view = 0;
                 self.carry = Carry {
-                    decided: 0,
+                    decided: *seq,
                     proposal: None,
                 };
                 self.prepared = None;

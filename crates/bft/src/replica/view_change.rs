@@ -183,7 +183,7 @@ impl<A: Application> Replica<A> {
 
     /// Enters the view proven by `nv` (persisted first, with its obligations).
     fn install_view(&mut self, nv: Arc<NewView>) {
-        let carry = nv.carry();
+        let carry = nv.carry(self.epoch_start);
         self.persist(WalEntry::NewView {
             view: nv.view,
             decided: carry.decided,

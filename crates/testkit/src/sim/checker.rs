@@ -1,8 +1,11 @@
 //! The invariants checked after every simulation step.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use bft::{Decision, Digest, ReplicaId, Seq};
+use bft::crypto::TestKeys;
+use bft::{Decision, Digest, ReplicaId, Seq, verify_decision};
+
+use super::app::{SimSet, is_reconfiguration, sim_chain};
 
 /// Tracks what correct replicas decided and what clients submitted.
 #[derive(Debug, Default)]
@@ -15,6 +18,10 @@ pub struct Checker {
     submitted: HashSet<Digest>,
     /// Highest sequence delivered by each correct replica.
     delivered: HashMap<ReplicaId, Seq>,
+    /// Reconfiguration: the replica sets in order (empty: one set, not checked here).
+    pub sets: Vec<SimSet>,
+    /// The decisions that switched sets, as the decided ledger says.
+    switch_seqs: BTreeSet<Seq>,
 }
 
 impl Checker {
@@ -67,11 +74,46 @@ impl Checker {
         Ok(())
     }
 
+    /// The epoch of the set in force after the last decision (a decision switches at
+    /// most once, so the cluster may end before the last set).
+    pub fn current_epoch(&self) -> usize {
+        self.switch_seqs.len()
+    }
+
+    /// The epoch of the set in force for decision `seq` (the switches before it).
+    fn epoch_at(&self, seq: Seq) -> usize {
+        self.switch_seqs.range(..seq).count()
+    }
+
+    /// Checks that correct replica `replica`, whose last decision is `last`, works in
+    /// the set the ledger says is in force after it and switched where the ledger did.
+    pub fn check_set(&self, replica: ReplicaId, epoch: u64, start: Seq, last: Seq) -> Result<(), String> {
+        let expected = self.switch_seqs.range(..=last).count() as u64;
+        let expected_start = self.switch_seqs.range(..=last).next_back().copied().unwrap_or(0);
+        if epoch != expected || start != expected_start {
+            return Err(format!(
+                "SET: replica {replica} after decision {last} is in epoch {epoch} since {start}; \
+                 the decisions say epoch {expected} since {expected_start}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks a decision delivered by correct replica `replica`: agreement,
-    /// validity (submitted, decided once), and in-order delivery.
+    /// validity (submitted, decided once), in-order delivery and, with several replica
+    /// sets, a certificate of the set in force at its sequence.
     pub fn on_deliver(&mut self, replica: ReplicaId, d: &Decision) -> Result<(), String> {
         let seq = d.seq();
         let digest = d.proposal.digest();
+        if !self.sets.is_empty() {
+            let e = self.epoch_at(seq);
+            let set = self.sets[e];
+            if let Err(err) = verify_decision(d, &sim_chain(e as u64), &TestKeys::new(set.keys), set.n) {
+                return Err(format!(
+                    "CERTIFICATE: replica {replica} delivered decision {seq} not certified by set {e}: {err}"
+                ));
+            }
+        }
         let prev = self.delivered(replica);
         if seq > prev + 1 {
             return Err(format!("replica {replica} delivered seq {seq} after {prev}"));
@@ -99,6 +141,11 @@ impl Checker {
                             "VALIDITY: request decided at seq {other} and again at {seq}"
                         ));
                     }
+                }
+                if self.switch_seqs.len() + 1 < self.sets.len()
+                    && d.proposal.requests.iter().any(|r| is_reconfiguration(r))
+                {
+                    self.switch_seqs.insert(seq);
                 }
             }
         }

@@ -21,7 +21,7 @@ pub mod kernel;
 mod links;
 mod world;
 
-pub use app::SimApp;
+pub use app::{SimApp, SimSet, is_reconfiguration, sim_chain, sim_membership};
 pub use byzantine::{ByzMode, corrupt};
 pub use checker::Checker;
 pub use world::World;
@@ -81,6 +81,11 @@ pub struct Scenario {
     /// The network replays, every 100 ms, a state-transfer answer captured from
     /// another chain that uses the same keys (a decision no client submitted).
     pub foreign_replays: bool,
+    /// Reconfiguration: the replica sets the cluster goes through, the first the one
+    /// it starts in (none: one set of `n` replicas, keys from the seed). With sets, `n`
+    /// is the number of replicas in the world (the largest set); a client request
+    /// `reconf-…` moves to the next set when it is decided.
+    pub sets: Vec<SimSet>,
 }
 
 impl Scenario {
@@ -126,8 +131,60 @@ impl Scenario {
             bandwidth: None,
             request_padding: 0,
             foreign_replays: false,
+            sets: Vec::new(),
         }
         .hardening(&mut rng, &ids[..byz_count as usize])
+    }
+
+    /// A reconfiguration scenario: [`Scenario::from_seed`]'s faults and clients, and
+    /// one to three switches, each rotating every key, adding a replica or removing the
+    /// last one (4 to 7 replicas). Byzantine and crashed replicas are members of every
+    /// set, at most `f` of the smallest.
+    pub fn reconfiguration(seed: u64) -> Scenario {
+        let mut sc = Scenario::from_seed(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x00c0_ffee_5e75);
+        let mut n: u32 = [4, 4, 5, 7][rng.gen_range(0..4)];
+        let mut sets = vec![SimSet { n, keys: seed }];
+        for k in 1..=rng.gen_range(1..=3u64) {
+            match rng.gen_range(0..3) {
+                0 => {}
+                1 => n = (n + 1).min(7),
+                _ => n = (n - 1).max(4),
+            }
+            sets.push(SimSet {
+                n,
+                keys: seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            });
+        }
+        let min_n = sets.iter().map(|s| s.n).min().unwrap_or(4);
+        let f = (min_n - 1) / 3;
+        let mut ids: Vec<u32> = (0..min_n).collect();
+        for i in (1..ids.len()).rev() {
+            ids.swap(i, rng.gen_range(0..=i));
+        }
+        let byz_count = if rng.gen_bool(0.6) {
+            rng.gen_range(1..=f)
+        } else {
+            0
+        };
+        sc.byzantine = ids[..byz_count as usize]
+            .iter()
+            .map(|&id| (id, ByzMode::random(&mut rng)))
+            .collect();
+        sc.crashed_forever = (byz_count < f && rng.gen_bool(0.3)).then(|| ids[byz_count as usize]);
+        sc.junk_voter = sc
+            .byzantine
+            .first()
+            .map(|(id, _)| *id)
+            .filter(|_| rng.gen_bool(0.4));
+        sc.n = sets.iter().map(|s| s.n).max().unwrap_or(min_n);
+        sc.sets = sets;
+        sc
+    }
+
+    /// The number of replicas of the set the cluster starts in.
+    pub fn first_n(&self) -> u32 {
+        self.sets.first().map_or(self.n, |s| s.n)
     }
 
     /// Draws the hardening knobs after every older field, so the scenarios of older
@@ -171,6 +228,8 @@ pub struct Report {
     pub foreign_injected: u64,
     /// Snapshots installed by state transfer (correct replicas).
     pub installed: u64,
+    /// Replica-set switches made by correct replicas (reconfiguration scenarios).
+    pub switches: u64,
 }
 
 /// The engine configuration of a replica in either simulation: short timers, so that
@@ -191,7 +250,16 @@ pub fn engine_config(id: ReplicaId, n: u32, seed: u64) -> Config {
 
 /// Runs one seed; `Err` describes the violated property (and names the seed).
 pub fn run_seed(seed: u64, trace: bool) -> Result<Report, String> {
-    let scenario = Scenario::from_seed(seed);
+    run_scenario(Scenario::from_seed(seed), trace)
+}
+
+/// Runs one reconfiguration seed ([`Scenario::reconfiguration`]).
+pub fn run_reconfiguration_seed(seed: u64, trace: bool) -> Result<Report, String> {
+    run_scenario(Scenario::reconfiguration(seed), trace)
+}
+
+fn run_scenario(scenario: Scenario, trace: bool) -> Result<Report, String> {
+    let seed = scenario.seed;
     World::new(scenario.clone(), trace)
         .run()
         .map_err(|e| format!("seed {seed} FAILED: {e}\n  scenario: {scenario:?}"))

@@ -74,18 +74,19 @@ impl World {
             settled: false,
             sc,
         };
+        w.checker.sets = w.sc.sets.clone();
         for id in 0..w.sc.n {
             let byz = w.sc.byzantine.iter().find(|(b, _)| *b == id).map(|(_, m)| *m);
             let replica = Replica::new(
                 w.config(id),
-                SimApp::default(),
+                w.app(id),
                 Box::new(w.keys.signer(id)),
                 Arc::new(w.keys.clone()),
             );
             w.nodes.push(Node {
                 replica: Some(replica),
                 wal: MemWal::default(),
-                ledger: SimApp::default(),
+                ledger: w.app(id),
                 byz,
                 signer: w.keys.signer(id),
             });
@@ -99,14 +100,35 @@ impl World {
         w
     }
 
+    /// The engine configuration a replica starts with: that of the first set (a
+    /// replica outside it starts as a non-member, `id ≥ n`).
     fn config(&self, id: ReplicaId) -> Config {
-        let mut c = engine_config(id, self.sc.n, self.sc.seed);
+        let mut c = engine_config(id, self.sc.first_n(), self.sc.seed);
         c.max_batch_count = self.sc.max_batch;
         c.request_timeout_ms = 400;
         c
     }
 
+    /// A fresh application of replica `id` (it knows the scenario's sets).
+    fn app(&self, id: ReplicaId) -> SimApp {
+        if self.sc.sets.is_empty() {
+            SimApp::default()
+        } else {
+            SimApp::with_sets(id, Arc::new(self.sc.sets.clone()))
+        }
+    }
+
     fn schedule_clients(&mut self) {
+        // One request per switch, among the clients' (the sets change while they run).
+        for k in 1..self.sc.sets.len() {
+            let request = format!("reconf-{}-{k}", self.sc.seed).into_bytes();
+            let n = self.sc.n;
+            let rng = self.k.rng();
+            let at = rng.gen_range(0..self.sc.gst_ms);
+            let targets = (0..rng.gen_range(1..=n)).map(|_| rng.gen_range(0..n)).collect();
+            self.requests.push(request.clone());
+            self.k.schedule(at, Event::Submit { request, targets });
+        }
         for i in 0..self.sc.requests {
             let mut request = format!("tx-{}-{i}", self.sc.seed).into_bytes();
             request.resize(request.len() + self.sc.request_padding, b'.');
@@ -154,16 +176,27 @@ impl World {
     /// The view every correct replica works in, if they agree and its leader is
     /// correct (then an idle cluster has no reason to leave it).
     fn settled_view(&self) -> Option<bft::View> {
-        let mut views = (0..self.sc.n).filter(|id| self.is_correct(*id)).map(|id| {
+        let members: Vec<ReplicaId> = (0..self.sc.n).filter(|id| self.is_final_member(*id)).collect();
+        let n = members.len() as u32;
+        let mut views = members.iter().filter(|id| self.is_correct(**id)).map(|&id| {
             self.nodes[id as usize]
                 .replica
                 .as_ref()
-                .filter(|r| r.status() == bft::Status::Normal)
-                .map(Replica::view)
+                .filter(|r| r.status() == bft::Status::Normal && r.is_member())
+                .map(|r| (r.view(), r.epoch()))
         });
-        let first = views.next()??;
-        let leader = bft::types::leader_of(bft::InstanceId(0), first, self.sc.n);
-        (views.all(|v| v == Some(first)) && self.is_correct(leader)).then_some(first)
+        let (first, epoch) = views.next()??;
+        let leader = bft::types::leader_of(bft::InstanceId(0), first, n);
+        (views.all(|v| v == Some((first, epoch))) && self.is_correct(leader)).then_some(first)
+    }
+
+    /// True iff `id` is a member of the set in force (every replica without sets):
+    /// the replicas that must decide everything.
+    fn is_final_member(&self, id: ReplicaId) -> bool {
+        self.sc
+            .sets
+            .get(self.checker.current_epoch())
+            .is_none_or(|s| id < s.n)
     }
 
     /// After the idle window: still in the settled view (no view change while idle).
@@ -203,7 +236,7 @@ impl World {
 
     fn all_decided(&self) -> bool {
         (0..self.sc.n)
-            .filter(|id| self.is_correct(*id))
+            .filter(|id| self.is_correct(*id) && self.is_final_member(*id))
             .all(|id| self.checker.undecided_at(id) == 0)
     }
 
@@ -233,12 +266,37 @@ impl World {
         if self.trace {
             eprintln!("t={} r{id} <- {input:?}", self.k.now());
         }
+        let epoch = replica.epoch();
         let outputs = replica.handle(input);
         if correct {
             self.report.max_view = self.report.max_view.max(replica.view());
             self.report.decided = self.report.decided.max(replica.last_decided());
         }
-        self.execute(id, outputs)
+        self.execute(id, outputs)?;
+        self.check_set(id, correct, epoch)
+    }
+
+    /// After replica `id` handled an input: a correct replica is in the set the decided
+    /// ledger says is in force after its last decision, switched at the decision that
+    /// changed it; a replica that switched signs with its new key from then on (a
+    /// Byzantine one too: its lies stay signed).
+    fn check_set(&mut self, id: ReplicaId, correct: bool, before: u64) -> Result<(), String> {
+        let Some(r) = self.nodes[id as usize].replica.as_ref() else {
+            return Ok(());
+        };
+        let (epoch, start, last) = (r.epoch(), r.epoch_start(), r.last_decided());
+        if epoch != before {
+            if correct {
+                self.report.switches += 1;
+            }
+            if let Some(set) = self.sc.sets.get(epoch as usize) {
+                self.nodes[id as usize].signer = bft::crypto::TestKeys::new(set.keys).signer(id);
+            }
+        }
+        if correct && !self.sc.sets.is_empty() {
+            self.checker.check_set(id, epoch, start, last)?;
+        }
+        Ok(())
     }
 
     /// Executes outputs in order, as a shell would; may crash the replica midway.
@@ -255,6 +313,11 @@ impl World {
             }
             match out {
                 Output::Persist(e) => {
+                    if self.trace
+                        && matches!(e, bft::WalEntry::Switched { .. } | bft::WalEntry::NewView { .. })
+                    {
+                        eprintln!("t={} r{id} PERSIST {e:?}", self.k.now());
+                    }
                     self.nodes[id as usize]
                         .wal
                         .append(&[e])
@@ -262,6 +325,7 @@ impl World {
                 }
                 Output::Send { to, msg } => self.transmit(id, to, msg),
                 Output::Broadcast(msg) => {
+                    // Every replica of the world: those outside the sender's set follow.
                     for to in 0..self.sc.n {
                         if to != id {
                             self.transmit(id, to, msg.clone());
@@ -269,6 +333,20 @@ impl World {
                     }
                 }
                 Output::Deliver(d) => {
+                    if self.trace {
+                        eprintln!(
+                            "t={} r{id} DELIVER s{} v{} {:?} by {:?}",
+                            self.k.now(),
+                            d.seq(),
+                            d.certificate.view,
+                            d.proposal.digest(),
+                            d.certificate
+                                .signatures
+                                .iter()
+                                .map(|(i, _)| *i)
+                                .collect::<Vec<_>>()
+                        );
+                    }
                     let node = &mut self.nodes[id as usize];
                     if node.byz.is_none() {
                         if d.seq() == node.ledger.applied() + 1 {
@@ -376,7 +454,9 @@ impl World {
         )
         .map_err(|e| format!("restore of r{id} failed: {e}"))?;
         self.nodes[id as usize].replica = Some(replica);
-        self.execute(id, outputs)
+        self.execute(id, outputs)?;
+        let correct = self.is_correct(id);
+        self.check_set(id, correct, 0)
     }
 
     fn gst(&mut self) -> Result<(), String> {
