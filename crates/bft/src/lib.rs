@@ -30,7 +30,7 @@ pub use certificate::{Certificate, Decision, Phase, Prepared, verify_decision, v
 pub use checkpoint::{CheckpointVote, StableCheckpoint, checkpoint_bytes};
 pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
-pub use membership::Membership;
+pub use membership::{Membership, set_chain};
 pub use messages::{Message, NewView, ViewChange, Vote};
 pub use replica::{Complaint, Input, Output, Refusal, Replica, Status};
 pub use types::{

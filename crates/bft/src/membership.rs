@@ -12,16 +12,35 @@
 use std::fmt;
 use std::sync::Arc;
 
+use sha2::{Digest as _, Sha256};
+
 use crate::crypto::{Signer, Verifier};
+use crate::tags;
 use crate::types::{ChainId, ReplicaId};
+
+/// The cluster id a replica set of `epoch` signs under: `chain` itself for the first
+/// set, `SHA-256(tag ‖ chain ‖ epoch)` for every later one. Binding the epoch makes the
+/// sets' ids distinct even when an application gives two sets the same id (keys rotated
+/// back, say): a view change or certificate of one set never verifies in another.
+pub fn set_chain(chain: ChainId, epoch: u64) -> ChainId {
+    if epoch == 0 {
+        return chain;
+    }
+    let mut h = Sha256::new();
+    h.update(tags::SET_CHAIN);
+    h.update(chain.0);
+    h.update(epoch.to_le_bytes());
+    ChainId(h.finalize().into())
+}
 
 /// A replica set and this replica's place in it.
 pub struct Membership {
     /// Counts the switches: 0 for the set a replica is built with, one more each time
     /// the set changes. Every correct replica numbers the sets alike.
     pub epoch: u64,
-    /// The set's cluster id: bound into every signed byte string, so a vote or a
-    /// certificate of one set never counts in another. A new set must have a new id.
+    /// The set's cluster id as the application names it; the engine signs under
+    /// [`set_chain`]`(chain, epoch)`, bound into every signed byte string, so a vote or a
+    /// certificate of one set never counts in another.
     pub chain: ChainId,
     /// Number of replicas, `0..n`.
     pub n: u32,
@@ -43,5 +62,19 @@ impl fmt::Debug for Membership {
             .field("n", &self.n)
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_epoch_signs_under_its_own_id_even_when_the_application_reuses_one() {
+        let c = ChainId([7; 32]);
+        assert_eq!(set_chain(c, 0), c, "the first set keeps the application's id");
+        let ids: std::collections::BTreeSet<ChainId> = (0..64).map(|e| set_chain(c, e)).collect();
+        assert_eq!(ids.len(), 64);
+        assert_ne!(set_chain(c, 1), set_chain(ChainId([8; 32]), 1));
     }
 }

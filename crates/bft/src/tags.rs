@@ -2,4 +2,6 @@
 //! one of these, so a signature made for one purpose can never be replayed for another.
 //! The values live with every other fabrx tag in `types::tags`.
 
-pub use ::types::tags::bft::{CHECKPOINT, COMMIT, PREFIX, PREPARE, PROPOSAL, REQUEST, SNAPSHOT, VIEW_CHANGE};
+pub use ::types::tags::bft::{
+    CHECKPOINT, COMMIT, PREFIX, PREPARE, PROPOSAL, REQUEST, SET_CHAIN, SNAPSHOT, VIEW_CHANGE,
+};

@@ -38,6 +38,11 @@ fn chain_of(epoch: u64) -> ChainId {
     ChainId(c)
 }
 
+/// The id the set of `epoch` signs under.
+fn signing_chain(epoch: u64) -> ChainId {
+    bft::set_chain(chain_of(epoch), epoch)
+}
+
 /// Applies decisions; a request starting with `reconf` moves to the next set.
 #[derive(Clone)]
 struct ReconfApp {
@@ -292,12 +297,12 @@ impl Cluster {
         for d in &self.delivered[i] {
             let set = self.sets[epoch as usize];
             let keys = TestKeys::new(set.keys);
-            verify_decision(d, &chain_of(epoch), &keys, set.n)
+            verify_decision(d, &signing_chain(epoch), &keys, set.n)
                 .unwrap_or_else(|e| panic!("decision {} not certified by set {epoch}: {e}", d.seq()));
             if epoch > 0 {
                 let old = self.sets[epoch as usize - 1];
                 assert!(
-                    verify_decision(d, &chain_of(epoch - 1), &TestKeys::new(old.keys), old.n).is_err(),
+                    verify_decision(d, &signing_chain(epoch - 1), &TestKeys::new(old.keys), old.n).is_err(),
                     "decision {} also passes as the old set's",
                     d.seq()
                 );
@@ -450,7 +455,7 @@ fn a_replica_restarted_after_the_switch_comes_back_in_the_new_set() {
     c.restart(2);
     assert_eq!(c.replica(2).epoch(), 1);
     assert_eq!(c.replica(2).epoch_start(), d);
-    assert_eq!(c.replica(2).config().chain, chain_of(1));
+    assert_eq!(c.replica(2).config().chain, signing_chain(1));
     // It votes with its new key: with replica 3 down, 0, 1 and 2 make the quorum.
     c.crash(3);
     c.submit("b0");
@@ -487,7 +492,7 @@ fn a_switch_lost_with_the_tail_of_the_wal_is_made_again_by_the_replay() {
     )
     .expect("restored");
     assert_eq!(r.epoch(), 1);
-    assert_eq!(r.config().chain, chain_of(1));
+    assert_eq!(r.config().chain, signing_chain(1));
     let persist = out
         .iter()
         .position(|o| matches!(o, Output::Persist(bft::WalEntry::Switched { epoch: 1, .. })))
@@ -582,7 +587,7 @@ fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_pro
     }
     let last = c.delivered[1].last().expect("decided").clone();
     assert!(last.certificate.signatures.iter().any(|(id, _)| *id == 3));
-    verify_decision(&last, &chain_of(2), &TestKeys::new(23), 4).expect("certified by the newest set");
+    verify_decision(&last, &signing_chain(2), &TestKeys::new(23), 4).expect("certified by the newest set");
     // Restarted again, from a WAL whose switches are restated by checkpoints.
     c.restart(3);
     assert_eq!(c.replica(3).epoch(), 2);

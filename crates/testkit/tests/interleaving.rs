@@ -109,7 +109,7 @@ impl Harness {
         match self.byz.filter(|_| from == 0) {
             Some(mode) => {
                 let signer = self.keys.signer(0);
-                for m in corrupt(mode, 0, &signer, to, msg, &mut self.rng) {
+                for m in corrupt(mode, 0, &signer, bft::ChainId::default(), to, msg, &mut self.rng) {
                     self.pool.push((from, to, m));
                 }
             }

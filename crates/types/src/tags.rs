@@ -42,6 +42,8 @@ pub mod bft {
     pub const CHECKPOINT: &[u8] = b"fabrx/bft/v1/checkpoint";
     /// Digest of an application snapshot.
     pub const SNAPSHOT: &[u8] = b"fabrx/bft/v1/snapshot";
+    /// The cluster id a replica set signs under: its application's id bound to its epoch.
+    pub const SET_CHAIN: &[u8] = b"fabrx/bft/v1/set-chain";
     /// Seed hash of the engine's deterministic test keys (feature `testing` only).
     pub const TEST_KEY: &[u8] = b"fabrx/bft/v1/test-key";
 }
@@ -136,6 +138,7 @@ pub fn all() -> Vec<&'static [u8]> {
         bft::PREPARE,
         bft::COMMIT,
         bft::VIEW_CHANGE,
+        bft::SET_CHAIN,
         bft::TEST_KEY,
         consenter::ENVELOPE,
         consenter::CLUSTER,

@@ -30,7 +30,7 @@ use super::{Carry, Replica, Slot, Status, SyncState};
 use crate::app::Application;
 use crate::certificate::{Decision, verify_decision};
 use crate::checkpoint::StableCheckpoint;
-use crate::membership::Membership;
+use crate::membership::{Membership, set_chain};
 use crate::types::Seq;
 use crate::wal::WalEntry;
 
@@ -93,13 +93,24 @@ impl<A: Application> Replica<A> {
     }
 
     /// The switch decisions to send with stable checkpoint `cp` to a replica that
-    /// asked for decisions from `from_seq`.
+    /// asked for decisions from `from_seq`: all of them or none, within the
+    /// state-transfer budget (`sync_max_bytes` with the checkpoint). Without them a
+    /// replica of an older set cannot check the checkpoint; with part of them neither.
     pub(super) fn switches_for(&self, from_seq: Seq, cp: &StableCheckpoint) -> Vec<Arc<Decision>> {
-        self.switches
+        let switches: Vec<Arc<Decision>> = self
+            .switches
             .iter()
             .filter(|d| d.seq() >= from_seq && d.seq() < cp.seq)
             .cloned()
-            .collect()
+            .collect();
+        let bytes = switches
+            .iter()
+            .map(|d| super::decision_bytes(d))
+            .fold(cp.approx_bytes(), usize::saturating_add);
+        if bytes > self.cfg.sync_max_bytes {
+            return Vec::new();
+        }
+        switches
     }
 
     /// Checks stable checkpoint `cp` against the current set or, through `switches`
@@ -128,10 +139,10 @@ impl<A: Application> Replica<A> {
             last_seq = d.seq();
             verify_decision(d, &chain, verifier.as_ref(), n).ok()?;
             let m = self.app.membership_from(d, epoch.checked_add(1)?)?;
-            if m.epoch != epoch + 1 || m.chain == chain {
+            if m.epoch != epoch + 1 {
                 return None;
             }
-            chain = m.chain;
+            chain = set_chain(m.chain, m.epoch);
             verifier = m.verifier.clone();
             n = m.n.max(1);
             epoch = m.epoch;
@@ -169,6 +180,15 @@ impl<A: Application> Replica<A> {
             _ => return,
         };
         if self.epoch_start == 0 || claimed >= self.epoch_start {
+            return;
+        }
+        // Until this set decides, its own members' view changes prove no height either:
+        // one that verifies here is a member's, not a straggler's.
+        if let crate::Message::ViewChange(vc) = msg
+            && vc
+                .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+                .is_ok()
+        {
             return;
         }
         let due = self
@@ -215,7 +235,7 @@ impl<A: Application> Replica<A> {
     pub(super) fn adopt(&mut self, m: Membership) {
         let n = m.n.max(1);
         self.epoch = m.epoch;
-        self.cfg.chain = m.chain;
+        self.cfg.chain = set_chain(m.chain, m.epoch);
         self.cfg.n = n;
         // Not a member: an id no member has, so nothing is ever taken for its own.
         self.cfg.id = match (m.id, &m.signer) {

@@ -9,9 +9,6 @@ use bft::{Digest, Message, Proposal, ReplicaId, Signer, ViewChange, Vote};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-/// The simulated cluster's chain id (`Config::new`'s default).
-const CHAIN: bft::ChainId = bft::ChainId([0; 32]);
-
 /// How a Byzantine replica misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ByzMode {
@@ -43,11 +40,14 @@ impl ByzMode {
     }
 }
 
-/// Rewrites a message the Byzantine replica `me` sends to `to`. `None` drops it.
+/// Rewrites a message the Byzantine replica `me` sends to `to`; what it signs, it signs
+/// with `signer` for cluster id `chain` (those of the set it is in). `None` drops it.
+#[allow(clippy::too_many_arguments)]
 pub fn corrupt(
     mode: ByzMode,
     me: ReplicaId,
     signer: &TestSigner,
+    chain: bft::ChainId,
     to: ReplicaId,
     msg: Message,
     rng: &mut ChaCha8Rng,
@@ -62,14 +62,14 @@ pub fn corrupt(
                 other.requests.clear();
             }
             let d = other.digest();
-            let vote = sign_vote(signer, bft::Phase::Prepare, &other, view, d);
+            let vote = sign_vote(signer, chain, bft::Phase::Prepare, &other, view, d);
             vec![
                 Message::PrePrepare {
                     view,
                     proposal: Arc::new(other.clone()),
                 },
                 Message::Vote(vote),
-                Message::Vote(sign_vote(signer, bft::Phase::Commit, &other, view, d)),
+                Message::Vote(sign_vote(signer, chain, bft::Phase::Commit, &other, view, d)),
             ]
         }
         (ByzMode::BadProposal, Message::PrePrepare { view, proposal }) => {
@@ -83,7 +83,7 @@ pub fn corrupt(
         (ByzMode::ConflictingVotes, Message::Vote(v)) if rng.gen_bool(0.6) => {
             let mut digest = Digest::default();
             rng.fill(&mut digest.0[..]);
-            let bytes = vote_bytes(&CHAIN, v.phase, v.instance, v.view, v.seq, &digest);
+            let bytes = vote_bytes(&chain, v.phase, v.instance, v.view, v.seq, &digest);
             vec![Message::Vote(Vote {
                 digest,
                 signature: signer.sign(&bytes),
@@ -92,7 +92,7 @@ pub fn corrupt(
         }
         (ByzMode::ConflictingVotes, Message::Heartbeat { instance, view, .. }) if rng.gen_bool(0.2) => {
             let target = view + rng.gen_range(1..4);
-            let bytes = ViewChange::signed_bytes(&CHAIN, instance, me, target, None, None);
+            let bytes = ViewChange::signed_bytes(&chain, instance, me, target, None, None);
             vec![Message::ViewChange(Arc::new(ViewChange {
                 instance,
                 from: me,
@@ -117,13 +117,19 @@ pub fn corrupt(
         (
             mode,
             msg @ (Message::SyncResponse { .. } | Message::SyncSnapshot { .. } | Message::Checkpoint(_)),
-        ) => corrupt_sync(mode, signer, msg, rng),
+        ) => corrupt_sync(mode, signer, chain, msg, rng),
         (_, msg) => vec![msg],
     }
 }
 
 /// The state-transfer and checkpoint part of [`corrupt`].
-fn corrupt_sync(mode: ByzMode, signer: &TestSigner, msg: Message, rng: &mut ChaCha8Rng) -> Vec<Message> {
+fn corrupt_sync(
+    mode: ByzMode,
+    signer: &TestSigner,
+    chain: bft::ChainId,
+    msg: Message,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Message> {
     match (mode, msg) {
         (ByzMode::LyingSync, Message::SyncResponse { instance, decisions }) => {
             let tampered = decisions
@@ -160,7 +166,7 @@ fn corrupt_sync(mode: ByzMode, signer: &TestSigner, msg: Message, rng: &mut ChaC
             // A validly signed vote for a state nobody has.
             let mut digest = Digest::default();
             rng.fill(&mut digest.0[..]);
-            let bytes = bft::checkpoint_bytes(&CHAIN, c.instance, c.seq, &digest);
+            let bytes = bft::checkpoint_bytes(&chain, c.instance, c.seq, &digest);
             vec![Message::Checkpoint(bft::CheckpointVote {
                 digest,
                 signature: signer.sign(&bytes),
@@ -171,13 +177,20 @@ fn corrupt_sync(mode: ByzMode, signer: &TestSigner, msg: Message, rng: &mut ChaC
     }
 }
 
-fn sign_vote(signer: &TestSigner, phase: bft::Phase, p: &Proposal, view: u64, d: Digest) -> Vote {
+fn sign_vote(
+    signer: &TestSigner,
+    chain: bft::ChainId,
+    phase: bft::Phase,
+    p: &Proposal,
+    view: u64,
+    d: Digest,
+) -> Vote {
     Vote {
         phase,
         instance: p.instance,
         view,
         seq: p.seq,
         digest: d,
-        signature: signer.sign(&vote_bytes(&CHAIN, phase, p.instance, view, p.seq, &d)),
+        signature: signer.sign(&vote_bytes(&chain, phase, p.instance, view, p.seq, &d)),
     }
 }

@@ -108,7 +108,8 @@ impl Checker {
         if !self.sets.is_empty() {
             let e = self.epoch_at(seq);
             let set = self.sets[e];
-            if let Err(err) = verify_decision(d, &sim_chain(e as u64), &TestKeys::new(set.keys), set.n) {
+            let chain = bft::set_chain(sim_chain(e as u64), e as u64);
+            if let Err(err) = verify_decision(d, &chain, &TestKeys::new(set.keys), set.n) {
                 return Err(format!(
                     "CERTIFICATE: replica {replica} delivered decision {seq} not certified by set {e}: {err}"
                 ));

@@ -82,18 +82,12 @@ pub fn size(msg: &Message) -> usize {
     }
 }
 
-/// A validly signed prepare vote of `from` for a digest nobody proposed.
-pub fn junk_vote(signer: &dyn Signer, view: u64, seq: u64) -> Message {
+/// A validly signed prepare vote of `from` (in the set of cluster id `chain`) for a
+/// digest nobody proposed.
+pub fn junk_vote(signer: &dyn Signer, chain: ChainId, view: u64, seq: u64) -> Message {
     let mut digest = Digest([0x6a; 32]);
     digest.0[..8].copy_from_slice(&seq.to_le_bytes());
-    let bytes = vote_bytes(
-        &ChainId::default(),
-        Phase::Prepare,
-        InstanceId(0),
-        view,
-        seq,
-        &digest,
-    );
+    let bytes = vote_bytes(&chain, Phase::Prepare, InstanceId(0), view, seq, &digest);
     Message::Vote(Vote {
         phase: Phase::Prepare,
         instance: InstanceId(0),

@@ -278,20 +278,14 @@ impl World {
 
     /// After replica `id` handled an input: a correct replica is in the set the decided
     /// ledger says is in force after its last decision, switched at the decision that
-    /// changed it; a replica that switched signs with its new key from then on (a
-    /// Byzantine one too: its lies stay signed).
+    /// changed it.
     fn check_set(&mut self, id: ReplicaId, correct: bool, before: u64) -> Result<(), String> {
         let Some(r) = self.nodes[id as usize].replica.as_ref() else {
             return Ok(());
         };
         let (epoch, start, last) = (r.epoch(), r.epoch_start(), r.last_decided());
-        if epoch != before {
-            if correct {
-                self.report.switches += 1;
-            }
-            if let Some(set) = self.sc.sets.get(epoch as usize) {
-                self.nodes[id as usize].signer = bft::crypto::TestKeys::new(set.keys).signer(id);
-            }
+        if epoch != before && correct {
+            self.report.switches += 1;
         }
         if correct && !self.sc.sets.is_empty() {
             self.checker.check_set(id, epoch, start, last)?;
@@ -372,6 +366,18 @@ impl World {
         Ok(())
     }
 
+    /// The key and cluster id replica `from` signs with now (those of its set).
+    fn identity(&self, from: ReplicaId) -> (bft::crypto::TestSigner, bft::ChainId) {
+        let r = self.nodes[from as usize].replica.as_ref();
+        let epoch = r.map_or(0, Replica::epoch);
+        let chain = r.map_or_else(bft::ChainId::default, |r| r.config().chain);
+        let signer = match self.sc.sets.get(epoch as usize) {
+            Some(set) if epoch > 0 => bft::crypto::TestKeys::new(set.keys).signer(from),
+            _ => self.nodes[from as usize].signer.clone(),
+        };
+        (signer, chain)
+    }
+
     fn transmit(&mut self, from: ReplicaId, to: ReplicaId, msg: Message) {
         let junk = match (&msg, self.sc.junk_voter == Some(from)) {
             (
@@ -379,17 +385,18 @@ impl World {
                     view, last_decided, ..
                 },
                 true,
-            ) => Some(junk_vote(
-                &self.nodes[from as usize].signer,
-                *view,
-                last_decided + 1,
-            )),
+            ) => {
+                let (signer, chain) = self.identity(from);
+                Some(junk_vote(&signer, chain, *view, last_decided + 1))
+            }
             _ => None,
         };
         let mut msgs = match self.nodes[from as usize].byz {
             Some(mode) => {
-                let signer = self.nodes[from as usize].signer.clone();
-                corrupt(mode, from, &signer, to, msg, self.k.rng())
+                // Lies signed for the set the sender is in now: a Byzantine replica keeps
+                // its power across switches.
+                let (signer, chain) = self.identity(from);
+                corrupt(mode, from, &signer, chain, to, msg, self.k.rng())
             }
             None => vec![msg],
         };
