@@ -212,7 +212,9 @@ fn reconfiguration_seeds() {
 /// the old set never heard their height (2000008031); and a switch persisted without
 /// the checkpoint it was crossed to (2000004097). (Seeds of the simulation at 88724ab;
 /// since then Byzantine replicas sign for the set they are in, which changes their
-/// schedules, so they are kept as seeds that must pass, not as reproductions.)
+/// schedules, so they are kept as seeds that must pass, not as reproductions.) And a
+/// joiner that kept asking a crashed peer for decisions, because a state-transfer
+/// request that timed out did not forget the peer's claimed height (2000025497).
 #[test]
 fn reconfiguration_former_failures() {
     for seed in [
@@ -222,6 +224,7 @@ fn reconfiguration_former_failures() {
         2_000_018_593,
         2_000_008_031,
         2_000_004_097,
+        2_000_025_497,
     ] {
         if let Err(e) = run_reconfiguration_seed(seed, false) {
             panic!("{e}");

@@ -116,11 +116,15 @@ impl<A: Application> Replica<A> {
 
     /// Asks the next peer (round robin) that is ahead of us, one request at a time.
     pub(super) fn maybe_sync(&mut self) {
-        if let Some((_, deadline)) = self.sync.outstanding {
+        if let Some((peer, deadline)) = self.sync.outstanding {
             if self.now < deadline {
                 return;
             }
+            // No answer in time: forget what the peer claimed (a crashed peer would
+            // otherwise be asked forever); it tells us again if it is alive and ahead.
             self.sync.outstanding = None;
+            let mine = self.last_decided;
+            self.sync.peer_heights.insert(peer, mine);
         }
         let next = self.next_seq();
         let n = self.cfg.n;

@@ -317,7 +317,12 @@ impl World {
                         .append(&[e])
                         .map_err(|e| e.to_string())?;
                 }
-                Output::Send { to, msg } => self.transmit(id, to, msg),
+                Output::Send { to, msg } => {
+                    if self.trace {
+                        eprintln!("t={} r{id} SEND -> r{to} {msg:?}", self.k.now());
+                    }
+                    self.transmit(id, to, msg);
+                }
                 Output::Broadcast(msg) => {
                     // Every replica of the world: those outside the sender's set follow.
                     for to in 0..self.sc.n {
