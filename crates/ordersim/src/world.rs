@@ -856,7 +856,8 @@ impl World {
         let msgs = match self.byz(from + 1) {
             Some(Byzantine::CorruptConsenter(mode)) => {
                 let signer = self.keys.signer(from);
-                testkit::sim::corrupt(mode, from, &signer, to, msg, self.k.rng())
+                let chain = self.bft_config(from).chain;
+                testkit::sim::corrupt(mode, from, &signer, chain, to, msg, self.k.rng())
             }
             _ => vec![msg],
         };
