@@ -663,3 +663,30 @@ fn a_forged_switch_proof_is_refused() {
     assert!(!out.iter().any(|o| matches!(o, Output::Installed { .. })));
     assert_eq!(c.replica(3).last_decided(), 0);
 }
+
+#[test]
+fn a_removed_replica_that_missed_its_removal_learns_it_and_refuses_requests() {
+    let mut c = Cluster::new(vec![Set { n: 5, keys: 41 }, Set { n: 4, keys: 42 }], 5);
+    c.submit("a0");
+    c.run(200);
+    // Replica 4 is down while the set removes it.
+    c.crash(4);
+    c.submit("reconf-remove-4");
+    c.run(300);
+    c.submit("b0");
+    c.run(300);
+    assert_eq!(c.replica(0).epoch(), 1);
+    // It comes back still a member of the old set, and the new set's members do not
+    // send to it; its own heartbeats reach them.
+    c.restart(4);
+    assert!(c.replica(4).is_member(), "a member of the old set as it restarts");
+    c.run(1_000);
+    assert_eq!(c.replica(4).epoch(), 1, "it learned of the switch");
+    assert!(!c.replica(4).is_member());
+    c.submit("c0");
+    assert_eq!(c.refused[4], vec![Refusal::NotMember]);
+    c.run(300);
+    for i in 0..4 {
+        assert!(decided_requests(&c, i).contains(&"c0".to_string()), "replica {i}");
+    }
+}

@@ -281,7 +281,21 @@ impl<A: Application> Replica<A> {
     }
 
     fn on_message(&mut self, from: ReplicaId, msg: Message) {
-        if from >= self.cfg.n || from == self.cfg.id || msg.instance() != self.cfg.instance {
+        if from == self.cfg.id || msg.instance() != self.cfg.instance {
+            return;
+        }
+        if from >= self.cfg.n {
+            // Not in this set: a replica a switch removed, which may not have decided
+            // that switch yet. It is told this replica's height and its requests for
+            // decisions are served, so that it learns it was removed (and stops taking
+            // requests); nothing it says counts here.
+            if self.epoch_start > 0 {
+                match &msg {
+                    Message::Heartbeat { .. } | Message::ViewChange(_) => self.tell_straggler(from, &msg),
+                    Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, *from_seq),
+                    _ => {}
+                }
+            }
             return;
         }
         if !self.is_member() {
