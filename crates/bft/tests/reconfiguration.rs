@@ -468,29 +468,43 @@ fn a_replica_restarted_after_the_switch_comes_back_in_the_new_set() {
     assert!(last.certificate.signatures.iter().any(|(id, _)| *id == 2));
 }
 
-#[test]
-fn a_switch_lost_with_the_tail_of_the_wal_is_made_again_by_the_replay() {
+/// A cluster of 4 that switched keys once, and replica 0's WAL without its `Switched`
+/// entry.
+fn switched_and_wal_without_the_switch() -> (Cluster, Vec<bft::WalEntry>) {
     let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 4, keys: 2 }], 4);
     c.submit("reconf");
     c.run(300);
     assert_eq!(c.replica(0).epoch(), 1);
-    // The WAL without its `Switched` entry (lost with the tail of a batch): the
-    // application, behind the decision, replays it and switches again.
     let entries: Vec<_> = c.wals[0]
         .entries
         .iter()
         .filter(|e| !matches!(e, bft::WalEntry::Switched { .. }))
         .cloned()
         .collect();
+    (c, entries)
+}
+
+/// Restores replica 0 from `entries` with `app`, built in the first set.
+fn restore_replica_0(
+    app: ReconfApp,
+    entries: &[bft::WalEntry],
+) -> bft::Result<(Replica<ReconfApp>, Vec<Output>)> {
     let keys = TestKeys::new(1);
-    let (r, out) = Replica::restore(
+    Replica::restore(
         config(0, 4),
-        ReconfApp::new(0, &c.sets),
+        app,
         Box::new(keys.signer(0)),
         Arc::new(keys),
-        &entries,
+        entries,
     )
-    .expect("restored");
+}
+
+#[test]
+fn a_switch_lost_with_the_tail_of_the_wal_is_made_again_by_the_replay() {
+    // The WAL lost its `Switched` entry with the tail of a batch: the application,
+    // behind the decision, replays it and switches again.
+    let (c, entries) = switched_and_wal_without_the_switch();
+    let (r, out) = restore_replica_0(ReconfApp::new(0, &c.sets), &entries).expect("restored");
     assert_eq!(r.epoch(), 1);
     assert_eq!(r.config().chain, signing_chain(1));
     let persist = out
@@ -506,27 +520,10 @@ fn a_switch_lost_with_the_tail_of_the_wal_is_made_again_by_the_replay() {
 
 #[test]
 fn a_wal_that_does_not_know_the_applications_set_is_refused() {
-    let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 4, keys: 2 }], 4);
-    c.submit("reconf");
-    c.run(300);
-    assert_eq!(c.replica(0).epoch(), 1);
     // The application applied the switch, the WAL says nothing of it: the replica
     // would not know where its views start.
-    let entries: Vec<_> = c.wals[0]
-        .entries
-        .iter()
-        .filter(|e| !matches!(e, bft::WalEntry::Switched { .. }))
-        .cloned()
-        .collect();
-    let keys = TestKeys::new(1);
-    let restored = Replica::restore(
-        config(0, 4),
-        c.replica(0).app().clone(),
-        Box::new(keys.signer(0)),
-        Arc::new(keys),
-        &entries,
-    );
-    let Err(e) = restored else {
+    let (c, entries) = switched_and_wal_without_the_switch();
+    let Err(e) = restore_replica_0(c.replica(0).app().clone(), &entries) else {
         panic!("restored without the switch");
     };
     assert!(e.to_string().contains("epoch"), "{e}");
