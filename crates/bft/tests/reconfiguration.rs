@@ -591,6 +591,26 @@ fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_pro
     assert_eq!(c.replica(3).switch_proofs().count(), 2);
 }
 
+/// Replica `i` hears from `peer` that it decided up to `height` and asks it for the
+/// decisions (the request a `SyncSnapshot` may answer).
+fn hears_height_and_asks(c: &mut Cluster, i: usize, peer: ReplicaId, height: Seq) {
+    let asked = c.nodes[i].as_mut().unwrap().handle(Input::Message {
+        from: peer,
+        msg: Message::Heartbeat {
+            instance: bft::InstanceId(0),
+            view: 0,
+            last_decided: height,
+        },
+    });
+    assert!(
+        asked.iter().any(|o| matches!(
+            o,
+            Output::Send { to, msg: Message::SyncRequest { .. } } if *to == peer
+        )),
+        "replica {i} did not ask {peer}: {asked:?}"
+    );
+}
+
 #[test]
 fn a_forged_switch_proof_is_refused() {
     let sets = vec![Set { n: 4, keys: 31 }, Set { n: 4, keys: 32 }];
@@ -607,21 +627,7 @@ fn a_forged_switch_proof_is_refused() {
     // The switch decision with one commit signature replaced: not a quorum of set 0.
     let mut forged = Decision::clone(&proof);
     forged.certificate.signatures[0].1 = bft::Signature(vec![0; 8]);
-    let asked = c.nodes[3].as_mut().unwrap().handle(Input::Message {
-        from: 0,
-        msg: Message::Heartbeat {
-            instance: bft::InstanceId(0),
-            view: 0,
-            last_decided: cp.seq,
-        },
-    });
-    assert!(asked.iter().any(|o| matches!(
-        o,
-        Output::Send {
-            msg: Message::SyncRequest { .. },
-            ..
-        }
-    )));
+    hears_height_and_asks(&mut c, 3, 0, cp.seq);
     let out = c.nodes[3].as_mut().unwrap().handle(Input::Message {
         from: 0,
         msg: Message::SyncSnapshot {
@@ -635,21 +641,7 @@ fn a_forged_switch_proof_is_refused() {
     );
     assert_eq!(c.replica(3).epoch(), 0);
     // Without any proof the checkpoint of the new set does not verify either.
-    let asked = c.nodes[3].as_mut().unwrap().handle(Input::Message {
-        from: 1,
-        msg: Message::Heartbeat {
-            instance: bft::InstanceId(0),
-            view: 0,
-            last_decided: cp.seq,
-        },
-    });
-    assert!(asked.iter().any(|o| matches!(
-        o,
-        Output::Send {
-            to: 1,
-            msg: Message::SyncRequest { .. }
-        }
-    )));
+    hears_height_and_asks(&mut c, 3, 1, cp.seq);
     let out = c.nodes[3].as_mut().unwrap().handle(Input::Message {
         from: 1,
         msg: Message::SyncSnapshot {

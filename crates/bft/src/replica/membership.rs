@@ -218,17 +218,7 @@ impl<A: Application> Replica<A> {
         }
         self.next_heartbeat = self.now + self.cfg.heartbeat_interval_ms;
         let n = self.cfg.n.max(1);
-        let peer = (self.sync.last_asked + 1) % n;
-        self.sync.last_asked = peer;
-        self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
-        let instance = self.cfg.instance;
-        self.send(
-            peer,
-            crate::Message::SyncRequest {
-                instance,
-                from_seq: self.next_seq(),
-            },
-        );
+        self.ask_for_decisions((self.sync.last_asked + 1) % n);
     }
 
     /// Takes the set's keys, ids and cluster id.

@@ -95,18 +95,18 @@ impl<A: Application> Replica<A> {
         for d in r.decisions.clone() {
             if d.seq() > applied {
                 r.app.apply(&d);
-                if r.app.epoch() != epoch && switched.is_none_or(|(s, _)| d.seq() > s) {
+                let after = r.app.epoch();
+                if after != epoch && switched.is_none_or(|(s, _)| d.seq() > s) {
                     // A switch the WAL does not hold yet (its entry was lost with the
                     // tail of the batch that decided it): persisted now, as `decide`
                     // would have, before the decision is delivered.
-                    epoch = r.app.epoch();
                     outputs.push(Output::Persist(WalEntry::Switched {
-                        epoch,
+                        epoch: after,
                         decision: d.clone(),
                     }));
                     replayed_switches.push(d.clone());
                 }
-                epoch = r.app.epoch();
+                epoch = after;
                 outputs.push(Output::Deliver(d));
             }
         }

@@ -131,19 +131,20 @@ impl<A: Application> Replica<A> {
         for k in 1..=n {
             let peer = (self.sync.last_asked + k) % n;
             if peer != self.cfg.id && self.sync.peer_heights.get(&peer).is_some_and(|h| *h >= next) {
-                self.sync.last_asked = peer;
-                self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
-                let instance = self.cfg.instance;
-                self.send(
-                    peer,
-                    Message::SyncRequest {
-                        instance,
-                        from_seq: next,
-                    },
-                );
+                self.ask_for_decisions(peer);
                 return;
             }
         }
+    }
+
+    /// Asks `peer` for the decisions after ours: the one outstanding request, until it is
+    /// answered or a heartbeat timeout passes.
+    pub(super) fn ask_for_decisions(&mut self, peer: ReplicaId) {
+        self.sync.last_asked = peer;
+        self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
+        let instance = self.cfg.instance;
+        let from_seq = self.next_seq();
+        self.send(peer, Message::SyncRequest { instance, from_seq });
     }
 
     pub(super) fn on_sync_request(&mut self, from: ReplicaId, from_seq: Seq) {
