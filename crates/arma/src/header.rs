@@ -80,13 +80,50 @@ pub struct TermChange {
     pub last_ordered_seq: u64,
 }
 
-/// What one decision did: the blocks it ordered and the terms it changed, in order.
+/// What one decision did: the blocks it ordered, the terms it changed, in order, and the
+/// network config it put in force, if it applied a config update.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// One header per ordered batch.
     pub headers: Vec<OrderedHeader>,
     /// The term changes, in the order they happened.
     pub terms: Vec<TermChange>,
+    /// The config this decision put in force (at its end: every item of the decision
+    /// counted under the config before it).
+    pub config: Option<ConfigChange>,
+}
+
+/// A config a decision put in force.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigChange {
+    /// The consenter set's epoch from this decision on (one more than before).
+    pub epoch: u64,
+    /// The config's own sequence number.
+    pub sequence: u64,
+    /// The config's canonical bytes (what [`crate::ConfigRules`] reads).
+    pub config: Vec<u8>,
+}
+
+impl ConfigChange {
+    /// What the metadata certifies of it: epoch, sequence and SHA-256 of the bytes.
+    pub fn certified(&self) -> CertifiedConfig {
+        CertifiedConfig {
+            epoch: self.epoch,
+            sequence: self.sequence,
+            digest: Sha256::digest(&self.config).into(),
+        }
+    }
+}
+
+/// What a decision's certificate says of the config it put in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CertifiedConfig {
+    /// The consenter set's epoch from the decision on.
+    pub epoch: u64,
+    /// The config's sequence.
+    pub sequence: u64,
+    /// SHA-256 of the config's canonical bytes.
+    pub digest: Digest32,
 }
 
 /// A decoded metadata: what a decision's quorum certificate signs about its outcome.
@@ -96,18 +133,34 @@ pub struct Metadata {
     pub header_hashes: Vec<Digest32>,
     /// The term changes.
     pub terms: Vec<TermChange>,
+    /// The config the decision put in force.
+    pub config: Option<CertifiedConfig>,
 }
 
 /// Length of one encoded term change.
 const TERM_BYTES: usize = 4 + 8 + 8;
 
+/// Length of the encoded config section (after its marker byte).
+const CONFIG_BYTES: usize = 8 + 8 + 32;
+
+/// Marker byte of the config section.
+const CONFIG_MARKER: u8 = 1;
+
 impl Outcome {
     /// The proposal metadata: `tags::METADATA ‖ u32 count ‖ header hashes ‖ u32 count ‖
-    /// (u32 shard ‖ u64 term ‖ u64 last_ordered_seq)…`. The quorum certificate of the
-    /// decision signs it (through the proposal digest), so it certifies every header.
+    /// (u32 shard ‖ u64 term ‖ u64 last_ordered_seq)…`, then, for a decision that put a
+    /// config in force, `0x01 ‖ u64 epoch ‖ u64 sequence ‖ SHA-256(config)` (nothing
+    /// otherwise, so a decision without one has the bytes it always had). The quorum
+    /// certificate of the decision signs it (through the proposal digest), so it
+    /// certifies every header and the config switch.
     pub fn metadata(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            tags::METADATA.len() + 8 + 32 * self.headers.len() + TERM_BYTES * self.terms.len(),
+            tags::METADATA.len()
+                + 8
+                + 32 * self.headers.len()
+                + TERM_BYTES * self.terms.len()
+                + 1
+                + CONFIG_BYTES,
         );
         out.extend_from_slice(tags::METADATA);
         out.extend_from_slice(&count(self.headers.len()).to_be_bytes());
@@ -119,6 +172,13 @@ impl Outcome {
             out.extend_from_slice(&t.shard.to_be_bytes());
             out.extend_from_slice(&t.term.to_be_bytes());
             out.extend_from_slice(&t.last_ordered_seq.to_be_bytes());
+        }
+        if let Some(c) = &self.config {
+            let c = c.certified();
+            out.push(CONFIG_MARKER);
+            out.extend_from_slice(&c.epoch.to_be_bytes());
+            out.extend_from_slice(&c.sequence.to_be_bytes());
+            out.extend_from_slice(&c.digest);
         }
         out
     }
@@ -156,10 +216,28 @@ impl Metadata {
                 last_ordered_seq,
             });
         }
+        let config = match r.take::<1>() {
+            None => None,
+            Some([CONFIG_MARKER]) => {
+                let epoch = r.u64().ok_or(bad("config epoch"))?;
+                let sequence = r.u64().ok_or(bad("config sequence"))?;
+                let digest = r.array().ok_or(bad("config digest"))?;
+                Some(CertifiedConfig {
+                    epoch,
+                    sequence,
+                    digest,
+                })
+            }
+            Some(_) => return Err(bad("trailing bytes")),
+        };
         if !r.0.is_empty() {
             return Err(bad("trailing bytes"));
         }
-        Ok(Metadata { header_hashes, terms })
+        Ok(Metadata {
+            header_hashes,
+            terms,
+            config,
+        })
     }
 }
 

@@ -29,18 +29,20 @@ pub mod fabric;
 mod header;
 mod messages;
 mod proof;
+mod reconfig;
 
 pub use block::{BlockError, VerifiedBlock, verify_pb_block};
 pub use cluster::{CertificateVerifier, ClusterKeys, DEFAULT_CHAIN};
 pub use codec::{CodecError, encode_baf, encode_complaint};
 pub use decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};
 pub use error::{ProofError, ProofResult};
-pub use header::{Metadata, OrderedHeader, Outcome, TermChange};
+pub use header::{CertifiedConfig, ConfigChange, Metadata, OrderedHeader, Outcome, TermChange};
 pub use messages::{
     Baf, BatchHeader, Complaint, ComplaintReason, DigestHash, DigestHasher, Request, RequestDigest,
     SignedBatch,
 };
 pub use proof::DecisionProof;
+pub use reconfig::{ConfigRules, ConfigView};
 
 use types::{PartyId, ShardId};
 

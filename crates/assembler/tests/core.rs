@@ -234,6 +234,7 @@ fn signed_proof(decision: u64, headers: &[OrderedHeader], signers: &[u32]) -> Ar
     let metadata = Outcome {
         headers: headers.to_vec(),
         terms: Vec::new(),
+        config: None,
     }
     .metadata();
     let requests_root = [3u8; 32];

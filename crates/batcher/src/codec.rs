@@ -87,6 +87,10 @@ impl TryFrom<pb::ConsenterRequest> for ConsenterRequest {
         match r.kind {
             Some(pb::consenter_request::Kind::Baf(b)) => Ok(ConsenterRequest::Baf(b.try_into()?)),
             Some(pb::consenter_request::Kind::Complaint(c)) => Ok(ConsenterRequest::Complaint(c.try_into()?)),
+            Some(pb::consenter_request::Kind::ConfigUpdate(_)) => Err(Error::Undecodable {
+                message: "ConsenterRequest",
+                reason: "a config update, not a batcher's BAF or complaint".into(),
+            }),
             None => Err(Error::MissingField {
                 message: "ConsenterRequest",
                 field: "kind",

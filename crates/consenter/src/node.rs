@@ -29,7 +29,9 @@ use tracing::info;
 use types::{PartyId, ShardId};
 use wire::pb;
 
-use crate::application::{Applied, ArmaApp, ArmaConfig, ArmaState, PrimarySignatures, decode_verified_with};
+use crate::application::{
+    Applied, ArmaApp, ArmaConfig, ArmaState, Item, PrimarySignatures, decode_verified_with,
+};
 use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
 use crate::decision_wire::to_pb_decision;
 use crate::decisions_service::{DecisionsService, StreamLimits};
@@ -168,7 +170,13 @@ fn check_request(cfg: &ArmaConfig, cache: &VerifiedCache, request: &[u8]) -> std
         return Ok(());
     }
     let primaries = Arc::clone(&cache.lock().unwrap_or_else(|e| e.into_inner()).primaries);
-    decode_verified_with(cfg, request, &primaries).map_err(|e| e.to_string())?;
+    if let Item::ConfigUpdate(_) =
+        decode_verified_with(cfg, request, &primaries).map_err(|e| e.to_string())?
+    {
+        // Not cached: the application checks it against the config in force when it
+        // enters the pool.
+        return Ok(());
+    }
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
     Ok(())
 }
@@ -231,6 +239,18 @@ impl Application for NodeApp {
 
     fn snapshot(&self) -> Option<Vec<u8>> {
         self.app.snapshot()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.app.epoch()
+    }
+
+    fn membership(&mut self) -> Option<bft::Membership> {
+        self.app.membership()
+    }
+
+    fn membership_from(&mut self, decision: &Decision, epoch: u64) -> Option<bft::Membership> {
+        self.app.membership_from(decision, epoch)
     }
 
     fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {

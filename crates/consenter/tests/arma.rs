@@ -385,6 +385,7 @@ fn followers_recompute_the_leaders_metadata_and_a_proof_proves_each_header() {
     let encode = |i: &Item| match i {
         Item::Baf(x) => encode_baf(x),
         Item::Complaint(c) => encode_complaint(c),
+        Item::ConfigUpdate(u) => consenter::application::encode_config_update(u),
     };
     let requests: Vec<Vec<u8>> = [baf(&b, 1), baf(&b, 2), complaint(1, 0, 1), complaint(1, 0, 3)]
         .iter()
@@ -470,6 +471,29 @@ fn metadata_and_snapshots_round_trip_and_refuse_truncation() {
     let snapshot = s.encode();
     assert_eq!(ArmaState::decode(&snapshot, SHARDS).unwrap(), s);
     assert!(ArmaState::decode(&snapshot, 3).is_err());
+
+    // A decision that put a config in force: the same bytes, then its section.
+    let mut with = out.clone();
+    with.config = Some(arma::ConfigChange {
+        epoch: 3,
+        sequence: 7,
+        config: b"the next config".to_vec(),
+    });
+    let long = with.metadata();
+    assert_eq!(long[..bytes.len()], bytes[..], "the section only appends");
+    let m = Metadata::decode(&long).unwrap();
+    let c = m.config.unwrap();
+    assert_eq!((c.epoch, c.sequence), (3, 7));
+    assert_eq!(c, with.config.as_ref().unwrap().certified());
+    for cut in bytes.len() + 1..long.len() {
+        assert!(Metadata::decode(&long[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut marker = long.clone();
+    marker[bytes.len()] = 2;
+    assert!(Metadata::decode(&marker).is_err(), "unknown section marker");
+    let mut longer = long;
+    longer.push(0);
+    assert!(Metadata::decode(&longer).is_err());
 }
 
 #[test]
@@ -481,4 +505,22 @@ fn config_needs_every_batcher_key() {
     assert!(ArmaConfig::new(1, 1, 0, keys.clone()).is_err());
     keys.insert((2, 0), batcher_key(2, 0).public_key());
     assert!(ArmaConfig::new(1, 1, 8, keys).is_err());
+}
+
+#[test]
+fn an_application_without_config_rules_refuses_config_updates_and_a_decision_holding_one_changes_nothing() {
+    let mut app = ArmaApp::new(config(), ArmaState::genesis(SHARDS));
+    let update = consenter::application::encode_config_update(b"{\"any\": \"update\"}");
+    assert!(!app.verify_request(&update));
+    assert!(
+        matches!(app.check_update(b"{}"), Err(ArmaError::ConfigUpdate { .. })),
+        "a clear refusal"
+    );
+    let (decision, _) = decide(&mut app, 1, vec![update], &[0, 1, 2]);
+    app.apply(&decision);
+    let applied = app.take_applied();
+    assert_eq!(applied[0].outcome.config, None);
+    assert_eq!(app.state().epoch, 0);
+    assert!(app.state().shards.iter().all(|s| s.term == 0));
+    assert!(Metadata::decode(&applied[0].metadata).unwrap().config.is_none());
 }

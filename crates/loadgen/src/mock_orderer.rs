@@ -67,6 +67,7 @@ fn sign(header: &OrderedHeader, consenters: &[(u32, crypto::SigningKey)], chain:
     let metadata = Outcome {
         headers: vec![*header],
         terms: Vec::new(),
+        config: None,
     }
     .metadata();
     let requests_root = [0u8; 32];

@@ -127,7 +127,8 @@ impl Checker {
                         .insert(c.signer);
                     continue;
                 }
-                Err(_) => continue,
+                // The simulation's networks order no config updates (yet).
+                Ok(Item::ConfigUpdate(_)) | Err(_) => continue,
             };
             let h = baf.header;
             let slot = (h.id.shard, h.term, h.id.primary, h.id.seq);

@@ -8,17 +8,51 @@
 //!   faulty leader (view change);
 //! * `apply` — executes the decision on the state and queues its [`Applied`] outcome for
 //!   the shell, which persists and serves it.
+//!
+//! A reconfigurable application ([`ArmaApp::reconfigurable`]) also orders network config
+//! updates (ADR 0018): an update enters the pool only if the config rules accept it
+//! against the config in force; the first valid update of a decision puts its config in
+//! force at the end of that decision (every other item of the decision counts under the
+//! config before it), moves every shard to its next term and the consenter set to the
+//! next epoch, which the engine switches to at that decision.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
 
-use bft::{Application, Decision, Proposal, ProposalContext, Seq};
+use bft::{Application, ChainId, Decision, Membership, Proposal, ProposalContext, Seq};
 use sha2::{Digest as _, Sha256};
 
 use super::config::ArmaConfig;
+use super::error::{ArmaError, ArmaResult};
 use super::request::{Item, PrimarySignatures, decode, decode_verified_with};
 use super::state::ArmaState;
-use ::arma::Outcome;
+use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use ::arma::{ConfigChange, ConfigRules, ConfigView, Metadata, Outcome};
+
+/// What makes an [`ArmaApp`] order config updates.
+#[derive(Clone)]
+pub struct Reconfig {
+    /// The network's config rules.
+    pub rules: Arc<dyn ConfigRules>,
+    /// The genesis config's canonical bytes: in force while the state holds no other.
+    pub genesis: Arc<Vec<u8>>,
+    /// The engine's chain id (each set signs under `bft::set_chain(chain, epoch)`).
+    pub chain: ChainId,
+    /// The consenter signing keys this node holds: its key in each set it is a member
+    /// of. A node whose key a config update rotates holds both across the switch.
+    pub keys: Vec<crypto::SigningKey>,
+}
+
+impl fmt::Debug for Reconfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reconfig")
+            .field("rules", &self.rules)
+            .field("genesis_bytes", &self.genesis.len())
+            .field("keys", &self.keys.len())
+            .finish_non_exhaustive()
+    }
+}
 
 /// One applied decision: its number and outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +107,10 @@ pub struct ArmaApp {
     /// Decisions whose metadata differed from what this replica computes (should stay 0;
     /// a non-zero value means diverged state, for tests and metrics).
     pub diverged: u64,
+    /// The config rules and keys (none: config updates are refused).
+    reconfig: Option<Reconfig>,
+    /// The config in force (canonical bytes), when reconfigurable.
+    current: Arc<Vec<u8>>,
 }
 
 impl ArmaApp {
@@ -85,7 +123,81 @@ impl ArmaApp {
             verified: Verified::default(),
             primaries: Arc::default(),
             diverged: 0,
+            reconfig: None,
+            current: Arc::default(),
         }
+    }
+
+    /// An application that orders config updates, starting from `state` (genesis or a
+    /// persisted snapshot, whose config in force, if any, replaces `cfg`'s network).
+    pub fn reconfigurable(cfg: ArmaConfig, state: ArmaState, reconfig: Reconfig) -> ArmaResult<ArmaApp> {
+        let mut app = ArmaApp::new(cfg, state);
+        app.current = Arc::clone(&reconfig.genesis);
+        app.reconfig = Some(reconfig);
+        app.adopt_state_config()?;
+        Ok(app)
+    }
+
+    /// Makes the config the state holds (or the genesis config) the one in force.
+    fn adopt_state_config(&mut self) -> ArmaResult<()> {
+        let Some(r) = &self.reconfig else {
+            return Ok(());
+        };
+        let config = match self.state.config_bytes()? {
+            Some(c) => Arc::new(c),
+            None => Arc::clone(&r.genesis),
+        };
+        let view = r.rules.view(&config).map_err(|reason| ArmaError::Config {
+            reason: format!("the config in force: {reason}"),
+        })?;
+        self.cfg = self.cfg.with_view(&view)?;
+        self.current = config;
+        Ok(())
+    }
+
+    /// Checks a config update against the config in force: the next config's bytes and
+    /// view, or why it is refused.
+    pub fn check_update(&self, update: &[u8]) -> ArmaResult<(Vec<u8>, ConfigView)> {
+        let refused = |reason: String| ArmaError::ConfigUpdate { reason };
+        let Some(r) = &self.reconfig else {
+            return Err(refused("this network does not order config updates".into()));
+        };
+        let next = r.rules.next(&self.current, update).map_err(refused)?;
+        let view = r.rules.view(&next).map_err(refused)?;
+        if view.shards != self.cfg.shards {
+            return Err(refused(format!(
+                "the next config has {} shards, the network {}",
+                view.shards, self.cfg.shards
+            )));
+        }
+        self.cfg.with_view(&view).map_err(|e| refused(e.to_string()))?;
+        Ok((next, view))
+    }
+
+    /// The config in force (canonical bytes; empty for an application that does not
+    /// order config updates).
+    pub fn config_in_force(&self) -> &[u8] {
+        &self.current
+    }
+
+    /// The engine's view of a replica set: its members' keys, and this node's id and
+    /// signer if it holds one of them.
+    fn membership_of(&self, epoch: u64, view: &ConfigView) -> Option<Membership> {
+        let r = self.reconfig.as_ref()?;
+        let n = u32::try_from(view.consenters.len()).ok()?;
+        let mine = r.keys.iter().find_map(|k| {
+            let public = k.public_key();
+            let id = view.consenters.iter().position(|c| *c == public)?;
+            Some((u32::try_from(id).ok()?, k))
+        });
+        Some(Membership {
+            epoch,
+            chain: r.chain,
+            n,
+            id: mine.map(|(id, _)| id),
+            verifier: Arc::new(EngineVerifier::new(ClusterKeys::new(view.consenters.clone()))),
+            signer: mine.map(|(_, k)| Box::new(EngineSigner::new(k.clone())) as Box<dyn bft::Signer>),
+        })
     }
 
     /// The state (after the last applied decision).
@@ -121,7 +233,27 @@ impl ArmaApp {
     /// The outcome of `requests` as decision `seq` on a copy of the state.
     fn dry_run(&self, seq: Seq, requests: &[Vec<u8>]) -> Outcome {
         let mut copy = self.state.clone();
-        copy.execute(&self.cfg, seq, &self.items(requests))
+        self.run(&mut copy, seq, &self.items(requests))
+    }
+
+    /// Executes a decision's items on `state` (this application's state before the
+    /// decision, or a copy of it): the BAFs and complaints under the config in force,
+    /// then the first config update that config's rules accept.
+    fn run(&self, state: &mut ArmaState, seq: Seq, items: &[Item]) -> Outcome {
+        let mut outcome = state.execute(&self.cfg, seq, items);
+        let next = items.iter().find_map(|item| match item {
+            Item::ConfigUpdate(u) => self.check_update(u).ok(),
+            _ => None,
+        });
+        if let Some((config, view)) = next {
+            outcome.terms.extend(state.switch(&config));
+            outcome.config = Some(ConfigChange {
+                epoch: state.epoch,
+                sequence: view.sequence,
+                config,
+            });
+        }
+        outcome
     }
 }
 
@@ -131,7 +263,13 @@ impl Application for ArmaApp {
         if self.verified.contains(&digest) {
             return true;
         }
-        let ok = decode_verified_with(&self.cfg, request, &self.primaries).is_ok();
+        let ok = match decode_verified_with(&self.cfg, request, &self.primaries) {
+            // Checked against the config in force each time (never cached: an update
+            // valid now is stale once another is applied).
+            Ok(Item::ConfigUpdate(u)) => return self.check_update(&u).is_ok(),
+            Ok(_) => true,
+            Err(_) => false,
+        };
         if ok {
             self.verified.insert(digest);
         }
@@ -159,10 +297,21 @@ impl Application for ArmaApp {
     fn apply(&mut self, decision: &Decision) {
         let proposal = &decision.proposal;
         let items = self.items(&proposal.requests);
-        let outcome = self.state.execute(&self.cfg, proposal.seq, &items);
+        let mut state = std::mem::replace(&mut self.state, ArmaState::genesis(0));
+        let outcome = self.run(&mut state, proposal.seq, &items);
+        self.state = state;
         let metadata = outcome.metadata();
         if metadata != proposal.metadata {
             self.diverged = self.diverged.saturating_add(1);
+        }
+        if let Some(change) = &outcome.config
+            && let Some(r) = &self.reconfig
+            && let Ok(view) = r.rules.view(&change.config)
+            && let Ok(cfg) = self.cfg.with_view(&view)
+        {
+            // `run` checked both already; the state moved to the next epoch with them.
+            self.cfg = cfg;
+            self.current = Arc::new(change.config.clone());
         }
         self.state.applied = proposal.seq;
         self.applied.push(Applied {
@@ -187,11 +336,46 @@ impl Application for ArmaApp {
     fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
         match ArmaState::decode(snapshot, self.cfg.shards) {
             Ok(state) if state.applied == seq => {
-                self.state = state;
+                let before = std::mem::replace(&mut self.state, state);
+                if self.adopt_state_config().is_err() {
+                    self.state = before;
+                    return false;
+                }
                 self.applied.clear();
                 true
             }
             _ => false,
         }
+    }
+
+    fn epoch(&self) -> u64 {
+        self.state.epoch
+    }
+
+    fn membership(&mut self) -> Option<Membership> {
+        let r = self.reconfig.as_ref()?;
+        let view = r.rules.view(&self.current).ok()?;
+        self.membership_of(self.state.epoch, &view)
+    }
+
+    /// The set a certified decision put in force: the update in it whose next config
+    /// the decision's metadata certifies.
+    fn membership_from(&mut self, decision: &Decision, epoch: u64) -> Option<Membership> {
+        let r = self.reconfig.as_ref()?;
+        let certified = Metadata::decode(&decision.proposal.metadata).ok()?.config?;
+        if certified.epoch != epoch {
+            return None;
+        }
+        let view = decision.proposal.requests.iter().find_map(|request| {
+            let Ok(Item::ConfigUpdate(u)) = decode(&self.cfg, request) else {
+                return None;
+            };
+            let next = r.rules.carried(&u).ok()?;
+            let digest: [u8; 32] = Sha256::digest(&next).into();
+            (digest == certified.digest)
+                .then(|| r.rules.view(&next).ok())
+                .flatten()
+        })?;
+        self.membership_of(epoch, &view)
     }
 }

@@ -71,6 +71,19 @@ impl ArmaConfig {
         })
     }
 
+    /// The config of the network `view` describes, with this config's `max_seqs_ahead`
+    /// and defences (a config update changes the network, not this node's limits).
+    pub fn with_view(&self, view: &arma::ConfigView) -> ArmaResult<ArmaConfig> {
+        let mut next = ArmaConfig::new(
+            view.parties,
+            view.shards,
+            self.max_seqs_ahead,
+            view.batcher_keys.clone(),
+        )?;
+        next.knobs = self.knobs;
+        Ok(next)
+    }
+
     /// The same config with some defences off (the simulation's negative tests).
     #[cfg(feature = "testing")]
     pub fn with_knobs(mut self, knobs: Knobs) -> ArmaConfig {

@@ -37,6 +37,12 @@ pub enum ArmaError {
         /// The shard.
         shard: ShardId,
     },
+    /// A config update the config rules refuse (or a network without rules).
+    #[error("config update refused: {reason}")]
+    ConfigUpdate {
+        /// Why.
+        reason: String,
+    },
     /// The application's configuration is invalid.
     #[error("bad Arma configuration: {reason}")]
     Config {

@@ -23,12 +23,15 @@ mod error;
 mod request;
 mod state;
 
-pub use ::arma::{DecisionProof, Metadata, OrderedHeader, Outcome, TermChange};
-pub use app::{Applied, ArmaApp};
+pub use ::arma::{
+    CertifiedConfig, ConfigChange, ConfigRules, ConfigView, DecisionProof, Metadata, OrderedHeader, Outcome,
+    TermChange,
+};
+pub use app::{Applied, ArmaApp, Reconfig};
 pub use config::{ArmaConfig, Knobs};
 pub use error::{ArmaError, ArmaResult};
 pub use request::{
     Item, PRIMARY_SIGNATURES, PrimarySignatures, decode, decode_verified, decode_verified_with, encode_baf,
-    encode_complaint,
+    encode_complaint, encode_config_update,
 };
 pub use state::{ArmaState, ShardState};

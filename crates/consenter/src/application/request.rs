@@ -23,16 +23,28 @@ pub enum Item {
     Baf(Baf),
     /// A complaint against a shard's primary.
     Complaint(Complaint),
+    /// A network config update (its file's bytes), checked by the config rules against
+    /// the config in force when it is executed.
+    ConfigUpdate(Vec<u8>),
 }
 
 impl Item {
-    /// The shard the item is about.
-    pub fn shard(&self) -> ShardId {
+    /// The shard the item is about (none for a config update).
+    pub fn shard(&self) -> Option<ShardId> {
         match self {
-            Item::Baf(b) => b.header.id.shard,
-            Item::Complaint(c) => c.shard,
+            Item::Baf(b) => Some(b.header.id.shard),
+            Item::Complaint(c) => Some(c.shard),
+            Item::ConfigUpdate(_) => None,
         }
     }
+}
+
+/// A config update as a consenter request.
+pub fn encode_config_update(update: &[u8]) -> Vec<u8> {
+    pb::ConsenterRequest {
+        kind: Some(pb::consenter_request::Kind::ConfigUpdate(update.to_vec())),
+    }
+    .encode_to_vec()
 }
 
 /// Decodes a request without checking signatures (for decisions a quorum already
@@ -45,20 +57,25 @@ pub fn decode(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
         pb::consenter_request::Kind::Complaint(c) => {
             Item::Complaint(Complaint::try_from(c).map_err(|e| bad(e.what))?)
         }
+        pb::consenter_request::Kind::ConfigUpdate(u) => Item::ConfigUpdate(u),
     };
-    cfg.check_shard(item.shard())?;
+    if let Some(shard) = item.shard() {
+        cfg.check_shard(shard)?;
+    }
     match &item {
         Item::Baf(b) => {
             cfg.check_party(b.signer)?;
             cfg.check_party(b.header.id.primary)?;
         }
         Item::Complaint(c) => cfg.check_party(c.signer)?,
+        Item::ConfigUpdate(_) => {}
     }
     Ok(item)
 }
 
 /// Decodes a request and checks its signatures against the network's batcher keys: a
-/// BAF's signer and primary signatures, a complaint's signer signature.
+/// BAF's signer and primary signatures, a complaint's signer signature. A config update
+/// is only decoded: the config rules check it (`ArmaApp`).
 pub fn decode_verified(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
     decode_verified_with(cfg, bytes, &PrimarySignatures::default())
 }
@@ -97,6 +114,7 @@ pub fn decode_verified_with(
                 return Err(bad("complaint", c.signer, c.shard));
             }
         }
+        Item::ConfigUpdate(_) => {}
     }
     Ok(item)
 }

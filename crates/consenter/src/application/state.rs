@@ -86,6 +86,13 @@ pub struct ArmaState {
     pub applied: u64,
     /// Equivocations proven so far (for metrics and tests).
     pub equivocations: u64,
+    /// The consenter set's epoch: config updates applied since the genesis config.
+    #[serde(default)]
+    pub epoch: u64,
+    /// The config in force (hex of its canonical bytes) once an update replaced the
+    /// genesis config; `None` while the genesis config is in force.
+    #[serde(default)]
+    pub config: Option<String>,
 }
 
 impl ArmaState {
@@ -103,7 +110,36 @@ impl ArmaState {
             previous_hash: [0; 32],
             applied: 0,
             equivocations: 0,
+            epoch: 0,
+            config: None,
         }
+    }
+
+    /// The config in force after an update (`None`: the genesis config; a stored value
+    /// that is not hex is refused).
+    pub fn config_bytes(&self) -> ArmaResult<Option<Vec<u8>>> {
+        self.config
+            .as_deref()
+            .map(|h| {
+                hex::decode(h).map_err(|_| ArmaError::Config {
+                    reason: "the Arma state's config is not hex".into(),
+                })
+            })
+            .transpose()
+    }
+
+    /// Puts `config` in force at the end of a decision: the next epoch, and the next term
+    /// in every shard (votes and complaints of the old config are dropped; the batchers
+    /// follow the new primaries, under the new config, from this decision on). Gives
+    /// the term changes.
+    pub fn switch(&mut self, config: &[u8]) -> Vec<TermChange> {
+        self.epoch = self.epoch.saturating_add(1);
+        self.config = Some(hex::encode(config));
+        self.shards
+            .iter_mut()
+            .zip(0..)
+            .map(|(state, shard)| state.next_term(shard))
+            .collect()
     }
 
     /// Applies the items of decision `decision` in order and returns what it ordered and
@@ -115,6 +151,8 @@ impl ArmaState {
             match item {
                 Item::Baf(baf) => self.on_baf(cfg, decision, baf, &mut out),
                 Item::Complaint(c) => self.on_complaint(cfg, c, &mut out),
+                // The application checks and applies it at the end of the decision.
+                Item::ConfigUpdate(_) => {}
             }
         }
         out

@@ -18,9 +18,11 @@
 
 mod diff;
 mod error;
+mod rules;
 
 pub use diff::diff;
 pub use error::{Result, UpdateError};
+pub use rules::{NetworkRules, config_bytes};
 
 use crate::config::NetworkConfig;
 use crate::file::NetworkFile;

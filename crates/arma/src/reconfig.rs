@@ -1,0 +1,60 @@
+//! The seam through which the consenters order network config updates (ADR 0018,
+//! docs/reconfiguration.md).
+//!
+//! A config update is an ordered request like a BAF. Whether it may replace the config
+//! in force, and what a config says about the ordering (parties, shards, batcher keys,
+//! consenter keys), is decided by the network config's own rules, which live in a
+//! composition crate the roles may not depend on. The roles take those rules through
+//! [`ConfigRules`]: pure functions of bytes, so every consenter that checks one update
+//! against one config in force reaches the same verdict and the same next config.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crypto::PublicKey;
+use types::{PartyId, ShardId};
+
+/// A network's config rules, as the ordering sees them. Every method is a pure function
+/// of its arguments (no clock, no file): the consenters' state machine calls them while
+/// it executes a decision.
+pub trait ConfigRules: Send + Sync + fmt::Debug {
+    /// Checks `update` against the config in force (`current`, canonical bytes): it
+    /// replaces exactly that config, carries a valid next config and enough admin
+    /// signatures. Gives the next config's canonical bytes, or why it is refused.
+    fn next(&self, current: &[u8], update: &[u8]) -> Result<Vec<u8>, String>;
+
+    /// The next config `update` carries, without checking it against a config in force:
+    /// for an update in a decision a quorum of the set before it certified (a replica
+    /// that catches up across the switch reads the next set from it).
+    fn carried(&self, update: &[u8]) -> Result<Vec<u8>, String>;
+
+    /// What the ordering reads of a config (canonical bytes).
+    fn view(&self, config: &[u8]) -> Result<ConfigView, String>;
+}
+
+/// What the ordering reads of a network config.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConfigView {
+    /// The config's sequence (0 for the genesis config; one more per update).
+    pub sequence: u64,
+    /// Number of parties N (parties are `1..=N`).
+    pub parties: u32,
+    /// Number of shards S (shards are `0..S`).
+    pub shards: u32,
+    /// The batcher public key of every `(party, shard)`.
+    pub batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
+    /// The consenters' signing keys in replica order (replica `i` is party `i + 1`'s
+    /// consenter).
+    pub consenters: Vec<PublicKey>,
+}
+
+impl fmt::Debug for ConfigView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigView")
+            .field("sequence", &self.sequence)
+            .field("parties", &self.parties)
+            .field("shards", &self.shards)
+            .field("consenters", &self.consenters.len())
+            .finish_non_exhaustive()
+    }
+}

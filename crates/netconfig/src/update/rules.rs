@@ -1,0 +1,66 @@
+//! The network config's update rules as the consenters apply them
+//! ([`arma::ConfigRules`]): the consenters' state machine hands them config bytes and
+//! update bytes and gets back the next config, or why not, exactly as [`super::validate`]
+//! decides offline (`fabrx network update verify`).
+//!
+//! A config's bytes are its canonical JSON text ([`super::canonical_json`]); an update's
+//! bytes are its file's JSON text ([`super::ConfigUpdate::to_json`]).
+
+use std::collections::BTreeMap;
+
+use arma::{ConfigRules, ConfigView};
+
+use super::{ConfigUpdate, canonical_json, validate};
+use crate::config::NetworkConfig;
+
+/// The rules of a fabrx network config: [`super::validate`] for an update, the parties,
+/// shards and keys of a config for the ordering.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NetworkRules;
+
+/// The canonical bytes of `config` (what the consenters hold as the config in force).
+pub fn config_bytes(config: &NetworkConfig) -> Vec<u8> {
+    canonical_json(config.file()).into_bytes()
+}
+
+fn parse_config(bytes: &[u8]) -> Result<NetworkConfig, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the config is not UTF-8 text".to_string())?;
+    NetworkConfig::from_json(text).map_err(|e| format!("the config is invalid: {e}"))
+}
+
+fn parse_update(bytes: &[u8]) -> Result<ConfigUpdate, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the update is not UTF-8 text".to_string())?;
+    ConfigUpdate::from_json(text).map_err(|e| e.to_string())
+}
+
+impl ConfigRules for NetworkRules {
+    fn next(&self, current: &[u8], update: &[u8]) -> Result<Vec<u8>, String> {
+        let current = parse_config(current)?;
+        let update = parse_update(update)?;
+        validate(&current, &update).map_err(|e| e.to_string())?;
+        Ok(update.config.into_bytes())
+    }
+
+    fn carried(&self, update: &[u8]) -> Result<Vec<u8>, String> {
+        let update = parse_update(update)?;
+        update.next_file().map_err(|e| e.to_string())?;
+        Ok(update.config.into_bytes())
+    }
+
+    fn view(&self, config: &[u8]) -> Result<ConfigView, String> {
+        let net = parse_config(config)?;
+        let mut batcher_keys = BTreeMap::new();
+        for p in net.parties() {
+            for b in &p.batchers {
+                batcher_keys.insert((p.id, b.shard), b.public_key.clone());
+            }
+        }
+        Ok(ConfigView {
+            sequence: net.sequence(),
+            parties: net.n(),
+            shards: net.shards().get(),
+            batcher_keys,
+            consenters: net.consenter_keys(),
+        })
+    }
+}
