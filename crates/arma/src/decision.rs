@@ -15,8 +15,9 @@ use bft::{ChainId, InstanceId, ReplicaId, Signature, Verifier};
 use wire::pb;
 
 use crate::error::ProofError;
-use crate::header::{OrderedHeader, TermChange};
+use crate::header::{CertifiedConfig, OrderedHeader, TermChange};
 use crate::proof::DecisionProof;
+use sha2::{Digest as _, Sha256};
 
 /// Why a received `fabrx.v1.Decision` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +68,13 @@ pub enum DecisionWireError {
     /// The term changes carried are not those the metadata lists.
     #[error("decision {decision}: the term changes differ from the metadata")]
     TermsDiffer {
+        /// The decision.
+        decision: u64,
+    },
+    /// The config carried is not the one the metadata certifies (or its config block's
+    /// header is missing), or a config is carried by a decision that put none in force.
+    #[error("decision {decision}: the config carried is not the one its certificate names")]
+    ConfigDiffers {
         /// The decision.
         decision: u64,
     },
@@ -191,6 +199,9 @@ pub struct VerifiedDecision {
     pub headers: Vec<OrderedHeader>,
     /// Its term changes, proven by the certificate.
     pub terms: Vec<TermChange>,
+    /// The network config it put in force, proven by the certificate: what the metadata
+    /// says of it, and its canonical bytes.
+    pub config: Option<(CertifiedConfig, Vec<u8>)>,
 }
 
 /// Checks a served decision: a quorum of the `n` consenters (keys behind `verifier`,
@@ -232,10 +243,27 @@ pub fn verify_pb_decision(
             decision: proof.decision,
         });
     }
+    let differs = DecisionWireError::ConfigDiffers {
+        decision: proof.decision,
+    };
+    let config = match metadata.config {
+        None if decision.config.is_empty() => None,
+        None => return Err(differs),
+        Some(certified) => {
+            let digest: [u8; 32] = Sha256::digest(&decision.config).into();
+            let block = OrderedHeader::config_digest(&decision.config);
+            let in_block = headers.iter().any(|h| h.is_config() && h.digest == block);
+            if digest != certified.digest || !in_block {
+                return Err(differs);
+            }
+            Some((certified, decision.config.clone()))
+        }
+    };
     Ok(VerifiedDecision {
         number: proof.decision,
         signers,
         headers,
         terms,
+        config,
     })
 }

@@ -11,6 +11,11 @@ use types::{BatchId, PartyId, ShardId};
 
 use crate::error::{ProofError as ArmaError, ProofResult as ArmaResult};
 
+/// The shard of a config block's header: a decision that puts a network config in force
+/// appends one block whose data is the config's canonical bytes (its only request),
+/// with this shard, primary 0, term 0, seq = the config's epoch and no transactions.
+pub const CONFIG_SHARD: ShardId = ShardId::MAX;
+
 /// The header of one ordered block: one batch ordered by the consenters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OrderedHeader {
@@ -40,6 +45,17 @@ pub struct OrderedHeader {
 const HEADER_BODY: usize = 8 + 32 + 32 + 4 + 8 + 4 + 8 + 8 + 4 + 4;
 
 impl OrderedHeader {
+    /// Whether this is a config block's header ([`CONFIG_SHARD`]).
+    pub fn is_config(&self) -> bool {
+        self.shard == CONFIG_SHARD
+    }
+
+    /// The data hash of a config block holding `config` (the batch digest of the one
+    /// request it carries).
+    pub fn config_digest(config: &[u8]) -> Digest32 {
+        types::digest::batch_digest(&[config])
+    }
+
     /// `tags::HEADER ‖ u64 number ‖ previous_hash ‖ digest ‖ u32 shard ‖ u64 term ‖
     /// u32 primary ‖ u64 seq ‖ u64 decision ‖ u32 index ‖ u32 tx_count`.
     pub fn bytes(&self) -> Vec<u8> {

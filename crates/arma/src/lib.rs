@@ -30,19 +30,21 @@ mod header;
 mod messages;
 mod proof;
 mod reconfig;
+mod sets;
 
 pub use block::{BlockError, VerifiedBlock, verify_pb_block};
 pub use cluster::{CertificateVerifier, ClusterKeys, DEFAULT_CHAIN};
 pub use codec::{CodecError, encode_baf, encode_complaint};
 pub use decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};
 pub use error::{ProofError, ProofResult};
-pub use header::{CertifiedConfig, ConfigChange, Metadata, OrderedHeader, Outcome, TermChange};
+pub use header::{CONFIG_SHARD, CertifiedConfig, ConfigChange, Metadata, OrderedHeader, Outcome, TermChange};
 pub use messages::{
     Baf, BatchHeader, Complaint, ComplaintReason, DigestHash, DigestHasher, Request, RequestDigest,
     SignedBatch,
 };
 pub use proof::DecisionProof;
 pub use reconfig::{ConfigRules, ConfigView};
+pub use sets::{ConsenterSets, SetsError};
 
 use types::{PartyId, ShardId};
 

@@ -61,6 +61,12 @@ pub struct ShellStatus {
     pub view_changing: bool,
     /// Requests waiting to be ordered.
     pub pending: usize,
+    /// The replica set's epoch (config updates applied since the first set).
+    pub epoch: u64,
+    /// Replicas in the set in force.
+    pub members: u32,
+    /// Whether this replica is one of them.
+    pub member: bool,
 }
 
 impl ShellStatus {
@@ -72,6 +78,9 @@ impl ShellStatus {
             last_decided: replica.last_decided(),
             view_changing: replica.status() != crate::replica::Status::Normal,
             pending: replica.pending_len(),
+            epoch: replica.app().epoch(),
+            members: replica.config().n,
+            member: replica.is_member(),
         }
     }
 }

@@ -32,5 +32,11 @@ pub fn to_pb_decision(applied: &Applied, decision: &bft::Decision) -> pb::Decisi
         requests_root: applied.requests_root.to_vec(),
         metadata: applied.metadata.clone(),
         terms: applied.outcome.terms.iter().map(pb::TermChange::from).collect(),
+        config: applied
+            .outcome
+            .config
+            .as_ref()
+            .map(|c| c.config.clone())
+            .unwrap_or_default(),
     }
 }

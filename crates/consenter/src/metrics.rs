@@ -32,6 +32,9 @@ pub struct Metrics {
     pub view: IntGauge,
     /// 1 while the replica waits for a new view, else 0.
     pub view_changing: IntGauge,
+    /// The consenter set's epoch: config updates ordered since the genesis config (every
+    /// consenter shows the same value once it applied the same decisions).
+    pub config_epoch: IntGauge,
     /// Consensus messages from peers, by `outcome`: `received` (accepted into the
     /// engine) or `rejected` (bad signature, sender or size).
     pub messages: IntCounterVec,
@@ -73,6 +76,10 @@ impl Metrics {
             view_changing: r.gauge(
                 "view_changing",
                 "1 while the replica waits for a new view, else 0",
+            )?,
+            config_epoch: r.gauge(
+                "config_epoch",
+                "The consenter set's epoch: config updates ordered since the genesis config",
             )?,
             messages: r.counter_by(
                 "messages_in_total",
@@ -132,6 +139,8 @@ impl Metrics {
             .set(i64::try_from(status.pending).unwrap_or(i64::MAX));
         self.view.set(i64::try_from(status.view).unwrap_or(i64::MAX));
         self.view_changing.set(i64::from(status.view_changing));
+        self.config_epoch
+            .set(i64::try_from(status.epoch).unwrap_or(i64::MAX));
         let now = Seen {
             received: S::get(&stats.received),
             rejected: S::get(&stats.rejected),
@@ -171,6 +180,9 @@ mod tests {
             last_decided: 9,
             view_changing: true,
             pending: 17,
+            epoch: 2,
+            members: 4,
+            member: true,
         };
         stats.received.store(5, Ordering::Relaxed);
         stats.sent.store(7, Ordering::Relaxed);
@@ -184,8 +196,13 @@ mod tests {
         assert_eq!(n(&m.messages_out, "sent"), 7);
         assert_eq!(n(&m.messages_out, "dropped"), 2);
         assert_eq!(
-            (m.pending_requests.get(), m.view.get(), m.view_changing.get()),
-            (17, 3, 1)
+            (
+                m.pending_requests.get(),
+                m.view.get(),
+                m.view_changing.get(),
+                m.config_epoch.get()
+            ),
+            (17, 3, 1, 2)
         );
     }
 }

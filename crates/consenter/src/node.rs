@@ -30,7 +30,7 @@ use types::{PartyId, ShardId};
 use wire::pb;
 
 use crate::application::{
-    Applied, ArmaApp, ArmaConfig, ArmaState, Item, PrimarySignatures, decode_verified_with,
+    Applied, ArmaApp, ArmaConfig, ArmaState, Item, PrimarySignatures, Reconfig, decode_verified_with,
 };
 use crate::arma_log::{ArmaLog, load_snapshot, write_snapshot};
 use crate::decision_wire::to_pb_decision;
@@ -63,6 +63,9 @@ pub struct Config {
     /// Decisions the Arma decisions log keeps (the newest; older ones are pruned by
     /// whole segments when the state snapshot is replaced).
     pub retain_decisions: std::num::NonZeroU64,
+    /// The network's config rules, genesis config and this node's consenter keys: the
+    /// consenters then order config updates (ADR 0018). `None`: updates are refused.
+    pub reconfig: Option<Reconfig>,
 }
 
 /// The layout of an Arma consenter's data directory, in one place for every way a node
@@ -137,6 +140,10 @@ struct Verified {
     /// The primary signatures that verified (shared with the application), so the BAFs
     /// of one batch cost one primary-signature check between them.
     primaries: Arc<PrimarySignatures>,
+    /// The network as the config in force describes it (what the Submit handler checks
+    /// against), and that config's epoch.
+    arma: Arc<ArmaConfig>,
+    epoch: u64,
 }
 
 impl Verified {
@@ -163,15 +170,19 @@ type VerifiedCache = Arc<Mutex<Verified>>;
 /// How many request digests the verified cache keeps.
 const VERIFIED_CACHE: usize = 1 << 16;
 
-/// Checks one request with the Arma application's rules, through the cache.
-fn check_request(cfg: &ArmaConfig, cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
+/// Checks one request with the Arma application's rules for the config in force,
+/// through the cache.
+fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
     let digest = Digest::of_request(request);
-    if cache.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
-        return Ok(());
-    }
-    let primaries = Arc::clone(&cache.lock().unwrap_or_else(|e| e.into_inner()).primaries);
+    let (primaries, cfg) = {
+        let c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.contains(&digest) {
+            return Ok(());
+        }
+        (Arc::clone(&c.primaries), Arc::clone(&c.arma))
+    };
     if let Item::ConfigUpdate(_) =
-        decode_verified_with(cfg, request, &primaries).map_err(|e| e.to_string())?
+        decode_verified_with(&cfg, request, &primaries).map_err(|e| e.to_string())?
     {
         // Not cached: the application checks it against the config in force when it
         // enters the pool.
@@ -186,6 +197,21 @@ pub struct NodeApp {
     app: ArmaApp,
     queue: HandoffQueue,
     verified: VerifiedCache,
+}
+
+impl NodeApp {
+    /// After a decision or a snapshot put another config in force: the Submit handler
+    /// checks against it, and requests verified under the old one are checked again.
+    fn follow_config(&mut self) {
+        let epoch = self.app.state().epoch;
+        let mut v = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if v.epoch != epoch {
+            v.epoch = epoch;
+            v.arma = Arc::new(self.app.config().clone());
+            v.set.clear();
+            v.order.clear();
+        }
+    }
 }
 
 impl Application for NodeApp {
@@ -219,6 +245,7 @@ impl Application for NodeApp {
 
     fn apply(&mut self, decision: &Decision) {
         self.app.apply(decision);
+        self.follow_config();
         let applied = self.app.take_applied();
         if applied.is_empty() {
             return;
@@ -257,6 +284,7 @@ impl Application for NodeApp {
         if !self.app.install_snapshot(seq, snapshot) {
             return false;
         }
+        self.follow_config();
         self.queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -479,12 +507,17 @@ fn restore(
         load_snapshot(&cfg.state, cfg.arma.shards)?.unwrap_or_else(|| ArmaState::genesis(cfg.arma.shards));
     reconcile_log(&entries, &state, &mut log, &cfg.state)?;
     let queue = HandoffQueue::default();
-    let app = ArmaApp::new(cfg.arma.clone(), state);
+    let app = match &cfg.reconfig {
+        Some(r) => ArmaApp::reconfigurable(cfg.arma.clone(), state, r.clone())?,
+        None => ArmaApp::new(cfg.arma.clone(), state),
+    };
     let verified = Arc::new(Mutex::new(Verified {
         set: HashSet::new(),
         order: VecDeque::new(),
         cap: VERIFIED_CACHE,
         primaries: app.primaries(),
+        arma: Arc::new(app.config().clone()),
+        epoch: app.state().epoch,
     }));
     let app = NodeApp {
         app,
@@ -544,8 +577,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let metrics = Metrics::register(&deps.registry)?;
     let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), metrics.clone())?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
-    let arma = cfg.arma.clone();
-    let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&arma, &verified, r));
+    let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&verified, r));
     launch(Launch {
         listen,
         cfg: cfg.node,
@@ -622,6 +654,19 @@ mod tests {
             order: VecDeque::new(),
             cap: 2,
             primaries: Arc::default(),
+            arma: Arc::new(
+                ArmaConfig::new(
+                    1,
+                    1,
+                    1,
+                    BTreeMap::from([(
+                        (1, 0),
+                        crypto::derive_signing_key(Scheme::Ed25519, "b").public_key(),
+                    )]),
+                )
+                .unwrap(),
+            ),
+            epoch: 0,
         };
         let d = |i: u8| Digest::of_request(&[i]);
         for i in 0..3 {

@@ -244,7 +244,13 @@ impl BftConsensus for ConsensusService {
         request: Request<pb::BftSubmitRequest>,
     ) -> Result<Response<pb::BftSubmitResponse>, Status> {
         let d = &self.deps;
+        let from_client = wire::tls::caller(&request).is_some_and(|p| p.role == wire::tls::Role::Client);
         let req = request.into_inner().request;
+        if from_client && !is_config_update(&req) {
+            return Err(Status::permission_denied(
+                "a client may submit config updates only; BAFs and complaints come from batchers",
+            ));
+        }
         let max = d.limits.max_request_bytes;
         if req.is_empty() || req.len() > max {
             return Err(Status::invalid_argument(format!(
@@ -305,11 +311,22 @@ impl BftConsensus for ConsensusService {
             received: Stats::get(&d.stats.received),
             rejected: Stats::get(&d.stats.rejected),
             dropped_outgoing: Stats::get(&d.stats.dropped_outgoing),
+            epoch: s.epoch,
+            members: s.members,
+            member: s.member,
         }))
     }
 }
 
 /// The answer to a submission the replica refused.
+/// Whether `request` is a `ConsenterRequest` holding a config update.
+fn is_config_update(request: &[u8]) -> bool {
+    matches!(
+        <pb::ConsenterRequest as prost::Message>::decode(request).map(|r| r.kind),
+        Ok(Some(pb::consenter_request::Kind::ConfigUpdate(_)))
+    )
+}
+
 fn refused(reason: Refusal) -> Result<Response<pb::BftSubmitResponse>, Status> {
     match reason {
         Refusal::AlreadyDecided => Ok(Response::new(pb::BftSubmitResponse {

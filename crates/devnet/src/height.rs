@@ -30,6 +30,17 @@ pub async fn height(role: &str, listen: &str) -> Option<u64> {
     tokio::time::timeout(PROBE * 4, probe).await.ok().flatten()
 }
 
+/// A consenter's config epoch (config updates it has applied), if it answers.
+pub async fn consenter_epoch(listen: &str) -> Option<u64> {
+    let channel = clients::channel::lazy(listen, PROBE).ok()?;
+    let probe = async {
+        let mut c = pb::bft_consensus_client::BftConsensusClient::new(channel);
+        let s = c.status(pb::BftStatusRequest::default()).await.ok()?;
+        Some(s.into_inner().epoch)
+    };
+    tokio::time::timeout(PROBE * 4, probe).await.ok().flatten()
+}
+
 /// Blocks an assembler holds: the first number it has no block for.
 async fn assembler_height(channel: tonic::transport::Channel) -> Option<u64> {
     let has = async |n: u64| clients::deliver::has_block(channel.clone(), n, PROBE).await;

@@ -1,6 +1,7 @@
-//! `fabrx network update …`: the offline steps of a network config update
-//! (docs/reconfiguration.md) — propose, sign, merge, show, verify. The deciding logic is
-//! `netconfig::update`; this reads and writes the files and prints.
+//! `fabrx network update …`: the steps of a network config update
+//! (docs/reconfiguration.md) — propose, sign, merge, show, verify offline, and submit to
+//! the consenters, who order it. The deciding logic is `netconfig::update`; this reads
+//! and writes the files, prints, and sends.
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -27,6 +28,28 @@ pub enum UpdateCmd {
     /// Check an update against the config in force; exits non-zero with the reason when
     /// it is not valid.
     Verify(VerifyArgs),
+    /// Submit a signed update to a consenter, which orders it: every node switches to its
+    /// config at the decision that holds it. Exits non-zero with the reason when refused.
+    Submit(SubmitArgs),
+}
+
+/// Arguments of `fabrx network update submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The update file (signed by enough admins).
+    #[arg(long)]
+    update: PathBuf,
+    /// The network directory `fabrx network generate` wrote (its config gives the
+    /// consenters' endpoints, its client TLS identity authenticates the call).
+    #[arg(long)]
+    network: PathBuf,
+    /// Submit to this party's consenter (default: each consenter in party order until
+    /// one answers).
+    #[arg(long)]
+    party: Option<PartyId>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `fabrx network update propose`.
@@ -122,7 +145,85 @@ pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
         UpdateCmd::Merge(args) => merge(&args),
         UpdateCmd::Show(args) => show(&args),
         UpdateCmd::Verify(args) => verify(&args),
+        UpdateCmd::Submit(args) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(submit(&args))
+        }
     }
+}
+
+/// Sends the update to a consenter and waits for its decision.
+async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
+    let u = read_update(&args.update)?;
+    let config = load_network(&args.network)?;
+    if args.network.is_dir() {
+        config.install_client_tls(&args.network)?;
+    }
+    let request = consenter::application::encode_config_update(u.to_json().as_bytes());
+    let parties: Vec<PartyId> = match args.party {
+        Some(p) => vec![p],
+        None => config.parties().iter().map(|p| p.id).collect(),
+    };
+    let mut failures = Vec::new();
+    for party in parties {
+        let endpoint = config.party(party)?.consenter.uri();
+        match submit_to(&endpoint, request.clone()).await {
+            Ok(decided) => {
+                if args.json {
+                    let line = serde_json::json!({
+                        "submitted": true,
+                        "party": party,
+                        "decided_seq": decided,
+                        "sequence": u.sequence,
+                    });
+                    println!("{line}");
+                } else {
+                    println!(
+                        "ordered: the config update for sequence {} is in decision {decided} (party {party}'s consenter)",
+                        u.sequence
+                    );
+                }
+                return Ok(());
+            }
+            // The consenter refused the update itself: another one would refuse it too.
+            Err(e)
+                if e.code() == tonic::Code::InvalidArgument || e.code() == tonic::Code::PermissionDenied =>
+            {
+                bail!(
+                    "party {party}'s consenter refused the config update: {}",
+                    e.message()
+                );
+            }
+            Err(e) => failures.push(format!(
+                "party {party} ({endpoint}): {:?}: {}",
+                e.code(),
+                e.message()
+            )),
+        }
+    }
+    bail!("no consenter ordered the config update: {}", failures.join("; "))
+}
+
+/// One Submit call; the decided seq or the status.
+async fn submit_to(endpoint: &str, request: Vec<u8>) -> Result<u64, tonic::Status> {
+    let channel = wire::server::client_endpoint(endpoint.to_string())
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
+    let answer = wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
+        .max_encoding_message_size(usize::try_from(MAX_UPDATE_BYTES).unwrap_or(usize::MAX))
+        .submit(wire::pb::BftSubmitRequest { request })
+        .await?
+        .into_inner();
+    if !answer.accepted {
+        return Err(tonic::Status::internal(
+            "the consenter answered without accepting",
+        ));
+    }
+    Ok(answer.decided_seq)
 }
 
 /// The network config at `path`: the file, or `config/network-config.json` of a directory.

@@ -66,6 +66,11 @@ pub struct ConsenterArgs {
     /// Tests and demos only: replica i's Ed25519 key is derived from "<prefix><i>".
     #[arg(long, required_unless_present_any = ["key_file", "config"])]
     seed_prefix: Option<String>,
+    /// With `--network`: a second consenter key file this node holds for a key rotation
+    /// (docs/reconfiguration.md): once a config update lists its public key for this
+    /// party, the node signs with it from that update's decision on.
+    #[arg(long, requires = "config", value_name = "FILE")]
+    next_key_file: Option<PathBuf>,
     /// Chain name, bound with the public keys into every signature (and every decision
     /// certificate: verifiers need it).
     #[arg(long, default_value = consenter::keys::DEFAULT_CHAIN)]
@@ -198,6 +203,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
         streams: streams(&args),
         snapshot_interval: Duration::from_secs(1),
         retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
+        reconfig: None,
     })
 }
 
@@ -220,7 +226,7 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
         .create()
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let paths = netconfig::ArmaConsenterPaths {
-        key_file,
+        key_file: key_file.clone(),
         peer_keys,
         data_dir: args.data_dir.clone(),
     };
@@ -229,7 +235,48 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
         .with_context(|| format!("party {party}'s consenter"))?;
     cfg.node.limits = limits(args);
     cfg.streams = streams(args);
+    cfg.reconfig = Some(reconfig(
+        &config,
+        party,
+        &key_file,
+        args.next_key_file.as_deref(),
+    )?);
     Ok(cfg)
+}
+
+/// What lets the consenter order config updates: the network's rules, the config file
+/// as the genesis config (sequence 0: a consenter holds later configs in its state, where
+/// ordering or state transfer put them) and the consenter keys this node holds.
+fn reconfig(
+    config: &netconfig::NetworkConfig,
+    party: u32,
+    key_file: &Path,
+    next_key_file: Option<&Path>,
+) -> anyhow::Result<consenter::application::Reconfig> {
+    if config.sequence() != 0 {
+        anyhow::bail!(
+            "the network config has sequence {}: a consenter starts from the network's genesis config \
+             (sequence 0), and config updates reach it through ordering or state transfer \
+             (docs/reconfiguration.md)",
+            config.sequence()
+        );
+    }
+    let mut keys = vec![
+        config
+            .read_node_key(netconfig::Node::Consenter(party), key_file)
+            .with_context(|| format!("party {party}'s consenter key"))?,
+    ];
+    if let Some(next) = next_key_file {
+        keys.push(
+            crypto::read_key_file(next).with_context(|| format!("the next key file {}", next.display()))?,
+        );
+    }
+    Ok(consenter::application::Reconfig {
+        rules: std::sync::Arc::new(netconfig::update::NetworkRules),
+        genesis: std::sync::Arc::new(netconfig::update::config_bytes(config)),
+        chain: config.cluster_keys().chain_id(),
+        keys,
+    })
 }
 
 /// Runs the consenter until it fails or the process is stopped (SIGTERM, Ctrl-C). Once

@@ -205,17 +205,26 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         } else {
             None
         };
+        let epoch = if up && n.role == "consenter" {
+            rt.block_on(devnet::height::consenter_epoch(&n.listen))
+        } else {
+            None
+        };
         let state = if up { "running" } else { "down" };
         if args.json {
             let line = serde_json::json!({
                 "name": n.name, "role": n.role, "party": n.party, "shard": n.shard,
                 "pid": n.pid, "listen": n.listen, "state": state, "height": height, "log": n.log,
+                "config_epoch": epoch,
             });
             if !crate::out::line(&line.to_string()) {
                 return Ok(());
             }
         } else {
-            let h = height.map_or_else(String::new, |h| format!("height {h}"));
+            let mut h = height.map_or_else(String::new, |h| format!("height {h}"));
+            if let Some(e) = epoch {
+                h.push_str(&format!(" · config epoch {e}"));
+            }
             let text = format!(
                 "{:<14} {:<11} pid {:<8} {:<22} {state:<8} {h}",
                 n.name, n.role, n.pid, n.listen

@@ -303,6 +303,8 @@ fn a_signed_update_is_ordered_and_every_replica_switches_at_its_decision() {
         assert_eq!(c.nodes[i].app().state().epoch, 2);
     }
 
+    readers_follow_the_switches(&mut c);
+
     // A replica restarted from its WAL with a fresh application replays both switches.
     let wal = c.wals[2].entries.clone();
     let (r, _) = c.build(2, &wal);
@@ -400,4 +402,85 @@ fn a_snapshot_after_the_switch_carries_the_config_in_force() {
     ));
     assert_eq!(other.state().epoch, 0);
     assert_eq!(other.config_in_force(), c.genesis.as_slice());
+}
+
+/// What a batcher or assembler (decisions) and a sidecar or `fabrx blocks` (blocks) see of
+/// replica 0's decisions: each verifies under the set in force for it, the switches'
+/// config blocks teach the next set, and a reader that cannot follow is refused.
+fn readers_follow_the_switches(c: &mut Cluster) {
+    let applied = c.nodes[0].app_mut().take_applied();
+    let delivered = c.delivered[0].clone();
+    assert_eq!(applied.len(), delivered.len());
+    let genesis = c.net.config.cluster_keys();
+    let rules: Arc<dyn arma::ConfigRules> = Arc::new(NetworkRules);
+    let mut decisions = arma::ConsenterSets::new(&genesis, Some(rules.clone()));
+    let mut blocks = arma::ConsenterSets::new(&genesis, Some(rules));
+    let mut without_rules = arma::ConsenterSets::new(&genesis, None);
+    let mut stale = arma::ConsenterSets::new(&genesis, None);
+    let mut config_blocks = 0;
+    let mut previous = None;
+    let mut refused_without_rules = false;
+    for (a, d) in applied.iter().zip(&delivered) {
+        let wire = consenter::decision_wire::to_pb_decision(a, d);
+        let v = decisions
+            .verify_decision(&wire)
+            .unwrap_or_else(|e| panic!("decision {}: {e}", a.decision));
+        let switched = v.config.is_some();
+        if !refused_without_rules {
+            match without_rules.verify_decision(&wire) {
+                Ok(_) => assert!(!switched),
+                Err(arma::SetsError::NoRules { decision }) => {
+                    assert!(switched && decision == a.decision);
+                    refused_without_rules = true;
+                }
+                Err(e) => panic!("decision {}: {e}", a.decision),
+            }
+        }
+        if decisions.epoch() > 0 && !switched {
+            assert!(
+                stale.verify_decision(&wire).is_err(),
+                "decision {} verifies under the genesis set",
+                a.decision
+            );
+        }
+        let proof = wire::pb::DecisionProof {
+            decision: a.decision,
+            view: a.view,
+            requests_root: a.requests_root.to_vec(),
+            metadata: a.metadata.clone(),
+            signatures: wire.signatures.clone(),
+        };
+        for h in &a.outcome.headers {
+            let requests = if h.is_config() {
+                config_blocks += 1;
+                vec![a.outcome.config.as_ref().unwrap().config.clone()]
+            } else {
+                Vec::new()
+            };
+            let block = wire::pb::OrderedBlock {
+                header: Some(h.into()),
+                requests,
+                proof: Some(proof.clone()),
+            };
+            let v = blocks
+                .verify_block(&block, previous)
+                .unwrap_or_else(|e| panic!("block {}: {e}", h.number));
+            previous = Some((v.header.number, v.hash));
+        }
+    }
+    assert_eq!(config_blocks, 2);
+    assert!(refused_without_rules);
+    assert_eq!((decisions.epoch(), blocks.epoch()), (2, 2));
+    // What a reader persists brings it back to the same sets.
+    let mut restored = arma::ConsenterSets::new(&genesis, Some(Arc::new(NetworkRules)));
+    restored.restore(&decisions.encode()).unwrap();
+    assert_eq!(restored.epoch(), 2);
+    assert_eq!(restored.encode(), decisions.encode());
+    let mut cut = decisions.encode();
+    cut.pop();
+    assert!(
+        arma::ConsenterSets::new(&genesis, Some(Arc::new(NetworkRules)))
+            .restore(&cut)
+            .is_err()
+    );
 }

@@ -140,7 +140,9 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         // Consenters exchange consensus messages; batchers submit BAFs and complaints.
         ("fabrx.v1.BftConsensus", Role::Consenter) => matches!(method, "Exchange" | "Status"),
         ("fabrx.v1.BftConsensus", Role::Batcher) => matches!(method, "Submit" | "Status"),
-        ("fabrx.v1.BftConsensus", Role::Client) => method == "Status",
+        // A client submits config updates only (their admin signatures authorize them;
+        // the consenter refuses anything else from a client).
+        ("fabrx.v1.BftConsensus", Role::Client) => matches!(method, "Submit" | "Status"),
         // Decided headers: batchers (terms), assemblers (blocks), consenters, tools.
         ("fabrx.v1.Consenter", Role::Batcher | Role::Assembler | Role::Consenter | Role::Client) => true,
         // Blocks: sidecars, other assemblers, tools.
@@ -430,9 +432,14 @@ mod tests {
             p(Role::Batcher, 3, Some(0)),
             "/fabrx.v1.BftConsensus/Submit"
         ));
-        assert!(!allowed(
+        assert!(allowed(
             consenter,
             p(Role::Client, 3, None),
+            "/fabrx.v1.BftConsensus/Submit"
+        ));
+        assert!(!allowed(
+            consenter,
+            p(Role::Router, 3, None),
             "/fabrx.v1.BftConsensus/Submit"
         ));
         assert!(!allowed(

@@ -135,6 +135,7 @@ impl Scripted {
             requests_root: vec![],
             metadata: vec![],
             terms,
+            config: vec![],
         });
         self.version.send_replace(st.decisions.len());
     }

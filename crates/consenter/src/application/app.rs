@@ -247,6 +247,9 @@ impl ArmaApp {
         });
         if let Some((config, view)) = next {
             outcome.terms.extend(state.switch(&config));
+            let index = u32::try_from(outcome.headers.len()).unwrap_or(u32::MAX);
+            let block = state.append_config_block(&config, seq, index);
+            outcome.headers.push(block);
             outcome.config = Some(ConfigChange {
                 epoch: state.epoch,
                 sequence: view.sequence,

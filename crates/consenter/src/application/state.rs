@@ -128,6 +128,26 @@ impl ArmaState {
             .transpose()
     }
 
+    /// Appends the config block of `config` (epoch [`ArmaState::epoch`]) as header
+    /// `index` of decision `decision` ([`arma::CONFIG_SHARD`]).
+    pub fn append_config_block(&mut self, config: &[u8], decision: u64, index: u32) -> OrderedHeader {
+        let header = OrderedHeader {
+            number: self.next_block,
+            previous_hash: self.previous_hash,
+            digest: OrderedHeader::config_digest(config),
+            shard: ::arma::CONFIG_SHARD,
+            term: 0,
+            primary: 0,
+            seq: self.epoch,
+            decision,
+            index,
+            tx_count: 0,
+        };
+        self.next_block = self.next_block.saturating_add(1);
+        self.previous_hash = header.hash();
+        header
+    }
+
     /// Puts `config` in force at the end of a decision: the next epoch, and the next term
     /// in every shard (votes and complaints of the old config are dropped; the batchers
     /// follow the new primaries, under the new config, from this decision on). Gives
