@@ -168,6 +168,14 @@ impl ConsenterSets {
         let decision = b.proof.as_ref().map_or(0, |p| p.decision);
         let s = self.for_decision(decision);
         let v = verify_pb_block(b, previous, &s.chain, s.verifier.as_ref(), s.n)?;
+        self.learn_from_block(b, &v)?;
+        Ok(v)
+    }
+
+    /// After `b` verified as `v` under the set [`ConsenterSets::set_for`] its decision:
+    /// a config block makes its config's set the next one; any other block is left.
+    pub fn learn_from_block(&mut self, b: &pb::OrderedBlock, v: &VerifiedBlock) -> Result<(), SetsError> {
+        let decision = v.header.decision;
         if v.header.is_config() {
             let bad = |reason: &str| SetsError::BadConfig {
                 decision,
@@ -186,7 +194,7 @@ impl ConsenterSets {
             };
             self.learn(decision, &certified, config)?;
         }
-        Ok(v)
+        Ok(())
     }
 
     /// Learns the set of the config `config` that verified decision `decision` put in

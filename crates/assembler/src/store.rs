@@ -34,11 +34,12 @@ pub enum StoreError {
     },
 }
 
-/// The wire form of a block (`headers_only`: without its requests).
+/// The wire form of a block (`headers_only`: without its requests, except a config
+/// block's: its config is what a reader needs to verify the blocks after it).
 pub fn encode_block(block: &Block, headers_only: bool) -> pb::OrderedBlock {
     pb::OrderedBlock {
         header: Some((&block.header).into()),
-        requests: if headers_only {
+        requests: if headers_only && !block.header.is_config() {
             Vec::new()
         } else {
             block.requests.iter().map(|r| r.to_vec()).collect()
@@ -175,7 +176,8 @@ impl StoreReader {
             .copied()
     }
 
-    /// Block `number`, if held (blocking file read); `headers_only` drops the requests.
+    /// Block `number`, if held (blocking file read); `headers_only` drops the requests
+    /// (not a config block's: see [`encode_block`]).
     pub fn block(&self, number: u64, headers_only: bool) -> Result<Option<pb::OrderedBlock>, StoreError> {
         let Some(entry) = self.ledger.get_block(number)? else {
             return Ok(None);
@@ -185,7 +187,11 @@ impl StoreReader {
                 number,
                 reason: e.to_string(),
             })?;
-        if headers_only {
+        let config = block
+            .header
+            .as_ref()
+            .is_some_and(|h| h.shard == arma::CONFIG_SHARD);
+        if headers_only && !config {
             block.requests.clear();
         }
         Ok(Some(block))

@@ -191,6 +191,7 @@ impl Net {
                 .collect(),
             own_consenter: self.consenter_uri.clone(),
             consenter_keys: None,
+            config_rules: None,
             shell: shell(),
             content: self.content.clone(),
         }
@@ -680,6 +681,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
         peers: (1..=PARTIES).map(|p| (p, nowhere.clone())).collect(),
         own_consenter: nowhere.clone(),
         consenter_keys: None,
+        config_rules: None,
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
     };
@@ -726,6 +728,7 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
             .collect(),
         own_consenter: "http://127.0.0.1:9".into(),
         consenter_keys: None,
+        config_rules: None,
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
     };

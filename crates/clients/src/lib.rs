@@ -12,6 +12,7 @@ pub mod channel;
 pub mod decisions;
 pub mod deliver;
 pub mod failover;
+pub mod file;
 pub mod retry;
 pub mod verifier;
 

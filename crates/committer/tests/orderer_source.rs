@@ -483,6 +483,8 @@ fn orderer_config(assemblers: &[&str]) -> OrdererConfig {
     OrdererConfig {
         assemblers: assemblers.iter().map(|a| a.to_string()).collect(),
         keys: cluster_keys(),
+        config_rules: None,
+        sets_file: None,
         retry: Duration::from_millis(50),
         buffer: std::num::NonZeroUsize::new(8).unwrap(),
         stall: Duration::from_millis(500),

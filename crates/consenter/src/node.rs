@@ -144,7 +144,13 @@ struct Verified {
     /// against), and that config's epoch.
     arma: Arc<ArmaConfig>,
     epoch: u64,
+    /// The config rules and the config in force (none when updates are not ordered):
+    /// a config update is checked against them, uncached, to answer with the reason.
+    config: Option<RulesInForce>,
 }
+
+/// The config rules and the canonical bytes of the config in force.
+type RulesInForce = (Arc<dyn ::arma::ConfigRules>, Arc<Vec<u8>>);
 
 impl Verified {
     fn contains(&self, d: &Digest) -> bool {
@@ -174,19 +180,25 @@ const VERIFIED_CACHE: usize = 1 << 16;
 /// through the cache.
 fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
     let digest = Digest::of_request(request);
-    let (primaries, cfg) = {
+    let (primaries, cfg, config) = {
         let c = cache.lock().unwrap_or_else(|e| e.into_inner());
         if c.contains(&digest) {
             return Ok(());
         }
-        (Arc::clone(&c.primaries), Arc::clone(&c.arma))
+        (Arc::clone(&c.primaries), Arc::clone(&c.arma), c.config.clone())
     };
-    if let Item::ConfigUpdate(_) =
+    if let Item::ConfigUpdate(update) =
         decode_verified_with(&cfg, request, &primaries).map_err(|e| e.to_string())?
     {
-        // Not cached: the application checks it against the config in force when it
-        // enters the pool.
-        return Ok(());
+        // Not cached (the application checks it again when it enters the pool): an
+        // update valid now is stale once another is applied.
+        let Some((rules, current)) = config else {
+            return Err("this network does not order config updates".into());
+        };
+        return rules
+            .next(&current, &update)
+            .map(|_| ())
+            .map_err(|reason| format!("config update refused: {reason}"));
     }
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
     Ok(())
@@ -208,6 +220,9 @@ impl NodeApp {
         if v.epoch != epoch {
             v.epoch = epoch;
             v.arma = Arc::new(self.app.config().clone());
+            if let Some((_, current)) = v.config.as_mut() {
+                *current = Arc::new(self.app.config_in_force().to_vec());
+            }
             v.set.clear();
             v.order.clear();
         }
@@ -518,6 +533,10 @@ fn restore(
         primaries: app.primaries(),
         arma: Arc::new(app.config().clone()),
         epoch: app.state().epoch,
+        config: cfg
+            .reconfig
+            .as_ref()
+            .map(|r| (Arc::clone(&r.rules), Arc::new(app.config_in_force().to_vec()))),
     }));
     let app = NodeApp {
         app,
@@ -667,6 +686,7 @@ mod tests {
                 .unwrap(),
             ),
             epoch: 0,
+            config: None,
         };
         let d = |i: u8| Digest::of_request(&[i]);
         for i in 0..3 {

@@ -49,8 +49,8 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
         .with_context(|| format!("party {} has no assembler in {}", args.party, path.display()))?
         .uri();
     let keys = config.cluster_keys();
-    let chain = keys.chain_id();
-    let verifier = arma::CertificateVerifier::new(keys.clone());
+    let rules: std::sync::Arc<dyn arma::ConfigRules> = std::sync::Arc::new(netconfig::update::NetworkRules);
+    let mut sets = arma::ConsenterSets::new(&keys, Some(rules.clone()));
     let channel = wire::server::client_endpoint(endpoint.clone())?
         .connect()
         .await
@@ -60,9 +60,15 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     if let Some(before) = args.from.checked_sub(1) {
         let anchor = read(&channel, before, Some(before), true, false).await?;
         if let Some(b) = anchor.first() {
-            let v = arma::verify_pb_block(b, None, &chain, &verifier, keys.n())
-                .with_context(|| format!("block {before} (the one before --from) does not verify"))?;
-            previous = Some((v.header.number, v.hash));
+            previous = match sets.verify_block(b, None) {
+                Ok(v) => Some((v.header.number, v.hash)),
+                // Certified by a set a config update put in force: learn the sets from
+                // the config blocks before it.
+                Err(_) => {
+                    sets = arma::ConsenterSets::new(&keys, Some(rules));
+                    Some(learn_sets(&channel, before, &mut sets).await?)
+                }
+            };
         }
     }
     let request = pb::DeliverRequest {
@@ -77,7 +83,7 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     let mut failed = 0u64;
     let mut printed = 0u64;
     while let Some(block) = stream.message().await.context("the Deliver stream failed")? {
-        let (line, verified, next) = describe(&block, previous, &chain, &verifier, keys.n(), args.tx_ids);
+        let (line, verified, next) = describe(&block, previous, &mut sets, args.tx_ids);
         if !crate::out::line(&line.to_string()) {
             // The reader stopped reading (`| head`): nothing more to show.
             return Ok(());
@@ -119,20 +125,49 @@ async fn read(
     Ok(out)
 }
 
+/// Verifies blocks `0..=last` (headers and config blocks) to learn the consenter sets in
+/// force up to `last`; gives the number and hash of `last`.
+async fn learn_sets(
+    channel: &tonic::transport::Channel,
+    last: u64,
+    sets: &mut arma::ConsenterSets,
+) -> anyhow::Result<(u64, [u8; 32])> {
+    let request = pb::DeliverRequest {
+        from: 0,
+        to: Some(last),
+        headers_only: true,
+        to_end: true,
+    };
+    let mut stream = clients::deliver::open(channel.clone(), request, MAX_BLOCK_BYTES).await?;
+    let mut previous = None;
+    while let Some(b) = stream.message().await? {
+        let v = sets.verify_block(&b, previous).with_context(|| {
+            format!(
+                "block {} (before --from) does not verify",
+                b.header.unwrap_or_default().number
+            )
+        })?;
+        previous = Some((v.header.number, v.hash));
+    }
+    previous
+        .filter(|(n, _)| *n == last)
+        .with_context(|| format!("the assembler did not serve blocks 0..={last}"))
+}
+
 /// One block's JSON line, whether it verified, and the chain anchor for the next one.
 fn describe(
     block: &pb::OrderedBlock,
     previous: Option<(u64, [u8; 32])>,
-    chain: &bft::ChainId,
-    verifier: &arma::CertificateVerifier,
-    n: u32,
+    sets: &mut arma::ConsenterSets,
     tx_ids: bool,
 ) -> (serde_json::Value, bool, Option<(u64, [u8; 32])>) {
     let header = block.header.clone().unwrap_or_default();
-    let checked = arma::verify_pb_block(block, previous, chain, verifier, n);
+    let checked = sets.verify_block(block, previous);
+    let config = header.shard == arma::CONFIG_SHARD;
     let (verified, signers, hash, error) = match &checked {
         Ok(v) => {
-            let count_ok = !v.with_requests || block.requests.len() == v.header.tx_count as usize;
+            let carried = if config { 0 } else { block.requests.len() };
+            let count_ok = !v.with_requests || carried == v.header.tx_count as usize;
             let signers: Vec<u32> = v.signers.iter().map(|r| r + 1).collect();
             (count_ok, signers, hex::encode(v.hash), None)
         }
@@ -149,10 +184,13 @@ fn describe(
         "signers": signers,
         "verified": verified,
     });
+    if config {
+        line["config"] = serde_json::Value::Bool(true);
+    }
     if let Some(e) = error {
         line["error"] = serde_json::Value::String(e);
     }
-    if tx_ids {
+    if tx_ids && !config {
         let ids: Vec<String> = block
             .requests
             .iter()

@@ -140,7 +140,7 @@ fn run() -> anyhow::Result<()> {
             Command::Keygen(args) => keygen::run(args),
             Command::LatencyProxy(args) => latency_proxy::run(args).await,
             Command::Loadgen(args) => loadgen_cmd::run(args).await,
-            Command::Network { cmd } => network::run(cmd),
+            Command::Network { cmd } => tokio::task::spawn_blocking(move || network::run(cmd)).await?,
             Command::Node { role } => node::run(role).await,
             Command::Wallet(args) => wallet_cmd::run(args).await,
         }

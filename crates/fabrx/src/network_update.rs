@@ -145,12 +145,8 @@ pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
         UpdateCmd::Merge(args) => merge(&args),
         UpdateCmd::Show(args) => show(&args),
         UpdateCmd::Verify(args) => verify(&args),
-        UpdateCmd::Submit(args) => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(submit(&args))
-        }
+        // Run from `main`'s runtime, on a blocking thread.
+        UpdateCmd::Submit(args) => tokio::runtime::Handle::current().block_on(submit(&args)),
     }
 }
 

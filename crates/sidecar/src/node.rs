@@ -251,7 +251,7 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
         Metrics::register(&deps.registry)?,
     )
     .await?;
-    let (source, feeder) = feed(deps.blocks, start)?;
+    let (source, feeder) = feed(deps.blocks, start, &config.store)?;
     let task = tokio::spawn(run_blocks(pipeline, source, store, notifier));
     Ok(Handle {
         addr: serving.addr(),
@@ -264,7 +264,11 @@ pub async fn spawn(config: Config, deps: Deps) -> Result<Handle> {
 
 /// The channel the pipeline takes blocks from, from block `start` on, and the task
 /// that fills it (none for blocks at hand).
-fn feed(feed: Feed, start: u64) -> Result<(tokio::sync::mpsc::Receiver<Block>, Option<JoinHandle<()>>)> {
+fn feed(
+    feed: Feed,
+    start: u64,
+    store: &std::path::Path,
+) -> Result<(tokio::sync::mpsc::Receiver<Block>, Option<JoinHandle<()>>)> {
     Ok(match feed {
         Feed::Blocks(blocks) => {
             let (tx, rx) = tokio::sync::mpsc::channel(blocks.len().max(1));
@@ -274,7 +278,10 @@ fn feed(feed: Feed, start: u64) -> Result<(tokio::sync::mpsc::Receiver<Block>, O
             }
             (rx, None)
         }
-        Feed::Orderer(cfg) => {
+        Feed::Orderer(mut cfg) => {
+            // The consenter sets learned from config blocks live beside the block store.
+            cfg.sets_file
+                .get_or_insert_with(|| store.with_extension("consenter-sets"));
             let (rx, task) = crate::orderer::spawn(cfg, start)?;
             (rx, Some(task))
         }

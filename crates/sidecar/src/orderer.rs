@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arma::{CertificateVerifier, ClusterKeys, VerifiedBlock};
+use arma::{ClusterKeys, VerifiedBlock};
 use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -63,8 +63,15 @@ pub struct OrdererConfig {
     /// Assembler endpoints (`http://host:port`), the own party's first; the others are
     /// used when it fails.
     pub assemblers: Vec<String>,
-    /// The consenters' keys and chain: what a block's proof is checked against.
+    /// The genesis consenters' keys and chain: what a block's proof is checked against
+    /// until a config block puts another set in force.
     pub keys: ClusterKeys,
+    /// The network's config rules: with them the reader follows config blocks (the
+    /// consenter set in force for each block); without, a config block stops it.
+    pub config_rules: Option<Arc<dyn arma::ConfigRules>>,
+    /// Where the consenter sets learned from config blocks are kept across restarts
+    /// (`None`: not kept; a restart past a config block then needs the blocks before it).
+    pub sets_file: Option<std::path::PathBuf>,
     /// Pause after every assembler was tried without progress.
     pub retry: Duration,
     /// Verified blocks held for the pipeline (each at most a batch's bytes).
@@ -107,9 +114,18 @@ pub fn spawn(cfg: OrdererConfig, from: u64) -> Result<(mpsc::Receiver<Block>, Jo
         })
         .collect::<Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::channel(cfg.buffer.get());
+    let mut sets = arma::ConsenterSets::new(&cfg.keys, cfg.config_rules.clone());
+    if let Some(path) = &cfg.sets_file {
+        let bad = |e: &dyn std::fmt::Display| Error::Config {
+            detail: format!("the consenter sets in {}: {e}", path.display()),
+        };
+        if let Some(bytes) = clients::file::read_if_present(path).map_err(|e| bad(&e))? {
+            sets.restore(&bytes).map_err(|e| bad(&e))?;
+        }
+    }
     let source = Source {
-        verifier: Arc::new(CertificateVerifier::new(cfg.keys.clone())),
-        keys: cfg.keys,
+        sets,
+        sets_file: cfg.sets_file,
         channels,
         endpoints: cfg.assemblers,
         retry: cfg.retry,
@@ -132,8 +148,8 @@ enum Read {
 }
 
 struct Source {
-    keys: ClusterKeys,
-    verifier: Arc<CertificateVerifier>,
+    sets: arma::ConsenterSets,
+    sets_file: Option<std::path::PathBuf>,
     channels: Vec<Channel>,
     endpoints: Vec<String>,
     retry: Duration,
@@ -227,7 +243,6 @@ impl Source {
             Ok(s) => s,
             Err(s) => return Read::Failed(format!("open: {:?}: {}", s.code(), s.message())),
         };
-        let chain = self.keys.chain_id();
         loop {
             let b = match tokio::time::timeout(self.stall, stream.message()).await {
                 Ok(Ok(Some(b))) => b,
@@ -240,7 +255,7 @@ impl Source {
             };
             let number = b.header.as_ref().map_or(u64::MAX, |h| h.number);
             if anchor == Some(number) && self.previous.is_none() {
-                match arma::verify_pb_block(&b, None, &chain, self.verifier.as_ref(), self.keys.n()) {
+                match self.sets.verify_block(&b, None) {
                     Ok(v) => {
                         self.previous = Some((number, v.hash));
                         continue;
@@ -253,7 +268,7 @@ impl Source {
             if number != self.next {
                 return Read::Failed(format!("block {number} arrived while {} was expected", self.next));
             }
-            let verified = match check(&b, self.previous, &chain, self.verifier.as_ref(), self.keys.n()) {
+            let verified = match self.verify(&b) {
                 Ok(v) => v,
                 Err(e) => return Read::Failed(e),
             };
@@ -268,8 +283,29 @@ impl Source {
     }
 }
 
+impl Source {
+    /// Verifies the next block under the consenter set in force for its decision; a
+    /// config block makes its set the next one (persisted before the block is handed on).
+    fn verify(&mut self, b: &pb::OrderedBlock) -> std::result::Result<VerifiedBlock, String> {
+        let decision = b.proof.as_ref().map_or(0, |p| p.decision);
+        let (chain, verifier, n) = self.sets.set_for(decision);
+        let v = check(b, self.previous, &chain, verifier.as_ref(), n)?;
+        let epoch = self.sets.epoch();
+        self.sets
+            .learn_from_block(b, &v)
+            .map_err(|e| format!("block {}: {e}", v.header.number))?;
+        if self.sets.epoch() != epoch
+            && let Some(path) = &self.sets_file
+        {
+            clients::file::write_durably(path, &self.sets.encode())
+                .map_err(|e| format!("persisting the consenter sets to {}: {e}", path.display()))?;
+        }
+        Ok(v)
+    }
+}
+
 /// Verifies a block for the committer: what [`arma::verify_pb_block`] checks, and every
-/// request must be there.
+/// request must be there (a config block's one request is its config).
 pub fn check(
     b: &pb::OrderedBlock,
     previous: Option<(u64, Digest32)>,
@@ -280,7 +316,8 @@ pub fn check(
     let number = b.header.as_ref().map_or(u64::MAX, |h| h.number);
     let v = arma::verify_pb_block(b, previous, chain, verifier, n)
         .map_err(|e| format!("block {number} does not verify: {e}"))?;
-    let count_ok = usize::try_from(v.header.tx_count).is_ok_and(|c| c == b.requests.len());
+    let carried = if v.header.is_config() { 0 } else { b.requests.len() };
+    let count_ok = usize::try_from(v.header.tx_count).is_ok_and(|c| c == carried);
     if !v.with_requests || !count_ok {
         return Err(format!(
             "block {number} carries {} of its {} requests",
@@ -316,7 +353,9 @@ pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDec
     let mut txs = Vec::with_capacity(b.requests.len());
     let mut refused = Vec::new();
     let mut envelopes = Vec::new();
-    for (i, raw) in b.requests.iter().enumerate() {
+    // A config block holds no transactions: its one request is the network config.
+    let requests: &[Vec<u8>] = if h.is_config() { &[] } else { &b.requests };
+    for (i, raw) in requests.iter().enumerate() {
         let (id, checked) = match pb::Envelope::decode(raw.as_slice()) {
             Ok(env) => {
                 let checked = wire::check_decoded_envelope(&env, decoder);

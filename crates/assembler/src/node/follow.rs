@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arma::{ClusterKeys, DecisionProof, VerifiedDecision};
+use arma::{ConsenterSets, DecisionProof, VerifiedDecision};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tracing::debug;
@@ -18,7 +18,9 @@ pub(super) type Decided = (VerifiedDecision, Arc<DecisionProof>);
 
 pub(super) struct Follower {
     pub(super) consenters: Vec<Channel>,
-    pub(super) keys: ClusterKeys,
+    /// The consenter sets by decision (learned from switch decisions, persisted).
+    pub(super) sets: ConsenterSets,
+    pub(super) sets_path: std::path::PathBuf,
     pub(super) next: u64,
     pub(super) tx: mpsc::Sender<Decided>,
     pub(super) retry: Duration,
@@ -59,9 +61,6 @@ impl Follower {
             Ok(s) => s.into_inner(),
             Err(s) => return (format!("open: {:?}: {}", s.code(), s.message()), None),
         };
-        let chain = self.keys.chain_id();
-        let verifier = arma::CertificateVerifier::new(self.keys.clone());
-        let n = self.keys.n();
         let others: Vec<(usize, Channel)> = self
             .consenters
             .iter()
@@ -69,9 +68,10 @@ impl Follower {
             .enumerate()
             .filter(|(i, _)| *i != at)
             .collect();
-        let (probe_chain, probe_verifier) = (chain, arma::CertificateVerifier::new(self.keys.clone()));
+        let probe = self.sets.clone();
         let verify: clients::decisions::Verify = std::sync::Arc::new(move |d: &pb::Decision| {
-            arma::verify_pb_decision(d, &probe_chain, &probe_verifier, n).is_ok()
+            let (chain, verifier, n) = probe.set_for(d.number);
+            arma::verify_pb_decision(d, &chain, verifier.as_ref(), n).is_ok()
         });
         let mut checks = clients::decisions::Checks::new(others, MAX_MESSAGE_BYTES, verify, self.next);
         loop {
@@ -99,10 +99,22 @@ impl Follower {
                     None,
                 );
             }
-            let verified = match arma::verify_pb_decision(&d, &chain, &verifier, n) {
+            let epoch = self.sets.epoch();
+            let verified = match self.sets.verify_decision(&d) {
                 Ok(v) => v,
                 Err(e) => return (format!("decision {} does not verify: {e}", d.number), None),
             };
+            if self.sets.epoch() != epoch
+                && let Err(e) = clients::file::write_durably(&self.sets_path, &self.sets.encode())
+            {
+                return (
+                    format!(
+                        "persisting the consenter sets to {}: {e}",
+                        self.sets_path.display()
+                    ),
+                    None,
+                );
+            }
             let proof = match DecisionProof::try_from(&d) {
                 Ok(p) => Arc::new(p),
                 Err(e) => return (format!("decision {}: {e}", d.number), None),

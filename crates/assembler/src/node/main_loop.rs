@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arma::{DecisionProof, VerifiedDecision};
+use arma::{DecisionProof, Request, VerifiedDecision};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -84,6 +84,19 @@ impl MainLoop {
 
     fn on_decision(&mut self, d: &VerifiedDecision, proof: Arc<DecisionProof>) -> Result<()> {
         self.core.on_decision(proof, &d.headers, &d.terms)?;
+        // A config block's data is the config the decision carried (its hash certified).
+        if let Some((_, config)) = &d.config
+            && let Some(h) = d.headers.iter().find(|h| h.is_config())
+            && let Err(e) = self.core.offer(OfferedBatch {
+                shard: h.shard,
+                primary: h.primary,
+                seq: h.seq,
+                digest: h.digest,
+                requests: vec![Request::from(config.as_slice())],
+            })
+        {
+            debug!(error = %e, "config block refused");
+        }
         self.metrics.decisions.inc();
         for h in &d.headers {
             if let Some(lane) = self.lanes.get(h.shard as usize) {

@@ -82,8 +82,13 @@ pub struct Config {
     pub shards: u32,
     /// `Consenter.Decisions` endpoints (`http://host:port`), its own party's first.
     pub consenters: Vec<String>,
-    /// The consenter set: every decision's certificate must verify against it.
+    /// The genesis consenter set: every decision's certificate must verify against the
+    /// set in force for it, this one until a config update replaces it.
     pub consenter_keys: ClusterKeys,
+    /// The network's config rules: with them the assembler follows config updates
+    /// (persisted beside the ledger, `<ledger>.consenter-sets`); without, a decision that
+    /// puts a new config in force stops it (docs/reconfiguration.md).
+    pub config_rules: Option<std::sync::Arc<dyn arma::ConfigRules>>,
     /// `BatcherPeer` endpoints by (party, shard).
     pub batchers: BTreeMap<(PartyId, ShardId), String>,
     /// The other parties' assembler endpoints: a batch is also fetched from them
@@ -244,9 +249,18 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         .iter()
         .map(|c| channel(c))
         .collect::<Result<Vec<_>>>()?;
+    let sets_path = cfg.ledger.with_extension("consenter-sets");
+    let mut sets = arma::ConsenterSets::new(&cfg.consenter_keys, cfg.config_rules.clone());
+    let sets_error = |e: &dyn std::fmt::Display| {
+        Error::Stopped(format!("the consenter sets in {}: {e}", sets_path.display()))
+    };
+    if let Some(bytes) = clients::file::read_if_present(&sets_path).map_err(|e| sets_error(&e))? {
+        sets.restore(&bytes).map_err(|e| sets_error(&e))?;
+    }
     let follower = Follower {
         consenters,
-        keys: cfg.consenter_keys.clone(),
+        sets,
+        sets_path,
         next: from_decision,
         tx: tx_decisions,
         retry: cfg.retry,

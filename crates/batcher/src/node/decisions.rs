@@ -70,6 +70,45 @@ pub fn verify_decision(decision: &pb::Decision, consenters: Option<&arma::Cluste
         })
 }
 
+/// Checks a decision's certificate under the set `sets` says is in force for it,
+/// without learning from it (`None`: unchecked, as [`verify_decision`]).
+fn verify_under(decision: &pb::Decision, sets: Option<&arma::ConsenterSets>) -> Result<()> {
+    let Some(sets) = sets else {
+        return Ok(());
+    };
+    let (chain, verifier, n) = sets.set_for(decision.number);
+    arma::verify_pb_decision(decision, &chain, verifier.as_ref(), n)
+        .map(|_| ())
+        .map_err(|e| Error::DecisionRefused {
+            decision: decision.number,
+            reason: e.to_string(),
+        })
+}
+
+/// Where a batcher keeps the consenter sets it learned.
+pub fn sets_path(data_dir: &std::path::Path) -> std::path::PathBuf {
+    data_dir.join("consenter-sets.bin")
+}
+
+/// The consenter sets of `config` (none without keys), with the switches the node
+/// persisted before it stopped.
+pub fn load_sets(config: &super::Config) -> Result<Option<arma::ConsenterSets>> {
+    let Some(keys) = &config.consenter_keys else {
+        return Ok(None);
+    };
+    let mut sets = arma::ConsenterSets::new(keys, config.config_rules.clone());
+    let path = sets_path(&config.data_dir);
+    let storage = |reason: String| Error::Storage {
+        what: "read the consenter sets",
+        reason,
+    };
+    let at = |e: &dyn std::fmt::Display| storage(format!("{}: {e}", path.display()));
+    if let Some(bytes) = clients::file::read_if_present(&path).map_err(|e| at(&e))? {
+        sets.restore(&bytes).map_err(|e| at(&e))?;
+    }
+    Ok(Some(sets))
+}
+
 /// Everything the follower needs.
 pub struct Follower {
     /// This batcher's shard.
@@ -80,8 +119,11 @@ pub struct Follower {
     /// decision (OUT_OF_RANGE: pruned, or skipped by a state-transfer snapshot) and only
     /// when `consenter_keys` is set, so what they serve is verified.
     pub fallbacks: Vec<Channel>,
-    /// The consenter set whose certificates decisions must carry (`None`: unchecked).
-    pub consenter_keys: Option<arma::ClusterKeys>,
+    /// The consenter sets whose certificates decisions must carry, by decision
+    /// (`None`: unchecked).
+    pub sets: Option<arma::ConsenterSets>,
+    /// Where the sets learned are persisted.
+    pub sets_path: std::path::PathBuf,
     /// The batchers of the shard (for `Fetch`).
     pub peers: BTreeMap<PartyId, Channel>,
     /// Batches in memory.
@@ -126,7 +168,7 @@ impl Follower {
                 source = i;
                 continue;
             }
-            let can_fail_over = self.consenter_keys.is_some() && !self.fallbacks.is_empty();
+            let can_fail_over = self.sets.is_some() && !self.fallbacks.is_empty();
             if out_of_range && can_fail_over {
                 not_held = not_held.saturating_add(1);
                 source = (source % self.fallbacks.len()) + 1;
@@ -196,14 +238,14 @@ impl Follower {
     ) -> std::result::Result<(String, Option<usize>), tonic::Status> {
         use tokio_stream::StreamExt as _;
         // Without keys nothing served can be verified: no other source is trusted.
-        let others = if self.consenter_keys.is_some() {
+        let others = if self.sets.is_some() {
             self.other_sources(at)
         } else {
             Vec::new()
         };
-        let keys = self.consenter_keys.clone();
+        let sets = self.sets.clone();
         let verify: clients::decisions::Verify =
-            std::sync::Arc::new(move |d: &pb::Decision| verify_decision(d, keys.as_ref()).is_ok());
+            std::sync::Arc::new(move |d: &pb::Decision| verify_under(d, sets.as_ref()).is_ok());
         let mut checks =
             clients::decisions::Checks::new(others, DECISION_MAX_MESSAGE_BYTES, verify, self.next);
         loop {
@@ -234,7 +276,7 @@ impl Follower {
                     None,
                 ));
             }
-            if let Err(e) = verify_decision(&decision, self.consenter_keys.as_ref()) {
+            if let Err(e) = self.verify_and_learn(&decision) {
                 return Ok((format!("decision {} does not verify: {e}", decision.number), None));
             }
             let decided = match self.resolve(decision).await {
@@ -246,6 +288,25 @@ impl Follower {
             }
             self.next = self.next.saturating_add(1);
         }
+    }
+
+    /// Verifies the next decision under the set in force for it; a decision that puts a
+    /// config in force makes its set the next one, persisted before the decision is used.
+    fn verify_and_learn(&mut self, decision: &pb::Decision) -> std::result::Result<(), String> {
+        let Some(sets) = self.sets.as_mut() else {
+            return Ok(());
+        };
+        let before = sets.epoch();
+        sets.verify_decision(decision).map_err(|e| e.to_string())?;
+        if sets.epoch() != before {
+            clients::file::write_durably(&self.sets_path, &sets.encode()).map_err(|e| {
+                format!(
+                    "persisting the consenter sets to {}: {e}",
+                    self.sets_path.display()
+                )
+            })?;
+        }
+        Ok(())
     }
 
     async fn resolve(&self, decision: pb::Decision) -> Result<Decided> {

@@ -85,6 +85,11 @@ pub struct Config {
     /// (ADR 0009). `None` trusts the own party's consenter unchecked: only for tests
     /// that script a consenter; `fabrx node batcher` always sets it.
     pub consenter_keys: Option<arma::ClusterKeys>,
+    /// The network's config rules: with them the node follows config updates, verifying
+    /// each decision under the consenter set in force for it (persisted in the data
+    /// directory as `consenter-sets.bin`); without, a decision that puts a new config in
+    /// force stops it (docs/reconfiguration.md).
+    pub config_rules: Option<Arc<dyn arma::ConfigRules>>,
     /// The shell's own tunables.
     pub shell: ShellConfig,
     /// How the node checks the content of requests it did not admit itself (pulled

@@ -144,7 +144,8 @@ struct Parts {
     peers: BTreeMap<PartyId, Channel>,
     consenters: Vec<Channel>,
     own: Channel,
-    consenter_keys: Option<arma::ClusterKeys>,
+    sets: Option<arma::ConsenterSets>,
+    sets_path: std::path::PathBuf,
     faults: super::Faults,
 }
 
@@ -181,7 +182,8 @@ impl Parts {
                 .map(|u| channel(u))
                 .collect::<Result<_>>()?,
             own: channel(&config.own_consenter)?,
-            consenter_keys: config.consenter_keys.clone(),
+            sets: super::decisions::load_sets(config)?,
+            sets_path: super::decisions::sets_path(&config.data_dir),
             faults,
         })
     }
@@ -273,7 +275,8 @@ impl Parts {
             shard: cfg.shard,
             consenter: self.own,
             fallbacks: self.consenters.clone(),
-            consenter_keys: self.consenter_keys,
+            sets: self.sets,
+            sets_path: self.sets_path,
             peers: self.peers,
             served: Arc::clone(&self.served),
             store: self.reader,

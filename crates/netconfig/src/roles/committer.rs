@@ -46,6 +46,8 @@ impl NetworkConfig {
         Ok(sidecar::orderer::OrdererConfig {
             assemblers,
             keys: self.cluster_keys(),
+            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules)),
+            sets_file: None,
             retry: Duration::from_millis(500),
             buffer: std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN),
             stall: Duration::from_secs(3),

@@ -1,0 +1,212 @@
+//! A config update ordered under load (docs/reconfiguration.md), in a network `fabrx up`
+//! started (4 parties × 2 shards and a committing party, every node a process): while
+//! `fabrx loadgen` sends, the operators propose a change of `batching.batch_timeout_ms`,
+//! three of four admins sign it and `fabrx network update submit` hands it to a
+//! consenter. Every consenter reaches config epoch 1 at the same decision; batchers,
+//! assemblers and the sidecar follow the new consenter set (decisions after the switch
+//! are certified under it), so every tx of the load — before, during and after the
+//! switch — is committed once; `fabrx blocks` verifies every block across the switch
+//! and shows one config block; the sidecar restarted after the switch resumes with the
+//! set it persisted; an update two admins signed is refused with the policy's reason and
+//! changes nothing.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
+mod cluster;
+mod envelope;
+use cluster::{
+    bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json, network_json as network,
+    pid_in as pid_of,
+};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs `fabrx ARGS` (no directory appended) and returns its output.
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A load of `txs` at `rate` tx/s; its summary line.
+fn load(dir: &Path, txs: usize, rate: usize, tag: &str) -> serde_json::Value {
+    let out = fabrx(
+        &[
+            "loadgen",
+            "--target",
+            "network",
+            "--txs",
+            &txs.to_string(),
+            "--rate",
+            &rate.to_string(),
+            "--block-size",
+            "100",
+            "--tag",
+            tag,
+            "--json",
+            "--drain",
+            "90",
+            "--network",
+        ],
+        dir,
+    );
+    last_json(&out)
+}
+
+fn assert_all_committed(summary: &serde_json::Value, txs: u64) {
+    assert_eq!(summary["sent"], txs, "{summary}");
+    assert_eq!(summary["committed"], txs, "{summary}");
+    assert_eq!(summary["never_confirmed"], 0, "{summary}");
+    assert_eq!(summary["aborted"], serde_json::json!({}), "{summary}");
+}
+
+/// Every consenter's config epoch, by name (`fabrx status --json`).
+fn epochs(dir: &Path) -> Vec<(String, Option<u64>)> {
+    let out = fabrx(&["status", "--json", "--dir"], dir);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|n| n["role"] == "consenter")
+        .map(|n| (n["name"].as_str().unwrap().to_owned(), n["config_epoch"].as_u64()))
+        .collect()
+}
+
+/// The update replacing `dir`'s config with one whose batch timeout is `ms`, signed by
+/// the admins of `signers`.
+fn update(dir: &Path, ms: u64, signers: &[u32], name: &str) -> PathBuf {
+    let config = dir.join("config/network-config.json");
+    let mut next: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    next["sequence"] = serde_json::json!(next["sequence"].as_u64().unwrap() + 1);
+    next["batching"]["batch_timeout_ms"] = serde_json::json!(ms);
+    let next_path = dir.join(format!("{name}.next.json"));
+    std::fs::write(&next_path, serde_json::to_string_pretty(&next).unwrap()).unwrap();
+    let out = dir.join(format!("{name}.update.json"));
+    let o = run(&[
+        "network",
+        "update",
+        "propose",
+        "--network",
+        s(dir),
+        "--next",
+        s(&next_path),
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for p in signers {
+        let key = dir.join(format!("keys/party-{p}/admin.key"));
+        let o = run(&[
+            "network",
+            "update",
+            "sign",
+            "--update",
+            s(&out),
+            "--party",
+            &p.to_string(),
+            "--key",
+            s(&key),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    out
+}
+
+fn submit(dir: &Path, update: &Path) -> std::process::Output {
+    run(&[
+        "network",
+        "update",
+        "submit",
+        "--update",
+        s(update),
+        "--network",
+        s(dir),
+        "--json",
+    ])
+}
+
+#[test]
+fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("net");
+    let _down = cluster::DownOnDrop(dir.clone());
+    let base = free_base_port().to_string();
+    fabrx(
+        &["up", "--seed", "21", "--base-port", &base, "--json", "--dir"],
+        &dir,
+    );
+    assert_all_committed(&load(&dir, 300, 300, "rca"), 300);
+    assert!(
+        epochs(&dir).iter().all(|(_, e)| *e == Some(0)),
+        "{:?}",
+        epochs(&dir)
+    );
+
+    // Refused: two of four admins where the policy needs three. Nothing changes.
+    let short = update(&dir, 35, &[1, 2], "short");
+    let o = submit(&dir, &short);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("signature"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // The update submitted while a load runs.
+    let good = update(&dir, 40, &[1, 2, 4], "good");
+    let during = {
+        let dir = dir.clone();
+        std::thread::spawn(move || load(&dir, 1500, 250, "rcb"))
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let o = submit(&dir, &good);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let answer = last_json(&o);
+    assert_eq!(answer["submitted"], true, "{answer}");
+    let start = Instant::now();
+    while !epochs(&dir).iter().all(|(_, e)| *e == Some(1)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "{:?}", epochs(&dir));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_all_committed(&during.join().unwrap(), 1500);
+
+    // After the switch: more load; the sidecar restarted resumes under the new set.
+    assert_all_committed(&load(&dir, 300, 300, "rcc"), 300);
+    let net = network(&dir);
+    kill(pid_of(&net, "sidecar-1"));
+    fabrx(&["up", "--json", "--dir"], &dir);
+    assert_all_committed(&load(&dir, 200, 200, "rcd"), 200);
+    // The same update again is stale.
+    let o = submit(&dir, &good);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("sequence"), "{stderr}");
+    assert!(epochs(&dir).iter().all(|(_, e)| *e == Some(1)));
+
+    // Every block verifies across the switch; exactly one is a config block.
+    let out = fabrx(&["blocks", "--party", "2", "--network"], &dir);
+    let blocks: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(blocks.len() > 10);
+    for b in &blocks {
+        assert_eq!(b["verified"], true, "{b}");
+    }
+    assert_eq!(blocks.iter().filter(|b| b["config"] == true).count(), 1);
+    // From a block after the switch: the sets before it are learned first.
+    let last = blocks.last().unwrap()["number"].as_u64().unwrap();
+    let from = (last - 2).to_string();
+    let out = fabrx(&["blocks", "--party", "3", "--from", &from, "--network"], &dir);
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let b: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(b["verified"], true, "{b}");
+    }
+}
