@@ -46,6 +46,9 @@ pub struct ConfigView {
     /// The consenters' signing keys in replica order (replica `i` is party `i + 1`'s
     /// consenter).
     pub consenters: Vec<PublicKey>,
+    /// How far past a shard's last ordered seq the consenters count BAFs: every
+    /// consenter must use the same value, so it is read from the config in force.
+    pub max_seqs_ahead: u64,
 }
 
 impl fmt::Debug for ConfigView {

@@ -49,7 +49,8 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
         .with_context(|| format!("party {} has no assembler in {}", args.party, path.display()))?
         .uri();
     let keys = config.cluster_keys();
-    let rules: std::sync::Arc<dyn arma::ConfigRules> = std::sync::Arc::new(netconfig::update::NetworkRules);
+    let rules: std::sync::Arc<dyn arma::ConfigRules> =
+        std::sync::Arc::new(netconfig::update::NetworkRules::new());
     let mut sets = arma::ConsenterSets::new(&keys, Some(rules.clone()));
     let channel = wire::server::client_endpoint(endpoint.clone())?
         .connect()

@@ -272,7 +272,7 @@ fn reconfig(
         );
     }
     Ok(consenter::application::Reconfig {
-        rules: std::sync::Arc::new(netconfig::update::NetworkRules),
+        rules: std::sync::Arc::new(netconfig::update::NetworkRules::new()),
         genesis: std::sync::Arc::new(netconfig::update::config_bytes(config)),
         chain: config.cluster_keys().chain_id(),
         keys,

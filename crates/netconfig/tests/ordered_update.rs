@@ -148,7 +148,7 @@ impl Cluster {
             keys.push(rotated_key());
         }
         let reconfig = Reconfig {
-            rules: Arc::new(NetworkRules),
+            rules: Arc::new(NetworkRules::new()),
             genesis: Arc::clone(&self.genesis),
             chain: self.chain,
             keys,
@@ -319,7 +319,7 @@ fn refused_updates_change_nothing() {
     let current = c.net.config.clone();
     // Two admin signatures where the policy needs three (a majority of four).
     let short = update_of(&c.net, &current, &[1, 2], |f| f.batching.batch_timeout_ms = 66);
-    let app = c.nodes[0].app();
+    let app = c.nodes[0].app().clone();
     let err = app
         .check_update(short.to_json().as_bytes())
         .unwrap_err()
@@ -329,19 +329,27 @@ fn refused_updates_change_nothing() {
     // An update for a config sequence not yet in force.
     let mut future = update_of(&c.net, &current, &[1, 2, 3], |f| f.batching.batch_timeout_ms = 55);
     future.sequence = current.sequence() + 3;
+    assert!(app.check_update(future.to_json().as_bytes()).is_err());
     c.submit(&future);
     // One for another chain.
     let mut other = update_of(&c.net, &current, &[1, 2, 3], |f| f.batching.batch_timeout_ms = 54);
     other.chain = "another-chain".into();
+    assert!(app.check_update(other.to_json().as_bytes()).is_err());
     c.submit(&other);
     // Bytes that are no update at all.
     let junk = encode_config_update(b"{\"not\": \"an update\"}");
     for i in 0..PARTIES as usize {
         c.input(i, Input::Request(junk.clone()));
     }
+    // The engine takes them (whether an update is valid depends on the config in force
+    // when its decision executes; the node's Submit handler answers a client with the
+    // reason): they are ordered and change nothing.
     c.run(300);
+    let last = c.nodes[0].last_decided();
+    assert!(last >= 1, "the updates were ordered");
     for i in 0..PARTIES as usize {
-        assert_eq!(c.refused[i], vec![Refusal::Invalid; 4], "replica {i}");
+        assert_eq!(c.refused[i], vec![], "replica {i}");
+        assert_eq!(c.nodes[i].last_decided(), last, "replica {i}");
         assert!(c.switches(i).is_empty());
         assert_eq!(c.nodes[i].app().state().epoch, 0);
         assert_eq!(c.nodes[i].app().config_in_force(), c.genesis.as_slice());
@@ -412,7 +420,7 @@ fn readers_follow_the_switches(c: &mut Cluster) {
     let delivered = c.delivered[0].clone();
     assert_eq!(applied.len(), delivered.len());
     let genesis = c.net.config.cluster_keys();
-    let rules: Arc<dyn arma::ConfigRules> = Arc::new(NetworkRules);
+    let rules: Arc<dyn arma::ConfigRules> = Arc::new(NetworkRules::new());
     let mut decisions = arma::ConsenterSets::new(&genesis, Some(rules.clone()));
     let mut blocks = arma::ConsenterSets::new(&genesis, Some(rules));
     let mut without_rules = arma::ConsenterSets::new(&genesis, None);
@@ -472,15 +480,47 @@ fn readers_follow_the_switches(c: &mut Cluster) {
     assert!(refused_without_rules);
     assert_eq!((decisions.epoch(), blocks.epoch()), (2, 2));
     // What a reader persists brings it back to the same sets.
-    let mut restored = arma::ConsenterSets::new(&genesis, Some(Arc::new(NetworkRules)));
+    let mut restored = arma::ConsenterSets::new(&genesis, Some(Arc::new(NetworkRules::new())));
     restored.restore(&decisions.encode()).unwrap();
     assert_eq!(restored.epoch(), 2);
     assert_eq!(restored.encode(), decisions.encode());
     let mut cut = decisions.encode();
     cut.pop();
     assert!(
-        arma::ConsenterSets::new(&genesis, Some(Arc::new(NetworkRules)))
+        arma::ConsenterSets::new(&genesis, Some(Arc::new(NetworkRules::new())))
             .restore(&cut)
             .is_err()
     );
+}
+
+#[test]
+fn a_stale_copy_left_pending_does_not_stop_ordering() {
+    let mut c = Cluster::new();
+    let current = c.net.config.clone();
+    let u = update_of(&c.net, &current, &[1, 2, 3], |f| f.batching.batch_timeout_ms = 45);
+    // The same update in other bytes (the file form with a trailing space), and the same
+    // next config with another set of signatures: both valid until one is in force.
+    let mut copy = u.to_json();
+    copy.push(' ');
+    let other_signers = update_of(&c.net, &current, &[2, 3, 4], |f| f.batching.batch_timeout_ms = 45);
+    // The copies arrive while the update is being ordered: they wait in the pools.
+    c.submit(&u);
+    c.run(10);
+    assert!(c.switches(0).is_empty(), "proposed, not decided yet");
+    for i in 0..PARTIES as usize {
+        c.input(i, Input::Request(encode_config_update(copy.as_bytes())));
+    }
+    c.submit(&other_signers);
+    c.run(500);
+    assert_eq!(c.switches(0).len(), 1, "one of them switched");
+    // The next update is ordered: the stale copies did not stop the cluster.
+    let next = update::validate(&current, &u).unwrap();
+    let u2 = update_of(&c.net, &next, &[1, 3, 4], |f| f.batching.batch_timeout_ms = 46);
+    c.submit(&u2);
+    c.run(500);
+    for i in 0..PARTIES as usize {
+        assert_eq!(c.switches(i).len(), 2, "replica {i}: {:?}", c.switches(i));
+        assert_eq!(c.nodes[i].app().state().epoch, 2);
+        assert_eq!(c.nodes[i].app().diverged, 0);
+    }
 }

@@ -262,9 +262,22 @@ fn tampered_updates_are_refused() {
         update::validate(current, &u),
         Err(UpdateError::BadSignature { party: 1 })
     ));
+    // The signatures are checked before the config text is parsed: an unsigned change is
+    // refused for its signatures whatever the text holds.
+    let resign = |u: &mut ConfigUpdate| {
+        u.signatures.clear();
+        for p in [1, 2, 3] {
+            update::sign(u, p, &net.admins[p as usize - 1]);
+        }
+    };
     // The same config, not in canonical form.
     let mut u = good.clone();
     u.config = serde_json::to_string_pretty(&u.next_file().unwrap()).unwrap();
+    assert!(matches!(
+        update::validate(current, &u),
+        Err(UpdateError::BadSignature { party: 1 })
+    ));
+    resign(&mut u);
     assert!(matches!(
         update::validate(current, &u),
         Err(UpdateError::NotCanonical)
@@ -272,6 +285,7 @@ fn tampered_updates_are_refused() {
     // Not a config at all.
     let mut u = good.clone();
     u.config = "{\"version\": 1".into();
+    resign(&mut u);
     assert!(matches!(
         update::validate(current, &u),
         Err(UpdateError::BadConfig {

@@ -152,6 +152,7 @@ impl ArmaApp {
         })?;
         self.cfg = self.cfg.with_view(&view)?;
         self.current = config;
+        self.verified = Verified::default();
         Ok(())
     }
 
@@ -266,10 +267,16 @@ impl Application for ArmaApp {
         if self.verified.contains(&digest) {
             return true;
         }
+        // A config update is only decoded here: whether it is valid depends on the config
+        // in force, which changes while it waits in the pool. Were it checked here, a
+        // copy left pending when another update switched the config would be refused in
+        // every proposal that holds it, and no proposal would be accepted again. It is
+        // checked when its decision is executed (`run`), where an invalid or stale one
+        // changes nothing.
         let ok = match decode_verified_with(&self.cfg, request, &self.primaries) {
-            // Checked against the config in force each time (never cached: an update
-            // valid now is stale once another is applied).
-            Ok(Item::ConfigUpdate(u)) => return self.check_update(&u).is_ok(),
+            // (An application without config rules never orders one: static, so every
+            // replica of the network answers alike.)
+            Ok(Item::ConfigUpdate(_)) => self.reconfig.is_some(),
             Ok(_) => true,
             Err(_) => false,
         };
@@ -313,8 +320,10 @@ impl Application for ArmaApp {
             && let Ok(cfg) = self.cfg.with_view(&view)
         {
             // `run` checked both already; the state moved to the next epoch with them.
+            // Requests verified under the old config are verified again.
             self.cfg = cfg;
             self.current = Arc::new(change.config.clone());
+            self.verified = Verified::default();
         }
         self.state.applied = proposal.seq;
         self.applied.push(Applied {

@@ -71,13 +71,12 @@ impl ArmaConfig {
         })
     }
 
-    /// The config of the network `view` describes, with this config's `max_seqs_ahead`
-    /// and defences (a config update changes the network, not this node's limits).
+    /// The config of the network `view` describes, with this config's defences.
     pub fn with_view(&self, view: &arma::ConfigView) -> ArmaResult<ArmaConfig> {
         let mut next = ArmaConfig::new(
             view.parties,
             view.shards,
-            self.max_seqs_ahead,
+            view.max_seqs_ahead,
             view.batcher_keys.clone(),
         )?;
         next.knobs = self.knobs;

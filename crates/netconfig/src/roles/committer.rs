@@ -46,7 +46,7 @@ impl NetworkConfig {
         Ok(sidecar::orderer::OrdererConfig {
             assemblers,
             keys: self.cluster_keys(),
-            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules)),
+            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules::new())),
             sets_file: None,
             retry: Duration::from_millis(500),
             buffer: std::num::NonZeroUsize::new(8).unwrap_or(std::num::NonZeroUsize::MIN),

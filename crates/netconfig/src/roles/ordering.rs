@@ -201,7 +201,7 @@ impl NetworkConfig {
             peers,
             own_consenter: self.party(party)?.consenter.uri(),
             consenter_keys: Some(self.cluster_keys()),
-            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules)),
+            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules::new())),
             shell: batcher::node::ShellConfig::default(),
             content: batcher::node::RequestContent::Envelopes(self.request_policy()),
         })
@@ -245,7 +245,7 @@ impl NetworkConfig {
             shards: self.shards().get(),
             consenters,
             consenter_keys: self.cluster_keys(),
-            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules)),
+            config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules::new())),
             batchers,
             assemblers: self
                 .parties

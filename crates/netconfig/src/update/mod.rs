@@ -204,15 +204,17 @@ pub fn merge(a: &ConfigUpdate, b: &ConfigUpdate) -> Result<ConfigUpdate> {
 }
 
 /// Whether `update` may replace `current`, the config in force, and the next config when
-/// it may. Deterministic; in this order: the chain is the network's; the update replaces
-/// exactly the config in force ([`UpdateError::StaleSequence`],
-/// [`UpdateError::FutureSequence`]); its config is canonical, valid
-/// (`NetworkConfig::from_file`), of the same chain and shards, with the next sequence; the
-/// network has enough admin keys for its policy; every listed signature is by a distinct
-/// current party with an admin key and verifies (the first that does not is the error,
-/// named by party); and at least K parties signed.
+/// it may. Deterministic; in this order, cheapest first (the consenters run it on what
+/// anyone submits, so an unsigned update is refused before its config is parsed): the
+/// chain is the network's; the update replaces exactly the config in force
+/// ([`UpdateError::StaleSequence`], [`UpdateError::FutureSequence`]); the network has
+/// enough admin keys for its policy; every listed signature is by a distinct current
+/// party with an admin key and verifies (the first that does not is the error, named by
+/// party); at least K parties signed; and its config is canonical, valid
+/// (`NetworkConfig::from_file`), of the same chain and shards, with the next sequence.
 pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
-    let next = validate_unsigned(current, update)?;
+    check_header(current, update)?;
+    check_updatable(current)?;
     for (_, verdict) in signature_verdicts(current, update) {
         verdict?;
     }
@@ -222,13 +224,14 @@ pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<Networ
     if signatures < needed {
         return Err(UpdateError::NotEnoughSignatures { signatures, needed });
     }
-    Ok(next)
+    check_next(current, update)
 }
 
 /// Everything [`validate`] checks but the signatures: what an update must be before anyone
 /// signs it ([`propose`] makes only such updates). Gives the next config.
 pub fn validate_unsigned(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
-    let next = check_body(current, update)?;
+    check_header(current, update)?;
+    let next = check_next(current, update)?;
     check_updatable(current)?;
     Ok(next)
 }
@@ -281,10 +284,8 @@ fn check_updatable(current: &NetworkConfig) -> Result<()> {
     Ok(())
 }
 
-/// Everything but the signatures: the update replaces the config in force on its chain,
-/// and its config is a valid next config (canonical, same chain and shards, next
-/// sequence). Gives the next config.
-fn check_body(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
+/// The update replaces the config in force on its chain (its own fields only: cheap).
+fn check_header(current: &NetworkConfig, update: &ConfigUpdate) -> Result<()> {
     if update.chain != current.chain() {
         return Err(UpdateError::WrongChain {
             update: update.chain.clone(),
@@ -304,6 +305,13 @@ fn check_body(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
             current: at,
         });
     }
+    Ok(())
+}
+
+/// The update's config is a valid next config (canonical, same chain and shards, next
+/// sequence). Gives the next config.
+fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
+    let at = current.sequence();
     let expected = at
         .checked_add(1)
         .ok_or(UpdateError::SequenceOverflow { current: at })?;

@@ -7,6 +7,9 @@
 //! bytes are its file's JSON text ([`super::ConfigUpdate::to_json`]).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest as _, Sha256};
 
 use arma::{ConfigRules, ConfigView};
 
@@ -14,9 +17,40 @@ use super::{ConfigUpdate, canonical_json, validate};
 use crate::config::NetworkConfig;
 
 /// The rules of a fabrx network config: [`super::validate`] for an update, the parties,
-/// shards and keys of a config for the ordering.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NetworkRules;
+/// shards and keys of a config for the ordering. Keeps the last configs it parsed (by
+/// hash): the config in force and an update's next config are read again and again.
+#[derive(Debug, Default)]
+pub struct NetworkRules {
+    parsed: Mutex<Vec<([u8; 32], Arc<NetworkConfig>)>>,
+}
+
+/// Configs [`NetworkRules`] keeps parsed.
+const PARSED: usize = 2;
+
+impl NetworkRules {
+    /// Rules with nothing parsed yet.
+    pub fn new() -> NetworkRules {
+        NetworkRules::default()
+    }
+
+    /// `bytes` parsed, from the kept ones when they are among them.
+    fn config(&self, bytes: &[u8]) -> Result<Arc<NetworkConfig>, String> {
+        let digest: [u8; 32] = Sha256::digest(bytes).into();
+        let mut parsed = self
+            .parsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, c)) = parsed.iter().find(|(d, _)| *d == digest) {
+            return Ok(Arc::clone(c));
+        }
+        let config = Arc::new(parse_config(bytes)?);
+        if parsed.len() >= PARSED {
+            parsed.remove(0);
+        }
+        parsed.push((digest, Arc::clone(&config)));
+        Ok(config)
+    }
+}
 
 /// The canonical bytes of `config` (what the consenters hold as the config in force).
 pub fn config_bytes(config: &NetworkConfig) -> Vec<u8> {
@@ -35,7 +69,7 @@ fn parse_update(bytes: &[u8]) -> Result<ConfigUpdate, String> {
 
 impl ConfigRules for NetworkRules {
     fn next(&self, current: &[u8], update: &[u8]) -> Result<Vec<u8>, String> {
-        let current = parse_config(current)?;
+        let current = self.config(current)?;
         let update = parse_update(update)?;
         validate(&current, &update).map_err(|e| e.to_string())?;
         Ok(update.config.into_bytes())
@@ -48,7 +82,7 @@ impl ConfigRules for NetworkRules {
     }
 
     fn view(&self, config: &[u8]) -> Result<ConfigView, String> {
-        let net = parse_config(config)?;
+        let net = self.config(config)?;
         let mut batcher_keys = BTreeMap::new();
         for p in net.parties() {
             for b in &p.batchers {
@@ -61,6 +95,7 @@ impl ConfigRules for NetworkRules {
             shards: net.shards().get(),
             batcher_keys,
             consenters: net.consenter_keys(),
+            max_seqs_ahead: net.file().consensus.max_seqs_ahead,
         })
     }
 }
