@@ -43,7 +43,7 @@ pub use messages::{
     SignedBatch,
 };
 pub use proof::DecisionProof;
-pub use reconfig::{ConfigRules, ConfigView};
+pub use reconfig::{BatchingView, ConfigRules, ConfigView};
 pub use sets::{ConsenterSets, SetsError};
 
 use types::{PartyId, ShardId};

@@ -49,6 +49,24 @@ pub struct ConfigView {
     /// How far past a shard's last ordered seq the consenters count BAFs: every
     /// consenter must use the same value, so it is read from the config in force.
     pub max_seqs_ahead: u64,
+    /// The batchers' parameters that follow the config in force.
+    pub batching: BatchingView,
+}
+
+/// The batching parameters a batcher applies from the decision that puts a config in
+/// force (the others — request size, window, mempool bounds — are read at start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchingView {
+    /// Most requests in one batch.
+    pub max_batch_requests: u32,
+    /// Most request bytes in one batch.
+    pub max_batch_bytes: u64,
+    /// A primary cuts a non-full batch after this long.
+    pub batch_timeout_ms: u64,
+    /// A secondary forwards a request pending this long to the primary.
+    pub forward_timeout_ms: u64,
+    /// A secondary complains about a primary when a request waits this long.
+    pub complain_timeout_ms: u64,
 }
 
 impl fmt::Debug for ConfigView {

@@ -25,7 +25,7 @@ use crate::block::{BlockError, VerifiedBlock, verify_pb_block};
 use crate::cluster::{CertificateVerifier, ClusterKeys};
 use crate::decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};
 use crate::header::{CertifiedConfig, Metadata};
-use crate::reconfig::ConfigRules;
+use crate::reconfig::{ConfigRules, ConfigView};
 
 /// Why a decision or block could not be followed.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +86,8 @@ struct KnownSet {
     verifier: Arc<CertificateVerifier>,
     /// The switch that put it in force: the decision and the config (none for genesis).
     switch: Option<(u64, CertifiedConfig, Arc<Vec<u8>>)>,
+    /// What the rules read of that config (none for genesis).
+    view: Option<Arc<ConfigView>>,
 }
 
 /// The sets a reader follows (see the module docs).
@@ -119,6 +121,7 @@ impl ConsenterSets {
                 n: genesis.n(),
                 verifier: Arc::new(CertificateVerifier::new(genesis.clone())),
                 switch: None,
+                view: None,
             }],
         }
     }
@@ -126,6 +129,11 @@ impl ConsenterSets {
     /// The newest set's epoch.
     pub fn epoch(&self) -> u64 {
         self.newest().epoch
+    }
+
+    /// What the rules read of the newest config learned (none at the genesis set).
+    pub fn newest_view(&self) -> Option<&ConfigView> {
+        self.newest().view.as_deref()
     }
 
     fn newest(&self) -> &KnownSet {
@@ -239,8 +247,11 @@ impl ConsenterSets {
                 from: decision.saturating_add(1),
                 chain: bft::set_chain(self.genesis_chain, certified.epoch),
                 n,
-                verifier: Arc::new(CertificateVerifier::new(ClusterKeys::new(view.consenters))),
+                verifier: Arc::new(CertificateVerifier::new(ClusterKeys::new(
+                    view.consenters.clone(),
+                ))),
                 switch: Some((decision, *certified, Arc::new(config.to_vec()))),
+                view: Some(Arc::new(view)),
             };
             self.sets.push(set);
             return Ok(());

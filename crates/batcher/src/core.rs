@@ -192,6 +192,37 @@ pub struct Batcher {
 }
 
 impl Batcher {
+    /// Applies the batching parameters of a config put in force (at the decision that
+    /// did, after its term changes); parameters that would make the config invalid are
+    /// refused and the ones in force kept.
+    pub fn set_batching(&mut self, b: &arma::BatchingView) -> Result<()> {
+        let mut next = self.cfg.clone();
+        next.max_batch_requests =
+            std::num::NonZeroU32::new(b.max_batch_requests).ok_or(Error::LimitTooSmall {
+                field: "max_batch_requests",
+                value: 0,
+                other: "one request",
+                minimum: 1,
+            })?;
+        next.max_batch_bytes = std::num::NonZeroU64::new(b.max_batch_bytes).ok_or(Error::LimitTooSmall {
+            field: "max_batch_bytes",
+            value: 0,
+            other: "one byte",
+            minimum: 1,
+        })?;
+        next.batch_timeout_ms = b.batch_timeout_ms;
+        next.forward_timeout_ms = b.forward_timeout_ms;
+        next.complain_timeout_ms = b.complain_timeout_ms;
+        next.validate()?;
+        self.cfg = next;
+        Ok(())
+    }
+
+    /// The core's config.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
     /// A batcher starting at `start` (term 0 and seq 0 at genesis; after a restart, what the
     /// decisions say). Fails if the config is invalid or `key` is not the party's key.
     pub fn new(cfg: Config, key: SigningKey, start: TermInfo) -> Result<Batcher> {

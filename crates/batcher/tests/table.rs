@@ -1049,3 +1049,51 @@ fn the_unordered_bound_stops_cutting_and_pulling() {
     });
     assert_eq!(out, vec![pull(1, 5)]);
 }
+
+#[test]
+fn a_config_update_changes_the_batching_parameters_and_an_invalid_one_changes_nothing() {
+    let mut b = Batcher::new(
+        config(1, 1),
+        key(1),
+        TermInfo {
+            term: 0,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    let before = b.config().clone();
+    let next = arma::BatchingView {
+        max_batch_requests: 7,
+        max_batch_bytes: before.max_batch_bytes.get() * 2,
+        batch_timeout_ms: before.batch_timeout_ms + 15,
+        forward_timeout_ms: 1_000,
+        complain_timeout_ms: 5_000,
+    };
+    b.set_batching(&next).unwrap();
+    let c = b.config();
+    assert_eq!(
+        (
+            c.max_batch_requests.get(),
+            c.max_batch_bytes.get(),
+            c.batch_timeout_ms,
+            c.forward_timeout_ms,
+            c.complain_timeout_ms
+        ),
+        (7, next.max_batch_bytes, next.batch_timeout_ms, 1_000, 5_000)
+    );
+    // A complaint timeout below the forward timeout, or an empty batch, is refused.
+    for bad in [
+        arma::BatchingView {
+            complain_timeout_ms: 10,
+            ..next
+        },
+        arma::BatchingView {
+            max_batch_requests: 0,
+            ..next
+        },
+    ] {
+        assert!(b.set_batching(&bad).is_err(), "{bad:?}");
+        assert_eq!(b.config().batch_timeout_ms, next.batch_timeout_ms);
+        assert_eq!(b.config().complain_timeout_ms, 5_000);
+    }
+}

@@ -176,6 +176,16 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert_all_committed(&during.join().unwrap(), 1500);
+    // Every batcher put the new batch timeout in force at the switch.
+    let net = network(&dir);
+    for n in net["nodes"].as_array().unwrap().iter().filter(|n| n["role"] == "batcher") {
+        let log = std::fs::read_to_string(n["log"].as_str().unwrap()).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("new batching parameters in force"))
+            .unwrap_or_else(|| panic!("{}: no switch logged", n["name"]));
+        assert!(line.contains("batch_timeout_ms=40") || line.contains("\"batch_timeout_ms\":40"), "{line}");
+    }
 
     // After the switch: more load; the sidecar restarted resumes under the new set.
     assert_all_committed(&load(&dir, 300, 300, "rcc"), 300);

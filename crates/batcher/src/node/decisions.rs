@@ -51,6 +51,8 @@ pub struct Decided {
     pub ordered: Vec<OrderedBatch>,
     /// The shard's term changes, in order.
     pub terms: Vec<TermInfo>,
+    /// The batching parameters of the config this decision put in force, if it did.
+    pub batching: Option<arma::BatchingView>,
 }
 
 /// Checks a decision's quorum certificate before the node acts on it: with the consenter
@@ -276,11 +278,12 @@ impl Follower {
                     None,
                 ));
             }
-            if let Err(e) = self.verify_and_learn(&decision) {
-                return Ok((format!("decision {} does not verify: {e}", decision.number), None));
-            }
+            let batching = match self.verify_and_learn(&decision) {
+                Ok(b) => b,
+                Err(e) => return Ok((format!("decision {} does not verify: {e}", decision.number), None)),
+            };
             let decided = match self.resolve(decision).await {
-                Ok(d) => d,
+                Ok(d) => Decided { batching, ..d },
                 Err(e) => return Ok((e.to_string(), None)),
             };
             if self.tx.send(decided).await.is_err() {
@@ -291,22 +294,26 @@ impl Follower {
     }
 
     /// Verifies the next decision under the set in force for it; a decision that puts a
-    /// config in force makes its set the next one, persisted before the decision is used.
-    fn verify_and_learn(&mut self, decision: &pb::Decision) -> std::result::Result<(), String> {
+    /// config in force makes its set the next one, persisted before the decision is used,
+    /// and gives that config's batching parameters.
+    fn verify_and_learn(
+        &mut self,
+        decision: &pb::Decision,
+    ) -> std::result::Result<Option<arma::BatchingView>, String> {
         let Some(sets) = self.sets.as_mut() else {
-            return Ok(());
+            return Ok(None);
         };
-        let before = sets.epoch();
-        sets.verify_decision(decision).map_err(|e| e.to_string())?;
-        if sets.epoch() != before {
-            clients::file::write_durably(&self.sets_path, &sets.encode()).map_err(|e| {
-                format!(
-                    "persisting the consenter sets to {}: {e}",
-                    self.sets_path.display()
-                )
-            })?;
+        let verified = sets.verify_decision(decision).map_err(|e| e.to_string())?;
+        if verified.config.is_none() {
+            return Ok(None);
         }
-        Ok(())
+        clients::file::write_durably(&self.sets_path, &sets.encode()).map_err(|e| {
+            format!(
+                "persisting the consenter sets to {}: {e}",
+                self.sets_path.display()
+            )
+        })?;
+        Ok(sets.newest_view().map(|v| v.batching))
     }
 
     async fn resolve(&self, decision: pb::Decision) -> Result<Decided> {
@@ -339,6 +346,7 @@ impl Follower {
             number: decision.number,
             ordered,
             terms,
+            batching: None,
         })
     }
 

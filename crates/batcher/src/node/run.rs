@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 use types::{BatchId, PartyId};
 use wire::pb;
 
@@ -268,6 +268,20 @@ impl Node {
                 self.persist(Job::Progress(record, Vec::new())).await?;
             }
             self.feed(Input::TermChanged(info)).await?;
+        }
+        if let Some(b) = &decided.batching {
+            match self.core.set_batching(b) {
+                Ok(()) => info!(
+                    decision = decided.number,
+                    batch_timeout_ms = b.batch_timeout_ms,
+                    max_batch_requests = b.max_batch_requests,
+                    max_batch_bytes = b.max_batch_bytes,
+                    "a config update put new batching parameters in force"
+                ),
+                Err(e) => {
+                    warn!(decision = decided.number, error = %e, "the new batching parameters are refused; the old ones stay")
+                }
+            }
         }
         self.progress.next_decision = decided.number.saturating_add(1);
         bump(&self.stats.decisions);

@@ -129,6 +129,11 @@ pub(super) async fn start(
         "batcher starting"
     );
     let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
+    // The batching parameters of the newest config a decision put in force (the node's
+    // config file holds the genesis ones).
+    if let Some(view) = parts.sets.as_ref().and_then(|s| s.newest_view()) {
+        core.set_batching(&view.batching)?;
+    }
     parts.launch(config, core, initial, progress, addr)
 }
 

@@ -96,6 +96,13 @@ impl ConfigRules for NetworkRules {
             batcher_keys,
             consenters: net.consenter_keys(),
             max_seqs_ahead: net.file().consensus.max_seqs_ahead,
+            batching: arma::BatchingView {
+                max_batch_requests: net.file().batching.max_batch_requests,
+                max_batch_bytes: net.file().batching.max_batch_bytes,
+                batch_timeout_ms: net.file().batching.batch_timeout_ms,
+                forward_timeout_ms: net.file().batching.forward_timeout_ms,
+                complain_timeout_ms: net.file().batching.complain_timeout_ms,
+            },
         })
     }
 }
