@@ -387,6 +387,9 @@ pub fn data_block(
         }),
         data: Some(common::BlockData {
             data: match content {
+                // A config block's one request is fabrx's network config, not a Fabric
+                // envelope: it is served without data (docs/fabric.md "Blocks").
+                Content::Block if h.shard == crate::CONFIG_SHARD => Vec::new(),
                 Content::Block => ledger.requests.clone(),
                 Content::HeaderWithSig => Vec::new(),
             },

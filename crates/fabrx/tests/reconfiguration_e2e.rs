@@ -6,9 +6,9 @@
 //! assemblers and the sidecar follow the new consenter set (decisions after the switch
 //! are certified under it), so every tx of the load — before, during and after the
 //! switch — is committed once; `fabrx blocks` verifies every block across the switch
-//! and shows one config block; the sidecar restarted after the switch resumes with the
-//! set it persisted; an update two admins signed is refused with the policy's reason and
-//! changes nothing.
+//! and shows one config block; a sidecar, a consenter, a batcher and an assembler
+//! restarted after the switch resume with what they persisted; an update two admins
+//! signed is refused with the policy's reason and changes nothing.
 
 #![allow(
     clippy::unwrap_used,
@@ -178,21 +178,51 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     assert_all_committed(&during.join().unwrap(), 1500);
     // Every batcher put the new batch timeout in force at the switch.
     let net = network(&dir);
-    for n in net["nodes"].as_array().unwrap().iter().filter(|n| n["role"] == "batcher") {
+    for n in net["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] == "batcher")
+    {
         let log = std::fs::read_to_string(n["log"].as_str().unwrap()).unwrap();
         let line = log
             .lines()
             .find(|l| l.contains("new batching parameters in force"))
             .unwrap_or_else(|| panic!("{}: no switch logged", n["name"]));
-        assert!(line.contains("batch_timeout_ms=40") || line.contains("\"batch_timeout_ms\":40"), "{line}");
+        assert!(
+            line.contains("batch_timeout_ms=40") || line.contains("\"batch_timeout_ms\":40"),
+            "{line}"
+        );
     }
 
     // After the switch: more load; the sidecar restarted resumes under the new set.
     assert_all_committed(&load(&dir, 300, 300, "rcc"), 300);
+    // Nodes restarted after the switch come back with what they persisted: the sidecar,
+    // a consenter (its state and WAL), a batcher and an assembler (their sets).
     let net = network(&dir);
-    kill(pid_of(&net, "sidecar-1"));
+    for name in ["sidecar-1", "consenter-2", "batcher-3-1", "assembler-4"] {
+        kill(pid_of(&net, name));
+    }
     fabrx(&["up", "--json", "--dir"], &dir);
     assert_all_committed(&load(&dir, 200, 200, "rcd"), 200);
+    assert!(
+        epochs(&dir).iter().all(|(_, e)| *e == Some(1)),
+        "{:?}",
+        epochs(&dir)
+    );
+    let net = network(&dir);
+    let batcher = net["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "batcher-3-1")
+        .unwrap();
+    let log = std::fs::read_to_string(batcher["log"].as_str().unwrap()).unwrap();
+    let restored = log
+        .lines()
+        .find(|l| l.contains("batching parameters of the config in force are back"))
+        .expect("the restarted batcher puts the parameters back");
+    assert!(restored.contains("batch_timeout_ms=40"), "{restored}");
     // The same update again is stale.
     let o = submit(&dir, &good);
     let stderr = String::from_utf8_lossy(&o.stderr);

@@ -131,8 +131,16 @@ pub(super) async fn start(
     let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
     // The batching parameters of the newest config a decision put in force (the node's
     // config file holds the genesis ones).
-    if let Some(view) = parts.sets.as_ref().and_then(|s| s.newest_view()) {
+    if let Some(sets) = parts.sets.as_ref()
+        && let Some(view) = sets.newest_view()
+    {
         core.set_batching(&view.batching)?;
+        info!(
+            epoch = sets.epoch(),
+            batch_timeout_ms = view.batching.batch_timeout_ms,
+            max_batch_requests = view.batching.max_batch_requests,
+            "the batching parameters of the config in force are back in force"
+        );
     }
     parts.launch(config, core, initial, progress, addr)
 }
