@@ -22,6 +22,7 @@
 //! reproduce -- --nocapture`.
 
 mod checker;
+pub mod reconfig;
 mod world;
 
 pub use world::follow::StreamLie;
