@@ -1,6 +1,8 @@
 //! The invariants of the ordering simulation, checked on every decision a correct
 //! consenter delivers and at the end of a run.
 
+mod switches;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -8,6 +10,9 @@ use batcher::SignedBatch;
 use bft::Decision;
 use consenter::application::{ArmaConfig, Item, OrderedHeader, Outcome};
 use types::digest::{Digest32, shard_of};
+use wire::pb;
+
+pub use switches::Switches;
 
 /// `(shard, term, primary, seq)`.
 type Slot = (u32, u64, u32, u64);
@@ -44,6 +49,8 @@ pub struct Checker {
     complainers: HashMap<(u32, u64), BTreeSet<u32>>,
     /// Per block: its header hash and when a correct consenter first decided it (ms).
     chain: Vec<(Digest32, u64)>,
+    /// The configs and consenter sets (reconfiguration scenarios).
+    pub switches: Option<Switches>,
 }
 
 impl Checker {
@@ -67,6 +74,7 @@ impl Checker {
             term_changes: 0,
             chain: Vec::new(),
             complainers: HashMap::new(),
+            switches: None,
         }
     }
 
@@ -80,13 +88,14 @@ impl Checker {
         self.requests.entry(request).or_insert(0);
     }
 
-    /// Correct consenter `party` delivered `decision` with `outcome`; `batch` finds a
-    /// persisted batch by header.
+    /// Correct consenter `party` delivered `decision` with `outcome` (served as `wire`
+    /// when the consenters reconfigure); `batch` finds a persisted batch by header.
     pub fn on_deliver(
         &mut self,
         party: u32,
         decision: &Decision,
         outcome: &Outcome,
+        wire: Option<&pb::Decision>,
         batch: &dyn Fn(&OrderedHeader) -> Option<Arc<SignedBatch>>,
         now: u64,
     ) -> Result<(), String> {
@@ -94,14 +103,26 @@ impl Checker {
         let index = usize::try_from(seq).unwrap_or(usize::MAX).wrapping_sub(1);
         if let Some((digest, reference)) = self.decisions.get(index) {
             if *digest != decision.certificate.digest || reference != outcome {
+                let switch = match (&reference.config, &outcome.config) {
+                    (Some(_), None) => " (it did not switch where the others did)",
+                    (None, Some(_)) => " (it switched where the others did not)",
+                    _ => "",
+                };
                 return Err(format!(
-                    "agreement: consenter {party} decided/computed something else at decision {seq}"
+                    "agreement: consenter {party} decided/computed something else at decision {seq}{switch}"
                 ));
+            }
+            if let (Some(switches), Some(wire)) = (&self.switches, wire) {
+                switches.check_delivered(party, seq, wire)?;
             }
             return Ok(());
         }
         if index != self.decisions.len() {
             return Err(format!("decision {seq} delivered before decision {}", index));
+        }
+        if let Some(switches) = self.switches.as_mut() {
+            let wire = wire.ok_or("a reconfiguring consenter delivered no served decision")?;
+            switches.on_decision(&self.cfg, decision, outcome, wire)?;
         }
         self.decisions
             .push((decision.certificate.digest, outcome.clone()));
@@ -127,7 +148,7 @@ impl Checker {
                         .insert(c.signer);
                     continue;
                 }
-                // The simulation's networks order no config updates (yet).
+                // Config updates: `Switches` checks them.
                 Ok(Item::ConfigUpdate(_)) | Err(_) => continue,
             };
             let h = baf.header;
@@ -147,7 +168,17 @@ impl Checker {
         for header in &outcome.headers {
             self.on_header(header, batch)?;
         }
-        for t in &outcome.terms {
+        // A switch moves every shard to its next term at the end of its decision (the
+        // oracle checked those are the last term changes, one per shard in order).
+        let switched = if outcome.config.is_some() {
+            self.cfg.shards as usize
+        } else {
+            0
+        };
+        let (regular, switch) = outcome
+            .terms
+            .split_at(outcome.terms.len().saturating_sub(switched));
+        for t in regular {
             self.term_changes += 1;
             let entry = self
                 .terms
@@ -177,7 +208,28 @@ impl Checker {
             }
             *entry = (t.term, t.last_ordered_seq);
         }
+        self.on_switch_terms(decision.seq(), switch)?;
         self.check_equivocations(&before, conflicts)
+    }
+
+    /// The term changes a switch made at decision `seq`: every shard to its next term,
+    /// from its last ordered seq.
+    fn on_switch_terms(&mut self, seq: u64, terms: &[arma::TermChange]) -> Result<(), String> {
+        for t in terms {
+            self.term_changes += 1;
+            let entry = self
+                .terms
+                .get_mut(t.shard as usize)
+                .ok_or("term change of an unknown shard")?;
+            if t.term != entry.0 + 1 || t.last_ordered_seq != entry.1 {
+                return Err(format!(
+                    "reconfiguration: the switch at decision {} moved shard {} from (term, last seq) {:?} to ({}, {})",
+                    seq, t.shard, entry, t.term, t.last_ordered_seq
+                ));
+            }
+            *entry = (t.term, t.last_ordered_seq);
+        }
+        Ok(())
     }
 
     fn on_header(
@@ -185,6 +237,23 @@ impl Checker {
         header: &OrderedHeader,
         batch: &dyn Fn(&OrderedHeader) -> Option<Arc<SignedBatch>>,
     ) -> Result<(), String> {
+        if header.is_config() {
+            // A config block: the oracle checked it (`Switches`); no batch, no BAFs.
+            if self.switches.is_none() {
+                return Err(format!(
+                    "block {}: a config block in a network without updates",
+                    header.number
+                ));
+            }
+            if header.number != self.blocks {
+                return Err(format!(
+                    "block number {} after {} blocks",
+                    header.number, self.blocks
+                ));
+            }
+            self.blocks += 1;
+            return Ok(());
+        }
         let slot = (header.shard, header.term, header.primary, header.seq);
         let signers = self.bafs.get(&(slot, header.digest)).map_or(0, BTreeSet::len);
         if signers < self.f1 {
@@ -308,6 +377,15 @@ impl Checker {
             return Err(format!(
                 "assembler {party}: block {n}'s requests do not hash to the ordered digest"
             ));
+        }
+        if block.header.is_config() {
+            let config = self.switches.as_ref().and_then(|s| s.config_of(block.header.seq));
+            if config.is_none_or(|c| block.requests.len() != 1 || block.requests[0].as_ref() != c) {
+                return Err(format!(
+                    "assembler {party}: config block {n} does not hold the config of epoch {}",
+                    block.header.seq
+                ));
+            }
         }
         Ok(())
     }

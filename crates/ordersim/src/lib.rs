@@ -22,6 +22,7 @@
 //! reproduce -- --nocapture`.
 
 mod checker;
+pub mod reconfig;
 mod world;
 
 pub use world::follow::StreamLie;
@@ -134,6 +135,67 @@ pub struct ArmaScenario {
     /// after a status timeout), and f+1 correct batchers of shard 0 crash at once before
     /// GST (the variant test; never drawn).
     pub correlated_restart: bool,
+    /// Config updates submitted during the run (the reconfiguration scenarios): the
+    /// consenters run the reconfigurable application with real consenter keys.
+    pub reconfig: Option<Reconfiguration>,
+}
+
+/// A valid config update an admin submits: it rotates the consenter keys of `rotate`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedUpdate {
+    /// When it is first submitted (ms); later if the one before is not in force yet.
+    pub at_ms: u64,
+    /// The replicas whose consenter key it rotates to the next generation.
+    pub rotate: Vec<u32>,
+}
+
+/// An update the rules must refuse: it changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadUpdate {
+    /// Approved by one party fewer than a majority.
+    TooFewApprovals,
+    /// A majority listed, one signature made with another party's admin key.
+    ForgedApproval,
+    /// A majority-approved update of a config that was replaced already.
+    Stale,
+    /// The exact bytes of the last update put in force, again.
+    Replayed,
+}
+
+/// A consenter cut off from the other consenters for a while (before GST).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// The replica (party − 1).
+    pub consenter: u32,
+    /// From (ms).
+    pub from_ms: u64,
+    /// Until (ms).
+    pub until_ms: u64,
+}
+
+/// The config updates of a reconfiguration scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reconfiguration {
+    /// Valid updates, in submission order (each built against the config in force when
+    /// it is submitted, and re-sent until it is in force or another replaced its base).
+    pub updates: Vec<PlannedUpdate>,
+    /// A second valid update of the first one's base, submitted with it (rotating other
+    /// keys): one of the two is put in force, the other is stale from then on.
+    pub competing: bool,
+    /// Updates the rules must refuse, and when they are submitted (ms; a stale or
+    /// replayed one waits for a switch).
+    pub bad: Vec<(u64, BadUpdate)>,
+    /// A correct consenter partitioned from the other consenters around the first update.
+    pub partition: Option<Partition>,
+    /// Probability that a correct consenter crashes as it switches (before GST): before
+    /// its switch is in its WAL, or after and before its shell recorded the decision.
+    pub crash_at_switch: f64,
+    /// Probability that a correct batcher crashes once it was fed a switch (before GST).
+    pub crash_batcher_at_switch: f64,
+    /// Every consenter's rules accept any approvals (negative test).
+    pub lax_rules: bool,
+    /// This replica's rules refuse every update, so it never switches (negative test).
+    pub stubborn: Option<u32>,
 }
 
 impl ArmaScenario {
@@ -196,7 +258,82 @@ impl ArmaScenario {
             stream_lie,
             sticky_followers: false,
             correlated_restart: false,
+            reconfig: None,
         }
+    }
+
+    /// The reconfiguration scenario of `seed`: [`ArmaScenario::from_seed`] with one to
+    /// three config updates at random times (rotating consenter keys), refused updates,
+    /// maybe a competing update, a partitioned consenter and crashes at the switch.
+    pub fn reconfiguration(seed: u64) -> ArmaScenario {
+        let mut sc = ArmaScenario::from_seed(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x2ec0_f16e);
+        let n = sc.n;
+        let until = sc.gst_ms + 1_500;
+        let mut updates: Vec<PlannedUpdate> = (0..rng.gen_range(1..=3))
+            .map(|_| {
+                let mut rotate: Vec<u32> = (0..n).filter(|_| rng.gen_bool(0.5)).collect();
+                if rotate.is_empty() {
+                    rotate.push(rng.gen_range(0..n));
+                }
+                PlannedUpdate {
+                    at_ms: rng.gen_range(20..until),
+                    rotate,
+                }
+            })
+            .collect();
+        updates.sort_by_key(|u| u.at_ms);
+        let competing = rng.gen_bool(0.25);
+        let kinds = [
+            BadUpdate::TooFewApprovals,
+            BadUpdate::ForgedApproval,
+            BadUpdate::Stale,
+            BadUpdate::Replayed,
+        ];
+        let mut bad = Vec::new();
+        for kind in kinds {
+            if rng.gen_bool(0.5) {
+                bad.push((rng.gen_range(20..until + 500), kind));
+            }
+        }
+        let first = updates.first().map_or(0, |u| u.at_ms);
+        let byzantine = sc.byzantine.map(|(p, _)| p - 1);
+        let correct: Vec<u32> = (0..n).filter(|c| Some(*c) != byzantine).collect();
+        let partition = (n > 1 && rng.gen_bool(0.4)).then(|| {
+            let from_ms = first.saturating_sub(rng.gen_range(0..200));
+            Partition {
+                consenter: correct[rng.gen_range(0..correct.len())],
+                from_ms,
+                until_ms: from_ms + rng.gen_range(200..1_500),
+            }
+        });
+        let crash_at_switch = if rng.gen_bool(0.5) {
+            rng.gen_range(0.1..0.5)
+        } else {
+            0.0
+        };
+        let crash_batcher_at_switch = if rng.gen_bool(0.3) {
+            rng.gen_range(0.05..0.3)
+        } else {
+            0.0
+        };
+        sc.reconfig = Some(Reconfiguration {
+            updates,
+            competing,
+            bad,
+            partition,
+            crash_at_switch,
+            crash_batcher_at_switch,
+            lax_rules: false,
+            stubborn: None,
+        });
+        sc
+    }
+
+    /// Whether clients stop sending a request once 2f+1 routers acknowledged it (and
+    /// send it again only after a status timeout).
+    pub fn acked_clients(&self) -> bool {
+        self.correlated_restart || self.reconfig.is_some()
     }
 
     /// The same scenario with the given Byzantine party forced (the variant tests).
@@ -257,11 +394,37 @@ pub struct ArmaReport {
     pub correlated_acked: u64,
     /// Acknowledged requests still unordered at the clients' status timeout, sent again.
     pub lost_after_ack: u64,
+    /// Config updates put in force (consenter set switches).
+    pub switches: u64,
+    /// Valid updates that lost to a competing one of the same base.
+    pub superseded: u64,
+    /// Submissions of updates the rules must refuse (each changed nothing).
+    pub bad_updates: u64,
+    /// Requests acknowledged by 2f+1 routers and not yet ordered at a switch.
+    pub acked_at_switch: u64,
+    /// Crashes of correct nodes at a switch (consenters switching, batchers fed one).
+    pub crashes_at_switch: u64,
+    /// Consenter messages a partition dropped.
+    pub partitioned: u64,
+    /// Crashes of correct batchers (any cause).
+    pub batcher_crashes: u64,
+    /// Certificates checked not to verify under the set before their own.
+    pub wrong_set_checked: u64,
+    /// Switches consenters crossed by installing a snapshot of a later set.
+    pub switches_by_snapshot: u64,
+    /// Messages a corrupting consenter sent (rewritten, signed with its key) in a set
+    /// after the genesis set.
+    pub byz_sent_after_switch: u64,
 }
 
 /// Runs one seed.
 pub fn run_seed(seed: u64) -> Result<ArmaReport, String> {
     run(ArmaScenario::from_seed(seed), false)
+}
+
+/// Runs one reconfiguration seed ([`ArmaScenario::reconfiguration`]).
+pub fn run_reconfiguration_seed(seed: u64) -> Result<ArmaReport, String> {
+    run(ArmaScenario::reconfiguration(seed), false)
 }
 
 /// Runs a scenario; `Err` names the seed and the violated property.

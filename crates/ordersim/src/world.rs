@@ -17,12 +17,14 @@ use testkit::sim::kernel::{self, Kernel, Sim, Stop};
 use types::BatchId;
 use types::digest::{Digest32, shard_of};
 
-use super::checker::Checker;
+use super::checker::{Checker, Switches};
+use super::reconfig::{BATCHING, MAX_SEQS_AHEAD};
 use super::{ArmaReport, ArmaScenario, Byzantine};
 
 mod acked;
 mod assemblers;
 pub(crate) mod follow;
+mod reconf;
 
 use assemblers::ANode;
 pub use assemblers::{ASSEMBLER_BOUND_MS, FETCH_RETRY_MS, FETCH_TIMEOUT_MS};
@@ -76,6 +78,8 @@ pub enum Ev {
     Victim,
     /// An assembler's clock (index `party - 1`).
     ATick(usize),
+    /// The admin submits config updates (reconfiguration scenarios).
+    Admin(reconf::Admin),
     /// An assembler asks batcher `b` for a batch (`Fetch`).
     FetchAsk {
         a: usize,
@@ -154,14 +158,23 @@ struct LateBatch {
     pending: Option<Arc<SignedBatch>>,
 }
 
+/// One decision in a consenter's decisions log.
+pub(crate) struct Logged {
+    /// What it ordered.
+    pub outcome: Outcome,
+    /// The decision as the consenter serves it, certificate included (reconfiguration
+    /// scenarios: their certificates are real signatures, so followers verify them).
+    pub wire: Option<wire::pb::Decision>,
+}
+
 /// One consenter: the replica and its persisted state.
 struct CNode {
     replica: Option<Replica<ArmaApp>>,
     wal: MemWal,
     snapshot: ArmaState,
-    /// The outcomes of its decisions, in order (its decisions log); `None` for decisions
-    /// a state-transfer snapshot replaced (the log restarts after the snapshot).
-    log: Vec<Option<Outcome>>,
+    /// Its decisions, in order (its decisions log); `None` for decisions a
+    /// state-transfer snapshot replaced (the log restarts after the snapshot).
+    log: Vec<Option<Arc<Logged>>>,
     /// Snapshots installed by state transfer.
     installed: u64,
 }
@@ -191,6 +204,8 @@ pub struct World {
     /// (`correlated_restart` only).
     by_digest: HashMap<batcher::RequestDigest, Arc<[u8]>>,
     acks: HashMap<Arc<[u8]>, std::collections::BTreeSet<u32>>,
+    /// Config updates and their keys (reconfiguration scenarios).
+    reconf: Option<reconf::Reconf>,
     checker: Checker,
     report: ArmaReport,
 }
@@ -208,12 +223,21 @@ impl World {
             .flat_map(|p| (0..sc.shards).map(move |s| (p, s)))
             .filter_map(|(p, s)| bkeys.get(&p).map(|k| ((p, s), k.public_key())))
             .collect();
-        let cfg = ArmaConfig::new(sc.n, sc.shards, 64, pub_keys)
+        let cfg = ArmaConfig::new(sc.n, sc.shards, MAX_SEQS_AHEAD, pub_keys)
             .map_err(|e| e.to_string())?
             .with_knobs(sc.knobs);
         let keys = TestKeys::new(sc.seed ^ 0xc0ffee);
+        let mut checker = Checker::new(cfg.clone(), sc.byzantine.map(|(p, _)| p));
+        let reconf = sc.reconfig.clone().map(|plan| {
+            let batchers = bkeys.values().map(SigningKey::public_key).collect();
+            reconf::Reconf::new(plan, sc.n, sc.shards, batchers)
+        });
+        if let Some(r) = &reconf {
+            checker.switches = Some(Switches::new(&r.genesis_keys, &r.genesis)?);
+        }
         let mut w = World {
-            checker: Checker::new(cfg.clone(), sc.byzantine.map(|(p, _)| p)),
+            checker,
+            reconf,
             batchers: Vec::new(),
             consenters: Vec::new(),
             assemblers: Vec::new(),
@@ -292,6 +316,7 @@ impl World {
         self.k.schedule(self.sc.gst_ms, Ev::Gst);
         self.build_late();
         self.build_correlated();
+        self.build_reconf();
     }
 
     /// Prepares a late equivocation: the victim, its companions and version A's parties.
@@ -467,16 +492,16 @@ impl World {
             shards: self.sc.shards,
             keys: self.bkeys.iter().map(|(p, k)| (*p, k.public_key())).collect(),
             max_request_bytes: nz(MAX_REQUEST_BYTES),
-            max_batch_requests: NonZeroU32::new(4).unwrap_or(NonZeroU32::MIN),
-            max_batch_bytes: NonZeroU64::new(256).unwrap_or(NonZeroU64::MIN),
-            batch_timeout_ms: 20,
+            max_batch_requests: NonZeroU32::new(BATCHING.max_batch_requests).unwrap_or(NonZeroU32::MIN),
+            max_batch_bytes: NonZeroU64::new(BATCHING.max_batch_bytes).unwrap_or(NonZeroU64::MIN),
+            batch_timeout_ms: BATCHING.batch_timeout_ms,
             window: NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN),
             max_unordered_batches: NonZeroU32::new(4).unwrap_or(NonZeroU32::MIN),
             mempool_max_requests: nz(1000),
             mempool_max_bytes: NonZeroU64::new(1 << 20).unwrap_or(NonZeroU64::MIN),
             ordered_memory: nz(10_000),
-            forward_timeout_ms: 300,
-            complain_timeout_ms: 900,
+            forward_timeout_ms: BATCHING.forward_timeout_ms,
+            complain_timeout_ms: BATCHING.complain_timeout_ms,
         }
     }
 
@@ -484,6 +509,9 @@ impl World {
         let mut c = engine_config(id, self.sc.n, self.sc.seed);
         c.max_batch_count = 16;
         c.request_timeout_ms = 600;
+        if let Some(r) = &self.reconf {
+            c.chain = r.chain;
+        }
         c
     }
 
@@ -552,15 +580,22 @@ impl World {
             });
         }
         let node = &self.consenters[c as usize];
-        let app = ArmaApp::new(cfg, node.snapshot.clone());
+        let snapshot = node.snapshot.clone();
         let entries = node.wal.entries.clone();
-        let restored = Replica::restore(
-            self.bft_config(c),
-            app,
-            Box::new(self.keys.signer(c)),
-            Arc::new(self.keys.clone()),
-            &entries,
-        );
+        let (app, signer, verifier): reconf::Engine = if self.reconf.is_some() {
+            let Some(parts) = self.reconf_app(c, cfg, snapshot) else {
+                self.trace_line(|| format!("consenter {c}: its state's config does not read"));
+                return;
+            };
+            parts
+        } else {
+            (
+                ArmaApp::new(cfg, snapshot),
+                Box::new(self.keys.signer(c)),
+                Arc::new(self.keys.clone()),
+            )
+        };
+        let restored = Replica::restore(self.bft_config(c), app, signer, verifier, &entries);
         if let Err(e) = &restored {
             self.trace_line(|| format!("consenter {c} does not restart: {e}"));
         }
@@ -592,8 +627,12 @@ impl World {
                     }
                     _ => "",
                 };
+                let reconf = self
+                    .reconf
+                    .as_ref()
+                    .map_or_else(String::new, |r| format!("; {}", r.open()));
                 Err(format!(
-                    "liveness: {} of {} requests not ordered {} ms after GST{victim} ({} decisions, terms {:?})",
+                    "liveness: {} of {} requests not ordered {} ms after GST{victim} ({} decisions, terms {:?}{reconf})",
                     missing.len(),
                     self.requests.len(),
                     self.sc.liveness_ms,
@@ -625,6 +664,10 @@ impl World {
         self.report.flood_ordered = self.checker.injected.values().map(|n| u64::from(*n)).sum();
         self.report.term_changes = self.checker.term_changes;
         self.report.installed = self.consenters.iter().map(|c| c.installed).sum();
+        if let Some(s) = &self.checker.switches {
+            self.report.switches = s.switched.len() as u64;
+            self.report.wrong_set_checked = s.wrong_set_checked;
+        }
         self.report.equivocations = self
             .consenters
             .iter()
@@ -671,7 +714,7 @@ impl World {
         // Clients re-submit what is not ordered yet (a client retries until 2f+1 routers ack).
         let (missing, _) = self.checker.unordered_and_duplicates();
         for request in missing {
-            if self.sc.correlated_restart && self.acknowledged(&request) {
+            if self.sc.acked_clients() && self.acknowledged(&request) {
                 continue; // its client waits for it to be ordered (`Ev::StatusTimeout`)
             }
             self.k.schedule_in(1, Ev::Client(request));
@@ -703,6 +746,7 @@ impl World {
         }
         self.trace_line(|| format!("batcher {b} CRASH"));
         self.report.crashes += 1;
+        self.report.batcher_crashes += 1;
         let node = &mut self.batchers[b];
         node.core = None;
         node.incarnation = node.incarnation.wrapping_add(1);
@@ -742,7 +786,8 @@ impl World {
             return Ok(());
         };
         let outputs = replica.handle(input);
-        self.c_execute(c, outputs)
+        self.c_execute(c, outputs)?;
+        self.check_switch_state(c)
     }
 
     fn c_execute(&mut self, c: u32, outputs: Vec<Output>) -> Result<(), String> {
@@ -750,6 +795,10 @@ impl World {
         let mut rest = outputs.into_iter();
         while let Some(out) = rest.next() {
             match out {
+                Output::Persist(e @ WalEntry::Switched { .. }) if self.crash_at_switch(c) => {
+                    self.crash_switching(c, e, rest);
+                    return Ok(());
+                }
                 Output::Persist(e) => {
                     let _ = self.consenters[c as usize].wal.append(&[e]);
                 }
@@ -790,10 +839,15 @@ impl World {
         let snapshot = replica.app().state().clone();
         self.consenters[c as usize].snapshot = snapshot;
         let correct = self.is_correct_consenter(c);
+        let reconfiguring = self.reconf.is_some();
         for (a, d) in applied.into_iter().zip(delivered) {
+            let logged = Arc::new(Logged {
+                outcome: a.outcome.clone(),
+                wire: reconfiguring.then(|| consenter::decision_wire::to_pb_decision(&a, &d)),
+            });
             let log = &mut self.consenters[c as usize].log;
             if a.decision as usize == log.len() + 1 {
-                log.push(Some(a.outcome.clone()));
+                log.push(Some(Arc::clone(&logged)));
             }
             if correct {
                 self.trace_line(|| {
@@ -801,7 +855,7 @@ impl World {
                         a.outcome.headers.iter().map(|h| (h.shard, h.term, h.primary, h.seq)).collect();
                     format!("consenter {c} decided {}: headers (shard, term, primary, seq) {headers:?}, terms {:?}", a.decision, a.outcome.terms)
                 });
-                self.check_decision(c, &d, &a.outcome)?;
+                self.check_decision(c, &d, &logged)?;
             }
         }
         Ok(())
@@ -836,6 +890,8 @@ impl World {
         let Ok(state) = ArmaState::decode(snapshot, self.sc.shards) else {
             return Err(format!("consenter {c} installed a snapshot that does not decode"));
         };
+        // Switches it crossed by the snapshot (their decisions it never applied).
+        self.report.switches_by_snapshot += state.epoch.saturating_sub(node.snapshot.epoch);
         node.snapshot = state;
         let upto = usize::try_from(seq).unwrap_or(usize::MAX);
         if node.log.len() < upto {
@@ -845,15 +901,36 @@ impl World {
         Ok(())
     }
 
-    fn check_decision(&mut self, c: u32, d: &Decision, outcome: &Outcome) -> Result<(), String> {
+    fn check_decision(&mut self, c: u32, d: &Decision, logged: &Logged) -> Result<(), String> {
         let store = &self.persisted;
         let lookup = |h: &OrderedHeader| store.get(&(h.batch_id(), h.term, h.digest)).cloned();
         let now = self.k.now();
-        self.checker.on_deliver(c + 1, d, outcome, &lookup, now)
+        let new = d.seq() > self.checker.decided() as u64;
+        self.checker
+            .on_deliver(c + 1, d, &logged.outcome, logged.wire.as_ref(), &lookup, now)?;
+        if new && logged.outcome.config.is_some() {
+            self.on_switch_decided();
+        }
+        Ok(())
     }
 
     fn c_transmit(&mut self, from: u32, to: u32, msg: Message) {
+        if self.partitioned(from, to) {
+            return;
+        }
         let msgs = match self.byz(from + 1) {
+            Some(Byzantine::CorruptConsenter(mode)) if self.reconf.is_some() => {
+                // Lies signed with its key in the set it is in now, for that set's id.
+                match self.byz_identity(from) {
+                    Some((signer, chain, epoch)) => {
+                        if epoch > 0 {
+                            self.report.byz_sent_after_switch += 1;
+                        }
+                        testkit::sim::corrupt(mode, from, &signer, chain, to, msg, self.k.rng())
+                    }
+                    None => vec![msg],
+                }
+            }
             Some(Byzantine::CorruptConsenter(mode)) => {
                 let signer = self.keys.signer(from);
                 let chain = self.bft_config(from).chain;
@@ -912,9 +989,10 @@ impl World {
                 self.batchers[b].follow = follow;
                 outcome
             };
-            let Some(outcome) = outcome else {
+            let Some(logged) = outcome else {
                 return Ok(()); // nobody serves it yet: retry next tick
             };
+            let outcome = &logged.outcome;
             for h in outcome.headers.iter().filter(|h| h.shard == shard) {
                 let Some(batch) = self.fetch_for_batcher(b, h) else {
                     return Ok(()); // not fetchable yet: retry next tick
@@ -937,6 +1015,9 @@ impl World {
                 self.b_input(b, BInput::TermChanged(info))?;
             }
             self.batchers[b].fed += 1;
+            if outcome.config.is_some() && self.maybe_crash_batcher_at_switch(b) {
+                return Ok(());
+            }
         }
     }
 
@@ -1318,7 +1399,8 @@ impl Sim for World {
     /// every ordered block.
     fn done(&mut self) -> Result<bool, String> {
         let victim_sent = self.late.as_ref().is_none_or(|l| l.sent);
-        Ok(self.k.after_gst() && victim_sent && self.checker.all_ordered() && self.assembled())
+        let settled = self.reconf.as_ref().is_none_or(reconf::Reconf::settled);
+        Ok(self.k.after_gst() && victim_sent && settled && self.checker.all_ordered() && self.assembled())
     }
 
     fn step(&mut self, ev: Ev) -> Result<(), String> {
@@ -1353,10 +1435,8 @@ impl Sim for World {
                 self.correlated_crash();
                 Ok(())
             }
-            Ev::StatusTimeout => {
-                self.status_timeout();
-                Ok(())
-            }
+            Ev::StatusTimeout => self.status_timeout(),
+            Ev::Admin(step) => self.on_admin(step),
             Ev::CrashB(b) => {
                 // Faults stop at GST: a crash point drawn just before it does not fire.
                 if !self.k.after_gst() {

@@ -24,19 +24,22 @@ pub const STATUS_TIMEOUT_MS: u64 = 10_000;
 impl World {
     /// Schedules the correlated crash, when the scenario has one.
     pub(super) fn build_correlated(&mut self) {
-        if !self.sc.correlated_restart {
-            return;
+        if self.sc.correlated_restart {
+            let gst = self.sc.gst_ms.max(3);
+            let at = self.k.rng().gen_range(gst / 3..gst * 2 / 3 + 1);
+            self.k.schedule(at, Ev::CorrelatedCrash);
         }
-        let gst = self.sc.gst_ms.max(3);
-        let at = self.k.rng().gen_range(gst / 3..gst * 2 / 3 + 1);
-        self.k.schedule(at, Ev::CorrelatedCrash);
-        self.k
-            .schedule(gst.saturating_add(STATUS_TIMEOUT_MS), Ev::StatusTimeout);
+        if self.sc.acked_clients() {
+            self.k.schedule(
+                self.sc.gst_ms.saturating_add(STATUS_TIMEOUT_MS),
+                Ev::StatusTimeout,
+            );
+        }
     }
 
     /// Batcher `b`'s party admitted `digest` (its router acknowledges the request).
     pub(super) fn on_admitted(&mut self, b: usize, digest: batcher::RequestDigest) {
-        if !self.sc.correlated_restart {
+        if !self.sc.acked_clients() {
             return;
         }
         let party = self.batchers[b].party;
@@ -74,12 +77,26 @@ impl World {
         }
     }
 
-    /// The clients' status timeout: acknowledged requests not ordered are sent again.
-    pub(super) fn status_timeout(&mut self) {
+    /// The clients' status timeout: acknowledged requests not ordered are sent again. In
+    /// a reconfiguration scenario where no correct batcher crashed, an acknowledged
+    /// request is held by f+1 correct batchers at least, across every switch: one still
+    /// unordered now was lost.
+    pub(super) fn status_timeout(&mut self) -> Result<(), String> {
         let (missing, _) = self.checker.unordered_and_duplicates();
+        if self.reconf.is_some() && self.report.batcher_crashes == 0 {
+            let lost = missing.iter().filter(|r| self.acknowledged(r)).count();
+            if lost > 0 {
+                return Err(format!(
+                    "acknowledged requests lost: {lost} acknowledged by 2f+1 routers are not ordered {STATUS_TIMEOUT_MS} ms \
+                     after GST, and no correct batcher crashed ({} switches so far)",
+                    self.checker.switches.as_ref().map_or(0, |s| s.switched.len())
+                ));
+            }
+        }
         for request in missing {
             self.report.lost_after_ack += 1;
             self.k.schedule_in(1, Ev::Client(request));
         }
+        Ok(())
     }
 }

@@ -11,13 +11,18 @@
 //! the batchers that persisted it. A Byzantine party's batchers may forge requests under
 //! the ordered header, hang or refuse.
 //!
+//! In a reconfiguration scenario an assembler verifies each decision as the node does,
+//! under the consenter set in force for it (`arma::ConsenterSets`, learning the next set
+//! from a switch), takes the headers the certificate proves, and appends a config block
+//! with the config the decision carried as its data (`node::main_loop`).
+//!
 //! The trusting shell (negative test only) is the fetch as it was before it was fixed:
 //! batchers asked one at a time in the same order, each call without a timeout, and the
 //! first answer whose header fields match handed to the core and the fetch ended.
 
 use std::sync::Arc;
 
-use arma::DecisionProof;
+use arma::{ConsenterSets, DecisionProof, OrderedHeader, TermChange};
 use assembler::core::{Core, Limits, OfferedBatch, Wanted};
 use rand::Rng;
 use types::BatchId;
@@ -62,6 +67,38 @@ pub(super) struct ANode {
     fetch: Option<Fetch>,
     /// The consenter it reads decisions from.
     follow: Follow,
+    /// The consenter sets it verifies decisions with (reconfiguration scenarios).
+    sets: Option<ConsenterSets>,
+}
+
+/// Hands the core one verified decision; a config block's data is the config the
+/// decision carried (its hash certified), offered at once, as the node does.
+fn feed_decision(
+    node: &mut ANode,
+    proof: Arc<DecisionProof>,
+    headers: &[OrderedHeader],
+    terms: &[TermChange],
+    config: Option<Vec<u8>>,
+) -> Result<(), String> {
+    let party = node.party;
+    node.core
+        .on_decision(proof, headers, terms)
+        .map_err(|e| format!("assembler {party}: {e}"))?;
+    if let Some(config) = config
+        && let Some(h) = headers.iter().find(|h| h.is_config())
+    {
+        node.core
+            .offer(OfferedBatch {
+                shard: h.shard,
+                primary: h.primary,
+                seq: h.seq,
+                digest: h.digest,
+                requests: vec![Arc::from(config.as_slice())],
+            })
+            .map_err(|e| format!("assembler {party}: its config block was refused: {e}"))?;
+    }
+    node.fed += 1;
+    Ok(())
 }
 
 /// How a lying batcher answers one fetch.
@@ -103,6 +140,10 @@ fn offered(batch: &batcher::SignedBatch) -> OfferedBatch {
 impl World {
     /// Starts an assembler for every party whose nodes are all correct.
     pub(super) fn build_assemblers(&mut self) {
+        let sets = self.reconf.as_ref().map(|r| {
+            let rules: Arc<dyn arma::ConfigRules> = Arc::new(crate::reconfig::SimRules::STRICT);
+            ConsenterSets::new(&r.genesis_keys, Some(rules))
+        });
         for party in 1..=self.sc.n {
             let node = self.byz(party).is_none().then(|| ANode {
                 party,
@@ -111,6 +152,7 @@ impl World {
                 height: 0,
                 fetch: None,
                 follow: Follow::of(party),
+                sets: sets.clone(),
             });
             self.assemblers.push(node);
             self.k.first_tick(Ev::ATick((party - 1) as usize));
@@ -158,24 +200,37 @@ impl World {
             if let Some(node) = self.assemblers[a].as_mut() {
                 node.follow = follow;
             }
-            let Some(outcome) = outcome else {
+            let Some(logged) = outcome else {
                 return Ok(());
             };
-            let proof = Arc::new(DecisionProof {
-                instance: bft::InstanceId(0),
-                decision: index as u64 + 1,
-                view: 0,
-                requests_root: [0; 32],
-                metadata: Vec::new(),
-                signatures: Vec::new(),
-            });
             let Some(node) = self.assemblers[a].as_mut() else {
                 return Ok(());
             };
-            node.core
-                .on_decision(proof, &outcome.headers, &outcome.terms)
-                .map_err(|e| format!("assembler {party}: {e}"))?;
-            node.fed += 1;
+            let decision = index as u64 + 1;
+            let (proof, headers, terms, config) = match (node.sets.as_mut(), logged.wire.as_ref()) {
+                (Some(sets), Some(wire)) => {
+                    let v = sets.verify_decision(wire).map_err(|e| {
+                        format!("assembler {party}: decision {decision} does not verify under the set in force for it: {e}")
+                    })?;
+                    let proof =
+                        DecisionProof::try_from(wire).map_err(|e| format!("assembler {party}: {e}"))?;
+                    (Arc::new(proof), v.headers, v.terms, v.config.map(|(_, c)| c))
+                }
+                _ => (
+                    Arc::new(DecisionProof {
+                        instance: bft::InstanceId(0),
+                        decision,
+                        view: 0,
+                        requests_root: [0; 32],
+                        metadata: Vec::new(),
+                        signatures: Vec::new(),
+                    }),
+                    logged.outcome.headers.clone(),
+                    logged.outcome.terms.clone(),
+                    None,
+                ),
+            };
+            feed_decision(node, proof, &headers, &terms, config)?;
         }
     }
 
@@ -229,7 +284,8 @@ impl World {
         let Some(node) = self.assemblers[a].as_mut() else {
             return;
         };
-        let Some(w) = node.core.wanted() else {
+        let Some(w) = node.core.wanted().filter(|w| w.shard != arma::CONFIG_SHARD) else {
+            // Nothing to fetch (a config block's data comes with its decision).
             node.fetch = None;
             return;
         };

@@ -13,9 +13,9 @@
 //! consenter ahead of it by as many decisions as it served since the last check.
 //! Without the probe (`sticky_followers`, negative test) a lured follower stays.
 
-use consenter::application::Outcome;
+use std::sync::Arc;
 
-use super::World;
+use super::{Logged, World};
 
 /// How often a follower probes the other consenters (ms; the real one checks every 5 s,
 /// scaled to the simulation's assembler bound).
@@ -62,7 +62,7 @@ impl Follow {
 impl World {
     /// Whether consenter `c` is up and holds decision `index` (0-based) in its log, as a
     /// correct consenter decided it (a Byzantine one can only serve certified decisions).
-    fn holds(&self, c: u32, index: usize) -> Option<Outcome> {
+    fn holds(&self, c: u32, index: usize) -> Option<Arc<Logged>> {
         let node = &self.consenters[c as usize];
         node.replica.as_ref()?;
         let own = node.log.get(index).cloned().flatten();
@@ -83,7 +83,7 @@ impl World {
 
     /// Decision `index` for a follower, if its source serves it now; moves the follower
     /// to another source when its stream ends or a probe finds one ahead.
-    pub(crate) fn follow(&mut self, f: &mut Follow, index: usize) -> Option<Outcome> {
+    pub(crate) fn follow(&mut self, f: &mut Follow, index: usize) -> Option<Arc<Logged>> {
         let now = self.k.now();
         if !self.sc.sticky_followers && now.saturating_sub(f.checked_at) >= CHECK_MS {
             // As `clients::decisions::probe_from`: ahead by what the source served.

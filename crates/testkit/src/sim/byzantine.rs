@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use bft::certificate::vote_bytes;
-use bft::crypto::TestSigner;
 use bft::{Digest, Message, Proposal, ReplicaId, Signer, ViewChange, Vote};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -46,7 +45,7 @@ impl ByzMode {
 pub fn corrupt(
     mode: ByzMode,
     me: ReplicaId,
-    signer: &TestSigner,
+    signer: &dyn Signer,
     chain: bft::ChainId,
     to: ReplicaId,
     msg: Message,
@@ -125,7 +124,7 @@ pub fn corrupt(
 /// The state-transfer and checkpoint part of [`corrupt`].
 fn corrupt_sync(
     mode: ByzMode,
-    signer: &TestSigner,
+    signer: &dyn Signer,
     chain: bft::ChainId,
     msg: Message,
     rng: &mut ChaCha8Rng,
@@ -178,7 +177,7 @@ fn corrupt_sync(
 }
 
 fn sign_vote(
-    signer: &TestSigner,
+    signer: &dyn Signer,
     chain: bft::ChainId,
     phase: bft::Phase,
     p: &Proposal,

@@ -1,0 +1,539 @@
+//! Config updates in the simulated network (docs/ordering-sim.md "Reconfiguration").
+//!
+//! The consenters run the reconfigurable Arma application ([`ArmaApp::reconfigurable`])
+//! under the simulation's rules ([`SimRules`]) with real Ed25519 consenter keys: each
+//! replica holds its key of every generation (genesis, and one more per rotation of its
+//! key), so it signs in every set it is in. An admin submits the scenario's updates to
+//! every consenter at their times, each built against the config in force then (the
+//! ledger's), re-sent until it is in force or another update replaced its base; and the
+//! updates the rules must refuse. Faults around a switch: a consenter partitioned from
+//! the others, a consenter crashing as it switches, a batcher crashing once fed a switch.
+//!
+//! After every consenter step the world checks that each correct consenter is in the
+//! set the ledger says for the decisions it applied, switched at the decision that
+//! changed it.
+
+use std::sync::Arc;
+
+use arma::ClusterKeys;
+use bft::{Application as _, ChainId, Output, WalEntry};
+use consenter::application::{ArmaApp, ArmaConfig, ArmaState, Reconfig, encode_config_update};
+use consenter::keys::{EngineSigner, EngineVerifier};
+use crypto::SigningKey;
+use rand::Rng;
+use rand::seq::SliceRandom;
+
+use super::{Ev, World};
+use crate::reconfig::{SimConfig, SimRules, SimUpdate, admin_key, consenter_key, majority, rogue_key};
+use crate::{BadUpdate, Reconfiguration};
+
+/// Key generations each replica holds: genesis and up to three rotations.
+const GENERATIONS: u32 = 4;
+
+/// How often the admin re-sends an update (ms), and how many times a refused one is sent.
+const ADMIN_RESEND_MS: u64 = 300;
+const BAD_SENDS: u32 = 3;
+
+/// A consenter's application, its genesis signer and the genesis set's verifier.
+pub(super) type Engine = (ArmaApp, Box<dyn bft::Signer>, Arc<dyn bft::Verifier>);
+
+/// An admin's step.
+pub enum Admin {
+    /// Submits planned update `i` (index `updates.len()` is the competing one).
+    Submit(usize),
+    /// Re-sends update `i` unless it is resolved.
+    Resend(usize),
+    /// Submits (again) an update the rules must refuse.
+    Bad {
+        /// Which one.
+        kind: BadUpdate,
+        /// Sends left.
+        sends: u32,
+        /// Its bytes, once built.
+        bytes: Option<Vec<u8>>,
+    },
+}
+
+/// A submitted valid update.
+struct Submission {
+    base: u64,
+    bytes: Vec<u8>,
+    next: Vec<u8>,
+    resolved: bool,
+}
+
+/// The reconfiguration state of a run.
+pub(super) struct Reconf {
+    pub(super) plan: Reconfiguration,
+    pub(super) genesis: Arc<Vec<u8>>,
+    pub(super) genesis_keys: ClusterKeys,
+    pub(super) chain: ChainId,
+    /// Each replica's consenter keys by generation.
+    keys: Vec<Vec<SigningKey>>,
+    admins: Vec<SigningKey>,
+    /// The planned updates (then the competing one), once submitted.
+    submitted: Vec<Option<Submission>>,
+    /// Refused updates not sent in full yet.
+    bad_left: usize,
+    /// The Byzantine consenter's key in its current set: (epoch, key).
+    byz_key: Option<(u64, SigningKey)>,
+}
+
+impl Reconf {
+    /// The genesis config of `n` parties with batcher keys `batchers`.
+    pub(super) fn new(
+        plan: Reconfiguration,
+        n: u32,
+        shards: u32,
+        batchers: Vec<crypto::PublicKey>,
+    ) -> Reconf {
+        let keys: Vec<Vec<SigningKey>> = (0..n)
+            .map(|r| (0..GENERATIONS).map(|g| consenter_key(r, g)).collect())
+            .collect();
+        let admins: Vec<SigningKey> = (1..=n).map(admin_key).collect();
+        let genesis = SimConfig {
+            sequence: 0,
+            shards,
+            consenters: keys.iter().map(|k| k[0].public_key()).collect(),
+            batchers,
+            admins: admins.iter().map(SigningKey::public_key).collect(),
+        };
+        let genesis_keys = ClusterKeys::new(genesis.consenters.clone());
+        let slots = plan.updates.len() + usize::from(plan.competing);
+        Reconf {
+            bad_left: plan.bad.len(),
+            submitted: (0..slots).map(|_| None).collect(),
+            chain: genesis_keys.chain_id(),
+            genesis: Arc::new(genesis.encode()),
+            genesis_keys,
+            keys,
+            admins,
+            byz_key: None,
+            plan,
+        }
+    }
+
+    /// Whether every valid update is in force or replaced, and every refused one sent.
+    pub(super) fn settled(&self) -> bool {
+        self.bad_left == 0
+            && self
+                .submitted
+                .iter()
+                .all(|s| s.as_ref().is_some_and(|s| s.resolved))
+    }
+
+    /// What is still open (for a liveness report).
+    pub(super) fn open(&self) -> String {
+        let open: Vec<usize> = (0..self.submitted.len())
+            .filter(|i| self.submitted[*i].as_ref().is_none_or(|s| !s.resolved))
+            .collect();
+        format!(
+            "config updates not in force: {open:?}, refused updates unsent: {}",
+            self.bad_left
+        )
+    }
+}
+
+impl World {
+    /// A consenter's application and engine keys: the reconfigurable application with
+    /// this replica's keys of every generation, its genesis signer and the genesis set.
+    pub(super) fn reconf_app(&self, c: u32, cfg: ArmaConfig, state: ArmaState) -> Option<Engine> {
+        let r = self.reconf.as_ref()?;
+        let rules = SimRules {
+            lax: r.plan.lax_rules,
+            stubborn: r.plan.stubborn == Some(c),
+        };
+        let keys = r.keys.get(c as usize)?.clone();
+        let signer = Box::new(EngineSigner::new(keys.first()?.clone()));
+        let reconfig = Reconfig {
+            rules: Arc::new(rules),
+            genesis: Arc::clone(&r.genesis),
+            chain: r.chain,
+            keys,
+        };
+        let app = ArmaApp::reconfigurable(cfg, state, reconfig).ok()?;
+        Some((app, signer, Arc::new(EngineVerifier::new(r.genesis_keys.clone()))))
+    }
+
+    /// The Byzantine consenter `c`'s signer and cluster id in the set it is in now, and
+    /// that set's epoch.
+    pub(super) fn byz_identity(&mut self, c: u32) -> Option<(EngineSigner, ChainId, u64)> {
+        let replica = self.consenters[c as usize].replica.as_ref()?;
+        let (epoch, chain) = (replica.epoch(), replica.config().chain);
+        let r = self.reconf.as_ref()?;
+        if let Some((e, key)) = &r.byz_key
+            && *e == epoch
+        {
+            return Some((EngineSigner::new(key.clone()), chain, epoch));
+        }
+        let config = SimConfig::decode(replica.app().config_in_force()).ok()?;
+        let public = config.consenters.get(c as usize)?;
+        let key = r
+            .keys
+            .get(c as usize)?
+            .iter()
+            .find(|k| k.public_key() == *public)?
+            .clone();
+        if let Some(r) = self.reconf.as_mut() {
+            r.byz_key = Some((epoch, key.clone()));
+        }
+        Some((EngineSigner::new(key), chain, epoch))
+    }
+
+    /// Whether the partition of the scenario cuts a message between consenters `a` and `b` now.
+    pub(super) fn partitioned(&mut self, a: u32, b: u32) -> bool {
+        let Some(p) = self.reconf.as_ref().and_then(|r| r.plan.partition) else {
+            return false;
+        };
+        let now = self.k.now();
+        let cut = (a == p.consenter || b == p.consenter)
+            && a != b
+            && !self.k.after_gst()
+            && (p.from_ms..p.until_ms).contains(&now);
+        if cut {
+            self.report.partitioned += 1;
+        }
+        cut
+    }
+
+    /// Schedules the admin's submissions.
+    pub(super) fn build_reconf(&mut self) {
+        let Some(r) = self.reconf.as_ref() else {
+            return;
+        };
+        let planned: Vec<u64> = r.plan.updates.iter().map(|u| u.at_ms).collect();
+        let bad = r.plan.bad.clone();
+        for (i, at) in planned.into_iter().enumerate() {
+            self.k.schedule(at, Ev::Admin(Admin::Submit(i)));
+        }
+        for (at, kind) in bad {
+            self.k.schedule(
+                at,
+                Ev::Admin(Admin::Bad {
+                    kind,
+                    sends: BAD_SENDS,
+                    bytes: None,
+                }),
+            );
+        }
+    }
+
+    /// The config in force as the ledger says (the checker's).
+    fn config_in_force(&self) -> Option<SimConfig> {
+        self.checker.switches.as_ref().map(|s| s.config().clone())
+    }
+
+    /// Sends a config update to every consenter (the admin is a client: its sends are lost
+    /// before GST, never partitioned).
+    fn send_update(&mut self, bytes: &[u8]) {
+        let request = encode_config_update(bytes);
+        for to in 0..self.sc.n {
+            if self.k.lossy() {
+                continue;
+            }
+            let at = self.k.arrival(self.k.now());
+            self.k.schedule(
+                at,
+                Ev::ToConsenter {
+                    to,
+                    request: request.clone(),
+                },
+            );
+        }
+    }
+
+    /// Approvals by a random majority (or more) of the parties.
+    fn approve(&mut self, update: &mut SimUpdate, count: usize) {
+        let mut parties: Vec<u32> = (1..=self.sc.n).collect();
+        parties.shuffle(self.k.rng());
+        parties.truncate(count);
+        parties.sort_unstable();
+        let Some(r) = self.reconf.as_ref() else {
+            return;
+        };
+        for p in parties {
+            if let Some(key) = r.admins.get(p as usize - 1) {
+                update.approve(p, key);
+            }
+        }
+    }
+
+    /// `current` with the consenter keys of `rotate` at their next generation.
+    fn rotated(&self, current: &SimConfig, rotate: &[u32]) -> Option<SimConfig> {
+        let r = self.reconf.as_ref()?;
+        let mut next = current.clone();
+        next.sequence = current.sequence.checked_add(1)?;
+        for &c in rotate {
+            let held = r.keys.get(c as usize)?;
+            let key = current.consenters.get(c as usize)?;
+            let now = held.iter().position(|k| k.public_key() == *key)?;
+            *next.consenters.get_mut(c as usize)? = held.get(now + 1)?.public_key();
+        }
+        Some(next)
+    }
+
+    pub(super) fn on_admin(&mut self, step: Admin) -> Result<(), String> {
+        match step {
+            Admin::Submit(i) => self.submit_update(i),
+            Admin::Resend(i) => {
+                self.resend_update(i);
+                Ok(())
+            }
+            Admin::Bad { kind, sends, bytes } => {
+                self.bad_update(kind, sends, bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Submits planned update `i` once the one before is resolved (an admin waits for
+    /// its update to be in force before it proposes the next).
+    fn submit_update(&mut self, i: usize) -> Result<(), String> {
+        let Some(r) = self.reconf.as_ref() else {
+            return Ok(());
+        };
+        let waiting = i > 0
+            && r.submitted
+                .get(i - 1)
+                .is_none_or(|s| s.as_ref().is_none_or(|s| !s.resolved));
+        if waiting {
+            self.k.schedule_in(100, Ev::Admin(Admin::Submit(i)));
+            return Ok(());
+        }
+        let competing = i == 0 && r.plan.competing;
+        let rotate = r
+            .plan
+            .updates
+            .get(i)
+            .map(|u| u.rotate.clone())
+            .unwrap_or_default();
+        let slot = r.plan.updates.len();
+        let current = self.config_in_force().ok_or("no config in force")?;
+        self.submit_valid(i, &current, &rotate)?;
+        if competing {
+            // Rotates the keys update 0 leaves (or all): a different next config.
+            let others: Vec<u32> = (0..self.sc.n).filter(|c| !rotate.contains(c)).collect();
+            let others = if others.is_empty() {
+                (0..self.sc.n).collect()
+            } else {
+                others
+            };
+            self.submit_valid(slot, &current, &others)?;
+        }
+        Ok(())
+    }
+
+    fn submit_valid(&mut self, i: usize, current: &SimConfig, rotate: &[u32]) -> Result<(), String> {
+        let next = self
+            .rotated(current, rotate)
+            .ok_or_else(|| format!("update {i}: no key generation left for {rotate:?}"))?;
+        let mut update = SimUpdate::new(current.sequence, &next);
+        let n = self.sc.n as usize;
+        let count = self.k.rng().gen_range(majority(self.sc.n)..=n);
+        self.approve(&mut update, count);
+        let bytes = update.encode();
+        self.trace_line(|| {
+            format!(
+                "admin submits update {i}: {} → {}, rotating {rotate:?}",
+                current.sequence, next.sequence
+            )
+        });
+        self.send_update(&bytes);
+        if let Some(slot) = self.reconf.as_mut().and_then(|r| r.submitted.get_mut(i)) {
+            *slot = Some(Submission {
+                base: current.sequence,
+                bytes,
+                next: update.next,
+                resolved: false,
+            });
+        }
+        self.k.schedule_in(ADMIN_RESEND_MS, Ev::Admin(Admin::Resend(i)));
+        Ok(())
+    }
+
+    fn resend_update(&mut self, i: usize) {
+        let Some(s) = self
+            .reconf
+            .as_ref()
+            .and_then(|r| r.submitted.get(i))
+            .and_then(Option::as_ref)
+        else {
+            return;
+        };
+        let (base, bytes, next) = (s.base, s.bytes.clone(), s.next.clone());
+        let Some(switches) = self.checker.switches.as_ref() else {
+            return;
+        };
+        if switches.config().sequence > base {
+            // In force, or another update of its base won (sequence = epoch here).
+            let applied = switches.config_of(base + 1) == Some(next.as_slice());
+            if !applied {
+                self.report.superseded += 1;
+            }
+            if let Some(s) = self
+                .reconf
+                .as_mut()
+                .and_then(|r| r.submitted.get_mut(i))
+                .and_then(Option::as_mut)
+            {
+                s.resolved = true;
+            }
+            return;
+        }
+        self.send_update(&bytes);
+        self.k.schedule_in(ADMIN_RESEND_MS, Ev::Admin(Admin::Resend(i)));
+    }
+
+    /// Builds (once) and sends an update the rules must refuse; a stale or replayed one
+    /// waits for a switch.
+    fn bad_update(&mut self, kind: BadUpdate, sends: u32, bytes: Option<Vec<u8>>) {
+        let bytes = match bytes {
+            Some(b) => Some(b),
+            None => self.build_bad(kind),
+        };
+        let Some(bytes) = bytes else {
+            self.k.schedule_in(
+                200,
+                Ev::Admin(Admin::Bad {
+                    kind,
+                    sends,
+                    bytes: None,
+                }),
+            );
+            return;
+        };
+        self.trace_line(|| format!("admin submits a {kind:?} update"));
+        self.report.bad_updates += 1;
+        self.send_update(&bytes);
+        if sends > 1 {
+            self.k.schedule_in(
+                ADMIN_RESEND_MS,
+                Ev::Admin(Admin::Bad {
+                    kind,
+                    sends: sends - 1,
+                    bytes: Some(bytes),
+                }),
+            );
+        } else if let Some(r) = self.reconf.as_mut() {
+            r.bad_left = r.bad_left.saturating_sub(1);
+        }
+    }
+
+    fn build_bad(&mut self, kind: BadUpdate) -> Option<Vec<u8>> {
+        let switches = self.checker.switches.as_ref()?;
+        let current = switches.config().clone();
+        if kind == BadUpdate::Replayed {
+            return switches.switched.last().map(|s| s.update.clone());
+        }
+        let base = match kind {
+            BadUpdate::Stale => {
+                let base = current.sequence.checked_sub(1)?;
+                match base {
+                    0 => SimConfig::decode(&self.reconf.as_ref()?.genesis).ok()?,
+                    b => SimConfig::decode(switches.config_of(b)?).ok()?,
+                }
+            }
+            _ => current,
+        };
+        let n = self.sc.n;
+        let victim = self.k.rng().gen_range(0..n);
+        let mut rogue = base.clone();
+        rogue.sequence = base.sequence + 1;
+        *rogue.consenters.get_mut(victim as usize)? = rogue_key(victim).public_key();
+        let mut update = SimUpdate::new(base.sequence, &rogue);
+        let needed = majority(n);
+        match kind {
+            BadUpdate::TooFewApprovals => self.approve(&mut update, needed - 1),
+            BadUpdate::ForgedApproval => {
+                self.approve(&mut update, needed - 1);
+                let listed: Vec<u32> = update.approvals.iter().map(|(p, _)| *p).collect();
+                let forger = (1..=n).find(|p| !listed.contains(p))?;
+                update.approve(forger, &admin_key(forger % n + 1 + u32::from(n == 1)));
+            }
+            BadUpdate::Stale | BadUpdate::Replayed => self.approve(&mut update, needed),
+        }
+        Some(update.encode())
+    }
+
+    /// A correct consenter crashes as it switches (a crash point, before GST): `Switched`
+    /// is the WAL entry that records the switch, after the decision's own entries.
+    pub(super) fn crash_at_switch(&mut self, c: u32) -> bool {
+        let p = self.reconf.as_ref().map_or(0.0, |r| r.plan.crash_at_switch);
+        p > 0.0 && self.is_correct_consenter(c) && !self.k.after_gst() && self.k.rng().gen_bool(p)
+    }
+
+    /// Consenter `c` crashes at its `Switched` entry: before it is written, or after it
+    /// and before the shell recorded the decision.
+    pub(super) fn crash_switching(&mut self, c: u32, entry: WalEntry, rest: impl Iterator<Item = Output>) {
+        self.report.crashes_at_switch += 1;
+        if self.k.rng().gen_bool(0.5) {
+            self.trace_line(|| format!("consenter {c}: crash before its switch is in the WAL"));
+            self.crash_consenter(c);
+        } else {
+            let _ = bft::Wal::append(&mut self.consenters[c as usize].wal, &[entry]);
+            self.crash_before_record(c, rest);
+        }
+    }
+
+    /// A correct batcher crashes once fed a switch (before GST).
+    pub(super) fn maybe_crash_batcher_at_switch(&mut self, b: usize) -> bool {
+        let p = self
+            .reconf
+            .as_ref()
+            .map_or(0.0, |r| r.plan.crash_batcher_at_switch);
+        let party = self.batchers[b].party;
+        if p > 0.0 && self.byz(party).is_none() && !self.k.after_gst() && self.k.rng().gen_bool(p) {
+            self.report.crashes_at_switch += 1;
+            self.crash_batcher(b);
+            return true;
+        }
+        false
+    }
+
+    /// After consenter `c`'s step: if correct and up, it is in the set the ledger says for
+    /// the decisions it applied, switched at the decision that changed it.
+    pub(super) fn check_switch_state(&self, c: u32) -> Result<(), String> {
+        let (Some(switches), Some(r)) = (self.checker.switches.as_ref(), self.reconf.as_ref()) else {
+            return Ok(());
+        };
+        let Some(replica) = self.consenters[c as usize].replica.as_ref() else {
+            return Ok(());
+        };
+        let applied = replica.app().state().applied;
+        if !self.is_correct_consenter(c) || applied > self.checker.decided() as u64 {
+            return Ok(());
+        }
+        let expected = switches.epoch_after(applied);
+        let start = switches.start_of(expected);
+        let chain = bft::set_chain(r.chain, expected);
+        if replica.epoch() != expected
+            || replica.app().epoch() != expected
+            || Some(replica.epoch_start()) != start
+            || replica.config().chain != chain
+            || !replica.is_member()
+        {
+            return Err(format!(
+                "switch: consenter {c} applied decision {applied} and is in set {} from decision {} \
+                 (application at {}, member {}), the ledger says set {expected} from decision {start:?}",
+                replica.epoch(),
+                replica.epoch_start(),
+                replica.app().epoch(),
+                replica.is_member()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts the acknowledged requests not ordered yet when a switch is decided.
+    pub(super) fn on_switch_decided(&mut self) {
+        if !self.sc.acked_clients() {
+            return;
+        }
+        let pending = self
+            .requests
+            .iter()
+            .filter(|q| self.acknowledged(q) && !self.checker.is_ordered(q))
+            .count();
+        self.report.acked_at_switch += pending as u64;
+    }
+}
