@@ -51,6 +51,10 @@ pub struct Checker {
     chain: Vec<(Digest32, u64)>,
     /// The configs and consenter sets (reconfiguration scenarios).
     pub switches: Option<Switches>,
+    /// Per ordered request, the epoch it was first ordered in (reconfiguration scenarios).
+    first_epoch: HashMap<Arc<[u8]>, u64>,
+    /// Requests ordered again in a later epoch than their first ordering.
+    pub duplicates_across_switch: u64,
 }
 
 impl Checker {
@@ -75,6 +79,8 @@ impl Checker {
             chain: Vec::new(),
             complainers: HashMap::new(),
             switches: None,
+            first_epoch: HashMap::new(),
+            duplicates_across_switch: 0,
         }
     }
 
@@ -283,10 +289,19 @@ impl Checker {
                 header.number
             ));
         };
+        let epoch = self.switches.as_ref().map_or(0, |s| s.switched.len() as u64);
         for r in &b.requests {
             let times = self.requests.get_mut(r).or_else(|| self.injected.get_mut(r));
             match times {
-                Some(times) if shard_of(r, self.cfg.shards).ok() == Some(header.shard) => *times += 1,
+                Some(times) if shard_of(r, self.cfg.shards).ok() == Some(header.shard) => {
+                    *times += 1;
+                    if self.switches.is_some() {
+                        let first = *self.first_epoch.entry(Arc::clone(r)).or_insert(epoch);
+                        if *times > 1 && first != epoch {
+                            self.duplicates_across_switch += 1;
+                        }
+                    }
+                }
                 _ => {
                     return Err(format!(
                         "block {}: a request no client sent to shard {}",

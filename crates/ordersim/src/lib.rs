@@ -20,6 +20,14 @@
 //! client request was ordered after GST.
 //! A failing seed reproduces: `ARMA_SEED=<seed> cargo test -p ordersim --test arma_sim
 //! reproduce -- --nocapture`.
+//!
+//! Reconfiguration scenarios ([`ArmaScenario::reconfiguration`]) add config updates that
+//! rotate consenter keys at random points, under the simulation's own rules
+//! ([`reconfig::SimRules`]), and check that every correct consenter switches at the same
+//! decision, that every certificate verifies under the set in force for it and not under
+//! the set before, and that no acknowledged request is lost across a switch
+//! (`ARMA_RECONF_SEED=<seed> cargo test -p ordersim --test reconfiguration
+//! reproduce_reconfiguration -- --nocapture`).
 
 mod checker;
 pub mod reconfig;
@@ -415,6 +423,8 @@ pub struct ArmaReport {
     /// Messages a corrupting consenter sent (rewritten, signed with its key) in a set
     /// after the genesis set.
     pub byz_sent_after_switch: u64,
+    /// Of the duplicate orderings, those in a later epoch than the request's first.
+    pub duplicates_across_switch: u64,
 }
 
 /// Runs one seed.

@@ -658,6 +658,15 @@ impl World {
             }
         }
         let (_, dups) = self.checker.unordered_and_duplicates();
+        if self.reconf.is_some() && dups > 0 && self.report.batcher_crashes == 0 {
+            // Exactly once: only a restarted batcher (which forgets what was ordered
+            // recently) orders a request again here.
+            return Err(format!(
+                "exactly once: {dups} duplicate orderings ({} of them in a later epoch than the first), and no \
+                 correct batcher crashed",
+                self.checker.duplicates_across_switch
+            ));
+        }
         self.report.end_ms = self.k.now();
         self.report.duplicates = dups;
         self.report.blocks = self.checker.blocks;
@@ -668,6 +677,7 @@ impl World {
             self.report.switches = s.switched.len() as u64;
             self.report.wrong_set_checked = s.wrong_set_checked;
         }
+        self.report.duplicates_across_switch = self.checker.duplicates_across_switch;
         self.report.equivocations = self
             .consenters
             .iter()

@@ -42,9 +42,18 @@ fn reconfiguration_seeds_keep_every_invariant() {
     let start = env("ARMA_RECONF_SEED_START", 0);
     let results: Vec<_> = (start..start.saturating_add(n))
         .into_par_iter()
-        .map(run_reconfiguration_seed)
+        .map(|seed| (seed, run_reconfiguration_seed(seed)))
         .collect();
-    let (ok, failures) = split(results);
+    let duplicated: Vec<(u64, u64, u64)> = results
+        .iter()
+        .filter_map(|(seed, r)| {
+            r.as_ref()
+                .ok()
+                .map(|r| (*seed, r.duplicates, r.duplicates_across_switch))
+        })
+        .filter(|(_, d, _)| *d > 0)
+        .collect();
+    let (ok, failures) = split(results.into_iter().map(|(_, r)| r).collect());
     let sum = |f: fn(&ArmaReport) -> u64| ok.iter().map(f).sum::<u64>();
     eprintln!(
         "{n} reconfiguration seeds: {} failed; {} switches, {} superseded by a competing update, {} refused \
@@ -70,6 +79,11 @@ fn reconfiguration_seeds_keep_every_invariant() {
         sum(|r| r.byz_sent_after_switch),
         ok.iter().map(|r| r.assembler_lag_ms).max().unwrap_or(0),
     );
+    if !duplicated.is_empty() {
+        eprintln!(
+            "seeds with duplicate orderings (seed, duplicates, of them across a switch): {duplicated:?}"
+        );
+    }
     for f in &failures {
         eprintln!("{}", f.lines().next().unwrap_or_default());
     }
