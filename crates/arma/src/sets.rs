@@ -155,11 +155,17 @@ impl ConsenterSets {
         (s.chain, s.verifier.clone(), s.n)
     }
 
+    /// Verifies a served decision under the set in force for it, learning nothing from
+    /// it (what a follower checks of another consenter's decisions it only probes).
+    pub fn check_decision(&self, d: &pb::Decision) -> Result<VerifiedDecision, DecisionWireError> {
+        let s = self.for_decision(d.number);
+        verify_pb_decision(d, &s.chain, s.verifier.as_ref(), s.n)
+    }
+
     /// Verifies a served decision under the set in force for it; a decision that put a
     /// config in force makes its set the next one.
     pub fn verify_decision(&mut self, d: &pb::Decision) -> Result<VerifiedDecision, SetsError> {
-        let s = self.for_decision(d.number);
-        let v = verify_pb_decision(d, &s.chain, s.verifier.as_ref(), s.n)?;
+        let v = self.check_decision(d)?;
         if let Some((certified, config)) = &v.config {
             self.learn(v.number, certified, config)?;
         }

@@ -69,10 +69,8 @@ impl Follower {
             .filter(|(i, _)| *i != at)
             .collect();
         let probe = self.sets.clone();
-        let verify: clients::decisions::Verify = std::sync::Arc::new(move |d: &pb::Decision| {
-            let (chain, verifier, n) = probe.set_for(d.number);
-            arma::verify_pb_decision(d, &chain, verifier.as_ref(), n).is_ok()
-        });
+        let verify: clients::decisions::Verify =
+            std::sync::Arc::new(move |d: &pb::Decision| probe.check_decision(d).is_ok());
         let mut checks = clients::decisions::Checks::new(others, MAX_MESSAGE_BYTES, verify, self.next);
         loop {
             let next = self.next;

@@ -72,21 +72,6 @@ pub fn verify_decision(decision: &pb::Decision, consenters: Option<&arma::Cluste
         })
 }
 
-/// Checks a decision's certificate under the set `sets` says is in force for it,
-/// without learning from it (`None`: unchecked, as [`verify_decision`]).
-fn verify_under(decision: &pb::Decision, sets: Option<&arma::ConsenterSets>) -> Result<()> {
-    let Some(sets) = sets else {
-        return Ok(());
-    };
-    let (chain, verifier, n) = sets.set_for(decision.number);
-    arma::verify_pb_decision(decision, &chain, verifier.as_ref(), n)
-        .map(|_| ())
-        .map_err(|e| Error::DecisionRefused {
-            decision: decision.number,
-            reason: e.to_string(),
-        })
-}
-
 /// Where a batcher keeps the consenter sets it learned.
 pub fn sets_path(data_dir: &std::path::Path) -> std::path::PathBuf {
     data_dir.join("consenter-sets.bin")
@@ -246,8 +231,9 @@ impl Follower {
             Vec::new()
         };
         let sets = self.sets.clone();
-        let verify: clients::decisions::Verify =
-            std::sync::Arc::new(move |d: &pb::Decision| verify_under(d, sets.as_ref()).is_ok());
+        let verify: clients::decisions::Verify = std::sync::Arc::new(move |d: &pb::Decision| {
+            sets.as_ref().is_none_or(|s| s.check_decision(d).is_ok())
+        });
         let mut checks =
             clients::decisions::Checks::new(others, DECISION_MAX_MESSAGE_BYTES, verify, self.next);
         loop {
