@@ -115,6 +115,7 @@ impl From<&SignedBatch> for pb::Batch {
             digest: h.digest.to_vec(),
             tx_count: h.tx_count,
             signature: b.signature.as_bytes().to_vec(),
+            request_digests: Vec::new(),
         }
     }
 }
@@ -122,8 +123,14 @@ impl From<&SignedBatch> for pb::Batch {
 impl TryFrom<pb::Batch> for SignedBatch {
     type Error = CodecError;
     /// Structure only: the digest, tx count and signature are taken as claimed;
-    /// `batcher::verify_batch` checks them.
+    /// `batcher::verify_batch` checks them. A compact batch (request digests in place of
+    /// the requests) is not a batch: only a batcher that asked for one reads it.
     fn try_from(b: pb::Batch) -> Result<SignedBatch, CodecError> {
+        if !b.request_digests.is_empty() {
+            return Err(CodecError {
+                what: "batch (compact where a full one was expected)",
+            });
+        }
         Ok(SignedBatch {
             header: BatchHeader {
                 id: BatchId::new(b.shard, b.primary, b.seq),

@@ -170,6 +170,7 @@ impl Assembler for DeliverService {
             digest: digest.to_vec(),
             tx_count,
             signature: Vec::new(),
+            request_digests: Vec::new(),
         }))
     }
 }

@@ -46,6 +46,15 @@ pub enum Input {
         /// The batch.
         batch: SignedBatch,
     },
+    /// A compact batch pulled from party `from` (request digests in place of the
+    /// requests): rebuilt from the pending requests and then taken as a pulled batch;
+    /// answered `NeedFullBatch` when it cannot be rebuilt (docs/batcher.md "Compact pulls").
+    CompactBatch {
+        /// The party that served it.
+        from: PartyId,
+        /// The batch.
+        batch: crate::CompactBatch,
+    },
     /// A batch pulled from party `from` with a request whose content the shell refused
     /// (`arma::admission`: the shell checks content, the core only sizes, shards and
     /// duplicates): rejected with a complaint when it is the primary's next batch.
@@ -127,6 +136,17 @@ pub enum Output {
     Complain(Complaint),
     /// Pull the batch `id` from its primary (replaces any earlier pull).
     Pull(BatchId),
+    /// The compact batch `id` names a request this batcher does not hold pending (or one
+    /// it holds with other bytes): fetch the full batch with this digest from `from` and
+    /// feed it as `Input::Batch`.
+    NeedFullBatch {
+        /// The primary that served the compact batch.
+        from: PartyId,
+        /// The batch.
+        id: BatchId,
+        /// Its digest.
+        digest: Digest32,
+    },
     /// The router's request was admitted.
     Admitted {
         /// The request's digest.
@@ -270,6 +290,7 @@ impl Batcher {
             Input::Request(request) => self.on_request(request),
             Input::Forwarded { from, request } => self.on_forwarded(from, request),
             Input::Batch { from, batch } => self.on_batch(from, batch),
+            Input::CompactBatch { from, batch } => self.on_compact_batch(from, batch),
             Input::RefusedBatch {
                 from,
                 batch,
@@ -331,6 +352,15 @@ impl Batcher {
     pub fn remember_ordered(&mut self, digest: RequestDigest) {
         self.mempool.remove(&digest);
         self.ordered.insert(digest);
+    }
+
+    /// The request digests of the batch `id` with `digest` while it is in flight: what
+    /// the shell serves as its compact form.
+    pub fn request_digests(&self, id: BatchId, digest: &Digest32) -> Option<&[RequestDigest]> {
+        self.in_flight
+            .get(&id)
+            .filter(|b| b.batch.header.digest == *digest)
+            .map(|b| b.digests.as_slice())
     }
 
     /// Whether this batcher is its shard's primary in the current term.

@@ -18,12 +18,14 @@
 //! * `mempool.rs` — the pending queue and the memory of ordered requests.
 //! * batches, BAFs, complaints, their signed bytes and their wire form: the shared `arma`
 //!   crate.
+//! * [`compact`] — compact batches: request digests in place of the requests.
 //! * [`codec`] — the consenter request a batcher submits (`ConsenterRequest`), its bytes
 //!   and their decoding, over the `arma` conversions.
 //! * [`node`] (feature `shell`) — the networked node: gRPC services and clients, the
 //!   batch store, the decision follower.
 
 pub mod codec;
+pub mod compact;
 mod config;
 mod core;
 mod error;
@@ -37,6 +39,7 @@ pub mod node;
 mod primary;
 mod secondary;
 
+pub use crate::compact::CompactBatch;
 pub use crate::core::{Batcher, Input, Output, RefuseReason, TermInfo};
 pub use config::{Config, primary_of};
 pub use error::{Error, Result};

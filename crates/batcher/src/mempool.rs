@@ -65,6 +65,12 @@ impl Mempool {
         self.keys.contains_key(digest)
     }
 
+    /// The pending request with this digest.
+    pub(crate) fn get(&self, digest: &RequestDigest) -> Option<&Request> {
+        let key = self.keys.get(digest)?;
+        self.order.get(key).map(|e| &e.request)
+    }
+
     /// Pending requests that `party` forwarded.
     pub(crate) fn forwarded_by(&self, party: PartyId) -> usize {
         self.forwarded.get(&party).copied().unwrap_or(0)

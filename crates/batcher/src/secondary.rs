@@ -50,6 +50,82 @@ impl Batcher {
         self.add_in_flight(Arc::new(batch), digests);
     }
 
+    /// A compact batch served by `from` (docs/batcher.md "Compact pulls"): when it is the
+    /// batch this secondary asked for, it is rebuilt from the pending requests and
+    /// accepted as a pulled batch would be. What the digests alone show wrong (count,
+    /// a repeated request, one ordered or in another batch) and a bad signature reject it
+    /// as for a full batch; what depends on the bytes (a digest not pending here, a
+    /// request pending here with other bytes than the primary's, so that the sizes or the
+    /// batch digest differ) asks for the full batch instead: the same content may come
+    /// with another client signature, and that is not the primary's fault.
+    pub(crate) fn on_compact_batch(&mut self, from: types::PartyId, batch: crate::CompactBatch) {
+        if self.is_primary() || from != self.primary {
+            return;
+        }
+        let id = batch.id();
+        if let Err(error) = check_origin_id(&self.cfg, from, id) {
+            self.reject(from, error);
+            return;
+        }
+        let at_bound = self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize;
+        if self.next_seq != Some(id.seq) || batch.header.term != self.term || at_bound {
+            return;
+        }
+        if let Err(error) = check_count(&self.cfg, id, batch.digests.len(), batch.header.tx_count) {
+            self.reject(from, error);
+            return;
+        }
+        let mut seen = HashSet::with_capacity(batch.digests.len());
+        let mut requests = Vec::with_capacity(batch.digests.len());
+        let mut missing = false;
+        for (index, d) in batch.digests.iter().enumerate() {
+            if !seen.insert(*d) {
+                self.reject(from, Error::DuplicateRequestInBatch { id, index });
+                return;
+            }
+            if self.ordered.contains(d) || self.in_flight_digests.get(d).is_some_and(|other| *other != id) {
+                self.reject(from, Error::RequestNotNew { id, index });
+                return;
+            }
+            match self.mempool.get(d) {
+                Some(r) => requests.push(Arc::clone(r)),
+                None => missing = true,
+            }
+        }
+        let signed = self.cfg.keys.get(&id.primary).is_some_and(|key| {
+            crypto::verify_batch_attestation(key, &batch.header.signed_bytes(), &batch.signature).is_ok()
+        });
+        if !signed {
+            self.reject(from, Error::BadBatchSignature { id });
+            return;
+        }
+        let bytes = requests
+            .iter()
+            .try_fold(0u64, |acc, r| acc.checked_add(r.len() as u64))
+            .unwrap_or(u64::MAX);
+        if missing || bytes > self.cfg.max_batch_bytes.get() || batch_digest(&requests) != batch.header.digest
+        {
+            self.out.push(Output::NeedFullBatch {
+                from,
+                id,
+                digest: batch.header.digest,
+            });
+            return;
+        }
+        let crate::CompactBatch {
+            header,
+            digests,
+            signature,
+        } = batch;
+        self.next_seq = id.seq.checked_add(1);
+        let full = SignedBatch {
+            header,
+            requests,
+            signature,
+        };
+        self.add_in_flight(Arc::new(full), digests);
+    }
+
     /// A batch served by `from` with a request the shell refused: when it is the batch
     /// this secondary asked the primary for, it is bogus (rejected with a complaint);
     /// otherwise it is ignored like any batch it did not ask for.
@@ -130,7 +206,10 @@ impl Batcher {
 
 /// The batch claims this shard and the primary that served it.
 fn check_origin(cfg: &Config, from: types::PartyId, batch: &SignedBatch) -> Result<()> {
-    let id = batch.id();
+    check_origin_id(cfg, from, batch.id())
+}
+
+fn check_origin_id(cfg: &Config, from: types::PartyId, id: BatchId) -> Result<()> {
     if id.shard != cfg.shard {
         return Err(Error::BatchOfAnotherShard {
             id,
@@ -160,20 +239,7 @@ fn verify_batch_digests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<Request
             expected: cfg.shard,
         });
     }
-    if count == 0 {
-        return Err(Error::EmptyBatch { id });
-    }
-    let max = cfg.max_batch_requests.get();
-    if count > max as usize {
-        return Err(Error::TooManyRequests { id, count, max });
-    }
-    if usize::try_from(batch.header.tx_count).ok() != Some(count) {
-        return Err(Error::TxCountMismatch {
-            id,
-            claimed: batch.header.tx_count,
-            count,
-        });
-    }
+    check_count(cfg, id, count, batch.header.tx_count)?;
     let bytes = batch
         .requests
         .iter()
@@ -198,6 +264,26 @@ fn verify_batch_digests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<Request
         return Err(Error::BadBatchSignature { id });
     }
     Ok(digests)
+}
+
+/// A batch of `count` requests claiming `tx_count`: not empty, within the limit, and the
+/// count it claims.
+fn check_count(cfg: &Config, id: BatchId, count: usize, tx_count: u32) -> Result<()> {
+    if count == 0 {
+        return Err(Error::EmptyBatch { id });
+    }
+    let max = cfg.max_batch_requests.get();
+    if count > max as usize {
+        return Err(Error::TooManyRequests { id, count, max });
+    }
+    if usize::try_from(tx_count).ok() != Some(count) {
+        return Err(Error::TxCountMismatch {
+            id,
+            claimed: tx_count,
+            count,
+        });
+    }
+    Ok(())
 }
 
 fn verify_requests(cfg: &Config, batch: &SignedBatch) -> Result<Vec<RequestDigest>> {

@@ -454,6 +454,9 @@ async fn secondaries_check_only_the_pulled_requests_their_own_router_did_not_pas
         })
         .await;
         assert_eq!(net.stats(p).pulled_checked, 0, "party {p}");
+        // Each batch came compact and was rebuilt from the requests pending here.
+        assert!(net.stats(p).pulled_compact > 0, "party {p}");
+        assert_eq!(net.stats(p).compact_fallbacks, 0, "party {p}");
     }
     // Through the primary's intake only: every secondary checks each of them.
     let primary_only: Vec<_> = (100..110).map(envelope).collect();
@@ -467,6 +470,8 @@ async fn secondaries_check_only_the_pulled_requests_their_own_router_did_not_pas
         .await;
         assert_eq!(net.stats(p).pulled_known, 12, "party {p}");
         assert_eq!(net.stats(p).batches_rejected, 0, "party {p}");
+        // Not pending here: each such compact batch was fetched whole.
+        assert!(net.stats(p).compact_fallbacks > 0, "party {p}");
     }
     // A request no router would admit, behind one the secondaries know, in the batch of
     // a primary that does not check its intake: the secondaries still refuse the batch.

@@ -169,6 +169,18 @@ impl Sim {
                 self.admitted[(p - 1) as usize].insert(digest);
             }
             Output::Refused { .. } => {}
+            Output::NeedFullBatch { from, id, digest } => {
+                // The shell fetches the full batch from the primary.
+                let b = self.served.get(&(from, id)).filter(|b| b.header.digest == digest);
+                let b = b.expect("the primary serves the batch it served compact");
+                self.queue.push_back((
+                    p,
+                    Input::Batch {
+                        from,
+                        batch: (**b).clone(),
+                    },
+                ));
+            }
             Output::BatchRejected { error, .. } => panic!("correct primary's batch rejected: {error}"),
         }
     }
@@ -188,11 +200,14 @@ impl Sim {
             });
             let Some((p, from, b)) = ready else { return };
             self.pulls.remove(&p);
+            // Served compact, as the nodes do (docs/batcher.md "Compact pulls"): rebuilt
+            // from the pending requests, or fetched whole.
+            let digests = b.requests.iter().map(|r| RequestDigest::of(r)).collect();
             self.feed(
                 p,
-                Input::Batch {
+                Input::CompactBatch {
                     from,
-                    batch: (*b).clone(),
+                    batch: batcher::CompactBatch::of(&b, digests),
                 },
             );
         }

@@ -1097,3 +1097,164 @@ fn a_config_update_changes_the_batching_parameters_and_an_invalid_one_changes_no
         assert_eq!(b.config().complain_timeout_ms, 5_000);
     }
 }
+
+fn compact(b: &SignedBatch) -> batcher::CompactBatch {
+    batcher::CompactBatch::of(b, b.requests.iter().map(|r| RequestDigest::of(r)).collect())
+}
+
+fn need_full(b: &SignedBatch) -> Output {
+    Output::NeedFullBatch {
+        from: 1,
+        id: b.id(),
+        digest: b.header.digest,
+    }
+}
+
+/// A secondary rebuilds a compact batch from its pending requests and takes it as the
+/// full batch; what depends on the bytes asks for the full batch, what the digests alone
+/// show wrong is bogus (docs/batcher.md "Compact pulls").
+#[test]
+fn a_compact_batch_is_rebuilt_from_pending_requests_or_fetched_whole() {
+    let r: Vec<_> = (0..3).map(|i| req(i, 20)).collect();
+    let b1 = signed(1, 1, r.clone());
+    let held = |s: &mut Batcher, requests: &[batcher::Request]| {
+        let _ = s.handle(Input::Tick(0));
+        for q in requests {
+            assert_eq!(s.handle(Input::Request(q.clone())), vec![admitted(q)]);
+        }
+    };
+    // Every request pending: the same outputs as for the full batch, the same batch.
+    let mut s = batcher(2);
+    held(&mut s, &r);
+    run(
+        &mut s,
+        vec![
+            // Not from the primary, or not the seq asked for: ignored.
+            step(
+                Input::CompactBatch {
+                    from: 3,
+                    batch: compact(&b1),
+                },
+                vec![],
+            ),
+            step(
+                Input::CompactBatch {
+                    from: 1,
+                    batch: compact(&signed(2, 1, vec![r[0].clone()])),
+                },
+                vec![],
+            ),
+            step(
+                Input::CompactBatch {
+                    from: 1,
+                    batch: compact(&b1),
+                },
+                vec![Output::Persist(b1.clone()), pull(1, 2)],
+            ),
+            step(
+                persisted(&b1),
+                vec![
+                    Output::Serve(b1.clone()),
+                    Output::SendBaf(baf(&b1, 2)),
+                    Output::AckPrimary {
+                        to: 1,
+                        baf: baf(&b1, 2),
+                    },
+                ],
+            ),
+        ],
+    );
+    assert_eq!(s.pending(), (0, 0));
+    assert_eq!(
+        s.request_digests(b1.id(), &b1.header.digest).map(<[_]>::len),
+        Some(3)
+    );
+
+    // One request not pending here: the full batch is asked for and nothing changes; the
+    // full batch then goes through as usual.
+    let mut s = batcher(2);
+    held(&mut s, &r[..2]);
+    run(
+        &mut s,
+        vec![
+            step(
+                Input::CompactBatch {
+                    from: 1,
+                    batch: compact(&b1),
+                },
+                vec![need_full(&b1)],
+            ),
+            step(
+                Input::Batch {
+                    from: 1,
+                    batch: (*b1).clone(),
+                },
+                vec![Output::Persist(b1.clone()), pull(1, 2)],
+            ),
+        ],
+    );
+
+    // The same content pending here under another client signature: the bytes differ
+    // (so the batch digest does), the primary is not at fault, the full batch is asked for.
+    let envelope = |signature: u8| -> batcher::Request {
+        let mut bytes = vec![0x0a, 4, b't', b'x', b'-', b'1', 0x12, 3];
+        bytes.extend([signature; 3]);
+        Arc::from(bytes)
+    };
+    let theirs = signed(1, 1, vec![envelope(1)]);
+    let mut s = batcher(2);
+    held(&mut s, &[envelope(2)]);
+    run(
+        &mut s,
+        vec![step(
+            Input::CompactBatch {
+                from: 1,
+                batch: compact(&theirs),
+            },
+            vec![need_full(&theirs)],
+        )],
+    );
+
+    // Bogus whatever the bytes: a repeated digest, a wrong count, a bad signature, a
+    // request already ordered.
+    let bogus = |s: &mut Batcher, batch: batcher::CompactBatch| -> Option<Error> {
+        match s.handle(Input::CompactBatch { from: 1, batch }).first() {
+            Some(Output::BatchRejected { error, .. }) => Some(error.clone()),
+            _ => None,
+        }
+    };
+    let mut twice = compact(&b1);
+    twice.digests[2] = twice.digests[0];
+    let mut s = batcher(2);
+    held(&mut s, &r);
+    assert!(matches!(
+        bogus(&mut s, twice),
+        Some(Error::DuplicateRequestInBatch { index: 2, .. })
+    ));
+    let mut count = compact(&b1);
+    count.digests.pop();
+    let mut s = batcher(2);
+    held(&mut s, &r);
+    assert!(matches!(
+        bogus(&mut s, count),
+        Some(Error::TxCountMismatch { .. })
+    ));
+    let mut forged = compact(&b1);
+    forged.signature = signed(1, 2, r.clone()).signature.clone();
+    let mut s = batcher(2);
+    held(&mut s, &r);
+    assert!(matches!(
+        bogus(&mut s, forged),
+        Some(Error::BadBatchSignature { .. })
+    ));
+    let mut s = batcher(2);
+    held(&mut s, &r);
+    let _ = s.handle(Input::Ordered {
+        id: BatchId::new(0, 3, 9),
+        requests: vec![r[1].clone()],
+    });
+    assert!(matches!(
+        bogus(&mut s, compact(&b1)),
+        Some(Error::RequestNotNew { index: 1, .. })
+    ));
+}

@@ -300,7 +300,7 @@ schema!(SUBMIT_ANSWERS, pb::SubmitAnswers, [1 => Repeated(&SUBMIT_RESPONSE)]);
 schema!(INTAKE_BATCH, pb::IntakeBatch, [1 => Repeated(&INTAKE_REQUEST)]);
 schema!(INTAKE_RESPONSE, pb::IntakeResponse, []);
 schema!(INTAKE_ANSWERS, pb::IntakeAnswers, [1 => Repeated(&INTAKE_RESPONSE)]);
-schema!(BATCH, pb::Batch, [4 => RepeatedBytes, 6 => Bytes, 8 => Bytes]);
+schema!(BATCH, pb::Batch, [4 => RepeatedBytes, 6 => Bytes, 8 => Bytes, 9 => Bytes]);
 schema!(BATCH_ATTESTATION_FRAGMENT, pb::BatchAttestationFragment, [4 => Bytes, 7 => Bytes]);
 schema!(FORWARD_REQUEST, pb::ForwardRequest, [1 => Bytes]);
 schema!(FETCH_REQUEST, pb::FetchRequest, [4 => Bytes]);

@@ -59,6 +59,8 @@ async fn pull(shard: ShardId, batcher: Channel, view: LaneView, tx: mpsc::Sender
         primary: view.primary,
         term: view.term,
         from_seq: view.from_seq,
+        // An assembler needs the requests.
+        compact: false,
     };
     let mut stream = match client.pull(request).await {
         Ok(s) => s.into_inner(),

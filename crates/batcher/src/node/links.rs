@@ -41,6 +41,16 @@ pub enum PeerEvent {
         /// The batch.
         batch: SignedBatch,
     },
+    /// A compact batch pulled from `from`; `need_full` is answered when the core asks for
+    /// the full batch (`Output::NeedFullBatch`), and dropped otherwise.
+    Compact {
+        /// The party that served it.
+        from: PartyId,
+        /// The batch.
+        batch: crate::CompactBatch,
+        /// Answered when the full batch must be fetched.
+        need_full: tokio::sync::oneshot::Sender<()>,
+    },
     /// A batch pulled from `from` with a request whose content is refused.
     Refused {
         /// The party that served it.
@@ -123,6 +133,7 @@ pub async fn run_pull(mut ctx: PullCtx) {
             primary: w.primary,
             term: w.term,
             from_seq: w.seq,
+            compact: true,
         };
         let opened = tokio::select! {
             r = client.pull(request) => r,
@@ -173,56 +184,125 @@ async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Strea
             Ok(None) => return "the primary ended the stream".into(),
             Err(s) => return format!("{:?}: {}", s.code(), s.message()),
         };
-        let batch = match SignedBatch::try_from(batch) {
-            Ok(b) if b.id().seq == next => b,
-            Ok(b) => return format!("asked for seq {next}, got {}", b.id().seq),
-            Err(e) => return format!("malformed batch: {e}"),
-        };
-        // The content of every request, as a router checks it (off the async workers:
-        // signatures); a refused one makes the batch bogus. Requests this party's router
-        // already checked (the same bytes came through the intake) are not checked again.
-        let unknown = if ctx.content.as_ref() == &super::RequestContent::Opaque {
-            Vec::new()
+        let batch = if batch.request_digests.is_empty() {
+            match SignedBatch::try_from(batch) {
+                Ok(b) if b.id().seq == next => b,
+                Ok(b) => return format!("asked for seq {next}, got {}", b.id().seq),
+                Err(e) => return format!("malformed batch: {e}"),
+            }
         } else {
-            ctx.checked.unknown(batch.requests.iter().map(|r| &r[..]))
-        };
-        super::add(&ctx.stats.pulled_checked, unknown.len() as u64);
-        super::add(
-            &ctx.stats.pulled_known,
-            (batch.requests.len().saturating_sub(unknown.len())) as u64,
-        );
-        let refused = if unknown.is_empty() {
-            None
-        } else {
-            let content = Arc::clone(&ctx.content);
-            let requests: Vec<_> = unknown
-                .iter()
-                .filter_map(|&i| batch.requests.get(i).cloned())
-                .collect();
-            match tokio::task::spawn_blocking(move || content.first_refused(requests.iter().map(|r| &r[..])))
-                .await
-            {
-                Ok(refused) => refused.and_then(|(k, why)| unknown.get(k).map(|&i| (i, why))),
-                Err(e) => return format!("checking a pulled batch: {e}"),
+            let compact = match crate::CompactBatch::try_from(batch) {
+                Ok(b) if b.id().seq == next => b,
+                Ok(b) => return format!("asked for seq {next}, got {}", b.id().seq),
+                Err(e) => return format!("malformed batch: {e}"),
+            };
+            bump(&ctx.stats.pulled_compact);
+            let (id, digest) = (compact.id(), compact.header.digest);
+            let (need_full, needed) = tokio::sync::oneshot::channel();
+            let event = PeerEvent::Compact {
+                from: open.primary,
+                batch: compact,
+                need_full,
+            };
+            if ctx.tx_peer.send(event).await.is_err() {
+                return "node stopped".into();
+            }
+            if needed.await.is_err() {
+                // Rebuilt (or not the batch the core waits for any more).
+                next = next.saturating_add(1);
+                continue;
+            }
+            bump(&ctx.stats.compact_fallbacks);
+            match fetch_full(ctx, open.primary, id, digest).await {
+                Ok(b) => b,
+                Err(why) => return why,
             }
         };
-        let event = match refused {
-            None => PeerEvent::Pulled {
-                from: open.primary,
-                batch,
-            },
-            Some((index, reason)) => PeerEvent::Refused {
-                from: open.primary,
-                batch,
-                index,
-                reason,
-            },
-        };
-        if ctx.tx_peer.send(event).await.is_err() {
-            return "node stopped".into();
+        if let Err(why) = deliver(ctx, open.primary, batch).await {
+            return why;
         }
         next = next.saturating_add(1);
     }
+}
+
+/// The full batch `id` with `digest` from `primary` (a compact one it served could not be
+/// rebuilt here).
+async fn fetch_full(
+    ctx: &PullCtx,
+    primary: PartyId,
+    id: types::BatchId,
+    digest: [u8; 32],
+) -> Result<SignedBatch, String> {
+    let Some(channel) = ctx.peers.get(&primary).cloned() else {
+        return Err(format!("no channel to party {primary}"));
+    };
+    let mut client = BatcherPeerClient::new(channel).max_decoding_message_size(wire::limits::BATCH.max_bytes);
+    let request = pb::FetchRequest {
+        shard: id.shard,
+        primary: id.primary,
+        seq: id.seq,
+        digest: digest.to_vec(),
+    };
+    let batch = match client.fetch(request).await {
+        Ok(b) => b.into_inner(),
+        Err(s) => {
+            return Err(format!(
+                "fetching the full batch {id}: {:?}: {}",
+                s.code(),
+                s.message()
+            ));
+        }
+    };
+    match SignedBatch::try_from(batch) {
+        Ok(b) if b.id() == id && b.header.digest == digest => Ok(b),
+        Ok(b) => Err(format!("fetched {id}, got {} with another digest or id", b.id())),
+        Err(e) => Err(format!("malformed fetched batch: {e}")),
+    }
+}
+
+/// Checks the content of a full pulled batch's requests and hands it to the loop.
+async fn deliver(ctx: &PullCtx, from: PartyId, batch: SignedBatch) -> Result<(), String> {
+    // The content of every request, as a router checks it (off the async workers:
+    // signatures); a refused one makes the batch bogus. Requests this party's router
+    // already checked (the same bytes came through the intake) are not checked again.
+    let unknown = if ctx.content.as_ref() == &super::RequestContent::Opaque {
+        Vec::new()
+    } else {
+        ctx.checked.unknown(batch.requests.iter().map(|r| &r[..]))
+    };
+    super::add(&ctx.stats.pulled_checked, unknown.len() as u64);
+    super::add(
+        &ctx.stats.pulled_known,
+        (batch.requests.len().saturating_sub(unknown.len())) as u64,
+    );
+    let refused = if unknown.is_empty() {
+        None
+    } else {
+        let content = Arc::clone(&ctx.content);
+        let requests: Vec<_> = unknown
+            .iter()
+            .filter_map(|&i| batch.requests.get(i).cloned())
+            .collect();
+        match tokio::task::spawn_blocking(move || content.first_refused(requests.iter().map(|r| &r[..])))
+            .await
+        {
+            Ok(refused) => refused.and_then(|(k, why)| unknown.get(k).map(|&i| (i, why))),
+            Err(e) => return Err(format!("checking a pulled batch: {e}")),
+        }
+    };
+    let event = match refused {
+        None => PeerEvent::Pulled { from, batch },
+        Some((index, reason)) => PeerEvent::Refused {
+            from,
+            batch,
+            index,
+            reason,
+        },
+    };
+    if ctx.tx_peer.send(event).await.is_err() {
+        return Err("node stopped".into());
+    }
+    Ok(())
 }
 
 type Call = Pin<Box<dyn Future<Output = Result<(), tonic::Status>> + Send>>;

@@ -34,6 +34,8 @@ pub struct Stats {
     pub(super) fetched_batches: IntCounter,
     pub(super) pulled_checked: IntCounter,
     pub(super) pulled_known: IntCounter,
+    pub(super) pulled_compact: IntCounter,
+    pub(super) compact_fallbacks: IntCounter,
     /// Time from a batch persisted here to the decision that orders it.
     pub(super) order_latency: Histogram,
 }
@@ -104,6 +106,14 @@ impl Stats {
                 "pulled_requests_known_total",
                 "Requests of pulled batches not checked again: this party's router admitted the same bytes",
             )?,
+            pulled_compact: r.counter(
+                "pulled_compact_batches_total",
+                "Compact batches (request digests) pulled from the primary",
+            )?,
+            compact_fallbacks: r.counter(
+                "compact_fallbacks_total",
+                "Compact batches that could not be rebuilt from the pending requests, fetched whole",
+            )?,
             order_latency: r.histogram(
                 "batch_order_seconds",
                 "Time from a batch persisted here to its decision",
@@ -139,6 +149,8 @@ impl Stats {
             fetched_batches: self.fetched_batches.get(),
             pulled_checked: self.pulled_checked.get(),
             pulled_known: self.pulled_known.get(),
+            pulled_compact: self.pulled_compact.get(),
+            compact_fallbacks: self.compact_fallbacks.get(),
         }
     }
 }

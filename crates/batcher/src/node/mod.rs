@@ -280,6 +280,10 @@ pub struct StatsSnapshot {
     /// Requests of pulled batches not checked again: this party's router had admitted
     /// the same bytes ([`CheckedRequests`]).
     pub pulled_known: u64,
+    /// Compact batches pulled (docs/batcher.md "Compact pulls").
+    pub pulled_compact: u64,
+    /// Compact batches this node could not rebuild, fetched whole.
+    pub compact_fallbacks: u64,
 }
 
 pub(crate) fn bump(c: &prometheus::IntCounter) {

@@ -67,6 +67,8 @@ pub(super) struct Node {
     /// What it does wrong on purpose (only with the `testing` feature).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(super) faults: super::Faults,
+    /// The pull task's answer for the compact batch being fed.
+    pub(super) need_full: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Batches whose persist instant is kept for the ordering latency; older ones (a
@@ -158,6 +160,23 @@ impl Node {
             PeerEvent::Forwarded { from, request } => Input::Forwarded { from, request },
             PeerEvent::Ack(baf) => Input::Baf(baf),
             PeerEvent::Pulled { from, batch } => Input::Batch { from, batch },
+            PeerEvent::Compact {
+                from,
+                batch,
+                need_full,
+            } => {
+                // Answered by `Output::NeedFullBatch`, dropped after the input otherwise.
+                self.need_full = Some(need_full);
+                let (id, digest, count) = (batch.id(), batch.header.digest, batch.digests.len());
+                let fed = self.feed(Input::CompactBatch { from, batch }).await;
+                let rebuilt =
+                    self.need_full.take().is_some() && self.core.request_digests(id, &digest).is_some();
+                if rebuilt {
+                    // Its requests came from this party's router: none is checked again.
+                    super::add(&self.stats.pulled_known, count as u64);
+                }
+                return fed;
+            }
             PeerEvent::Refused {
                 from,
                 batch,
@@ -331,17 +350,7 @@ impl Node {
                     }
                     self.persist(Job::Batch(batch)).await?;
                 }
-                Output::Serve(batch) => {
-                    // A late equivocator serves version A in place of B.
-                    #[cfg(feature = "testing")]
-                    let batch = self
-                        .faults
-                        .late
-                        .as_ref()
-                        .and_then(|l| l.version_a(&batch.header))
-                        .unwrap_or(batch);
-                    self.served.insert(batch);
-                }
+                Output::Serve(batch) => self.serve(batch),
                 Output::SendBaf(baf) => {
                     bump(&self.stats.bafs_sent);
                     // A late equivocator attests version A in place of B.
@@ -383,10 +392,35 @@ impl Node {
                     bump(&self.stats.batches_rejected);
                     warn!(from, error = %error, "a pulled batch failed verification");
                 }
+                Output::NeedFullBatch { .. } => {
+                    if let Some(need_full) = self.need_full.take() {
+                        let _ = need_full.send(());
+                    }
+                }
                 Output::Pull(_) | Output::Admitted { .. } | Output::Refused { .. } => {}
             }
         }
         Ok(())
+    }
+
+    /// Serves a persisted batch; the primary serves its secondaries the compact form too
+    /// (request digests, docs/batcher.md "Compact pulls"), from the digests the core
+    /// already holds.
+    fn serve(&mut self, batch: Arc<crate::SignedBatch>) {
+        let packed = if batch.id().primary == self.party {
+            self.core
+                .request_digests(batch.id(), &batch.header.digest)
+                .map(|d| Arc::new(crate::compact::pack_digests(d)))
+        } else {
+            None
+        };
+        // A late equivocator serves version A in place of B.
+        #[cfg(feature = "testing")]
+        let (batch, packed) = match self.faults.late.as_ref().and_then(|l| l.version_a(&batch.header)) {
+            Some(a) => (a, None),
+            None => (batch, packed),
+        };
+        self.served.insert_with_digests(batch, packed);
     }
 
     /// Publishes what the pull task and the submitter follow, and the gauges.

@@ -20,9 +20,15 @@ type Key = (u64, PartyId, u64);
 /// Ordered batches kept in memory for `Fetch`, the newest.
 pub const RECENT: usize = 16;
 
+/// A batch's request digests packed for its compact form (docs/batcher.md "Compact
+/// pulls").
+pub type Packed = Arc<Vec<u8>>;
+
 /// Served batches by (term, primary, seq), at most `capacity` of them.
 pub struct Served {
     batches: Mutex<BTreeMap<Key, Arc<SignedBatch>>>,
+    /// The packed request digests of the served batches that have a compact form.
+    packed: Mutex<BTreeMap<Key, (Digest32, Packed)>>,
     /// The last [`RECENT`] batches that left `batches` because they were ordered.
     recent: Mutex<std::collections::VecDeque<Arc<SignedBatch>>>,
     /// Per (term, primary): the highest seq removed because it was ordered.
@@ -40,6 +46,7 @@ impl Served {
     pub fn new(capacity: std::num::NonZeroUsize) -> Served {
         Served {
             batches: Mutex::new(BTreeMap::new()),
+            packed: Mutex::new(BTreeMap::new()),
             recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT)),
             ordered: Mutex::new(BTreeMap::new()),
             capacity: capacity.get(),
@@ -53,14 +60,39 @@ impl Served {
 
     /// Serves `batch` (the oldest term and seq leaves at the bound) and wakes pullers.
     pub fn insert(&self, batch: Arc<SignedBatch>) {
+        self.insert_with_digests(batch, None);
+    }
+
+    /// Serves `batch`, with its compact form when `packed` holds its request digests.
+    pub fn insert_with_digests(&self, batch: Arc<SignedBatch>, packed: Option<Packed>) {
         {
             let mut map = self.lock();
-            map.insert(key(&batch), batch);
+            let mut compact = self.packed_lock();
+            let k = key(&batch);
+            match packed {
+                Some(p) => compact.insert(k, (batch.header.digest, p)),
+                None => compact.remove(&k),
+            };
+            map.insert(k, batch);
             while map.len() > self.capacity {
-                map.pop_first();
+                if let Some((gone, _)) = map.pop_first() {
+                    compact.remove(&gone);
+                }
             }
         }
         self.version.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    fn packed_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, (Digest32, Packed)>> {
+        self.packed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The packed request digests of the served `batch`, if it has a compact form.
+    pub fn packed_digests(&self, batch: &SignedBatch) -> Option<Packed> {
+        self.packed_lock()
+            .get(&key(batch))
+            .filter(|(digest, _)| *digest == batch.header.digest)
+            .map(|(_, p)| Arc::clone(p))
     }
 
     /// What a `Pull` from `seq` of `primary`'s lane in `term` reads next: the batch at
@@ -115,6 +147,12 @@ impl Served {
             }
             !gone
         });
+        {
+            let mut compact = self.packed_lock();
+            for b in &left {
+                compact.remove(&key(b));
+            }
+        }
         if !left.is_empty() {
             let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
             for b in left {
@@ -134,6 +172,7 @@ impl Served {
     /// Forgets the batches (and ordered marks) of terms before `term`.
     pub fn forget_before(&self, term: u64) {
         self.lock().retain(|(t, _, _), _| *t >= term);
+        self.packed_lock().retain(|(t, _, _), _| *t >= term);
         self.ordered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -260,6 +260,16 @@ impl PullSource {
         self.served.next_for_pull(term, primary, seq)
     }
 
+    /// The packed request digests of `batch` when it is served with a compact form (a
+    /// deceiving late equivocator's view has none).
+    fn packed(&self, batch: &crate::SignedBatch) -> Option<super::served::Packed> {
+        #[cfg(feature = "testing")]
+        if self.late.is_some() {
+            return None;
+        }
+        self.served.packed_digests(batch)
+    }
+
     /// Waits until what `next` reads may have changed.
     async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
         #[cfg(feature = "testing")]
@@ -306,7 +316,13 @@ impl BatcherPeer for PeerService {
                 // a puller that asks for it (an assembler after a restart) goes on with the
                 // next one instead of waiting for it for ever.
                 if let Some(b) = source.next(r.term, r.primary, seq) {
-                    if tx.send(Ok(pb::Batch::from(&*b))).await.is_err() {
+                    // The compact form when the puller asked for it and this node has it
+                    // (docs/batcher.md "Compact pulls").
+                    let message = match r.compact.then(|| source.packed(&b)).flatten() {
+                        Some(packed) => crate::compact::encode_compact(&b, &packed),
+                        None => pb::Batch::from(&*b),
+                    };
+                    if tx.send(Ok(message)).await.is_err() {
                         return;
                     }
                     let Some(next) = b.id().seq.checked_add(1) else {

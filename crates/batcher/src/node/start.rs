@@ -319,6 +319,7 @@ impl Parts {
             tick: shell.tick,
             persisted_at: std::collections::VecDeque::new(),
             faults: self.faults,
+            need_full: None,
         };
         let main = tokio::spawn(node.run(
             initial,
