@@ -213,7 +213,7 @@ pub struct Batcher {
 
 impl Batcher {
     /// Applies the batching parameters of a config put in force (at the decision that
-    /// did, after its term changes); parameters that would make the config invalid are
+    /// did, before its term changes); parameters that would make the config invalid are
     /// refused and the ones in force kept.
     pub fn set_batching(&mut self, b: &arma::BatchingView) -> Result<()> {
         let mut next = self.cfg.clone();
@@ -236,6 +236,36 @@ impl Batcher {
         next.validate()?;
         self.cfg = next;
         Ok(())
+    }
+
+    /// Puts the batcher keys of a config in force (at the decision that did, before its
+    /// term changes, docs/reconfiguration.md "Rotating a batcher key"): the other
+    /// batchers' batches are verified with `keys` from now on, and this batcher signs
+    /// with `key`. `keys` must name a key for every party; `key` should be the one it
+    /// names for this party (the shell picks it from the keys it holds), but is taken
+    /// even when it is not: a node that lacks its new key still verifies the others
+    /// right, and the consenters refuse what it signs. Refused keys change nothing.
+    pub fn set_keys(
+        &mut self,
+        keys: std::collections::BTreeMap<PartyId, crypto::PublicKey>,
+        key: SigningKey,
+    ) -> Result<()> {
+        let mut next = self.cfg.clone();
+        next.keys = keys;
+        next.validate()?;
+        self.cfg = next;
+        self.key = key;
+        Ok(())
+    }
+
+    /// Whether `key` is the one the config in force names for this batcher.
+    pub fn is_own_key(&self, key: &crypto::PublicKey) -> bool {
+        self.cfg.keys.get(&self.cfg.party) == Some(key)
+    }
+
+    /// This batcher's signing key.
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.key
     }
 
     /// The core's config.

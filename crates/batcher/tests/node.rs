@@ -194,6 +194,7 @@ impl Net {
             config_rules: None,
             shell: shell(),
             content: self.content.clone(),
+            next_key_file: None,
         }
     }
 
@@ -689,6 +690,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
         config_rules: None,
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
+        next_key_file: None,
     };
     let node = batcher::node::spawn(config, Deps::default()).await.unwrap();
     let mut intake = Intake::open(node.addr).await;
@@ -736,6 +738,7 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
         config_rules: None,
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
+        next_key_file: None,
     };
     let mut missing = base.clone();
     missing.peers.remove(&3);

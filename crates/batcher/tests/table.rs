@@ -1098,6 +1098,59 @@ fn a_config_update_changes_the_batching_parameters_and_an_invalid_one_changes_no
     }
 }
 
+/// A config that rotates batcher keys: after `set_keys` the secondary verifies the
+/// primary's batches with the new key (an old-key batch is bogus, a new-key one is taken)
+/// and signs its BAF with its own new key; a key set without every party changes nothing.
+#[test]
+fn a_key_rotation_changes_who_verifies_and_signs() {
+    let new_key = |p: u32| crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("rotated-{p}"));
+    let mut s = batcher(2);
+    let _ = s.handle(Input::Tick(0));
+    let r = req(1, 20);
+    let _ = s.handle(Input::Request(r.clone()));
+    let keys: std::collections::BTreeMap<_, _> = (1..=N).map(|p| (p, new_key(p).public_key())).collect();
+    let mut partial = keys.clone();
+    partial.remove(&3);
+    assert!(s.set_keys(partial, new_key(2)).is_err());
+    assert!(
+        s.is_own_key(&key(2).public_key()),
+        "a refused key set changes nothing"
+    );
+    s.set_keys(keys, new_key(2)).unwrap();
+    assert!(s.is_own_key(&new_key(2).public_key()));
+    let old = signed(1, 1, vec![r.clone()]);
+    assert!(matches!(
+        s.handle(Input::Batch {
+            from: 1,
+            batch: (*old).clone()
+        })
+        .first(),
+        Some(Output::BatchRejected {
+            error: Error::BadBatchSignature { .. },
+            ..
+        })
+    ));
+    let mut s = batcher(2);
+    let _ = s.handle(Input::Tick(0));
+    let _ = s.handle(Input::Request(r.clone()));
+    s.set_keys(
+        (1..=N).map(|p| (p, new_key(p).public_key())).collect(),
+        new_key(2),
+    )
+    .unwrap();
+    let fresh = Arc::new(SignedBatch::sign(BatchId::new(0, 1, 1), 0, vec![r], &new_key(1)));
+    assert_eq!(
+        s.handle(Input::Batch {
+            from: 1,
+            batch: (*fresh).clone()
+        }),
+        vec![Output::Persist(fresh.clone()), pull(1, 2)]
+    );
+    let out = s.handle(persisted(&fresh));
+    let baf = Baf::sign(&fresh, 2, &new_key(2));
+    assert!(out.contains(&Output::SendBaf(baf)), "{out:?}");
+}
+
 fn compact(b: &SignedBatch) -> batcher::CompactBatch {
     batcher::CompactBatch::of(b, b.requests.iter().map(|r| RequestDigest::of(r)).collect())
 }

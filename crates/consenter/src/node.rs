@@ -241,7 +241,11 @@ impl Application for NodeApp {
             return true; // checked by the Submit handler
         }
         let ok = self.app.verify_request(request);
-        if ok {
+        // A config update is not cached, as in the Submit handler: it is valid only
+        // against the config in force, and a cached one would pass the handler's check
+        // once stale (the engine verifies its pool again at a switch, update copies
+        // included).
+        if ok && !crate::service::is_config_update(request) {
             self.verified
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -320,7 +320,7 @@ impl BftConsensus for ConsensusService {
 
 /// The answer to a submission the replica refused.
 /// Whether `request` is a `ConsenterRequest` holding a config update.
-fn is_config_update(request: &[u8]) -> bool {
+pub(crate) fn is_config_update(request: &[u8]) -> bool {
     matches!(
         <pb::ConsenterRequest as prost::Message>::decode(request).map(|r| r.kind),
         Ok(Some(pb::consenter_request::Kind::ConfigUpdate(_)))

@@ -8,7 +8,10 @@
 //! switch — is committed once; `fabrx blocks` verifies every block across the switch
 //! and shows one config block; a sidecar, a consenter, a batcher and an assembler
 //! restarted after the switch resume with what they persisted; an update two admins
-//! signed is refused with the policy's reason and changes nothing.
+//! signed is refused with the policy's reason and changes nothing. A second update
+//! rotates every shard-0 batcher's signing key under load, each batcher reading its next
+//! key where it was written while the node ran; ordering goes on under the new keys, and
+//! a rotated batcher restarted keeps signing with its new key.
 
 #![allow(
     clippy::unwrap_used,
@@ -84,10 +87,26 @@ fn epochs(dir: &Path) -> Vec<(String, Option<u64>)> {
 /// the admins of `signers`.
 fn update(dir: &Path, ms: u64, signers: &[u32], name: &str) -> PathBuf {
     let config = dir.join("config/network-config.json");
+    propose_signed(dir, &config, signers, name, |next| {
+        next["batching"]["batch_timeout_ms"] = serde_json::json!(ms);
+    })
+}
+
+/// The update replacing the config in force (the file `current`) with `edit` of it (and
+/// the next sequence), signed by the admins of `signers`; its next config is written to
+/// `<dir>/<name>.next.json`.
+fn propose_signed(
+    dir: &Path,
+    current: &Path,
+    signers: &[u32],
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> PathBuf {
+    let config = current;
     let mut next: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(config).unwrap()).unwrap();
     next["sequence"] = serde_json::json!(next["sequence"].as_u64().unwrap() + 1);
-    next["batching"]["batch_timeout_ms"] = serde_json::json!(ms);
+    edit(&mut next);
     let next_path = dir.join(format!("{name}.next.json"));
     std::fs::write(&next_path, serde_json::to_string_pretty(&next).unwrap()).unwrap();
     let out = dir.join(format!("{name}.update.json"));
@@ -96,7 +115,7 @@ fn update(dir: &Path, ms: u64, signers: &[u32], name: &str) -> PathBuf {
         "update",
         "propose",
         "--network",
-        s(dir),
+        s(config),
         "--next",
         s(&next_path),
         "--out",
@@ -230,7 +249,64 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     assert!(stderr.contains("sequence"), "{stderr}");
     assert!(epochs(&dir).iter().all(|(_, e)| *e == Some(1)));
 
-    // Every block verifies across the switch; exactly one is a config block.
+    // Every shard-0 batcher key rotated by a second update, under load, no node
+    // restarted: each batcher finds its next key where `fabrx node batcher` looks
+    // (`batcher-0.next.key` beside its key file), written while it runs.
+    let mut rotated = std::collections::BTreeMap::new();
+    for p in 1..=4u32 {
+        let file = dir.join(format!("keys/party-{p}/batcher-0.next.key"));
+        let out = fabrx(&["keygen", "--seed", &format!("rotated-{p}"), "--out"], &file);
+        let printed = String::from_utf8_lossy(&out.stdout).trim().replace(' ', ":");
+        assert!(printed.starts_with("ed25519:"), "{printed}");
+        rotated.insert(p, printed);
+    }
+    let rotate = propose_signed(&dir, &dir.join("good.next.json"), &[2, 3, 4], "rotate", |next| {
+        for party in next["parties"].as_array_mut().unwrap() {
+            let p = u32::try_from(party["id"].as_u64().unwrap()).unwrap();
+            for b in party["batchers"].as_array_mut().unwrap() {
+                if b["shard"] == 0 {
+                    b["public_key"] = serde_json::json!(rotated[&p]);
+                }
+            }
+        }
+    });
+    let during = {
+        let dir = dir.clone();
+        std::thread::spawn(move || load(&dir, 1000, 250, "rce"))
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let o = submit(&dir, &rotate);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let start = Instant::now();
+    while !epochs(&dir).iter().all(|(_, e)| *e == Some(2)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "{:?}", epochs(&dir));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_all_committed(&during.join().unwrap(), 1000);
+    // Under the new keys alone: the consenters count the rotated batchers' BAFs and the
+    // secondaries take the primaries' batches.
+    assert_all_committed(&load(&dir, 300, 300, "rcf"), 300);
+    let net = network(&dir);
+    for p in 1..=4 {
+        let name = format!("batcher-{p}-0");
+        let n = net["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name.as_str())
+            .unwrap();
+        let log = std::fs::read_to_string(n["log"].as_str().unwrap()).unwrap();
+        assert!(
+            log.contains("this batcher signs with its next key from now on"),
+            "{name} did not rotate its key"
+        );
+    }
+    // A rotated batcher restarted comes back signing with its next key.
+    kill(pid_of(&net, "batcher-2-0"));
+    fabrx(&["up", "--json", "--dir"], &dir);
+    assert_all_committed(&load(&dir, 200, 200, "rcg"), 200);
+
+    // Every block verifies across the switches; two are config blocks.
     let out = fabrx(&["blocks", "--party", "2", "--network"], &dir);
     let blocks: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -240,7 +316,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     for b in &blocks {
         assert_eq!(b["verified"], true, "{b}");
     }
-    assert_eq!(blocks.iter().filter(|b| b["config"] == true).count(), 1);
+    assert_eq!(blocks.iter().filter(|b| b["config"] == true).count(), 2);
     // From a block after the switch: the sets before it are learned first.
     let last = blocks.last().unwrap()["number"].as_u64().unwrap();
     let from = (last - 2).to_string();

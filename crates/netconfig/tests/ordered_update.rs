@@ -39,6 +39,8 @@ struct Net {
     config: NetworkConfig,
     admins: Vec<SigningKey>,
     consenters: Vec<SigningKey>,
+    /// Party 1's batcher key of shard 0.
+    batcher_1_0: SigningKey,
 }
 
 fn net() -> Net {
@@ -63,11 +65,15 @@ fn net() -> Net {
             g.config.read_node_key(Node::Consenter(p), path).unwrap()
         })
         .collect();
+    let batcher = Node::Batcher { party: 1, shard: 0 };
+    let (_, path) = g.key_files.iter().find(|(n, _)| *n == batcher).unwrap();
+    let batcher_1_0 = g.config.read_node_key(batcher, path).unwrap();
     Net {
         _dir: dir,
         config: g.config,
         admins,
         consenters,
+        batcher_1_0,
     }
 }
 
@@ -516,6 +522,41 @@ fn a_stale_copy_left_pending_does_not_stop_ordering() {
     // The next update is ordered: the stale copies did not stop the cluster.
     let next = update::validate(&current, &u).unwrap();
     let u2 = update_of(&c.net, &next, &[1, 3, 4], |f| f.batching.batch_timeout_ms = 46);
+    c.submit(&u2);
+    c.run(500);
+    for i in 0..PARTIES as usize {
+        assert_eq!(c.switches(i).len(), 2, "replica {i}: {:?}", c.switches(i));
+        assert_eq!(c.nodes[i].app().state().epoch, 2);
+        assert_eq!(c.nodes[i].app().diverged, 0);
+    }
+}
+
+/// A BAF that waits in the pools while an update rotates the key that signed it no longer
+/// verifies once that update is in force; were it kept, every proposal holding it would be
+/// refused and the cluster would decide nothing again. The engine drops what no longer
+/// verifies at the switch, and the next update is ordered.
+#[test]
+fn a_baf_signed_with_a_rotated_out_batcher_key_does_not_stop_ordering() {
+    let mut c = Cluster::new();
+    let current = c.net.config.clone();
+    let rotated = crypto::derive_signing_key(Scheme::Ed25519, "ordered-update-batcher-1-0");
+    let u = update_of(&c.net, &current, &[1, 2, 3], |f| {
+        f.parties[0].batchers[0].public_key = rotated.public_key().to_string();
+    });
+    // Party 1 is shard 0's primary in term 0: its batch and its BAF, under the old key.
+    let old = &c.net.batcher_1_0;
+    let batch = arma::SignedBatch::sign(types::BatchId::new(0, 1, 1), 0, vec![Arc::from(&b"tx"[..])], old);
+    let baf = arma::encode_baf(&arma::Baf::sign(&batch, 1, old));
+    c.submit(&u);
+    c.run(10);
+    assert!(c.switches(0).is_empty(), "proposed, not decided yet");
+    for i in 0..PARTIES as usize {
+        c.input(i, Input::Request(baf.clone()));
+    }
+    c.run(500);
+    assert_eq!(c.switches(0).len(), 1, "the rotation is in force");
+    let next = update::validate(&current, &u).unwrap();
+    let u2 = update_of(&c.net, &next, &[2, 3, 4], |f| f.batching.batch_timeout_ms = 46);
     c.submit(&u2);
     c.run(500);
     for i in 0..PARTIES as usize {

@@ -51,8 +51,9 @@ pub struct Decided {
     pub ordered: Vec<OrderedBatch>,
     /// The shard's term changes, in order.
     pub terms: Vec<TermInfo>,
-    /// The batching parameters of the config this decision put in force, if it did.
-    pub batching: Option<arma::BatchingView>,
+    /// The config this decision put in force, if it did (its batching parameters and
+    /// batcher keys follow).
+    pub config: Option<arma::ConfigView>,
 }
 
 /// Checks a decision's quorum certificate before the node acts on it: with the consenter
@@ -264,12 +265,12 @@ impl Follower {
                     None,
                 ));
             }
-            let batching = match self.verify_and_learn(&decision) {
-                Ok(b) => b,
+            let config = match self.verify_and_learn(&decision) {
+                Ok(c) => c,
                 Err(e) => return Ok((format!("decision {} does not verify: {e}", decision.number), None)),
             };
             let decided = match self.resolve(decision).await {
-                Ok(d) => Decided { batching, ..d },
+                Ok(d) => Decided { config, ..d },
                 Err(e) => return Ok((e.to_string(), None)),
             };
             if self.tx.send(decided).await.is_err() {
@@ -281,11 +282,11 @@ impl Follower {
 
     /// Verifies the next decision under the set in force for it; a decision that puts a
     /// config in force makes its set the next one, persisted before the decision is used,
-    /// and gives that config's batching parameters.
+    /// and gives that config.
     fn verify_and_learn(
         &mut self,
         decision: &pb::Decision,
-    ) -> std::result::Result<Option<arma::BatchingView>, String> {
+    ) -> std::result::Result<Option<arma::ConfigView>, String> {
         let Some(sets) = self.sets.as_mut() else {
             return Ok(None);
         };
@@ -299,7 +300,7 @@ impl Follower {
                 self.sets_path.display()
             )
         })?;
-        Ok(sets.newest_view().map(|v| v.batching))
+        Ok(sets.newest_view().cloned())
     }
 
     async fn resolve(&self, decision: pb::Decision) -> Result<Decided> {
@@ -332,7 +333,7 @@ impl Follower {
             number: decision.number,
             ordered,
             terms,
-            batching: None,
+            config: None,
         })
     }
 

@@ -17,6 +17,7 @@
 
 mod checked;
 mod decisions;
+mod follow;
 mod links;
 pub mod metrics;
 mod run;
@@ -96,6 +97,10 @@ pub struct Config {
     /// batches, forwards); `fabrx node batcher` checks client envelopes as the network's
     /// routers do.
     pub content: RequestContent,
+    /// Where the node finds its next signing key for a key rotation (docs/reconfiguration.md
+    /// "Rotating a batcher key"): read when a config put in force names another key for
+    /// this batcher than the one it signs with. `None`: it has none.
+    pub next_key_file: Option<PathBuf>,
 }
 
 pub use checked::CheckedRequests;

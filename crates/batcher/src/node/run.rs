@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
-use tracing::{error, info, warn};
+use tracing::{error, warn};
 use types::{BatchId, PartyId};
 use wire::pb;
 
@@ -69,6 +69,8 @@ pub(super) struct Node {
     pub(super) faults: super::Faults,
     /// The pull task's answer for the compact batch being fed.
     pub(super) need_full: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Where the next signing key is read at a key rotation.
+    pub(super) next_key_file: Option<std::path::PathBuf>,
 }
 
 /// Batches whose persist instant is kept for the ordering latency; older ones (a
@@ -266,6 +268,17 @@ impl Node {
             self.feed(input).await?;
             digests.extend(self.core.take_newly_ordered());
         }
+        // A config this decision put in force (its batching parameters, batcher keys and
+        // this batcher's next key) before the term changes it brings: the core cuts and
+        // signs the new term's first batches as soon as it enters the term.
+        if let Some(view) = &decided.config {
+            super::follow::apply(
+                &mut self.core,
+                view,
+                self.next_key_file.as_deref(),
+                Some(decided.number),
+            );
+        }
         for info in decided.terms {
             if info.term > self.progress.term {
                 self.progress.term = info.term;
@@ -287,20 +300,6 @@ impl Node {
                 self.persist(Job::Progress(record, Vec::new())).await?;
             }
             self.feed(Input::TermChanged(info)).await?;
-        }
-        if let Some(b) = &decided.batching {
-            match self.core.set_batching(b) {
-                Ok(()) => info!(
-                    decision = decided.number,
-                    batch_timeout_ms = b.batch_timeout_ms,
-                    max_batch_requests = b.max_batch_requests,
-                    max_batch_bytes = b.max_batch_bytes,
-                    "a config update put new batching parameters in force"
-                ),
-                Err(e) => {
-                    warn!(decision = decided.number, error = %e, "the new batching parameters are refused; the old ones stay")
-                }
-            }
         }
         self.progress.next_decision = decided.number.saturating_add(1);
         bump(&self.stats.decisions);

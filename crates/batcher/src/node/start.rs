@@ -90,6 +90,14 @@ pub(super) async fn start(
         core.remember_ordered(digest);
     }
     let stats = Arc::new(stats);
+    let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
+    // The newest config a decision put in force (the node's config file holds the genesis
+    // one), before the stored batches are restored: they were verified and signed under it.
+    if let Some(sets) = parts.sets.as_ref()
+        && let Some(view) = sets.newest_view()
+    {
+        super::follow::apply(&mut core, view, config.next_key_file.as_deref(), None);
+    }
     // The restored term is where the node starts, not a change.
     stats.term.set(super::metrics::gauge(progress.term));
     let party = config.batcher.party;
@@ -128,20 +136,6 @@ pub(super) async fn start(
         restored = stats.batches_restored.get(),
         "batcher starting"
     );
-    let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
-    // The batching parameters of the newest config a decision put in force (the node's
-    // config file holds the genesis ones).
-    if let Some(sets) = parts.sets.as_ref()
-        && let Some(view) = sets.newest_view()
-    {
-        core.set_batching(&view.batching)?;
-        info!(
-            epoch = sets.epoch(),
-            batch_timeout_ms = view.batching.batch_timeout_ms,
-            max_batch_requests = view.batching.max_batch_requests,
-            "the batching parameters of the config in force are back in force"
-        );
-    }
     parts.launch(config, core, initial, progress, addr)
 }
 
@@ -320,6 +314,7 @@ impl Parts {
             persisted_at: std::collections::VecDeque::new(),
             faults: self.faults,
             need_full: None,
+            next_key_file: config.next_key_file.clone(),
         };
         let main = tokio::spawn(node.run(
             initial,

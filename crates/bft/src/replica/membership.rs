@@ -72,6 +72,11 @@ impl<A: Application> Replica<A> {
         self.adopt(m);
         self.record_switch(decision.clone());
         self.reset_views(decision.seq());
+        // The requests waiting here were verified under the old config: one that no
+        // longer verifies (a BAF signed with a key the new config rotated out) would make
+        // every proposal holding it refused, and no proposal would be accepted again.
+        let app = &mut self.app;
+        self.pending.retain(|request| app.verify_request(request));
         true
     }
 

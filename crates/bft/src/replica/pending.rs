@@ -84,6 +84,23 @@ impl Pending {
         arrived
     }
 
+    /// Keeps only the requests `keep` accepts (the application's verdicts changed: a new
+    /// replica set and config are in force); returns how many were dropped.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> usize {
+        let before = self.map.len();
+        let mut bytes = self.bytes;
+        self.map.retain(|_, e| {
+            let kept = keep(&e.request);
+            if !kept {
+                bytes -= e.request.len();
+            }
+            kept
+        });
+        self.bytes = bytes;
+        self.compact();
+        before - self.map.len()
+    }
+
     /// A decision at `now` served pending requests, the latest of which arrived at
     /// `latest_arrival` (`None`: it served none of this replica's requests).
     pub(super) fn progress(&mut self, latest_arrival: Option<u64>, now: u64) {
