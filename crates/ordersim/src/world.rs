@@ -14,8 +14,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use testkit::sim::engine_config;
 use testkit::sim::kernel::{self, Kernel, Sim, Stop};
-use types::BatchId;
 use types::digest::{Digest32, shard_of};
+use types::{BatchId, PartyId};
 
 use super::checker::{Checker, Switches};
 use super::reconfig::{BATCHING, MAX_SEQS_AHEAD};
@@ -1191,6 +1191,7 @@ impl World {
                 self.try_pull(b);
             }
             BOutput::Admitted { digest } => self.on_admitted(b, digest),
+            BOutput::NeedFullBatch { from, id, digest } => self.send_full(b, from, id, digest),
             BOutput::Refused { .. } | BOutput::BatchRejected { .. } => {}
         }
     }
@@ -1391,10 +1392,43 @@ impl World {
         let Some(batch) = batch else {
             return;
         };
+        // Served compact, as the nodes do (docs/batcher.md "Compact pulls"): the secondary
+        // rebuilds it from its pending requests or asks for the full batch
+        // (`NeedFullBatch`, answered by `send_full`).
+        let digests = batch
+            .requests
+            .iter()
+            .map(|r| batcher::RequestDigest::of(r))
+            .collect();
+        let compact = batcher::CompactBatch::of(&batch, digests);
         self.k.send(id.primary, party, || Ev::ToBatcher {
             b,
-            input: BInput::Batch {
+            input: BInput::CompactBatch {
                 from: id.primary,
+                batch: compact.clone(),
+            },
+        });
+    }
+
+    /// The full batch `id` with `digest` from its primary `from`, to batcher `b` that
+    /// could not rebuild its compact form: the version the primary served, or its other
+    /// version.
+    fn send_full(&mut self, b: usize, from: PartyId, id: BatchId, digest: Digest32) {
+        let party = self.batchers[b].party;
+        let p = self.b_index(from, id.shard);
+        let found = self.batchers[p]
+            .served
+            .iter()
+            .chain(self.batchers[p].alt.iter())
+            .find(|((bid, _), batch)| *bid == id && batch.header.digest == digest)
+            .map(|(_, batch)| Arc::clone(batch));
+        let Some(batch) = found else {
+            return;
+        };
+        self.k.send(from, party, || Ev::ToBatcher {
+            b,
+            input: BInput::Batch {
+                from,
                 batch: SignedBatch::clone(&batch),
             },
         });
@@ -1512,5 +1546,6 @@ fn short(out: &BOutput) -> String {
         BOutput::Admitted { .. } => "admitted".into(),
         BOutput::Refused { reason, .. } => format!("refused ({reason:?})"),
         BOutput::BatchRejected { .. } => "batch rejected".into(),
+        BOutput::NeedFullBatch { id, .. } => format!("needs the full batch {id}"),
     }
 }
