@@ -51,6 +51,9 @@ pub struct ConfigView {
     pub max_seqs_ahead: u64,
     /// The batchers' parameters that follow the config in force.
     pub batching: BatchingView,
+    /// The consensus engine's limits and timing (`None`: the config does not set them;
+    /// the engine keeps those it has).
+    pub engine: Option<bft::EngineParams>,
 }
 
 /// The batching parameters a batcher applies from the decision that puts a config in

@@ -52,6 +52,8 @@ pub struct Membership {
     pub verifier: Arc<dyn Verifier>,
     /// Signs for this replica in the set (needed when `id` is some).
     pub signer: Option<Box<dyn Signer>>,
+    /// The set's limits and timing (`None`: those in force stay).
+    pub params: Option<crate::EngineParams>,
 }
 
 impl fmt::Debug for Membership {

@@ -172,6 +172,37 @@ impl Config {
         }
     }
 
+    /// The limits and timing a network config sets for every replica of a set.
+    pub fn params(&self) -> EngineParams {
+        EngineParams {
+            max_batch_count: self.max_batch_count,
+            max_batch_bytes: self.max_batch_bytes,
+            batch_interval_ms: self.batch_interval_ms,
+            request_timeout_ms: self.request_timeout_ms,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
+            heartbeat_timeout_ms: self.heartbeat_timeout_ms,
+            view_change_timeout_ms: self.view_change_timeout_ms,
+            max_request_bytes: self.max_request_bytes,
+            max_pending: self.max_pending,
+            max_pending_bytes: self.max_pending_bytes,
+        }
+    }
+
+    /// Puts `p` in force (at a replica-set switch: every replica of the set at the same
+    /// decision).
+    pub fn set_params(&mut self, p: EngineParams) {
+        self.max_batch_count = p.max_batch_count;
+        self.max_batch_bytes = p.max_batch_bytes;
+        self.batch_interval_ms = p.batch_interval_ms;
+        self.request_timeout_ms = p.request_timeout_ms;
+        self.heartbeat_interval_ms = p.heartbeat_interval_ms;
+        self.heartbeat_timeout_ms = p.heartbeat_timeout_ms;
+        self.view_change_timeout_ms = p.view_change_timeout_ms;
+        self.max_request_bytes = p.max_request_bytes;
+        self.max_pending = p.max_pending;
+        self.max_pending_bytes = p.max_pending_bytes;
+    }
+
     /// The quorum math for this configuration.
     pub fn quorum(&self) -> Quorum {
         Quorum::new(self.n)
@@ -182,6 +213,34 @@ impl Config {
     pub fn leader(&self, view: View) -> ReplicaId {
         leader_of(self.instance, view, self.n)
     }
+}
+
+/// The engine's limits and timing that a network config sets (ADR 0018): a replica-set
+/// switch ([`crate::Membership::params`]) may change them, for every replica of the set
+/// at the same decision. Proposal limits (`max_batch_count`, `max_batch_bytes`,
+/// `max_request_bytes`) decide which proposals are valid, so they must switch together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineParams {
+    /// Most requests in a proposal.
+    pub max_batch_count: usize,
+    /// Most request bytes in a proposal.
+    pub max_batch_bytes: usize,
+    /// The leader proposes a non-full batch after this long.
+    pub batch_interval_ms: u64,
+    /// A request not decided within this time makes a replica complain.
+    pub request_timeout_ms: u64,
+    /// The leader's heartbeat interval.
+    pub heartbeat_interval_ms: u64,
+    /// A follower that hears nothing from the leader this long starts a view change.
+    pub heartbeat_timeout_ms: u64,
+    /// Base time to wait for a new view.
+    pub view_change_timeout_ms: u64,
+    /// Largest request.
+    pub max_request_bytes: usize,
+    /// Most pending requests.
+    pub max_pending: usize,
+    /// Most bytes of pending requests.
+    pub max_pending_bytes: usize,
 }
 
 /// The leader of `view` for `instance` among `n` replicas.

@@ -131,6 +131,7 @@ fn set_of(node: u32, sets: &[Set], epoch: u64) -> Membership {
         id: member.then_some(node),
         verifier: Arc::new(keys.clone()),
         signer: member.then(|| Box::new(keys.signer(node)) as Box<dyn bft::Signer>),
+        params: None,
     }
 }
 

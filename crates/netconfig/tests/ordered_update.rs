@@ -251,6 +251,10 @@ fn a_signed_update_is_ordered_and_every_replica_switches_at_its_decision() {
     let first = update_of(&c.net, &current, &[1, 2, 3], |f| {
         f.batching.batch_timeout_ms = 77;
         f.parties[0].consenter.public_key = rotated.to_string();
+        // The engine's limits and timing follow the switch too.
+        f.consensus.batch_interval_ms = 9;
+        f.consensus.batch_max = 500;
+        f.consensus.request_timeout_ms = 2_500;
     });
     c.submit(&first);
     c.run(500);
@@ -274,6 +278,9 @@ fn a_signed_update_is_ordered_and_every_replica_switches_at_its_decision() {
             bft::set_chain(c.chain, 1),
             "replica {i}"
         );
+        assert_eq!(c.nodes[i].config().params(), next.engine_params(), "replica {i}");
+        assert_eq!(c.nodes[i].config().batch_interval_ms, 9);
+        assert_eq!(c.nodes[i].config().max_batch_count, 500);
         assert_eq!(app.diverged, 0);
     }
 
@@ -317,6 +324,11 @@ fn a_signed_update_is_ordered_and_every_replica_switches_at_its_decision() {
     assert_eq!(r.app().state().epoch, 2);
     assert_eq!(r.app().config_in_force(), c.nodes[0].app().config_in_force());
     assert_eq!(r.config().chain, bft::set_chain(c.chain, 2));
+    assert_eq!(
+        r.config().batch_interval_ms,
+        9,
+        "the engine's parameters replayed too"
+    );
 }
 
 #[test]

@@ -218,6 +218,8 @@ impl SimConfig {
             consenters: self.consenters.clone(),
             max_seqs_ahead: MAX_SEQS_AHEAD,
             batching: BATCHING,
+            // The simulation's engine timing stays its own.
+            engine: None,
         }
     }
 }

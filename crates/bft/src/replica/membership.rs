@@ -238,6 +238,9 @@ impl<A: Application> Replica<A> {
             _ => n,
         };
         self.quorum = self.cfg.quorum();
+        if let Some(params) = m.params {
+            self.cfg.set_params(params);
+        }
         self.verifier = m.verifier;
         if let Some(signer) = m.signer {
             self.signer = signer;

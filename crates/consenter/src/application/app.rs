@@ -198,6 +198,7 @@ impl ArmaApp {
             id: mine.map(|(id, _)| id),
             verifier: Arc::new(EngineVerifier::new(ClusterKeys::new(view.consenters.clone()))),
             signer: mine.map(|(_, k)| Box::new(EngineSigner::new(k.clone())) as Box<dyn bft::Signer>),
+            params: view.engine,
         })
     }
 

@@ -306,20 +306,28 @@ impl NetworkConfig {
     /// Party `party`'s consensus engine config: the file's consensus parameters, `id` and
     /// `n`, and the chain id of [`NetworkConfig::cluster_keys`].
     pub fn consenter_engine(&self, party: PartyId) -> Result<bft::Config> {
-        let c = &self.file.consensus;
         let mut engine = bft::Config::new(self.replica_id(party)?, self.n());
         engine.chain = self.cluster_keys().chain_id();
-        engine.max_batch_count = usize_of(c.batch_max);
-        engine.max_batch_bytes = usize_of(c.batch_max_bytes);
-        engine.batch_interval_ms = c.batch_interval_ms;
-        engine.request_timeout_ms = c.request_timeout_ms;
-        engine.heartbeat_interval_ms = c.heartbeat_interval_ms;
-        engine.heartbeat_timeout_ms = c.heartbeat_timeout_ms;
-        engine.view_change_timeout_ms = c.view_change_timeout_ms;
-        engine.max_request_bytes = usize_of(c.max_request_bytes);
-        engine.max_pending = usize_of(c.max_pending);
-        engine.max_pending_bytes = usize_of(c.max_pending_bytes);
+        engine.set_params(self.engine_params());
         Ok(engine)
+    }
+
+    /// The consensus engine's limits and timing (the `consensus` block): what a config
+    /// update may change in a running engine (docs/reconfiguration.md).
+    pub fn engine_params(&self) -> bft::EngineParams {
+        let c = &self.file.consensus;
+        bft::EngineParams {
+            max_batch_count: usize_of(c.batch_max),
+            max_batch_bytes: usize_of(c.batch_max_bytes),
+            batch_interval_ms: c.batch_interval_ms,
+            request_timeout_ms: c.request_timeout_ms,
+            heartbeat_interval_ms: c.heartbeat_interval_ms,
+            heartbeat_timeout_ms: c.heartbeat_timeout_ms,
+            view_change_timeout_ms: c.view_change_timeout_ms,
+            max_request_bytes: usize_of(c.max_request_bytes),
+            max_pending: usize_of(c.max_pending),
+            max_pending_bytes: usize_of(c.max_pending_bytes),
+        }
     }
 
     /// The Arma consenter application's config: parties, shards, `consensus.max_seqs_ahead`

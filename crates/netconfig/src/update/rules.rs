@@ -103,6 +103,7 @@ impl ConfigRules for NetworkRules {
                 forward_timeout_ms: net.file().batching.forward_timeout_ms,
                 complain_timeout_ms: net.file().batching.complain_timeout_ms,
             },
+            engine: Some(net.engine_params()),
         })
     }
 }

@@ -50,6 +50,7 @@ pub fn sim_membership(node: u32, sets: &[SimSet], epoch: u64) -> Option<Membersh
         id: member.then_some(node),
         verifier: Arc::new(keys.clone()),
         signer: member.then(|| Box::new(keys.signer(node)) as Box<dyn bft::Signer>),
+        params: None,
     })
 }
 
