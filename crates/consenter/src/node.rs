@@ -180,12 +180,17 @@ const VERIFIED_CACHE: usize = 1 << 16;
 /// through the cache.
 fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
     let digest = Digest::of_request(request);
-    let (primaries, cfg, config) = {
+    let (primaries, cfg, config, epoch) = {
         let c = cache.lock().unwrap_or_else(|e| e.into_inner());
         if c.contains(&digest) {
             return Ok(());
         }
-        (Arc::clone(&c.primaries), Arc::clone(&c.arma), c.config.clone())
+        (
+            Arc::clone(&c.primaries),
+            Arc::clone(&c.arma),
+            c.config.clone(),
+            c.epoch,
+        )
     };
     if let Item::ConfigUpdate(update) =
         decode_verified_with(&cfg, request, &primaries).map_err(|e| e.to_string())?
@@ -200,7 +205,13 @@ fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(
             .map(|_| ())
             .map_err(|reason| format!("config update refused: {reason}"));
     }
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(digest);
+    // Cached only under the config it was checked against: a switch while it was being
+    // checked cleared the cache, and a verdict of the old config must not enter the new
+    // one's (the engine would admit an old-key BAF into its pool again).
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if c.epoch == epoch {
+        c.insert(digest);
+    }
     Ok(())
 }
 

@@ -213,9 +213,22 @@ async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Strea
                 continue;
             }
             bump(&ctx.stats.compact_fallbacks);
-            match fetch_full(ctx, open.primary, id, digest).await {
-                Ok(b) => b,
-                Err(why) => return why,
+            let Some(channel) = ctx.peers.get(&open.primary).cloned() else {
+                return format!("no channel to party {}", open.primary);
+            };
+            // Bounded, and given up when the core moves on: a primary that accepts the
+            // call and never answers must not hold this task past its term.
+            let fetched = tokio::select! {
+                r = tokio::time::timeout(FETCH_TIMEOUT, fetch_full(channel, id, digest)) => r,
+                r = ctx.rx_want.changed() => {
+                    if r.is_err() { return "node stopped".into(); }
+                    return String::new();
+                }
+            };
+            match fetched {
+                Ok(Ok(b)) => b,
+                Ok(Err(why)) => return why,
+                Err(_) => return format!("fetching the full batch {id}: no answer within {FETCH_TIMEOUT:?}"),
             }
         };
         if let Err(why) = deliver(ctx, open.primary, batch).await {
@@ -225,17 +238,12 @@ async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Strea
     }
 }
 
-/// The full batch `id` with `digest` from `primary` (a compact one it served could not be
-/// rebuilt here).
-async fn fetch_full(
-    ctx: &PullCtx,
-    primary: PartyId,
-    id: types::BatchId,
-    digest: [u8; 32],
-) -> Result<SignedBatch, String> {
-    let Some(channel) = ctx.peers.get(&primary).cloned() else {
-        return Err(format!("no channel to party {primary}"));
-    };
+/// How long the pull task waits for the full batch of a compact one it could not rebuild.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The full batch `id` with `digest` from the primary behind `channel` (a compact one it
+/// served could not be rebuilt here).
+async fn fetch_full(channel: Channel, id: types::BatchId, digest: [u8; 32]) -> Result<SignedBatch, String> {
     let mut client = BatcherPeerClient::new(channel).max_decoding_message_size(wire::limits::BATCH.max_bytes);
     let request = pb::FetchRequest {
         shard: id.shard,
@@ -442,6 +450,11 @@ enum RoundError {
     Refused(String),
 }
 
+/// Rounds refused by f + 1 consenters after which a job is dropped (with the backoff,
+/// about 1.5 s: long enough for the consenters to apply a config switch the batcher
+/// learned first).
+const REFUSED_ROUNDS: u32 = 5;
+
 /// How a round of `Submit` calls to `n` consenters stands: it succeeds once f + 1
 /// accepted (at least one correct consenter then decides the request), and the request
 /// is refused once f + 1 refused it (at least one correct consenter judged it invalid);
@@ -516,6 +529,7 @@ async fn submit_one(
     permits: &Semaphore,
 ) {
     let mut attempt = 0u32;
+    let mut refusals = 0u32;
     loop {
         if obsolete(&job, &rx_view.borrow_and_update()) {
             bump(&stats.submits_dropped);
@@ -531,13 +545,29 @@ async fn submit_one(
         drop(permit);
         match done {
             Ok(()) => return,
-            Err(RoundError::Refused(reason)) => {
+            // f + 1 refusals drop the job only once they persist: right after a config
+            // switch a consenter that has not applied it yet checks a BAF signed with a
+            // rotated key under the old keys and refuses it (docs/reconfiguration.md).
+            Err(RoundError::Refused(reason)) if refusals >= REFUSED_ROUNDS => {
                 warn!(
                     term = job.term,
                     reason, "the consenters refused a BAF or complaint; dropped"
                 );
                 bump(&stats.submits_dropped);
                 return;
+            }
+            Err(RoundError::Refused(reason)) => {
+                refusals = refusals.saturating_add(1);
+                debug!(
+                    term = job.term,
+                    refusals, reason, "refused by f + 1 consenters; retrying"
+                );
+                let delay = shell.backoff(attempt);
+                attempt = attempt.saturating_add(1);
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    r = rx_view.changed() => if r.is_err() { return; },
+                }
             }
             Err(RoundError::Retry(reason)) => {
                 warn!(

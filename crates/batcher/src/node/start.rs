@@ -92,7 +92,10 @@ pub(super) async fn start(
     let stats = Arc::new(stats);
     let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
     // The newest config a decision put in force (the node's config file holds the genesis
-    // one), before the stored batches are restored: they were verified and signed under it.
+    // one), before the stored batches are restored: those of the term in progress were
+    // verified and signed under it. (After a crash between persisting the sets and the
+    // switch decision's progress record, the stored batches are of the term before the
+    // switch, which is over: a rotated primary's fail to restore, which changes nothing.)
     if let Some(sets) = parts.sets.as_ref()
         && let Some(view) = sets.newest_view()
     {
