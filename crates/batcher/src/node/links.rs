@@ -742,4 +742,121 @@ mod tests {
         let other = Some(PullWant { term: 1, ..open });
         assert!(matches!(step(other, open, 3), Step::Reopen));
     }
+
+    /// A primary that serves a compact batch and then never answers the `Fetch` of its
+    /// full form: a stalling attack the review found. The pull task must follow the core
+    /// to the next term at once, not stay inside the fetch.
+    struct HangingPrimary {
+        batch: pb::Batch,
+        pulls: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    #[tonic::async_trait]
+    impl pb::batcher_peer_server::BatcherPeer for HangingPrimary {
+        type PullStream = ReceiverStream<std::result::Result<pb::Batch, tonic::Status>>;
+
+        async fn pull(
+            &self,
+            r: tonic::Request<pb::PullRequest>,
+        ) -> std::result::Result<tonic::Response<Self::PullStream>, tonic::Status> {
+            self.pulls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let (tx, rx) = mpsc::channel(1);
+            if r.get_ref().term == 0 {
+                let _ = tx.send(Ok(self.batch.clone())).await;
+            }
+            tokio::spawn(async move { tx.closed().await });
+            Ok(tonic::Response::new(ReceiverStream::new(rx)))
+        }
+
+        async fn fetch(
+            &self,
+            _r: tonic::Request<pb::FetchRequest>,
+        ) -> std::result::Result<tonic::Response<pb::Batch>, tonic::Status> {
+            std::future::pending().await
+        }
+
+        async fn ack(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::BatchAttestationFragment>>,
+        ) -> std::result::Result<tonic::Response<pb::PeerAck>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+
+        async fn forward(
+            &self,
+            _r: tonic::Request<tonic::Streaming<pb::ForwardRequest>>,
+        ) -> std::result::Result<tonic::Response<pb::PeerAck>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_primary_that_never_answers_the_full_fetch_does_not_hold_the_pull() {
+        let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, "hanging-primary");
+        let requests: Vec<crate::Request> = vec![Arc::from(&b"not pending anywhere"[..])];
+        let batch = SignedBatch::sign(types::BatchId::new(0, 1, 1), 0, requests, &key);
+        let digests: Vec<_> = batch
+            .requests
+            .iter()
+            .map(|r| crate::RequestDigest::of(r))
+            .collect();
+        let compact = crate::compact::encode_compact(&batch, &crate::compact::pack_digests(&digests));
+        let pulls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(pb::batcher_peer_server::BatcherPeerServer::new(HangingPrimary {
+                    batch: compact,
+                    pulls: Arc::clone(&pulls),
+                }))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let channel =
+            clients::channel::lazy(&at.to_string(), clients::channel::DEFAULT_CONNECT_TIMEOUT).unwrap();
+        let (tx_want, rx_want) = watch::channel(Some(PullWant {
+            primary: 1,
+            term: 0,
+            seq: 1,
+        }));
+        let (tx_peer, mut rx_peer) = mpsc::channel(4);
+        let stats = Arc::new(Stats::register(&telemetry::Registry::detached("batcher")).unwrap());
+        let ctx = PullCtx {
+            shard: 0,
+            peers: BTreeMap::from([(1, channel)]),
+            rx_want,
+            tx_peer,
+            shell: ShellConfig::default(),
+            content: Arc::new(super::super::RequestContent::Opaque),
+            checked: Arc::new(super::super::CheckedRequests::new(16)),
+            stats: Arc::clone(&stats),
+        };
+        let task = tokio::spawn(run_pull(ctx));
+        // The core cannot rebuild it: the pull task asks for the full batch, which hangs.
+        let Some(PeerEvent::Compact { need_full, .. }) = rx_peer.recv().await else {
+            panic!("a compact batch first");
+        };
+        need_full.send(()).unwrap();
+        let start = std::time::Instant::now();
+        while stats.compact_fallbacks.get() == 0 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5));
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // The term changes: the pull task reopens at the new term well before the
+        // fetch's own timeout.
+        tx_want.send_replace(Some(PullWant {
+            primary: 1,
+            term: 1,
+            seq: 1,
+        }));
+        let start = std::time::Instant::now();
+        while pulls.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(2),
+                "the pull task stayed in the hanging fetch"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        task.abort();
+    }
 }
