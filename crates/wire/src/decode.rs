@@ -1,8 +1,10 @@
 //! Decoding of envelopes and payloads for the structural checks of `types::check`.
 
 mod direct;
+mod envelope;
 
 pub use direct::decode_tx;
+pub use envelope::{CreatorRef, EnvelopeRef, IdentityRef, check_envelope_ref, decode_envelope};
 
 use crate::pb;
 use prost::Message;

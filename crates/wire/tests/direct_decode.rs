@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use types::Tx;
-use wire::decode::decode_tx;
+use wire::decode::{check_envelope_ref, decode_envelope, decode_tx};
 use wire::pb;
 
 /// The old path.
@@ -337,6 +337,7 @@ enum Kind {
     Endorsements,
     Endorsement,
     Identity,
+    Envelope,
 }
 
 fn fields(kind: Kind) -> &'static [(u32, WireType, Option<Kind>)] {
@@ -357,6 +358,14 @@ fn fields(kind: Kind) -> &'static [(u32, WireType, Option<Kind>)] {
         Endorsements => &[(1, L, Some(Endorsement))],
         Endorsement => &[(1, L, None), (2, L, Some(Identity))],
         Identity => &[(1, L, None), (2, L, None), (3, L, None)],
+        Envelope => &[
+            (1, L, Some(Tx)),
+            (2, L, None),
+            (3, L, Some(Identity)),
+            (4, L, None),
+            (5, L, None),
+            (6, V, None),
+        ],
     }
 }
 
@@ -452,12 +461,165 @@ fn generated_field_sequences_as_prost() {
     );
 }
 
+/// The borrowed envelope against `pb::Envelope::decode`, and its check against
+/// `check_decoded_envelope`, for `bytes`.
+fn same_envelope(bytes: &[u8]) -> bool {
+    let want = pb::Envelope::decode(bytes).ok();
+    let got = decode_envelope(bytes);
+    assert_eq!(got.map(|e| e.to_pb()), want, "input {bytes:02x?}");
+    let (Some(got), Some(want)) = (got, want) else {
+        return false;
+    };
+    let dec = wire::ProstDecoder::default();
+    assert_eq!(
+        check_envelope_ref(&got, &dec),
+        wire::check_decoded_envelope(&want, &dec),
+        "input {bytes:02x?}"
+    );
+    assert_eq!(got.self_certified_key(), wire::self_certified_key(&want));
+    true
+}
+
+/// Envelopes that pass the checks (a free-form id, an id derived from a nonce, a
+/// self-certified creator) and variants of them.
+fn envelopes() -> Vec<pb::Envelope> {
+    let identity = |msp: &str, creator| {
+        Some(pb::Identity {
+            msp_id: msp.into(),
+            creator,
+        })
+    };
+    let with_id = |mut env: pb::Envelope| {
+        if !env.nonce.is_empty() {
+            let creator = env
+                .identity
+                .as_ref()
+                .map(|i| i.encode_to_vec())
+                .unwrap_or_default();
+            env.tx_id = types::txid::derive_tx_id(&env.nonce, &creator);
+        }
+        env
+    };
+    let payload = pb::Tx {
+        namespaces: vec![pb::TxNamespace {
+            ns_id: "token".into(),
+            read_writes: vec![pb::ReadWrite {
+                key: b"coin".to_vec(),
+                version: Some(1),
+                value: b"v".to_vec(),
+            }],
+            ..Default::default()
+        }],
+        endorsements: vec![pb::Endorsements {
+            endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                endorsement: vec![1; 64],
+                identity: None,
+            }],
+        }],
+        metadata: vec![],
+    }
+    .encode_to_vec();
+    vec![
+        with_id(pb::Envelope {
+            payload: payload.clone(),
+            tx_id: "free-form-1".into(),
+            payload_type: 1,
+            ..Default::default()
+        }),
+        with_id(pb::Envelope {
+            payload: payload.clone(),
+            signature: vec![5; 64],
+            identity: identity("Org1", Some(pb::identity::Creator::Certificate(b"cert".to_vec()))),
+            nonce: vec![1; 24],
+            payload_type: 1,
+            ..Default::default()
+        }),
+        with_id(pb::Envelope {
+            payload: payload.clone(),
+            identity: identity("", Some(pb::identity::Creator::CertificateId(String::new()))),
+            nonce: vec![2; 8],
+            payload_type: 1,
+            ..Default::default()
+        }),
+        with_id(pb::Envelope {
+            payload,
+            identity: identity("token", Some(pb::identity::Creator::Certificate(vec![7; 32]))),
+            nonce: vec![3; 8],
+            payload_type: 1,
+            ..Default::default()
+        }),
+        with_id(pb::Envelope {
+            payload: b"not a config".to_vec(),
+            identity: identity("Org1", None),
+            nonce: vec![4; 8],
+            payload_type: 2,
+            ..Default::default()
+        }),
+        pb::Envelope {
+            payload_type: -5,
+            tx_id: "x".into(),
+            ..Default::default()
+        },
+    ]
+}
+
+#[test]
+fn envelopes_decode_and_check_as_prost() {
+    let mut checked = 0;
+    for env in envelopes() {
+        let bytes = env.encode_to_vec();
+        assert!(same_envelope(&bytes));
+        for end in 0..bytes.len() {
+            same_envelope(&bytes[..end]);
+        }
+        for i in 0..bytes.len() {
+            for v in [0x00, 0x01, 0x0a, 0x7f, 0x80, 0xff] {
+                let mut b = bytes.clone();
+                b[i] = v;
+                checked += usize::from(same_envelope(&b));
+            }
+        }
+        // An identity given twice is merged; an int32 payload type from a 10-byte varint.
+        let mut b = bytes.clone();
+        delimited(3, &[0x0a, 0x02, b'O', b'2'], &mut b);
+        key(6, WireType::Varint, &mut b);
+        encode_varint(u64::MAX - 1, &mut b);
+        assert!(same_envelope(&b));
+    }
+    assert!(checked > 1_000, "{checked}");
+    let dec = wire::ProstDecoder::default();
+    let statuses: std::collections::BTreeSet<String> = envelopes()
+        .iter()
+        .map(|e| format!("{:?}", wire::check_decoded_envelope(e, &dec).map(|_| ())))
+        .collect();
+    // The fixtures reach several outcomes of the check, success included.
+    assert!(statuses.len() >= 3 && statuses.contains("Ok(())"), "{statuses:?}");
+}
+
+#[test]
+fn generated_envelopes_as_prost() {
+    let (mut accepted, mut refused) = (0, 0);
+    for seed in 1..20_000u64 {
+        let mut g = Gen(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        if same_envelope(&message(&mut g, Kind::Envelope, 6)) {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(
+        accepted > 2_000 && refused > 2_000,
+        "accepted {accepted}, refused {refused}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3_000))]
 
     #[test]
     fn random_bytes_as_prost(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         prop_assert_eq!(decode_tx(&bytes), oracle(&bytes));
+        same_envelope(&bytes);
     }
 
     #[test]

@@ -23,10 +23,10 @@ use prost::encoding::{WireType, check_wire_type, decode_key, decode_varint};
 use types::{Endorsement, Read, ReadWrite, Tx, TxNamespace, Write};
 
 /// prost's recursion limit (`prost::RECURSION_LIMIT`).
-const RECURSION_LIMIT: u32 = 100;
+pub(super) const RECURSION_LIMIT: u32 = 100;
 
 /// The input is not a well-formed `Tx` (what prost calls a `DecodeError`).
-struct Malformed;
+pub(super) struct Malformed;
 
 impl From<prost::DecodeError> for Malformed {
     fn from(_: prost::DecodeError) -> Malformed {
@@ -34,7 +34,7 @@ impl From<prost::DecodeError> for Malformed {
     }
 }
 
-type Result<T> = std::result::Result<T, Malformed>;
+pub(super) type Result<T> = std::result::Result<T, Malformed>;
 
 /// Decodes an encoded `fabrx.v1.Tx` into the domain type; `None` where prost's decode
 /// fails.
@@ -83,15 +83,25 @@ fn delimited<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8]> {
     Ok(bytes)
 }
 
+/// A `bytes` field, borrowed (prost's `bytes::merge` without the copy).
+pub(super) fn bytes_ref<'a>(wire_type: WireType, buf: &mut &'a [u8]) -> Result<&'a [u8]> {
+    check_wire_type(WireType::LengthDelimited, wire_type)?;
+    delimited(buf)
+}
+
+/// A `string` field, borrowed: bytes that are UTF-8.
+pub(super) fn string_ref<'a>(wire_type: WireType, buf: &mut &'a [u8]) -> Result<&'a str> {
+    std::str::from_utf8(bytes_ref(wire_type, buf)?).map_err(|_| Malformed)
+}
+
 /// A `bytes` field (prost's `bytes::merge`).
 fn bytes(wire_type: WireType, buf: &mut &[u8]) -> Result<Vec<u8>> {
-    check_wire_type(WireType::LengthDelimited, wire_type)?;
-    Ok(delimited(buf)?.to_vec())
+    Ok(bytes_ref(wire_type, buf)?.to_vec())
 }
 
 /// A `string` field: bytes that are UTF-8.
 fn string(wire_type: WireType, buf: &mut &[u8]) -> Result<String> {
-    String::from_utf8(bytes(wire_type, buf)?).map_err(|_| Malformed)
+    Ok(string_ref(wire_type, buf)?.to_owned())
 }
 
 /// A `uint64` field (prost's `uint64::merge`).
@@ -101,7 +111,7 @@ fn uint64(wire_type: WireType, buf: &mut &[u8]) -> Result<u64> {
 }
 
 /// An unknown field skipped (prost's `skip_field`, with the same recursion count).
-fn skip(wire_type: WireType, tag: u32, buf: &mut &[u8], depth: u32) -> Result<()> {
+pub(super) fn skip(wire_type: WireType, tag: u32, buf: &mut &[u8], depth: u32) -> Result<()> {
     if depth == 0 {
         return Err(Malformed);
     }
