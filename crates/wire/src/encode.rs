@@ -16,7 +16,7 @@
 use prost::bytes::BufMut;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use std::sync::Arc;
-use types::{Endorsement, Read, ReadWrite, Tx, TxId, TxNamespace, VcTx, Write};
+use types::{Block, Endorsement, Read, ReadWrite, Tx, TxId, TxNamespace, VcTx, Write};
 
 /// Bytes of a length-delimited field `tag` whose content is `len` bytes.
 fn delimited_len(tag: u32, len: usize) -> usize {
@@ -186,30 +186,50 @@ fn put_tx(tx: &Tx, buf: &mut impl BufMut) {
     }
 }
 
+/// The fields of one `VcTx`, borrowed (from a [`VcTx`] or from a block's tx).
+struct VcFields<'a> {
+    id: &'a str,
+    block: u64,
+    index: u32,
+    tx: &'a Tx,
+    prelim: u32,
+}
+
+impl<'a> VcFields<'a> {
+    fn of(t: &'a VcTx) -> VcFields<'a> {
+        VcFields {
+            id: t.id.0.as_str(),
+            block: t.height.block,
+            index: t.height.index,
+            tx: &t.tx,
+            prelim: t.prelim.map_or(0, |s| s.code()),
+        }
+    }
+}
+
 /// Bytes of `t` as a `VcTx`, its `Tx` being `tx_len` bytes.
-fn vc_tx_len(t: &VcTx, tx_len: usize) -> usize {
-    bytes_len(1, t.id.0.as_bytes())
-        + varint_len(2, t.height.block)
-        + varint_len(3, u64::from(t.height.index))
+fn vc_tx_len(t: &VcFields<'_>, tx_len: usize) -> usize {
+    bytes_len(1, t.id.as_bytes())
+        + varint_len(2, t.block)
+        + varint_len(3, u64::from(t.index))
         + delimited_len(4, tx_len)
-        + varint_len(5, u64::from(t.prelim.map_or(0, |s| s.code())))
+        + varint_len(5, u64::from(t.prelim))
 }
 
-fn put_vc_tx(t: &VcTx, tx_len: usize, buf: &mut impl BufMut) {
-    put_bytes(1, t.id.0.as_bytes(), buf);
-    put_varint(2, t.height.block, buf);
-    put_varint(3, u64::from(t.height.index), buf);
+fn put_vc_tx(t: &VcFields<'_>, tx_len: usize, buf: &mut impl BufMut) {
+    put_bytes(1, t.id.as_bytes(), buf);
+    put_varint(2, t.block, buf);
+    put_varint(3, u64::from(t.index), buf);
     put_header(4, tx_len, buf);
-    put_tx(&t.tx, buf);
-    put_varint(5, u64::from(t.prelim.map_or(0, |s| s.code())), buf);
+    put_tx(t.tx, buf);
+    put_varint(5, u64::from(t.prelim), buf);
 }
 
-/// `txs` as one encoded `VcBatch` message.
-pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
+fn vc_fields_batch(txs: &[VcFields<'_>]) -> Vec<u8> {
     let lens: Vec<(usize, usize)> = txs
         .iter()
         .map(|t| {
-            let tx = tx_len(&t.tx);
+            let tx = tx_len(t.tx);
             (tx, vc_tx_len(t, tx))
         })
         .collect();
@@ -219,6 +239,34 @@ pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
         put_vc_tx(t, tx, &mut buf);
     }
     buf
+}
+
+/// `txs` as one encoded `VcBatch` message.
+pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
+    let fields: Vec<VcFields<'_>> = txs.iter().map(VcFields::of).collect();
+    vc_fields_batch(&fields)
+}
+
+/// Every tx of `block` at its height (no status) as one encoded `VcBatch`: the bytes of
+/// [`vc_batch`] over `block.block_txs()`, without copying each tx's id and handle
+/// first. Fails as `block_txs` does, for a block of more than `u32::MAX` txs.
+pub fn block_vc_batch(block: &Block) -> types::Result<Vec<u8>> {
+    let number = block.number();
+    let fields = block
+        .txs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, tx))| {
+            Ok(VcFields {
+                id: id.0.as_str(),
+                block: number,
+                index: u32::try_from(i).map_err(|_| types::Error::TooManyTxs { block: number })?,
+                tx,
+                prelim: 0,
+            })
+        })
+        .collect::<types::Result<Vec<_>>>()?;
+    Ok(vc_fields_batch(&fields))
 }
 
 /// Bytes of a `VerifyTx { tx_id, tx }` whose `Tx` is `tx_len` bytes (the tx is always
@@ -422,5 +470,26 @@ mod tests {
         assert_eq!(sent.encode_to_vec(), bytes);
         // Decoding (never done) skips the fields instead of failing.
         assert_eq!(Encoded::decode(bytes.as_slice()), Ok(Encoded::default()));
+    }
+
+    #[test]
+    fn a_block_is_its_txs_at_their_heights() {
+        let txs: Vec<(TxId, Arc<Tx>)> = txs().into_iter().map(|t| (t.id, t.tx)).collect();
+        for n in 0..=txs.len() {
+            for number in [0, 1, 300, u64::MAX] {
+                let block = Block::unordered(number, txs[..n].to_vec());
+                let want: Vec<VcTx> = block.block_txs().unwrap().into_iter().map(VcTx::from).collect();
+                assert_eq!(
+                    block_vc_batch(&block).unwrap(),
+                    vc_batch(&want),
+                    "block {number}, {n} txs"
+                );
+                let pb_want = pb::VcBatch {
+                    txs: want.iter().map(pb::VcTx::from).collect(),
+                }
+                .encode_to_vec();
+                assert_eq!(block_vc_batch(&block).unwrap(), pb_want);
+            }
+        }
     }
 }
