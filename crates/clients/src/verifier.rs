@@ -212,7 +212,13 @@ impl VerifierClient {
 
     /// Verifies a batch: `result[i]` is `None` when `batch[i]` is valid, else its status
     /// (`ABORTED_SIGNATURE_INVALID`).
-    pub async fn verify(&self, batch: Vec<(TxId, Arc<Tx>)>) -> Result<Vec<Option<Status>>, ClientError> {
+    /// The batch is only read (encoded), so a caller that may resubmit it elsewhere
+    /// passes it by reference.
+    pub async fn verify(
+        &self,
+        batch: impl AsRef<[(TxId, Arc<Tx>)]>,
+    ) -> Result<Vec<Option<Status>>, ClientError> {
+        let batch = batch.as_ref();
         let request_id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx_answer, rx_answer) = oneshot::channel();
         match lock(&self.inner.pending).as_mut() {
@@ -224,7 +230,7 @@ impl VerifierClient {
             pending: &self.inner.pending,
             request_id,
         };
-        let request = wire::encode::verify_batch_request(request_id, &batch);
+        let request = wire::encode::verify_batch_request(request_id, batch);
         self.send(Encoded::from(request)).await?;
         let codes = rx_answer.await.map_err(|_| ClientError::Disconnected)?;
         decode_codes(request_id, batch.len(), &codes)

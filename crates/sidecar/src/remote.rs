@@ -387,14 +387,12 @@ impl VerifyStage for VerifierPool {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let reason = match self.client(i).await {
                 Err(e) => e,
-                Ok(c) => {
-                    match tokio::time::timeout(self.config.call_timeout, c.verify(batch.clone())).await {
-                        Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
-                        Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
-                        Ok(Err(e)) => e.to_string(),
-                        Err(_) => format!("no answer within {:?}", self.config.call_timeout),
-                    }
-                }
+                Ok(c) => match tokio::time::timeout(self.config.call_timeout, c.verify(&batch)).await {
+                    Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
+                    Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+                },
             };
             // Drop the stream: a late answer on it is never read.
             *self.slots[i].lock().await = None;
