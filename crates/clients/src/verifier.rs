@@ -212,6 +212,7 @@ impl VerifierClient {
 
     /// Verifies a batch: `result[i]` is `None` when `batch[i]` is valid, else its status
     /// (`ABORTED_SIGNATURE_INVALID`).
+    ///
     /// The batch is only read (encoded), so a caller that may resubmit it elsewhere
     /// passes it by reference.
     pub async fn verify(

@@ -156,39 +156,28 @@ fn put_endorsements(set: &[Endorsement], buf: &mut impl BufMut) {
     }
 }
 
-/// Bytes of `tx`; the lengths of its namespaces, then of its endorsement sets, are
-/// appended to `nested` for [`put_tx`] (which would otherwise walk each of them again
-/// to write its header).
-fn tx_len(tx: &Tx, nested: &mut Vec<usize>) -> usize {
-    let mut len = 0;
-    for n in &tx.namespaces {
-        let l = namespace_len(n);
-        nested.push(l);
-        len += delimited_len(1, l);
-    }
-    for s in &tx.endorsements {
-        let l = endorsements_len(s);
-        nested.push(l);
-        len += delimited_len(2, l);
-    }
-    len + tx
-        .metadata
+fn tx_len(tx: &Tx) -> usize {
+    tx.namespaces
         .iter()
-        .map(|m| delimited_len(3, m.len()))
+        .map(|n| delimited_len(1, namespace_len(n)))
         .sum::<usize>()
+        + tx.endorsements
+            .iter()
+            .map(|s| delimited_len(2, endorsements_len(s)))
+            .sum::<usize>()
+        + tx.metadata
+            .iter()
+            .map(|m| delimited_len(3, m.len()))
+            .sum::<usize>()
 }
 
-/// Writes `tx`, taking the lengths [`tx_len`] recorded from `nested` (computing any that
-/// is missing).
-fn put_tx(tx: &Tx, nested: &mut std::slice::Iter<'_, usize>, buf: &mut impl BufMut) {
+fn put_tx(tx: &Tx, buf: &mut impl BufMut) {
     for n in &tx.namespaces {
-        let len = nested.next().copied().unwrap_or_else(|| namespace_len(n));
-        put_header(1, len, buf);
+        put_header(1, namespace_len(n), buf);
         put_namespace(n, buf);
     }
     for s in &tx.endorsements {
-        let len = nested.next().copied().unwrap_or_else(|| endorsements_len(s));
-        put_header(2, len, buf);
+        put_header(2, endorsements_len(s), buf);
         put_endorsements(s, buf);
     }
     for m in &tx.metadata {
@@ -227,34 +216,27 @@ fn vc_tx_len(t: &VcFields<'_>, tx_len: usize) -> usize {
         + varint_len(5, u64::from(t.prelim))
 }
 
-fn put_vc_tx(
-    t: &VcFields<'_>,
-    tx_len: usize,
-    nested: &mut std::slice::Iter<'_, usize>,
-    buf: &mut impl BufMut,
-) {
+fn put_vc_tx(t: &VcFields<'_>, tx_len: usize, buf: &mut impl BufMut) {
     put_bytes(1, t.id.as_bytes(), buf);
     put_varint(2, t.block, buf);
     put_varint(3, u64::from(t.index), buf);
     put_header(4, tx_len, buf);
-    put_tx(t.tx, nested, buf);
+    put_tx(t.tx, buf);
     put_varint(5, u64::from(t.prelim), buf);
 }
 
 fn vc_fields_batch(txs: &[VcFields<'_>]) -> Vec<u8> {
-    let mut nested = Vec::with_capacity(txs.len() * 2);
     let lens: Vec<(usize, usize)> = txs
         .iter()
         .map(|t| {
-            let tx = tx_len(t.tx, &mut nested);
+            let tx = tx_len(t.tx);
             (tx, vc_tx_len(t, tx))
         })
         .collect();
     let mut buf = Vec::with_capacity(lens.iter().map(|(_, l)| delimited_len(1, *l)).sum());
-    let mut nested = nested.iter();
     for (t, (tx, len)) in txs.iter().zip(lens) {
         put_header(1, len, &mut buf);
-        put_vc_tx(t, tx, &mut nested, &mut buf);
+        put_vc_tx(t, tx, &mut buf);
     }
     buf
 }
@@ -296,11 +278,10 @@ fn verify_tx_len(id: &TxId, tx_len: usize) -> usize {
 /// `VerifyStreamRequest { batch: VerifyBatch { request_id, txs } }` as one encoded
 /// message: what the sigverifier client sends for a batch.
 pub fn verify_batch_request(request_id: u64, txs: &[(TxId, Arc<Tx>)]) -> Vec<u8> {
-    let mut nested = Vec::with_capacity(txs.len() * 2);
     let lens: Vec<(usize, usize)> = txs
         .iter()
         .map(|(id, tx)| {
-            let tx = tx_len(tx, &mut nested);
+            let tx = tx_len(tx);
             (tx, verify_tx_len(id, tx))
         })
         .collect();
@@ -308,12 +289,11 @@ pub fn verify_batch_request(request_id: u64, txs: &[(TxId, Arc<Tx>)]) -> Vec<u8>
     let mut buf = Vec::with_capacity(delimited_len(2, batch_len));
     put_header(2, batch_len, &mut buf);
     put_varint(1, request_id, &mut buf);
-    let mut nested = nested.iter();
     for ((id, tx), (tx_len, len)) in txs.iter().zip(lens) {
         put_header(2, len, &mut buf);
         put_bytes(1, id.0.as_bytes(), &mut buf);
         put_header(2, tx_len, &mut buf);
-        put_tx(tx, &mut nested, &mut buf);
+        put_tx(tx, &mut buf);
     }
     buf
 }
