@@ -7,6 +7,10 @@
 //! ended with an error, keep-alive timeout), every pending and every later call returns
 //! [`ClientError::Disconnected`] at once; the caller resubmits to another verifier
 //! (answers are pure functions of policies and txs, so a resubmission is harmless).
+//!
+//! Requests are encoded by the caller's task before they are queued
+//! ([`wire::encode::verify_batch_request`]: the bytes of the wire message, written
+//! straight from the shared txs without copying them into protobuf messages first).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,9 +21,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tracing::{debug, warn};
 use types::{NamespacePolicy, Status, Tx, TxId};
+use wire::encode::Encoded;
 use wire::limits::SIGVERIFIER_MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES;
 use wire::pb;
-use wire::pb::verify_stream_request::Kind;
 
 /// Errors of the verifier client.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +106,8 @@ pub struct VerifierClient {
 #[derive(Debug)]
 struct Inner {
     endpoint: String,
-    tx_req: mpsc::Sender<pb::VerifyStreamRequest>,
+    /// Encoded `VerifyStreamRequest`s, in the order they are to be sent.
+    tx_req: mpsc::Sender<Encoded>,
     pending: Arc<Pending>,
     next_id: AtomicU64,
     /// Becomes `true` when the stream broke.
@@ -139,11 +144,21 @@ impl VerifierClient {
                 endpoint: endpoint.to_string(),
                 source,
             })?;
-        let mut grpc = pb::sig_verifier_client::SigVerifierClient::new(channel)
+        let mut grpc = tonic::client::Grpc::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let (tx_req, rx_req) = mpsc::channel(config.queue.get());
-        let answers = grpc.verify(ReceiverStream::new(rx_req)).await?.into_inner();
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::unknown(format!("service was not ready: {e}")))?;
+        // `SigVerifier.Verify` as the generated client calls it, with requests that are
+        // encoded already.
+        let codec = wire::codec::BoundedCodec::<Encoded, pb::VerifyResult>::default();
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fabrx.v1.SigVerifier/Verify");
+        let mut req = tonic::Request::new(ReceiverStream::new(rx_req));
+        req.extensions_mut()
+            .insert(tonic::GrpcMethod::new("fabrx.v1.SigVerifier", "Verify"));
+        let answers = grpc.streaming(req, path, codec).await?.into_inner();
         let pending: Arc<Pending> = Arc::new(Mutex::new(Some(HashMap::new())));
         let (tx_broken, rx_broken) = watch::channel(false);
         tokio::spawn(read_answers(
@@ -186,16 +201,25 @@ impl VerifierClient {
         if self.is_disconnected() {
             return Err(ClientError::Disconnected);
         }
-        let update = pb::PolicyUpdate {
-            namespace: ns.to_string(),
-            policy: wire::encode_policy(policy),
+        let update = pb::VerifyStreamRequest {
+            kind: Some(pb::verify_stream_request::Kind::Policy(pb::PolicyUpdate {
+                namespace: ns.to_string(),
+                policy: wire::encode_policy(policy),
+            })),
         };
-        self.send(Kind::Policy(update)).await
+        self.send(Encoded::of(&update)).await
     }
 
     /// Verifies a batch: `result[i]` is `None` when `batch[i]` is valid, else its status
     /// (`ABORTED_SIGNATURE_INVALID`).
-    pub async fn verify(&self, batch: Vec<(TxId, Arc<Tx>)>) -> Result<Vec<Option<Status>>, ClientError> {
+    ///
+    /// The batch is only read (encoded), so a caller that may resubmit it elsewhere
+    /// passes it by reference.
+    pub async fn verify(
+        &self,
+        batch: impl AsRef<[(TxId, Arc<Tx>)]>,
+    ) -> Result<Vec<Option<Status>>, ClientError> {
+        let batch = batch.as_ref();
         let request_id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx_answer, rx_answer) = oneshot::channel();
         match lock(&self.inner.pending).as_mut() {
@@ -207,24 +231,16 @@ impl VerifierClient {
             pending: &self.inner.pending,
             request_id,
         };
-        let txs = batch
-            .iter()
-            .map(|(id, tx)| pb::VerifyTx {
-                tx_id: id.0.clone(),
-                tx: Some(pb::Tx::from(tx.as_ref())),
-            })
-            .collect();
-        self.send(Kind::Batch(pb::VerifyBatch { request_id, txs }))
-            .await?;
+        let request = wire::encode::verify_batch_request(request_id, batch);
+        self.send(Encoded::from(request)).await?;
         let codes = rx_answer.await.map_err(|_| ClientError::Disconnected)?;
         decode_codes(request_id, batch.len(), &codes)
     }
 
     /// Queues a request for the stream; gives up as soon as the stream breaks, even
     /// while waiting for room in the queue.
-    async fn send(&self, kind: Kind) -> Result<(), ClientError> {
+    async fn send(&self, request: Encoded) -> Result<(), ClientError> {
         let mut rx_broken = self.inner.rx_broken.clone();
-        let request = pb::VerifyStreamRequest { kind: Some(kind) };
         tokio::select! {
             sent = self.inner.tx_req.send(request) => sent.map_err(|_| ClientError::Disconnected),
             _ = rx_broken.wait_for(|broken| *broken) => Err(ClientError::Disconnected),

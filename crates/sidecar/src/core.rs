@@ -215,7 +215,7 @@ impl CommitterCore {
 
     /// Intake of one block: answered txs are recorded, storable statuses queued; returns
     /// the txs to schedule through the graph.
-    fn admit(&mut self, block: Block) -> Result<(u64, Vec<BlockTx>)> {
+    fn admit(&mut self, mut block: Block) -> Result<(u64, Vec<BlockTx>)> {
         let number = block.number();
         if number != self.next_block {
             return Err(Error::OutOfOrder {
@@ -227,9 +227,8 @@ impl CommitterCore {
             expected: self.next_block,
             got: number,
         })?;
-        let admitted = self
-            .intake
-            .admit(block.block_txs()?, |i| block.refused_status(i), &self.decoder);
+        let txs = block.take_block_txs()?;
+        let admitted = self.intake.admit(txs, |i| block.refused_status(i), &self.decoder);
         let mut agg = Agg {
             statuses: vec![None; admitted.len()],
             remaining: 0,

@@ -11,7 +11,6 @@
 //! - [`node`] is the sidecar as a process: `Config`, `spawn(config, deps) -> Handle`.
 
 pub mod core;
-pub mod encode;
 pub mod intake;
 pub mod metrics;
 pub mod node;

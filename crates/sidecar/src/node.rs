@@ -330,8 +330,7 @@ async fn run_blocks(
 /// The stored form of a block: its txs with their heights as a `VcBatch` (the bytes
 /// of `wire::convert::block_to_vc_batch`, encoded without that copy of the block).
 fn encode_block(b: &Block) -> Result<Vec<u8>> {
-    let txs: Vec<types::VcTx> = b.block_txs()?.into_iter().map(types::VcTx::from).collect();
-    Ok(crate::encode::vc_batch(&txs))
+    Ok(wire::encode::block_vc_batch(b)?)
 }
 
 /// Encoded blocks by number, from when the pipeline takes a block until it is final.

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arma::{ClusterKeys, VerifiedBlock};
-use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -356,18 +355,19 @@ pub fn to_block(b: pb::OrderedBlock, v: &VerifiedBlock, decoder: &wire::ProstDec
     // A config block holds no transactions: its one request is the network config.
     let requests: &[Vec<u8>] = if h.is_config() { &[] } else { &b.requests };
     for (i, raw) in requests.iter().enumerate() {
-        let (id, checked) = match pb::Envelope::decode(raw.as_slice()) {
-            Ok(env) => {
-                let checked = wire::check_decoded_envelope(&env, decoder);
-                let id = env.tx_id.clone();
+        // Decoded in place (the payload is not copied first); the same outcome as
+        // `pb::Envelope::decode` and `wire::check_decoded_envelope`.
+        let (id, checked) = match wire::decode::decode_envelope(raw) {
+            Some(env) => {
+                let checked = wire::decode::check_envelope_ref(&env, decoder);
                 // Whatever its structure, a self-certified envelope its creator did not
                 // sign must not decide the creator's id: its signature is checked too.
-                if wire::self_certified_key(&env).is_some() && checked != Err(Status::MalformedBadEnvelope) {
-                    envelopes.push((i, env));
+                if env.self_certified_key().is_some() && checked != Err(Status::MalformedBadEnvelope) {
+                    envelopes.push((i, env.to_pb()));
                 }
-                (id, checked)
+                (env.tx_id.to_string(), checked)
             }
-            Err(_) => (String::new(), Err(Status::MalformedBadEnvelope)),
+            None => (String::new(), Err(Status::MalformedBadEnvelope)),
         };
         let status = match checked {
             Ok(CheckedPayload::Tx(tx)) => {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tracing::warn;
 use types::{NamespacePolicy, Status, TxOutcome, VcTx};
+use wire::encode::Encoded;
 use wire::pb;
 use wire::pb::vc_service_client::VcServiceClient;
 
@@ -160,35 +161,6 @@ fn outcomes_from_wire(
     Ok(out)
 }
 
-/// A `VcBatch` encoded already ([`crate::encode::vc_batch`]), sent as it is: the batch
-/// is encoded once, and a resubmission shares the bytes. Only ever sent, never decoded.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct EncodedVcBatch(prost::bytes::Bytes);
-
-impl prost::Message for EncodedVcBatch {
-    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
-        buf.put_slice(&self.0);
-    }
-
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: prost::encoding::WireType,
-        buf: &mut impl prost::bytes::Buf,
-        ctx: prost::encoding::DecodeContext,
-    ) -> std::result::Result<(), prost::DecodeError> {
-        prost::encoding::skip_field(wire_type, tag, buf, ctx)
-    }
-
-    fn encoded_len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn clear(&mut self) {
-        self.0.clear();
-    }
-}
-
 /// One vcservice endpoint: the generated client, and the same channel for `Commit`
 /// calls that send encoded batches.
 #[derive(Clone)]
@@ -212,13 +184,13 @@ impl VcClient {
     /// `commit`, with the batch's bytes as they are).
     async fn commit(
         &mut self,
-        batch: EncodedVcBatch,
+        batch: Encoded,
     ) -> std::result::Result<tonic::Streaming<pb::TxStatusBatch>, tonic::Status> {
         self.raw
             .ready()
             .await
             .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
-        let codec = wire::codec::BoundedCodec::<EncodedVcBatch, pb::TxStatusBatch>::default();
+        let codec = wire::codec::BoundedCodec::<Encoded, pb::TxStatusBatch>::default();
         let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fabrx.v1.VcService/Commit");
         let mut req = tonic::Request::new(tokio_stream::once(batch));
         req.extensions_mut()
@@ -252,7 +224,7 @@ impl VcPool {
     }
 
     /// Commits one batch that fits the limits (`req`: `batch` encoded), with failover.
-    async fn process_part(&self, batch: &[VcTx], req: EncodedVcBatch) -> Result<Vec<TxOutcome>> {
+    async fn process_part(&self, batch: &[VcTx], req: Encoded) -> Result<Vec<TxOutcome>> {
         self.inner
             .call(|mut c| {
                 let req = req.clone();
@@ -281,7 +253,7 @@ fn fits_encoded(bytes: &[u8]) -> bool {
 /// (the vcservice then refuses it with `RESOURCE_EXHAUSTED`). Processing the parts one
 /// after the other is what the vcservice does with a batch's conflict-free chunks anyway.
 fn encoded_parts(txs: &[VcTx], out: &mut Vec<(usize, Vec<u8>)>) {
-    let bytes = crate::encode::vc_batch(txs);
+    let bytes = wire::encode::vc_batch(txs);
     if txs.len() <= 1 || fits_encoded(&bytes) {
         out.push((txs.len(), bytes));
         return;
@@ -303,7 +275,7 @@ impl CommitStage for VcPool {
         let mut start = 0;
         for (len, bytes) in parts {
             let end = start + len;
-            let req = EncodedVcBatch(bytes.into());
+            let req = Encoded::from(bytes);
             out.extend(self.process_part(&batch[start..end], req).await?);
             start = end;
         }
@@ -415,14 +387,12 @@ impl VerifyStage for VerifierPool {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let reason = match self.client(i).await {
                 Err(e) => e,
-                Ok(c) => {
-                    match tokio::time::timeout(self.config.call_timeout, c.verify(batch.clone())).await {
-                        Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
-                        Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
-                        Ok(Err(e)) => e.to_string(),
-                        Err(_) => format!("no answer within {:?}", self.config.call_timeout),
-                    }
-                }
+                Ok(c) => match tokio::time::timeout(self.config.call_timeout, c.verify(&batch)).await {
+                    Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
+                    Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+                },
             };
             // Drop the stream: a late answer on it is never read.
             *self.slots[i].lock().await = None;
@@ -512,8 +482,8 @@ mod split_tests {
     fn an_encoded_batch_is_sent_as_its_bytes() {
         use prost::Message;
         let txs: Vec<_> = (0..5).map(|i| tx(i, 2, 10 * i)).collect();
-        let bytes = crate::encode::vc_batch(&txs);
-        let sent = EncodedVcBatch(bytes.clone().into());
+        let bytes = wire::encode::vc_batch(&txs);
+        let sent = Encoded(bytes.clone().into());
         assert_eq!(sent.encoded_len(), bytes.len());
         assert_eq!(sent.encode_to_vec(), bytes);
         let decoded = pb::VcBatch::decode(sent.encode_to_vec().as_slice()).unwrap();

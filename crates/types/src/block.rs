@@ -183,6 +183,20 @@ impl Block {
             })
             .collect()
     }
+
+    /// [`Block::block_txs`], moving the txs out of the block (it is left without txs,
+    /// its header, metadata and refused statuses kept) instead of copying each id.
+    pub fn take_block_txs(&mut self) -> crate::Result<Vec<BlockTx>> {
+        let number = self.number();
+        if u32::try_from(self.txs.len().saturating_sub(1)).is_err() {
+            return Err(crate::Error::TooManyTxs { block: number });
+        }
+        Ok(std::mem::take(&mut self.txs)
+            .into_iter()
+            .zip(0u32..)
+            .map(|((id, tx), index)| BlockTx::new(id, Height::new(number, index), tx))
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +211,13 @@ mod tests {
         assert_eq!(txs[0], BlockTx::new("a".into(), Height::new(7, 0), tx.clone()));
         assert_eq!(txs[1].height, Height::new(7, 1));
         assert_eq!(b.number(), 7);
+        let mut taken = b.clone();
+        assert_eq!(taken.take_block_txs().unwrap(), txs);
+        assert!(taken.txs.is_empty());
+        assert_eq!(
+            (taken.header, taken.metadata, taken.refused),
+            (b.header, b.metadata, b.refused)
+        );
     }
 
     #[test]

@@ -136,17 +136,48 @@ pub fn check_tx(id: &TxId, tx: &Tx, dec: &dyn PayloadDecoder) -> Result<(), Stat
     if tx.namespaces.is_empty() {
         return Err(Status::MalformedEmptyNamespaces);
     }
-    let mut seen = HashSet::with_capacity(tx.namespaces.len());
-    for ns in &tx.namespaces {
+    let mut seen = Seen::new(tx.namespaces.len());
+    for (i, ns) in tx.namespaces.iter().enumerate() {
         if !is_valid_namespace_id(&ns.ns_id) {
             return Err(Status::MalformedNamespaceIdInvalid);
         }
-        if !seen.insert(ns.ns_id.as_str()) {
+        if seen.repeats(ns.ns_id.as_str(), || {
+            tx.namespaces[..i].iter().map(|n| n.ns_id.as_str())
+        }) {
             return Err(Status::MalformedDuplicateNamespace);
         }
         check_namespace(ns, dec)?;
     }
     check_endorsements_present(tx)
+}
+
+/// Up to this many items, a repeat is found by comparing with the earlier items (no
+/// set to allocate and hash into); above, with a hash set.
+const FEW: usize = 16;
+
+/// Finds the first item equal to an earlier one, for `n` items checked in order.
+enum Seen<'a, T: ?Sized> {
+    Few,
+    Many(HashSet<&'a T>),
+}
+
+impl<'a, T: ?Sized + Eq + std::hash::Hash> Seen<'a, T> {
+    fn new(n: usize) -> Seen<'a, T> {
+        if n <= FEW {
+            Seen::Few
+        } else {
+            Seen::Many(HashSet::with_capacity(n))
+        }
+    }
+
+    /// Whether `item` equals one of the items checked before it (`earlier` lists them,
+    /// used while there are few).
+    fn repeats<I: Iterator<Item = &'a T>>(&mut self, item: &'a T, earlier: impl FnOnce() -> I) -> bool {
+        match self {
+            Seen::Few => earlier().any(|e| e == item),
+            Seen::Many(set) => !set.insert(item),
+        }
+    }
 }
 
 fn check_namespace(ns: &TxNamespace, dec: &dyn PayloadDecoder) -> Result<(), Status> {
@@ -157,12 +188,12 @@ fn check_namespace(ns: &TxNamespace, dec: &dyn PayloadDecoder) -> Result<(), Sta
     if !ns.has_writes() {
         return Err(Status::MalformedNoWrites);
     }
-    let mut keys = HashSet::new();
-    for key in ns.keys() {
+    let mut keys = Seen::new(ns.reads_only.len() + ns.read_writes.len() + ns.blind_writes.len());
+    for (i, key) in ns.keys().enumerate() {
         if key.is_empty() {
             return Err(Status::MalformedEmptyKey);
         }
-        if !keys.insert(key) {
+        if keys.repeats(key, || ns.keys().take(i)) {
             return Err(Status::MalformedDuplicateKeyInReadWriteSet);
         }
         if key.len() > MAX_KEY_LEN {

@@ -421,3 +421,85 @@ fn namespace_ids() {
         assert!(!is_valid_namespace_id(bad), "{bad}");
     }
 }
+
+/// Duplicate keys and namespaces are found the same way with few items (compared with
+/// the earlier ones) and many (a hash set): at every position, after an empty key or
+/// behind a key over the size limit.
+#[test]
+fn repeats_with_few_and_many_items() {
+    let dec = FakeDecoder(valid_tx());
+    let id = TxId("t".into());
+    for n in [1usize, 2, 15, 16, 17, 40] {
+        let keyed = |keys: Vec<Vec<u8>>| {
+            let mut ns = ns("token");
+            let third = keys.len() / 3;
+            let mut keys = keys.into_iter();
+            ns.reads_only = keys
+                .by_ref()
+                .take(third)
+                .map(|key| Read { key, version: None })
+                .collect();
+            ns.read_writes = keys
+                .by_ref()
+                .take(third)
+                .map(|key| ReadWrite {
+                    key,
+                    version: None,
+                    value: vec![],
+                })
+                .collect();
+            ns.blind_writes = keys.map(|key| Write { key, value: vec![] }).collect();
+            Tx {
+                namespaces: vec![ns],
+                endorsements: vec![sig()],
+                metadata: vec![],
+            }
+        };
+        let distinct: Vec<Vec<u8>> = (0..n).map(|i| format!("k{i}").into_bytes()).collect();
+        assert_eq!(check_tx(&id, &keyed(distinct.clone()), &dec), Ok(()), "{n} keys");
+        for first in 0..n {
+            for second in first + 1..n {
+                let mut keys = distinct.clone();
+                keys[second] = keys[first].clone();
+                assert_eq!(
+                    check_tx(&id, &keyed(keys.clone()), &dec),
+                    Err(Status::MalformedDuplicateKeyInReadWriteSet),
+                    "{n} keys, {second} repeats {first}"
+                );
+                // What comes first decides.
+                keys[first] = vec![];
+                keys[second] = vec![];
+                assert_eq!(
+                    check_tx(&id, &keyed(keys.clone()), &dec),
+                    Err(Status::MalformedEmptyKey)
+                );
+                keys[first] = vec![b'x'; MAX_KEY_LEN + 1];
+                keys[second] = keys[first].clone();
+                assert_eq!(
+                    check_tx(&id, &keyed(keys), &dec),
+                    Err(Status::MalformedBadEnvelopePayload),
+                    "{n} keys, a long key at {first}"
+                );
+            }
+        }
+        // Namespaces: distinct ids pass, a repeated one is refused wherever it is.
+        let names: Vec<String> = (0..n).map(|i| format!("ns{i}")).collect();
+        let spaced = |names: &[String]| Tx {
+            namespaces: names.iter().map(|s| ns(s)).collect(),
+            endorsements: names.iter().map(|_| sig()).collect(),
+            metadata: vec![],
+        };
+        assert_eq!(check_tx(&id, &spaced(&names), &dec), Ok(()), "{n} namespaces");
+        for first in 0..n {
+            for second in first + 1..n {
+                let mut names = names.clone();
+                names[second] = names[first].clone();
+                assert_eq!(
+                    check_tx(&id, &spaced(&names), &dec),
+                    Err(Status::MalformedDuplicateNamespace),
+                    "{n} namespaces, {second} repeats {first}"
+                );
+            }
+        }
+    }
+}

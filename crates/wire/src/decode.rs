@@ -1,5 +1,11 @@
 //! Decoding of envelopes and payloads for the structural checks of `types::check`.
 
+mod direct;
+mod envelope;
+
+pub use direct::decode_tx;
+pub use envelope::{CreatorRef, EnvelopeRef, IdentityRef, check_envelope_ref, decode_envelope};
+
 use crate::pb;
 use prost::Message;
 use types::check::{CheckedPayload, EnvelopeParts, PayloadDecoder, PayloadKind, check_envelope};
@@ -23,8 +29,10 @@ impl Default for ProstDecoder {
 }
 
 impl PayloadDecoder for ProstDecoder {
+    /// Straight into the domain type ([`decode_tx`]): the same outcome as
+    /// `pb::Tx::decode` and the conversion, without the intermediate messages.
     fn decode_tx(&self, payload: &[u8]) -> Option<Tx> {
-        pb::Tx::decode(payload).ok().map(Into::into)
+        decode_tx(payload)
     }
 
     fn decode_policy(&self, value: &[u8]) -> Option<NamespacePolicy> {

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod codec;
 pub mod convert;
 pub mod decode;
+pub mod encode;
 pub mod fabric;
 pub mod limits;
 pub mod node;

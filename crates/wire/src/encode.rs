@@ -1,16 +1,22 @@
-//! The protobuf encoding of a batch of [`VcTx`] (`fabrx.v1.VcBatch`), written straight
-//! from the domain types: the same bytes as converting each tx to its `wire::pb`
-//! message and encoding that, without the deep copy the conversion makes of every key,
-//! value and signature. The sidecar encodes each block once this way for its store and
-//! each vcservice batch once for the wire.
+//! Protobuf encodings written straight from the domain types: the same bytes as
+//! converting each value to its [`crate::pb`] message and encoding that, without the deep
+//! copy the conversion makes of every key, value and signature.
+//!
+//! - [`vc_batch`]: a `VcBatch` (the sidecar encodes each block once this way for its
+//!   store and each vcservice batch once for the wire);
+//! - [`verify_batch_request`]: a `VerifyStreamRequest` carrying a `VerifyBatch` (the
+//!   sigverifier client's batches);
+//! - [`Encoded`]: a message encoded already, sent as its bytes by a gRPC client.
 //!
 //! Proto3 rules as prost applies them: a scalar, string or bytes field at its default
 //! is left out, an `optional` field is written when set (even 0), a set message field
-//! is written even when empty, every element of a repeated field is written.
+//! (or oneof member) is written even when empty, every element of a repeated field is
+//! written.
 
 use prost::bytes::BufMut;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-use types::{Endorsement, Read, ReadWrite, Tx, TxNamespace, VcTx, Write};
+use std::sync::Arc;
+use types::{Block, Endorsement, Read, ReadWrite, Tx, TxId, TxNamespace, VcTx, Write};
 
 /// Bytes of a length-delimited field `tag` whose content is `len` bytes.
 fn delimited_len(tag: u32, len: usize) -> usize {
@@ -180,30 +186,50 @@ fn put_tx(tx: &Tx, buf: &mut impl BufMut) {
     }
 }
 
+/// The fields of one `VcTx`, borrowed (from a [`VcTx`] or from a block's tx).
+struct VcFields<'a> {
+    id: &'a str,
+    block: u64,
+    index: u32,
+    tx: &'a Tx,
+    prelim: u32,
+}
+
+impl<'a> VcFields<'a> {
+    fn of(t: &'a VcTx) -> VcFields<'a> {
+        VcFields {
+            id: t.id.0.as_str(),
+            block: t.height.block,
+            index: t.height.index,
+            tx: &t.tx,
+            prelim: t.prelim.map_or(0, |s| s.code()),
+        }
+    }
+}
+
 /// Bytes of `t` as a `VcTx`, its `Tx` being `tx_len` bytes.
-fn vc_tx_len(t: &VcTx, tx_len: usize) -> usize {
-    bytes_len(1, t.id.0.as_bytes())
-        + varint_len(2, t.height.block)
-        + varint_len(3, u64::from(t.height.index))
+fn vc_tx_len(t: &VcFields<'_>, tx_len: usize) -> usize {
+    bytes_len(1, t.id.as_bytes())
+        + varint_len(2, t.block)
+        + varint_len(3, u64::from(t.index))
         + delimited_len(4, tx_len)
-        + varint_len(5, u64::from(t.prelim.map_or(0, |s| s.code())))
+        + varint_len(5, u64::from(t.prelim))
 }
 
-fn put_vc_tx(t: &VcTx, tx_len: usize, buf: &mut impl BufMut) {
-    put_bytes(1, t.id.0.as_bytes(), buf);
-    put_varint(2, t.height.block, buf);
-    put_varint(3, u64::from(t.height.index), buf);
+fn put_vc_tx(t: &VcFields<'_>, tx_len: usize, buf: &mut impl BufMut) {
+    put_bytes(1, t.id.as_bytes(), buf);
+    put_varint(2, t.block, buf);
+    put_varint(3, u64::from(t.index), buf);
     put_header(4, tx_len, buf);
-    put_tx(&t.tx, buf);
-    put_varint(5, u64::from(t.prelim.map_or(0, |s| s.code())), buf);
+    put_tx(t.tx, buf);
+    put_varint(5, u64::from(t.prelim), buf);
 }
 
-/// `txs` as one encoded `VcBatch` message.
-pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
+fn vc_fields_batch(txs: &[VcFields<'_>]) -> Vec<u8> {
     let lens: Vec<(usize, usize)> = txs
         .iter()
         .map(|t| {
-            let tx = tx_len(&t.tx);
+            let tx = tx_len(t.tx);
             (tx, vc_tx_len(t, tx))
         })
         .collect();
@@ -215,13 +241,112 @@ pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
     buf
 }
 
+/// `txs` as one encoded `VcBatch` message.
+pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
+    let fields: Vec<VcFields<'_>> = txs.iter().map(VcFields::of).collect();
+    vc_fields_batch(&fields)
+}
+
+/// Every tx of `block` at its height (no status) as one encoded `VcBatch`: the bytes of
+/// [`vc_batch`] over `block.block_txs()`, without copying each tx's id and handle
+/// first. Fails as `block_txs` does, for a block of more than `u32::MAX` txs.
+pub fn block_vc_batch(block: &Block) -> types::Result<Vec<u8>> {
+    let number = block.number();
+    let fields = block
+        .txs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, tx))| {
+            Ok(VcFields {
+                id: id.0.as_str(),
+                block: number,
+                index: u32::try_from(i).map_err(|_| types::Error::TooManyTxs { block: number })?,
+                tx,
+                prelim: 0,
+            })
+        })
+        .collect::<types::Result<Vec<_>>>()?;
+    Ok(vc_fields_batch(&fields))
+}
+
+/// Bytes of a `VerifyTx { tx_id, tx }` whose `Tx` is `tx_len` bytes (the tx is always
+/// set, as the conversion sets it).
+fn verify_tx_len(id: &TxId, tx_len: usize) -> usize {
+    bytes_len(1, id.0.as_bytes()) + delimited_len(2, tx_len)
+}
+
+/// `VerifyStreamRequest { batch: VerifyBatch { request_id, txs } }` as one encoded
+/// message: what the sigverifier client sends for a batch.
+pub fn verify_batch_request(request_id: u64, txs: &[(TxId, Arc<Tx>)]) -> Vec<u8> {
+    let lens: Vec<(usize, usize)> = txs
+        .iter()
+        .map(|(id, tx)| {
+            let tx = tx_len(tx);
+            (tx, verify_tx_len(id, tx))
+        })
+        .collect();
+    let batch_len = varint_len(1, request_id) + lens.iter().map(|(_, l)| delimited_len(2, *l)).sum::<usize>();
+    let mut buf = Vec::with_capacity(delimited_len(2, batch_len));
+    put_header(2, batch_len, &mut buf);
+    put_varint(1, request_id, &mut buf);
+    for ((id, tx), (tx_len, len)) in txs.iter().zip(lens) {
+        put_header(2, len, &mut buf);
+        put_bytes(1, id.0.as_bytes(), &mut buf);
+        put_header(2, tx_len, &mut buf);
+        put_tx(tx, &mut buf);
+    }
+    buf
+}
+
+/// A message encoded already (by this module or by prost), sent as its bytes: a client
+/// encodes it once, and a resubmission shares the bytes. Only ever sent, never decoded
+/// (decoding skips every field).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Encoded(pub bytes::Bytes);
+
+impl Encoded {
+    /// `m` encoded by prost.
+    pub fn of(m: &impl prost::Message) -> Encoded {
+        Encoded::from(m.encode_to_vec())
+    }
+}
+
+impl From<Vec<u8>> for Encoded {
+    fn from(v: Vec<u8>) -> Encoded {
+        Encoded(v.into())
+    }
+}
+
+impl prost::Message for Encoded {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        buf.put_slice(&self.0);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn clear(&mut self) {
+        self.0 = bytes::Bytes::new();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pb;
     use prost::Message;
-    use std::sync::Arc;
-    use types::{Height, Status, TxId};
-    use wire::pb;
+    use types::{Height, Status};
 
     fn endorsement(signature: &[u8], msp_id: &str, identity: &[u8]) -> Endorsement {
         Endorsement {
@@ -307,6 +432,64 @@ mod tests {
             }
             .encode_to_vec();
             assert_eq!(vc_batch(std::slice::from_ref(t)), want, "tx {}", t.id.0);
+        }
+    }
+
+    #[test]
+    fn verify_requests_are_the_wire_messages_bytes() {
+        let txs: Vec<(TxId, Arc<Tx>)> = txs().into_iter().map(|t| (t.id, t.tx)).collect();
+        for request_id in [0, 1, 300, u64::MAX] {
+            for n in 0..=txs.len() {
+                let want = pb::VerifyStreamRequest {
+                    kind: Some(pb::verify_stream_request::Kind::Batch(pb::VerifyBatch {
+                        request_id,
+                        txs: txs[..n]
+                            .iter()
+                            .map(|(id, tx)| pb::VerifyTx {
+                                tx_id: id.0.clone(),
+                                tx: Some(pb::Tx::from(tx.as_ref())),
+                            })
+                            .collect(),
+                    })),
+                }
+                .encode_to_vec();
+                assert_eq!(
+                    verify_batch_request(request_id, &txs[..n]),
+                    want,
+                    "request {request_id}, first {n} txs"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_encoded_message_is_sent_as_its_bytes() {
+        let bytes = vc_batch(&txs());
+        let sent = Encoded::from(bytes.clone());
+        assert_eq!(sent.encoded_len(), bytes.len());
+        assert_eq!(sent.encode_to_vec(), bytes);
+        // Decoding (never done) skips the fields instead of failing.
+        assert_eq!(Encoded::decode(bytes.as_slice()), Ok(Encoded::default()));
+    }
+
+    #[test]
+    fn a_block_is_its_txs_at_their_heights() {
+        let txs: Vec<(TxId, Arc<Tx>)> = txs().into_iter().map(|t| (t.id, t.tx)).collect();
+        for n in 0..=txs.len() {
+            for number in [0, 1, 300, u64::MAX] {
+                let block = Block::unordered(number, txs[..n].to_vec());
+                let want: Vec<VcTx> = block.block_txs().unwrap().into_iter().map(VcTx::from).collect();
+                assert_eq!(
+                    block_vc_batch(&block).unwrap(),
+                    vc_batch(&want),
+                    "block {number}, {n} txs"
+                );
+                let pb_want = pb::VcBatch {
+                    txs: want.iter().map(pb::VcTx::from).collect(),
+                }
+                .encode_to_vec();
+                assert_eq!(block_vc_batch(&block).unwrap(), pb_want);
+            }
         }
     }
 }
