@@ -15,17 +15,7 @@ impl Batcher {
     /// A batch served by `from`: accepted if it is the current primary's next batch and it
     /// verifies; a bogus one is rejected with a complaint.
     pub(crate) fn on_batch(&mut self, from: types::PartyId, batch: SignedBatch) {
-        if self.is_primary() || from != self.primary {
-            return;
-        }
-        if let Err(error) = check_origin(&self.cfg, from, &batch) {
-            self.reject(from, error);
-            return;
-        }
-        let at_bound = self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize;
-        if self.next_seq != Some(batch.id().seq) || batch.header.term != self.term || at_bound {
-            // Stale, early, a repeat or of another term: not the batch this secondary
-            // asked for.
+        if !self.takes_next(from, &batch.header) {
             return;
         }
         let digests = match verify_batch_digests(&self.cfg, &batch) {
@@ -39,9 +29,7 @@ impl Batcher {
         // term: a correct primary batches a request once, so the batch is bogus (it would
         // be ordered twice).
         let id = batch.id();
-        let repeated = digests.iter().position(|d| {
-            self.ordered.contains(d) || self.in_flight_digests.get(d).is_some_and(|other| *other != id)
-        });
+        let repeated = digests.iter().position(|d| self.not_new(d, id));
         if let Some(index) = repeated {
             self.reject(from, Error::RequestNotNew { id, index });
             return;
@@ -59,18 +47,10 @@ impl Batcher {
     /// batch digest differ) asks for the full batch instead: the same content may come
     /// with another client signature, and that is not the primary's fault.
     pub(crate) fn on_compact_batch(&mut self, from: types::PartyId, batch: crate::CompactBatch) {
-        if self.is_primary() || from != self.primary {
+        if !self.takes_next(from, &batch.header) {
             return;
         }
         let id = batch.id();
-        if let Err(error) = check_origin_id(&self.cfg, from, id) {
-            self.reject(from, error);
-            return;
-        }
-        let at_bound = self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize;
-        if self.next_seq != Some(id.seq) || batch.header.term != self.term || at_bound {
-            return;
-        }
         if let Err(error) = check_count(&self.cfg, id, batch.digests.len(), batch.header.tx_count) {
             self.reject(from, error);
             return;
@@ -83,7 +63,7 @@ impl Batcher {
                 self.reject(from, Error::DuplicateRequestInBatch { id, index });
                 return;
             }
-            if self.ordered.contains(d) || self.in_flight_digests.get(d).is_some_and(|other| *other != id) {
+            if self.not_new(d, id) {
                 self.reject(from, Error::RequestNotNew { id, index });
                 return;
             }
@@ -148,6 +128,28 @@ impl Batcher {
         }
         let id = batch.id();
         self.reject(from, Error::RefusedRequest { id, index, reason });
+    }
+
+    /// Whether a pulled batch (full or compact) of `header` served by `from` is the one
+    /// this secondary waits for: from the current primary, naming this shard and that
+    /// primary (else rejected with a complaint), the next seq of the term, under the
+    /// unordered bound (else ignored: stale, early, a repeat or of another term).
+    fn takes_next(&mut self, from: types::PartyId, header: &crate::BatchHeader) -> bool {
+        if self.is_primary() || from != self.primary {
+            return false;
+        }
+        if let Err(error) = check_origin_id(&self.cfg, from, header.id) {
+            self.reject(from, error);
+            return false;
+        }
+        let at_bound = self.in_flight.len() >= self.cfg.max_unordered_batches.get() as usize;
+        self.next_seq == Some(header.id.seq) && header.term == self.term && !at_bound
+    }
+
+    /// A request of batch `id` this secondary knows as ordered, or holds in another batch
+    /// of the term: a correct primary batches a request once, so such a batch is bogus.
+    fn not_new(&self, d: &RequestDigest, id: BatchId) -> bool {
+        self.ordered.contains(d) || self.in_flight_digests.get(d).is_some_and(|other| *other != id)
     }
 
     fn reject(&mut self, from: types::PartyId, error: Error) {
