@@ -62,11 +62,6 @@ fn arma_config() -> ArmaConfig {
     ArmaConfig::new(N, SHARDS, 64, keys).unwrap()
 }
 
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
 fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
     let mut engine = bft::Config::new(id, peers.len() as u32);
     engine.batch_interval_ms = 5;
@@ -374,7 +369,7 @@ fn check_chain(ds: &[pb::Decision]) {
 #[test]
 fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let peers: Vec<String> = (0..N).map(|_| free_addr()).collect();
+    let peers: Vec<String> = (0..N).map(|_| testkit::net::loopback_addr()).collect();
     let cfgs: Vec<ArmaNodeConfig> = (0..N).map(|i| config(i, &peers, dir.path())).collect();
     // Consenter 0 records its metrics.
     let registry = telemetry::Registry::detached("consenter");
@@ -512,7 +507,7 @@ fn four_consenters_order_bafs_change_terms_and_survive_a_restart() {
 #[test]
 fn a_consenter_behind_the_pruned_decisions_catches_up_by_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let peers: Vec<String> = (0..N).map(|_| free_addr()).collect();
+    let peers: Vec<String> = (0..N).map(|_| testkit::net::loopback_addr()).collect();
     let cfgs: Vec<ArmaNodeConfig> = (0..N)
         .map(|i| {
             let mut c = config(i, &peers, dir.path());

@@ -20,11 +20,6 @@ use consenter::replica::{NodeLimits, ReplicaConfig};
 use wire::pb;
 use wire::pb::bft_consensus_client::BftConsensusClient;
 
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
 /// `fabrx node bft`'s defaults.
 fn config(id: u32, peers: &[String], dir: &Path) -> ReplicaConfig {
     let mut engine = bft::Config::new(id, peers.len() as u32);
@@ -73,7 +68,7 @@ async fn many_large_submissions_are_decided_or_refused_never_lost() {
             .try_init();
     }
     let dir = tempfile::tempdir().unwrap();
-    let peers: Vec<String> = (0..4).map(|_| free_addr()).collect();
+    let peers: Vec<String> = (0..4).map(|_| testkit::net::loopback_addr()).collect();
     for id in 0..4 {
         tokio::spawn(consenter::replica::run(config(id, &peers, dir.path())));
     }

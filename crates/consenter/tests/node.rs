@@ -21,11 +21,6 @@ use wire::pb::bft_consensus_client::BftConsensusClient;
 
 const SEEDS: &str = "node-test-";
 
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
 fn config(id: u32, peers: &[String], dir: &Path) -> ReplicaConfig {
     let mut engine = bft::Config::new(id, peers.len() as u32);
     engine.batch_interval_ms = 5;
@@ -91,7 +86,7 @@ fn wal_segment(wal: &Path) -> PathBuf {
 #[test]
 fn submit_answers_when_decided_and_the_wal_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
-    let peers = vec![free_addr()];
+    let peers = vec![testkit::net::loopback_addr()];
     let cfg = config(0, &peers, dir.path());
     let seqs = with_node(cfg.clone(), async |addr| {
         let mut seqs = Vec::new();
@@ -160,7 +155,7 @@ fn submit_answers_when_decided_and_the_wal_keeps_it() {
 #[test]
 fn a_missing_wal_beside_a_decisions_log_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    let peers = vec![free_addr()];
+    let peers = vec![testkit::net::loopback_addr()];
     let cfg = config(0, &peers, dir.path());
     with_node(cfg.clone(), async |addr| {
         assert_eq!(submit(&addr, b"x").await.unwrap().decided_seq, 1);
@@ -180,11 +175,14 @@ fn a_missing_wal_beside_a_decisions_log_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replayed_and_forged_envelopes_end_their_stream_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let peers: Vec<String> = (0..4).map(|_| free_addr()).collect();
+    let peers: Vec<String> = (0..4).map(|_| testkit::net::loopback_addr()).collect();
     let nodes: Vec<_> = (0..3)
         .map(|id| tokio::spawn(consenter::replica::run(config(id, &peers, dir.path()))))
         .collect();
-    let reply = submit(&peers[1], b"ordered by three").await.expect("decided");
+    let reply = submit(&peers[1], b"ordered by three").await.unwrap_or_else(|e| {
+        let stopped: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].is_finished()).collect();
+        panic!("not decided: {e}; replicas that stopped: {stopped:?}")
+    });
     assert!(reply.accepted && reply.decided_seq >= 1);
 
     let (k3, keys) = keys_from_seed_prefix(SEEDS, 3, 4);
@@ -234,7 +232,7 @@ async fn replayed_and_forged_envelopes_end_their_stream_with_an_error() {
 #[test]
 fn byte_bounds_that_do_not_fit_the_message_limit_refuse_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    let peers: Vec<String> = (0..4).map(|_| free_addr()).collect();
+    let peers: Vec<String> = (0..4).map(|_| testkit::net::loopback_addr()).collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // A new-view proof carries up to a quorum (3) of proposals of 30 MiB: over 64 MiB.
     let mut cfg = config(0, &peers, dir.path());

@@ -4,6 +4,7 @@
 //! testkit depends only on the shared crates (and the BFT engine it simulates), never on
 //! a role crate, so that every role may use it as a dev-dependency.
 
+pub mod net;
 pub mod oracle;
 #[allow(
     clippy::panic,
