@@ -61,6 +61,20 @@ fn signed(net: &Net, current: &NetworkConfig, next: &NetworkFile, by: &[PartyId]
     u
 }
 
+/// Like [`signed`] without `propose`'s checks (which refuse what `validate` refuses).
+fn signed_unchecked(net: &Net, current: &NetworkConfig, next: &NetworkFile, by: &[PartyId]) -> ConfigUpdate {
+    let mut u = ConfigUpdate {
+        chain: current.chain().to_string(),
+        sequence: current.sequence(),
+        config: update::canonical_json(next),
+        signatures: Vec::new(),
+    };
+    for &p in by {
+        update::sign(&mut u, p, &net.admins[p as usize - 1]);
+    }
+    u
+}
+
 /// `current` with the file changed by `edit` (same sequence), validated.
 fn reloaded(current: &NetworkConfig, edit: impl FnOnce(&mut NetworkFile)) -> NetworkConfig {
     let mut file = current.file().clone();
@@ -228,8 +242,21 @@ fn without_party_4(f: &mut NetworkFile) {
 fn a_removed_party_cannot_sign_the_next_update() {
     let net = net();
     let current = &net.config;
-    let removal = signed(&net, current, &next_of(current, without_party_4), &[1, 2, 3]);
-    let after = update::validate(current, &removal).unwrap();
+    // The roles do not follow a removal through an update yet: refused, naming it.
+    let removal = signed_unchecked(&net, current, &next_of(current, without_party_4), &[1, 2, 3]);
+    assert!(update::propose(current, &next_of(current, without_party_4)).is_err());
+    let e = update::validate(current, &removal).unwrap_err();
+    match &e {
+        UpdateError::NotFollowed { changes } => {
+            assert!(changes.iter().any(|c| c == "party 4 removed"), "{changes:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A network at sequence 1 without party 4 (as such an update would leave it).
+    let after = reloaded(current, |f| {
+        without_party_4(f);
+        f.sequence = 1;
+    });
     assert_eq!(
         (after.n(), after.sequence(), after.update_signatures()),
         (3, 1, 2)
@@ -567,4 +594,71 @@ fn admin_keys_are_generated_per_party_and_checked_when_read() {
     let text = std::fs::read_to_string(&g.config_path).unwrap();
     assert!(text.contains("\"sequence\": 0"));
     assert_eq!(text.matches("\"admin_key\"").count(), 3);
+}
+
+/// Keys and the parameters every role takes at the switch pass; anything else an update
+/// could change is refused and named, so that no role runs on a config the others left.
+#[test]
+fn an_update_may_change_only_what_the_roles_follow() {
+    let net = net();
+    let current = &net.config;
+    let key = |name: &str| {
+        crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
+            .public_key()
+            .to_string()
+    };
+    let followed = next_of(current, |f| {
+        f.parties[0].consenter.public_key = key("followed-consenter");
+        f.parties[1].batchers[0].public_key = key("followed-batcher");
+        f.parties[2].admin_key = Some(key("followed-admin"));
+        f.batching.batch_timeout_ms += 1;
+        f.batching.max_batch_requests += 1;
+        f.batching.complain_timeout_ms += 1;
+        f.consensus.view_change_timeout_ms += 1;
+        f.consensus.max_pending += 1;
+        f.consensus.max_seqs_ahead += 1;
+        f.update_policy = Some(UpdatePolicyFile { signatures: 4 });
+    });
+    let u = signed(&net, current, &followed, &[1, 2, 3]);
+    update::validate(current, &u).unwrap();
+
+    type Edit = Box<dyn Fn(&mut NetworkFile)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        ("party 4 removed", Box::new(without_party_4)),
+        (
+            "party 1 router: ",
+            Box::new(|f| f.parties[0].router = "10.0.0.9:7050".into()),
+        ),
+        (
+            "party 2 consenter endpoint: ",
+            Box::new(|f| f.parties[1].consenter.endpoint = "10.0.0.9:7051".into()),
+        ),
+        (
+            "party 3 batcher of shard 1 endpoint: ",
+            Box::new(|f| f.parties[2].batchers[1].endpoint = "10.0.0.9:7052".into()),
+        ),
+        ("batching.window: ", Box::new(|f| f.batching.window += 1)),
+        (
+            "batching.mempool_max_requests: ",
+            Box::new(|f| f.batching.mempool_max_requests += 1),
+        ),
+        ("consensus.tick_ms: ", Box::new(|f| f.consensus.tick_ms += 1)),
+        (
+            "router.answer_timeout_ms: ",
+            Box::new(|f| f.router.answer_timeout_ms += 1),
+        ),
+    ];
+    for (what, edit) in cases {
+        let next = next_of(current, |f| edit(f));
+        let u = signed_unchecked(&net, current, &next, &[1, 2, 3]);
+        match update::validate(current, &u) {
+            Err(UpdateError::NotFollowed { changes }) => {
+                assert!(changes.iter().any(|c| c.starts_with(what)), "{what}: {changes:?}");
+                assert!(changes.iter().all(|c| !c.starts_with("sequence")), "{changes:?}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        let e = update::validate_unsigned(current, &u).unwrap_err();
+        assert!(e.to_string().contains("do not follow"), "{e}");
+    }
 }

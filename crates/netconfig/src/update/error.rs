@@ -141,6 +141,16 @@ pub enum UpdateError {
         /// Shards of the next config.
         next: u32,
     },
+    /// The next config changes what the roles do not apply at a switch yet (a party
+    /// added or removed, an endpoint, a TLS certificate, router limits, …).
+    #[error(
+        "the update changes what the nodes do not follow through an update yet (docs/reconfiguration.md \"What each role follows\"): {}",
+        changes.join("; ")
+    )]
+    NotFollowed {
+        /// Each such change, as `fabrx network update show` prints it.
+        changes: Vec<String>,
+    },
     /// `merge` of two different updates.
     #[error("the two files are different updates ({what} differ): only signatures of one update merge")]
     DifferentUpdates {

@@ -18,6 +18,7 @@
 
 mod diff;
 mod error;
+mod followed;
 mod rules;
 
 pub use diff::diff;
@@ -309,7 +310,7 @@ fn check_header(current: &NetworkConfig, update: &ConfigUpdate) -> Result<()> {
 }
 
 /// The update's config is a valid next config (canonical, same chain and shards, next
-/// sequence). Gives the next config.
+/// sequence, only changes the roles follow). Gives the next config.
 fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
     let at = current.sequence();
     let expected = at
@@ -333,6 +334,10 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
             current: current.shards().get(),
             next: file.shards,
         });
+    }
+    let changes = followed::not_followed(current.file(), &file);
+    if !changes.is_empty() {
+        return Err(UpdateError::NotFollowed { changes });
     }
     NetworkConfig::from_file(file).map_err(|source| UpdateError::BadConfig { source })
 }

@@ -1,0 +1,42 @@
+//! Which changes an update may make: those every role applies at the switch
+//! (docs/reconfiguration.md "What each role follows"). Any other change — a party added or
+//! removed, an endpoint, a TLS certificate, router limits, the committer's or the token's
+//! section — would be ordered and then applied by some roles and not by others (or by a
+//! node only after its next restart), so the network would run on two configs at once.
+//! Such an update is refused, naming each change, until the roles follow it.
+
+use crate::file::NetworkFile;
+
+/// The changes from `current` to `next` that the roles do not follow through an update,
+/// one line each (the lines of [`super::diff`]); empty when every change is followed.
+pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile) -> Vec<String> {
+    let mut rest = next.clone();
+    rest.sequence = current.sequence;
+    // Keys: consenter and batcher signing keys, and the admins' keys.
+    for p in &mut rest.parties {
+        let Some(was) = current.parties.iter().find(|c| c.id == p.id) else {
+            continue;
+        };
+        p.consenter.public_key.clone_from(&was.consenter.public_key);
+        p.admin_key.clone_from(&was.admin_key);
+        for b in &mut p.batchers {
+            if let Some(old) = was.batchers.iter().find(|o| o.shard == b.shard) {
+                b.public_key.clone_from(&old.public_key);
+            }
+        }
+    }
+    // The batchers' parameters they take at the switch.
+    let (b, was) = (&mut rest.batching, &current.batching);
+    b.max_batch_requests = was.max_batch_requests;
+    b.max_batch_bytes = was.max_batch_bytes;
+    b.batch_timeout_ms = was.batch_timeout_ms;
+    b.forward_timeout_ms = was.forward_timeout_ms;
+    b.complain_timeout_ms = was.complain_timeout_ms;
+    // The consensus block, all but the node's tick (read at start).
+    let tick_ms = rest.consensus.tick_ms;
+    rest.consensus = current.consensus.clone();
+    rest.consensus.tick_ms = tick_ms;
+    // The policy for the update after this one.
+    rest.update_policy.clone_from(&current.update_policy);
+    super::diff(current, &rest)
+}
