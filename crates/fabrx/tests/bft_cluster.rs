@@ -44,22 +44,9 @@ impl Drop for Cluster {
     }
 }
 
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("addr").port())
-        .collect()
-}
-
 impl Cluster {
     fn new(n: usize, batch_max: usize) -> Cluster {
-        let addrs = free_ports(n)
-            .into_iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
+        let addrs = (0..n).map(|_| testkit::net::loopback_addr()).collect();
         Cluster {
             n,
             batch_max,

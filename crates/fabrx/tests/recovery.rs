@@ -27,13 +27,6 @@ use vcservice::{Backend, PgBackend, PgOptions};
 const BLOCKS: usize = 1500;
 const DEADLINE: Duration = Duration::from_secs(240);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A service process that can be killed and started again with the same arguments.
 struct Proc {
     name: String,
@@ -115,7 +108,7 @@ impl Cluster {
         let mut procs = BTreeMap::new();
         let mut verifier_addrs = Vec::new();
         for i in 0..verifiers {
-            let addr = format!("127.0.0.1:{}", free_port());
+            let addr = testkit::net::loopback_addr();
             let mut p = Proc::new(
                 &format!("verifier{i}"),
                 dir.path(),
@@ -132,7 +125,7 @@ impl Cluster {
         }
         let mut vc_endpoints = Vec::new();
         for i in 0..2 {
-            let addr = format!("127.0.0.1:{}", free_port());
+            let addr = testkit::net::loopback_addr();
             let config = dir.path().join(format!("vc{i}.toml"));
             std::fs::write(
                 &config,
@@ -153,7 +146,7 @@ impl Cluster {
             procs.insert(p.name.clone(), p);
             vc_endpoints.push(addr);
         }
-        let sidecar_addr = format!("127.0.0.1:{}", free_port());
+        let sidecar_addr = testkit::net::loopback_addr();
         let mut args: Vec<String> = vec![
             "node".into(),
             "sidecar".into(),
