@@ -22,7 +22,7 @@
 //! reproduce -- --nocapture`.
 //!
 //! Reconfiguration scenarios ([`ArmaScenario::reconfiguration`]) add config updates that
-//! rotate consenter keys at random points, under the simulation's own rules
+//! rotate consenter and batcher keys at random points, under the simulation's own rules
 //! ([`reconfig::SimRules`]), and check that every correct consenter switches at the same
 //! decision, that every certificate verifies under the set in force for it and not under
 //! the set before, and that no acknowledged request is lost across a switch
@@ -148,13 +148,17 @@ pub struct ArmaScenario {
     pub reconfig: Option<Reconfiguration>,
 }
 
-/// A valid config update an admin submits: it rotates the consenter keys of `rotate`.
+/// A valid config update an admin submits: it rotates the consenter keys of `rotate`
+/// and the batcher keys of `rotate_batchers`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedUpdate {
     /// When it is first submitted (ms); later if the one before is not in force yet.
     pub at_ms: u64,
     /// The replicas whose consenter key it rotates to the next generation.
     pub rotate: Vec<u32>,
+    /// The parties whose batcher key (one for all their shards) it rotates to the next
+    /// generation.
+    pub rotate_batchers: Vec<u32>,
 }
 
 /// An update the rules must refuse: it changes nothing.
@@ -271,7 +275,7 @@ impl ArmaScenario {
     }
 
     /// The reconfiguration scenario of `seed`: [`ArmaScenario::from_seed`] with one to
-    /// three config updates at random times (rotating consenter keys), refused updates,
+    /// three config updates at random times (rotating consenter and batcher keys), refused updates,
     /// maybe a competing update, a partitioned consenter and crashes at the switch.
     pub fn reconfiguration(seed: u64) -> ArmaScenario {
         let mut sc = ArmaScenario::from_seed(seed);
@@ -287,10 +291,20 @@ impl ArmaScenario {
                 PlannedUpdate {
                     at_ms: rng.gen_range(20..until),
                     rotate,
+                    rotate_batchers: Vec::new(),
                 }
             })
             .collect();
         updates.sort_by_key(|u| u.at_ms);
+        // Batcher key rotations from a stream of their own, so the rest of the plan stays
+        // what it was for every seed: in about half of the updates, each party's with
+        // probability ⅓ (the Byzantine party's too).
+        let mut keys_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xba7c_4e55);
+        for u in &mut updates {
+            if keys_rng.gen_bool(0.5) {
+                u.rotate_batchers = (1..=n).filter(|_| keys_rng.gen_bool(1.0 / 3.0)).collect();
+            }
+        }
         let competing = rng.gen_bool(0.25);
         let kinds = [
             BadUpdate::TooFewApprovals,
@@ -404,6 +418,8 @@ pub struct ArmaReport {
     pub lost_after_ack: u64,
     /// Config updates put in force (consenter set switches).
     pub switches: u64,
+    /// Times a batcher took a rotated key of its own at a switch.
+    pub batcher_keys_rotated: u64,
     /// Valid updates that lost to a competing one of the same base.
     pub superseded: u64,
     /// Submissions of updates the rules must refuse (each changed nothing).

@@ -10,11 +10,11 @@
 //! `APPROVAL_TAG ‖ base ‖ SHA-256(next)` (crypto purpose `ConfigUpdate`).
 //!
 //! [`SimRules::next`] accepts an update exactly when: it decodes; `base` is the sequence
-//! in force; the next config decodes, has sequence `base + 1`, the same parties, shards,
-//! batcher and admin keys, and distinct consenter keys; every approval is by a distinct
-//! party of the config in force and verifies under its admin key; and a majority of the
-//! parties (⌊n/2⌋ + 1) approved. The first failing check is the reason. Only consenter
-//! keys may change: the number of replicas stays.
+//! in force; the next config decodes, has sequence `base + 1`, the same parties, shards
+//! and admin keys, distinct consenter keys and distinct batcher keys; every approval is
+//! by a distinct party of the config in force and verifies under its admin key; and a
+//! majority of the parties (⌊n/2⌋ + 1) approved. The first failing check is the reason.
+//! Only consenter and batcher keys may change: the number of replicas stays.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -340,16 +340,21 @@ impl SimRules {
         if next.shards != current.shards {
             return changes("number of shards");
         }
-        if next.batchers != current.batchers {
-            return changes("batcher keys");
-        }
         if next.admins != current.admins {
             return changes("admin keys");
         }
-        let distinct: std::collections::BTreeSet<&[u8]> =
-            next.consenters.iter().map(PublicKey::as_bytes).collect();
-        if distinct.len() != next.consenters.len() {
+        let distinct = |keys: &[PublicKey]| {
+            keys.iter()
+                .map(PublicKey::as_bytes)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                == keys.len()
+        };
+        if !distinct(&next.consenters) {
             return changes("consenter keys into duplicates");
+        }
+        if !distinct(&next.batchers) {
+            return changes("batcher keys into duplicates");
         }
         if self.lax {
             return Ok(next);
@@ -411,6 +416,16 @@ pub fn consenter_key(replica: u32, generation: u32) -> SigningKey {
         Scheme::Ed25519,
         &format!("fabrx-arma-sim/consenter/{replica}/{generation}"),
     )
+}
+
+/// Party `party`'s batcher key (for all its shards) of generation `generation` (0 at
+/// genesis, one more per rotation of it).
+pub fn batcher_key(party: u32, generation: u32) -> SigningKey {
+    let name = match generation {
+        0 => format!("fabrx-arma-sim/batcher/{party}"),
+        g => format!("fabrx-arma-sim/batcher/{party}/{g}"),
+    };
+    derive_signing_key(Scheme::Ed25519, &name)
 }
 
 /// Party `party`'s admin key.
@@ -500,6 +515,25 @@ mod tests {
             strict.check(&c, &u),
             Err(Refused::Changes {
                 what: "number of shards"
+            })
+        );
+        // Batcher keys rotate; two parties on one key do not.
+        let mut keys = rotated(&c);
+        keys.batchers[1] = batcher_key(2, 1).public_key();
+        let mut u = SimUpdate::new(0, &keys);
+        for p in 1..=3 {
+            u.approve(p, &admin_key(p));
+        }
+        assert_eq!(strict.check(&c, &u).unwrap(), keys);
+        keys.batchers[1] = keys.batchers[0].clone();
+        let mut u = SimUpdate::new(0, &keys);
+        for p in 1..=3 {
+            u.approve(p, &admin_key(p));
+        }
+        assert_eq!(
+            strict.check(&c, &u),
+            Err(Refused::Changes {
+                what: "batcher keys into duplicates"
             })
         );
         let lax = SimRules {

@@ -9,7 +9,7 @@ use bft::{Config, Decision, Input, MemWal, Message, Output, Replica, Wal, WalEnt
 use consenter::application::{
     ArmaApp, ArmaConfig, ArmaState, Knobs, OrderedHeader, Outcome, encode_baf, encode_complaint,
 };
-use crypto::{Scheme, SigningKey, derive_signing_key};
+use crypto::SigningKey;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use testkit::sim::engine_config;
@@ -18,7 +18,7 @@ use types::digest::{Digest32, shard_of};
 use types::{BatchId, PartyId};
 
 use super::checker::{Checker, Switches};
-use super::reconfig::{BATCHING, MAX_SEQS_AHEAD};
+use super::reconfig::{BATCHING, MAX_SEQS_AHEAD, batcher_key};
 use super::{ArmaReport, ArmaScenario, Byzantine};
 
 mod acked;
@@ -129,6 +129,9 @@ struct BNode {
     flooded: usize,
     /// The consenter it reads decisions from.
     follow: follow::Follow,
+    /// The batcher keys and its own signing key of the newest config it was fed (kept
+    /// durable, as the node keeps its persisted sets): put back in force at a restart.
+    keys: Option<(BTreeMap<PartyId, crypto::PublicKey>, SigningKey)>,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -210,15 +213,11 @@ pub struct World {
     report: ArmaReport,
 }
 
-fn batcher_key(party: u32) -> SigningKey {
-    derive_signing_key(Scheme::Ed25519, &format!("fabrx-arma-sim/batcher/{party}"))
-}
-
 impl World {
     /// Builds the world of a scenario.
     pub fn new(sc: ArmaScenario, trace: bool) -> Result<World, String> {
         let rng = ChaCha8Rng::seed_from_u64(ChaCha8Rng::seed_from_u64(sc.seed).r#gen());
-        let bkeys: BTreeMap<u32, SigningKey> = (1..=sc.n).map(|p| (p, batcher_key(p))).collect();
+        let bkeys: BTreeMap<u32, SigningKey> = (1..=sc.n).map(|p| (p, batcher_key(p, 0))).collect();
         let pub_keys = (1..=sc.n)
             .flat_map(|p| (0..sc.shards).map(move |s| (p, s)))
             .filter_map(|(p, s)| bkeys.get(&p).map(|k| ((p, s), k.public_key())))
@@ -286,6 +285,7 @@ impl World {
                     synced_until: 0,
                     flooded: 0,
                     follow: follow::Follow::of(party),
+                    keys: None,
                 });
             }
             self.consenters.push(CNode {
@@ -408,7 +408,7 @@ impl World {
             return None;
         }
         let victim = Arc::clone(&late.victim);
-        let key = self.bkeys.get(&self.batchers[b].party)?.clone();
+        let key = self.signing_key(b)?;
         let requests: Vec<Arc<[u8]>> = batch.requests.iter().filter(|r| **r != victim).cloned().collect();
         let a = Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, &key));
         self.persisted
@@ -537,9 +537,14 @@ impl World {
             .bkeys
             .get(&party)
             .cloned()
-            .unwrap_or_else(|| batcher_key(party));
-        let core = Batcher::new(self.batcher_config(party, shard), key, info).ok();
+            .unwrap_or_else(|| batcher_key(party, 0));
+        let mut core = Batcher::new(self.batcher_config(party, shard), key, info).ok();
         let node = &mut self.batchers[b];
+        // The keys of the newest config it was fed, back in force before its batches are
+        // restored (they were signed under them).
+        if let (Some(core), Some((keys, key))) = (core.as_mut(), node.keys.clone()) {
+            let _ = core.set_keys(keys, key);
+        }
         node.core = core;
         node.want = None;
         if !self.sc.skip_restore {
@@ -964,6 +969,7 @@ impl World {
             return Ok(());
         }
         self.feed_decisions(b)?;
+        self.check_batcher_keys(b)?;
         let now = self.k.now();
         self.b_input(b, BInput::Tick(now))?;
         self.noisy_secondary(b);
@@ -1016,6 +1022,9 @@ impl World {
                     },
                 )?;
             }
+            if let Some(change) = &outcome.config {
+                self.batcher_switch_keys(b, &change.config);
+            }
             for t in outcome.terms.iter().filter(|t| t.shard == shard) {
                 let info = TermInfo {
                     term: t.term,
@@ -1052,9 +1061,10 @@ impl World {
         if node.noisy_term == Some(term) {
             return;
         }
-        let Some(key) = self.bkeys.get(&node.party).cloned() else {
+        let Some(key) = self.signing_key(b) else {
             return;
         };
+        let node = &self.batchers[b];
         let (party, shard) = (node.party, node.shard);
         let id = BatchId {
             shard,
@@ -1282,8 +1292,7 @@ impl World {
         if self.is_byz_primary(b, Byzantine::EquivocatingPrimary) && batch.requests.len() >= 2 {
             let mut requests = batch.requests.clone();
             requests.reverse();
-            let key_p = self.bkeys.get(&self.batchers[b].party).cloned();
-            if let Some(k) = key_p {
+            if let Some(k) = self.signing_key(b) {
                 let alt = Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, &k));
                 self.persisted
                     .insert((alt.id(), alt.header.term, alt.header.digest), Arc::clone(&alt));
@@ -1308,12 +1317,12 @@ impl World {
         if !own || !self.is_byz_primary(b, Byzantine::BogusPrimary) {
             return Arc::clone(batch);
         }
-        let Some(key) = self.bkeys.get(&self.batchers[b].party) else {
+        let Some(key) = self.signing_key(b) else {
             return Arc::clone(batch);
         };
         let mut requests = batch.requests.clone();
         requests.push(Arc::from(vec![0xb0; MAX_REQUEST_BYTES + 1].as_slice()));
-        Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, key))
+        Arc::new(SignedBatch::sign(batch.id(), batch.header.term, requests, &key))
     }
 
     /// A bogus primary attests its bogus version.
@@ -1322,9 +1331,7 @@ impl World {
         match self.batchers[b].served.get(&key) {
             Some(served) if served.header.digest != baf.header.digest => {
                 let party = self.batchers[b].party;
-                self.bkeys
-                    .get(&party)
-                    .map_or(baf, |k| Baf::sign(served, party, k))
+                self.signing_key(b).map_or(baf, |k| Baf::sign(served, party, &k))
             }
             _ => baf,
         }

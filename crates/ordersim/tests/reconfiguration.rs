@@ -59,8 +59,8 @@ fn reconfiguration_seeds_keep_every_invariant() {
         "{n} reconfiguration seeds: {} failed; {} switches, {} superseded by a competing update, {} refused \
          updates submitted, {} certificates checked not to verify under the set before; {} blocks, {} term \
          changes, {} duplicate orderings, {} snapshots installed ({} switches crossed by one); {} \
-         acknowledged requests pending at a switch, {} sent again at the status timeout; {} crashes at a \
-         switch, {} consenter messages partitioned, {} messages of a corrupting consenter in a later set; \
+         acknowledged requests pending at a switch, {} sent again at the status timeout; {} batcher keys \
+         taken at a switch; {} crashes at a switch, {} consenter messages partitioned, {} messages of a corrupting consenter in a later set; \
          longest assembler lag after GST {} ms",
         failures.len(),
         sum(|r| r.switches),
@@ -74,6 +74,7 @@ fn reconfiguration_seeds_keep_every_invariant() {
         sum(|r| r.switches_by_snapshot),
         sum(|r| r.acked_at_switch),
         sum(|r| r.lost_after_ack),
+        sum(|r| r.batcher_keys_rotated),
         sum(|r| r.crashes_at_switch),
         sum(|r| r.partitioned),
         sum(|r| r.byz_sent_after_switch),
@@ -98,6 +99,10 @@ fn reconfiguration_seeds_keep_every_invariant() {
         assert!(sum(|r| r.superseded) > 0, "no competing update lost");
         assert!(sum(|r| r.wrong_set_checked) > 0, "no certificate after a switch");
         assert!(sum(|r| r.crashes_at_switch) > 0, "no crash at a switch");
+        assert!(
+            sum(|r| r.batcher_keys_rotated) > 0,
+            "no batcher took a rotated key"
+        );
         assert!(sum(|r| r.partitioned) > 0, "no partitioned consenter");
         assert!(
             sum(|r| r.acked_at_switch) > 0,

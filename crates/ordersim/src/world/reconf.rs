@@ -13,18 +13,22 @@
 //! set the ledger says for the decisions it applied, switched at the decision that
 //! changed it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arma::ClusterKeys;
 use bft::{Application as _, ChainId, Output, WalEntry};
 use consenter::application::{ArmaApp, ArmaConfig, ArmaState, Reconfig, encode_config_update};
 use consenter::keys::{EngineSigner, EngineVerifier};
-use crypto::SigningKey;
+use crypto::{PublicKey, SigningKey};
 use rand::Rng;
 use rand::seq::SliceRandom;
+use types::PartyId;
 
 use super::{Ev, World};
-use crate::reconfig::{SimConfig, SimRules, SimUpdate, admin_key, consenter_key, majority, rogue_key};
+use crate::reconfig::{
+    SimConfig, SimRules, SimUpdate, admin_key, batcher_key, consenter_key, majority, rogue_key,
+};
 use crate::{BadUpdate, Reconfiguration};
 
 /// Key generations each replica holds: genesis and up to three rotations.
@@ -258,8 +262,9 @@ impl World {
         }
     }
 
-    /// `current` with the consenter keys of `rotate` at their next generation.
-    fn rotated(&self, current: &SimConfig, rotate: &[u32]) -> Option<SimConfig> {
+    /// `current` with the consenter keys of `rotate` and the batcher keys of parties
+    /// `batchers` at their next generation.
+    fn rotated(&self, current: &SimConfig, rotate: &[u32], batchers: &[u32]) -> Option<SimConfig> {
         let r = self.reconf.as_ref()?;
         let mut next = current.clone();
         next.sequence = current.sequence.checked_add(1)?;
@@ -268,6 +273,12 @@ impl World {
             let key = current.consenters.get(c as usize)?;
             let now = held.iter().position(|k| k.public_key() == *key)?;
             *next.consenters.get_mut(c as usize)? = held.get(now + 1)?.public_key();
+        }
+        for &p in batchers {
+            let key = current.batchers.get(p.checked_sub(1)? as usize)?;
+            let now = (0..GENERATIONS).find(|g| batcher_key(p, *g).public_key() == *key)?;
+            let next_key = (now + 1 < GENERATIONS).then(|| batcher_key(p, now + 1))?;
+            *next.batchers.get_mut(p as usize - 1)? = next_key.public_key();
         }
         Some(next)
     }
@@ -301,15 +312,15 @@ impl World {
             return Ok(());
         }
         let competing = i == 0 && r.plan.competing;
-        let rotate = r
+        let (rotate, batchers) = r
             .plan
             .updates
             .get(i)
-            .map(|u| u.rotate.clone())
+            .map(|u| (u.rotate.clone(), u.rotate_batchers.clone()))
             .unwrap_or_default();
         let slot = r.plan.updates.len();
         let current = self.config_in_force().ok_or("no config in force")?;
-        self.submit_valid(i, &current, &rotate)?;
+        self.submit_valid(i, &current, &rotate, &batchers)?;
         if competing {
             // Rotates the keys update 0 leaves (or all): a different next config.
             let others: Vec<u32> = (0..self.sc.n).filter(|c| !rotate.contains(c)).collect();
@@ -318,15 +329,21 @@ impl World {
             } else {
                 others
             };
-            self.submit_valid(slot, &current, &others)?;
+            self.submit_valid(slot, &current, &others, &[])?;
         }
         Ok(())
     }
 
-    fn submit_valid(&mut self, i: usize, current: &SimConfig, rotate: &[u32]) -> Result<(), String> {
-        let next = self
-            .rotated(current, rotate)
-            .ok_or_else(|| format!("update {i}: no key generation left for {rotate:?}"))?;
+    fn submit_valid(
+        &mut self,
+        i: usize,
+        current: &SimConfig,
+        rotate: &[u32],
+        batchers: &[u32],
+    ) -> Result<(), String> {
+        let next = self.rotated(current, rotate, batchers).ok_or_else(|| {
+            format!("update {i}: no key generation left for consenters {rotate:?}, batchers {batchers:?}")
+        })?;
         let mut update = SimUpdate::new(current.sequence, &next);
         let n = self.sc.n as usize;
         let count = self.k.rng().gen_range(majority(self.sc.n)..=n);
@@ -334,7 +351,7 @@ impl World {
         let bytes = update.encode();
         self.trace_line(|| {
             format!(
-                "admin submits update {i}: {} → {}, rotating {rotate:?}",
+                "admin submits update {i}: {} → {}, rotating consenters {rotate:?}, batchers {batchers:?}",
                 current.sequence, next.sequence
             )
         });
@@ -453,6 +470,75 @@ impl World {
             BadUpdate::Stale | BadUpdate::Replayed => self.approve(&mut update, needed),
         }
         Some(update.encode())
+    }
+
+    /// The key batcher `b` signs with now (its core's: the genesis key, or the one of
+    /// the newest config it was fed); Byzantine batchers sign their lies with it too.
+    pub(super) fn signing_key(&self, b: usize) -> Option<SigningKey> {
+        let node = self.batchers.get(b)?;
+        match &node.core {
+            Some(core) => Some(core.signing_key().clone()),
+            None => self.bkeys.get(&node.party).cloned(),
+        }
+    }
+
+    /// Batcher `b` is fed a decision that put `config` in force: as the node does, before
+    /// the decision's term changes it verifies the shard's batches with the config's
+    /// batcher keys and signs with its own key of that config (the generation it holds
+    /// that matches), or keeps its key when it holds none that matches.
+    pub(super) fn batcher_switch_keys(&mut self, b: usize, config: &[u8]) {
+        let Ok(config) = SimConfig::decode(config) else {
+            return;
+        };
+        let party = self.batchers[b].party;
+        let keys: BTreeMap<PartyId, PublicKey> = (1..=config.parties())
+            .zip(config.batchers.iter().cloned())
+            .collect();
+        let Some(node) = self.batchers.get_mut(b) else {
+            return;
+        };
+        let Some(core) = node.core.as_mut() else {
+            return;
+        };
+        let own = keys.get(&party);
+        let key = (0..GENERATIONS)
+            .map(|g| batcher_key(party, g))
+            .find(|k| Some(&k.public_key()) == own)
+            .unwrap_or_else(|| core.signing_key().clone());
+        let rotated = core.signing_key().public_key() != key.public_key();
+        if core.set_keys(keys.clone(), key.clone()).is_ok() {
+            node.keys = Some((keys, key));
+            if rotated {
+                self.report.batcher_keys_rotated += 1;
+                self.trace_line(|| format!("batcher {b}: signs with its next key from now on"));
+            }
+        }
+    }
+
+    /// A correct batcher verifies with the batcher keys of the newest config it was fed
+    /// (also after a restart) and signs with the key that config names for it.
+    pub(super) fn check_batcher_keys(&self, b: usize) -> Result<(), String> {
+        let node = &self.batchers[b];
+        let Some(core) = node.core.as_ref() else {
+            return Ok(());
+        };
+        if self.reconf.is_none() || self.byz(node.party).is_some() {
+            return Ok(());
+        }
+        let (party, shard) = (node.party, node.shard);
+        if !core.is_own_key(&core.signing_key().public_key()) {
+            return Err(format!(
+                "batcher keys: batcher of party {party}, shard {shard} signs with a key its config does not name for it"
+            ));
+        }
+        if let Some((keys, _)) = &node.keys
+            && core.config().keys != *keys
+        {
+            return Err(format!(
+                "batcher keys: batcher of party {party}, shard {shard} verifies with other keys than those of the newest config it was fed"
+            ));
+        }
+        Ok(())
     }
 
     /// A correct consenter crashes as it switches (a crash point, before GST): `Switched`
