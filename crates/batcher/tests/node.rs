@@ -194,7 +194,7 @@ impl Net {
             config_rules: None,
             shell: shell(),
             content: self.content.clone(),
-            next_key_file: None,
+            next_key_files: Vec::new(),
         }
     }
 
@@ -705,7 +705,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
         config_rules: None,
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
-        next_key_file: None,
+        next_key_files: Vec::new(),
     };
     let node = batcher::node::spawn(config, Deps::default()).await.unwrap();
     let mut intake = Intake::open(node.addr).await;
@@ -753,7 +753,7 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
         config_rules: None,
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
-        next_key_file: None,
+        next_key_files: Vec::new(),
     };
     let mut missing = base.clone();
     missing.peers.remove(&3);

@@ -27,12 +27,13 @@ pub struct BatcherArgs {
     /// being the directory above the config file's.
     #[arg(long)]
     key_file: Option<PathBuf>,
-    /// The key this batcher signs with once a config update names a new key for it
+    /// A key this batcher signs with once a config update names it for this batcher
     /// (docs/reconfiguration.md "Rotating a batcher key"); read when that update is put in
-    /// force, so it may be written there while the node runs. Default: the key file's path
+    /// force, so it may be written there while the node runs. Repeat it for several
+    /// (the first file holding the named key is taken). Default: the key file's path
     /// with `.next.key` in place of `.key`.
     #[arg(long, value_name = "FILE")]
-    next_key_file: Option<PathBuf>,
+    next_key_file: Vec<PathBuf>,
     /// Listen address (`ip:port`; port 0 picks a free port, printed in the ready line).
     /// Default: the batcher's endpoint in the config (every interface when it names a
     /// host rather than an IP).
@@ -75,13 +76,14 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let data_dir = args.data_dir.clone();
-    let next_key_file = args
-        .next_key_file
-        .clone()
-        .unwrap_or_else(|| key_file.with_extension("next.key"));
+    let next_key_files = if args.next_key_file.is_empty() {
+        vec![key_file.with_extension("next.key")]
+    } else {
+        args.next_key_file.clone()
+    };
     let mut cfg =
         config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?;
-    cfg.next_key_file = Some(next_key_file);
+    cfg.next_key_files = next_key_files;
     let labels = [("party", args.party), ("shard", args.shard)];
     let deps = batcher::node::Deps {
         registry: crate::runner::metrics_with_data_dir(

@@ -66,11 +66,13 @@ pub struct ConsenterArgs {
     /// Tests and demos only: replica i's Ed25519 key is derived from "<prefix><i>".
     #[arg(long, required_unless_present_any = ["key_file", "config"])]
     seed_prefix: Option<String>,
-    /// With `--network`: a second consenter key file this node holds for a key rotation
+    /// With `--network`: another consenter key file this node holds for a key rotation
     /// (docs/reconfiguration.md): once a config update lists its public key for this
-    /// party, the node signs with it from that update's decision on.
+    /// party, the node signs with it from that update's decision on. Repeat it for each
+    /// rotation: the node replays the decisions from the genesis config on, so it holds
+    /// the key of every config it was in.
     #[arg(long, requires = "config", value_name = "FILE")]
-    next_key_file: Option<PathBuf>,
+    next_key_file: Vec<PathBuf>,
     /// Chain name, bound with the public keys into every signature (and every decision
     /// certificate: verifiers need it).
     #[arg(long, default_value = consenter::keys::DEFAULT_CHAIN)]
@@ -235,12 +237,7 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
         .with_context(|| format!("party {party}'s consenter"))?;
     cfg.node.limits = limits(args);
     cfg.streams = streams(args);
-    cfg.reconfig = Some(reconfig(
-        &config,
-        party,
-        &key_file,
-        args.next_key_file.as_deref(),
-    )?);
+    cfg.reconfig = Some(reconfig(&config, party, &key_file, &args.next_key_file)?);
     Ok(cfg)
 }
 
@@ -251,7 +248,7 @@ fn reconfig(
     config: &netconfig::NetworkConfig,
     party: u32,
     key_file: &Path,
-    next_key_file: Option<&Path>,
+    next_key_files: &[PathBuf],
 ) -> anyhow::Result<consenter::application::Reconfig> {
     if config.sequence() != 0 {
         anyhow::bail!(
@@ -266,7 +263,7 @@ fn reconfig(
             .read_node_key(netconfig::Node::Consenter(party), key_file)
             .with_context(|| format!("party {party}'s consenter key"))?,
     ];
-    if let Some(next) = next_key_file {
+    for next in next_key_files {
         keys.push(
             crypto::read_key_file(next).with_context(|| format!("the next key file {}", next.display()))?,
         );

@@ -11,7 +11,9 @@
 //! signed is refused with the policy's reason and changes nothing. A second update
 //! rotates every shard-0 batcher's signing key under load, each batcher reading its next
 //! key where it was written while the node ran; ordering goes on under the new keys, and
-//! a rotated batcher restarted keeps signing with its new key.
+//! a rotated batcher restarted keeps signing with its new key. A third update rotates
+//! party 2's shard-0 batcher key a second time (a third key written over the next key
+//! file, no restart): that batcher takes it at the switch and after a restart.
 
 #![allow(
     clippy::unwrap_used,
@@ -306,6 +308,58 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     fabrx(&["up", "--json", "--dir"], &dir);
     assert_all_committed(&load(&dir, 200, 200, "rcg"), 200);
 
+    // The same batcher key rotated a second time: its operator writes the third key where
+    // the node looks (the file it read the second from), no restart.
+    let file = dir.join("keys/party-2/batcher-0.next.key");
+    std::fs::remove_file(&file).unwrap();
+    let out = fabrx(&["keygen", "--seed", "rotated-again-2", "--out"], &file);
+    let again = String::from_utf8_lossy(&out.stdout).trim().replace(' ', ":");
+    let twice = propose_signed(&dir, &dir.join("rotate.next.json"), &[1, 3, 4], "twice", |next| {
+        for party in next["parties"].as_array_mut().unwrap() {
+            if party["id"] == 2 {
+                for b in party["batchers"].as_array_mut().unwrap() {
+                    if b["shard"] == 0 {
+                        b["public_key"] = serde_json::json!(again);
+                    }
+                }
+            }
+        }
+    });
+    let o = submit(&dir, &twice);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let start = Instant::now();
+    while !epochs(&dir).iter().all(|(_, e)| *e == Some(3)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "{:?}", epochs(&dir));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_all_committed(&load(&dir, 200, 200, "rch"), 200);
+    let log_of = |name: &str| {
+        let net = network(&dir);
+        let n = net["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap()
+            .clone();
+        std::fs::read_to_string(n["log"].as_str().unwrap()).unwrap()
+    };
+    let at_switches = log_of("batcher-2-0")
+        .lines()
+        .filter(|l| {
+            l.contains("this batcher signs with its next key from now on") && l.contains("decision=Some")
+        })
+        .count();
+    assert_eq!(at_switches, 2, "batcher-2-0 took its key at two switches");
+    // Restarted after the second rotation, it signs with the third key.
+    kill(pid_of(&network(&dir), "batcher-2-0"));
+    fabrx(&["up", "--json", "--dir"], &dir);
+    assert!(
+        !log_of("batcher-2-0").contains("that it does not hold"),
+        "batcher-2-0 lacked a key after its restart"
+    );
+    assert_all_committed(&load(&dir, 200, 200, "rci"), 200);
+
     // Every block verifies across the switches; two are config blocks.
     let out = fabrx(&["blocks", "--party", "2", "--network"], &dir);
     let blocks: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
@@ -316,7 +370,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     for b in &blocks {
         assert_eq!(b["verified"], true, "{b}");
     }
-    assert_eq!(blocks.iter().filter(|b| b["config"] == true).count(), 2);
+    assert_eq!(blocks.iter().filter(|b| b["config"] == true).count(), 3);
     // From a block after the switch: the sets before it are learned first.
     let last = blocks.last().unwrap()["number"].as_u64().unwrap();
     let from = (last - 2).to_string();

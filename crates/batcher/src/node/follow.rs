@@ -3,7 +3,7 @@
 //! and this batcher's next signing key when the config names a new one for it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 
 use crypto::{PublicKey, SigningKey};
 use tracing::{error, info, warn};
@@ -21,28 +21,28 @@ pub(super) fn shard_keys(view: &arma::ConfigView, shard: ShardId) -> BTreeMap<Pa
 }
 
 /// The key this batcher signs with under a config that names `named` for it: the current
-/// one if it is that, else `next` if it is that, else none.
+/// one if it is that, else the first of `next` that is, else none.
 pub(super) fn pick_key(
     named: Option<&PublicKey>,
     current: &SigningKey,
-    next: Option<SigningKey>,
+    next: impl IntoIterator<Item = SigningKey>,
 ) -> Option<SigningKey> {
     let named = named?;
     if current.public_key() == *named {
         return Some(current.clone());
     }
-    next.filter(|k| k.public_key() == *named)
+    next.into_iter().find(|k| k.public_key() == *named)
 }
 
-/// Puts `view` in force in `core`. A key file is read only when the config names another
-/// key for this batcher than the one it signs with. Nothing here stops the node: a
+/// Puts `view` in force in `core`. The next key files are read only when the config
+/// names another key for this batcher than the one it signs with. Nothing here stops the node: a
 /// parameter or key set the core refuses leaves the old ones (logged), and a node without
 /// its new key keeps signing with the old one (logged as an error: the consenters refuse
 /// what it signs until its operator gives it the key and restarts it).
 pub(super) fn apply(
     core: &mut Batcher,
     view: &arma::ConfigView,
-    next_key_file: Option<&Path>,
+    next_key_files: &[PathBuf],
     decision: Option<u64>,
 ) {
     let b = &view.batching;
@@ -73,15 +73,19 @@ pub(super) fn apply(
     let named = keys.get(&party).cloned();
     let current = core.signing_key().clone();
     let rotating = named.as_ref().is_some_and(|k| *k != current.public_key());
-    let next = match next_key_file {
-        Some(path) if rotating => match crypto::read_key_file(path) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                error!(path = %path.display(), error = %e, "the config in force names a new key for this batcher; its next key file cannot be read");
-                None
-            }
-        },
-        _ => None,
+    let next: Vec<SigningKey> = if rotating {
+        next_key_files
+            .iter()
+            .filter_map(|path| match crypto::read_key_file(path) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    error!(path = %path.display(), error = %e, "the config in force names a new key for this batcher; a next key file cannot be read");
+                    None
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
     };
     let key = match pick_key(named.as_ref(), &current, next) {
         Some(k) => k,
@@ -90,7 +94,7 @@ pub(super) fn apply(
                 party,
                 shard,
                 "the config in force names a batcher key for this node that it does not hold \
-                 (put it in its next key file): it keeps signing with its old key, which the \
+                 (put it in a next key file): it keeps signing with its old key, which the \
                  consenters and the other batchers refuse from now on"
             );
             current
@@ -118,13 +122,22 @@ mod tests {
     fn the_key_named_for_this_batcher_is_picked_from_what_it_holds() {
         let k = |s: &str| crypto::derive_signing_key(crypto::Scheme::Ed25519, s);
         let (old, new, other) = (k("old"), k("new"), k("other"));
-        let pick = |named: &SigningKey, next: Option<SigningKey>| {
+        let pick = |named: &SigningKey, next: Vec<SigningKey>| {
             pick_key(Some(&named.public_key()), &old, next).map(|k| k.public_key())
         };
-        assert_eq!(pick(&old, Some(new.clone())), Some(old.public_key()));
-        assert_eq!(pick(&new, Some(new.clone())), Some(new.public_key()));
-        assert_eq!(pick(&new, Some(other.clone())), None);
-        assert_eq!(pick(&new, None), None);
-        assert!(pick_key(None, &old, Some(new)).is_none());
+        assert_eq!(pick(&old, vec![new.clone()]), Some(old.public_key()));
+        assert_eq!(pick(&new, vec![new.clone()]), Some(new.public_key()));
+        assert_eq!(pick(&new, vec![other.clone()]), None);
+        assert_eq!(pick(&new, vec![]), None);
+        // A second rotation: the node holds several next keys and takes the one named.
+        assert_eq!(
+            pick(&new, vec![other.clone(), new.clone()]),
+            Some(new.public_key())
+        );
+        assert_eq!(
+            pick(&other, vec![other.clone(), new.clone()]),
+            Some(other.public_key())
+        );
+        assert!(pick_key(None, &old, vec![new]).is_none());
     }
 }

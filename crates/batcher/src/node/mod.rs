@@ -97,10 +97,11 @@ pub struct Config {
     /// batches, forwards); `fabrx node batcher` checks client envelopes as the network's
     /// routers do.
     pub content: RequestContent,
-    /// Where the node finds its next signing key for a key rotation (docs/reconfiguration.md
+    /// Where the node finds its next signing keys for key rotations (docs/reconfiguration.md
     /// "Rotating a batcher key"): read when a config put in force names another key for
-    /// this batcher than the one it signs with. `None`: it has none.
-    pub next_key_file: Option<PathBuf>,
+    /// this batcher than the one it signs with, which is taken from the first file that
+    /// holds it. Empty: it has none.
+    pub next_key_files: Vec<PathBuf>,
 }
 
 pub use checked::CheckedRequests;

@@ -69,8 +69,8 @@ pub(super) struct Node {
     pub(super) faults: super::Faults,
     /// The pull task's answer for the compact batch being fed.
     pub(super) need_full: Option<tokio::sync::oneshot::Sender<()>>,
-    /// Where the next signing key is read at a key rotation.
-    pub(super) next_key_file: Option<std::path::PathBuf>,
+    /// Where the next signing keys are read at a key rotation.
+    pub(super) next_key_files: Vec<std::path::PathBuf>,
 }
 
 /// Batches whose persist instant is kept for the ordering latency; older ones (a
@@ -272,12 +272,7 @@ impl Node {
         // this batcher's next key) before the term changes it brings: the core cuts and
         // signs the new term's first batches as soon as it enters the term.
         if let Some(view) = &decided.config {
-            super::follow::apply(
-                &mut self.core,
-                view,
-                self.next_key_file.as_deref(),
-                Some(decided.number),
-            );
+            super::follow::apply(&mut self.core, view, &self.next_key_files, Some(decided.number));
         }
         for info in decided.terms {
             if info.term > self.progress.term {

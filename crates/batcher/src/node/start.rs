@@ -99,7 +99,7 @@ pub(super) async fn start(
     if let Some(sets) = parts.sets.as_ref()
         && let Some(view) = sets.newest_view()
     {
-        super::follow::apply(&mut core, view, config.next_key_file.as_deref(), None);
+        super::follow::apply(&mut core, view, &config.next_key_files, None);
     }
     // The restored term is where the node starts, not a change.
     stats.term.set(super::metrics::gauge(progress.term));
@@ -317,7 +317,7 @@ impl Parts {
             persisted_at: std::collections::VecDeque::new(),
             faults: self.faults,
             need_full: None,
-            next_key_file: config.next_key_file.clone(),
+            next_key_files: config.next_key_files.clone(),
         };
         let main = tokio::spawn(node.run(
             initial,

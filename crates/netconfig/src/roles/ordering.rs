@@ -204,7 +204,7 @@ impl NetworkConfig {
             config_rules: Some(std::sync::Arc::new(crate::update::NetworkRules::new())),
             shell: batcher::node::ShellConfig::default(),
             content: batcher::node::RequestContent::Envelopes(self.request_policy()),
-            next_key_file: None,
+            next_key_files: Vec::new(),
         })
     }
 
