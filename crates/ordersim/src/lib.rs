@@ -71,6 +71,13 @@ pub enum Byzantine {
     /// never signed, flood the primary with forwarded requests, and never send a BAF or
     /// an ack of a real batch (attestations withheld).
     NoisySecondary,
+    /// Its batcher of shard 0, as primary, lies in every compact pull answer: two digests
+    /// swapped, one replaced by the digest of a request it never batched, one dropped or
+    /// one repeated (a random one per answer); it answers the full-batch fetch that may
+    /// follow honestly two times in three, and never otherwise. Its batchers lie to
+    /// fetches as a `FetchLiar`'s do, so an ordered batch is available only from the
+    /// correct secondaries that attested it.
+    CompactLiar,
 }
 
 /// The bounds of the network faults a scenario draws.
@@ -238,6 +245,7 @@ impl ArmaScenario {
             0 | 1 => (party, Byzantine::FetchLiar),
             2 | 3 => (party, Byzantine::LateEquivocator),
             4 => (party, Byzantine::NoisySecondary),
+            5 => (party, Byzantine::CompactLiar),
             _ => (party, kind),
         });
         let lies = rng.gen_bool(0.5);
@@ -409,6 +417,10 @@ pub struct ArmaReport {
     pub flood_ordered: u64,
     /// BAFs a noisy secondary fabricated over headers the primary never signed.
     pub fabricated_bafs: u64,
+    /// Compact pull answers a lying primary falsified.
+    pub compact_lies: u64,
+    /// Full-batch fetches after a compact answer that the lying primary left unanswered.
+    pub full_withheld: u64,
     /// Times a correct follower switched to the Byzantine consenter's decision stream.
     pub lured: u64,
     /// Requests acknowledged by 2f+1 routers and not yet ordered when f+1 batchers

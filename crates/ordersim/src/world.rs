@@ -1402,11 +1402,14 @@ impl World {
         // Served compact, as the nodes do (docs/batcher.md "Compact pulls"): the secondary
         // rebuilds it from its pending requests or asks for the full batch
         // (`NeedFullBatch`, answered by `send_full`).
-        let digests = batch
+        let mut digests: Vec<batcher::RequestDigest> = batch
             .requests
             .iter()
             .map(|r| batcher::RequestDigest::of(r))
             .collect();
+        if self.is_byz_primary(p, Byzantine::CompactLiar) && !digests.is_empty() {
+            self.lie_in_compact(&mut digests);
+        }
         let compact = batcher::CompactBatch::of(&batch, digests);
         self.k.send(id.primary, party, || Ev::ToBatcher {
             b,
@@ -1417,12 +1420,32 @@ impl World {
         });
     }
 
+    /// A compact-liar primary's falsified digest list (never empty): two digests swapped,
+    /// one replaced by a digest of a request nobody sent, one dropped, or one repeated.
+    fn lie_in_compact(&mut self, digests: &mut Vec<batcher::RequestDigest>) {
+        self.report.compact_lies += 1;
+        let n = digests.len();
+        let i = self.k.rng().gen_range(0..n);
+        match self.k.rng().gen_range(0..4) {
+            0 if n >= 2 => digests.swap(i, (i + 1) % n),
+            0 | 1 => digests[i] = batcher::RequestDigest::of(format!("never-sent-{i}").as_bytes()),
+            2 => {
+                digests.remove(i);
+            }
+            _ => digests.push(digests[i]),
+        }
+    }
+
     /// The full batch `id` with `digest` from its primary `from`, to batcher `b` that
     /// could not rebuild its compact form: the version the primary served, or its other
     /// version.
     fn send_full(&mut self, b: usize, from: PartyId, id: BatchId, digest: Digest32) {
         let party = self.batchers[b].party;
         let p = self.b_index(from, id.shard);
+        if self.is_byz_primary(p, Byzantine::CompactLiar) && self.k.rng().gen_range(0..3) == 0 {
+            self.report.full_withheld += 1;
+            return;
+        }
         let found = self.batchers[p]
             .served
             .iter()

@@ -459,3 +459,30 @@ fn former_failures() {
         }
     }
 }
+
+/// A primary lies in every compact pull answer (digests swapped, replaced, dropped or
+/// repeated), withholds a third of the full batches asked for after one, and lies to
+/// fetches: a secondary attests only a batch whose requests hash to the signed header,
+/// so every ordered batch can be fetched from a correct attester; a wrong count or a
+/// repeated digest is a complaint, a wrong order or an unknown digest a full fetch, and
+/// every request is still ordered and assembled.
+#[test]
+fn a_primary_lying_in_compact_answers_gets_nothing_unchecked_ordered() {
+    let (ok, failed) = variant(24, Byzantine::CompactLiar, |_| {});
+    assert!(failed.is_empty(), "{}", failed[0]);
+    eprintln!(
+        "compact liar: lies {:?}, full batches withheld {:?}, term changes {:?}",
+        ok.iter().map(|r| r.compact_lies).collect::<Vec<_>>(),
+        ok.iter().map(|r| r.full_withheld).collect::<Vec<_>>(),
+        ok.iter().map(|r| r.term_changes).collect::<Vec<_>>()
+    );
+    assert!(
+        ok.iter().filter(|r| r.compact_lies > 0).count() >= 12,
+        "the liar rarely answered a pull"
+    );
+    assert!(
+        ok.iter().filter(|r| r.full_withheld > 0).count() >= 4,
+        "the liar rarely withheld a full batch"
+    );
+    assert!(ok.iter().all(|r| r.blocks > 0), "a run ordered nothing");
+}

@@ -162,7 +162,7 @@ impl World {
     /// Whether a Byzantine party's batchers lie to fetches.
     pub(super) fn lies_to_fetches(&self, party: u32) -> bool {
         match self.byz(party) {
-            Some(Byzantine::FetchLiar) => true,
+            Some(Byzantine::FetchLiar | Byzantine::CompactLiar) => true,
             Some(_) => self.sc.lies,
             None => false,
         }
