@@ -137,7 +137,11 @@ pub(crate) fn parse(file: &TlsFile) -> Result<HashMap<[u8; 32], Peer>> {
         return Err(bad("`ca` is not a PEM certificate".into()));
     }
     let mut peers = HashMap::with_capacity(file.certificates.len());
+    let mut names = std::collections::HashSet::with_capacity(file.certificates.len());
     for c in &file.certificates {
+        if !names.insert(c.name.as_str()) {
+            return Err(bad(format!("{}: a certificate name listed twice", c.name)));
+        }
         let role =
             Role::parse(&c.role).ok_or_else(|| bad(format!("{}: unknown role {:?}", c.name, c.role)))?;
         let digest: [u8; 32] = hex::decode(&c.sha256)

@@ -647,6 +647,16 @@ fn an_update_may_change_only_what_the_roles_follow() {
             "router.answer_timeout_ms: ",
             Box::new(|f| f.router.answer_timeout_ms += 1),
         ),
+        (
+            "tls certificate ",
+            Box::new(|f| {
+                let certs = &mut f.tls.as_mut().unwrap().certificates;
+                let client = certs.iter().position(|c| c.role == "client").unwrap();
+                certs[client].role = "batcher".into();
+                certs[client].party = 2;
+                certs[client].shard = Some(0);
+            }),
+        ),
     ];
     for (what, edit) in cases {
         let next = next_of(current, |f| edit(f));
@@ -661,4 +671,49 @@ fn an_update_may_change_only_what_the_roles_follow() {
         let e = update::validate_unsigned(current, &u).unwrap_err();
         assert!(e.to_string().contains("do not follow"), "{e}");
     }
+}
+
+/// An update after which no update could pass (fewer admin keys than the next policy
+/// needs) is refused: it would be the network's last config.
+#[test]
+fn an_update_that_leaves_the_network_not_updatable_is_refused() {
+    let net = net();
+    let current = &net.config;
+    let next = next_of(current, |f| {
+        f.parties[2].admin_key = None;
+        f.parties[3].admin_key = None;
+    });
+    let u = signed_unchecked(&net, current, &next, &[1, 2, 3]);
+    let e = update::validate(current, &u).unwrap_err();
+    assert!(
+        matches!(e, UpdateError::NextNotUpdatable { admins: 2, needed: 3 }),
+        "{e:?}"
+    );
+    let next = next_of(current, |f| {
+        f.update_policy = Some(UpdatePolicyFile { signatures: 4 });
+        f.parties[3].admin_key = None;
+    });
+    let u = signed_unchecked(&net, current, &next, &[1, 2, 3]);
+    let e = update::validate(current, &u).unwrap_err();
+    assert!(
+        matches!(e, UpdateError::NextNotUpdatable { admins: 3, needed: 4 }),
+        "{e:?}"
+    );
+    // Keeping K admin keys passes.
+    let next = next_of(current, |f| f.parties[3].admin_key = None);
+    let u = signed(&net, current, &next, &[1, 2, 3]);
+    assert!(update::validate(current, &u).is_ok());
+}
+
+/// Two certificates under one name would hide one of them from `show`: refused.
+#[test]
+fn a_certificate_name_listed_twice_is_refused() {
+    let net = net();
+    let mut file = net.config.file().clone();
+    let certs = &mut file.tls.as_mut().unwrap().certificates;
+    let mut twin = certs[0].clone();
+    twin.sha256 = "cd".repeat(32);
+    certs.push(twin);
+    let e = NetworkConfig::from_file(file).unwrap_err();
+    assert!(e.to_string().contains("listed twice"), "{e}");
 }

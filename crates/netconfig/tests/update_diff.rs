@@ -127,10 +127,25 @@ fn table() -> Vec<(&'static str, Edit, Expected)> {
             |b| {
                 let c = &b.tls.as_ref().unwrap().certificates[0];
                 vec![format!(
-                    "tls certificate {} sha256: {} → {}",
+                    "tls certificate {}: {} of party {}, sha256 {} → {} of party {}, sha256 {}",
                     c.name,
+                    c.role,
+                    c.party,
                     c.sha256,
+                    c.role,
+                    c.party,
                     "ab".repeat(32)
+                )]
+            },
+        ),
+        (
+            "a certificate given to another holder",
+            |f| f.tls.as_mut().unwrap().certificates[0].role = "batcher".into(),
+            |b| {
+                let c = &b.tls.as_ref().unwrap().certificates[0];
+                vec![format!(
+                    "tls certificate {}: {} of party {}, sha256 {} → batcher of party {}, sha256 {}",
+                    c.name, c.role, c.party, c.sha256, c.party, c.sha256
                 )]
             },
         ),
@@ -142,8 +157,8 @@ fn table() -> Vec<(&'static str, Edit, Expected)> {
             |b| {
                 let c = &b.tls.as_ref().unwrap().certificates[0];
                 vec![format!(
-                    "tls certificate {} removed (sha256 {})",
-                    c.name, c.sha256
+                    "tls certificate {} removed ({} of party {}, sha256 {})",
+                    c.name, c.role, c.party, c.sha256
                 )]
             },
         ),

@@ -88,14 +88,23 @@ fn parties(current: &[PartyFile], next: &[PartyFile], out: &mut Vec<String>) {
 }
 
 fn tls(current: Option<&TlsFile>, next: Option<&TlsFile>, out: &mut Vec<String>) {
+    let before = out.len();
+    // Each certificate by name with its holder and fingerprint, so that relabelling a
+    // certificate (another role, party or shard) shows; a name listed twice shows as
+    // listed twice (a valid config has none).
     let certs = |t: Option<&TlsFile>| {
-        t.map(|t| {
-            t.certificates
-                .iter()
-                .map(|c| (c.name.clone(), c.sha256.clone()))
-                .collect::<BTreeMap<_, _>>()
-        })
-        .unwrap_or_default()
+        let mut map = BTreeMap::new();
+        for c in t.map(|t| t.certificates.as_slice()).unwrap_or_default() {
+            let holder = match c.shard {
+                Some(s) => format!("{} of party {} shard {}", c.role, c.party, s),
+                None => format!("{} of party {}", c.role, c.party),
+            };
+            let entry = format!("{holder}, sha256 {}", c.sha256);
+            map.entry(c.name.clone())
+                .and_modify(|e: &mut String| *e = format!("{e}; listed twice: {entry}"))
+                .or_insert(entry);
+        }
+        map
     };
     match (current, next) {
         (None, Some(_)) => out.push("tls: added (mutual TLS on every link)".into()),
@@ -104,15 +113,22 @@ fn tls(current: Option<&TlsFile>, next: Option<&TlsFile>, out: &mut Vec<String>)
         _ => {}
     }
     let (old, new) = (certs(current), certs(next));
-    for (name, sha) in &old {
+    for (name, was) in &old {
         match new.get(name) {
-            None => out.push(format!("tls certificate {name} removed (sha256 {sha})")),
-            Some(now) if now != sha => out.push(format!("tls certificate {name} sha256: {sha} → {now}")),
+            None => out.push(format!("tls certificate {name} removed ({was})")),
+            Some(now) if now != was => out.push(format!("tls certificate {name}: {was} → {now}")),
             Some(_) => {}
         }
     }
-    for (name, sha) in new.iter().filter(|(n, _)| !old.contains_key(*n)) {
-        out.push(format!("tls certificate {name} added (sha256 {sha})"));
+    for (name, now) in new.iter().filter(|(n, _)| !old.contains_key(*n)) {
+        out.push(format!("tls certificate {name} added ({now})"));
+    }
+    // Same certificates in another order: the lines above show nothing.
+    if out.len() == before
+        && let (Some(a), Some(b)) = (current, next)
+        && a.certificates != b.certificates
+    {
+        out.push("tls certificates: listed in another order".into());
     }
 }
 

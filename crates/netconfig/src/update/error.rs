@@ -141,6 +141,17 @@ pub enum UpdateError {
         /// Shards of the next config.
         next: u32,
     },
+    /// The next config has fewer admin keys than its own update policy needs: no update
+    /// could ever follow it.
+    #[error(
+        "the next config has {admins} parties with an admin key and its update policy needs {needed} signatures: no update could follow it"
+    )]
+    NextNotUpdatable {
+        /// Parties of the next config with an admin key.
+        admins: u32,
+        /// Signatures its policy needs.
+        needed: u32,
+    },
     /// The next config changes what the roles do not apply at a switch yet (a party
     /// added or removed, an endpoint, a TLS certificate, router limits, …).
     #[error(
