@@ -577,3 +577,47 @@ fn a_baf_signed_with_a_rotated_out_batcher_key_does_not_stop_ordering() {
         assert_eq!(c.nodes[i].app().diverged, 0);
     }
 }
+
+/// An update that names, for party 3, the consenter key party 1 rotated out (which party
+/// 1's node still holds) does not move party 1's node into party 3's slot: it keeps its
+/// own slot under its current key, party 3's slot has no holder (one faulty replica of
+/// four), and the cluster goes on deciding. Taking the first held key anywhere in the
+/// set would leave two slots without a voter and stop the cluster.
+#[test]
+fn a_rotated_out_key_named_for_another_party_does_not_move_its_holder() {
+    let mut c = Cluster::new();
+    let genesis_keys = c.net.config.consenter_keys();
+    let current = c.net.config.clone();
+    let rotate = update_of(&c.net, &current, &[1, 2, 3], |f| {
+        f.parties[0].consenter.public_key = rotated_key().public_key().to_string();
+    });
+    c.submit(&rotate);
+    c.run(500);
+    let next = update::validate(&current, &rotate).unwrap();
+    let reuse = update_of(&c.net, &next, &[2, 3, 4], |f| {
+        f.parties[2].consenter.public_key = genesis_keys[0].to_string();
+    });
+    c.submit(&reuse);
+    c.run(500);
+    assert_eq!(c.switches(0).len(), 2, "{:?}", c.switches(0));
+    let after = update::validate(&next, &reuse).unwrap();
+    let third = update_of(&c.net, &after, &[1, 2, 4], |f| f.batching.batch_timeout_ms = 55);
+    c.submit(&third);
+    c.run(3_000);
+    for i in [0, 1, 3] {
+        assert_eq!(c.switches(i).len(), 3, "replica {i}: {:?}", c.switches(i));
+        assert_eq!(c.nodes[i].app().state().epoch, 3);
+    }
+    let d = c.delivered[1]
+        .iter()
+        .find(|d| d.seq() == c.switches(1)[2].0)
+        .unwrap();
+    assert!(
+        d.certificate.signatures.iter().any(|(r, _)| *r == 0),
+        "party 1's node votes in its own slot"
+    );
+    assert!(
+        d.certificate.signatures.iter().all(|(r, _)| *r != 2),
+        "nobody votes in party 3's slot"
+    );
+}

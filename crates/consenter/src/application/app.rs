@@ -182,14 +182,22 @@ impl ArmaApp {
     }
 
     /// The engine's view of a replica set: its members' keys, and this node's id and
-    /// signer if it holds one of them.
+    /// signer if it holds the key the set names for this node's slot. The slot is the
+    /// one whose genesis key the node holds (a party keeps its slot: updates add and
+    /// remove none); a key it holds that the set names for another slot (a key it
+    /// rotated out, given to another party by a careless update) is not taken.
     fn membership_of(&self, epoch: u64, view: &ConfigView) -> Option<Membership> {
         let r = self.reconfig.as_ref()?;
         let n = u32::try_from(view.consenters.len()).ok()?;
-        let mine = r.keys.iter().find_map(|k| {
-            let public = k.public_key();
-            let id = view.consenters.iter().position(|c| *c == public)?;
-            Some((u32::try_from(id).ok()?, k))
+        let holds = |c: &crypto::PublicKey| r.keys.iter().find(|k| k.public_key() == *c);
+        let slot = r
+            .rules
+            .view(&r.genesis)
+            .ok()
+            .and_then(|genesis| genesis.consenters.iter().position(|c| holds(c).is_some()));
+        let mine = slot.and_then(|id| {
+            let key = holds(view.consenters.get(id)?)?;
+            Some((u32::try_from(id).ok()?, key))
         });
         Some(Membership {
             epoch,
