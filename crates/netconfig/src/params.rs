@@ -11,6 +11,17 @@ use crate::file::NetworkFile;
 const MAX_REQUEST_BYTES: u64 = wire::limits::ROUTER_MAX_ENVELOPE_BYTES as u64;
 /// A day: no timeout or interval of the network is longer.
 const MAX_MS: u64 = 86_400_000;
+/// Ten minutes: no consensus timeout is longer (a leader that fails, or censors, stalls
+/// the network for up to about that long, doubling per view change; and a config update
+/// that would fix a wrong value must be ordered first).
+const MAX_CONSENSUS_TIMEOUT_MS: u64 = 600_000;
+/// A consenter request (a BAF, a complaint, a config update) may always be this large.
+const MIN_CONSENSUS_REQUEST_BYTES: u64 = 64 << 10;
+/// How many times `batching.max_unordered_batches` the consenters count BAFs ahead at
+/// most (each seq ahead holds up to a vote per party, in every consenter's state).
+const MAX_SEQS_AHEAD_FACTOR: u64 = 16;
+/// ... or this many, whichever is more.
+const MAX_SEQS_AHEAD_FLOOR: u64 = 1024;
 
 fn positive(field: &'static str, value: u64) -> Result<()> {
     if value == 0 {
@@ -115,6 +126,7 @@ fn consensus(file: &NetworkFile) -> Result<()> {
     positive("consensus.max_pending", c.max_pending)?;
     positive("consensus.max_pending_bytes", c.max_pending_bytes)?;
     millis("consensus.tick_ms", c.tick_ms)?;
+    bounds(file)?;
     at_least(
         "consensus.max_seqs_ahead",
         c.max_seqs_ahead,
@@ -147,6 +159,55 @@ fn consensus(file: &NetworkFile) -> Result<()> {
         limit,
         "(plus 64 KiB, times the BFT quorum) must fit the consenter's 64 MiB message limit",
     )
+}
+
+/// The consensus parameters an update could set to stall the network for good or to grow
+/// every consenter's state: timeouts between three ticks and ten minutes, requests large
+/// enough for a config update, a bound on the seqs counted ahead.
+fn bounds(file: &NetworkFile) -> Result<()> {
+    let c = &file.consensus;
+    for (field, value) in [
+        ("consensus.request_timeout_ms", c.request_timeout_ms),
+        ("consensus.heartbeat_timeout_ms", c.heartbeat_timeout_ms),
+        ("consensus.view_change_timeout_ms", c.view_change_timeout_ms),
+    ] {
+        at_most(
+            field,
+            value,
+            MAX_CONSENSUS_TIMEOUT_MS,
+            "must be at most ten minutes (600000 ms)",
+        )?;
+        at_least(
+            field,
+            value,
+            "three times consensus.tick_ms",
+            c.tick_ms.saturating_mul(3),
+        )?;
+    }
+    at_least(
+        "consensus.heartbeat_interval_ms",
+        c.heartbeat_interval_ms,
+        "consensus.tick_ms",
+        c.tick_ms,
+    )?;
+    // A config update carries the whole next config (as a JSON string) and signatures:
+    // a request bound below that would refuse every update, for good.
+    let config_bytes = crate::update::canonical_json(file).len() as u64;
+    at_least(
+        "consensus.max_request_bytes",
+        c.max_request_bytes,
+        "64 KiB and twice the config's canonical size (a config update must fit)",
+        MIN_CONSENSUS_REQUEST_BYTES.max(config_bytes.saturating_mul(2)),
+    )?;
+    at_most(
+        "consensus.max_seqs_ahead",
+        c.max_seqs_ahead,
+        u64::from(file.batching.max_unordered_batches)
+            .saturating_mul(MAX_SEQS_AHEAD_FACTOR)
+            .max(MAX_SEQS_AHEAD_FLOOR),
+        "must be at most 1024 or 16 times batching.max_unordered_batches, the larger (every consenter holds the votes of that many seqs ahead)",
+    )?;
+    Ok(())
 }
 
 fn routing(file: &NetworkFile) -> Result<()> {

@@ -458,6 +458,77 @@ fn each_bad_field_gives_its_typed_error() {
             },
         ),
         (
+            "a consensus timeout of an hour",
+            |f| f.consensus.view_change_timeout_ms = 3_600_000,
+            |e| {
+                matches!(
+                    e,
+                    Error::OutOfRange {
+                        field: "consensus.view_change_timeout_ms",
+                        value: 3_600_000,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "a request timeout under three ticks",
+            |f| f.consensus.request_timeout_ms = 2 * f.consensus.tick_ms,
+            |e| {
+                matches!(
+                    e,
+                    Error::TooSmall {
+                        field: "consensus.request_timeout_ms",
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "heartbeats faster than the tick",
+            |f| {
+                f.consensus.heartbeat_interval_ms = 1;
+                f.consensus.heartbeat_timeout_ms = 40;
+            },
+            |e| {
+                matches!(
+                    e,
+                    Error::TooSmall {
+                        field: "consensus.heartbeat_interval_ms",
+                        other: "consensus.tick_ms",
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "consenter requests too small for a config update",
+            |f| f.consensus.max_request_bytes = 2048,
+            |e| {
+                matches!(
+                    e,
+                    Error::TooSmall {
+                        field: "consensus.max_request_bytes",
+                        value: 2048,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "seqs ahead without bound",
+            |f| f.consensus.max_seqs_ahead = 1 << 40,
+            |e| {
+                matches!(
+                    e,
+                    Error::OutOfRange {
+                        field: "consensus.max_seqs_ahead",
+                        ..
+                    }
+                )
+            },
+        ),
+        (
             "seqs ahead below unordered batches",
             |f| f.consensus.max_seqs_ahead = 99,
             |e| {
