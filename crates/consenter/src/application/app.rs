@@ -276,16 +276,19 @@ impl Application for ArmaApp {
         if self.verified.contains(&digest) {
             return true;
         }
-        // A config update is only decoded here: whether it is valid depends on the config
-        // in force, which changes while it waits in the pool. Were it checked here, a
-        // copy left pending when another update switched the config would be refused in
-        // every proposal that holds it, and no proposal would be accepted again. It is
-        // checked when its decision is executed (`run`), where an invalid or stale one
-        // changes nothing.
+        // A config update is checked in full against the config in force: the pool
+        // admits, and proposals carry, only updates that would be put in force now, so a
+        // faulty consenter cannot fill the pools and the proposals with junk updates.
+        // Every replica checks a proposal under the config of the decision before it
+        // (`verify_proposal` needs it applied), so correct replicas agree; at a switch
+        // the verdicts are forgotten and the engine checks its pool again, dropping the
+        // copies the switch made stale, which would otherwise be refused in every
+        // proposal holding them. It is checked again when its decision is executed
+        // (`run`), where the first valid update of a decision wins and the others change
+        // nothing. (An application without config rules orders none: static, so every
+        // replica of the network answers alike.)
         let ok = match decode_verified_with(&self.cfg, request, &self.primaries) {
-            // (An application without config rules never orders one: static, so every
-            // replica of the network answers alike.)
-            Ok(Item::ConfigUpdate(_)) => self.reconfig.is_some(),
+            Ok(Item::ConfigUpdate(update)) => self.reconfig.is_some() && self.check_update(&update).is_ok(),
             Ok(_) => true,
             Err(_) => false,
         };
