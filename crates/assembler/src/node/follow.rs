@@ -68,10 +68,15 @@ impl Follower {
             .enumerate()
             .filter(|(i, _)| *i != at)
             .collect();
-        let probe = self.sets.clone();
-        let verify: clients::decisions::Verify =
-            std::sync::Arc::new(move |d: &pb::Decision| probe.check_decision(d).is_ok());
-        let mut checks = clients::decisions::Checks::new(others, MAX_MESSAGE_BYTES, verify, self.next);
+        // The probe verifies with a copy of the sets: made again after each switch, or
+        // every decision probed after it would fail under the set before.
+        let checks_of = |sets: &arma::ConsenterSets, next: u64| {
+            let probe = sets.clone();
+            let verify: clients::decisions::Verify =
+                std::sync::Arc::new(move |d: &pb::Decision| probe.check_decision(d).is_ok());
+            clients::decisions::Checks::new(others.clone(), MAX_MESSAGE_BYTES, verify, next)
+        };
+        let mut checks = checks_of(&self.sets, self.next);
         loop {
             let next = self.next;
             let message = tokio::select! {
@@ -121,6 +126,9 @@ impl Follower {
                 return ("node stopped".into(), None);
             }
             self.next = self.next.saturating_add(1);
+            if self.sets.epoch() != epoch {
+                checks = checks_of(&self.sets, self.next);
+            }
         }
     }
 }

@@ -231,12 +231,16 @@ impl Follower {
         } else {
             Vec::new()
         };
-        let sets = self.sets.clone();
-        let verify: clients::decisions::Verify = std::sync::Arc::new(move |d: &pb::Decision| {
-            sets.as_ref().is_none_or(|s| s.check_decision(d).is_ok())
-        });
-        let mut checks =
-            clients::decisions::Checks::new(others, DECISION_MAX_MESSAGE_BYTES, verify, self.next);
+        // The probe verifies with a copy of the sets: made again after each switch, or
+        // every decision probed after it would fail under the set before.
+        let checks_of = |sets: &Option<arma::ConsenterSets>, next: u64| {
+            let sets = sets.clone();
+            let verify: clients::decisions::Verify = std::sync::Arc::new(move |d: &pb::Decision| {
+                sets.as_ref().is_none_or(|s| s.check_decision(d).is_ok())
+            });
+            clients::decisions::Checks::new(others.clone(), DECISION_MAX_MESSAGE_BYTES, verify, next)
+        };
+        let mut checks = checks_of(&self.sets, self.next);
         loop {
             let next = self.next;
             let message = tokio::select! {
@@ -269,6 +273,7 @@ impl Follower {
                 Ok(c) => c,
                 Err(e) => return Ok((format!("decision {} does not verify: {e}", decision.number), None)),
             };
+            let switched = config.is_some();
             let decided = match self.resolve(decision).await {
                 Ok(d) => Decided { config, ..d },
                 Err(e) => return Ok((e.to_string(), None)),
@@ -277,6 +282,9 @@ impl Follower {
                 return Ok(("node stopped".into(), None));
             }
             self.next = self.next.saturating_add(1);
+            if switched {
+                checks = checks_of(&self.sets, self.next);
+            }
         }
     }
 
