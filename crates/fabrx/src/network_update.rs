@@ -150,7 +150,10 @@ pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
     }
 }
 
-/// Sends the update to a consenter and waits for its decision.
+/// Sends the update to a consenter and waits for its decision, then says whether that
+/// decision put the update's config in force (another update of the same sequence may
+/// have been applied first). A consenter that refuses the update (it may lag behind the
+/// config in force, or be faulty) is not the last word: the next one is asked.
 async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
     let u = read_update(&args.update)?;
     let config = load_network(&args.network)?;
@@ -163,16 +166,23 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
         None => config.parties().iter().map(|p| p.id).collect(),
     };
     let mut failures = Vec::new();
+    let mut refusals = Vec::new();
     for party in parties {
         let endpoint = config.party(party)?.consenter.uri();
         match submit_to(&endpoint, request.clone()).await {
+            Ok(0) => bail!(
+                "the config update for sequence {} was ordered before this submission (party {party}'s consenter); `fabrx status` shows the config epoch in force",
+                u.sequence
+            ),
             Ok(decided) => {
+                let in_force = put_in_force(&endpoint, decided, u.config.as_bytes()).await;
                 if args.json {
                     let line = serde_json::json!({
                         "submitted": true,
                         "party": party,
                         "decided_seq": decided,
                         "sequence": u.sequence,
+                        "in_force": in_force.as_ref().ok().copied(),
                     });
                     println!("{line}");
                 } else {
@@ -181,16 +191,22 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
                         u.sequence
                     );
                 }
-                return Ok(());
+                return match in_force {
+                    Ok(true) => Ok(()),
+                    Ok(false) => bail!(
+                        "decision {decided} did not put this update's config in force: another update for sequence {} was applied first, or this one is no longer valid; nothing of it changed",
+                        u.sequence
+                    ),
+                    Err(e) => bail!("whether decision {decided} put the config in force is not known: {e}"),
+                };
             }
-            // The consenter refused the update itself: another one would refuse it too.
             Err(e)
                 if e.code() == tonic::Code::InvalidArgument || e.code() == tonic::Code::PermissionDenied =>
             {
-                bail!(
+                refusals.push(format!(
                     "party {party}'s consenter refused the config update: {}",
                     e.message()
-                );
+                ));
             }
             Err(e) => failures.push(format!(
                 "party {party} ({endpoint}): {:?}: {}",
@@ -199,7 +215,34 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
             )),
         }
     }
+    if let Some(first) = refusals.first() {
+        bail!("{first} (and {} more refusals)", refusals.len() - 1);
+    }
     bail!("no consenter ordered the config update: {}", failures.join("; "))
+}
+
+/// Whether decision `decided`, as the consenter at `endpoint` serves it, carries `config`
+/// as the config it put in force.
+async fn put_in_force(endpoint: &str, decided: u64, config: &[u8]) -> anyhow::Result<bool> {
+    let channel = wire::server::client_endpoint(endpoint.to_string())?
+        .connect()
+        .await
+        .context("connecting")?;
+    let mut stream = wire::pb::consenter_client::ConsenterClient::new(channel)
+        .max_decoding_message_size(consenter::transport::MAX_MESSAGE_BYTES)
+        .decisions(wire::pb::DecisionsRequest { from: decided })
+        .await
+        .context("opening its decisions")?
+        .into_inner();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), stream.message())
+        .await
+        .context("no decision within 10 s")?
+        .context("reading its decisions")?
+        .context("its decisions ended")?;
+    if first.number != decided {
+        bail!("it served decision {} for {decided}", first.number);
+    }
+    Ok(first.config == config)
 }
 
 /// One Submit call; the decided seq or the status.
