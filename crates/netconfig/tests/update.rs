@@ -717,3 +717,28 @@ fn a_certificate_name_listed_twice_is_refused() {
     let e = NetworkConfig::from_file(file).unwrap_err();
     assert!(e.to_string().contains("listed twice"), "{e}");
 }
+
+/// The consenters' chain id binds the genesis config's digest: nodes started from two
+/// genesis files that differ in anything (here a router limit, which no role checks
+/// against the others) sign under different chain ids and form no quorum together,
+/// instead of judging a later config update against different configs.
+#[test]
+fn the_chain_id_binds_the_whole_genesis_config() {
+    let net = net();
+    let same = reloaded(&net.config, |_| {});
+    assert_eq!(
+        same.cluster_keys().chain_id(),
+        net.config.cluster_keys().chain_id()
+    );
+    let other = reloaded(&net.config, |f| f.router.answer_timeout_ms += 1);
+    assert_eq!(other.consenter_keys(), net.config.consenter_keys());
+    assert_ne!(
+        other.cluster_keys().chain_id(),
+        net.config.cluster_keys().chain_id()
+    );
+    assert!(
+        net.config
+            .bound_chain()
+            .starts_with(&format!("{}#", net.config.chain()))
+    );
+}

@@ -281,9 +281,27 @@ impl NetworkConfig {
     }
 
     /// The consenter set's keys on this network's chain (its chain id is bound into every
-    /// consenter signature).
+    /// consenter signature), taking this config as the chain's genesis: the chain id
+    /// binds the SHA-256 of the config's canonical text ([`Self::genesis_digest`]). Every
+    /// node of a network starts from byte for byte the same genesis config; one started
+    /// from another file (another router limit, admin key, TLS certificate, …) signs and
+    /// verifies under another chain id, so it forms no quorum with the others and verifies
+    /// none of their decisions — it fails at once, instead of judging config updates
+    /// against another config than the others some day.
     pub fn cluster_keys(&self) -> ClusterKeys {
-        ClusterKeys::for_chain(self.chain(), self.consenter_keys())
+        ClusterKeys::for_chain(&self.bound_chain(), self.consenter_keys())
+    }
+
+    /// The chain name the consenters sign under: the network's chain name bound to this
+    /// (genesis) config's digest, `<chain>#<hex SHA-256>`.
+    pub fn bound_chain(&self) -> String {
+        format!("{}#{}", self.chain(), hex::encode(self.genesis_digest()))
+    }
+
+    /// SHA-256 of this config's canonical text (`update::canonical_json`).
+    pub fn genesis_digest(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(crate::update::canonical_json(&self.file).as_bytes()).into()
     }
 
     /// The peer-keys file of the consenters (`<scheme> <hex>` per line in replica order,
@@ -377,7 +395,7 @@ impl NetworkConfig {
                 key: paths.key_file,
                 peers: paths.peer_keys,
             },
-            chain: self.chain().to_string(),
+            chain: self.bound_chain(),
             wal: paths.wal,
             decisions: paths.decisions,
             tick: Duration::from_millis(self.file.consensus.tick_ms),

@@ -54,7 +54,7 @@ pub enum UpdateError {
     },
     /// Fewer parties have admin keys than the update policy needs: no update can pass.
     #[error(
-        "the network at config sequence {sequence} cannot be updated: {admins} of its parties have an admin key and the update policy needs {needed} signatures (give the parties admin keys, `admin_key` in the network config, and restart every node with it)"
+        "the network at config sequence {sequence} cannot be updated: {admins} of its parties have an admin key and the update policy needs {needed} signatures (a network whose genesis config lacks admin keys cannot gain them: its genesis config is bound into the consenters' chain id; generate a new network with admin keys)"
     )]
     NotUpdatable {
         /// The sequence in force.
