@@ -145,9 +145,16 @@ struct Verified {
     arma: Arc<ArmaConfig>,
     epoch: u64,
     /// The config rules and the config in force (none when updates are not ordered):
-    /// a config update is checked against them, uncached, to answer with the reason.
+    /// a config update is checked against them to answer with the reason.
     config: Option<RulesInForce>,
+    /// The verdicts on the last config updates checked under the config in force
+    /// ([`UPDATE_VERDICTS`] at most; cleared at a switch): a client that submits one
+    /// update again and again costs one check, not one per submission.
+    updates: VecDeque<(Digest, std::result::Result<(), String>)>,
 }
+
+/// How many config update verdicts the Submit handler keeps.
+const UPDATE_VERDICTS: usize = 16;
 
 /// The config rules and the canonical bytes of the config in force.
 type RulesInForce = (Arc<dyn ::arma::ConfigRules>, Arc<Vec<u8>>);
@@ -185,6 +192,9 @@ fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(
         if c.contains(&digest) {
             return Ok(());
         }
+        if let Some((_, verdict)) = c.updates.iter().find(|(d, _)| *d == digest) {
+            return verdict.clone();
+        }
         (
             Arc::clone(&c.primaries),
             Arc::clone(&c.arma),
@@ -195,15 +205,24 @@ fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(
     if let Item::ConfigUpdate(update) =
         decode_verified_with(&cfg, request, &primaries).map_err(|e| e.to_string())?
     {
-        // Not cached (the application checks it again when it enters the pool): an
-        // update valid now is stale once another is applied.
+        // Its verdict is kept apart, for the config in force only (the application checks
+        // it again when it enters the pool): an update valid now is stale once another
+        // is applied.
         let Some((rules, current)) = config else {
             return Err("this network does not order config updates".into());
         };
-        return rules
+        let verdict = rules
             .next(&current, &update)
             .map(|_| ())
             .map_err(|reason| format!("config update refused: {reason}"));
+        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.epoch == epoch {
+            if c.updates.len() >= UPDATE_VERDICTS {
+                c.updates.pop_front();
+            }
+            c.updates.push_back((digest, verdict.clone()));
+        }
+        return verdict;
     }
     // Cached only under the config it was checked against: a switch while it was being
     // checked cleared the cache, and a verdict of the old config must not enter the new
@@ -236,6 +255,7 @@ impl NodeApp {
             }
             v.set.clear();
             v.order.clear();
+            v.updates.clear();
         }
     }
 }
@@ -552,6 +572,7 @@ fn restore(
             .reconfig
             .as_ref()
             .map(|r| (Arc::clone(&r.rules), Arc::new(app.config_in_force().to_vec()))),
+        updates: VecDeque::new(),
     }));
     let app = NodeApp {
         app,
@@ -687,6 +708,7 @@ mod tests {
             set: HashSet::new(),
             order: VecDeque::new(),
             cap: 2,
+            updates: VecDeque::new(),
             primaries: Arc::default(),
             arma: Arc::new(
                 ArmaConfig::new(
