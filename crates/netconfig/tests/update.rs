@@ -742,3 +742,28 @@ fn the_chain_id_binds_the_whole_genesis_config() {
             .starts_with(&format!("{}#", net.config.chain()))
     );
 }
+
+/// At most f consenter keys rotate in one update (f = 1 of 4): two at once are refused,
+/// naming them; one passes.
+#[test]
+fn at_most_f_consenter_keys_rotate_in_one_update() {
+    let net = net();
+    let current = &net.config;
+    let key = |name: &str| {
+        crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
+            .public_key()
+            .to_string()
+    };
+    let two = next_of(current, |f| {
+        f.parties[0].consenter.public_key = key("two-1");
+        f.parties[2].consenter.public_key = key("two-3");
+    });
+    let u = signed_unchecked(&net, current, &two, &[1, 2, 3]);
+    let e = update::validate(current, &u).unwrap_err();
+    assert!(
+        matches!(&e, UpdateError::TooManyConsenterKeys { parties, f: 1 } if *parties == vec![1, 3]),
+        "{e:?}"
+    );
+    let one = next_of(current, |f| f.parties[2].consenter.public_key = key("one-3"));
+    assert!(update::validate(current, &signed(&net, current, &one, &[1, 2, 3])).is_ok());
+}

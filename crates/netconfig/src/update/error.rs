@@ -141,6 +141,16 @@ pub enum UpdateError {
         /// Shards of the next config.
         next: u32,
     },
+    /// The update rotates more consenter keys than the set tolerates faulty replicas.
+    #[error(
+        "the update rotates the consenter keys of parties {parties:?}; at most {f} may rotate in one update (if their nodes lacked the new keys, the new set could never decide): rotate them in several updates"
+    )]
+    TooManyConsenterKeys {
+        /// The parties whose consenter key it rotates.
+        parties: Vec<PartyId>,
+        /// Faulty replicas the set tolerates.
+        f: u32,
+    },
     /// The next config has fewer admin keys than its own update policy needs: no update
     /// could ever follow it.
     #[error(

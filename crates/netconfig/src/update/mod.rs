@@ -345,6 +345,24 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
     if !changes.is_empty() {
         return Err(UpdateError::NotFollowed { changes });
     }
+    // More than f new consenter keys at once: if their nodes lack them, the new set can
+    // never decide, and no later update could repair it.
+    let rotated: Vec<PartyId> = file
+        .parties
+        .iter()
+        .filter(|p| {
+            current
+                .file()
+                .parties
+                .iter()
+                .any(|c| c.id == p.id && c.consenter.public_key != p.consenter.public_key)
+        })
+        .map(|p| p.id)
+        .collect();
+    let f = current.n().saturating_sub(1) / 3;
+    if rotated.len() > f as usize {
+        return Err(UpdateError::TooManyConsenterKeys { parties: rotated, f });
+    }
     let next = NetworkConfig::from_file(file).map_err(|source| UpdateError::BadConfig { source })?;
     // The next config must itself be updatable, or it is the last one the network gets.
     check_updatable(&next).map_err(|_| UpdateError::NextNotUpdatable {
