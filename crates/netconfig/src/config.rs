@@ -112,6 +112,7 @@ impl NetworkConfig {
             .map(|(index, p)| parse_party(index, p, shards.get()))
             .collect::<Result<Vec<Party>>>()?;
         check_distinct(&parties)?;
+        check_retired(&file, &parties)?;
         check_update_policy(&file, &parties)?;
         crate::params::check(&file)?;
         let client_keys = parse_clients(&file.router.client_auth)?;
@@ -393,6 +394,50 @@ fn parse_party(index: usize, p: &PartyFile, shards: u32) -> Result<Party> {
 /// A majority of `n` parties: ⌊n/2⌋ + 1.
 pub(crate) fn majority(n: u32) -> u32 {
     n / 2 + 1
+}
+
+/// Every key the config names, with who holds it: consenters, batchers, admins.
+pub(crate) fn named_keys(parties: &[Party]) -> Vec<(String, &PublicKey)> {
+    let mut out = Vec::new();
+    for p in parties {
+        out.push((Node::Consenter(p.id).to_string(), &p.consenter_key));
+        for b in &p.batchers {
+            let node = Node::Batcher {
+                party: p.id,
+                shard: b.shard,
+            };
+            out.push((node.to_string(), &b.public_key));
+        }
+        if let Some(k) = &p.admin_key {
+            out.push((format!("the admin of party {}", p.id), k));
+        }
+    }
+    out
+}
+
+/// The `retired_keys` entries, parsed.
+pub(crate) fn retired_keys(file: &NetworkFile) -> Result<Vec<PublicKey>> {
+    file.retired_keys
+        .iter()
+        .map(|k| {
+            k.parse::<PublicKey>()
+                .map_err(|_| Error::BadRetiredKey { key: k.clone() })
+        })
+        .collect()
+}
+
+/// No node or admin has a retired key.
+fn check_retired(file: &NetworkFile, parties: &[Party]) -> Result<()> {
+    let retired = retired_keys(file)?;
+    for (holder, key) in named_keys(parties) {
+        if retired.contains(key) {
+            return Err(Error::RetiredKeyInUse {
+                holder,
+                key: key.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `update_policy.signatures` is in 1..=N when given.

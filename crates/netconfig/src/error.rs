@@ -209,6 +209,22 @@ pub enum Error {
         /// The admin key the config lists.
         expected: String,
     },
+    /// A node or an admin is given a key the network retired.
+    #[error(
+        "{holder} has the key {key}, which the network retired (`retired_keys`): a retired key is never named again"
+    )]
+    RetiredKeyInUse {
+        /// Who has it.
+        holder: String,
+        /// The key.
+        key: String,
+    },
+    /// A `retired_keys` entry that is not a public key.
+    #[error("retired_keys: {key:?} is not a public key (`<scheme>:<hex>`)")]
+    BadRetiredKey {
+        /// The entry.
+        key: String,
+    },
     /// Two nodes share a public key.
     #[error("{first} and {second} have the same public key")]
     DuplicateKey {

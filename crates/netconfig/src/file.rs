@@ -50,6 +50,11 @@ pub struct NetworkFile {
     /// parties, ⌊N/2⌋ + 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_policy: Option<UpdatePolicyFile>,
+    /// Public keys (consenter, batcher, admin) that an earlier config of the network named
+    /// and a config update replaced: none of them may be named again (docs/reconfiguration.md
+    /// "When an update is valid"). `fabrx network update propose` fills it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_keys: Vec<String>,
 }
 
 /// `update_policy`: who must sign a config update.

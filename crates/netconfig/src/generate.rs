@@ -232,6 +232,7 @@ fn build(
             spec.shards,
         )?),
         update_policy: None,
+        retired_keys: Vec::new(),
     };
     Ok((file, BuiltKeys { nodes: keys, admins }))
 }

@@ -767,3 +767,64 @@ fn at_most_f_consenter_keys_rotate_in_one_update() {
     let one = next_of(current, |f| f.parties[2].consenter.public_key = key("one-3"));
     assert!(update::validate(current, &signed(&net, current, &one, &[1, 2, 3])).is_ok());
 }
+
+/// A key never changes holder (two batchers swapping keys: each node would sign as the
+/// other), `retired_keys` lists exactly what was retired, and a retired key stays retired.
+#[test]
+fn keys_never_change_holder_and_retired_keys_stay_retired() {
+    let net = net();
+    let current = &net.config;
+    let swap = next_of(current, |f| {
+        let a = f.parties[0].batchers[0].public_key.clone();
+        let b = f.parties[2].batchers[0].public_key.clone();
+        f.parties[0].batchers[0].public_key = b;
+        f.parties[2].batchers[0].public_key = a;
+    });
+    let e = update::validate(current, &signed_unchecked(&net, current, &swap, &[1, 2, 3])).unwrap_err();
+    assert!(matches!(e, UpdateError::KeyMoved { .. }), "{e:?}");
+    assert!(update::propose(current, &swap).is_err());
+    // A rotation through `propose` retires the old key.
+    let old = current.file().parties[1].batchers[1].public_key.clone();
+    let fresh = crypto::derive_signing_key(crypto::Scheme::Ed25519, "fresh-2-1")
+        .public_key()
+        .to_string();
+    let rotate = next_of(current, |f| f.parties[1].batchers[1].public_key = fresh.clone());
+    let u = signed(&net, current, &rotate, &[1, 2, 3]);
+    let after = update::validate(current, &u).unwrap();
+    assert_eq!(after.file().retired_keys, vec![old.clone()]);
+    // Listing a key that is not retired, or leaving a retired one off, is refused.
+    let mut listed = rotate.clone();
+    let stranger = crypto::derive_signing_key(crypto::Scheme::Ed25519, "never-named")
+        .public_key()
+        .to_string();
+    listed.retired_keys = vec![old.clone(), stranger];
+    let e = update::validate(current, &signed_unchecked(&net, current, &listed, &[1, 2, 3])).unwrap_err();
+    assert!(
+        matches!(&e, UpdateError::RetiredKeys { extra, .. } if extra.len() == 1),
+        "{e:?}"
+    );
+    listed.retired_keys = vec![];
+    let e = update::validate(current, &signed_unchecked(&net, current, &listed, &[1, 2, 3])).unwrap_err();
+    assert!(
+        matches!(&e, UpdateError::RetiredKeys { missing, .. } if *missing == vec![old.clone()]),
+        "{e:?}"
+    );
+    // An active key listed as retired makes the config itself invalid.
+    listed.retired_keys = vec![
+        old.clone(),
+        current.file().parties[3].consenter.public_key.clone(),
+    ];
+    let e = update::validate(current, &signed_unchecked(&net, current, &listed, &[1, 2, 3])).unwrap_err();
+    assert!(e.to_string().contains("retired"), "{e}");
+    // The next update keeps it retired (propose carries the list on), and naming it again
+    // for anyone is refused.
+    let next = next_of(&after, |f| f.batching.batch_timeout_ms += 1);
+    let u2 = signed(&net, &after, &next, &[1, 2, 3]);
+    assert_eq!(
+        update::validate(&after, &u2).unwrap().file().retired_keys,
+        vec![old.clone()]
+    );
+    let reuse = next_of(&after, |f| f.parties[0].batchers[1].public_key = old.clone());
+    let e = update::propose(&after, &reuse).unwrap_err();
+    assert!(e.to_string().contains("retired"), "{e}");
+}

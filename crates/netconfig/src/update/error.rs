@@ -141,6 +141,27 @@ pub enum UpdateError {
         /// Shards of the next config.
         next: u32,
     },
+    /// A key passes from one holder to another.
+    #[error("the key {key} passes from {from} to {to}: a key never changes holder (give {to} a new key)")]
+    KeyMoved {
+        /// The key.
+        key: String,
+        /// Who holds it in the config in force.
+        from: String,
+        /// Who would hold it in the next.
+        to: String,
+    },
+    /// `retired_keys` of the next config is not the keys retired before plus those the
+    /// update retires.
+    #[error(
+        "the next config's retired_keys must list every key retired before and every key the update stops naming (`fabrx network update propose` fills it): missing {missing:?}, not to be listed {extra:?}"
+    )]
+    RetiredKeys {
+        /// Keys it must list and does not.
+        missing: Vec<String>,
+        /// Keys it lists and must not.
+        extra: Vec<String>,
+    },
     /// The update rotates more consenter keys than the set tolerates faulty replicas.
     #[error(
         "the update rotates the consenter keys of parties {parties:?}; at most {f} may rotate in one update (if their nodes lacked the new keys, the new set could never decide): rotate them in several updates"

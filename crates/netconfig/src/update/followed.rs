@@ -38,5 +38,7 @@ pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile) -> Vec<Str
     rest.consensus.tick_ms = tick_ms;
     // The policy for the update after this one.
     rest.update_policy.clone_from(&current.update_policy);
+    // The keys retired (only the update rules read them).
+    rest.retired_keys.clone_from(&current.retired_keys);
     super::diff(current, &rest)
 }

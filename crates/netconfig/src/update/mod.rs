@@ -157,10 +157,23 @@ impl ConfigUpdate {
 /// of the same chain and shards with sequence `current.sequence() + 1`, and the network in
 /// force must have enough parties with admin keys for its update policy.
 pub fn propose(current: &NetworkConfig, next: &NetworkFile) -> Result<ConfigUpdate> {
+    // `retired_keys` as the rules want it: the keys retired before and those the next
+    // config no longer names.
+    let mut next = next.clone();
+    let unretired = NetworkFile {
+        retired_keys: Vec::new(),
+        ..next.clone()
+    };
+    if let Ok(parsed) = NetworkConfig::from_file(unretired) {
+        next.retired_keys = retired_after(current, &parsed)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    }
     let update = ConfigUpdate {
         chain: current.chain().to_string(),
         sequence: current.sequence(),
-        config: canonical_json(next),
+        config: canonical_json(&next),
         signatures: Vec::new(),
     };
     validate_unsigned(current, &update)?;
@@ -276,6 +289,58 @@ fn check_signature(current: &NetworkConfig, message: &[u8], s: &UpdateSignature)
         .map_err(|_| UpdateError::BadSignature { party: s.party })
 }
 
+/// The keys retired after `next` replaces `current`: those `current` lists as retired and
+/// those it names that `next` does not, ordered by their text.
+fn retired_after(current: &NetworkConfig, next: &NetworkConfig) -> Vec<crypto::PublicKey> {
+    let mut out = crate::config::retired_keys(current.file()).unwrap_or_default();
+    let named: Vec<&crypto::PublicKey> = crate::config::named_keys(next.parties())
+        .into_iter()
+        .map(|(_, k)| k)
+        .collect();
+    for (_, k) in crate::config::named_keys(current.parties()) {
+        if !named.contains(&k) && !out.contains(k) {
+            out.push(k.clone());
+        }
+    }
+    out.sort_by_key(ToString::to_string);
+    out
+}
+
+/// Keys across an update: no key passes from one holder to another (a node or admin that
+/// held it would then sign as the other), and `retired_keys` lists exactly the keys
+/// retired before and those the update retires (the next config refuses to name a
+/// retired key itself).
+fn check_keys(current: &NetworkConfig, next: &NetworkConfig) -> Result<()> {
+    let before = crate::config::named_keys(current.parties());
+    for (holder, key) in crate::config::named_keys(next.parties()) {
+        if let Some((was, _)) = before.iter().find(|(_, k)| *k == key)
+            && *was != holder
+        {
+            return Err(UpdateError::KeyMoved {
+                key: key.to_string(),
+                from: was.clone(),
+                to: holder,
+            });
+        }
+    }
+    let expected = retired_after(current, next);
+    let listed = crate::config::retired_keys(next.file()).unwrap_or_default();
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|k| !listed.contains(k))
+        .map(ToString::to_string)
+        .collect();
+    let extra: Vec<String> = listed
+        .iter()
+        .filter(|k| !expected.contains(k))
+        .map(ToString::to_string)
+        .collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        return Err(UpdateError::RetiredKeys { missing, extra });
+    }
+    Ok(())
+}
+
 /// The network in force has at least K parties with admin keys.
 fn check_updatable(current: &NetworkConfig) -> Result<()> {
     let admins = current.parties().iter().filter(|p| p.admin_key.is_some()).count();
@@ -370,5 +435,6 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
             .unwrap_or(u32::MAX),
         needed: next.update_signatures(),
     })?;
+    check_keys(current, &next)?;
     Ok(next)
 }
