@@ -314,7 +314,12 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     std::fs::remove_file(&file).unwrap();
     let out = fabrx(&["keygen", "--seed", "rotated-again-2", "--out"], &file);
     let again = String::from_utf8_lossy(&out.stdout).trim().replace(' ', ":");
-    let twice = propose_signed(&dir, &dir.join("rotate.next.json"), &[1, 3, 4], "twice", |next| {
+    // The config in force is the one the last update carried (with the keys it retired).
+    let carried: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rotate).unwrap()).unwrap();
+    let in_force = dir.join("in-force-2.json");
+    std::fs::write(&in_force, carried["config"].as_str().unwrap()).unwrap();
+    let twice = propose_signed(&dir, &in_force, &[1, 3, 4], "twice", |next| {
         for party in next["parties"].as_array_mut().unwrap() {
             if party["id"] == 2 {
                 for b in party["batchers"].as_array_mut().unwrap() {
