@@ -299,7 +299,12 @@ impl Pipeline {
                     .iter()
                     .map(|&i| (txs[i].vtx.id.clone(), txs[i].vtx.tx.clone()))
                     .collect();
-                let verdicts = verify.verify(batch).await?;
+                // Every tx's body, or none (then the stage encodes the txs itself).
+                let bodies: Option<Vec<_>> = to_verify.iter().map(|&i| txs[i].body.clone()).collect();
+                let verdicts = match bodies {
+                    Some(bodies) => verify.verify_encoded(batch, bodies).await?,
+                    None => verify.verify(batch).await?,
+                };
                 if verdicts.len() != to_verify.len() {
                     return Err(Error::Stage {
                         stage: "verify",
@@ -314,7 +319,12 @@ impl Pipeline {
             }
             let meta: Vec<(bool, Arc<types::Tx>)> =
                 txs.iter().map(|t| (t.in_graph, t.vtx.tx.clone())).collect();
-            let outcomes = commit.process(txs.into_iter().map(|t| t.vtx).collect()).await?;
+            let bodies: Option<Vec<_>> = txs.iter_mut().map(|t| t.body.take()).collect();
+            let batch = txs.into_iter().map(|t| t.vtx).collect();
+            let outcomes = match bodies {
+                Some(bodies) => commit.process_encoded(batch, bodies).await?,
+                None => commit.process(batch).await?,
+            };
             if outcomes.len() != meta.len() {
                 return Err(Error::Stage {
                     stage: "commit",

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tracing::warn;
 use types::{NamespacePolicy, Status, TxOutcome, VcTx};
-use wire::encode::Encoded;
+use wire::encode::{Encoded, TxBody};
 use wire::pb;
 use wire::pb::vc_service_client::VcServiceClient;
 
@@ -130,6 +130,14 @@ fn channel(addr: &str) -> Result<Channel> {
     clients::channel::lazy(addr, Duration::from_secs(2)).map_err(|e| Error::Config {
         detail: e.to_string(),
     })
+}
+
+/// A batch handed over with another number of bodies than txs (a bug of the caller).
+fn body_count(stage: &'static str, bodies: usize, txs: usize) -> Error {
+    Error::Stage {
+        stage,
+        detail: format!("{bodies} encoded bodies for {txs} txs"),
+    }
 }
 
 fn no_endpoints(what: &str) -> Error {
@@ -252,25 +260,30 @@ fn fits_encoded(bytes: &[u8]) -> bool {
 /// not fit, with their lengths. A single tx is its own part even when it does not fit
 /// (the vcservice then refuses it with `RESOURCE_EXHAUSTED`). Processing the parts one
 /// after the other is what the vcservice does with a batch's conflict-free chunks anyway.
-fn encoded_parts(txs: &[VcTx], out: &mut Vec<(usize, Vec<u8>)>) {
-    let bytes = wire::encode::vc_batch(txs);
+///
+/// `bodies[i]`, when given, is `txs[i]`'s encoded body, spliced instead of encoding the
+/// tx again (`wire::encode::vc_batch_with_bodies`).
+fn encoded_parts(txs: &[VcTx], bodies: &[TxBody], out: &mut Vec<(usize, Vec<u8>)>) {
+    let bytes = wire::encode::vc_batch_with_bodies(txs, bodies);
     if txs.len() <= 1 || fits_encoded(&bytes) {
         out.push((txs.len(), bytes));
         return;
     }
-    let (first, second) = txs.split_at(txs.len() / 2);
-    encoded_parts(first, out);
-    encoded_parts(second, out);
+    let half = txs.len() / 2;
+    let (first, second) = txs.split_at(half);
+    let (first_bodies, second_bodies) = bodies.split_at(half.min(bodies.len()));
+    encoded_parts(first, first_bodies, out);
+    encoded_parts(second, second_bodies, out);
 }
 
-#[tonic::async_trait]
-impl CommitStage for VcPool {
-    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+impl VcPool {
+    /// Commits `batch` in parts that fit the limits (`bodies`: as for [`encoded_parts`]).
+    async fn process_parts(&self, batch: &[VcTx], bodies: &[TxBody]) -> Result<Vec<TxOutcome>> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         let mut parts = Vec::new();
-        encoded_parts(&batch, &mut parts);
+        encoded_parts(batch, bodies, &mut parts);
         let mut out = Vec::with_capacity(batch.len());
         let mut start = 0;
         for (len, bytes) in parts {
@@ -280,6 +293,20 @@ impl CommitStage for VcPool {
             start = end;
         }
         Ok(out)
+    }
+}
+
+#[tonic::async_trait]
+impl CommitStage for VcPool {
+    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+        self.process_parts(&batch, &[]).await
+    }
+
+    async fn process_encoded(&self, batch: Vec<VcTx>, bodies: Vec<TxBody>) -> Result<Vec<TxOutcome>> {
+        if bodies.len() != batch.len() {
+            return Err(body_count("vcservice", bodies.len(), batch.len()));
+        }
+        self.process_parts(&batch, &bodies).await
     }
 
     async fn set_last_committed(&self, block: u64) -> Result<()> {
@@ -378,26 +405,44 @@ impl VerifierPool {
     }
 }
 
-#[tonic::async_trait]
-impl VerifyStage for VerifierPool {
-    async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
+impl VerifierPool {
+    /// Verifies `batch` with failover (`bodies`: each tx's encoded body, or none).
+    async fn verify_with(&self, batch: &VerifyBatch, bodies: &[TxBody]) -> Result<Vec<Option<Status>>> {
         let n = self.endpoints.len();
         let mut retry = Retry::new("sigverifier", n, &self.config);
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let reason = match self.client(i).await {
                 Err(e) => e,
-                Ok(c) => match tokio::time::timeout(self.config.call_timeout, c.verify(&batch)).await {
-                    Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
-                    Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no answer within {:?}", self.config.call_timeout),
-                },
+                Ok(c) => {
+                    match tokio::time::timeout(self.config.call_timeout, c.verify_encoded(batch, bodies))
+                        .await
+                    {
+                        Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
+                        Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+                    }
+                }
             };
             // Drop the stream: a late answer on it is never read.
             *self.slots[i].lock().await = None;
             retry.lost(&self.endpoints[i], reason).await?;
         }
+    }
+}
+
+#[tonic::async_trait]
+impl VerifyStage for VerifierPool {
+    async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
+        self.verify_with(&batch, &[]).await
+    }
+
+    async fn verify_encoded(&self, batch: VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
+        if bodies.len() != batch.len() {
+            return Err(body_count("verify", bodies.len(), batch.len()));
+        }
+        self.verify_with(&batch, &bodies).await
     }
 
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()> {
@@ -452,7 +497,7 @@ mod split_tests {
 
     fn parts(txs: &[VcTx]) -> Vec<usize> {
         let mut out = Vec::new();
-        encoded_parts(txs, &mut out);
+        encoded_parts(txs, &[], &mut out);
         for (len, bytes) in &out {
             assert!(*len == 1 || fits_encoded(bytes));
         }
