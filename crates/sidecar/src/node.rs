@@ -309,7 +309,7 @@ async fn run_blocks(
                 detail: format!("block {} was not encoded", result.number),
             })?;
             store.append(result.number, bytes, &result.statuses)?;
-            notifier.publish(result.number, &result.statuses);
+            notifier.publish(result.number, result.statuses);
             done = done.saturating_add(1);
             if done.is_multiple_of(50) {
                 info!(block = result.number, done, "blocks final");

@@ -186,35 +186,28 @@ impl NotifyCore {
 
     /// The final statuses of block `block`, in tx order: the events to send. Every
     /// answered registration is removed; an id occurring twice is answered by the first.
-    pub fn publish(&mut self, block: u64, statuses: &[(TxId, Status)]) -> Vec<(SubId, TxEvent)> {
+    /// The ids are moved into the events (copied only for an id with several waiters).
+    pub fn publish(&mut self, block: u64, statuses: Vec<(TxId, Status)>) -> Vec<(SubId, TxEvent)> {
         let mut out = Vec::new();
         if self.waiting.is_empty() {
             return out;
         }
-        for (i, (id, status)) in statuses.iter().enumerate() {
-            let Some(waiters) = self.waiting.remove(id) else {
+        for (i, (id, status)) in statuses.into_iter().enumerate() {
+            let Some(waiters) = self.waiting.remove(&id) else {
                 continue;
             };
-            let event = |sub| {
-                (
-                    sub,
-                    TxEvent {
-                        id: id.clone(),
-                        status: *status,
-                        height: Height::new(block, i as u32),
-                    },
-                )
-            };
-            let cost = registration_bytes(id);
+            let cost = registration_bytes(&id);
+            let height = Height::new(block, i as u32);
             match waiters {
                 Waiters::One(sub) => {
                     self.release(sub, cost);
-                    out.push(event(sub));
+                    out.push((sub, TxEvent { id, status, height }));
                 }
                 Waiters::Many(subs) => {
                     for sub in subs {
                         self.release(sub, cost);
-                        out.push(event(sub));
+                        let id = id.clone();
+                        out.push((sub, TxEvent { id, status, height }));
                     }
                 }
             }
@@ -369,7 +362,7 @@ impl Notifier {
     /// Delivers the final statuses of block `block` (in tx order) to the subscribers
     /// waiting for them. Never waits: a subscriber whose channel is full is dropped.
     /// Call it after the block is appended to the store.
-    pub fn publish(&self, block: u64, statuses: &[(TxId, Status)]) -> PublishReport {
+    pub fn publish(&self, block: u64, statuses: Vec<(TxId, Status)>) -> PublishReport {
         let mut shared = lock(&self.shared);
         let events = shared.core.publish(block, statuses);
         let mut report = PublishReport::default();
@@ -618,7 +611,7 @@ mod tests {
                 }
                 Step::Publish(block, st, want) => {
                     let st: Vec<(TxId, Status)> = st.into_iter().map(|(t, s)| (id(t), s)).collect();
-                    assert_eq!(core.publish(block, &st), want, "step {i}");
+                    assert_eq!(core.publish(block, st.clone()), want, "step {i}");
                 }
                 Step::Remove(sub, want) => assert_eq!(core.remove(sub), want, "step {i}"),
             }
@@ -647,8 +640,8 @@ mod tests {
         assert_eq!((core.pending(1), core.bytes_of(1)), (0, 0));
         assert_eq!(core.watched(), 1);
         assert_eq!(core.total_bytes(), each);
-        let st = [(id("a"), Status::Committed), (id("b"), Status::Committed)];
-        assert_eq!(core.publish(3, &st), vec![(2, ev("b", Status::Committed, 3, 1))]);
+        let st = vec![(id("a"), Status::Committed), (id("b"), Status::Committed)];
+        assert_eq!(core.publish(3, st), vec![(2, ev("b", Status::Committed, 3, 1))]);
         assert_eq!((core.watched(), core.total_bytes(), core.pending(2)), (0, 0, 0));
         assert!(core.by_sub.is_empty());
     }
@@ -680,7 +673,7 @@ mod tests {
         assert_eq!(now, vec![ev("old", Status::Committed, 0, 0)]);
         assert_eq!(s.pending(), 1);
         assert_eq!(
-            n.publish(3, &[(id("new"), Status::AbortedSignatureInvalid)])
+            n.publish(3, vec![(id("new"), Status::AbortedSignatureInvalid)])
                 .delivered,
             1
         );
@@ -688,13 +681,13 @@ mod tests {
             s.try_recv().unwrap(),
             Some(ev("new", Status::AbortedSignatureInvalid, 3, 0))
         );
-        assert_eq!(n.publish(4, &[(id("new"), Status::Committed)]).delivered, 0);
+        assert_eq!(n.publish(4, vec![(id("new"), Status::Committed)]).delivered, 0);
         assert_eq!(s.try_recv().unwrap(), None);
         s.watch([id("later")]).unwrap();
         assert_eq!((n.subscribers(), n.watched()), (1, 1));
         drop(s);
         assert_eq!((n.subscribers(), n.watched()), (0, 0));
-        assert_eq!(n.publish(5, &[(id("later"), Status::Committed)]).delivered, 0);
+        assert_eq!(n.publish(5, vec![(id("later"), Status::Committed)]).delivered, 0);
     }
 
     #[test]
@@ -707,7 +700,7 @@ mod tests {
         fast.watch(ids.clone()).unwrap();
         let mut got = Vec::new();
         for (b, i) in ids.iter().enumerate() {
-            let report = n.publish(b as u64, &[(i.clone(), Status::Committed)]);
+            let report = n.publish(b as u64, vec![(i.clone(), Status::Committed)]);
             if b == 2 {
                 assert_eq!(report.dropped, vec![slow.id()]);
             }
@@ -740,7 +733,7 @@ mod tests {
         let fast_ids = ids[..2].to_vec();
         fast.watch(fast_ids.clone()).unwrap();
         let statuses: Vec<(TxId, Status)> = ids.iter().map(|i| (i.clone(), Status::Committed)).collect();
-        let report = n.publish(0, &statuses);
+        let report = n.publish(0, statuses.clone());
         assert_eq!(report.dropped, vec![slow.id()]);
         assert_eq!(report.delivered, 2 + 2);
         let got = [
@@ -757,7 +750,7 @@ mod tests {
         let n = notifier(4);
         let mut s = n.subscribe();
         s.watch([id("a")]).unwrap();
-        n.publish(0, &[(id("a"), Status::Committed)]);
+        n.publish(0, vec![(id("a"), Status::Committed)]);
         drop(n);
         assert_eq!(s.recv().await.unwrap().unwrap().id, id("a"));
         assert_eq!(s.recv().await.unwrap(), None);

@@ -155,6 +155,10 @@ fn outcomes_from_wire(
     for s in answer.statuses {
         out.push(TxOutcome::try_from(s).map_err(|e| format!("bad status in answer: {e}"))?);
     }
+    // The vcservice answers in batch order: then the ids match one by one, without sorting.
+    if out.len() == batch.len() && out.iter().zip(batch).all(|(o, t)| o.id == t.id) {
+        return Ok(out);
+    }
     let mut asked: Vec<&str> = batch.iter().map(|t| t.id.0.as_str()).collect();
     let mut got: Vec<&str> = out.iter().map(|o| o.id.0.as_str()).collect();
     asked.sort_unstable();
@@ -438,11 +442,11 @@ impl VerifyStage for VerifierPool {
         self.verify_with(&batch, &[]).await
     }
 
-    async fn verify_encoded(&self, batch: VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
+    async fn verify_encoded(&self, batch: &VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
         if bodies.len() != batch.len() {
             return Err(body_count("verify", bodies.len(), batch.len()));
         }
-        self.verify_with(&batch, &bodies).await
+        self.verify_with(batch, &bodies).await
     }
 
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()> {
@@ -521,6 +525,31 @@ mod split_tests {
         assert_eq!(p.iter().sum::<usize>(), 2000);
         // A single tx over the limit stays alone (the vcservice refuses it).
         assert_eq!(parts(&[tx(0, 9, 1 << 20)]), vec![1]);
+    }
+
+    #[test]
+    fn an_answer_covers_the_batch_in_any_order() {
+        let batch: Vec<_> = (0..4).map(|i| tx(i, 1, 1)).collect();
+        let answer = |order: &[usize]| pb::TxStatusBatch {
+            statuses: order
+                .iter()
+                .map(|&i| {
+                    pb::TxStatus::from(&TxOutcome::new(
+                        TxId(format!("t{i}")),
+                        Status::Committed,
+                        Height::new(1, i as u32),
+                    ))
+                })
+                .collect(),
+        };
+        let ids = |out: Vec<TxOutcome>| out.into_iter().map(|o| o.id.0).collect::<Vec<_>>();
+        let got = outcomes_from_wire(&batch, answer(&[0, 1, 2, 3])).unwrap();
+        assert_eq!(ids(got), ["t0", "t1", "t2", "t3"]);
+        let got = outcomes_from_wire(&batch, answer(&[2, 0, 3, 1])).unwrap();
+        assert_eq!(ids(got), ["t2", "t0", "t3", "t1"]);
+        for bad in [&[0, 1, 2][..], &[0, 1, 2, 3, 3], &[0, 1, 2, 2], &[]] {
+            assert!(outcomes_from_wire(&batch, answer(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -16,12 +16,13 @@ pub type VerifyBatch = Vec<(TxId, Arc<Tx>)>;
 pub trait VerifyStage: Send + Sync {
     /// Verifies a batch under every policy set before the call.
     async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>>;
-    /// [`VerifyStage::verify`], given each tx's encoded body too (`bodies[i]` is
-    /// `batch[i]`'s): a stage that sends the txs splices the bodies instead of encoding
-    /// the txs again. By default the bodies are not used.
-    async fn verify_encoded(&self, batch: VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
+    /// [`VerifyStage::verify`] of a borrowed batch, given each tx's encoded body too
+    /// (`bodies[i]` is `batch[i]`'s): a stage that sends the txs splices the bodies
+    /// instead of encoding the txs again. By default the bodies are not used (and the
+    /// batch is copied for `verify`).
+    async fn verify_encoded(&self, batch: &VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
         drop(bodies);
-        self.verify(batch).await
+        self.verify(batch.clone()).await
     }
     /// Sets a namespace policy; returns once every later `verify` sees it.
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()>;
