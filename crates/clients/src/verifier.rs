@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tracing::{debug, warn};
 use types::{NamespacePolicy, Status, Tx, TxId};
-use wire::encode::Encoded;
+use wire::encode::{Encoded, TxBody};
 use wire::limits::SIGVERIFIER_MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES;
 use wire::pb;
 
@@ -219,7 +219,17 @@ impl VerifierClient {
         &self,
         batch: impl AsRef<[(TxId, Arc<Tx>)]>,
     ) -> Result<Vec<Option<Status>>, ClientError> {
-        let batch = batch.as_ref();
+        self.verify_encoded(batch.as_ref(), &[]).await
+    }
+
+    /// [`VerifierClient::verify`], with `bodies[i]` (when given) the encoded body of
+    /// `batch[i]`'s tx, sent as it is instead of encoding the tx again
+    /// (`wire::encode::verify_batch_request_with_bodies`; the caller pairs them).
+    pub async fn verify_encoded(
+        &self,
+        batch: &[(TxId, Arc<Tx>)],
+        bodies: &[TxBody],
+    ) -> Result<Vec<Option<Status>>, ClientError> {
         let request_id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx_answer, rx_answer) = oneshot::channel();
         match lock(&self.inner.pending).as_mut() {
@@ -231,7 +241,7 @@ impl VerifierClient {
             pending: &self.inner.pending,
             request_id,
         };
-        let request = wire::encode::verify_batch_request(request_id, batch);
+        let request = wire::encode::verify_batch_request_with_bodies(request_id, batch, bodies);
         self.send(Encoded::from(request)).await?;
         let codes = rx_answer.await.map_err(|_| ClientError::Disconnected)?;
         decode_codes(request_id, batch.len(), &codes)

@@ -22,6 +22,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use types::check::PayloadDecoder;
 use types::{Block, BlockTx, META_NAMESPACE, NamespacePolicy, Status, Tx, TxId, TxOutcome, VcTx};
+use wire::encode::{StoredBlock, TxBody};
 
 /// Sizes of the committer core.
 #[derive(Debug, Clone)]
@@ -34,6 +35,12 @@ pub struct PipelineConfig {
     pub graph: GraphConfig,
     /// Blocks admitted together, whose local graphs are built in parallel.
     pub parallel_blocks: NonZeroUsize,
+    /// Encode each block's stored form when it is admitted ([`BlockResult::stored`]),
+    /// and hand each tx's encoded body from it to the stages with the tx
+    /// ([`JobTx::body`]), so that each tx is encoded once for the store and for every
+    /// message that carries it (the sidecar node, which stores blocks and calls remote
+    /// stages); off, nothing is encoded here.
+    pub encode_blocks: bool,
 }
 
 impl Default for PipelineConfig {
@@ -44,6 +51,7 @@ impl Default for PipelineConfig {
             max_batch: n(500),
             graph: GraphConfig::default(),
             parallel_blocks: n(4),
+            encode_blocks: false,
         }
     }
 }
@@ -55,6 +63,9 @@ pub struct BlockResult {
     pub number: u64,
     /// (id, status) of every tx, by index.
     pub statuses: Vec<(TxId, Status)>,
+    /// The block's stored form, encoded when it was admitted (with
+    /// [`PipelineConfig::encode_blocks`]; else `None`).
+    pub stored: Option<bytes::Bytes>,
 }
 
 /// One tx of a job.
@@ -66,6 +77,9 @@ pub struct JobTx {
     pub verify: bool,
     /// It came through the dependency graph (it must be completed there).
     pub in_graph: bool,
+    /// The tx's encoded body, a view of its block's stored form (with
+    /// [`PipelineConfig::encode_blocks`]; else `None`).
+    pub body: Option<TxBody>,
 }
 
 /// A batch of txs for one verify-and-commit job.
@@ -114,6 +128,16 @@ pub enum Output {
 struct Agg {
     statuses: Vec<Option<(TxId, Status)>>,
     remaining: usize,
+    /// The stored form and each tx's body in it, by index (empty without
+    /// [`PipelineConfig::encode_blocks`]).
+    stored: StoredBlock,
+}
+
+impl Agg {
+    /// The body of the tx at `index`, if the block was encoded.
+    fn body(&self, index: u32) -> Option<TxBody> {
+        self.stored.bodies.get(usize::try_from(index).ok()?).cloned()
+    }
 }
 
 /// The committer's pure core: intake, dependency graph, aggregation, job limit.
@@ -208,7 +232,7 @@ impl CommitterCore {
         };
         for local in locals {
             let released = self.graph.merge(local?)?;
-            self.ready.extend(released.into_iter().map(released_job_tx));
+            self.release(released);
         }
         Ok(())
     }
@@ -227,11 +251,17 @@ impl CommitterCore {
             expected: self.next_block,
             got: number,
         })?;
+        let stored = if self.config.encode_blocks {
+            wire::encode::stored_block(&block)?
+        } else {
+            StoredBlock::default()
+        };
         let txs = block.take_block_txs()?;
         let admitted = self.intake.admit(txs, |i| block.refused_status(i), &self.decoder);
         let mut agg = Agg {
             statuses: vec![None; admitted.len()],
             remaining: 0,
+            stored,
         };
         let mut scheduled = Vec::new();
         for (i, a) in admitted.into_iter().enumerate() {
@@ -239,6 +269,7 @@ impl CommitterCore {
                 Route::Answer(s) => agg.statuses[i] = Some((a.tx.id, s)),
                 Route::Store(s) => {
                     agg.remaining += 1;
+                    let body = agg.body(a.tx.height.index);
                     self.ready.push(JobTx {
                         vtx: VcTx {
                             prelim: Some(s),
@@ -246,6 +277,7 @@ impl CommitterCore {
                         },
                         verify: false,
                         in_graph: false,
+                        body,
                     });
                 }
                 Route::Schedule => {
@@ -294,10 +326,24 @@ impl CommitterCore {
             agg.remaining = agg.remaining.saturating_sub(1);
             if f.in_graph {
                 let released = self.graph.complete(height, status)?;
-                self.ready.extend(released.into_iter().map(released_job_tx));
+                self.release(released);
             }
         }
         Ok(())
+    }
+
+    /// Queues txs the graph released: verify their signatures, then commit.
+    fn release(&mut self, released: Vec<BlockTx>) {
+        let agg = &self.agg;
+        self.ready.extend(released.into_iter().map(|r| {
+            let body = agg.get(&r.height.block).and_then(|a| a.body(r.height.index));
+            JobTx {
+                vtx: VcTx::from(r),
+                verify: true,
+                in_graph: true,
+                body,
+            }
+        }));
     }
 
     fn dispatch(&mut self, out: &mut Vec<Output>) {
@@ -314,20 +360,13 @@ impl CommitterCore {
             let Some(agg) = self.agg.remove(&self.next_emit) else {
                 break;
             };
+            let stored = self.config.encode_blocks.then_some(agg.stored.bytes);
             out.push(Output::BlockFinal(BlockResult {
                 number: self.next_emit,
                 statuses: agg.statuses.into_iter().flatten().collect(),
+                stored,
             }));
             self.next_emit = self.next_emit.saturating_add(1);
         }
-    }
-}
-
-/// A tx the graph released: verify its signatures, then commit.
-fn released_job_tx(r: BlockTx) -> JobTx {
-    JobTx {
-        vtx: VcTx::from(r),
-        verify: true,
-        in_graph: true,
     }
 }

@@ -59,16 +59,14 @@ impl Intake {
                 // tx with this id will store its own status, and a malformed duplicate
                 // stored first (it bypasses the graph) would turn the original into a
                 // duplicate.
+                // Answered txs (no id, bad id, duplicate) never occupy their id; one
+                // probe both checks the id and occupies it.
                 let route = match checked {
                     Err(s) if !s.is_stored() => Route::Answer(s),
-                    _ if self.in_flight.contains(&t.id) => Route::Answer(Status::RejectedDuplicateTxId),
+                    _ if !self.in_flight.insert(t.id.clone()) => Route::Answer(Status::RejectedDuplicateTxId),
                     Err(s) => Route::Store(s),
                     Ok(()) => Route::Schedule,
                 };
-                // Answered txs (no id, bad id, duplicate) never occupy their id.
-                if !matches!(route, Route::Answer(_)) {
-                    self.in_flight.insert(t.id.clone());
-                }
                 Admitted { tx: t, route }
             })
             .collect()

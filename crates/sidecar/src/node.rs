@@ -6,13 +6,14 @@
 //!   number is recorded in the state database, so the node resumes at the store's next
 //!   block; blocks the database already finished are replayed and answered with their
 //!   stored statuses (idempotent resubmission), which refills a lagging store;
-//! - **store encoding**: a block is stored as its txs with their heights (`wire`);
+//! - **store encoding**: a block is stored as its txs with their heights (`wire`), encoded
+//!   once when the pipeline admits it; the stages splice each tx's body from those bytes;
 //! - **append, then publish**: subscribers hear of a block only after it is durable; a
 //!   failed append stops the node at once ("stop loudly").
 
 use crate::metrics::Metrics;
 use crate::notify::{Notifier, NotifierConfig};
-use crate::pipeline::{BlockSource, ChannelSource, Next, Pipeline, PipelineConfig};
+use crate::pipeline::{ChannelSource, Pipeline, PipelineConfig};
 use crate::service::{ServiceConfig, SidecarGrpc};
 use crate::stages::{CommitStage, VerifyStage};
 use crate::store::BlockStore;
@@ -88,6 +89,8 @@ impl Config {
         let mut p = PipelineConfig {
             workers: self.workers,
             max_batch: self.max_batch,
+            // The stored form of each block, whose tx bodies the stages splice.
+            encode_blocks: true,
             ..PipelineConfig::default()
         };
         p.graph.first_block = first_block;
@@ -296,22 +299,17 @@ async fn run_blocks(
     mut store: BlockStore,
     notifier: Notifier,
 ) -> Result<Summary> {
-    let encoded = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
-    let source = Encoding {
-        inner: ChannelSource::new(source),
-        encoded: encoded.clone(),
-    };
     let began = Instant::now();
     let mut done = 0u64;
     let result = pipeline
-        .run_source(source, |result| {
-            let bytes = encoded
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&result.number)
-                .unwrap_or_else(|| Ok(Vec::new()))?;
-            store.append(result.number, &bytes, &result.statuses)?;
-            notifier.publish(result.number, &result.statuses);
+        .run_source(ChannelSource::new(source), |result| {
+            // The pipeline encodes every block it admits (`encode_blocks`).
+            let bytes = result.stored.as_deref().ok_or_else(|| Error::Stage {
+                stage: "store",
+                detail: format!("block {} was not encoded", result.number),
+            })?;
+            store.append(result.number, bytes, &result.statuses)?;
+            notifier.publish(result.number, result.statuses);
             done = done.saturating_add(1);
             if done.is_multiple_of(50) {
                 info!(block = result.number, done, "blocks final");
@@ -325,37 +323,4 @@ async fn run_blocks(
         next_block: store.next_block(),
         seconds: began.elapsed().as_secs_f64(),
     })
-}
-
-/// The stored form of a block: its txs with their heights as a `VcBatch` (the bytes
-/// of `wire::convert::block_to_vc_batch`, encoded without that copy of the block).
-fn encode_block(b: &Block) -> Result<Vec<u8>> {
-    Ok(wire::encode::block_vc_batch(b)?)
-}
-
-/// Encoded blocks by number, from when the pipeline takes a block until it is final.
-type EncodedBlocks = Arc<std::sync::Mutex<std::collections::HashMap<u64, Result<Vec<u8>>>>>;
-
-/// A source that keeps the stored form of every block the pipeline takes (bounded by
-/// what the pipeline admits at once).
-struct Encoding {
-    inner: ChannelSource,
-    encoded: EncodedBlocks,
-}
-
-impl BlockSource for Encoding {
-    fn try_next(&mut self) -> Next {
-        let next = self.inner.try_next();
-        if let Next::Block(b) = &next {
-            self.encoded
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(b.number(), encode_block(b));
-        }
-        next
-    }
-
-    fn ready(&mut self) -> impl std::future::Future<Output = ()> + Send {
-        self.inner.ready()
-    }
 }

@@ -24,7 +24,8 @@
 
 use crate::store::StoreReader;
 use crate::{Error, Result};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::mpsc;
@@ -60,7 +61,6 @@ impl StatusLookup for StoreReader {
 /// A hash map keyed by client-chosen ids: foldhash, seeded at random per map (cheaper
 /// than SipHash, and an outsider cannot predict the seed to aim ids at one bucket).
 type IdMap<K, V> = HashMap<K, V, foldhash::quality::RandomState>;
-type IdSet<K> = HashSet<K, foldhash::quality::RandomState>;
 
 /// The subscribers waiting for one id: nearly always one.
 #[derive(Debug)]
@@ -71,6 +71,13 @@ enum Waiters {
 }
 
 impl Waiters {
+    fn contains(&self, sub: SubId) -> bool {
+        match self {
+            Waiters::One(s) => *s == sub,
+            Waiters::Many(set) => set.contains(&sub),
+        }
+    }
+
     fn insert(&mut self, sub: SubId) {
         match self {
             Waiters::One(s) if *s == sub => {}
@@ -93,15 +100,17 @@ impl Waiters {
     }
 }
 
-/// One subscriber's pending ids and the bytes they hold ([`registration_bytes`]).
-#[derive(Debug, Default)]
+/// How many ids one subscriber waits for and the bytes they hold
+/// ([`registration_bytes`]).
+#[derive(Debug, Default, Clone, Copy)]
 struct SubIds {
-    ids: IdSet<TxId>,
+    count: usize,
     bytes: usize,
 }
 
 /// Who waits for what. Pure and deterministic: events come out in tx order, then in
-/// subscriber order.
+/// subscriber order. Each watched id is held once, as a key of `waiting` (a subscriber
+/// keeps only counts), so publishing a status looks it up once.
 #[derive(Debug, Default)]
 pub struct NotifyCore {
     waiting: IdMap<TxId, Waiters>,
@@ -111,8 +120,10 @@ pub struct NotifyCore {
     total_bytes: usize,
 }
 
-/// What one pending registration costs in memory: the id (twice: in both maps) and the
-/// map entries around it; measured at about 300 bytes per id for 64-byte ids.
+/// What one pending registration is charged in memory: the id and the map entry around
+/// it, with room to spare (it was measured at about 300 bytes per 64-byte id when each id
+/// was held twice; it is held once now, and the charge, hence every limit in ids, is
+/// unchanged).
 pub fn registration_bytes(id: &TxId) -> usize {
     id.0.len().saturating_mul(2).saturating_add(176)
 }
@@ -131,20 +142,22 @@ impl NotifyCore {
             self.unregister(sub, &id);
             return Some(TxEvent { id, status, height });
         }
-        let mine = self.by_sub.entry(sub).or_default();
-        if mine.ids.contains(&id) {
-            return None;
-        }
         let cost = registration_bytes(&id);
-        mine.bytes += cost;
-        self.total_bytes += cost;
-        match self.waiting.get_mut(&id) {
-            Some(w) => w.insert(sub),
-            None => {
-                self.waiting.insert(id.clone(), Waiters::One(sub));
+        match self.waiting.entry(id) {
+            Entry::Occupied(mut e) => {
+                if e.get().contains(sub) {
+                    return None;
+                }
+                e.get_mut().insert(sub);
+            }
+            Entry::Vacant(e) => {
+                e.insert(Waiters::One(sub));
             }
         }
-        mine.ids.insert(id);
+        let mine = self.by_sub.entry(sub).or_default();
+        mine.count += 1;
+        mine.bytes += cost;
+        self.total_bytes += cost;
         None
     }
 
@@ -158,54 +171,43 @@ impl NotifyCore {
         self.total_bytes
     }
 
-    /// Forgets `id` in `sub`'s own set (not in `waiting`) and releases its bytes;
-    /// whether it was there.
-    fn forget(&mut self, sub: SubId, id: &TxId) -> bool {
-        let Some(mine) = self.by_sub.get_mut(&sub) else {
-            return false;
-        };
-        if !mine.ids.remove(id) {
-            return false;
-        }
-        let cost = registration_bytes(id);
-        mine.bytes = mine.bytes.saturating_sub(cost);
-        if mine.ids.is_empty() {
-            self.by_sub.remove(&sub);
+    /// Releases one registration of `sub` costing `cost` bytes (its id already left
+    /// `waiting`, or `sub` left the id's waiters).
+    fn release(&mut self, sub: SubId, cost: usize) {
+        if let Some(mine) = self.by_sub.get_mut(&sub) {
+            mine.count = mine.count.saturating_sub(1);
+            mine.bytes = mine.bytes.saturating_sub(cost);
+            if mine.count == 0 {
+                self.by_sub.remove(&sub);
+            }
         }
         self.total_bytes = self.total_bytes.saturating_sub(cost);
-        true
     }
 
     /// The final statuses of block `block`, in tx order: the events to send. Every
     /// answered registration is removed; an id occurring twice is answered by the first.
-    pub fn publish(&mut self, block: u64, statuses: &[(TxId, Status)]) -> Vec<(SubId, TxEvent)> {
+    /// The ids are moved into the events (copied only for an id with several waiters).
+    pub fn publish(&mut self, block: u64, statuses: Vec<(TxId, Status)>) -> Vec<(SubId, TxEvent)> {
         let mut out = Vec::new();
         if self.waiting.is_empty() {
             return out;
         }
-        for (i, (id, status)) in statuses.iter().enumerate() {
-            let Some(waiters) = self.waiting.remove(id) else {
+        for (i, (id, status)) in statuses.into_iter().enumerate() {
+            let Some(waiters) = self.waiting.remove(&id) else {
                 continue;
             };
-            let event = |sub| {
-                (
-                    sub,
-                    TxEvent {
-                        id: id.clone(),
-                        status: *status,
-                        height: Height::new(block, i as u32),
-                    },
-                )
-            };
+            let cost = registration_bytes(&id);
+            let height = Height::new(block, i as u32);
             match waiters {
                 Waiters::One(sub) => {
-                    self.forget(sub, id);
-                    out.push(event(sub));
+                    self.release(sub, cost);
+                    out.push((sub, TxEvent { id, status, height }));
                 }
                 Waiters::Many(subs) => {
                     for sub in subs {
-                        self.forget(sub, id);
-                        out.push(event(sub));
+                        self.release(sub, cost);
+                        let id = id.clone();
+                        out.push((sub, TxEvent { id, status, height }));
                     }
                 }
             }
@@ -214,20 +216,20 @@ impl NotifyCore {
     }
 
     /// Forgets every registration of `sub`; returns how many ids it was waiting for.
+    /// A subscriber keeps no list of its ids, so this walks every watched id once
+    /// (a few milliseconds at a million), and only when `sub` still waits for some.
     pub fn remove(&mut self, sub: SubId) -> usize {
         let Some(mine) = self.by_sub.remove(&sub) else {
             return 0;
         };
-        for id in &mine.ids {
-            self.unregister_waiting(sub, id);
-        }
+        self.waiting.retain(|_, w| !w.remove(sub));
         self.total_bytes = self.total_bytes.saturating_sub(mine.bytes);
-        mine.ids.len()
+        mine.count
     }
 
     /// Ids `sub` waits for.
     pub fn pending(&self, sub: SubId) -> usize {
-        self.by_sub.get(&sub).map_or(0, |m| m.ids.len())
+        self.by_sub.get(&sub).map_or(0, |m| m.count)
     }
 
     /// Distinct ids anybody waits for.
@@ -235,18 +237,18 @@ impl NotifyCore {
         self.waiting.len()
     }
 
+    /// Removes `sub`'s registration of `id`, if any.
     fn unregister(&mut self, sub: SubId, id: &TxId) {
-        if self.forget(sub, id) {
-            self.unregister_waiting(sub, id);
+        let Some(w) = self.waiting.get_mut(id) else {
+            return;
+        };
+        if !w.contains(sub) {
+            return;
         }
-    }
-
-    fn unregister_waiting(&mut self, sub: SubId, id: &TxId) {
-        if let Some(w) = self.waiting.get_mut(id)
-            && w.remove(sub)
-        {
+        if w.remove(sub) {
             self.waiting.remove(id);
         }
+        self.release(sub, registration_bytes(id));
     }
 }
 
@@ -360,7 +362,7 @@ impl Notifier {
     /// Delivers the final statuses of block `block` (in tx order) to the subscribers
     /// waiting for them. Never waits: a subscriber whose channel is full is dropped.
     /// Call it after the block is appended to the store.
-    pub fn publish(&self, block: u64, statuses: &[(TxId, Status)]) -> PublishReport {
+    pub fn publish(&self, block: u64, statuses: Vec<(TxId, Status)>) -> PublishReport {
         let mut shared = lock(&self.shared);
         let events = shared.core.publish(block, statuses);
         let mut report = PublishReport::default();
@@ -609,7 +611,7 @@ mod tests {
                 }
                 Step::Publish(block, st, want) => {
                     let st: Vec<(TxId, Status)> = st.into_iter().map(|(t, s)| (id(t), s)).collect();
-                    assert_eq!(core.publish(block, &st), want, "step {i}");
+                    assert_eq!(core.publish(block, st.clone()), want, "step {i}");
                 }
                 Step::Remove(sub, want) => assert_eq!(core.remove(sub), want, "step {i}"),
             }
@@ -617,6 +619,31 @@ mod tests {
         assert_eq!(core.watched(), 0);
         assert!(core.by_sub.is_empty());
         assert_eq!(core.total_bytes(), 0);
+    }
+
+    #[test]
+    fn counts_and_bytes_follow_each_subscriber() {
+        let mut core = NotifyCore::new();
+        let ids = ["a", "b", "c"];
+        for t in ids {
+            assert_eq!(core.watch(1, id(t), None), None);
+        }
+        assert_eq!(core.watch(2, id("b"), None), None);
+        assert_eq!(core.watch(2, id("b"), None), None, "watching twice counts once");
+        let each = registration_bytes(&id("a"));
+        assert_eq!((core.pending(1), core.bytes_of(1)), (3, 3 * each));
+        assert_eq!((core.pending(2), core.bytes_of(2)), (1, each));
+        assert_eq!(core.total_bytes(), 4 * each);
+        assert_eq!(core.watched(), 3);
+        // Subscriber 1 leaves: "b" still waits for subscriber 2.
+        assert_eq!(core.remove(1), 3);
+        assert_eq!((core.pending(1), core.bytes_of(1)), (0, 0));
+        assert_eq!(core.watched(), 1);
+        assert_eq!(core.total_bytes(), each);
+        let st = vec![(id("a"), Status::Committed), (id("b"), Status::Committed)];
+        assert_eq!(core.publish(3, st), vec![(2, ev("b", Status::Committed, 3, 1))]);
+        assert_eq!((core.watched(), core.total_bytes(), core.pending(2)), (0, 0, 0));
+        assert!(core.by_sub.is_empty());
     }
 
     struct Fixed(HashMap<TxId, (Status, Height)>);
@@ -646,7 +673,7 @@ mod tests {
         assert_eq!(now, vec![ev("old", Status::Committed, 0, 0)]);
         assert_eq!(s.pending(), 1);
         assert_eq!(
-            n.publish(3, &[(id("new"), Status::AbortedSignatureInvalid)])
+            n.publish(3, vec![(id("new"), Status::AbortedSignatureInvalid)])
                 .delivered,
             1
         );
@@ -654,13 +681,13 @@ mod tests {
             s.try_recv().unwrap(),
             Some(ev("new", Status::AbortedSignatureInvalid, 3, 0))
         );
-        assert_eq!(n.publish(4, &[(id("new"), Status::Committed)]).delivered, 0);
+        assert_eq!(n.publish(4, vec![(id("new"), Status::Committed)]).delivered, 0);
         assert_eq!(s.try_recv().unwrap(), None);
         s.watch([id("later")]).unwrap();
         assert_eq!((n.subscribers(), n.watched()), (1, 1));
         drop(s);
         assert_eq!((n.subscribers(), n.watched()), (0, 0));
-        assert_eq!(n.publish(5, &[(id("later"), Status::Committed)]).delivered, 0);
+        assert_eq!(n.publish(5, vec![(id("later"), Status::Committed)]).delivered, 0);
     }
 
     #[test]
@@ -673,7 +700,7 @@ mod tests {
         fast.watch(ids.clone()).unwrap();
         let mut got = Vec::new();
         for (b, i) in ids.iter().enumerate() {
-            let report = n.publish(b as u64, &[(i.clone(), Status::Committed)]);
+            let report = n.publish(b as u64, vec![(i.clone(), Status::Committed)]);
             if b == 2 {
                 assert_eq!(report.dropped, vec![slow.id()]);
             }
@@ -706,7 +733,7 @@ mod tests {
         let fast_ids = ids[..2].to_vec();
         fast.watch(fast_ids.clone()).unwrap();
         let statuses: Vec<(TxId, Status)> = ids.iter().map(|i| (i.clone(), Status::Committed)).collect();
-        let report = n.publish(0, &statuses);
+        let report = n.publish(0, statuses.clone());
         assert_eq!(report.dropped, vec![slow.id()]);
         assert_eq!(report.delivered, 2 + 2);
         let got = [
@@ -723,7 +750,7 @@ mod tests {
         let n = notifier(4);
         let mut s = n.subscribe();
         s.watch([id("a")]).unwrap();
-        n.publish(0, &[(id("a"), Status::Committed)]);
+        n.publish(0, vec![(id("a"), Status::Committed)]);
         drop(n);
         assert_eq!(s.recv().await.unwrap().unwrap().id, id("a"));
         assert_eq!(s.recv().await.unwrap(), None);

@@ -11,7 +11,7 @@
 
 use crate::core::{CommitterCore, Finished, Input, Job, Output};
 use crate::metrics::Metrics;
-use crate::stages::{CommitStage, VerifyStage};
+use crate::stages::{CommitStage, VerifyBatch, VerifyStage};
 use crate::{Error, Result};
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -295,11 +295,29 @@ impl Pipeline {
             let mut txs = job.txs;
             let to_verify: Vec<usize> = (0..txs.len()).filter(|&i| txs[i].verify).collect();
             if !to_verify.is_empty() {
-                let batch = to_verify
-                    .iter()
-                    .map(|&i| (txs[i].vtx.id.clone(), txs[i].vtx.tx.clone()))
-                    .collect();
-                let verdicts = verify.verify(batch).await?;
+                // Every tx's body, or none (then the stage encodes the txs itself).
+                let bodies: Option<Vec<_>> = to_verify.iter().map(|&i| txs[i].body.clone()).collect();
+                let verdicts = match bodies {
+                    Some(bodies) => {
+                        // The ids are lent to the batch and given back (no copy of each).
+                        let batch: VerifyBatch = to_verify
+                            .iter()
+                            .map(|&i| (std::mem::take(&mut txs[i].vtx.id), txs[i].vtx.tx.clone()))
+                            .collect();
+                        let verdicts = verify.verify_encoded(&batch, bodies).await;
+                        for (&i, (id, _)) in to_verify.iter().zip(batch) {
+                            txs[i].vtx.id = id;
+                        }
+                        verdicts?
+                    }
+                    None => {
+                        let batch = to_verify
+                            .iter()
+                            .map(|&i| (txs[i].vtx.id.clone(), txs[i].vtx.tx.clone()))
+                            .collect();
+                        verify.verify(batch).await?
+                    }
+                };
                 if verdicts.len() != to_verify.len() {
                     return Err(Error::Stage {
                         stage: "verify",
@@ -314,7 +332,12 @@ impl Pipeline {
             }
             let meta: Vec<(bool, Arc<types::Tx>)> =
                 txs.iter().map(|t| (t.in_graph, t.vtx.tx.clone())).collect();
-            let outcomes = commit.process(txs.into_iter().map(|t| t.vtx).collect()).await?;
+            let bodies: Option<Vec<_>> = txs.iter_mut().map(|t| t.body.take()).collect();
+            let batch = txs.into_iter().map(|t| t.vtx).collect();
+            let outcomes = match bodies {
+                Some(bodies) => commit.process_encoded(batch, bodies).await?,
+                None => commit.process(batch).await?,
+            };
             if outcomes.len() != meta.len() {
                 return Err(Error::Stage {
                     stage: "commit",

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tracing::warn;
 use types::{NamespacePolicy, Status, TxOutcome, VcTx};
-use wire::encode::Encoded;
+use wire::encode::{Encoded, TxBody};
 use wire::pb;
 use wire::pb::vc_service_client::VcServiceClient;
 
@@ -132,6 +132,14 @@ fn channel(addr: &str) -> Result<Channel> {
     })
 }
 
+/// A batch handed over with another number of bodies than txs (a bug of the caller).
+fn body_count(stage: &'static str, bodies: usize, txs: usize) -> Error {
+    Error::Stage {
+        stage,
+        detail: format!("{bodies} encoded bodies for {txs} txs"),
+    }
+}
+
 fn no_endpoints(what: &str) -> Error {
     Error::Config {
         detail: format!("no {what} endpoints configured"),
@@ -146,6 +154,10 @@ fn outcomes_from_wire(
     let mut out = Vec::with_capacity(answer.statuses.len());
     for s in answer.statuses {
         out.push(TxOutcome::try_from(s).map_err(|e| format!("bad status in answer: {e}"))?);
+    }
+    // The vcservice answers in batch order: then the ids match one by one, without sorting.
+    if out.len() == batch.len() && out.iter().zip(batch).all(|(o, t)| o.id == t.id) {
+        return Ok(out);
     }
     let mut asked: Vec<&str> = batch.iter().map(|t| t.id.0.as_str()).collect();
     let mut got: Vec<&str> = out.iter().map(|o| o.id.0.as_str()).collect();
@@ -252,25 +264,30 @@ fn fits_encoded(bytes: &[u8]) -> bool {
 /// not fit, with their lengths. A single tx is its own part even when it does not fit
 /// (the vcservice then refuses it with `RESOURCE_EXHAUSTED`). Processing the parts one
 /// after the other is what the vcservice does with a batch's conflict-free chunks anyway.
-fn encoded_parts(txs: &[VcTx], out: &mut Vec<(usize, Vec<u8>)>) {
-    let bytes = wire::encode::vc_batch(txs);
+///
+/// `bodies[i]`, when given, is `txs[i]`'s encoded body, spliced instead of encoding the
+/// tx again (`wire::encode::vc_batch_with_bodies`).
+fn encoded_parts(txs: &[VcTx], bodies: &[TxBody], out: &mut Vec<(usize, Vec<u8>)>) {
+    let bytes = wire::encode::vc_batch_with_bodies(txs, bodies);
     if txs.len() <= 1 || fits_encoded(&bytes) {
         out.push((txs.len(), bytes));
         return;
     }
-    let (first, second) = txs.split_at(txs.len() / 2);
-    encoded_parts(first, out);
-    encoded_parts(second, out);
+    let half = txs.len() / 2;
+    let (first, second) = txs.split_at(half);
+    let (first_bodies, second_bodies) = bodies.split_at(half.min(bodies.len()));
+    encoded_parts(first, first_bodies, out);
+    encoded_parts(second, second_bodies, out);
 }
 
-#[tonic::async_trait]
-impl CommitStage for VcPool {
-    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+impl VcPool {
+    /// Commits `batch` in parts that fit the limits (`bodies`: as for [`encoded_parts`]).
+    async fn process_parts(&self, batch: &[VcTx], bodies: &[TxBody]) -> Result<Vec<TxOutcome>> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         let mut parts = Vec::new();
-        encoded_parts(&batch, &mut parts);
+        encoded_parts(batch, bodies, &mut parts);
         let mut out = Vec::with_capacity(batch.len());
         let mut start = 0;
         for (len, bytes) in parts {
@@ -280,6 +297,20 @@ impl CommitStage for VcPool {
             start = end;
         }
         Ok(out)
+    }
+}
+
+#[tonic::async_trait]
+impl CommitStage for VcPool {
+    async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>> {
+        self.process_parts(&batch, &[]).await
+    }
+
+    async fn process_encoded(&self, batch: Vec<VcTx>, bodies: Vec<TxBody>) -> Result<Vec<TxOutcome>> {
+        if bodies.len() != batch.len() {
+            return Err(body_count("vcservice", bodies.len(), batch.len()));
+        }
+        self.process_parts(&batch, &bodies).await
     }
 
     async fn set_last_committed(&self, block: u64) -> Result<()> {
@@ -378,26 +409,44 @@ impl VerifierPool {
     }
 }
 
-#[tonic::async_trait]
-impl VerifyStage for VerifierPool {
-    async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
+impl VerifierPool {
+    /// Verifies `batch` with failover (`bodies`: each tx's encoded body, or none).
+    async fn verify_with(&self, batch: &VerifyBatch, bodies: &[TxBody]) -> Result<Vec<Option<Status>>> {
         let n = self.endpoints.len();
         let mut retry = Retry::new("sigverifier", n, &self.config);
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
             let reason = match self.client(i).await {
                 Err(e) => e,
-                Ok(c) => match tokio::time::timeout(self.config.call_timeout, c.verify(&batch)).await {
-                    Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
-                    Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no answer within {:?}", self.config.call_timeout),
-                },
+                Ok(c) => {
+                    match tokio::time::timeout(self.config.call_timeout, c.verify_encoded(batch, bodies))
+                        .await
+                    {
+                        Ok(Ok(v)) if v.len() == batch.len() => return Ok(v),
+                        Ok(Ok(v)) => format!("{} verdicts for {} txs", v.len(), batch.len()),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no answer within {:?}", self.config.call_timeout),
+                    }
+                }
             };
             // Drop the stream: a late answer on it is never read.
             *self.slots[i].lock().await = None;
             retry.lost(&self.endpoints[i], reason).await?;
         }
+    }
+}
+
+#[tonic::async_trait]
+impl VerifyStage for VerifierPool {
+    async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>> {
+        self.verify_with(&batch, &[]).await
+    }
+
+    async fn verify_encoded(&self, batch: &VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
+        if bodies.len() != batch.len() {
+            return Err(body_count("verify", bodies.len(), batch.len()));
+        }
+        self.verify_with(batch, &bodies).await
     }
 
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()> {
@@ -452,7 +501,7 @@ mod split_tests {
 
     fn parts(txs: &[VcTx]) -> Vec<usize> {
         let mut out = Vec::new();
-        encoded_parts(txs, &mut out);
+        encoded_parts(txs, &[], &mut out);
         for (len, bytes) in &out {
             assert!(*len == 1 || fits_encoded(bytes));
         }
@@ -476,6 +525,31 @@ mod split_tests {
         assert_eq!(p.iter().sum::<usize>(), 2000);
         // A single tx over the limit stays alone (the vcservice refuses it).
         assert_eq!(parts(&[tx(0, 9, 1 << 20)]), vec![1]);
+    }
+
+    #[test]
+    fn an_answer_covers_the_batch_in_any_order() {
+        let batch: Vec<_> = (0..4).map(|i| tx(i, 1, 1)).collect();
+        let answer = |order: &[usize]| pb::TxStatusBatch {
+            statuses: order
+                .iter()
+                .map(|&i| {
+                    pb::TxStatus::from(&TxOutcome::new(
+                        TxId(format!("t{i}")),
+                        Status::Committed,
+                        Height::new(1, i as u32),
+                    ))
+                })
+                .collect(),
+        };
+        let ids = |out: Vec<TxOutcome>| out.into_iter().map(|o| o.id.0).collect::<Vec<_>>();
+        let got = outcomes_from_wire(&batch, answer(&[0, 1, 2, 3])).unwrap();
+        assert_eq!(ids(got), ["t0", "t1", "t2", "t3"]);
+        let got = outcomes_from_wire(&batch, answer(&[2, 0, 3, 1])).unwrap();
+        assert_eq!(ids(got), ["t2", "t0", "t3", "t1"]);
+        for bad in [&[0, 1, 2][..], &[0, 1, 2, 3, 3], &[0, 1, 2, 2], &[]] {
+            assert!(outcomes_from_wire(&batch, answer(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

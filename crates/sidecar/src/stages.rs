@@ -6,6 +6,7 @@
 use crate::Result;
 use std::sync::Arc;
 use types::{NamespacePolicy, Status, Tx, TxId, TxOutcome, VcTx};
+use wire::encode::TxBody;
 
 /// A batch of txs to verify.
 pub type VerifyBatch = Vec<(TxId, Arc<Tx>)>;
@@ -15,6 +16,14 @@ pub type VerifyBatch = Vec<(TxId, Arc<Tx>)>;
 pub trait VerifyStage: Send + Sync {
     /// Verifies a batch under every policy set before the call.
     async fn verify(&self, batch: VerifyBatch) -> Result<Vec<Option<Status>>>;
+    /// [`VerifyStage::verify`] of a borrowed batch, given each tx's encoded body too
+    /// (`bodies[i]` is `batch[i]`'s): a stage that sends the txs splices the bodies
+    /// instead of encoding the txs again. By default the bodies are not used (and the
+    /// batch is copied for `verify`).
+    async fn verify_encoded(&self, batch: &VerifyBatch, bodies: Vec<TxBody>) -> Result<Vec<Option<Status>>> {
+        drop(bodies);
+        self.verify(batch.clone()).await
+    }
     /// Sets a namespace policy; returns once every later `verify` sees it.
     async fn set_policy(&self, ns: &str, policy: &NamespacePolicy) -> Result<()>;
 }
@@ -24,6 +33,13 @@ pub trait VerifyStage: Send + Sync {
 pub trait CommitStage: Send + Sync {
     /// Validates and commits a batch; resubmission of a tx answers its stored status.
     async fn process(&self, batch: Vec<VcTx>) -> Result<Vec<TxOutcome>>;
+    /// [`CommitStage::process`], given each tx's encoded body too (`bodies[i]` is
+    /// `batch[i]`'s), as for [`VerifyStage::verify_encoded`]. By default the bodies are
+    /// not used.
+    async fn process_encoded(&self, batch: Vec<VcTx>, bodies: Vec<TxBody>) -> Result<Vec<TxOutcome>> {
+        drop(bodies);
+        self.process(batch).await
+    }
     /// Records `block` as the last fully committed block.
     async fn set_last_committed(&self, block: u64) -> Result<()>;
     /// The last fully committed block, if any.

@@ -85,6 +85,7 @@ fn job_tx(
         },
         verify,
         in_graph,
+        body: None,
     }
 }
 
@@ -162,10 +163,12 @@ fn conflicting_txs_wait_and_blocks_finish_in_order() {
                             (id("t0"), Status::Committed),
                             (id("t1"), Status::AbortedMvccConflict),
                         ],
+                        stored: None,
                     }),
                     Output::BlockFinal(BlockResult {
                         number: 1,
                         statuses: vec![(id("t2"), Status::Committed)],
+                        stored: None,
                     }),
                 ],
             },
@@ -213,6 +216,7 @@ fn intake_answers_stores_and_schedules() {
                         (id("a"), Status::RejectedDuplicateTxId),
                         (id("b"), Status::MalformedNamespaceIdInvalid),
                     ],
+                    stored: None,
                 })],
             },
         ],
@@ -274,6 +278,7 @@ fn an_aborted_policy_change_sets_nothing() {
                 want: vec![Output::BlockFinal(BlockResult {
                     number: 0,
                     statuses: vec![(id("c"), Status::AbortedSignatureInvalid)],
+                    stored: None,
                 })],
             },
         ],
@@ -353,4 +358,77 @@ fn room_is_bounded_by_the_graph_and_parallel_blocks() {
     assert!(c.has_room(1, 9));
     assert!(!c.has_room(1, 10), "graph limit counts unmerged txs");
     assert!(!c.has_room(2, 0), "at most parallel_blocks at a time");
+}
+
+/// With `encode_blocks`, every job tx carries its body from the block's stored form
+/// (scheduled, stored-only and released-later txs alike), and the final block carries
+/// the stored form: the bytes of `wire::encode::block_vc_batch`.
+#[test]
+fn encoded_blocks_hand_each_tx_its_body() {
+    use wire::encode::TxBody;
+    let (a, b) = (write("token", "k"), write("token", "k"));
+    let bad_ns = write("Bad", "x");
+    let h = Height::new;
+    let with_body = |mut t: JobTx, tx: &Arc<Tx>| {
+        t.body = Some(TxBody::of(tx));
+        t
+    };
+    let b0 = block(0, vec![("t0", &a), ("bad", &bad_ns), ("t1", &b)]);
+    let stored = wire::encode::block_vc_batch(&b0).unwrap();
+    let c = CommitterCore::new(PipelineConfig {
+        encode_blocks: true,
+        ..PipelineConfig::default()
+    });
+    run(
+        c,
+        vec![
+            Step {
+                input: Input::Blocks(vec![b0]),
+                want: vec![Output::Dispatch(Job {
+                    txs: vec![
+                        with_body(
+                            job_tx(
+                                "bad",
+                                h(0, 1),
+                                &bad_ns,
+                                false,
+                                false,
+                                Some(Status::MalformedNamespaceIdInvalid),
+                            ),
+                            &bad_ns,
+                        ),
+                        with_body(released("t0", h(0, 0), &a), &a),
+                    ],
+                })],
+            },
+            // t1 conflicts with t0: released when t0 finishes, with its body.
+            Step {
+                input: Input::JobDone(vec![
+                    done(
+                        "bad",
+                        h(0, 1),
+                        Status::MalformedNamespaceIdInvalid,
+                        &bad_ns,
+                        false,
+                    ),
+                    done("t0", h(0, 0), Status::Committed, &a, true),
+                ]),
+                want: vec![Output::Dispatch(Job {
+                    txs: vec![with_body(released("t1", h(0, 2), &b), &b)],
+                })],
+            },
+            Step {
+                input: Input::JobDone(vec![done("t1", h(0, 2), Status::AbortedMvccConflict, &b, true)]),
+                want: vec![Output::BlockFinal(BlockResult {
+                    number: 0,
+                    statuses: vec![
+                        (id("t0"), Status::Committed),
+                        (id("bad"), Status::MalformedNamespaceIdInvalid),
+                        (id("t1"), Status::AbortedMvccConflict),
+                    ],
+                    stored: Some(stored.into()),
+                })],
+            },
+        ],
+    );
 }

@@ -38,7 +38,7 @@ impl Node {
         self.store
             .append(n, format!("block {n}").as_bytes(), &statuses)
             .unwrap();
-        self.notifier.publish(n, &statuses)
+        self.notifier.publish(n, statuses.clone())
     }
 
     async fn client(&self) -> SidecarClient<Channel> {
@@ -427,7 +427,7 @@ async fn watches_racing_with_completion_are_answered_exactly_once() {
                     })
                     .collect();
                 store.append(b as u64, b"", &statuses).unwrap();
-                notifier.publish(b as u64, &statuses);
+                notifier.publish(b as u64, statuses.clone());
             }
         })
     };

@@ -6,7 +6,11 @@
 //!   store and each vcservice batch once for the wire);
 //! - [`verify_batch_request`]: a `VerifyStreamRequest` carrying a `VerifyBatch` (the
 //!   sigverifier client's batches);
-//! - [`Encoded`]: a message encoded already, sent as its bytes by a gRPC client.
+//! - [`Encoded`]: a message encoded already, sent as its bytes by a gRPC client;
+//! - [`TxBody`]: one tx's `Tx` message, encoded once (as part of its block's stored form,
+//!   [`stored_block`]) and spliced as it is into the `VcBatch` ([`vc_batch_with_bodies`])
+//!   and `VerifyStreamRequest` ([`verify_batch_request_with_bodies`]) that carry the tx, so
+//!   a tx is walked and copied once instead of once per message.
 //!
 //! Proto3 rules as prost applies them: a scalar, string or bytes field at its default
 //! is left out, an `optional` field is written when set (even 0), a set message field
@@ -186,22 +190,73 @@ fn put_tx(tx: &Tx, buf: &mut impl BufMut) {
     }
 }
 
+/// One tx's `Tx` message, encoded: the bytes [`put_tx`] writes for it, which are prost's
+/// encoding of `pb::Tx::from(tx)`. Only this module makes one (from a decoded tx), so the
+/// bytes are always that canonical encoding, whatever bytes the tx arrived as.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TxBody(bytes::Bytes);
+
+impl TxBody {
+    /// `tx` encoded on its own (a block's txs are encoded together by [`stored_block`]).
+    pub fn of(tx: &Tx) -> TxBody {
+        let mut buf = Vec::with_capacity(tx_len(tx));
+        put_tx(tx, &mut buf);
+        TxBody(buf.into())
+    }
+
+    /// The encoded `Tx` message.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Where a tx's `Tx` field comes from: written from the decoded tx, or copied from its
+/// [`TxBody`].
+#[derive(Clone, Copy)]
+enum Body<'a> {
+    Decoded(&'a Tx),
+    Encoded(&'a [u8]),
+}
+
+impl Body<'_> {
+    /// `txs[i]`'s body: `bodies[i]` when there is one, else the decoded tx.
+    fn pick<'a>(tx: &'a Tx, bodies: &'a [TxBody], i: usize) -> Body<'a> {
+        bodies
+            .get(i)
+            .map_or(Body::Decoded(tx), |b| Body::Encoded(b.as_bytes()))
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Body::Decoded(tx) => tx_len(tx),
+            Body::Encoded(b) => b.len(),
+        }
+    }
+
+    fn put(&self, buf: &mut impl BufMut) {
+        match self {
+            Body::Decoded(tx) => put_tx(tx, buf),
+            Body::Encoded(b) => buf.put_slice(b),
+        }
+    }
+}
+
 /// The fields of one `VcTx`, borrowed (from a [`VcTx`] or from a block's tx).
 struct VcFields<'a> {
     id: &'a str,
     block: u64,
     index: u32,
-    tx: &'a Tx,
+    body: Body<'a>,
     prelim: u32,
 }
 
 impl<'a> VcFields<'a> {
-    fn of(t: &'a VcTx) -> VcFields<'a> {
+    fn of(t: &'a VcTx, body: Body<'a>) -> VcFields<'a> {
         VcFields {
             id: t.id.0.as_str(),
             block: t.height.block,
             index: t.height.index,
-            tx: &t.tx,
+            body,
             prelim: t.prelim.map_or(0, |s| s.code()),
         }
     }
@@ -216,43 +271,59 @@ fn vc_tx_len(t: &VcFields<'_>, tx_len: usize) -> usize {
         + varint_len(5, u64::from(t.prelim))
 }
 
-fn put_vc_tx(t: &VcFields<'_>, tx_len: usize, buf: &mut impl BufMut) {
+/// Writes `t` as a `VcTx` whose `Tx` is `tx_len` bytes; returns where in `buf` its `Tx`
+/// message starts.
+fn put_vc_tx(t: &VcFields<'_>, tx_len: usize, buf: &mut Vec<u8>) -> usize {
     put_bytes(1, t.id.as_bytes(), buf);
     put_varint(2, t.block, buf);
     put_varint(3, u64::from(t.index), buf);
     put_header(4, tx_len, buf);
-    put_tx(t.tx, buf);
+    let start = buf.len();
+    t.body.put(buf);
     put_varint(5, u64::from(t.prelim), buf);
+    start
 }
 
-fn vc_fields_batch(txs: &[VcFields<'_>]) -> Vec<u8> {
+/// `txs` as one `VcBatch`, and where each tx's `Tx` message lies in it.
+fn vc_fields_batch(txs: &[VcFields<'_>]) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
     let lens: Vec<(usize, usize)> = txs
         .iter()
         .map(|t| {
-            let tx = tx_len(t.tx);
+            let tx = t.body.len();
             (tx, vc_tx_len(t, tx))
         })
         .collect();
     let mut buf = Vec::with_capacity(lens.iter().map(|(_, l)| delimited_len(1, *l)).sum());
+    let mut bodies = Vec::with_capacity(txs.len());
     for (t, (tx, len)) in txs.iter().zip(lens) {
         put_header(1, len, &mut buf);
-        put_vc_tx(t, tx, &mut buf);
+        let start = put_vc_tx(t, tx, &mut buf);
+        bodies.push(start..start + tx);
     }
-    buf
+    (buf, bodies)
 }
 
 /// `txs` as one encoded `VcBatch` message.
 pub fn vc_batch(txs: &[VcTx]) -> Vec<u8> {
-    let fields: Vec<VcFields<'_>> = txs.iter().map(VcFields::of).collect();
-    vc_fields_batch(&fields)
+    vc_batch_with_bodies(txs, &[])
 }
 
-/// Every tx of `block` at its height (no status) as one encoded `VcBatch`: the bytes of
-/// [`vc_batch`] over `block.block_txs()`, without copying each tx's id and handle
-/// first. Fails as `block_txs` does, for a block of more than `u32::MAX` txs.
-pub fn block_vc_batch(block: &Block) -> types::Result<Vec<u8>> {
+/// The bytes of [`vc_batch`], with `bodies[i]` spliced in as `txs[i]`'s `Tx` instead of
+/// encoding it again. `bodies[i]` must be the [`TxBody`] of `txs[i].tx` (the caller pairs
+/// them); the txs past the end of `bodies` are encoded from their decoded form.
+pub fn vc_batch_with_bodies(txs: &[VcTx], bodies: &[TxBody]) -> Vec<u8> {
+    let fields: Vec<VcFields<'_>> = txs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| VcFields::of(t, Body::pick(&t.tx, bodies, i)))
+        .collect();
+    vc_fields_batch(&fields).0
+}
+
+/// The fields of every tx of `block` at its height (no status).
+fn block_fields(block: &Block) -> types::Result<Vec<VcFields<'_>>> {
     let number = block.number();
-    let fields = block
+    block
         .txs
         .iter()
         .enumerate()
@@ -261,12 +332,37 @@ pub fn block_vc_batch(block: &Block) -> types::Result<Vec<u8>> {
                 id: id.0.as_str(),
                 block: number,
                 index: u32::try_from(i).map_err(|_| types::Error::TooManyTxs { block: number })?,
-                tx,
+                body: Body::Decoded(tx),
                 prelim: 0,
             })
         })
-        .collect::<types::Result<Vec<_>>>()?;
-    Ok(vc_fields_batch(&fields))
+        .collect()
+}
+
+/// Every tx of `block` at its height (no status) as one encoded `VcBatch`: the bytes of
+/// [`vc_batch`] over `block.block_txs()`, without copying each tx's id and handle
+/// first. Fails as `block_txs` does, for a block of more than `u32::MAX` txs.
+pub fn block_vc_batch(block: &Block) -> types::Result<Vec<u8>> {
+    Ok(vc_fields_batch(&block_fields(block)?).0)
+}
+
+/// A block's stored form ([`block_vc_batch`]) and, by tx index, each tx's [`TxBody`]: a
+/// view of those same bytes, not a copy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoredBlock {
+    /// The encoded `VcBatch`.
+    pub bytes: bytes::Bytes,
+    /// The `Tx` message of each tx, in block order.
+    pub bodies: Vec<TxBody>,
+}
+
+/// [`block_vc_batch`], with each tx's body kept as a view of the bytes: each tx of the
+/// block is encoded once, for the store and for every message that carries it.
+pub fn stored_block(block: &Block) -> types::Result<StoredBlock> {
+    let (buf, ranges) = vc_fields_batch(&block_fields(block)?);
+    let bytes = bytes::Bytes::from(buf);
+    let bodies = ranges.into_iter().map(|r| TxBody(bytes.slice(r))).collect();
+    Ok(StoredBlock { bytes, bodies })
 }
 
 /// Bytes of a `VerifyTx { tx_id, tx }` whose `Tx` is `tx_len` bytes (the tx is always
@@ -278,22 +374,39 @@ fn verify_tx_len(id: &TxId, tx_len: usize) -> usize {
 /// `VerifyStreamRequest { batch: VerifyBatch { request_id, txs } }` as one encoded
 /// message: what the sigverifier client sends for a batch.
 pub fn verify_batch_request(request_id: u64, txs: &[(TxId, Arc<Tx>)]) -> Vec<u8> {
-    let lens: Vec<(usize, usize)> = txs
+    verify_batch_request_with_bodies(request_id, txs, &[])
+}
+
+/// The bytes of [`verify_batch_request`], with `bodies[i]` spliced in as `txs[i]`'s `Tx`
+/// (the caller pairs them, as for [`vc_batch_with_bodies`]); the txs past the end of
+/// `bodies` are encoded from their decoded form.
+pub fn verify_batch_request_with_bodies(
+    request_id: u64,
+    txs: &[(TxId, Arc<Tx>)],
+    bodies: &[TxBody],
+) -> Vec<u8> {
+    let items: Vec<(&TxId, Body<'_>, usize, usize)> = txs
         .iter()
-        .map(|(id, tx)| {
-            let tx = tx_len(tx);
-            (tx, verify_tx_len(id, tx))
+        .enumerate()
+        .map(|(i, (id, tx))| {
+            let body = Body::pick(tx, bodies, i);
+            let tx_len = body.len();
+            (id, body, tx_len, verify_tx_len(id, tx_len))
         })
         .collect();
-    let batch_len = varint_len(1, request_id) + lens.iter().map(|(_, l)| delimited_len(2, *l)).sum::<usize>();
+    let batch_len = varint_len(1, request_id)
+        + items
+            .iter()
+            .map(|(_, _, _, l)| delimited_len(2, *l))
+            .sum::<usize>();
     let mut buf = Vec::with_capacity(delimited_len(2, batch_len));
     put_header(2, batch_len, &mut buf);
     put_varint(1, request_id, &mut buf);
-    for ((id, tx), (tx_len, len)) in txs.iter().zip(lens) {
+    for (id, body, tx_len, len) in items {
         put_header(2, len, &mut buf);
         put_bytes(1, id.0.as_bytes(), &mut buf);
         put_header(2, tx_len, &mut buf);
-        put_tx(tx, &mut buf);
+        body.put(&mut buf);
     }
     buf
 }
@@ -470,6 +583,67 @@ mod tests {
         assert_eq!(sent.encode_to_vec(), bytes);
         // Decoding (never done) skips the fields instead of failing.
         assert_eq!(Encoded::decode(bytes.as_slice()), Ok(Encoded::default()));
+    }
+
+    #[test]
+    fn a_body_is_the_tx_message_as_prost_encodes_it() {
+        for t in txs() {
+            let want = pb::Tx::from(t.tx.as_ref()).encode_to_vec();
+            assert_eq!(TxBody::of(&t.tx).as_bytes(), want.as_slice(), "tx {}", t.id.0);
+        }
+    }
+
+    #[test]
+    fn spliced_bodies_give_the_same_bytes() {
+        let txs = txs();
+        let bodies: Vec<TxBody> = txs.iter().map(|t| TxBody::of(&t.tx)).collect();
+        let pairs: Vec<(TxId, Arc<Tx>)> = txs.iter().map(|t| (t.id.clone(), t.tx.clone())).collect();
+        for n in 0..=txs.len() {
+            // Any number of bodies, from none to one per tx.
+            for b in 0..=n {
+                assert_eq!(
+                    vc_batch_with_bodies(&txs[..n], &bodies[..b]),
+                    vc_batch(&txs[..n]),
+                    "first {n} txs, {b} bodies"
+                );
+                for request_id in [0, 7, u64::MAX] {
+                    assert_eq!(
+                        verify_batch_request_with_bodies(request_id, &pairs[..n], &bodies[..b]),
+                        verify_batch_request(request_id, &pairs[..n]),
+                        "request {request_id}, first {n} txs, {b} bodies"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_stored_block_views_each_body_in_its_bytes() {
+        let txs: Vec<(TxId, Arc<Tx>)> = txs().into_iter().map(|t| (t.id, t.tx)).collect();
+        for n in 0..=txs.len() {
+            for number in [0, 1, u64::MAX] {
+                let block = Block::unordered(number, txs[..n].to_vec());
+                let stored = stored_block(&block).unwrap();
+                assert_eq!(stored.bytes, block_vc_batch(&block).unwrap());
+                assert_eq!(stored.bodies.len(), n);
+                for ((_, tx), body) in txs[..n].iter().zip(&stored.bodies) {
+                    assert_eq!(body, &TxBody::of(tx));
+                    let within = body.as_bytes().as_ptr_range();
+                    let whole = stored.bytes.as_ptr_range();
+                    assert!(
+                        whole.start <= within.start && within.end <= whole.end,
+                        "a view, not a copy"
+                    );
+                }
+                // Spliced back from the stored bodies: the same messages.
+                let vc: Vec<VcTx> = block.block_txs().unwrap().into_iter().map(VcTx::from).collect();
+                assert_eq!(vc_batch_with_bodies(&vc, &stored.bodies), vc_batch(&vc));
+                assert_eq!(
+                    verify_batch_request_with_bodies(9, &txs[..n], &stored.bodies),
+                    verify_batch_request(9, &txs[..n])
+                );
+            }
+        }
     }
 
     #[test]

@@ -141,19 +141,30 @@ pub(super) fn skip(wire_type: WireType, tag: u32, buf: &mut &[u8], depth: u32) -
     Ok(())
 }
 
+/// Pushes `item`, growing a full vector by its length (at least 1) instead of to at
+/// least 4 elements as `Vec::push` does: a decoded tx lives until it is committed and
+/// most of its vectors hold one or two elements, so the spare room would be most of
+/// their memory. Growth stays geometric (amortized constant per push).
+fn push_compact<T>(v: &mut Vec<T>, item: T) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(v.len().max(1));
+    }
+    v.push(item);
+}
+
 fn tx_field(tx: &mut Tx, tag: u32, wire_type: WireType, buf: &mut &[u8], depth: u32) -> Result<()> {
     match tag {
         1 => {
             let mut ns = TxNamespace::default();
             message(wire_type, buf, depth, &mut ns, namespace_field)?;
-            tx.namespaces.push(ns);
+            push_compact(&mut tx.namespaces, ns);
         }
         2 => {
             let mut set = Vec::new();
             message(wire_type, buf, depth, &mut set, endorsements_field)?;
-            tx.endorsements.push(set);
+            push_compact(&mut tx.endorsements, set);
         }
-        3 => tx.metadata.push(bytes(wire_type, buf)?),
+        3 => push_compact(&mut tx.metadata, bytes(wire_type, buf)?),
         _ => skip(wire_type, tag, buf, depth)?,
     }
     Ok(())
@@ -175,7 +186,7 @@ fn namespace_field(
                 version: None,
             };
             message(wire_type, buf, depth, &mut r, read_field)?;
-            ns.reads_only.push(r);
+            push_compact(&mut ns.reads_only, r);
         }
         4 => {
             let mut r = ReadWrite {
@@ -184,7 +195,7 @@ fn namespace_field(
                 value: Vec::new(),
             };
             message(wire_type, buf, depth, &mut r, read_write_field)?;
-            ns.read_writes.push(r);
+            push_compact(&mut ns.read_writes, r);
         }
         5 => {
             let mut w = Write {
@@ -192,7 +203,7 @@ fn namespace_field(
                 value: Vec::new(),
             };
             message(wire_type, buf, depth, &mut w, write_field)?;
-            ns.blind_writes.push(w);
+            push_compact(&mut ns.blind_writes, w);
         }
         _ => skip(wire_type, tag, buf, depth)?,
     }
@@ -244,7 +255,7 @@ fn endorsements_field(
         1 => {
             let mut e = Endorsement::default();
             message(wire_type, buf, depth, &mut e, endorsement_field)?;
-            set.push(e);
+            push_compact(set, e);
         }
         _ => skip(wire_type, tag, buf, depth)?,
     }
@@ -284,4 +295,50 @@ fn identity_field(
         _ => skip(wire_type, tag, buf, depth)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb;
+    use prost::Message;
+
+    fn write(i: u8) -> pb::Write {
+        pb::Write {
+            key: vec![i],
+            value: vec![i; 3],
+        }
+    }
+
+    #[test]
+    fn decoded_vectors_grow_by_their_length() {
+        for n in 1..=9u8 {
+            let tx = pb::Tx {
+                namespaces: vec![pb::TxNamespace {
+                    ns_id: "token".into(),
+                    blind_writes: (0..n).map(write).collect(),
+                    ..Default::default()
+                }],
+                endorsements: vec![pb::Endorsements {
+                    endorsements_with_identity: vec![pb::EndorsementWithIdentity {
+                        endorsement: vec![9; 64],
+                        identity: None,
+                    }],
+                }],
+                metadata: vec![],
+            };
+            let decoded = decode_tx(&tx.encode_to_vec()).unwrap();
+            assert_eq!(decoded, Tx::from(tx.clone()), "{n} writes");
+            assert_eq!(decoded.namespaces.capacity(), 1);
+            assert_eq!(decoded.endorsements.capacity(), 1);
+            assert_eq!(decoded.endorsements[0].capacity(), 1);
+            let writes = &decoded.namespaces[0].blind_writes;
+            // 1, 2, 4, 8, 16: the next power of two.
+            assert_eq!(
+                writes.capacity(),
+                usize::from(n).next_power_of_two(),
+                "{n} writes"
+            );
+        }
+    }
 }
