@@ -75,6 +75,13 @@ fn signed_unchecked(net: &Net, current: &NetworkConfig, next: &NetworkFile, by: 
     u
 }
 
+/// A public key (config text form) derived from `name`, named by no generated network.
+fn new_key(name: &str) -> String {
+    crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
+        .public_key()
+        .to_string()
+}
+
 /// `current` with the file changed by `edit` (same sequence), validated.
 fn reloaded(current: &NetworkConfig, edit: impl FnOnce(&mut NetworkFile)) -> NetworkConfig {
     let mut file = current.file().clone();
@@ -602,15 +609,10 @@ fn admin_keys_are_generated_per_party_and_checked_when_read() {
 fn an_update_may_change_only_what_the_roles_follow() {
     let net = net();
     let current = &net.config;
-    let key = |name: &str| {
-        crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
-            .public_key()
-            .to_string()
-    };
     let followed = next_of(current, |f| {
-        f.parties[0].consenter.public_key = key("followed-consenter");
-        f.parties[1].batchers[0].public_key = key("followed-batcher");
-        f.parties[2].admin_key = Some(key("followed-admin"));
+        f.parties[0].consenter.public_key = new_key("followed-consenter");
+        f.parties[1].batchers[0].public_key = new_key("followed-batcher");
+        f.parties[2].admin_key = Some(new_key("followed-admin"));
         f.batching.batch_timeout_ms += 1;
         f.batching.max_batch_requests += 1;
         f.batching.complain_timeout_ms += 1;
@@ -749,14 +751,9 @@ fn the_chain_id_binds_the_whole_genesis_config() {
 fn at_most_f_consenter_keys_rotate_in_one_update() {
     let net = net();
     let current = &net.config;
-    let key = |name: &str| {
-        crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
-            .public_key()
-            .to_string()
-    };
     let two = next_of(current, |f| {
-        f.parties[0].consenter.public_key = key("two-1");
-        f.parties[2].consenter.public_key = key("two-3");
+        f.parties[0].consenter.public_key = new_key("two-1");
+        f.parties[2].consenter.public_key = new_key("two-3");
     });
     let u = signed_unchecked(&net, current, &two, &[1, 2, 3]);
     let e = update::validate(current, &u).unwrap_err();
@@ -764,7 +761,7 @@ fn at_most_f_consenter_keys_rotate_in_one_update() {
         matches!(&e, UpdateError::TooManyConsenterKeys { parties, f: 1 } if *parties == vec![1, 3]),
         "{e:?}"
     );
-    let one = next_of(current, |f| f.parties[2].consenter.public_key = key("one-3"));
+    let one = next_of(current, |f| f.parties[2].consenter.public_key = new_key("one-3"));
     assert!(update::validate(current, &signed(&net, current, &one, &[1, 2, 3])).is_ok());
 }
 
@@ -785,18 +782,14 @@ fn keys_never_change_holder_and_retired_keys_stay_retired() {
     assert!(update::propose(current, &swap).is_err());
     // A rotation through `propose` retires the old key.
     let old = current.file().parties[1].batchers[1].public_key.clone();
-    let fresh = crypto::derive_signing_key(crypto::Scheme::Ed25519, "fresh-2-1")
-        .public_key()
-        .to_string();
+    let fresh = new_key("fresh-2-1");
     let rotate = next_of(current, |f| f.parties[1].batchers[1].public_key = fresh.clone());
     let u = signed(&net, current, &rotate, &[1, 2, 3]);
     let after = update::validate(current, &u).unwrap();
     assert_eq!(after.file().retired_keys, vec![old.clone()]);
     // Listing a key that is not retired, or leaving a retired one off, is refused.
     let mut listed = rotate.clone();
-    let stranger = crypto::derive_signing_key(crypto::Scheme::Ed25519, "never-named")
-        .public_key()
-        .to_string();
+    let stranger = new_key("never-named");
     listed.retired_keys = vec![old.clone(), stranger];
     let e = update::validate(current, &signed_unchecked(&net, current, &listed, &[1, 2, 3])).unwrap_err();
     assert!(
