@@ -632,6 +632,13 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let metrics = Metrics::register(&deps.registry)?;
     let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), metrics.clone())?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
+    let config_source: crate::service::ConfigSource = {
+        let verified = Arc::clone(&verified);
+        Arc::new(move || {
+            let c = verified.lock().unwrap_or_else(|e| e.into_inner());
+            c.config.as_ref().map(|(_, current)| Arc::clone(current))
+        })
+    };
     let check: crate::service::RequestCheck = Arc::new(move |r: &[u8]| check_request(&verified, r));
     launch(Launch {
         listen,
@@ -643,6 +650,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         sink,
         decisions: Some(decisions),
         request_check: Some(check),
+        config_source: Some(config_source),
         metrics,
     })
     .await

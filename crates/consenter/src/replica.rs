@@ -156,6 +156,7 @@ pub async fn spawn(cfg: ReplicaConfig) -> Result<Handle> {
         sink: log,
         decisions: None,
         request_check: None,
+        config_source: None,
         metrics: crate::metrics::Metrics::register(&telemetry::Registry::detached("consenter"))?,
     })
     .await?;
@@ -222,6 +223,8 @@ pub(crate) struct Launch<A: bft::Application, S> {
         Option<wire::pb::consenter_server::ConsenterServer<crate::decisions_service::DecisionsService>>,
     /// The application's check of a submitted request, run before it is queued.
     pub request_check: Option<crate::service::RequestCheck>,
+    /// The network config in force, for `Status` with `with_config`.
+    pub config_source: Option<crate::service::ConfigSource>,
     /// Where the replica's state and the transport counters are sampled each second.
     pub metrics: crate::metrics::Metrics,
 }
@@ -363,6 +366,9 @@ where
     });
     if let Some(check) = l.request_check {
         service = service.with_request_check(check);
+    }
+    if let Some(source) = l.config_source {
+        service = service.with_config_source(source);
     }
     let serving = serve(me, l.listen, service, l.decisions, limits).await?;
     let listen = serving.addr();

@@ -68,11 +68,16 @@ pub struct ServiceLimits {
 /// with the reason at once, before the request is queued for the replica.
 pub type RequestCheck = Arc<dyn Fn(&[u8]) -> std::result::Result<(), String> + Send + Sync>;
 
+/// The network config in force, for `Status` with `with_config` (none: the replica
+/// orders no config updates).
+pub type ConfigSource = Arc<dyn Fn() -> Option<Arc<Vec<u8>>> + Send + Sync>;
+
 /// The `BftConsensus` gRPC service of one replica (clones share all state).
 #[derive(Clone)]
 pub struct ConsensusService {
     deps: Arc<ServiceDeps>,
     check: Option<RequestCheck>,
+    config: Option<ConfigSource>,
     guard: Arc<ReplayGuard>,
     budgets: Arc<Vec<Arc<Semaphore>>>,
 }
@@ -91,6 +96,7 @@ impl ConsensusService {
             .min(Semaphore::MAX_PERMITS);
         ConsensusService {
             check: None,
+            config: None,
             guard: Arc::new(ReplayGuard::new(n)),
             budgets: Arc::new((0..n).map(|_| Arc::new(Semaphore::new(budget))).collect()),
             deps: Arc::new(deps),
@@ -103,10 +109,17 @@ impl ConsensusService {
         self
     }
 
+    /// Answers `Status` with `with_config` from `source`.
+    pub fn with_config_source(mut self, source: ConfigSource) -> ConsensusService {
+        self.config = Some(source);
+        self
+    }
+
     /// Wraps it into a tonic server with per-call message size limits: `Exchange`
     /// envelopes up to `MAX_MESSAGE_BYTES`, `Submit` requests up to
-    /// `max_request_bytes` plus 1 KiB of framing, `Status` 1 KiB. A larger message
-    /// ends the call with `OUT_OF_RANGE` before it is decoded.
+    /// `max_request_bytes` plus 1 KiB of framing, `Status` 1 KiB (its answer, which may
+    /// carry the config in force, up to the `Submit` bound). A larger message ends the
+    /// call with `OUT_OF_RANGE` before it is decoded.
     pub fn into_server(self) -> PerCallLimits {
         let small = self.deps.limits.max_request_bytes.saturating_add(1 << 10);
         PerCallLimits {
@@ -116,9 +129,10 @@ impl ConsensusService {
             submit: BftConsensusServer::new(self.clone())
                 .max_decoding_message_size(small)
                 .max_encoding_message_size(1 << 10),
+            // An answer may carry the config in force, which fits a request.
             status: BftConsensusServer::new(self)
                 .max_decoding_message_size(1 << 10)
-                .max_encoding_message_size(1 << 10),
+                .max_encoding_message_size(small),
         }
     }
 
@@ -298,10 +312,19 @@ impl BftConsensus for ConsensusService {
 
     async fn status(
         &self,
-        _request: Request<pb::BftStatusRequest>,
+        request: Request<pb::BftStatusRequest>,
     ) -> Result<Response<pb::BftStatusResponse>, Status> {
         let d = &self.deps;
         let s = *d.rx_status.borrow();
+        let config = if request.get_ref().with_config {
+            self.config
+                .as_ref()
+                .and_then(|source| source())
+                .map(|c| c.as_ref().clone())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         Ok(Response::new(pb::BftStatusResponse {
             id: d.me,
             view: s.view,
@@ -314,6 +337,7 @@ impl BftConsensus for ConsensusService {
             epoch: s.epoch,
             members: s.members,
             member: s.member,
+            config,
         }))
     }
 }

@@ -45,7 +45,7 @@ fn config(id: u32, peers: &[String], dir: &Path) -> ReplicaConfig {
 
 async fn status(addr: &str) -> Option<pb::BftStatusResponse> {
     let mut c = BftConsensusClient::connect(format!("http://{addr}")).await.ok()?;
-    Some(c.status(pb::BftStatusRequest {}).await.ok()?.into_inner())
+    Some(c.status(pb::BftStatusRequest::default()).await.ok()?.into_inner())
 }
 
 /// Heavy (100 MiB through four in-process replicas, about two minutes):

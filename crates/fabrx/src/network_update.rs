@@ -31,6 +31,21 @@ pub enum UpdateCmd {
     /// Submit a signed update to a consenter, which orders it: every node switches to its
     /// config at the decision that holds it. Exits non-zero with the reason when refused.
     Submit(SubmitArgs),
+    /// Write the network config in force, as f+1 of the consenters answer it alike: the
+    /// file to edit for the next update (it carries the keys earlier updates retired).
+    Current(CurrentArgs),
+}
+
+/// Arguments of `fabrx network update current`.
+#[derive(Debug, Args)]
+pub struct CurrentArgs {
+    /// The network directory `fabrx network generate` wrote (its genesis config gives the
+    /// consenters, its client TLS identity authenticates the calls).
+    #[arg(long)]
+    network: PathBuf,
+    /// Write the config here (default: standard output).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// Arguments of `fabrx network update submit`.
@@ -147,6 +162,7 @@ pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
         UpdateCmd::Verify(args) => verify(&args),
         // Run from `main`'s runtime, on a blocking thread.
         UpdateCmd::Submit(args) => tokio::runtime::Handle::current().block_on(submit(&args)),
+        UpdateCmd::Current(args) => tokio::runtime::Handle::current().block_on(current(&args)),
     }
 }
 
@@ -219,6 +235,69 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
         bail!("{first} (and {} more refusals)", refusals.len() - 1);
     }
     bail!("no consenter ordered the config update: {}", failures.join("; "))
+}
+
+/// Asks every consenter for the config in force and writes the one f+1 of them answer
+/// byte for byte (at least one correct consenter among them), pretty-printed.
+async fn current(args: &CurrentArgs) -> anyhow::Result<()> {
+    let config = load_network(&args.network)?;
+    if args.network.is_dir() {
+        config.install_client_tls(&args.network)?;
+    }
+    let mut answers: Vec<(Vec<u8>, Vec<PartyId>)> = Vec::new();
+    let mut failures = Vec::new();
+    for p in config.parties() {
+        let endpoint = p.consenter.uri();
+        match config_of(&endpoint).await {
+            Ok(bytes) if bytes.is_empty() => {
+                failures.push(format!("party {}: no config in its answer", p.id));
+            }
+            Ok(bytes) => match answers.iter_mut().find(|(b, _)| *b == bytes) {
+                Some((_, parties)) => parties.push(p.id),
+                None => answers.push((bytes, vec![p.id])),
+            },
+            Err(e) => failures.push(format!("party {}: {e:#}", p.id)),
+        }
+    }
+    let f = config.n().saturating_sub(1) / 3;
+    answers.sort_by_key(|(_, parties)| std::cmp::Reverse(parties.len()));
+    let Some((bytes, parties)) = answers.first().filter(|(_, parties)| parties.len() > f as usize) else {
+        bail!(
+            "no config in force is answered by {} consenters alike ({} answers differ; {})",
+            f + 1,
+            answers.len(),
+            failures.join("; ")
+        );
+    };
+    let text = std::str::from_utf8(bytes).context("the config in force is not UTF-8 text")?;
+    let in_force = NetworkConfig::from_json(text).context("the config in force does not read")?;
+    let pretty = serde_json::to_string_pretty(in_force.file())? + "\n";
+    match &args.out {
+        Some(path) => std::fs::write(path, pretty).with_context(|| format!("writing {}", path.display()))?,
+        None => print!("{pretty}"),
+    }
+    eprintln!(
+        "config sequence {} in force, as the consenters of parties {parties:?} answer",
+        in_force.sequence()
+    );
+    Ok(())
+}
+
+/// The config in force as the consenter at `endpoint` answers `Status`.
+async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
+    let channel = wire::server::client_endpoint(endpoint.to_string())?
+        .connect()
+        .await
+        .context("connecting")?;
+    let status = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
+            .max_decoding_message_size(consenter::transport::MAX_MESSAGE_BYTES)
+            .status(wire::pb::BftStatusRequest { with_config: true }),
+    )
+    .await
+    .context("no answer within 10 s")??;
+    Ok(status.into_inner().config)
 }
 
 /// Whether decision `decided`, as the consenter at `endpoint` serves it, carries `config`

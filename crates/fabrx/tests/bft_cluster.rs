@@ -165,7 +165,7 @@ async fn client(addr: &str) -> Option<BftConsensusClient<tonic::transport::Chann
 
 async fn status(addr: &str) -> Option<pb::BftStatusResponse> {
     let mut c = client(addr).await?;
-    let r = timeout(Duration::from_secs(5), c.status(pb::BftStatusRequest {}));
+    let r = timeout(Duration::from_secs(5), c.status(pb::BftStatusRequest::default()));
     r.await.ok()?.ok().map(|r| r.into_inner())
 }
 

@@ -370,7 +370,11 @@ async fn an_ordering_service_of_processes_orders_every_request_through_batcher_a
 /// The party of the consenters' current leader, as consenter 1's `Status` reports it.
 async fn leader(net: &Net) -> u32 {
     let mut c = BftConsensusClient::connect(net.consenter(1)).await.unwrap();
-    let status = c.status(pb::BftStatusRequest {}).await.unwrap().into_inner();
+    let status = c
+        .status(pb::BftStatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
     status.leader + 1
 }
 

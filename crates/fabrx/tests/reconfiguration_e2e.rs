@@ -314,11 +314,26 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     std::fs::remove_file(&file).unwrap();
     let out = fabrx(&["keygen", "--seed", "rotated-again-2", "--out"], &file);
     let again = String::from_utf8_lossy(&out.stdout).trim().replace(' ', ":");
-    // The config in force is the one the last update carried (with the keys it retired).
+    // The config in force, as the consenters answer it, is the one the last update
+    // carried (with the keys it retired): the file to edit for the next update.
+    let in_force = dir.join("in-force-2.json");
+    let out = run(&[
+        "network",
+        "update",
+        "current",
+        "--network",
+        s(&dir),
+        "--out",
+        s(&in_force),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let carried: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&rotate).unwrap()).unwrap();
-    let in_force = dir.join("in-force-2.json");
-    std::fs::write(&in_force, carried["config"].as_str().unwrap()).unwrap();
+    let carried: serde_json::Value = serde_json::from_str(carried["config"].as_str().unwrap()).unwrap();
+    let answered: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&in_force).unwrap()).unwrap();
+    assert_eq!(answered, carried);
+    assert_eq!(answered["retired_keys"].as_array().unwrap().len(), 4);
     let twice = propose_signed(&dir, &in_force, &[1, 3, 4], "twice", |next| {
         for party in next["parties"].as_array_mut().unwrap() {
             if party["id"] == 2 {
