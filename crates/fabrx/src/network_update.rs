@@ -283,12 +283,17 @@ async fn current(args: &CurrentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The config in force as the consenter at `endpoint` answers `Status`.
-async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
-    let channel = wire::server::client_endpoint(endpoint.to_string())?
+/// A channel to the consenter at `endpoint` (with the client TLS identity installed).
+async fn connect(endpoint: &str) -> anyhow::Result<tonic::transport::Channel> {
+    wire::server::client_endpoint(endpoint.to_string())?
         .connect()
         .await
-        .context("connecting")?;
+        .context("connecting")
+}
+
+/// The config in force as the consenter at `endpoint` answers `Status`.
+async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
+    let channel = connect(endpoint).await?;
     let status = tokio::time::timeout(
         std::time::Duration::from_secs(10),
         wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
@@ -303,10 +308,7 @@ async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
 /// Whether decision `decided`, as the consenter at `endpoint` serves it, carries `config`
 /// as the config it put in force.
 async fn put_in_force(endpoint: &str, decided: u64, config: &[u8]) -> anyhow::Result<bool> {
-    let channel = wire::server::client_endpoint(endpoint.to_string())?
-        .connect()
-        .await
-        .context("connecting")?;
+    let channel = connect(endpoint).await?;
     let mut stream = wire::pb::consenter_client::ConsenterClient::new(channel)
         .max_decoding_message_size(consenter::transport::MAX_MESSAGE_BYTES)
         .decisions(wire::pb::DecisionsRequest { from: decided })
@@ -326,11 +328,9 @@ async fn put_in_force(endpoint: &str, decided: u64, config: &[u8]) -> anyhow::Re
 
 /// One Submit call; the decided seq or the status.
 async fn submit_to(endpoint: &str, request: Vec<u8>) -> Result<u64, tonic::Status> {
-    let channel = wire::server::client_endpoint(endpoint.to_string())
-        .map_err(|e| tonic::Status::unavailable(e.to_string()))?
-        .connect()
+    let channel = connect(endpoint)
         .await
-        .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
+        .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
     let answer = wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
         .max_encoding_message_size(usize::try_from(MAX_UPDATE_BYTES).unwrap_or(usize::MAX))
         .submit(wire::pb::BftSubmitRequest { request })
@@ -490,7 +490,6 @@ fn verdict(current: &NetworkConfig, u: &ConfigUpdate) -> Verdict {
         Err(e) => vec![format!("(the next config cannot be read: {e})")],
     };
     let signatures = update::signature_verdicts(current, u)
-        .into_iter()
         .map(|(party, v)| (party, v.err().map(|e| e.to_string())))
         .collect();
     Verdict {

@@ -225,6 +225,20 @@ impl Cluster {
         }
     }
 
+    /// With `first` (of the config `current`) in force, a second update signed by `by` is
+    /// ordered: every replica switches twice, to epoch 2, and none diverged.
+    fn orders_a_second_update(&mut self, current: &NetworkConfig, first: &ConfigUpdate, by: &[PartyId]) {
+        let next = update::validate(current, first).unwrap();
+        let second = update_of(&self.net, &next, by, |f| f.batching.batch_timeout_ms = 46);
+        self.submit(&second);
+        self.run(500);
+        for i in 0..PARTIES as usize {
+            assert_eq!(self.switches(i).len(), 2, "replica {i}: {:?}", self.switches(i));
+            assert_eq!(self.nodes[i].app().state().epoch, 2);
+            assert_eq!(self.nodes[i].app().diverged, 0);
+        }
+    }
+
     /// The decisions of replica `i` that put a config in force, with that config's epoch.
     fn switches(&self, i: usize) -> Vec<(u64, u64)> {
         self.delivered[i]
@@ -540,15 +554,7 @@ fn a_stale_copy_left_pending_does_not_stop_ordering() {
     c.run(500);
     assert_eq!(c.switches(0).len(), 1, "one of them switched");
     // The next update is ordered: the stale copies did not stop the cluster.
-    let next = update::validate(&current, &u).unwrap();
-    let u2 = update_of(&c.net, &next, &[1, 3, 4], |f| f.batching.batch_timeout_ms = 46);
-    c.submit(&u2);
-    c.run(500);
-    for i in 0..PARTIES as usize {
-        assert_eq!(c.switches(i).len(), 2, "replica {i}: {:?}", c.switches(i));
-        assert_eq!(c.nodes[i].app().state().epoch, 2);
-        assert_eq!(c.nodes[i].app().diverged, 0);
-    }
+    c.orders_a_second_update(&current, &u, &[1, 3, 4]);
 }
 
 /// A BAF that waits in the pools while an update rotates the key that signed it no longer
@@ -575,15 +581,7 @@ fn a_baf_signed_with_a_rotated_out_batcher_key_does_not_stop_ordering() {
     }
     c.run(500);
     assert_eq!(c.switches(0).len(), 1, "the rotation is in force");
-    let next = update::validate(&current, &u).unwrap();
-    let u2 = update_of(&c.net, &next, &[2, 3, 4], |f| f.batching.batch_timeout_ms = 46);
-    c.submit(&u2);
-    c.run(500);
-    for i in 0..PARTIES as usize {
-        assert_eq!(c.switches(i).len(), 2, "replica {i}: {:?}", c.switches(i));
-        assert_eq!(c.nodes[i].app().state().epoch, 2);
-        assert_eq!(c.nodes[i].app().diverged, 0);
-    }
+    c.orders_a_second_update(&current, &u, &[2, 3, 4]);
 }
 
 /// An update that names, for party 3, the consenter key party 1 rotated out (which party

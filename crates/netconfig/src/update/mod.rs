@@ -229,15 +229,10 @@ pub fn merge(a: &ConfigUpdate, b: &ConfigUpdate) -> Result<ConfigUpdate> {
 pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
     check_header(current, update)?;
     check_updatable(current)?;
-    // The first bad signature refuses the update: no more verifications than that for
-    // an update whoever submitted it filled with forged ones.
-    let message = update.signed_bytes();
-    let mut seen = BTreeSet::new();
-    for s in &update.signatures {
-        if !seen.insert(s.party) {
-            return Err(UpdateError::DuplicateSigner { party: s.party });
-        }
-        check_signature(current, &message, s)?;
+    // The first bad signature refuses the update (the verdicts are made one at a time):
+    // no more verifications than that for an update filled with forged ones.
+    for (_, verdict) in signature_verdicts(current, update) {
+        verdict?;
     }
     let signed = update.signers().into_iter().collect::<BTreeSet<_>>().len();
     let signatures = u32::try_from(signed).unwrap_or(u32::MAX);
@@ -256,24 +251,23 @@ pub fn validate_unsigned(current: &NetworkConfig, update: &ConfigUpdate) -> Resu
     check_next(current, update)
 }
 
-/// Each listed signature's verdict against `current`, in list order: a party not in the
-/// network, without an admin key, listed a second time, or whose signature does not
-/// verify is an error naming it.
-pub fn signature_verdicts(current: &NetworkConfig, update: &ConfigUpdate) -> Vec<(PartyId, Result<()>)> {
+/// Each listed signature's verdict against `current`, in list order, made as the
+/// iterator is read: a party not in the network, without an admin key, listed a second
+/// time, or whose signature does not verify is an error naming it.
+pub fn signature_verdicts<'a>(
+    current: &'a NetworkConfig,
+    update: &'a ConfigUpdate,
+) -> impl Iterator<Item = (PartyId, Result<()>)> + 'a {
     let message = update.signed_bytes();
     let mut seen = BTreeSet::new();
-    update
-        .signatures
-        .iter()
-        .map(|s| {
-            let verdict = if seen.insert(s.party) {
-                check_signature(current, &message, s)
-            } else {
-                Err(UpdateError::DuplicateSigner { party: s.party })
-            };
-            (s.party, verdict)
-        })
-        .collect()
+    update.signatures.iter().map(move |s| {
+        let verdict = if seen.insert(s.party) {
+            check_signature(current, &message, s)
+        } else {
+            Err(UpdateError::DuplicateSigner { party: s.party })
+        };
+        (s.party, verdict)
+    })
 }
 
 fn check_signature(current: &NetworkConfig, message: &[u8], s: &UpdateSignature) -> Result<()> {
@@ -430,10 +424,9 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
     }
     let next = NetworkConfig::from_file(file).map_err(|source| UpdateError::BadConfig { source })?;
     // The next config must itself be updatable, or it is the last one the network gets.
-    check_updatable(&next).map_err(|_| UpdateError::NextNotUpdatable {
-        admins: u32::try_from(next.parties().iter().filter(|p| p.admin_key.is_some()).count())
-            .unwrap_or(u32::MAX),
-        needed: next.update_signatures(),
+    check_updatable(&next).map_err(|e| match e {
+        UpdateError::NotUpdatable { admins, needed, .. } => UpdateError::NextNotUpdatable { admins, needed },
+        other => other,
     })?;
     check_keys(current, &next)?;
     Ok(next)

@@ -41,6 +41,12 @@ const BAD_SENDS: u32 = 3;
 /// A consenter's application, its genesis signer and the genesis set's verifier.
 pub(super) type Engine = (ArmaApp, Box<dyn bft::Signer>, Arc<dyn bft::Verifier>);
 
+/// The generation of party `party`'s batcher key `key`, if it is one of those a batcher
+/// holds.
+fn batcher_generation(party: u32, key: &PublicKey) -> Option<u32> {
+    (0..GENERATIONS).find(|g| batcher_key(party, *g).public_key() == *key)
+}
+
 /// An admin's step.
 pub enum Admin {
     /// Submits planned update `i` (index `updates.len()` is the competing one).
@@ -276,7 +282,7 @@ impl World {
         }
         for &p in batchers {
             let key = current.batchers.get(p.checked_sub(1)? as usize)?;
-            let now = (0..GENERATIONS).find(|g| batcher_key(p, *g).public_key() == *key)?;
+            let now = batcher_generation(p, key)?;
             let next_key = (now + 1 < GENERATIONS).then(|| batcher_key(p, now + 1))?;
             *next.batchers.get_mut(p as usize - 1)? = next_key.public_key();
         }
@@ -500,11 +506,10 @@ impl World {
         let Some(core) = node.core.as_mut() else {
             return;
         };
-        let own = keys.get(&party);
-        let key = (0..GENERATIONS)
-            .map(|g| batcher_key(party, g))
-            .find(|k| Some(&k.public_key()) == own)
-            .unwrap_or_else(|| core.signing_key().clone());
+        let key = keys
+            .get(&party)
+            .and_then(|own| batcher_generation(party, own))
+            .map_or_else(|| core.signing_key().clone(), |g| batcher_key(party, g));
         let rotated = core.signing_key().public_key() != key.public_key();
         if core.set_keys(keys.clone(), key.clone()).is_ok() {
             node.keys = Some((keys, key));
