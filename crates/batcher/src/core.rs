@@ -341,6 +341,40 @@ impl Batcher {
         std::mem::take(&mut self.out)
     }
 
+    /// Moves the clock forward to `now` (ms, the clock of `Input::Tick`) without acting
+    /// on it: a shell calls it before each input so that arrivals are stamped with the
+    /// time they arrived, and ticks only at [`Batcher::next_deadline`].
+    pub fn advance_clock(&mut self, now: u64) {
+        self.now = self.now.max(now);
+    }
+
+    /// The earliest time (ms, the clock of `Input::Tick`) at which a `Tick` may make this
+    /// batcher act on its own (cut a batch as primary; forward requests or complain as a
+    /// secondary), given its state now; `None` when no tick can until another input
+    /// arrives. Never later than the first tick that would act, possibly earlier (a tick
+    /// before it does nothing): a shell may sleep until then instead of ticking.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let oldest = self.mempool.oldest()?;
+        if self.is_primary() {
+            return self
+                .may_cut()
+                .then(|| oldest.arrival_ms.saturating_add(self.cfg.batch_timeout_ms));
+        }
+        let since = |arrival: u64| arrival.max(self.term_started_ms);
+        let forward = self.cfg.forward_timeout_ms;
+        // The next round starts (and forwards again what waited long enough) ...
+        let mut due = self.forward_round_ms.saturating_add(forward);
+        // ... or the next request this round has not forwarded waits long enough ...
+        if let Some((_, next)) = self.mempool.starting_at(self.forward_cursor).next() {
+            due = due.min(since(next.arrival_ms).saturating_add(forward));
+        }
+        // ... or the oldest one waits long enough for a complaint.
+        if !self.complained {
+            due = due.min(since(oldest.arrival_ms).saturating_add(self.cfg.complain_timeout_ms));
+        }
+        Some(due)
+    }
+
     /// After a restart, re-adopts a batch this batcher had persisted before it stopped, as
     /// if its `Persisted` had just arrived: the shell calls it for the batches of its
     /// store that belong to the current term and primary, in seq order, from

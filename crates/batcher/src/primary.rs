@@ -28,7 +28,7 @@ impl Batcher {
     }
 
     /// Room in the window (unconfirmed batches) and under the unordered bound.
-    fn may_cut(&self) -> bool {
+    pub(crate) fn may_cut(&self) -> bool {
         self.unconfirmed_batches() < self.cfg.window.get() as usize
             && self.in_flight.len() < self.cfg.max_unordered_batches.get() as usize
     }

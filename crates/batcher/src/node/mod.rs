@@ -153,7 +153,9 @@ impl std::fmt::Debug for Config {
 /// Tunables of the shell (bounds are listed in docs/limits.md).
 #[derive(Debug, Clone, Copy)]
 pub struct ShellConfig {
-    /// How often the core hears the time (`Input::Tick`).
+    /// The shortest time between two `Input::Tick`s. The core hears the time when it
+    /// may act on it (`Batcher::next_deadline`), so this bounds how often a deadline
+    /// it cannot act on yet wakes it, and how late past its deadline it may act.
     pub tick: Duration,
     /// Router requests queued for the core, all intake streams together.
     pub intake_queue: NonZeroUsize,

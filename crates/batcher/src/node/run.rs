@@ -77,12 +77,19 @@ pub(super) struct Node {
 /// term's batches that were never ordered) fall out.
 const PERSISTED_KEPT: usize = 4096;
 
+/// The longest the core goes without hearing the time.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
 impl Node {
     pub(super) async fn run(mut self, initial: Vec<Output>, mut q: Queues) -> Result<()> {
         self.execute(initial).await?;
         self.publish();
-        let mut tick = tokio::time::interval(self.tick);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The core hears the time when it may act on it (`next_deadline`), at most once
+        // per `tick` and at least once per `IDLE_TICK`, not on a fixed beat: an idle or
+        // steadily loaded batcher is not woken 200 times a second for nothing.
+        let mut last_tick = tokio::time::Instant::now();
+        let wake = tokio::time::sleep_until(self.wake_at(last_tick));
+        tokio::pin!(wake);
         loop {
             while let Some(done) = self.deferred.pop_front() {
                 self.on_done(Some(done)).await?;
@@ -90,9 +97,9 @@ impl Node {
             tokio::select! {
                 biased;
                 done = self.rx_done.recv() => self.on_done(done).await?,
-                _ = tick.tick() => {
-                    let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    self.feed(Input::Tick(now)).await?;
+                _ = &mut wake => {
+                    last_tick = tokio::time::Instant::now();
+                    self.feed(Input::Tick(self.clock_ms())).await?;
                 }
                 decided = q.rx_decided.recv() => match decided {
                     Some(d) => self.on_decided(d).await?,
@@ -107,7 +114,29 @@ impl Node {
                     None => return Err(stopped("the intake queue closed")),
                 },
             }
+            let at = self.wake_at(last_tick);
+            if at != wake.deadline() {
+                wake.as_mut().reset(at);
+            }
         }
+    }
+
+    /// The core's clock: ms since this node started.
+    fn clock_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// When to tick next: at the core's next deadline, but not sooner than `tick` after
+    /// the last tick (so a deadline the core cannot act on yet never spins) and not later
+    /// than `IDLE_TICK` from now.
+    fn wake_at(&self, last_tick: tokio::time::Instant) -> tokio::time::Instant {
+        let now = tokio::time::Instant::now();
+        let latest = now + IDLE_TICK;
+        let due = match self.core.next_deadline() {
+            Some(ms) => tokio::time::Instant::from_std(self.started) + Duration::from_millis(ms),
+            None => latest,
+        };
+        due.min(latest).max(last_tick + self.tick)
     }
 
     async fn on_done(&mut self, done: Option<Done>) -> Result<()> {
@@ -151,6 +180,7 @@ impl Node {
     }
 
     async fn feed(&mut self, input: Input) -> Result<()> {
+        self.core.advance_clock(self.clock_ms());
         let outputs = self.core.handle(input);
         self.execute(outputs).await?;
         self.publish();
@@ -202,6 +232,7 @@ impl Node {
             bytes,
         } = item;
         answered.reserve(requests.len());
+        self.core.advance_clock(self.clock_ms());
         for (id, request) in requests {
             // One request in, so the one answer among the outputs is its answer (the
             // core hashes the request; hashing it here as well cost a SHA-256 per
