@@ -43,7 +43,9 @@ pub trait Transport: Send + Sync + 'static {
 pub struct ShellConfig {
     /// This replica (broadcasts skip it).
     pub me: ReplicaId,
-    /// How often the replica receives `Input::Tick`.
+    /// The shortest time between two `Input::Tick`s. The replica hears the time when
+    /// it may act on it (`Replica::next_deadline`), so this bounds how often a deadline
+    /// it cannot act on yet wakes it, and how late past its deadline it may act.
     pub tick: Duration,
 }
 
@@ -156,16 +158,25 @@ where
     } = deps;
     let mut wal = Some(wal);
     let start = Instant::now();
-    let mut tick = tokio::time::interval(cfg.tick);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let clock = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    // The replica hears the time at its next deadline (at most once per `tick`, at
+    // least once per `IDLE_TICK`), not on a fixed beat, and its clock moves before
+    // every input.
+    let mut last_tick = Instant::now();
+    let wake = tokio::time::sleep_until(wake_at(&cfg, &replica, start, last_tick));
+    tokio::pin!(wake);
     loop {
         let input = tokio::select! {
-            _ = tick.tick() => Input::Tick(start.elapsed().as_millis() as u64),
+            _ = &mut wake => {
+                last_tick = Instant::now();
+                Input::Tick(clock())
+            }
             Some((from, msg)) = rx_net.recv() => Input::Message { from, msg },
             Some(request) = rx_requests.recv() => Input::Request(request),
             else => return Ok(()),
         };
         let before = ShellStatus::of(&replica);
+        replica.advance_clock(clock());
         let outputs = replica.handle(input);
         let sinks = Sinks {
             tx_decisions: &tx_decisions,
@@ -179,7 +190,28 @@ where
         if let Some(tx) = &tx_status {
             tx.send_if_modified(|s| std::mem::replace(s, now) != now);
         }
+        let at = wake_at(&cfg, &replica, start, last_tick);
+        if at != wake.deadline() {
+            wake.as_mut().reset(at);
+        }
     }
+}
+
+/// The longest a replica goes without hearing the time.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// When to tick next: at the replica's next deadline, but not sooner than `tick` after
+/// the last tick (a deadline it cannot act on yet never spins) and not later than
+/// `IDLE_TICK` from now.
+fn wake_at<A: Application>(
+    cfg: &ShellConfig,
+    replica: &Replica<A>,
+    start: Instant,
+    last_tick: Instant,
+) -> Instant {
+    let now = Instant::now();
+    let due = start + Duration::from_millis(replica.next_deadline());
+    due.min(now + IDLE_TICK).max(last_tick + cfg.tick)
 }
 
 /// Logs view changes (with the complaint that started them) and installed views.

@@ -362,6 +362,83 @@ impl<A: Application> Replica<A> {
         self.maybe_sync();
     }
 
+    /// Moves the clock forward to `now` (ms, the clock of `Input::Tick`) without acting
+    /// on it; before the first tick it does nothing (that tick starts the clocks). A
+    /// shell calls it before each input so that what an input records (a heartbeat
+    /// heard, a request's arrival) carries the time it came, and ticks only at
+    /// [`Replica::next_deadline`].
+    pub fn advance_clock(&mut self, now: u64) {
+        if self.clock_started {
+            self.now = self.now.max(now);
+        }
+    }
+
+    /// The earliest time (ms, the clock of `Input::Tick`) at which a `Tick` may make this
+    /// replica act (a heartbeat, a timeout, a proposal whose batch interval ran out, a
+    /// sync request or its retry), given its state now. Never later than the first tick
+    /// that would act, possibly earlier (a tick before it does nothing): a shell may
+    /// sleep until then instead of ticking at a fixed rate.
+    pub fn next_deadline(&self) -> u64 {
+        if !self.clock_started {
+            return 0;
+        }
+        let mut due = self.next_heartbeat;
+        let mut at = |t: u64| due = due.min(t);
+        match self.sync.outstanding {
+            Some((_, deadline)) => at(deadline),
+            None => {
+                let next = self.next_seq();
+                if self.sync.peer_heights.values().any(|h| *h >= next) {
+                    at(self.now);
+                }
+            }
+        }
+        if !self.is_member() {
+            return due;
+        }
+        match self.status {
+            Status::ViewChanging { .. } => {
+                if let Some(d) = self.vc_deadline {
+                    at(d);
+                }
+            }
+            Status::Normal => {
+                let heartbeat_timeout = self.backed_off(self.cfg.heartbeat_timeout_ms);
+                let request_timeout = self.backed_off(self.cfg.request_timeout_ms);
+                let leader = self.is_leader();
+                if !leader {
+                    at(self
+                        .last_leader_heard
+                        .saturating_add(heartbeat_timeout)
+                        .saturating_add(1));
+                }
+                if let Some((start, arrived)) = self.pending.timer_start() {
+                    let cap = self
+                        .cfg
+                        .request_timeout_ms
+                        .saturating_mul(1 << self.cfg.max_backoff_exponent.min(20))
+                        .max(request_timeout);
+                    at(start.saturating_add(request_timeout).saturating_add(1));
+                    at(arrived.saturating_add(cap).saturating_add(1));
+                    if !leader {
+                        at(start.saturating_add(request_timeout / 2));
+                    }
+                }
+                if let Some(started) = self.slot.started_ms {
+                    at(started.saturating_add(request_timeout).saturating_add(1));
+                }
+                if leader && self.slot.accepted.is_none() {
+                    if self.carry.proposal.is_some() {
+                        at(self.now);
+                    } else if let Some(oldest) = self.pending.oldest_ms() {
+                        at(oldest.saturating_add(self.cfg.batch_interval_ms));
+                    }
+                }
+            }
+        }
+        due
+    }
+
     /// This replica's id.
     pub fn id(&self) -> ReplicaId {
         self.cfg.id

@@ -54,6 +54,10 @@ pub struct World {
     /// view's leader is not correct or the cluster was not settled, nothing to check).
     idle: Option<(u64, Option<bft::View>)>,
     settled: bool,
+    /// Replicas hear a tick only once their `next_deadline` has come, and their clock
+    /// moves before every input, as the node's shell does (odd seeds); otherwise every
+    /// tick reaches them and only ticks move their clocks (even seeds).
+    deadline_ticks: bool,
 }
 
 impl World {
@@ -72,6 +76,7 @@ impl World {
             links: Links::default(),
             idle: None,
             settled: false,
+            deadline_ticks: sc.seed % 2 == 1,
             sc,
         };
         w.checker.sets = w.sc.sets.clone();
@@ -267,7 +272,22 @@ impl World {
             eprintln!("t={} r{id} <- {input:?}", self.k.now());
         }
         let epoch = replica.epoch();
+        let now = self.k.now();
+        let early = matches!(input, Input::Tick(_)) && now < replica.next_deadline();
+        if self.deadline_ticks {
+            replica.advance_clock(now);
+            if early {
+                return Ok(());
+            }
+        }
         let outputs = replica.handle(input);
+        if early && correct && !outputs.is_empty() {
+            return Err(format!(
+                "r{id}: a tick at {now} before its deadline {} gave {} outputs",
+                replica.next_deadline(),
+                outputs.len()
+            ));
+        }
         if correct {
             self.report.max_view = self.report.max_view.max(replica.view());
             self.report.decided = self.report.decided.max(replica.last_decided());
