@@ -5,10 +5,12 @@
 
 use crate::le::u32_le;
 
-/// CRC-32C (Castagnoli), the checksum of every frame (sliced by 16: the byte-at-a-time
-/// table was a visible part of a batcher's CPU).
-pub(crate) const CRC32C: crc::Crc<u32, crc::Table<16>> =
-    crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);
+/// CRC-32C (Castagnoli), the checksum of every frame: the processor's CRC-32C
+/// instruction where it has one (SSE 4.2, ARMv8), a table otherwise. A table sliced by
+/// 16 was still 2 % of a batcher's CPU (it frames every batch it persists).
+pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
+    ::crc32c::crc32c(bytes)
+}
 
 /// Length of a record header in bytes: `len ‖ len_crc ‖ crc`.
 pub const HEADER_LEN: usize = 12;
@@ -30,7 +32,7 @@ impl Header {
     /// The header at the start of `buf`, if it is whole and its length CRC holds.
     pub fn parse(buf: &[u8]) -> Option<Header> {
         let h = buf.get(..HEADER_LEN)?;
-        (CRC32C.checksum(&h[..4]) == u32_at(h, 4)).then(|| Header {
+        (crc32c(&h[..4]) == u32_at(h, 4)).then(|| Header {
             len: u32_at(h, 0),
             crc: u32_at(h, 8),
         })
@@ -43,10 +45,8 @@ impl Header {
 }
 
 fn record_crc(payload: &[u8]) -> u32 {
-    let mut digest = CRC32C.digest();
-    digest.update(&(payload.len() as u32).to_le_bytes());
-    digest.update(payload);
-    digest.finalize()
+    let len = crc32c(&(payload.len() as u32).to_le_bytes());
+    ::crc32c::crc32c_append(len, payload)
 }
 
 /// Appends the frame of `payload` (header and payload) to `out`. The caller has checked
@@ -54,7 +54,7 @@ fn record_crc(payload: &[u8]) -> u32 {
 pub(crate) fn encode(payload: &[u8], out: &mut Vec<u8>) {
     let len = (payload.len() as u32).to_le_bytes();
     out.extend_from_slice(&len);
-    out.extend_from_slice(&CRC32C.checksum(&len).to_le_bytes());
+    out.extend_from_slice(&crc32c(&len).to_le_bytes());
     out.extend_from_slice(&record_crc(payload).to_le_bytes());
     out.extend_from_slice(payload);
 }
@@ -155,6 +155,26 @@ mod tests {
             encode(p, &mut out);
         }
         (out, starts)
+    }
+
+    /// The frames on disk are the same whichever implementation wrote them: the
+    /// instruction-based CRC-32C equals the reference table's CRC-32/ISCSI, on the
+    /// standard check string and on every length and alignment up to 300 bytes, and a
+    /// record's CRC equals the reference over `len ‖ payload`.
+    #[test]
+    fn crc32c_is_the_reference_crc() {
+        let reference = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        let bytes: Vec<u8> = (0..400u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for start in 0..8 {
+            for len in 0..300 {
+                let slice = &bytes[start..start + len];
+                assert_eq!(crc32c(slice), reference.checksum(slice), "{start}+{len}");
+                let mut framed = (len as u32).to_le_bytes().to_vec();
+                framed.extend_from_slice(slice);
+                assert_eq!(record_crc(slice), reference.checksum(&framed), "{start}+{len}");
+            }
+        }
     }
 
     #[test]
