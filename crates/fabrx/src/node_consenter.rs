@@ -109,7 +109,8 @@ pub struct ConsenterArgs {
     /// Base time to wait for a new view (doubles per attempt).
     #[arg(long, default_value_t = 2000)]
     view_change_timeout_ms: u64,
-    /// Clock tick of the replica.
+    /// Shortest time between two of the replica's timer wake-ups (it wakes at its next
+    /// deadline, not every tick).
     #[arg(long, default_value_t = 10, value_parser = crate::server_args::positive_u64)]
     tick_ms: u64,
     /// How long Submit waits for the decision (DEADLINE_EXCEEDED beyond).
