@@ -30,6 +30,12 @@ pub trait ConfigRules: Send + Sync + fmt::Debug {
 
     /// What the ordering reads of a config (canonical bytes).
     fn view(&self, config: &[u8]) -> Result<ConfigView, String>;
+
+    /// `config` (canonical bytes, already read by [`ConfigRules::view`]) is in force for
+    /// this process from now on: a switch it followed, or the newest config it restored.
+    /// What the ordering does not read of a config (the TLS section, ADR 0019) is applied
+    /// here; an older config handed over after a newer one must change nothing.
+    fn in_force(&self, _config: &[u8]) {}
 }
 
 /// What the ordering reads of a network config.

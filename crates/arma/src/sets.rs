@@ -260,6 +260,7 @@ impl ConsenterSets {
                 view: Some(Arc::new(view)),
             };
             self.sets.push(set);
+            rules.in_force(config);
             return Ok(());
         }
         Err(SetsError::OutOfOrder {

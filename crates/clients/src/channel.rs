@@ -30,7 +30,7 @@ pub fn lazy(endpoint: &str, connect_timeout: Duration) -> Result<Channel, BadEnd
         endpoint: endpoint.to_string(),
         reason: e.to_string(),
     })?;
-    Ok(ep.connect_timeout(connect_timeout).connect_lazy())
+    Ok(wire::server::connect_lazy(&ep.connect_timeout(connect_timeout)))
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ impl VerifierClient {
         } else {
             format!("http://{endpoint}")
         };
-        let channel = wire::server::client_endpoint(uri)
+        let endpoint_config = wire::server::client_endpoint(uri)
             .map_err(|e| ClientError::InvalidEndpoint {
                 endpoint: endpoint.to_string(),
                 reason: e.to_string(),
@@ -137,8 +137,8 @@ impl VerifierClient {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(config.keep_alive_interval)
             .keep_alive_timeout(config.keep_alive_timeout)
-            .keep_alive_while_idle(true)
-            .connect()
+            .keep_alive_while_idle(true);
+        let channel = wire::server::connect(&endpoint_config)
             .await
             .map_err(|source| ClientError::Connect {
                 endpoint: endpoint.to_string(),

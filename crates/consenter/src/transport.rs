@@ -386,13 +386,12 @@ impl PeerLink {
     async fn connect(
         &self,
     ) -> Result<BftConsensusClient<tonic::transport::Channel>, tonic::transport::Error> {
-        let channel = wire::server::client_endpoint(format!("http://{}", self.addr))?
+        let endpoint = wire::server::client_endpoint(format!("http://{}", self.addr))?
             .connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(5))
-            .keep_alive_timeout(Duration::from_secs(10))
-            .connect()
-            .await?;
+            .keep_alive_timeout(Duration::from_secs(10));
+        let channel = wire::server::connect(&endpoint).await?;
         Ok(BftConsensusClient::new(channel).max_encoding_message_size(MAX_MESSAGE_BYTES))
     }
 
@@ -448,9 +447,9 @@ pub async fn send_envelopes(
     addr: &str,
     envelopes: Vec<pb::BftEnvelope>,
 ) -> Result<pb::BftExchangeSummary, tonic::Status> {
-    let channel = wire::server::client_endpoint(format!("http://{addr}"))
-        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
-        .connect()
+    let endpoint = wire::server::client_endpoint(format!("http://{addr}"))
+        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+    let channel = wire::server::connect(&endpoint)
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let mut client = BftConsensusClient::new(channel);
@@ -469,9 +468,9 @@ pub async fn exchange_status(
     addr: &str,
     envelopes: Vec<pb::BftEnvelope>,
 ) -> Result<pb::BftExchangeSummary, tonic::Status> {
-    let channel = wire::server::client_endpoint(format!("http://{addr}"))
-        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
-        .connect()
+    let endpoint = wire::server::client_endpoint(format!("http://{addr}"))
+        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+    let channel = wire::server::connect(&endpoint)
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let mut client = BftConsensusClient::new(channel).max_encoding_message_size(MAX_MESSAGE_BYTES);

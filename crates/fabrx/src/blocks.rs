@@ -52,8 +52,7 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     let rules: std::sync::Arc<dyn arma::ConfigRules> =
         std::sync::Arc::new(netconfig::update::NetworkRules::new());
     let mut sets = arma::ConsenterSets::new(&keys, Some(rules.clone()));
-    let channel = wire::server::client_endpoint(endpoint.clone())?
-        .connect()
+    let channel = wire::server::connect(&wire::server::client_endpoint(endpoint.clone())?)
         .await
         .with_context(|| format!("connecting to party {}'s assembler at {endpoint}", args.party))?;
     // The block before `from`, to check that `from` chains to it.

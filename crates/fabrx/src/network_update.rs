@@ -285,8 +285,7 @@ async fn current(args: &CurrentArgs) -> anyhow::Result<()> {
 
 /// A channel to the consenter at `endpoint` (with the client TLS identity installed).
 async fn connect(endpoint: &str) -> anyhow::Result<tonic::transport::Channel> {
-    wire::server::client_endpoint(endpoint.to_string())?
-        .connect()
+    wire::server::connect(&wire::server::client_endpoint(endpoint.to_string())?)
         .await
         .context("connecting")
 }

@@ -81,9 +81,7 @@ impl Follower {
                 self.tx_count(),
                 logs()
             );
-            let Ok(channel) = wire::server::client_endpoint(self.uri.clone())
-                .unwrap()
-                .connect()
+            let Ok(channel) = wire::server::connect(&wire::server::client_endpoint(self.uri.clone()).unwrap())
                 .await
             else {
                 sleep(Duration::from_millis(100)).await;

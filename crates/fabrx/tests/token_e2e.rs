@@ -143,9 +143,7 @@ async fn endorse(
     i: usize,
     request: &token::Request,
 ) -> wire::pb::EndorseResponse {
-    let ch = wire::server::client_endpoint(net.endorsers[i].clone())
-        .unwrap()
-        .connect()
+    let ch = wire::server::connect(&wire::server::client_endpoint(net.endorsers[i].clone()).unwrap())
         .await
         .unwrap();
     wire::pb::endorser_client::EndorserClient::new(ch)
@@ -322,9 +320,7 @@ fn front_run_and_private_reads(dir: &Path, alice: &Path, bob: &Path, issuer: &Pa
         // Bob reading alice's tokens.
         let query = net.query[0].clone();
         let mut client = wire::pb::query_client::QueryClient::new(
-            wire::server::client_endpoint(query)
-                .unwrap()
-                .connect()
+            wire::server::connect(&wire::server::client_endpoint(query).unwrap())
                 .await
                 .unwrap(),
         );

@@ -193,6 +193,11 @@ pub struct TlsCertFile {
     pub shard: Option<ShardId>,
     /// SHA-256 of the certificate's DER, hex.
     pub sha256: String,
+    /// The certificate itself (PEM): required for a certificate a config update adds,
+    /// so that every consenter checks that the network CA signed it for this network
+    /// (docs/reconfiguration.md "Rotating TLS certificates"); absent in generated configs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pem: Option<String>,
 }
 
 /// `committer`: what the committing parties share and where their nodes listen.

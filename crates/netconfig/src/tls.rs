@@ -16,6 +16,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub mod follow;
+pub mod rotate;
+
 use crate::error::{Error, Result};
 use crate::file::{TlsCertFile, TlsFile};
 use wire::tls::{Peer, Role};
@@ -123,6 +126,7 @@ pub(crate) fn generate(dir: &Path, host: &str, holders: &[Peer]) -> Result<TlsFi
             party: peer.party,
             shard: peer.shard,
             sha256: hex::encode(wire::tls::fingerprint(cert.der())),
+            pem: None,
         });
     }
     Ok(TlsFile {

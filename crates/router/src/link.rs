@@ -331,8 +331,7 @@ async fn open(
     let endpoint = wire::server::client_endpoint(cfg.uri.clone())
         .map_err(|e| format!("bad batcher address {}: {e}", cfg.uri))?
         .connect_timeout(cfg.connect_timeout);
-    let channel = endpoint
-        .connect()
+    let channel = wire::server::connect(&endpoint)
         .await
         .map_err(|e| format!("connect {}: {e}", cfg.uri))?;
     let mut client = BatcherIntakeClient::new(channel)

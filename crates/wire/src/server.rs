@@ -71,41 +71,47 @@ pub const CLIENT_KEEPALIVE: Duration = Duration::from_secs(30);
 /// A server builder with the authorization layer of [`crate::tls`].
 pub type Builder = tonic::transport::Server<tower_layer::Stack<crate::tls::AuthLayer, tower_layer::Identity>>;
 
-/// A tonic server builder with `limits` applied, and, when this process installed TLS
-/// ([`crate::tls::install`]), mutual TLS and the authorization of every call by the
-/// caller's certificate.
+/// A tonic server builder with `limits` applied and the authorization of every call by
+/// the caller's certificate ([`crate::tls`]). TLS itself is done by the connections it
+/// serves: serve it [`crate::tls::accept`]ed connections (with TLS installed, a
+/// connection that is not one has no client certificate and every call on it is refused).
 pub fn builder(limits: &ServerLimits) -> Builder {
-    let plain = tonic::transport::Server::builder()
+    tonic::transport::Server::builder()
         .max_concurrent_streams(limits.max_concurrent_streams)
         .initial_stream_window_size(limits.stream_window)
         .initial_connection_window_size(limits.connection_window)
         .http2_max_header_list_size(limits.max_header_list_bytes)
         .http2_max_pending_accept_reset_streams(Some(limits.max_pending_reset_streams))
-        .http2_keepalive_interval(None);
-    let Some(tls) = crate::tls::installed() else {
-        return plain.layer(crate::tls::AuthLayer::default());
-    };
-    // `install` checked that this configuration builds; should it fail anyway, the
-    // server refuses every call rather than serve without TLS.
-    match plain.clone().tls_config(tls.server_config()) {
-        Ok(secure) => secure.layer(crate::tls::AuthLayer::default()),
-        Err(e) => {
-            tracing::error!(error = %e, "TLS server configuration failed: refusing every call");
-            plain.layer(crate::tls::AuthLayer::deny_all())
-        }
-    }
+        .http2_keepalive_interval(None)
+        .layer(crate::tls::AuthLayer::default())
 }
 
 /// An endpoint for `uri` with the settings every fabrx client uses: keepalive pings while
-/// idle (so servers do not close the connection as idle) and TCP_NODELAY.
+/// idle (so servers do not close the connection as idle) and TCP_NODELAY. Make its
+/// channel with [`connect`] or [`connect_lazy`], which run TLS when the process
+/// installed an identity.
 pub fn client_endpoint(uri: String) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
-    crate::tls::secure(
+    Ok(
         tonic::transport::Endpoint::from_shared(crate::tls::uri(uri))?
             .http2_keep_alive_interval(CLIENT_KEEPALIVE)
             .keep_alive_timeout(Duration::from_secs(20))
             .keep_alive_while_idle(true)
             .tcp_nodelay(true),
     )
+}
+
+/// A channel to `endpoint`, connected now, over the process's TLS when installed
+/// ([`crate::tls::Connector`]: each connection presents the identity in force when it
+/// is made).
+pub async fn connect(
+    endpoint: &tonic::transport::Endpoint,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    endpoint.connect_with_connector(crate::tls::Connector).await
+}
+
+/// [`connect`], connecting at the first call (and reconnecting as needed).
+pub fn connect_lazy(endpoint: &tonic::transport::Endpoint) -> tonic::transport::Channel {
+    endpoint.connect_with_connector_lazy(crate::tls::Connector)
 }
 
 /// Counters of a server's connections.
@@ -121,8 +127,9 @@ pub struct ConnStats {
     pub timed_out: AtomicU64,
 }
 
-/// The accepted connections of one listener, for `serve_with_incoming`.
-pub type Incoming = ReceiverStream<io::Result<LimitedConn>>;
+/// The accepted connections of one listener, for `serve_with_incoming`: TLS connections
+/// when the process installed an identity ([`crate::tls::accept`]).
+pub type Incoming = crate::tls::Accepted<LimitedConn>;
 
 /// Accepts connections from `listener` under `limits`. The accept task ends when the
 /// returned stream is dropped.
@@ -167,7 +174,7 @@ pub fn incoming_closable(
     let connections = Connections { table: table.clone() };
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(accept_loop(listener, *limits, table, tx));
-    (ReceiverStream::new(rx), stats, connections)
+    (crate::tls::accept(ReceiverStream::new(rx)), stats, connections)
 }
 
 async fn accept_loop(

@@ -1,16 +1,21 @@
-//! Mutual TLS and role authorization on every fabrx gRPC link (docs/tls.md, ADR 0011).
+//! Mutual TLS and role authorization on every fabrx gRPC link (docs/tls.md, ADR 0011,
+//! ADR 0019).
 //!
-//! A node process installs its TLS identity once at start ([`install`]): the network
-//! CA, its own certificate and key, who it is ([`Peer`]: role, party, shard) and the
-//! roles of every certificate of the network, by the SHA-256 of the certificate's DER.
-//! From then on every server built by [`crate::server::builder`] requires a client
-//! certificate signed by the CA and every client endpoint from
-//! [`crate::server::client_endpoint`] presents the node's certificate and checks the
+//! A node process installs its TLS identity at start ([`install`]): the network CA, its
+//! own certificate and key, who it is ([`Peer`]: role, party, shard) and the roles of
+//! every certificate of the network, by the SHA-256 of the certificate's DER. From then
+//! on every server built by [`crate::server::builder`] and serving [`accept`]ed
+//! connections requires a client certificate signed by the CA, and every client channel
+//! made by [`crate::server::connect`] presents the node's certificate and checks the
 //! server's against the CA. Authorization is by certificate, not by name: a call is
 //! served only when the caller's certificate is one the network lists and its role may
 //! call that method on this node ([`allowed`]); anything else is answered
 //! PERMISSION_DENIED and counted ([`refused`]). A process that installs nothing (tests,
 //! `--insecure` networks) speaks plain HTTP/2 and authorizes every call.
+//!
+//! The table and the presented certificate follow the network config in force
+//! ([`replace_peers`], [`present`]; ADR 0019): a config update rotates certificates
+//! without a restart.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,8 +25,11 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use sha2::{Digest, Sha256};
-use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use tonic::transport::server::TcpConnectInfo;
+
+mod live;
+
+pub use live::{Accepted, ClientConn, ConnInfo, Connector, HANDSHAKE_TIMEOUT, LiveTls, ServerConn, accept};
 
 /// The name every fabrx node certificate carries and every client checks (the
 /// certificates also carry the node's IP address).
@@ -181,21 +189,6 @@ pub struct NodeTls {
 }
 
 impl NodeTls {
-    /// The server side: this node's certificate; clients must present one the CA signed.
-    pub fn server_config(&self) -> ServerTlsConfig {
-        ServerTlsConfig::new()
-            .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
-            .client_ca_root(Certificate::from_pem(&self.ca_pem))
-    }
-
-    /// The client side: the CA as the only root, this node's certificate presented.
-    pub fn client_config(&self) -> ClientTlsConfig {
-        ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(&self.ca_pem))
-            .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
-            .domain_name(SERVER_NAME)
-    }
-
     /// The holder of the certificate with DER `der`, if the network lists it.
     pub fn holder(&self, der: &[u8]) -> Option<Peer> {
         self.peers.get(&fingerprint(der)).copied()
@@ -216,45 +209,59 @@ pub enum TlsError {
     /// The certificate or key does not make a server or client configuration.
     #[error("TLS identity: {0}")]
     Identity(String),
+    /// An identity change in a process without TLS.
+    #[error("TLS is not installed in this process")]
+    NotInstalled,
 }
 
-static INSTALLED: OnceLock<Arc<NodeTls>> = OnceLock::new();
+static INSTALLED: OnceLock<Arc<LiveTls>> = OnceLock::new();
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 
 /// Installs `tls` for this process (once, before any server or client is built).
 pub fn install(tls: NodeTls) -> Result<(), TlsError> {
-    tonic::transport::Server::builder()
-        .tls_config(tls.server_config())
-        .map_err(|e| TlsError::Identity(e.to_string()))?;
-    tonic::transport::Endpoint::from_static("https://127.0.0.1:1")
-        .tls_config(tls.client_config())
-        .map_err(|e| TlsError::Identity(e.to_string()))?;
+    let live = LiveTls::new(tls)?;
     INSTALLED
-        .set(Arc::new(tls))
+        .set(Arc::new(live))
         .map_err(|_| TlsError::AlreadyInstalled)
 }
 
-/// The installed TLS identity, if any.
-pub fn installed() -> Option<Arc<NodeTls>> {
+/// The installed TLS state, if any.
+pub fn installed() -> Option<Arc<LiveTls>> {
     INSTALLED.get().cloned()
 }
 
-/// `uri` with the scheme the installed TLS needs (`https://`), or as given without TLS.
+/// Replaces the table of the network's certificates (a config put in force, ADR 0019) and
+/// closes the connections of clients whose certificate it no longer lists. Gives how
+/// many were closed; without TLS installed, does nothing.
+pub fn replace_peers(peers: HashMap<[u8; 32], Peer>) -> usize {
+    INSTALLED.get().map_or(0, |live| live.replace_peers(peers))
+}
+
+/// Presents `cert_pem` and `key_pem` on the connections made and accepted from now on
+/// (ADR 0019); gives the certificate's fingerprint. Without TLS installed, refused.
+pub fn present(cert_pem: &[u8], key_pem: &[u8]) -> Result<[u8; 32], TlsError> {
+    INSTALLED
+        .get()
+        .ok_or(TlsError::NotInstalled)?
+        .present(cert_pem, key_pem)
+}
+
+/// `uri` as fabrx clients dial it: the scheme does not choose TLS (the installation
+/// does, [`Connector`]), so `https://` is dialled as `http://` by the transport.
 pub fn uri(uri: String) -> String {
-    match (INSTALLED.get(), uri.strip_prefix("http://")) {
-        (Some(_), Some(rest)) => format!("https://{rest}"),
-        _ => uri,
+    match uri.strip_prefix("https://") {
+        Some(rest) => format!("http://{rest}"),
+        None => uri,
     }
 }
 
-/// `endpoint` with the installed TLS client configuration (unchanged without TLS).
-pub fn secure(
-    endpoint: tonic::transport::Endpoint,
-) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
-    match INSTALLED.get() {
-        Some(tls) => endpoint.tls_config(tls.client_config()),
-        None => Ok(endpoint),
-    }
+/// The fingerprint of the certificate the caller of `request` presented (`None` without
+/// TLS).
+pub fn caller_certificate<T>(request: &tonic::Request<T>) -> Option<[u8; 32]> {
+    request
+        .extensions()
+        .get::<ConnInfo<TcpConnectInfo>>()
+        .and_then(|c| c.client_cert)
 }
 
 /// Calls refused by authorization in this process so far.
@@ -271,28 +278,28 @@ pub fn caller<T>(request: &tonic::Request<T>) -> Option<Peer> {
 
 /// The authorization check of one call: the authenticated caller, or `Err` with the
 /// status to answer.
-fn authorize<B>(tls: &NodeTls, req: &http::Request<B>) -> Result<Peer, tonic::Status> {
+fn authorize<B>(tls: &LiveTls, req: &http::Request<B>) -> Result<Peer, tonic::Status> {
     let path = req.uri().path();
-    let certs = req
+    let leaf = req
         .extensions()
-        .get::<TlsConnectInfo<TcpConnectInfo>>()
-        .and_then(TlsConnectInfo::peer_certs);
-    let Some(leaf) = certs.as_ref().and_then(|c| c.first()) else {
+        .get::<ConnInfo<TcpConnectInfo>>()
+        .and_then(|c| c.client_cert);
+    let Some(leaf) = leaf else {
         return Err(tonic::Status::unauthenticated(
             "no client certificate: fabrx nodes accept only mutually authenticated TLS",
         ));
     };
-    let Some(peer) = tls.holder(leaf.as_ref()) else {
+    let Some(peer) = tls.holder_of(&leaf) else {
         return Err(tonic::Status::permission_denied(
             "the client certificate is not one of this network's",
         ));
     };
-    if allowed(tls.me, peer, path) {
+    if allowed(tls.me(), peer, path) {
         Ok(peer)
     } else {
         Err(tonic::Status::permission_denied(format!(
             "{peer} may not call {path} on {}",
-            tls.me
+            tls.me()
         )))
     }
 }

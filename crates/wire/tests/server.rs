@@ -142,9 +142,7 @@ async fn a_busy_client_is_not_closed_as_idle() {
         ..ServerLimits::default()
     };
     let (addr, stats) = serve(limits).await;
-    let channel = wire::server::client_endpoint(format!("http://{addr}"))
-        .unwrap()
-        .connect()
+    let channel = wire::server::connect(&wire::server::client_endpoint(format!("http://{addr}")).unwrap())
         .await
         .unwrap();
     let mut c = pb::sidecar_client::SidecarClient::new(channel);
@@ -160,9 +158,7 @@ async fn a_busy_client_is_not_closed_as_idle() {
 #[tokio::test]
 async fn a_message_over_its_type_limit_is_refused_with_resource_exhausted() {
     let (addr, _) = serve(ServerLimits::default()).await;
-    let channel = wire::server::client_endpoint(format!("http://{addr}"))
-        .unwrap()
-        .connect()
+    let channel = wire::server::connect(&wire::server::client_endpoint(format!("http://{addr}")).unwrap())
         .await
         .unwrap();
     let mut c = pb::sidecar_client::SidecarClient::new(channel).max_encoding_message_size(64 << 20);

@@ -181,9 +181,7 @@ impl AtomicBroadcast for FabricDeliverService {
         request: Request<Streaming<RawEnvelope>>,
     ) -> Result<Response<Self::DeliverStream>, Status> {
         // Over mutual TLS: the hash a request's channel header may bind it to.
-        let caller = request
-            .peer_certs()
-            .and_then(|certs| certs.first().map(|c| wire::tls::fingerprint(c.as_ref())));
+        let caller = wire::tls::caller_certificate(&request);
         let s = &self.shared;
         let permit = s.slots.acquire("Fabric Deliver")?;
         let (tx, rx) = mpsc::channel(s.limits.deliver.buffer.get());

@@ -151,6 +151,7 @@ impl ArmaApp {
             reason: format!("the config in force: {reason}"),
         })?;
         self.cfg = self.cfg.with_view(&view)?;
+        r.rules.in_force(&config);
         self.current = config;
         self.verified = Verified::default();
         Ok(())
@@ -334,6 +335,7 @@ impl Application for ArmaApp {
             // `run` checked both already; the state moved to the next epoch with them.
             // Requests verified under the old config are verified again.
             self.cfg = cfg;
+            r.rules.in_force(&change.config);
             self.current = Arc::new(change.config.clone());
             self.verified = Verified::default();
         }

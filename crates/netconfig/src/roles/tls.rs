@@ -18,24 +18,34 @@ impl crate::NetworkConfig {
         Some(tls.certificates.iter().any(|c| c.role == role.name()))
     }
 
-    /// The TLS identity of `me` in the network whose config file is `config_path`
-    /// (certificate and key from `<dir>/tls`), or `None` for a network without TLS.
+    /// The TLS identity of `me` in the network whose config file is `config_path`, or
+    /// `None` for a network without TLS. The certificate is the last one the config
+    /// lists for `me` whose files (`<dir>/tls/<name>.pem` and `.key`) hold it (ADR 0019:
+    /// after a rotation, the newer); when none does, `<dir>/tls/<role>-<party>.pem`.
     pub fn node_tls(&self, config_path: &Path, me: Peer) -> Result<Option<NodeTls>> {
         let Some(tls) = &self.file.tls else {
             return Ok(None);
         };
         let dir = network_dir(config_path);
-        let (cert_path, key_path) = tls_paths(&dir, &cert_name(me));
-        let read = |p: &Path| {
-            std::fs::read(p).map_err(|e| Error::Read {
-                path: p.to_path_buf(),
-                reason: e.to_string(),
-            })
+        let listed = crate::tls::follow::listed_for(tls, me);
+        let chosen = crate::tls::follow::choose(&listed, |name| crate::tls::follow::read_identity(&dir, name));
+        let (cert_pem, key_pem) = match chosen {
+            Some((_, cert, key)) => (cert, key),
+            None => {
+                let (cert_path, key_path) = tls_paths(&dir, &cert_name(me));
+                let read = |p: &Path| {
+                    std::fs::read(p).map_err(|e| Error::Read {
+                        path: p.to_path_buf(),
+                        reason: e.to_string(),
+                    })
+                };
+                (read(&cert_path)?, read(&key_path)?)
+            }
         };
         Ok(Some(NodeTls {
             ca_pem: tls.ca.clone().into_bytes(),
-            cert_pem: read(&cert_path)?,
-            key_pem: read(&key_path)?,
+            cert_pem,
+            key_pem,
             me,
             peers: self.tls_peers.clone(),
         }))
@@ -76,6 +86,7 @@ impl crate::NetworkConfig {
         wire::tls::install(tls).map_err(|e| Error::Tls {
             reason: format!("installing the TLS identity of {me}: {e}"),
         })?;
+        crate::tls::follow::remember_dir(&network_dir(config_path));
         Ok(true)
     }
 

@@ -193,6 +193,74 @@ pub enum UpdateError {
         /// Each such change, as `fabrx network update show` prints it.
         changes: Vec<String>,
     },
+    /// A certificate passes from one holder to another.
+    #[error(
+        "the TLS certificate with SHA-256 {sha256} passes from {from} to {to}: a certificate never changes holder (issue {to} a new one)"
+    )]
+    TlsCertificateMoved {
+        /// The certificate's fingerprint.
+        sha256: String,
+        /// Its holder in the config in force.
+        from: String,
+        /// Its holder in the next config.
+        to: String,
+    },
+    /// A certificate the update adds does not carry its PEM.
+    #[error(
+        "the TLS certificate {name} is new and the config does not carry it (`pem`): the consenters check that the network CA signed it (`fabrx network tls add` writes it)"
+    )]
+    TlsCertificateMissing {
+        /// The certificate's name.
+        name: String,
+    },
+    /// A certificate the update adds is not the one named, or not a node certificate.
+    #[error("the TLS certificate {name} is refused: {reason}")]
+    TlsBadCertificate {
+        /// The certificate's name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A certificate the update adds is not signed by the network CA.
+    #[error(
+        "the TLS certificate {name} is not signed by the network CA: no node would accept it (issue it with the network's tls/ca.key; the CA itself does not change by an update)"
+    )]
+    TlsNotSignedByCa {
+        /// The certificate's name.
+        name: String,
+    },
+    /// A certificate for a node that has none in the config in force.
+    #[error("the TLS certificate {name} is for {holder}, which has no certificate in the config in force: only a node's own certificates rotate")]
+    TlsNewHolder {
+        /// The certificate's name.
+        name: String,
+        /// Its holder.
+        holder: String,
+    },
+    /// A node with more certificates than a rotation needs.
+    #[error("{holder} would have {count} TLS certificates; a node has at most {max} (the old and the next): retire the old one first")]
+    TlsTooManyCertificates {
+        /// The node.
+        holder: String,
+        /// Certificates the next config lists for it.
+        count: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// A node whose certificates are all new: no overlap.
+    #[error(
+        "the update replaces every TLS certificate of {holder} at once: the nodes that have not switched yet would refuse it. Add the new certificate in one update and remove the old one in the next"
+    )]
+    TlsNoOverlap {
+        /// The node.
+        holder: String,
+    },
+    /// A node left without a certificate.
+    #[error("the update removes every TLS certificate of {holder}: it could no longer call anyone")]
+    TlsNoCertificate {
+        /// The node.
+        holder: String,
+    },
     /// `merge` of two different updates.
     #[error("the two files are different updates ({what} differ): only signatures of one update merge")]
     DifferentUpdates {

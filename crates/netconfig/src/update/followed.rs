@@ -1,9 +1,11 @@
 //! Which changes an update may make: those every role applies at the switch
 //! (docs/reconfiguration.md "What each role follows"). Any other change — a party added or
-//! removed, an endpoint, a TLS certificate, router limits, the committer's or the token's
-//! section — would be ordered and then applied by some roles and not by others (or by a
-//! node only after its next restart), so the network would run on two configs at once.
-//! Such an update is refused, naming each change, until the roles follow it.
+//! removed, an endpoint, the TLS CA or the certificates of the committer's nodes, router
+//! limits, the committer's or the token's section — would be ordered and then applied by
+//! some roles and not by others (or by a node only after its next restart), so the
+//! network would run on two configs at once. Such an update is refused, naming each
+//! change, until the roles follow it. The ordering nodes' TLS certificates are followed
+//! (ADR 0019), under the rules of `super::tls`.
 
 use crate::file::NetworkFile;
 
@@ -40,5 +42,11 @@ pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile) -> Vec<Str
     rest.update_policy.clone_from(&current.update_policy);
     // The keys retired (only the update rules read them).
     rest.retired_keys.clone_from(&current.retired_keys);
-    super::diff(current, &rest)
+    // The ordering nodes' TLS certificates (the CA and the others' are compared).
+    let mut base = current.clone();
+    for tls in [base.tls.as_mut(), rest.tls.as_mut()].into_iter().flatten() {
+        tls.certificates
+            .retain(|c| !crate::tls::rotate::rotates(&c.role));
+    }
+    super::diff(&base, &rest)
 }

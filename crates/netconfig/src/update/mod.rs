@@ -20,6 +20,7 @@ mod diff;
 mod error;
 mod followed;
 mod rules;
+mod tls;
 
 pub use diff::diff;
 pub use error::{Result, UpdateError};
@@ -429,5 +430,6 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
         other => other,
     })?;
     check_keys(current, &next)?;
+    tls::check_tls(current.file(), next.file())?;
     Ok(next)
 }

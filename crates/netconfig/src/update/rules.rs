@@ -81,6 +81,15 @@ impl ConfigRules for NetworkRules {
         Ok(update.config.into_bytes())
     }
 
+    /// A config in force for this process: its `tls` section is followed
+    /// ([`crate::tls::follow::follow`], ADR 0019).
+    fn in_force(&self, config: &[u8]) {
+        match self.config(config) {
+            Ok(net) => crate::tls::follow::follow(&net),
+            Err(e) => tracing::error!(error = %e, "the config in force does not parse: its TLS section is not followed"),
+        }
+    }
+
     fn view(&self, config: &[u8]) -> Result<ConfigView, String> {
         let net = self.config(config)?;
         let mut batcher_keys = BTreeMap::new();
