@@ -16,6 +16,12 @@ pub enum NetworkCmd {
         #[command(subcommand)]
         cmd: crate::network_update::UpdateCmd,
     },
+    /// The next config of a TLS certificate rotation: add the ordering nodes' next
+    /// certificates, or retire their old ones (docs/reconfiguration.md).
+    Tls {
+        #[command(subcommand)]
+        cmd: crate::network_tls::TlsCmd,
+    },
 }
 
 /// Arguments of `fabrx network generate`.
@@ -69,6 +75,7 @@ pub fn run(cmd: NetworkCmd) -> anyhow::Result<()> {
     match cmd {
         NetworkCmd::Generate(args) => generate(args),
         NetworkCmd::Update { cmd } => crate::network_update::run(cmd),
+        NetworkCmd::Tls { cmd } => crate::network_tls::run(cmd),
     }
 }
 

@@ -244,31 +244,10 @@ async fn current(args: &CurrentArgs) -> anyhow::Result<()> {
     if args.network.is_dir() {
         config.install_client_tls(&args.network)?;
     }
-    let mut answers: Vec<(Vec<u8>, Vec<PartyId>)> = Vec::new();
-    let mut failures = Vec::new();
-    for p in config.parties() {
-        let endpoint = p.consenter.uri();
-        match config_of(&endpoint).await {
-            Ok(bytes) if bytes.is_empty() => {
-                failures.push(format!("party {}: no config in its answer", p.id));
-            }
-            Ok(bytes) => match answers.iter_mut().find(|(b, _)| *b == bytes) {
-                Some((_, parties)) => parties.push(p.id),
-                None => answers.push((bytes, vec![p.id])),
-            },
-            Err(e) => failures.push(format!("party {}: {e:#}", p.id)),
-        }
-    }
-    let f = config.n().saturating_sub(1) / 3;
-    answers.sort_by_key(|(_, parties)| std::cmp::Reverse(parties.len()));
-    let Some((bytes, parties)) = answers.first().filter(|(_, parties)| parties.len() > f as usize) else {
-        bail!(
-            "no config in force is answered by {} consenters alike ({} answers differ; {})",
-            f + 1,
-            answers.len(),
-            failures.join("; ")
-        );
-    };
+    let (bytes, parties) = crate::config_follow::in_force(&config)
+        .await
+        .map_err(|reason| anyhow::anyhow!(reason))?;
+    let bytes = &bytes;
     let text = std::str::from_utf8(bytes).context("the config in force is not UTF-8 text")?;
     let in_force = NetworkConfig::from_json(text).context("the config in force does not read")?;
     let pretty = serde_json::to_string_pretty(in_force.file())? + "\n";
@@ -288,20 +267,6 @@ async fn connect(endpoint: &str) -> anyhow::Result<tonic::transport::Channel> {
     wire::server::connect(&wire::server::client_endpoint(endpoint.to_string())?)
         .await
         .context("connecting")
-}
-
-/// The config in force as the consenter at `endpoint` answers `Status`.
-async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
-    let channel = connect(endpoint).await?;
-    let status = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
-            .max_decoding_message_size(consenter::transport::MAX_MESSAGE_BYTES)
-            .status(wire::pb::BftStatusRequest { with_config: true }),
-    )
-    .await
-    .context("no answer within 10 s")??;
-    Ok(status.into_inner().config)
 }
 
 /// Whether decision `decided`, as the consenter at `endpoint` serves it, carries `config`

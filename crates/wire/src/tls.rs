@@ -151,6 +151,8 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         // A client submits config updates only (their admin signatures authorize them;
         // the consenter refuses anything else from a client).
         ("fabrx.v1.BftConsensus", Role::Client) => matches!(method, "Submit" | "Status"),
+        // A router asks for the config in force, whose TLS section it follows (ADR 0019).
+        ("fabrx.v1.BftConsensus", Role::Router) => method == "Status",
         // Decided headers: batchers (terms), assemblers (blocks), consenters, tools.
         ("fabrx.v1.Consenter", Role::Batcher | Role::Assembler | Role::Consenter | Role::Client) => true,
         // Blocks: sidecars, other assemblers, tools.
@@ -448,6 +450,11 @@ mod tests {
             consenter,
             p(Role::Router, 3, None),
             "/fabrx.v1.BftConsensus/Submit"
+        ));
+        assert!(allowed(
+            consenter,
+            p(Role::Router, 3, None),
+            "/fabrx.v1.BftConsensus/Status"
         ));
         assert!(!allowed(
             consenter,
