@@ -181,6 +181,9 @@ pub struct NetworkRun {
     pub submitted: u64,
     /// Txs too many routers refused for a quorum.
     pub refused: u64,
+    /// Submitted txs (a quorum admitted them) without any final status when the run
+    /// ended: acknowledged and not delivered (0 in a correct run that drained).
+    pub admitted_never_confirmed: u64,
     /// Refused txs by the reason of the answer that made a quorum impossible (a gRPC
     /// code's name, e.g. `AlreadyExists`, or `unavailable`, `stream failed`).
     pub refused_reasons: BTreeMap<String, u64>,

@@ -266,6 +266,11 @@ pub fn caller_certificate<T>(request: &tonic::Request<T>) -> Option<[u8; 32]> {
         .and_then(|c| c.client_cert)
 }
 
+/// Counts one refusal (a call, or a connection whose certificate is not listed).
+fn count_refusal() {
+    REFUSED.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Calls refused by authorization in this process so far.
 pub fn refused() -> u64 {
     REFUSED.load(Ordering::Relaxed)
@@ -362,7 +367,7 @@ where
         };
         match verdict {
             Err(status) => {
-                REFUSED.fetch_add(1, Ordering::Relaxed);
+                count_refusal();
                 tracing::warn!(path = req.uri().path(), reason = status.message(), "call refused");
                 Box::pin(std::future::ready(Ok(status.into_http())))
             }

@@ -200,6 +200,9 @@ pub struct Summary {
     pub decided_before_run: u64,
     /// Sent txs without any final status when the run ended.
     pub never_confirmed: u64,
+    /// Of those, the txs a quorum of routers admitted (acknowledged, not delivered).
+    #[serde(default)]
+    pub admitted_never_confirmed: u64,
     /// Confirmed txs per second of `seconds`.
     pub tps: f64,
     /// Committed txs per second of `seconds`.
@@ -521,6 +524,7 @@ pub(super) fn summary(run: &NetworkRun, facts: &Facts<'_>) -> Summary {
         confirmed: run.confirmed,
         decided_before_run: run.decided_before_run,
         never_confirmed: run.never_confirmed(),
+        admitted_never_confirmed: run.admitted_never_confirmed,
         tps: per_second(run.confirmed, run.seconds),
         goodput_tps: per_second(committed, run.seconds),
         goodput: per_second(committed, run.seconds),
@@ -702,6 +706,7 @@ mod tests {
             confirmed: 3,
             decided_before_run: 0,
             never_confirmed: 0,
+            admitted_never_confirmed: 0,
             tps: 1.5,
             goodput_tps: 1.0,
             goodput: 1.0,

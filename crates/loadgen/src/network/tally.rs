@@ -310,13 +310,17 @@ impl Tally {
         let sent = usize::try_from(self.out.sent)
             .unwrap_or(usize::MAX)
             .min(self.state.len());
-        let (mut submitted, mut refused) = (0u64, 0u64);
+        let (mut submitted, mut refused, mut lost) = (0u64, 0u64, 0u64);
         let mut reasons = BTreeMap::new();
         for (i, s) in self.state[..sent].iter().enumerate() {
             let this_run = self.out.outcome[i].is_some();
             let held = usize::from(s.ok) + if this_run { usize::from(s.duplicate) } else { 0 };
             if held >= self.q {
                 submitted += 1;
+                let before = self.out.before.get(i).is_some_and(Option::is_some);
+                if !this_run && !before {
+                    lost += 1;
+                }
             } else if let Some(r) = s.refused {
                 refused += 1;
                 let reason = self
@@ -328,6 +332,7 @@ impl Tally {
         }
         self.out.submitted = submitted;
         self.out.refused = refused;
+        self.out.admitted_never_confirmed = lost;
         self.out.refused_reasons = reasons;
         self.out.router_errors = self
             .errors

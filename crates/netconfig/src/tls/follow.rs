@@ -96,6 +96,7 @@ pub fn follow(config: &NetworkConfig) {
     }
     let me = live.me();
     let listed = listed_for(tls, me);
+    live.keep_previous_if_listed(&listed.iter().map(|(_, fp)| *fp).collect::<Vec<_>>());
     let presented = live.presented();
     // Already presenting the newest listed certificate it holds: nothing to read.
     if listed.last().is_some_and(|(_, fp)| *fp == presented) {

@@ -83,6 +83,71 @@ impl rustls::client::ResolvesClientCert for Resolver {
     }
 }
 
+/// The server's check of a client certificate: signed by the network CA (webpki), and
+/// listed in the table in force. A certificate the table does not list fails the
+/// handshake, so that a client that presents a certificate a peer has not learned yet
+/// (a node ahead of that peer by a config update) learns it at once and may present
+/// its previous one ([`Connector`]).
+#[derive(Debug)]
+struct ListedClients {
+    ca: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    peers: Arc<RwLock<Arc<HashMap<[u8; 32], Peer>>>>,
+}
+
+impl rustls::server::danger::ClientCertVerifier for ListedClients {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.ca.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        let verified = self.ca.verify_client_cert(end_entity, intermediates, now)?;
+        let fp = fingerprint(end_entity.as_ref());
+        let listed = self
+            .peers
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(&fp);
+        if listed {
+            return Ok(verified);
+        }
+        super::count_refusal();
+        tracing::warn!(
+            sha256 = %hex_of(&fp[..8]),
+            "connection refused: the client certificate is not one of this network's"
+        );
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::ApplicationVerificationFailure,
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.ca.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.ca.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.ca.supported_verify_schemes()
+    }
+}
+
 /// A server connection's watch: closed when the table stops listing its client's
 /// certificate.
 #[derive(Debug)]
@@ -106,12 +171,17 @@ impl Watch {
 /// The TLS state of a process that installed an identity ([`super::install`]).
 pub struct LiveTls {
     me: Peer,
-    peers: RwLock<Arc<HashMap<[u8; 32], Peer>>>,
+    peers: Arc<RwLock<Arc<HashMap<[u8; 32], Peer>>>>,
     presented: RwLock<Arc<Presented>>,
+    /// The certificate presented before the last [`LiveTls::present`], while the config in
+    /// force still lists it: a client falls back to it when a server refuses the new one.
+    previous: RwLock<Option<Arc<Presented>>>,
     resolver: Arc<Resolver>,
+    previous_resolver: Arc<Resolver>,
     provider: Arc<rustls::crypto::CryptoProvider>,
     server: Arc<rustls::ServerConfig>,
     client: Arc<rustls::ClientConfig>,
+    previous_client: Arc<rustls::ClientConfig>,
     watches: Mutex<Vec<Weak<Watch>>>,
 }
 
@@ -171,30 +241,50 @@ impl LiveTls {
         let resolver = Arc::new(Resolver {
             current: RwLock::new(Arc::clone(&presented.key)),
         });
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
-                .build()
-                .map_err(|e| identity_error("the client verifier", e))?;
+        let previous_resolver = Arc::new(Resolver {
+            current: RwLock::new(Arc::clone(&presented.key)),
+        });
+        let peers = Arc::new(RwLock::new(Arc::new(tls.peers)));
+        let ca = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
+            .build()
+            .map_err(|e| identity_error("the client verifier", e))?;
+        let verifier = Arc::new(ListedClients {
+            ca,
+            peers: Arc::clone(&peers),
+        });
         let mut server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| identity_error("the server configuration", e))?
             .with_client_cert_verifier(verifier)
             .with_cert_resolver(resolver.clone());
         server.alpn_protocols = vec![ALPN_H2.to_vec()];
-        let mut client = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| identity_error("the client configuration", e))?
-            .with_root_certificates(roots)
-            .with_client_cert_resolver(resolver.clone());
-        client.alpn_protocols = vec![ALPN_H2.to_vec()];
+        // No resumption: a resumed session would carry the client certificate of the
+        // session it resumes, not the one the client presents now.
+        server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        server.send_tls13_tickets = 0;
+        let client_config = |resolver: Arc<Resolver>| -> Result<Arc<rustls::ClientConfig>, TlsError> {
+            let mut client = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| identity_error("the client configuration", e))?
+                .with_root_certificates(Arc::clone(&roots))
+                .with_client_cert_resolver(resolver);
+            client.alpn_protocols = vec![ALPN_H2.to_vec()];
+            client.resumption = rustls::client::Resumption::disabled();
+            Ok(Arc::new(client))
+        };
+        let client = client_config(Arc::clone(&resolver))?;
+        let previous_client = client_config(Arc::clone(&previous_resolver))?;
         Ok(LiveTls {
             me: tls.me,
-            peers: RwLock::new(Arc::new(tls.peers)),
+            peers,
             presented: RwLock::new(Arc::new(presented)),
+            previous: RwLock::new(None),
             resolver,
+            previous_resolver,
             provider,
             server: Arc::new(server),
-            client: Arc::new(client),
+            client,
+            previous_client,
             watches: Mutex::new(Vec::new()),
         })
     }
@@ -254,20 +344,56 @@ impl LiveTls {
     }
 
     /// Presents `cert_pem` with `key_pem` on every connection made or accepted from now
-    /// on (open connections keep theirs). Gives the certificate's fingerprint.
+    /// on (open connections keep theirs); the certificate presented until now becomes the
+    /// one a client falls back to ([`Connector`]). Gives the certificate's fingerprint.
     pub fn present(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<[u8; 32], TlsError> {
-        let presented = certified_key(&self.provider, cert_pem, key_pem)?;
+        let presented = Arc::new(certified_key(&self.provider, cert_pem, key_pem)?);
         let fp = presented.fingerprint;
+        let before = std::mem::replace(
+            &mut *self
+                .presented
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Arc::clone(&presented),
+        );
         *self
             .resolver
             .current
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&presented.key);
-        *self
-            .presented
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(presented);
+        if before.fingerprint != fp {
+            *self
+                .previous_resolver
+                .current
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&before.key);
+            *self
+                .previous
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(before);
+        }
         Ok(fp)
+    }
+
+    /// Forgets the certificate a client falls back to unless `listed` holds it (a config
+    /// that no longer lists it: servers refuse it).
+    pub fn keep_previous_if_listed(&self, listed: &[[u8; 32]]) {
+        let mut previous = self
+            .previous
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if previous.as_ref().is_some_and(|p| !listed.contains(&p.fingerprint)) {
+            *previous = None;
+        }
+    }
+
+    /// The fingerprint of the certificate a client falls back to, if any.
+    pub fn previous(&self) -> Option<[u8; 32]> {
+        self.previous
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|p| p.fingerprint)
     }
 
     fn watch(&self, fingerprint: [u8; 32]) -> Arc<Watch> {
@@ -466,15 +592,33 @@ where
 pub enum ClientConn {
     /// Plain TCP (no identity installed).
     Plain(TcpStream),
-    /// TLS, presenting the identity in force when it was made.
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// TLS, presenting the identity in force when it was made (or the previous one, when
+    /// the server refused that).
+    Tls(Box<ClientTls>),
+}
+
+/// A client TLS stream and the first bytes the server sent, read to learn that it
+/// accepted the certificate, which the stream gives first.
+pub struct ClientTls {
+    stream: tokio_rustls::client::TlsStream<TcpStream>,
+    first: Vec<u8>,
+    at: usize,
 }
 
 impl AsyncRead for ClientConn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientConn::Plain(io) => Pin::new(io).poll_read(cx, buf),
-            ClientConn::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+            ClientConn::Tls(tls) => {
+                if tls.at < tls.first.len() {
+                    let rest = tls.first.get(tls.at..).unwrap_or_default();
+                    let n = rest.len().min(buf.remaining());
+                    buf.put_slice(rest.get(..n).unwrap_or_default());
+                    tls.at += n;
+                    return Poll::Ready(Ok(()));
+                }
+                Pin::new(&mut tls.stream).poll_read(cx, buf)
+            }
         }
     }
 }
@@ -483,21 +627,21 @@ impl AsyncWrite for ClientConn {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             ClientConn::Plain(io) => Pin::new(io).poll_write(cx, data),
-            ClientConn::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, data),
+            ClientConn::Tls(tls) => Pin::new(&mut tls.stream).poll_write(cx, data),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientConn::Plain(io) => Pin::new(io).poll_flush(cx),
-            ClientConn::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+            ClientConn::Tls(tls) => Pin::new(&mut tls.stream).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientConn::Plain(io) => Pin::new(io).poll_shutdown(cx),
-            ClientConn::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+            ClientConn::Tls(tls) => Pin::new(&mut tls.stream).poll_shutdown(cx),
         }
     }
 }
@@ -505,10 +649,48 @@ impl AsyncWrite for ClientConn {
 /// The connector of every fabrx client channel: dials the URI's host and port (TCP_NODELAY)
 /// and, with an identity installed, runs the TLS handshake presenting the identity in
 /// force, trusting only the network CA and checking the name [`SERVER_NAME`].
+///
+/// While the node holds a previous certificate (between a config update that adds its
+/// next certificate and the one that removes the old), it waits for the server's first
+/// bytes (an HTTP/2 server speaks first): a server that has not learned the new
+/// certificate yet refuses the handshake, and the connection is made again with the
+/// previous one, so nothing is refused while the nodes switch one after the other.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Connector;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Dials `host:port` and runs the client handshake with `config`; with `confirm`, also
+/// waits for the server's first bytes (a refused certificate is then an error).
+async fn dial(
+    host: &str,
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    confirm: bool,
+) -> io::Result<ClientConn> {
+    use tokio::io::AsyncReadExt as _;
+    let tcp = TcpStream::connect((host, port)).await?;
+    tcp.set_nodelay(true)?;
+    let name = ServerName::try_from(SERVER_NAME).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut stream = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+    let mut first = Vec::new();
+    if confirm {
+        let mut buf = vec![0u8; 1024];
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read(&mut buf)).await {
+            Ok(Ok(0)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "the server closed the connection after the handshake",
+                ));
+            }
+            Ok(Ok(n)) => first.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            Ok(Err(e)) => return Err(e),
+            // A slow server: the channel finds out on its own.
+            Err(_) => {}
+        }
+    }
+    Ok(ClientConn::Tls(Box::new(ClientTls { stream, first, at: 0 })))
+}
 
 impl tower_service::Service<http::Uri> for Connector {
     type Response = hyper_util::rt::TokioIo<ClientConn>;
@@ -528,18 +710,19 @@ impl tower_service::Service<http::Uri> for Connector {
                 .trim_end_matches(']')
                 .to_string();
             let port = uri.port_u16().unwrap_or(80);
-            let tcp = TcpStream::connect((host.as_str(), port)).await?;
-            tcp.set_nodelay(true)?;
-            let conn = match super::installed() {
-                None => ClientConn::Plain(tcp),
-                Some(live) => {
-                    let name = ServerName::try_from(SERVER_NAME)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                    let tls = tokio_rustls::TlsConnector::from(Arc::clone(&live.client))
-                        .connect(name, tcp)
-                        .await?;
-                    ClientConn::Tls(Box::new(tls))
+            let Some(live) = super::installed() else {
+                let tcp = TcpStream::connect((host.as_str(), port)).await?;
+                tcp.set_nodelay(true)?;
+                return Ok(hyper_util::rt::TokioIo::new(ClientConn::Plain(tcp)));
+            };
+            let fallback = live.previous().is_some();
+            let conn = match dial(&host, port, Arc::clone(&live.client), fallback).await {
+                Ok(conn) => conn,
+                Err(e) if fallback => {
+                    tracing::debug!(error = %e, %uri, "the server refused this node's new certificate: its previous one is presented");
+                    dial(&host, port, Arc::clone(&live.previous_client), false).await?
                 }
+                Err(e) => return Err(e),
             };
             Ok(hyper_util::rt::TokioIo::new(conn))
         })
