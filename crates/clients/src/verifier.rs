@@ -138,12 +138,13 @@ impl VerifierClient {
             .http2_keep_alive_interval(config.keep_alive_interval)
             .keep_alive_timeout(config.keep_alive_timeout)
             .keep_alive_while_idle(true);
-        let channel = wire::server::connect(&endpoint_config)
-            .await
-            .map_err(|source| ClientError::Connect {
-                endpoint: endpoint.to_string(),
-                source,
-            })?;
+        let channel =
+            wire::server::connect(&endpoint_config)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    endpoint: endpoint.to_string(),
+                    source,
+                })?;
         let mut grpc = tonic::client::Grpc::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);

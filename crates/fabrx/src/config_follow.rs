@@ -15,7 +15,8 @@ pub const ROUTER_POLL: Duration = Duration::from_secs(2);
 
 /// The config in force as the consenter at `endpoint` answers `Status`.
 pub async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
-    let endpoint = wire::server::client_endpoint(endpoint.to_string())?.connect_timeout(Duration::from_secs(3));
+    let endpoint =
+        wire::server::client_endpoint(endpoint.to_string())?.connect_timeout(Duration::from_secs(3));
     let channel = wire::server::connect(&endpoint).await.context("connecting")?;
     let status = tokio::time::timeout(
         Duration::from_secs(10),
@@ -36,7 +37,9 @@ pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>),
     let f = config.n().saturating_sub(1) / 3;
     for p in config.parties() {
         match config_of(&p.consenter.uri()).await {
-            Ok(bytes) if bytes.is_empty() => failures.push(format!("party {}: no config in its answer", p.id)),
+            Ok(bytes) if bytes.is_empty() => {
+                failures.push(format!("party {}: no config in its answer", p.id))
+            }
             Ok(bytes) => match answers.iter_mut().find(|(b, _)| *b == bytes) {
                 Some((_, parties)) => parties.push(p.id),
                 None => answers.push((bytes, vec![p.id])),

@@ -54,7 +54,9 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     });
     // A router reads no decisions: it follows the TLS section of the config in force by
     // asking the consenters (ADR 0019).
-    let follower = config.tls_enabled().then(|| crate::config_follow::spawn_tls_follower(config.clone()));
+    let follower = config
+        .tls_enabled()
+        .then(|| crate::config_follow::spawn_tls_follower(config.clone()));
     let what = format!("party {}'s router", args.party);
     let served = crate::runner::serve(node, &what, Some(ready), &mut stopping).await;
     if let Some(f) = follower {

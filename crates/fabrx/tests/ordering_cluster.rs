@@ -81,8 +81,8 @@ impl Follower {
                 self.tx_count(),
                 logs()
             );
-            let Ok(channel) = wire::server::connect(&wire::server::client_endpoint(self.uri.clone()).unwrap())
-                .await
+            let Ok(channel) =
+                wire::server::connect(&wire::server::client_endpoint(self.uri.clone()).unwrap()).await
             else {
                 sleep(Duration::from_millis(100)).await;
                 continue;

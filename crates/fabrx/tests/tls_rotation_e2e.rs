@@ -255,7 +255,16 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
     let base = free_base_port().to_string();
     fabrx(
         &[
-            "up", "--seed", "27", "--shards", "1", "--no-token", "--base-port", &base, "--json", "--dir",
+            "up",
+            "--seed",
+            "27",
+            "--shards",
+            "1",
+            "--no-token",
+            "--base-port",
+            &base,
+            "--json",
+            "--dir",
         ],
         &dir,
     );
@@ -276,7 +285,8 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
         "--out",
         s(&swapped),
     ]));
-    let mut next: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&swapped).unwrap()).unwrap();
+    let mut next: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&swapped).unwrap()).unwrap();
     next["tls"]["certificates"]
         .as_array_mut()
         .unwrap()
@@ -295,7 +305,10 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("replaces every TLS certificate of party 3's router"), "{stderr}");
+    assert!(
+        stderr.contains("replaces every TLS certificate of party 3's router"),
+        "{stderr}"
+    );
     std::fs::remove_file(dir.join("tls/router-3.next.pem")).unwrap();
     std::fs::remove_file(dir.join("tls/router-3.next.key")).unwrap();
 

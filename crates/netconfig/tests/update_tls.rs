@@ -72,7 +72,8 @@ fn issue(dir: &std::path::Path, name: &str, stranger: bool, node_name: bool) -> 
             .push(rcgen::DnType::CommonName, "fabrx network CA");
         (Some(params), key)
     } else {
-        let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(dir.join("tls/ca.key")).unwrap()).unwrap();
+        let key =
+            rcgen::KeyPair::from_pem(&std::fs::read_to_string(dir.join("tls/ca.key")).unwrap()).unwrap();
         (None, key)
     };
     let issuer = match issuer_params {
@@ -89,9 +90,7 @@ fn issue(dir: &std::path::Path, name: &str, stranger: bool, node_name: bool) -> 
         vec!["elsewhere".to_string()]
     };
     let mut params = rcgen::CertificateParams::new(names).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
+    params.distinguished_name.push(rcgen::DnType::CommonName, name);
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = params.signed_by(&key, &issuer).unwrap();
     (cert.pem(), wire::tls::fingerprint(cert.der()))
@@ -191,7 +190,11 @@ fn each_rule_of_a_tls_change_refuses_what_breaks_it() {
         matches!(e, UpdateError::TlsTooManyCertificates { count: 3, max: 2, .. }),
         "{e:?}"
     );
-    assert!(e.to_string().contains("party 1's router would have 3 TLS certificates"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("party 1's router would have 3 TLS certificates"),
+        "{e}"
+    );
 
     // A new certificate the network CA did not sign.
     let stranger = |pem: String, fp: [u8; 32]| {
@@ -280,7 +283,10 @@ fn each_rule_of_a_tls_change_refuses_what_breaks_it() {
     match verdict(&net, genesis, &next) {
         Err(UpdateError::NotFollowed { changes }) => {
             assert_eq!(changes.len(), 1, "{changes:?}");
-            assert!(changes[0].starts_with("tls certificate sidecar-1.next added"), "{changes:?}");
+            assert!(
+                changes[0].starts_with("tls certificate sidecar-1.next added"),
+                "{changes:?}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -298,7 +304,9 @@ fn each_rule_of_a_tls_change_refuses_what_breaks_it() {
 fn a_node_presents_the_last_listed_certificate_it_holds() {
     let fp = |b: u8| [b; 32];
     let listed = vec![("old".to_string(), fp(1)), ("new".to_string(), fp(2))];
-    let holding = |held: &'static [(&'static str, u8)]| {
+    /// The files a node holds: a name and the certificate (by fingerprint byte) in it.
+    type Held = &'static [(&'static str, u8)];
+    let holding = |held: Held| {
         move |name: &str| {
             held.iter()
                 .find(|(n, _)| *n == name)
@@ -306,7 +314,7 @@ fn a_node_presents_the_last_listed_certificate_it_holds() {
         }
     };
     // (files held, chosen)
-    let cases: [(&'static [(&'static str, u8)], Option<&str>); 5] = [
+    let cases: [(Held, Option<&str>); 5] = [
         (&[("old", 1), ("new", 2)], Some("new")),
         (&[("old", 1)], Some("old")),
         (&[("new", 2)], Some("new")),

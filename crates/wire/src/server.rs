@@ -91,13 +91,11 @@ pub fn builder(limits: &ServerLimits) -> Builder {
 /// channel with [`connect`] or [`connect_lazy`], which run TLS when the process
 /// installed an identity.
 pub fn client_endpoint(uri: String) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
-    Ok(
-        tonic::transport::Endpoint::from_shared(crate::tls::uri(uri))?
-            .http2_keep_alive_interval(CLIENT_KEEPALIVE)
-            .keep_alive_timeout(Duration::from_secs(20))
-            .keep_alive_while_idle(true)
-            .tcp_nodelay(true),
-    )
+    Ok(tonic::transport::Endpoint::from_shared(crate::tls::uri(uri))?
+        .http2_keep_alive_interval(CLIENT_KEEPALIVE)
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true))
 }
 
 /// A channel to `endpoint`, connected now, over the process's TLS when installed

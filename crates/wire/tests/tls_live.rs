@@ -32,9 +32,14 @@ fn ca() -> Ca {
 /// A certificate (PEM), its key (PEM) and its fingerprint.
 fn issue(ca: &Ca) -> (String, String, [u8; 32]) {
     let key = rcgen::KeyPair::generate().unwrap();
-    let params = rcgen::CertificateParams::new(vec![wire::tls::SERVER_NAME.to_string(), "127.0.0.1".into()]).unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec![wire::tls::SERVER_NAME.to_string(), "127.0.0.1".into()]).unwrap();
     let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem(), wire::tls::fingerprint(cert.der()))
+    (
+        cert.pem(),
+        key.serialize_pem(),
+        wire::tls::fingerprint(cert.der()),
+    )
 }
 
 const CLIENT: Peer = Peer {
@@ -117,11 +122,17 @@ async fn the_table_and_the_presented_certificate_change_while_the_node_runs() {
     assert_eq!((live.presented(), live.previous()), (fp_2, Some(fp_1)));
     let refused_before = wire::tls::refused();
     assert_eq!(call_new(&addr).await.unwrap(), hex(&fp_1));
-    assert!(wire::tls::refused() > refused_before, "the new certificate was refused at the handshake");
+    assert!(
+        wire::tls::refused() > refused_before,
+        "the new certificate was refused at the handshake"
+    );
 
     // Both listed (update A): new connections present the new certificate; the open one
     // keeps the old.
-    assert_eq!(wire::tls::replace_peers(HashMap::from([(fp_1, CLIENT), (fp_2, CLIENT)])), 0);
+    assert_eq!(
+        wire::tls::replace_peers(HashMap::from([(fp_1, CLIENT), (fp_2, CLIENT)])),
+        0
+    );
     assert_eq!(call_new(&addr).await.unwrap(), hex(&fp_2));
     assert_eq!(call(open.clone()).await.unwrap(), hex(&fp_1));
 

@@ -28,7 +28,8 @@ impl crate::NetworkConfig {
         };
         let dir = network_dir(config_path);
         let listed = crate::tls::follow::listed_for(tls, me);
-        let chosen = crate::tls::follow::choose(&listed, |name| crate::tls::follow::read_identity(&dir, name));
+        let chosen =
+            crate::tls::follow::choose(&listed, |name| crate::tls::follow::read_identity(&dir, name));
         let (cert_pem, key_pem) = match chosen {
             Some((_, cert, key)) => (cert, key),
             None => {

@@ -114,7 +114,9 @@ pub fn follow(config: &NetworkConfig) {
                 sha256 = %short(&fp),
                 "TLS: this node presents its certificate {name} from now on"
             ),
-            Err(e) => tracing::error!(certificate = %name, error = %e, "TLS: the certificate cannot be presented"),
+            Err(e) => {
+                tracing::error!(certificate = %name, error = %e, "TLS: the certificate cannot be presented")
+            }
         },
         None if listed.iter().any(|(_, fp)| *fp == presented) => {}
         None => tracing::error!(

@@ -123,7 +123,11 @@ pub fn add_next(dir: &Path, current: &NetworkFile, only: &[String]) -> Result<(N
             )));
         }
         let taken = |n: &str| listed.iter().any(|&i| tls.certificates[i].name == n);
-        let name = if taken(&base) { format!("{base}.next") } else { base.clone() };
+        let name = if taken(&base) {
+            format!("{base}.next")
+        } else {
+            base.clone()
+        };
         let host = host_of(current, p).ok_or_else(|| bad(format!("{base}: no endpoint in the config")))?;
         let key = rcgen::KeyPair::generate().map_err(err)?;
         let mut params =

@@ -230,7 +230,9 @@ pub enum UpdateError {
         name: String,
     },
     /// A certificate for a node that has none in the config in force.
-    #[error("the TLS certificate {name} is for {holder}, which has no certificate in the config in force: only a node's own certificates rotate")]
+    #[error(
+        "the TLS certificate {name} is for {holder}, which has no certificate in the config in force: only a node's own certificates rotate"
+    )]
     TlsNewHolder {
         /// The certificate's name.
         name: String,
@@ -238,7 +240,9 @@ pub enum UpdateError {
         holder: String,
     },
     /// A node with more certificates than a rotation needs.
-    #[error("{holder} would have {count} TLS certificates; a node has at most {max} (the old and the next): retire the old one first")]
+    #[error(
+        "{holder} would have {count} TLS certificates; a node has at most {max} (the old and the next): retire the old one first"
+    )]
     TlsTooManyCertificates {
         /// The node.
         holder: String,

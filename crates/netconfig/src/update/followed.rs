@@ -45,8 +45,7 @@ pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile) -> Vec<Str
     // The ordering nodes' TLS certificates (the CA and the others' are compared).
     let mut base = current.clone();
     for tls in [base.tls.as_mut(), rest.tls.as_mut()].into_iter().flatten() {
-        tls.certificates
-            .retain(|c| !crate::tls::rotate::rotates(&c.role));
+        tls.certificates.retain(|c| !crate::tls::rotate::rotates(&c.role));
     }
     super::diff(&base, &rest)
 }

@@ -86,7 +86,9 @@ impl ConfigRules for NetworkRules {
     fn in_force(&self, config: &[u8]) {
         match self.config(config) {
             Ok(net) => crate::tls::follow::follow(&net),
-            Err(e) => tracing::error!(error = %e, "the config in force does not parse: its TLS section is not followed"),
+            Err(e) => {
+                tracing::error!(error = %e, "the config in force does not parse: its TLS section is not followed")
+            }
         }
     }
 

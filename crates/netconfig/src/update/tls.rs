@@ -75,7 +75,10 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
                 max: MAX_CERTIFICATES_PER_NODE,
             });
         }
-        if !certs.iter().any(|c| had.iter().any(|h| h.sha256.eq_ignore_ascii_case(&c.sha256))) {
+        if !certs
+            .iter()
+            .any(|c| had.iter().any(|h| h.sha256.eq_ignore_ascii_case(&c.sha256)))
+        {
             return Err(UpdateError::TlsNoOverlap {
                 holder: holder.clone(),
             });
@@ -119,15 +122,11 @@ fn check_added(old: &TlsFile, c: &TlsCertFile) -> Result<()> {
     if cert.verify_signature(Some(ca.public_key())).is_err() {
         return Err(UpdateError::TlsNotSignedByCa { name: c.name.clone() });
     }
-    let names_node = cert
-        .subject_alternative_name()
-        .ok()
-        .flatten()
-        .is_some_and(|san| {
-            san.value.general_names.iter().any(|n| {
-                matches!(n, x509_parser::extensions::GeneralName::DNSName(d) if *d == wire::tls::SERVER_NAME)
-            })
-        });
+    let names_node = cert.subject_alternative_name().ok().flatten().is_some_and(|san| {
+        san.value.general_names.iter().any(
+            |n| matches!(n, x509_parser::extensions::GeneralName::DNSName(d) if *d == wire::tls::SERVER_NAME),
+        )
+    });
     if !names_node {
         return Err(bad(format!(
             "it does not name {} (every fabrx node certificate does)",

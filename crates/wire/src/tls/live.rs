@@ -49,6 +49,12 @@ fn identity_error(what: &str, e: impl std::fmt::Display) -> TlsError {
     TlsError::Identity(format!("{what}: {e}"))
 }
 
+/// Every certificate of the network by fingerprint, with its holder.
+type Table = HashMap<[u8; 32], Peer>;
+
+/// The table in force, shared by the handshakes' check and the calls' authorization.
+type SharedTable = Arc<RwLock<Arc<Table>>>;
+
 /// A certificate and key in force, with the certificate's fingerprint.
 struct Presented {
     fingerprint: [u8; 32],
@@ -63,7 +69,12 @@ struct Resolver {
 
 impl Resolver {
     fn get(&self) -> Arc<CertifiedKey> {
-        Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 }
 
@@ -91,7 +102,7 @@ impl rustls::client::ResolvesClientCert for Resolver {
 #[derive(Debug)]
 struct ListedClients {
     ca: Arc<dyn rustls::server::danger::ClientCertVerifier>,
-    peers: Arc<RwLock<Arc<HashMap<[u8; 32], Peer>>>>,
+    peers: SharedTable,
 }
 
 impl rustls::server::danger::ClientCertVerifier for ListedClients {
@@ -171,7 +182,7 @@ impl Watch {
 /// The TLS state of a process that installed an identity ([`super::install`]).
 pub struct LiveTls {
     me: Peer,
-    peers: Arc<RwLock<Arc<HashMap<[u8; 32], Peer>>>>,
+    peers: SharedTable,
     presented: RwLock<Arc<Presented>>,
     /// The certificate presented before the last [`LiveTls::present`], while the config in
     /// force still lists it: a client falls back to it when a server refuses the new one.
@@ -218,7 +229,8 @@ fn certified_key(
         .load_private_key(key)
         .map_err(|e| identity_error("the key", e))?;
     let key = CertifiedKey::new(chain, signing);
-    key.keys_match().map_err(|e| identity_error("the key and certificate", e))?;
+    key.keys_match()
+        .map_err(|e| identity_error("the key and certificate", e))?;
     Ok(Presented {
         fingerprint,
         key: Arc::new(key),
@@ -245,9 +257,12 @@ impl LiveTls {
             current: RwLock::new(Arc::clone(&presented.key)),
         });
         let peers = Arc::new(RwLock::new(Arc::new(tls.peers)));
-        let ca = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
-            .build()
-            .map_err(|e| identity_error("the client verifier", e))?;
+        let ca = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::clone(&roots),
+            Arc::clone(&provider),
+        )
+        .build()
+        .map_err(|e| identity_error("the client verifier", e))?;
         let verifier = Arc::new(ListedClients {
             ca,
             peers: Arc::clone(&peers),
@@ -296,7 +311,12 @@ impl LiveTls {
 
     /// The table in force: every certificate of the network by fingerprint.
     pub fn peers(&self) -> Arc<HashMap<[u8; 32], Peer>> {
-        Arc::clone(&self.peers.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .peers
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// The holder of the certificate with fingerprint `fp`, if the table in force lists it.
@@ -382,7 +402,10 @@ impl LiveTls {
             .previous
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if previous.as_ref().is_some_and(|p| !listed.contains(&p.fingerprint)) {
+        if previous
+            .as_ref()
+            .is_some_and(|p| !listed.contains(&p.fingerprint))
+        {
             *previous = None;
         }
     }
@@ -671,8 +694,11 @@ async fn dial(
     use tokio::io::AsyncReadExt as _;
     let tcp = TcpStream::connect((host, port)).await?;
     tcp.set_nodelay(true)?;
-    let name = ServerName::try_from(SERVER_NAME).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let mut stream = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+    let name =
+        ServerName::try_from(SERVER_NAME).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await?;
     let mut first = Vec::new();
     if confirm {
         let mut buf = vec![0u8; 1024];
