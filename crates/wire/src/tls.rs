@@ -27,9 +27,11 @@ use std::task::{Context, Poll};
 use sha2::{Digest, Sha256};
 use tonic::transport::server::TcpConnectInfo;
 
+mod connector;
 mod live;
 
-pub use live::{Accepted, ClientConn, ConnInfo, Connector, HANDSHAKE_TIMEOUT, LiveTls, ServerConn, accept};
+pub use connector::{ClientConn, ClientTls, Connector};
+pub use live::{Accepted, ConnInfo, HANDSHAKE_TIMEOUT, LiveTls, ServerConn, accept};
 
 /// The name every fabrx node certificate carries and every client checks (the
 /// certificates also carry the node's IP address).

@@ -734,7 +734,9 @@ mod tests {
         };
         let line = s.line().unwrap();
         assert!(
-            line.starts_with(r#"{"aborted":{"ABORTED_MVCC_CONFLICT":1},"client_cpu_seconds":1.0,"#),
+            line.starts_with(
+                r#"{"aborted":{"ABORTED_MVCC_CONFLICT":1},"admitted_never_confirmed":0,"client_cpu_seconds":1.0,"#
+            ),
             "{line}"
         );
         for field in [

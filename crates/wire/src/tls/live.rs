@@ -10,7 +10,7 @@
 //!   (handshakes run concurrently, each bounded by [`HANDSHAKE_TIMEOUT`]); each carries
 //!   the fingerprint of its client's certificate ([`ConnInfo`]), which the authorization
 //!   layer reads for every call;
-//! * clients: [`Connector`] dials and runs the client handshake, presenting the identity
+//! * clients: [`super::Connector`] dials and runs the client handshake, presenting the identity
 //!   in force when the connection is made (also when a channel reconnects).
 //!
 //! When the table changes ([`replace_peers`]), the connections whose client certificate
@@ -19,7 +19,6 @@
 //! certificates still listed are left as they are, whatever the nodes present now.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,15 +28,14 @@ use std::time::Duration;
 
 use futures::task::AtomicWaker;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
-use super::{NodeTls, Peer, SERVER_NAME, TlsError, fingerprint};
+use super::{NodeTls, Peer, TlsError, fingerprint};
 
 /// Longest a server waits for a client to complete its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +96,7 @@ impl rustls::client::ResolvesClientCert for Resolver {
 /// listed in the table in force. A certificate the table does not list fails the
 /// handshake, so that a client that presents a certificate a peer has not learned yet
 /// (a node ahead of that peer by a config update) learns it at once and may present
-/// its previous one ([`Connector`]).
+/// its previous one ([`super::Connector`]).
 #[derive(Debug)]
 struct ListedClients {
     ca: Arc<dyn rustls::server::danger::ClientCertVerifier>,
@@ -191,8 +189,8 @@ pub struct LiveTls {
     previous_resolver: Arc<Resolver>,
     provider: Arc<rustls::crypto::CryptoProvider>,
     server: Arc<rustls::ServerConfig>,
-    client: Arc<rustls::ClientConfig>,
-    previous_client: Arc<rustls::ClientConfig>,
+    pub(super) client: Arc<rustls::ClientConfig>,
+    pub(super) previous_client: Arc<rustls::ClientConfig>,
     watches: Mutex<Vec<Weak<Watch>>>,
 }
 
@@ -365,7 +363,7 @@ impl LiveTls {
 
     /// Presents `cert_pem` with `key_pem` on every connection made or accepted from now
     /// on (open connections keep theirs); the certificate presented until now becomes the
-    /// one a client falls back to ([`Connector`]). Gives the certificate's fingerprint.
+    /// one a client falls back to ([`super::Connector`]). Gives the certificate's fingerprint.
     pub fn present(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<[u8; 32], TlsError> {
         let presented = Arc::new(certified_key(&self.provider, cert_pem, key_pem)?);
         let fp = presented.fingerprint;
@@ -609,148 +607,4 @@ where
         client_cert,
         watch,
     })
-}
-
-/// A client connection: TLS when the process installed an identity, else plain TCP.
-pub enum ClientConn {
-    /// Plain TCP (no identity installed).
-    Plain(TcpStream),
-    /// TLS, presenting the identity in force when it was made (or the previous one, when
-    /// the server refused that).
-    Tls(Box<ClientTls>),
-}
-
-/// A client TLS stream and the first bytes the server sent, read to learn that it
-/// accepted the certificate, which the stream gives first.
-pub struct ClientTls {
-    stream: tokio_rustls::client::TlsStream<TcpStream>,
-    first: Vec<u8>,
-    at: usize,
-}
-
-impl AsyncRead for ClientConn {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientConn::Plain(io) => Pin::new(io).poll_read(cx, buf),
-            ClientConn::Tls(tls) => {
-                if tls.at < tls.first.len() {
-                    let rest = tls.first.get(tls.at..).unwrap_or_default();
-                    let n = rest.len().min(buf.remaining());
-                    buf.put_slice(rest.get(..n).unwrap_or_default());
-                    tls.at += n;
-                    return Poll::Ready(Ok(()));
-                }
-                Pin::new(&mut tls.stream).poll_read(cx, buf)
-            }
-        }
-    }
-}
-
-impl AsyncWrite for ClientConn {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ClientConn::Plain(io) => Pin::new(io).poll_write(cx, data),
-            ClientConn::Tls(tls) => Pin::new(&mut tls.stream).poll_write(cx, data),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientConn::Plain(io) => Pin::new(io).poll_flush(cx),
-            ClientConn::Tls(tls) => Pin::new(&mut tls.stream).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientConn::Plain(io) => Pin::new(io).poll_shutdown(cx),
-            ClientConn::Tls(tls) => Pin::new(&mut tls.stream).poll_shutdown(cx),
-        }
-    }
-}
-
-/// The connector of every fabrx client channel: dials the URI's host and port (TCP_NODELAY)
-/// and, with an identity installed, runs the TLS handshake presenting the identity in
-/// force, trusting only the network CA and checking the name [`SERVER_NAME`].
-///
-/// While the node holds a previous certificate (between a config update that adds its
-/// next certificate and the one that removes the old), it waits for the server's first
-/// bytes (an HTTP/2 server speaks first): a server that has not learned the new
-/// certificate yet refuses the handshake, and the connection is made again with the
-/// previous one, so nothing is refused while the nodes switch one after the other.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Connector;
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// Dials `host:port` and runs the client handshake with `config`; with `confirm`, also
-/// waits for the server's first bytes (a refused certificate is then an error).
-async fn dial(
-    host: &str,
-    port: u16,
-    config: Arc<rustls::ClientConfig>,
-    confirm: bool,
-) -> io::Result<ClientConn> {
-    use tokio::io::AsyncReadExt as _;
-    let tcp = TcpStream::connect((host, port)).await?;
-    tcp.set_nodelay(true)?;
-    let name =
-        ServerName::try_from(SERVER_NAME).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let mut stream = tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await?;
-    let mut first = Vec::new();
-    if confirm {
-        let mut buf = vec![0u8; 1024];
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read(&mut buf)).await {
-            Ok(Ok(0)) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::ConnectionRefused,
-                    "the server closed the connection after the handshake",
-                ));
-            }
-            Ok(Ok(n)) => first.extend_from_slice(buf.get(..n).unwrap_or_default()),
-            Ok(Err(e)) => return Err(e),
-            // A slow server: the channel finds out on its own.
-            Err(_) => {}
-        }
-    }
-    Ok(ClientConn::Tls(Box::new(ClientTls { stream, first, at: 0 })))
-}
-
-impl tower_service::Service<http::Uri> for Connector {
-    type Response = hyper_util::rt::TokioIo<ClientConn>;
-    type Error = io::Error;
-    type Future = BoxFuture<io::Result<Self::Response>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, uri: http::Uri) -> Self::Future {
-        Box::pin(async move {
-            let host = uri
-                .host()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no host in {uri}")))?
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string();
-            let port = uri.port_u16().unwrap_or(80);
-            let Some(live) = super::installed() else {
-                let tcp = TcpStream::connect((host.as_str(), port)).await?;
-                tcp.set_nodelay(true)?;
-                return Ok(hyper_util::rt::TokioIo::new(ClientConn::Plain(tcp)));
-            };
-            let fallback = live.previous().is_some();
-            let conn = match dial(&host, port, Arc::clone(&live.client), fallback).await {
-                Ok(conn) => conn,
-                Err(e) if fallback => {
-                    tracing::debug!(error = %e, %uri, "the server refused this node's new certificate: its previous one is presented");
-                    dial(&host, port, Arc::clone(&live.previous_client), false).await?
-                }
-                Err(e) => return Err(e),
-            };
-            Ok(hyper_util::rt::TokioIo::new(conn))
-        })
-    }
 }
