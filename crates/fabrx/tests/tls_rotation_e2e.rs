@@ -12,7 +12,8 @@
 //! A load runs across both switches and another after them: every tx is committed once;
 //! every node is the same process at the end; `fabrx blocks` verifies every block and
 //! shows the two config blocks; after B a call presenting a node's old certificate is
-//! refused and one presenting its new certificate is served. An update that replaces a
+//! refused and one presenting its new certificate is served; a router restarted from the
+//! genesis config finds its way back to its new certificate. An update that replaces a
 //! certificate without an overlap is refused.
 
 #![allow(
@@ -385,6 +386,18 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
         rt.block_on(status_as(&dir, &listen, &new))
             .unwrap_or_else(|e| panic!("{new} refused: {e:?}"));
     }
+
+    // A router restarted after the rotation (from the genesis config, as `fabrx up`
+    // starts it) presents its old certificate first, falls back to its new one when the
+    // consenters refuse it, learns the config in force and serves again.
+    cluster::kill_and_wait(pid_in(&network(&dir), "router-2"));
+    fabrx(&["up", "--json", "--dir"], &dir);
+    let restarted: Vec<_> = ordering_nodes(&dir)
+        .into_iter()
+        .filter(|(n, _, _)| n == "router-2")
+        .collect();
+    wait_logged(&restarted, "this node presents its certificate router-2.next", 2);
+    assert_all_committed(&load(&dir, 300, 200, "trc"), 300);
 
     // Every block verifies across both switches; two are config blocks.
     let out = fabrx(&["blocks", "--party", "2", "--network"], &dir);

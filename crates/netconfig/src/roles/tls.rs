@@ -84,10 +84,29 @@ impl crate::NetworkConfig {
         let Some(tls) = self.node_tls(config_path, me)? else {
             return Ok(false);
         };
+        let dir = network_dir(config_path);
+        let (chosen_cert, chosen_key) = (tls.cert_pem.clone(), tls.key_pem.clone());
         wire::tls::install(tls).map_err(|e| Error::Tls {
             reason: format!("installing the TLS identity of {me}: {e}"),
         })?;
-        crate::tls::follow::remember_dir(&network_dir(config_path));
+        // The node's other certificate file, if it holds one (a rotation made it), is its
+        // fallback until the config in force is known: a node started from a config older
+        // than a rotation still connects (ADR 0019).
+        let other = [cert_name(me), format!("{}.next", cert_name(me))]
+            .into_iter()
+            .filter_map(|name| crate::tls::follow::read_identity(&dir, &name))
+            .find(|(_, cert, _)| *cert != chosen_cert);
+        if let Some((_, cert, key)) = other {
+            match wire::tls::present(&cert, &key) {
+                Ok(_) => {
+                    wire::tls::present(&chosen_cert, &chosen_key).map_err(|e| Error::Tls {
+                        reason: format!("installing the TLS identity of {me}: {e}"),
+                    })?;
+                }
+                Err(e) => tracing::warn!(error = %e, "the node's other certificate file is not usable"),
+            }
+        }
+        crate::tls::follow::remember_dir(&dir);
         Ok(true)
     }
 
