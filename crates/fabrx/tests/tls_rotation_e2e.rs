@@ -95,8 +95,9 @@ fn assert_acknowledged_committed(summary: &serde_json::Value, txs: u64) {
         summary["never_confirmed"].as_u64().unwrap() <= refused,
         "{summary}"
     );
-    // A few in flight, not a failed link (the load sends 200 tx/s).
-    assert!(refused <= 100, "{summary}");
+    // Those in flight when B closed the links (about a latency's worth of the 200 tx/s),
+    // not a link that stayed down.
+    assert!(refused <= txs / 10, "{summary}");
     eprintln!("load across the switches: {summary}");
 }
 
