@@ -105,7 +105,19 @@ pub fn follow(config: &NetworkConfig) {
     let Some(dir) = NETWORK_DIR.get() else {
         return;
     };
-    match choose(&listed, |name| read_identity(dir, name)) {
+    let chosen = choose(&listed, |name| read_identity(dir, name));
+    if let (Some((newest, _)), Some((name, _, _))) = (listed.last(), chosen.as_ref())
+        && newest != name
+    {
+        tracing::warn!(
+            sequence,
+            missing = %newest,
+            presents = %name,
+            dir = %dir.join("tls").display(),
+            "TLS: the config in force lists a newer certificate for this node than it holds: put its files in place before the update that removes {name}"
+        );
+    }
+    match chosen {
         Some((_, cert, _)) if wire::tls::fingerprint(&pem_der(&cert)) == presented => {}
         Some((name, cert, key)) => match live.present(&cert, &key) {
             Ok(fp) => tracing::info!(
