@@ -165,7 +165,9 @@ mod tests {
     fn crc32c_is_the_reference_crc() {
         let reference = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
         assert_eq!(crc32c(b"123456789"), 0xe306_9283);
-        let bytes: Vec<u8> = (0..400u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let bytes: Vec<u8> = (0..400u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         for start in 0..8 {
             for len in 0..300 {
                 let slice = &bytes[start..start + len];
