@@ -147,7 +147,9 @@ fn seeds_second_half() {
 /// and a proven decided height only a lying replica would serve (fixed by deciding from
 /// the new-view proof); view changes re-sent only to the replicas that had not asked
 /// for the target themselves, which left replicas that never saw a quorum (4794,
-/// 1000052445); and two idle-window checks that started too early (1118, 1000051328).
+/// 1000052445); two idle-window checks that started too early (1118, 1000051328); and
+/// a leader that caught up by state transfer and dropped its whole pool, losing the
+/// requests a follower had forwarded once (1000091538).
 #[test]
 fn former_failures() {
     for seed in [
@@ -157,6 +159,7 @@ fn former_failures() {
         1_000_052_445,
         1118,
         1_000_051_328,
+        1_000_091_538,
     ] {
         if let Err(e) = run_seed(seed, false) {
             panic!("{e}");

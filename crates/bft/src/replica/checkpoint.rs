@@ -247,10 +247,14 @@ impl<A: Application> Replica<A> {
         // The sets between ours and the checkpoint's (persisted with the checkpoint).
         self.cross(crossed);
         self.jump_to(cp.clone());
-        // Requests pending here may be among the skipped decisions, and the de-duplication
-        // set no longer knows them: drop them (clients and batchers resubmit what stays
-        // unordered; the other replicas hold what they sent).
-        self.pending = super::Pending::default();
+        // Requests pending here may be among the skipped decisions, which the
+        // de-duplication set never saw: keep only those the application, now holding the
+        // snapshot, still accepts (it refuses repeats of what it applied, docs/bft.md
+        // "Checkpoints"). Dropping them all lost requests that only this replica's pool
+        // still held: a follower forwards a request once, so a leader that caught up by
+        // state transfer never proposed it (simulation seed 1000091538).
+        let app = &mut self.app;
+        self.pending.retain(|request| app.verify_request(request));
         self.persist_checkpoint(cp.clone());
         self.out.push(Output::Installed {
             seq: cp.seq,
