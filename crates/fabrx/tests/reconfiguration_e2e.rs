@@ -25,8 +25,8 @@
 mod cluster;
 mod envelope;
 use cluster::{
-    bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json, network_json as network,
-    pid_in as pid_of,
+    assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json,
+    network_json as network, pid_in as pid_of, up_load,
 };
 
 use std::path::{Path, PathBuf};
@@ -40,38 +40,6 @@ fn run(args: &[&str]) -> std::process::Output {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// A load of `txs` at `rate` tx/s; its summary line.
-fn load(dir: &Path, txs: usize, rate: usize, tag: &str) -> serde_json::Value {
-    let out = fabrx(
-        &[
-            "loadgen",
-            "--target",
-            "network",
-            "--txs",
-            &txs.to_string(),
-            "--rate",
-            &rate.to_string(),
-            "--block-size",
-            "100",
-            "--tag",
-            tag,
-            "--json",
-            "--drain",
-            "90",
-            "--network",
-        ],
-        dir,
-    );
-    last_json(&out)
-}
-
-fn assert_all_committed(summary: &serde_json::Value, txs: u64) {
-    assert_eq!(summary["sent"], txs, "{summary}");
-    assert_eq!(summary["committed"], txs, "{summary}");
-    assert_eq!(summary["never_confirmed"], 0, "{summary}");
-    assert_eq!(summary["aborted"], serde_json::json!({}), "{summary}");
 }
 
 /// Every consenter's config epoch, by name (`fabrx status --json`).
@@ -165,7 +133,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
         &["up", "--seed", "21", "--base-port", &base, "--json", "--dir"],
         &dir,
     );
-    assert_all_committed(&load(&dir, 300, 300, "rca"), 300);
+    assert_all_committed(&up_load(&dir, 300, 300, "rca"), 300);
     assert!(
         epochs(&dir).iter().all(|(_, e)| *e == Some(0)),
         "{:?}",
@@ -184,7 +152,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     let good = update(&dir, 40, &[1, 2, 4], "good");
     let during = {
         let dir = dir.clone();
-        std::thread::spawn(move || load(&dir, 1500, 250, "rcb"))
+        std::thread::spawn(move || up_load(&dir, 1500, 250, "rcb"))
     };
     std::thread::sleep(Duration::from_secs(2));
     let o = submit(&dir, &good);
@@ -217,7 +185,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     }
 
     // After the switch: more load; the sidecar restarted resumes under the new set.
-    assert_all_committed(&load(&dir, 300, 300, "rcc"), 300);
+    assert_all_committed(&up_load(&dir, 300, 300, "rcc"), 300);
     // Nodes restarted after the switch come back with what they persisted: the sidecar,
     // a consenter (its state and WAL), a batcher and an assembler (their sets).
     let net = network(&dir);
@@ -225,7 +193,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
         kill(pid_of(&net, name));
     }
     fabrx(&["up", "--json", "--dir"], &dir);
-    assert_all_committed(&load(&dir, 200, 200, "rcd"), 200);
+    assert_all_committed(&up_load(&dir, 200, 200, "rcd"), 200);
     assert!(
         epochs(&dir).iter().all(|(_, e)| *e == Some(1)),
         "{:?}",
@@ -274,7 +242,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     });
     let during = {
         let dir = dir.clone();
-        std::thread::spawn(move || load(&dir, 1000, 250, "rce"))
+        std::thread::spawn(move || up_load(&dir, 1000, 250, "rce"))
     };
     std::thread::sleep(Duration::from_secs(1));
     let o = submit(&dir, &rotate);
@@ -287,7 +255,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     assert_all_committed(&during.join().unwrap(), 1000);
     // Under the new keys alone: the consenters count the rotated batchers' BAFs and the
     // secondaries take the primaries' batches.
-    assert_all_committed(&load(&dir, 300, 300, "rcf"), 300);
+    assert_all_committed(&up_load(&dir, 300, 300, "rcf"), 300);
     let net = network(&dir);
     for p in 1..=4 {
         let name = format!("batcher-{p}-0");
@@ -306,7 +274,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
     // A rotated batcher restarted comes back signing with its next key.
     kill(pid_of(&net, "batcher-2-0"));
     fabrx(&["up", "--json", "--dir"], &dir);
-    assert_all_committed(&load(&dir, 200, 200, "rcg"), 200);
+    assert_all_committed(&up_load(&dir, 200, 200, "rcg"), 200);
 
     // The same batcher key rotated a second time: its operator writes the third key where
     // the node looks (the file it read the second from), no restart.
@@ -352,7 +320,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
         assert!(start.elapsed() < Duration::from_secs(60), "{:?}", epochs(&dir));
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert_all_committed(&load(&dir, 200, 200, "rch"), 200);
+    assert_all_committed(&up_load(&dir, 200, 200, "rch"), 200);
     let log_of = |name: &str| {
         let net = network(&dir);
         let n = net["nodes"]
@@ -378,7 +346,7 @@ fn a_config_update_is_ordered_under_load_and_every_role_follows_it() {
         !log_of("batcher-2-0").contains("that it does not hold"),
         "batcher-2-0 lacked a key after its restart"
     );
-    assert_all_committed(&load(&dir, 200, 200, "rci"), 200);
+    assert_all_committed(&up_load(&dir, 200, 200, "rci"), 200);
 
     // Every block verifies across the switches; two are config blocks.
     let out = fabrx(&["blocks", "--party", "2", "--network"], &dir);

@@ -25,7 +25,9 @@
 
 mod cluster;
 mod envelope;
-use cluster::{bin, fabrx_ok as fabrx, free_base_port, last_json, network_json as network, pid_in};
+use cluster::{
+    assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, network_json as network, pid_in, up_load,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,38 +51,6 @@ fn ok(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A load of `txs` at `rate` tx/s; its summary line.
-fn load(dir: &Path, txs: usize, rate: usize, tag: &str) -> serde_json::Value {
-    let out = fabrx(
-        &[
-            "loadgen",
-            "--target",
-            "network",
-            "--txs",
-            &txs.to_string(),
-            "--rate",
-            &rate.to_string(),
-            "--block-size",
-            "100",
-            "--tag",
-            tag,
-            "--json",
-            "--drain",
-            "90",
-            "--network",
-        ],
-        dir,
-    );
-    last_json(&out)
-}
-
-fn assert_all_committed(summary: &serde_json::Value, txs: u64) {
-    assert_eq!(summary["sent"], txs, "{summary}");
-    assert_eq!(summary["committed"], txs, "{summary}");
-    assert_eq!(summary["never_confirmed"], 0, "{summary}");
-    assert_eq!(summary["aborted"], serde_json::json!({}), "{summary}");
 }
 
 /// A load across a switch that closes connections: every tx a quorum of routers
@@ -317,7 +287,7 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
     // Update A under load: every ordering node's next certificate.
     let during = {
         let dir = dir.clone();
-        std::thread::spawn(move || load(&dir, 3000, 200, "tra"))
+        std::thread::spawn(move || up_load(&dir, 3000, 200, "tra"))
     };
     std::thread::sleep(Duration::from_secs(2));
     let next_a = dir.join("a.next.json");
@@ -356,7 +326,7 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
     // Every node follows B's table (routers within a poll), and ordering goes on with the
     // new certificates alone.
     wait_logged(&nodes, "authorize callers from now on", 2);
-    assert_all_committed(&load(&dir, 400, 200, "trb"), 400);
+    assert_all_committed(&up_load(&dir, 400, 200, "trb"), 400);
 
     // No node was restarted.
     for (name, pid, _) in ordering_nodes(&dir) {
@@ -398,7 +368,7 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
         .filter(|(n, _, _)| n == "router-2")
         .collect();
     wait_logged(&restarted, "this node presents its certificate router-2.next", 2);
-    assert_all_committed(&load(&dir, 300, 200, "trc"), 300);
+    assert_all_committed(&up_load(&dir, 300, 200, "trc"), 300);
 
     // Every block verifies across both switches; two are config blocks.
     let out = fabrx(&["blocks", "--party", "2", "--network"], &dir);

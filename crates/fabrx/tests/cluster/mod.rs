@@ -48,6 +48,40 @@ pub fn fabrx_ok(args: &[&str], dir: &Path) -> std::process::Output {
     out
 }
 
+/// A `fabrx loadgen --target network` load of `txs` at `rate` tx/s on the network in
+/// `dir` (blocks of 100, 90 s of drain); its summary line.
+pub fn up_load(dir: &Path, txs: usize, rate: usize, tag: &str) -> serde_json::Value {
+    let out = fabrx_ok(
+        &[
+            "loadgen",
+            "--target",
+            "network",
+            "--txs",
+            &txs.to_string(),
+            "--rate",
+            &rate.to_string(),
+            "--block-size",
+            "100",
+            "--tag",
+            tag,
+            "--json",
+            "--drain",
+            "90",
+            "--network",
+        ],
+        dir,
+    );
+    last_json(&out)
+}
+
+/// Every tx of a load summary was sent and committed, none aborted or left unconfirmed.
+pub fn assert_all_committed(summary: &serde_json::Value, txs: u64) {
+    assert_eq!(summary["sent"], txs, "{summary}");
+    assert_eq!(summary["committed"], txs, "{summary}");
+    assert_eq!(summary["never_confirmed"], 0, "{summary}");
+    assert_eq!(summary["aborted"], serde_json::json!({}), "{summary}");
+}
+
 /// `DIR/network.json`.
 pub fn network_json(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("network.json")).unwrap()).unwrap()
