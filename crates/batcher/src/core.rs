@@ -241,19 +241,32 @@ impl Batcher {
     /// Puts the batcher keys of a config in force (at the decision that did, before its
     /// term changes, docs/reconfiguration.md "Rotating a batcher key"): the other
     /// batchers' batches are verified with `keys` from now on, and this batcher signs
-    /// with `key`. `keys` must name a key for every party; `key` should be the one it
-    /// names for this party (the shell picks it from the keys it holds), but is taken
-    /// even when it is not: a node that lacks its new key still verifies the others
-    /// right, and the consenters refuse what it signs. Refused keys change nothing.
+    /// with `key`. `keys` names the shard's batchers, parties `1..=N`: when a config
+    /// added a party, N grows by it, and with it the acknowledgements a batch needs and
+    /// the rotation of primaries from the term change that follows (docs/reconfiguration.md
+    /// "Adding a party"). `key` should be the one `keys` names for this party (the shell
+    /// picks it from the keys it holds), but is taken even when it is not: a node that
+    /// lacks its new key still verifies the others right, and the consenters refuse what
+    /// it signs. Refused keys (a gap in `1..=N`, fewer parties than now) change nothing.
     pub fn set_keys(
         &mut self,
         keys: std::collections::BTreeMap<PartyId, crypto::PublicKey>,
         key: SigningKey,
     ) -> Result<()> {
         let mut next = self.cfg.clone();
+        let parties = u32::try_from(keys.len()).unwrap_or(u32::MAX);
+        if parties < next.parties {
+            return Err(Error::PartiesShrink {
+                parties: next.parties,
+                next: parties,
+            });
+        }
+        next.parties = parties;
         next.keys = keys;
         next.validate()?;
+        let quorum = Quorum::new(next.parties as usize).map_err(|_| Error::NoParties)?;
         self.cfg = next;
+        self.quorum = quorum;
         self.key = key;
         Ok(())
     }

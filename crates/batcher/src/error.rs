@@ -43,6 +43,15 @@ pub enum Error {
         /// Number of parties.
         parties: u32,
     },
+    /// A key set with fewer parties than the network has: a party leaving is not
+    /// followed yet (docs/reconfiguration.md "Not done").
+    #[error("a key set for {next} parties, the network has {parties}: parties can join, not leave")]
+    PartiesShrink {
+        /// Parties now.
+        parties: u32,
+        /// Parties the key set names.
+        next: u32,
+    },
     /// The signing key does not match the party's configured public key.
     #[error("the signing key does not match party {party}'s public key")]
     SigningKeyMismatch {

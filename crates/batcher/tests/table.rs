@@ -1151,6 +1151,61 @@ fn a_key_rotation_changes_who_verifies_and_signs() {
     assert!(out.contains(&Output::SendBaf(baf)), "{out:?}");
 }
 
+/// A config that adds parties (docs/reconfiguration.md "Adding a party"): after
+/// `set_keys` names seven batchers, a batch needs f + 1 = 3 acknowledgements instead of 2,
+/// the new parties' acks count, the primaries rotate over seven parties from the next
+/// term on, and a key set with fewer parties than now, or with a gap, changes nothing.
+#[test]
+fn a_party_joining_changes_the_quorum_and_the_primaries() {
+    let joined = |p: u32| {
+        if p <= N {
+            key(p)
+        } else {
+            crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("joined-{p}"))
+        }
+    };
+    let seven: std::collections::BTreeMap<_, _> = (1..=7).map(|p| (p, joined(p).public_key())).collect();
+    let mut p = batcher(1);
+    let _ = p.handle(Input::Tick(0));
+    let mut gap = seven.clone();
+    gap.remove(&6);
+    assert!(matches!(
+        p.set_keys(gap, key(1)),
+        Err(Error::MissingKey { party: 6 })
+    ));
+    p.set_keys(seven.clone(), key(1)).unwrap();
+    assert_eq!(p.config().parties, 7);
+    let three: std::collections::BTreeMap<_, _> = (1..=3).map(|q| (q, key(q).public_key())).collect();
+    assert!(matches!(
+        p.set_keys(three, key(1)),
+        Err(Error::PartiesShrink { parties: 7, next: 3 })
+    ));
+    assert_eq!(p.config().parties, 7, "a refused key set changes nothing");
+    // The primary of term 0 cuts a batch; its own ack and party 2's make 2 of the 3 now needed.
+    let r = req(1, 20);
+    let _ = p.handle(Input::Request(r.clone()));
+    let out = p.handle(Input::Tick(50));
+    let b1 = signed(1, 1, vec![r]);
+    assert_eq!(out, vec![Output::Persist(b1.clone())]);
+    let _ = p.handle(persisted(&b1));
+    let _ = p.handle(Input::Baf(baf(&b1, 2)));
+    assert_eq!(
+        p.unconfirmed_batches(),
+        1,
+        "two acks of seven parties confirm nothing"
+    );
+    // A joined party's ack, signed with its key, is the third.
+    let _ = p.handle(Input::Baf(Baf::sign(&b1, 6, &joined(6))));
+    assert_eq!(p.unconfirmed_batches(), 0);
+    // Term 4: ((0 + 4) mod 7) + 1 = 5, a joined party (with four parties it would be 1).
+    let _ = p.handle(Input::TermChanged(TermInfo {
+        term: 4,
+        last_ordered_seq: 0,
+    }));
+    assert_eq!(p.primary(), 5);
+    assert!(!p.is_primary());
+}
+
 fn compact(b: &SignedBatch) -> batcher::CompactBatch {
     batcher::CompactBatch::of(b, b.requests.iter().map(|r| RequestDigest::of(r)).collect())
 }

@@ -274,6 +274,7 @@ fn reconfig(
         genesis: std::sync::Arc::new(netconfig::update::config_bytes(config)),
         chain: config.cluster_keys().chain_id(),
         keys,
+        party,
     })
 }
 

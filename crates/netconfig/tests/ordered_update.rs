@@ -158,6 +158,7 @@ impl Cluster {
             genesis: Arc::clone(&self.genesis),
             chain: self.chain,
             keys,
+            party: u32::try_from(i + 1).unwrap(),
         };
         ArmaApp::reconfigurable(self.net.config.arma_config().unwrap(), state, reconfig).unwrap()
     }

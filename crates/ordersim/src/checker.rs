@@ -133,7 +133,16 @@ impl Checker {
         self.decisions
             .push((decision.certificate.digest, outcome.clone()));
         self.chain.extend(outcome.headers.iter().map(|h| (h.hash(), now)));
-        self.on_new_decision(decision, outcome, batch)
+        self.on_new_decision(decision, outcome, batch)?;
+        // From the next decision on, requests are read under the config this one put in
+        // force (a party that joined signs BAFs, the primaries rotate over the new parties).
+        if let Some(change) = &outcome.config {
+            let view = crate::reconfig::SimConfig::decode(&change.config)
+                .map_err(|e| format!("decision {seq}: the config it put in force: {e}"))?
+                .view();
+            self.cfg = self.cfg.with_view(&view).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn on_new_decision(

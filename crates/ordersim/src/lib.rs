@@ -215,6 +215,9 @@ pub struct Reconfiguration {
     pub lax_rules: bool,
     /// This replica's rules refuse every update, so it never switches (negative test).
     pub stubborn: Option<u32>,
+    /// A party joins (party n + 1): its nodes run from the start outside the network,
+    /// and the first update (or whichever of its base is put in force) adds it.
+    pub join: bool,
 }
 
 impl ArmaScenario {
@@ -356,8 +359,16 @@ impl ArmaScenario {
             crash_batcher_at_switch,
             lax_rules: false,
             stubborn: None,
+            // From a stream of its own, so the rest of every seed's plan stays.
+            join: ChaCha8Rng::seed_from_u64(seed ^ 0x701e_5eed).gen_bool(0.4),
         });
         sc
+    }
+
+    /// Parties whose nodes run: the genesis parties, and one joining in the scenarios
+    /// that add a party.
+    pub fn total_parties(&self) -> u32 {
+        self.n + u32::from(self.reconfig.as_ref().is_some_and(|r| r.join))
     }
 
     /// Whether clients stop sending a request once 2f+1 routers acknowledged it (and
@@ -430,6 +441,9 @@ pub struct ArmaReport {
     pub lost_after_ack: u64,
     /// Config updates put in force (consenter set switches).
     pub switches: u64,
+    /// Batchers of a joining party that started in the network (shards × 1 when a
+    /// party joined).
+    pub joined_batchers: u64,
     /// Times a batcher took a rotated key of its own at a switch.
     pub batcher_keys_rotated: u64,
     /// Valid updates that lost to a competing one of the same base.

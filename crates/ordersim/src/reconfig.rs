@@ -10,11 +10,12 @@
 //! `APPROVAL_TAG ‖ base ‖ SHA-256(next)` (crypto purpose `ConfigUpdate`).
 //!
 //! [`SimRules::next`] accepts an update exactly when: it decodes; `base` is the sequence
-//! in force; the next config decodes, has sequence `base + 1`, the same parties, shards
-//! and admin keys, distinct consenter keys and distinct batcher keys; every approval is
-//! by a distinct party of the config in force and verifies under its admin key; and a
-//! majority of the parties (⌊n/2⌋ + 1) approved. The first failing check is the reason.
-//! Only consenter and batcher keys may change: the number of replicas stays.
+//! in force; the next config decodes, has sequence `base + 1`, the same shards, the same
+//! parties or one more (a party joining in the next slot), the current parties' admin
+//! keys unchanged, distinct admin, consenter and batcher keys; every approval is by a
+//! distinct party of the config in force and verifies under its admin key; and a
+//! majority of the parties in force (⌊n/2⌋ + 1) approved. The first failing check is the
+//! reason. Consenter and batcher keys may change and a party may join; none leaves.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -316,6 +317,13 @@ impl SimRules {
 
     /// Checks `update` against `current` (see the module docs): the next config, or why not.
     pub fn check(&self, current: &SimConfig, update: &SimUpdate) -> Result<SimConfig, Refused> {
+        let distinct = |keys: &[PublicKey]| {
+            keys.iter()
+                .map(PublicKey::as_bytes)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                == keys.len()
+        };
         if self.stubborn {
             return Err(Refused::Stubborn);
         }
@@ -334,22 +342,20 @@ impl SimRules {
             });
         }
         let changes = |what| Err(Refused::Changes { what });
-        if next.parties() != current.parties() {
-            return changes("number of parties");
+        // One party may join (the next slot); none leaves.
+        let joins = next.parties() == current.parties().saturating_add(1);
+        if next.parties() != current.parties() && !joins {
+            return changes("number of parties by more than one joining");
         }
         if next.shards != current.shards {
             return changes("number of shards");
         }
-        if next.admins != current.admins {
+        if next.admins.get(..current.admins.len()) != Some(current.admins.as_slice()) {
             return changes("admin keys");
         }
-        let distinct = |keys: &[PublicKey]| {
-            keys.iter()
-                .map(PublicKey::as_bytes)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-                == keys.len()
-        };
+        if !distinct(&next.admins) {
+            return changes("admin keys into duplicates");
+        }
         if !distinct(&next.consenters) {
             return changes("consenter keys into duplicates");
         }
@@ -549,6 +555,48 @@ mod tests {
             stubborn.check(&c, &signed(&c, &[1, 2, 3])),
             Err(Refused::Stubborn)
         );
+    }
+
+    #[test]
+    fn one_party_may_join_and_none_leave() {
+        let c = genesis(4);
+        let strict = SimRules::STRICT;
+        let approved = |next: &SimConfig| {
+            let mut u = SimUpdate::new(0, next);
+            for p in 1..=3 {
+                u.approve(p, &admin_key(p));
+            }
+            u
+        };
+        let mut joined = genesis(5);
+        joined.sequence = 1;
+        assert_eq!(strict.check(&c, &approved(&joined)).unwrap(), joined);
+        assert_eq!(SimRules::STRICT.view(&joined.encode()).unwrap().parties, 5);
+        // The joiner's approval does not count: it is not a party of the config in force.
+        let mut own = SimUpdate::new(0, &joined);
+        for p in [1, 2, 5] {
+            own.approve(p, &admin_key(p));
+        }
+        assert_eq!(strict.check(&c, &own), Err(Refused::Approver { party: 5 }));
+        let refused = |next: &SimConfig, what: &'static str| {
+            assert_eq!(
+                strict.check(&c, &approved(next)),
+                Err(Refused::Changes { what }),
+                "{what}"
+            );
+        };
+        let mut two = genesis(6);
+        two.sequence = 1;
+        refused(&two, "number of parties by more than one joining");
+        let mut left = genesis(3);
+        left.sequence = 1;
+        refused(&left, "number of parties by more than one joining");
+        let mut replaced = joined.clone();
+        replaced.admins[1] = admin_key(9).public_key();
+        refused(&replaced, "admin keys");
+        let mut twin = joined.clone();
+        twin.admins[4] = twin.admins[0].clone();
+        refused(&twin, "admin keys into duplicates");
     }
 
     #[test]

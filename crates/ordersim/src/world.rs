@@ -132,6 +132,9 @@ struct BNode {
     /// The batcher keys and its own signing key of the newest config it was fed (kept
     /// durable, as the node keeps its persisted sets): put back in force at a restart.
     keys: Option<(BTreeMap<PartyId, crypto::PublicKey>, SigningKey)>,
+    /// Whether its party is in the network: a joining party's batchers follow the
+    /// decisions without a core until one puts a config with their party in force.
+    joined: bool,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -229,7 +232,7 @@ impl World {
         let mut checker = Checker::new(cfg.clone(), sc.byzantine.map(|(p, _)| p));
         let reconf = sc.reconfig.clone().map(|plan| {
             let batchers = bkeys.values().map(SigningKey::public_key).collect();
-            reconf::Reconf::new(plan, sc.n, sc.shards, batchers)
+            reconf::Reconf::new(plan, sc.n, sc.total_parties(), sc.shards, batchers)
         });
         if let Some(r) = &reconf {
             checker.switches = Some(Switches::new(&r.genesis_keys, &r.genesis)?);
@@ -241,7 +244,7 @@ impl World {
             consenters: Vec::new(),
             assemblers: Vec::new(),
             trace,
-            k: Kernel::new(rng, sc.faults, sc.n as usize + 1),
+            k: Kernel::new(rng, sc.faults, sc.total_parties() as usize + 1),
             keys,
             bkeys,
             persisted: HashMap::new(),
@@ -263,7 +266,7 @@ impl World {
             term: 0,
             last_ordered_seq: 0,
         };
-        for party in 1..=self.sc.n {
+        for party in 1..=self.sc.total_parties() {
             for shard in 0..self.sc.shards {
                 self.batchers.push(BNode {
                     party,
@@ -286,6 +289,7 @@ impl World {
                     flooded: 0,
                     follow: follow::Follow::of(party),
                     keys: None,
+                    joined: party <= self.sc.n,
                 });
             }
             self.consenters.push(CNode {
@@ -300,7 +304,7 @@ impl World {
             self.start_batcher(b);
             self.k.first_tick(Ev::BTick(b));
         }
-        for c in 0..self.sc.n {
+        for c in 0..self.sc.total_parties() {
             self.start_consenter(c);
             self.k.first_tick(Ev::CTick(c));
         }
@@ -482,15 +486,25 @@ impl World {
         }
     }
 
-    fn batcher_config(&self, party: u32, shard: u32) -> batcher::Config {
+    /// A batcher's config: the genesis network's, or that of the newest config it was fed
+    /// (`keys`: its shard's batcher keys then; a joined party's batchers start from it).
+    fn batcher_config(
+        &self,
+        party: u32,
+        shard: u32,
+        keys: Option<&BTreeMap<PartyId, crypto::PublicKey>>,
+    ) -> batcher::Config {
         use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
         let nz = |v: usize| NonZeroUsize::new(v).unwrap_or(NonZeroUsize::MIN);
+        let keys = keys
+            .cloned()
+            .unwrap_or_else(|| self.bkeys.iter().map(|(p, k)| (*p, k.public_key())).collect());
         batcher::Config {
             party,
             shard,
-            parties: self.sc.n,
+            parties: u32::try_from(keys.len()).unwrap_or(u32::MAX),
             shards: self.sc.shards,
-            keys: self.bkeys.iter().map(|(p, k)| (*p, k.public_key())).collect(),
+            keys,
             max_request_bytes: nz(MAX_REQUEST_BYTES),
             max_batch_requests: NonZeroU32::new(BATCHING.max_batch_requests).unwrap_or(NonZeroU32::MIN),
             max_batch_bytes: NonZeroU64::new(BATCHING.max_batch_bytes).unwrap_or(NonZeroU64::MIN),
@@ -532,13 +546,22 @@ impl World {
 
     fn start_batcher(&mut self, b: usize) {
         let node = &self.batchers[b];
+        if !node.joined {
+            return;
+        }
         let (party, shard, info) = (node.party, node.shard, node.info);
-        let key = self
-            .bkeys
-            .get(&party)
-            .cloned()
-            .unwrap_or_else(|| batcher_key(party, 0));
-        let mut core = Batcher::new(self.batcher_config(party, shard), key, info).ok();
+        let key = match &node.keys {
+            Some((_, key)) if party > self.sc.n => key.clone(),
+            _ => self
+                .bkeys
+                .get(&party)
+                .cloned()
+                .unwrap_or_else(|| batcher_key(party, 0)),
+        };
+        let keys = (party > self.sc.n)
+            .then(|| node.keys.as_ref().map(|(k, _)| k))
+            .flatten();
+        let mut core = Batcher::new(self.batcher_config(party, shard, keys), key, info).ok();
         let node = &mut self.batchers[b];
         // The keys of the newest config it was fed, back in force before its batches are
         // restored (they were signed under them).
@@ -672,6 +695,22 @@ impl World {
                 self.checker.duplicates_across_switch
             ));
         }
+        if self.sc.total_parties() > self.sc.n {
+            // The joined party takes part: its batchers run and its consenter is a member.
+            let joiner = self.sc.n;
+            let member = self.consenters[joiner as usize]
+                .replica
+                .as_ref()
+                .is_some_and(Replica::is_member);
+            if self.report.joined_batchers != u64::from(self.sc.shards) || !member {
+                return Err(format!(
+                    "join: party {} joined with {} of {} batchers, its consenter a member: {member}",
+                    joiner + 1,
+                    self.report.joined_batchers,
+                    self.sc.shards
+                ));
+            }
+        }
         self.report.end_ms = self.k.now();
         self.report.duplicates = dups;
         self.report.blocks = self.checker.blocks;
@@ -698,7 +737,7 @@ impl World {
     fn client(&mut self, request: &Arc<[u8]>) {
         self.checker.submitted(Arc::clone(request));
         let shard = shard_of(request, self.sc.shards).unwrap_or(0);
-        for party in 1..=self.sc.n {
+        for party in 1..=self.sc.total_parties() {
             let b = self.b_index(party, shard);
             if self.k.lossy() {
                 continue;
@@ -721,7 +760,7 @@ impl World {
                 self.start_batcher(b);
             }
         }
-        for c in 0..self.sc.n {
+        for c in 0..self.sc.total_parties() {
             if self.consenters[c as usize].replica.is_none() {
                 self.start_consenter(c);
             }
@@ -819,7 +858,7 @@ impl World {
                 }
                 Output::Send { to, msg } => self.c_transmit(c, to, msg),
                 Output::Broadcast(msg) => {
-                    for to in 0..self.sc.n {
+                    for to in 0..self.sc.total_parties() {
                         if to != c {
                             self.c_transmit(c, to, msg.clone());
                         }
@@ -965,6 +1004,9 @@ impl World {
     // ---- batchers ----
 
     fn b_tick(&mut self, b: usize) -> Result<(), String> {
+        if !self.batchers[b].joined {
+            return self.feed_joining(b);
+        }
         if self.batchers[b].core.is_none() {
             return Ok(());
         }
@@ -1118,7 +1160,7 @@ impl World {
         let key = (h.batch_id(), h.digest);
         let shard = self.batchers[b].shard;
         std::iter::once(b)
-            .chain((1..=self.sc.n).map(|p| self.b_index(p, shard)))
+            .chain((1..=self.sc.total_parties()).map(|p| self.b_index(p, shard)))
             .filter(|&o| {
                 o == b || (self.batchers[o].core.is_some() && !self.lies_to_fetches(self.batchers[o].party))
             })
@@ -1345,7 +1387,7 @@ impl World {
             node.outbox.remove(0);
         }
         let party = node.party;
-        for to in 0..self.sc.n {
+        for to in 0..self.sc.total_parties() {
             self.k.send(party, to + 1, || Ev::ToConsenter {
                 to,
                 request: bytes.clone(),
@@ -1365,7 +1407,7 @@ impl World {
             .map(|(_, _, r)| r.clone())
             .collect();
         for bytes in pending {
-            for to in 0..self.sc.n {
+            for to in 0..self.sc.total_parties() {
                 self.k.send(party, to + 1, || Ev::ToConsenter {
                     to,
                     request: bytes.clone(),

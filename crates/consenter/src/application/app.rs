@@ -42,6 +42,9 @@ pub struct Reconfig {
     /// The consenter signing keys this node holds: its key in each set it is a member
     /// of. A node whose key a config update rotates holds both across the switch.
     pub keys: Vec<crypto::SigningKey>,
+    /// This node's party: its replica slot in every set is `party − 1` (a party keeps
+    /// its slot; a party that joins takes the next one).
+    pub party: types::PartyId,
 }
 
 impl fmt::Debug for Reconfig {
@@ -183,19 +186,15 @@ impl ArmaApp {
     }
 
     /// The engine's view of a replica set: its members' keys, and this node's id and
-    /// signer if it holds the key the set names for this node's slot. The slot is the
-    /// one whose genesis key the node holds (a party keeps its slot: updates add and
-    /// remove none); a key it holds that the set names for another slot (a key it
-    /// rotated out, given to another party by a careless update) is not taken.
+    /// signer if it holds the key the set names for this node's slot (`party − 1`). A
+    /// set without that slot (the node's party joins later) leaves it a non-member; a
+    /// key it holds that the set names for another slot (a key it rotated out, given to
+    /// another party by a careless update) is not taken.
     fn membership_of(&self, epoch: u64, view: &ConfigView) -> Option<Membership> {
         let r = self.reconfig.as_ref()?;
         let n = u32::try_from(view.consenters.len()).ok()?;
         let holds = |c: &crypto::PublicKey| r.keys.iter().find(|k| k.public_key() == *c);
-        let slot = r
-            .rules
-            .view(&r.genesis)
-            .ok()
-            .and_then(|genesis| genesis.consenters.iter().position(|c| holds(c).is_some()));
+        let slot = r.party.checked_sub(1).map(|s| s as usize);
         let mine = slot.and_then(|id| {
             let key = holds(view.consenters.get(id)?)?;
             Some((u32::try_from(id).ok()?, key))

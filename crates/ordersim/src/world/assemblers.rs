@@ -144,7 +144,7 @@ impl World {
             let rules: Arc<dyn arma::ConfigRules> = Arc::new(crate::reconfig::SimRules::STRICT);
             ConsenterSets::new(&r.genesis_keys, Some(rules))
         });
-        for party in 1..=self.sc.n {
+        for party in 1..=self.sc.total_parties() {
             let node = self.byz(party).is_none().then(|| ANode {
                 party,
                 core: Core::new(Limits::default(), 0, None),
@@ -272,7 +272,7 @@ impl World {
     /// The shard's batchers in the order an assembler asks them: its own party's first.
     fn shard_batchers(&self, party: u32, shard: u32) -> Vec<usize> {
         std::iter::once(party)
-            .chain((1..=self.sc.n).filter(|p| *p != party))
+            .chain((1..=self.sc.total_parties()).filter(|p| *p != party))
             .map(|p| self.b_index(p, shard))
             .collect()
     }

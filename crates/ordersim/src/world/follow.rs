@@ -70,14 +70,14 @@ impl World {
             return own;
         }
         own?;
-        (0..self.sc.n)
+        (0..self.sc.total_parties())
             .filter(|o| self.is_correct_consenter(*o))
             .find_map(|o| self.consenters[o as usize].log.get(index).cloned().flatten())
     }
 
     /// The consenters after `from`, in party order, wrapping.
     fn after(&self, from: u32) -> impl Iterator<Item = u32> + use<> {
-        let n = self.sc.n;
+        let n = self.sc.total_parties();
         (1..n).map(move |i| (from + i) % n)
     }
 

@@ -90,23 +90,29 @@ pub(super) struct Reconf {
 }
 
 impl Reconf {
-    /// The genesis config of `n` parties with batcher keys `batchers`.
+    /// The genesis config of `n` parties with batcher keys `batchers`; the keys of
+    /// `total` parties (those that join later too).
     pub(super) fn new(
         plan: Reconfiguration,
         n: u32,
+        total: u32,
         shards: u32,
         batchers: Vec<crypto::PublicKey>,
     ) -> Reconf {
-        let keys: Vec<Vec<SigningKey>> = (0..n)
+        let keys: Vec<Vec<SigningKey>> = (0..total)
             .map(|r| (0..GENERATIONS).map(|g| consenter_key(r, g)).collect())
             .collect();
-        let admins: Vec<SigningKey> = (1..=n).map(admin_key).collect();
+        let admins: Vec<SigningKey> = (1..=total).map(admin_key).collect();
         let genesis = SimConfig {
             sequence: 0,
             shards,
-            consenters: keys.iter().map(|k| k[0].public_key()).collect(),
+            consenters: keys.iter().take(n as usize).map(|k| k[0].public_key()).collect(),
             batchers,
-            admins: admins.iter().map(SigningKey::public_key).collect(),
+            admins: admins
+                .iter()
+                .take(n as usize)
+                .map(SigningKey::public_key)
+                .collect(),
         };
         let genesis_keys = ClusterKeys::new(genesis.consenters.clone());
         let slots = plan.updates.len() + usize::from(plan.competing);
@@ -160,6 +166,7 @@ impl World {
             genesis: Arc::clone(&r.genesis),
             chain: r.chain,
             keys,
+            party: c + 1,
         };
         let app = ArmaApp::reconfigurable(cfg, state, reconfig).ok()?;
         Some((app, signer, Arc::new(EngineVerifier::new(r.genesis_keys.clone()))))
@@ -237,7 +244,7 @@ impl World {
     /// before GST, never partitioned).
     fn send_update(&mut self, bytes: &[u8]) {
         let request = encode_config_update(bytes);
-        for to in 0..self.sc.n {
+        for to in 0..self.sc.total_parties() {
             if self.k.lossy() {
                 continue;
             }
@@ -252,9 +259,9 @@ impl World {
         }
     }
 
-    /// Approvals by a random majority (or more) of the parties.
-    fn approve(&mut self, update: &mut SimUpdate, count: usize) {
-        let mut parties: Vec<u32> = (1..=self.sc.n).collect();
+    /// Approvals by `count` random parties of the `parties` of the config in force.
+    fn approve(&mut self, update: &mut SimUpdate, parties: u32, count: usize) {
+        let mut parties: Vec<u32> = (1..=parties).collect();
         parties.shuffle(self.k.rng());
         parties.truncate(count);
         parties.sort_unstable();
@@ -274,6 +281,14 @@ impl World {
         let r = self.reconf.as_ref()?;
         let mut next = current.clone();
         next.sequence = current.sequence.checked_add(1)?;
+        if r.plan.join && current.parties() == self.sc.n {
+            // The joining party takes the next slot with its genesis keys.
+            let joiner = self.sc.n;
+            next.consenters
+                .push(r.keys.get(joiner as usize)?.first()?.public_key());
+            next.batchers.push(batcher_key(joiner + 1, 0).public_key());
+            next.admins.push(r.admins.get(joiner as usize)?.public_key());
+        }
         for &c in rotate {
             let held = r.keys.get(c as usize)?;
             let key = current.consenters.get(c as usize)?;
@@ -351,14 +366,17 @@ impl World {
             format!("update {i}: no key generation left for consenters {rotate:?}, batchers {batchers:?}")
         })?;
         let mut update = SimUpdate::new(current.sequence, &next);
-        let n = self.sc.n as usize;
-        let count = self.k.rng().gen_range(majority(self.sc.n)..=n);
-        self.approve(&mut update, count);
+        let n = current.parties();
+        let count = self.k.rng().gen_range(majority(n)..=n as usize);
+        self.approve(&mut update, n, count);
         let bytes = update.encode();
         self.trace_line(|| {
             format!(
-                "admin submits update {i}: {} → {}, rotating consenters {rotate:?}, batchers {batchers:?}",
-                current.sequence, next.sequence
+                "admin submits update {i}: {} → {}, rotating consenters {rotate:?}, batchers {batchers:?}, parties {} → {}",
+                current.sequence,
+                next.sequence,
+                current.parties(),
+                next.parties()
             )
         });
         self.send_update(&bytes);
@@ -458,7 +476,7 @@ impl World {
             }
             _ => current,
         };
-        let n = self.sc.n;
+        let n = base.parties();
         let victim = self.k.rng().gen_range(0..n);
         let mut rogue = base.clone();
         rogue.sequence = base.sequence + 1;
@@ -466,14 +484,14 @@ impl World {
         let mut update = SimUpdate::new(base.sequence, &rogue);
         let needed = majority(n);
         match kind {
-            BadUpdate::TooFewApprovals => self.approve(&mut update, needed - 1),
+            BadUpdate::TooFewApprovals => self.approve(&mut update, n, needed - 1),
             BadUpdate::ForgedApproval => {
-                self.approve(&mut update, needed - 1);
+                self.approve(&mut update, n, needed - 1);
                 let listed: Vec<u32> = update.approvals.iter().map(|(p, _)| *p).collect();
                 let forger = (1..=n).find(|p| !listed.contains(p))?;
                 update.approve(forger, &admin_key(forger % n + 1 + u32::from(n == 1)));
             }
-            BadUpdate::Stale | BadUpdate::Replayed => self.approve(&mut update, needed),
+            BadUpdate::Stale | BadUpdate::Replayed => self.approve(&mut update, n, needed),
         }
         Some(update.encode())
     }
@@ -517,6 +535,72 @@ impl World {
                 self.report.batcher_keys_rotated += 1;
                 self.trace_line(|| format!("batcher {b}: signs with its next key from now on"));
             }
+        }
+    }
+
+    /// A joining party's batcher `b` before its party is in the network: it reads the
+    /// decisions as a batcher does (from its party's consenter, which catches up as a
+    /// non-member, or another), tracking its shard's term, and starts its core at the
+    /// decision that put a config naming its party in force, in the term that decision
+    /// moved its shard to, with an empty mempool (docs/reconfiguration.md "Adding a party").
+    pub(super) fn feed_joining(&mut self, b: usize) -> Result<(), String> {
+        let (party, shard) = (self.batchers[b].party, self.batchers[b].shard);
+        loop {
+            let fed = self.batchers[b].fed;
+            let mut follow = self.batchers[b].follow;
+            let outcome = self.follow(&mut follow, fed);
+            self.batchers[b].follow = follow;
+            let Some(logged) = outcome else {
+                return Ok(());
+            };
+            let outcome = &logged.outcome;
+            for t in outcome.terms.iter().filter(|t| t.shard == shard) {
+                self.batchers[b].info = batcher::TermInfo {
+                    term: t.term,
+                    last_ordered_seq: t.last_ordered_seq,
+                };
+            }
+            for h in outcome.headers.iter().filter(|h| h.shard == shard) {
+                self.batchers[b].info.last_ordered_seq = h.seq;
+            }
+            self.batchers[b].fed += 1;
+            let Some(change) = &outcome.config else {
+                continue;
+            };
+            let Ok(config) = SimConfig::decode(&change.config) else {
+                continue;
+            };
+            if config.parties() < party {
+                continue;
+            }
+            let keys: BTreeMap<PartyId, PublicKey> = (1..=config.parties())
+                .zip(config.batchers.iter().cloned())
+                .collect();
+            let own = keys
+                .get(&party)
+                .and_then(|k| batcher_generation(party, k))
+                .map_or_else(|| batcher_key(party, 0), |g| batcher_key(party, g));
+            let node = &mut self.batchers[b];
+            node.keys = Some((keys, own));
+            node.joined = true;
+            let info = node.info;
+            self.start_batcher(b);
+            if self.batchers[b].core.is_none() {
+                return Err(format!(
+                    "join: batcher of party {party}, shard {shard} does not start at decision {} (term {})",
+                    fed + 1,
+                    info.term
+                ));
+            }
+            self.report.joined_batchers += 1;
+            self.trace_line(|| {
+                format!(
+                    "batcher {b} (party {party}, shard {shard}) joins at decision {} in term {}",
+                    fed + 1,
+                    info.term
+                )
+            });
+            return Ok(());
         }
     }
 
@@ -597,11 +681,16 @@ impl World {
         let expected = switches.epoch_after(applied);
         let start = switches.start_of(expected);
         let chain = bft::set_chain(r.chain, expected);
+        // A member exactly when the set has its slot (a joining party's is not, before).
+        let parties = match switches.config_of(expected) {
+            Some(bytes) => SimConfig::decode(bytes).map_or(0, |c| c.parties()),
+            None => self.sc.n,
+        };
         if replica.epoch() != expected
             || replica.app().epoch() != expected
             || Some(replica.epoch_start()) != start
             || replica.config().chain != chain
-            || !replica.is_member()
+            || replica.is_member() != (c < parties)
         {
             return Err(format!(
                 "switch: consenter {c} applied decision {applied} and is in set {} from decision {} \
@@ -615,8 +704,29 @@ impl World {
         Ok(())
     }
 
-    /// Counts the acknowledged requests not ordered yet when a switch is decided.
+    /// Counts the acknowledged requests not ordered yet when a switch is decided; at the
+    /// switch that adds a party, clients send a second wave of requests over the next
+    /// 600 ms, so that the joined party's routers and batchers take part (its batchers
+    /// admit, pull, acknowledge and sign BAFs that count).
     pub(super) fn on_switch_decided(&mut self) {
+        let joined = self.sc.total_parties() > self.sc.n
+            && self
+                .checker
+                .switches
+                .as_ref()
+                .is_some_and(|s| s.switched.len() == 1);
+        if joined {
+            let wave = (self.sc.requests / 2).max(4);
+            for i in 0..wave {
+                let request: Arc<[u8]> = Arc::from(format!("req-{}-joined-{i}", self.sc.seed).into_bytes());
+                self.requests.push(Arc::clone(&request));
+                self.checker.submitted(Arc::clone(&request));
+                self.by_digest
+                    .insert(batcher::RequestDigest::of(&request), Arc::clone(&request));
+                let at = self.k.rng().gen_range(1..600);
+                self.k.schedule_in(at, Ev::Client(request));
+            }
+        }
         if !self.sc.acked_clients() {
             return;
         }
