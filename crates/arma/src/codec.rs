@@ -48,6 +48,7 @@ impl From<&Baf> for pb::BatchAttestationFragment {
             signature: baf.signature.as_bytes().to_vec(),
             term: h.term,
             primary_signature: baf.primary_signature.as_bytes().to_vec(),
+            config_sequence: baf.config,
         }
     }
 }
@@ -63,6 +64,7 @@ impl TryFrom<pb::BatchAttestationFragment> for Baf {
                 tx_count: b.tx_count,
             },
             signer: b.signer,
+            config: b.config_sequence,
             signature: signature(&b.signature, "BAF signature")?,
             primary_signature: signature(&b.primary_signature, "BAF primary signature")?,
         })
@@ -77,6 +79,7 @@ impl From<&Complaint> for pb::Complaint {
             signer: c.signer,
             reason: c.reason.as_str().to_string(),
             signature: c.signature.as_bytes().to_vec(),
+            config_sequence: c.config,
         }
     }
 }
@@ -98,6 +101,7 @@ impl TryFrom<pb::Complaint> for Complaint {
             term: c.term,
             signer: c.signer,
             reason,
+            config: c.config_sequence,
             signature: signature(&c.signature, "complaint signature")?,
         })
     }

@@ -196,19 +196,35 @@ pub struct Baf {
     pub header: BatchHeader,
     /// The attesting party.
     pub signer: PartyId,
-    /// `signer`'s signature over [`BatchHeader::baf_bytes`].
+    /// The sequence of the network config the signer had in force (0 at genesis):
+    /// consenters count only BAFs of the config they have in force.
+    pub config: u64,
+    /// `signer`'s signature over [`Baf::signed_bytes`].
     pub signature: Signature,
     /// The primary's signature over [`BatchHeader::signed_bytes`] (from the batch).
     pub primary_signature: Signature,
 }
 
 impl Baf {
-    /// Signs a BAF for `batch` as `signer`.
+    /// What a BAF's signer signs: [`BatchHeader::baf_bytes`] ‖ u64 config sequence.
+    pub fn signed_bytes(header: &BatchHeader, config: u64) -> Vec<u8> {
+        let mut out = header.baf_bytes();
+        out.extend_from_slice(&config.to_be_bytes());
+        out
+    }
+
+    /// Signs a BAF for `batch` as `signer` under the genesis config (sequence 0).
     pub fn sign(batch: &SignedBatch, signer: PartyId, key: &SigningKey) -> Baf {
-        let signature = sign_batch_attestation(key, &batch.header.baf_bytes());
+        Baf::sign_at(0, batch, signer, key)
+    }
+
+    /// Signs a BAF for `batch` as `signer` under the config of sequence `config`.
+    pub fn sign_at(config: u64, batch: &SignedBatch, signer: PartyId, key: &SigningKey) -> Baf {
+        let signature = sign_batch_attestation(key, &Baf::signed_bytes(&batch.header, config));
         Baf {
             header: batch.header,
             signer,
+            config,
             signature,
             primary_signature: batch.signature.clone(),
         }
@@ -216,7 +232,12 @@ impl Baf {
 
     /// Whether the signature is `key`'s.
     pub fn verifies(&self, key: &PublicKey) -> bool {
-        verify_batch_attestation(key, &self.header.baf_bytes(), &self.signature).is_ok()
+        verify_batch_attestation(
+            key,
+            &Baf::signed_bytes(&self.header, self.config),
+            &self.signature,
+        )
+        .is_ok()
     }
 
     /// Whether the primary's signature over the header is `primary_key`'s.
@@ -255,25 +276,35 @@ pub struct Complaint {
     pub signer: PartyId,
     /// Why.
     pub reason: ComplaintReason,
+    /// The sequence of the network config the signer had in force (0 at genesis).
+    pub config: u64,
     /// `signer`'s signature over [`Complaint::signed_bytes`].
     pub signature: Signature,
 }
 
 impl Complaint {
-    /// `tags::COMPLAINT ‖ u32 shard ‖ u64 term ‖ u32 signer ‖ u32 len(reason) ‖ reason`.
-    pub fn signed_bytes(shard: ShardId, term: u64, signer: PartyId, reason: ComplaintReason) -> Vec<u8> {
+    /// `tags::COMPLAINT ‖ u32 shard ‖ u64 term ‖ u32 signer ‖ u32 len(reason) ‖ reason ‖
+    /// u64 config sequence`.
+    pub fn signed_bytes(
+        shard: ShardId,
+        term: u64,
+        signer: PartyId,
+        reason: ComplaintReason,
+        config: u64,
+    ) -> Vec<u8> {
         let text = reason.as_str().as_bytes();
-        let mut out = Vec::with_capacity(tags::COMPLAINT.len() + 20 + text.len());
+        let mut out = Vec::with_capacity(tags::COMPLAINT.len() + 28 + text.len());
         out.extend_from_slice(tags::COMPLAINT);
         out.extend_from_slice(&shard.to_be_bytes());
         out.extend_from_slice(&term.to_be_bytes());
         out.extend_from_slice(&signer.to_be_bytes());
         out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(text);
+        out.extend_from_slice(&config.to_be_bytes());
         out
     }
 
-    /// Signs a complaint.
+    /// Signs a complaint under the genesis config (sequence 0).
     pub fn sign(
         shard: ShardId,
         term: u64,
@@ -281,19 +312,33 @@ impl Complaint {
         reason: ComplaintReason,
         key: &SigningKey,
     ) -> Complaint {
-        let signature = sign_batch_attestation(key, &Complaint::signed_bytes(shard, term, signer, reason));
+        Complaint::sign_at(0, shard, term, signer, reason, key)
+    }
+
+    /// Signs a complaint under the config of sequence `config`.
+    pub fn sign_at(
+        config: u64,
+        shard: ShardId,
+        term: u64,
+        signer: PartyId,
+        reason: ComplaintReason,
+        key: &SigningKey,
+    ) -> Complaint {
+        let bytes = Complaint::signed_bytes(shard, term, signer, reason, config);
+        let signature = sign_batch_attestation(key, &bytes);
         Complaint {
             shard,
             term,
             signer,
             reason,
+            config,
             signature,
         }
     }
 
     /// Whether the signature is `key`'s.
     pub fn verifies(&self, key: &PublicKey) -> bool {
-        let bytes = Complaint::signed_bytes(self.shard, self.term, self.signer, self.reason);
+        let bytes = Complaint::signed_bytes(self.shard, self.term, self.signer, self.reason, self.config);
         verify_batch_attestation(key, &bytes, &self.signature).is_ok()
     }
 }

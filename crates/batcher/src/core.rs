@@ -209,6 +209,8 @@ pub struct Batcher {
     pub(crate) out: Vec<Output>,
     /// The request digests of the batch the last `handle` ordered.
     newly_ordered: Vec<RequestDigest>,
+    /// The sequence of the network config in force, signed into every BAF and complaint.
+    config_seq: u64,
 }
 
 impl Batcher {
@@ -271,6 +273,19 @@ impl Batcher {
         Ok(())
     }
 
+    /// The network config of sequence `sequence` is in force (at the decision that put it
+    /// in force, before its term changes; again at a restart): this batcher's BAFs and
+    /// complaints name it from now on, and the consenters refuse those that name
+    /// another (docs/reconfiguration.md "Config sequence in messages").
+    pub fn set_config_sequence(&mut self, sequence: u64) {
+        self.config_seq = sequence;
+    }
+
+    /// The sequence of the network config this batcher signs under.
+    pub fn config_sequence(&self) -> u64 {
+        self.config_seq
+    }
+
     /// Whether `key` is the one the config in force names for this batcher.
     pub fn is_own_key(&self, key: &crypto::PublicKey) -> bool {
         self.cfg.keys.get(&self.cfg.party) == Some(key)
@@ -314,6 +329,7 @@ impl Batcher {
             pull: None,
             out: Vec::new(),
             newly_ordered: Vec::new(),
+            config_seq: 0,
             cfg,
         })
     }
@@ -656,7 +672,7 @@ impl Batcher {
         }
         self.newly_ordered.extend(digests);
         if let Some(lost) = lost {
-            let evidence = Baf::sign(&lost.batch, self.cfg.party, &self.key);
+            let evidence = Baf::sign_at(self.config_seq, &lost.batch, self.cfg.party, &self.key);
             self.give_back(std::slice::from_ref(&lost));
             self.out.push(Output::SendEvidence(evidence));
         }
@@ -676,7 +692,7 @@ impl Batcher {
         }
         b.persisted = true;
         let batch = Arc::clone(&b.batch);
-        let baf = Baf::sign(&batch, party, &self.key);
+        let baf = Baf::sign_at(self.config_seq, &batch, party, &self.key);
         if id.primary == party {
             b.acks.insert(party);
         }
@@ -757,7 +773,14 @@ impl Batcher {
             return;
         }
         self.complained = true;
-        let complaint = Complaint::sign(self.cfg.shard, self.term, self.cfg.party, reason, &self.key);
+        let complaint = Complaint::sign_at(
+            self.config_seq,
+            self.cfg.shard,
+            self.term,
+            self.cfg.party,
+            reason,
+            &self.key,
+        );
         self.out.push(Output::Complain(complaint));
     }
 }

@@ -868,6 +868,7 @@ fn signed_bytes_are_stable_and_separated() {
     let as_baf = Baf {
         header: b.header,
         signer: 2,
+        config: 0,
         signature: b.signature.clone(),
         primary_signature: b.signature.clone(),
     };
@@ -888,6 +889,20 @@ fn signed_bytes_are_stable_and_separated() {
     let mut other_term = c.clone();
     other_term.term = 6;
     assert!(!other_term.verifies(&key(3).public_key()));
+    // The config sequence is signed: a BAF or complaint relabelled to another config
+    // does not verify; one signed under it does, and ends with it (u64, big-endian).
+    let mut relabelled = baf(&b, 2);
+    relabelled.config = 1;
+    assert!(!relabelled.verifies(&key(2).public_key()));
+    let at_one = Baf::sign_at(1, &b, 2, &key(2));
+    assert!(at_one.verifies(&key(2).public_key()));
+    assert!(Baf::signed_bytes(&b.header, 1).ends_with(&[0, 0, 0, 0, 0, 0, 0, 1]));
+    let mut moved = c.clone();
+    moved.config = 2;
+    assert!(!moved.verifies(&key(3).public_key()));
+    assert!(
+        Complaint::sign_at(2, 0, 5, 3, ComplaintReason::Censorship, &key(3)).verifies(&key(3).public_key())
+    );
 }
 
 #[test]
@@ -1204,6 +1219,40 @@ fn a_party_joining_changes_the_quorum_and_the_primaries() {
     }));
     assert_eq!(p.primary(), 5);
     assert!(!p.is_primary());
+}
+
+/// A batcher signs its BAFs and complaints under the config sequence in force
+/// (`set_config_sequence`, at the switch and again at a restart).
+#[test]
+fn bafs_and_complaints_name_the_config_in_force() {
+    let mut s = batcher(2);
+    assert_eq!(s.config_sequence(), 0);
+    s.set_config_sequence(5);
+    let _ = s.handle(Input::Tick(0));
+    let r = req(1, 20);
+    let _ = s.handle(Input::Request(r.clone()));
+    let b1 = signed(1, 1, vec![r]);
+    let _ = s.handle(Input::Batch {
+        from: 1,
+        batch: (*b1).clone(),
+    });
+    let out = s.handle(persisted(&b1));
+    let baf = Baf::sign_at(5, &b1, 2, &key(2));
+    assert!(out.contains(&Output::SendBaf(baf.clone())), "{out:?}");
+    assert_eq!(baf.config, 5);
+    // A request pending past the complain timeout: the complaint names sequence 5 too.
+    let late = req(2, 20);
+    let _ = s.handle(Input::Request(late));
+    let out = s.handle(Input::Tick(1_000));
+    let complaint = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Complain(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("a complaint");
+    assert_eq!(complaint.config, 5);
+    assert!(complaint.verifies(&key(2).public_key()));
 }
 
 fn compact(b: &SignedBatch) -> batcher::CompactBatch {

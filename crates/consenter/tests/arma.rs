@@ -329,6 +329,54 @@ fn requests_are_admitted_only_with_valid_signatures() {
     );
 }
 
+/// BAFs and complaints name the config they were signed under: under config 3 only
+/// those naming 3 are admitted, an older or newer one is refused naming both sequences
+/// (before its signature is checked), and one relabelled to 3 does not verify.
+#[test]
+fn bafs_and_complaints_of_another_config_are_refused() {
+    let mut cfg = config();
+    cfg.sequence = 3;
+    let b = batch(0, 0, 1, 1, 1);
+    let key = batcher_key(2, 0);
+    let current = Baf::sign_at(3, &b, 2, &key);
+    assert_eq!(
+        decode_verified(&cfg, &encode_baf(&current)).unwrap(),
+        Item::Baf(current.clone())
+    );
+    let stale = |got: u64, which: &'static str, party: u32| ArmaError::StaleConfig {
+        which,
+        party,
+        got,
+        current: 3,
+    };
+    for got in [0, 2, 4] {
+        let baf = Baf::sign_at(got, &b, 2, &key);
+        assert_eq!(
+            decode_verified(&cfg, &encode_baf(&baf)),
+            Err(stale(got, "BAF", 2))
+        );
+        let c = Complaint::sign_at(got, 0, 0, 3, ComplaintReason::Censorship, &batcher_key(3, 0));
+        assert_eq!(
+            decode_verified(&cfg, &encode_complaint(&c)),
+            Err(stale(got, "complaint", 3))
+        );
+    }
+    assert_eq!(
+        decode_verified(&cfg, &encode_baf(&Baf::sign(&b, 2, &key)))
+            .unwrap_err()
+            .to_string(),
+        "BAF of party 2 names config sequence 0, the network is at 3"
+    );
+    let mut relabelled = Baf::sign_at(2, &b, 2, &key);
+    relabelled.config = 3;
+    assert_eq!(
+        decode_verified(&cfg, &encode_baf(&relabelled)),
+        Err(sig_err("BAF", 2, 0))
+    );
+    let c = Complaint::sign_at(3, 0, 0, 3, ComplaintReason::Censorship, &batcher_key(3, 0));
+    assert!(decode_verified(&cfg, &encode_complaint(&c)).is_ok());
+}
+
 fn sig_err(which: &'static str, party: u32, shard: u32) -> ArmaError {
     ArmaError::BadSignature { which, party, shard }
 }

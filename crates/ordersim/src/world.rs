@@ -135,6 +135,9 @@ struct BNode {
     /// Whether its party is in the network: a joining party's batchers follow the
     /// decisions without a core until one puts a config with their party in force.
     joined: bool,
+    /// The sequence of the newest config it was fed (kept durable with `keys`): its
+    /// BAFs and complaints name it.
+    config_seq: u64,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -290,6 +293,7 @@ impl World {
                     follow: follow::Follow::of(party),
                     keys: None,
                     joined: party <= self.sc.n,
+                    config_seq: 0,
                 });
             }
             self.consenters.push(CNode {
@@ -567,6 +571,9 @@ impl World {
         // restored (they were signed under them).
         if let (Some(core), Some((keys, key))) = (core.as_mut(), node.keys.clone()) {
             let _ = core.set_keys(keys, key);
+        }
+        if let Some(core) = core.as_mut() {
+            core.set_config_sequence(node.config_seq);
         }
         node.core = core;
         node.want = None;
@@ -1115,10 +1122,18 @@ impl World {
         };
         let junk: Arc<[u8]> = Arc::from(format!("fabricated-{party}-{term}").into_bytes());
         let fake = SignedBatch::sign(id, term, vec![junk], &key);
-        let fabricated = Baf::sign(&fake, party, &key);
+        let config = node.config_seq;
+        let fabricated = Baf::sign_at(config, &fake, party, &key);
         self.report.fabricated_bafs += 1;
         self.submit(b, term, 0, encode_baf(&fabricated));
-        let c = batcher::Complaint::sign(shard, term, party, batcher::ComplaintReason::Censorship, &key);
+        let c = batcher::Complaint::sign_at(
+            config,
+            shard,
+            term,
+            party,
+            batcher::ComplaintReason::Censorship,
+            &key,
+        );
         self.batchers[b].noisy_term = Some(term);
         self.submit(b, term, 0, encode_complaint(&c));
     }
@@ -1373,7 +1388,9 @@ impl World {
         match self.batchers[b].served.get(&key) {
             Some(served) if served.header.digest != baf.header.digest => {
                 let party = self.batchers[b].party;
-                self.signing_key(b).map_or(baf, |k| Baf::sign(served, party, &k))
+                let config = baf.config;
+                self.signing_key(b)
+                    .map_or(baf, |k| Baf::sign_at(config, served, party, &k))
             }
             _ => baf,
         }

@@ -45,6 +45,7 @@ pub(super) fn apply(
     next_key_files: &[PathBuf],
     decision: Option<u64>,
 ) {
+    core.set_config_sequence(view.sequence);
     let b = &view.batching;
     match core.set_batching(b) {
         Ok(()) if decision.is_some() => info!(

@@ -198,7 +198,7 @@ impl Late {
     /// Its own BAF of version A instead of `baf` when `baf` attests a version B.
     pub(crate) fn baf(&self, baf: Baf, key: &SigningKey) -> Baf {
         match self.version_a(&baf.header) {
-            Some(a) => Baf::sign(&a, baf.signer, key),
+            Some(a) => Baf::sign_at(baf.config, &a, baf.signer, key),
             None => baf,
         }
     }

@@ -18,6 +18,9 @@ pub struct ArmaConfig {
     /// How far ahead of a shard's last ordered seq BAFs are counted (older or further
     /// ones are ignored): bounds the state at `shards × max_seqs_ahead × parties` votes.
     pub max_seqs_ahead: u64,
+    /// The sequence of the network config in force (0 at genesis): BAFs and complaints
+    /// must name it.
+    pub sequence: u64,
     batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
     knobs: Knobs,
 }
@@ -66,6 +69,7 @@ impl ArmaConfig {
             parties,
             shards,
             max_seqs_ahead,
+            sequence: 0,
             batcher_keys,
             knobs: Knobs::default(),
         })
@@ -80,6 +84,7 @@ impl ArmaConfig {
             view.batcher_keys.clone(),
         )?;
         next.knobs = self.knobs;
+        next.sequence = view.sequence;
         Ok(next)
     }
 
@@ -119,6 +124,20 @@ impl ArmaConfig {
             Err(ArmaError::UnknownShard {
                 shard,
                 shards: self.shards,
+            })
+        }
+    }
+
+    /// A BAF or complaint of `party` naming config sequence `got` is of the config in force.
+    pub(super) fn check_sequence(&self, which: &'static str, party: PartyId, got: u64) -> ArmaResult<()> {
+        if got == self.sequence {
+            Ok(())
+        } else {
+            Err(ArmaError::StaleConfig {
+                which,
+                party,
+                got,
+                current: self.sequence,
             })
         }
     }

@@ -37,6 +37,20 @@ pub enum ArmaError {
         /// The shard.
         shard: ShardId,
     },
+    /// A BAF or complaint signed under another network config than the one in force
+    /// (an older one: its signer had not followed the last update yet, or a message
+    /// captured before it; a newer one: this consenter is behind).
+    #[error("{which} of party {party} names config sequence {got}, the network is at {current}")]
+    StaleConfig {
+        /// "BAF" or "complaint".
+        which: &'static str,
+        /// The signer.
+        party: PartyId,
+        /// The sequence it names.
+        got: u64,
+        /// The sequence in force.
+        current: u64,
+    },
     /// A config update the config rules refuse (or a network without rules).
     #[error("config update refused: {reason}")]
     ConfigUpdate {

@@ -73,9 +73,10 @@ pub fn decode(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
     Ok(item)
 }
 
-/// Decodes a request and checks its signatures against the network's batcher keys: a
-/// BAF's signer and primary signatures, a complaint's signer signature. A config update
-/// is only decoded: the config rules check it (`ArmaApp`).
+/// Decodes a request and checks it against the config in force: a BAF's or complaint's
+/// config sequence must be the one in force, then its signatures must verify under the
+/// network's batcher keys (a BAF's signer and primary signatures, a complaint's signer
+/// signature). A config update is only decoded: the config rules check it (`ArmaApp`).
 pub fn decode_verified(cfg: &ArmaConfig, bytes: &[u8]) -> ArmaResult<Item> {
     decode_verified_with(cfg, bytes, &PrimarySignatures::default())
 }
@@ -95,6 +96,7 @@ pub fn decode_verified_with(
         Item::Baf(b) => {
             let shard = b.header.id.shard;
             let primary = b.header.id.primary;
+            cfg.check_sequence("BAF", b.signer, b.config)?;
             if !cfg.batcher_key(b.signer, shard).is_some_and(|k| b.verifies(k)) {
                 return Err(bad("BAF", b.signer, shard));
             }
@@ -110,6 +112,7 @@ pub fn decode_verified_with(
             }
         }
         Item::Complaint(c) => {
+            cfg.check_sequence("complaint", c.signer, c.config)?;
             if !cfg.batcher_key(c.signer, c.shard).is_some_and(|k| c.verifies(k)) {
                 return Err(bad("complaint", c.signer, c.shard));
             }

@@ -524,6 +524,8 @@ impl World {
         let Some(core) = node.core.as_mut() else {
             return;
         };
+        core.set_config_sequence(config.sequence);
+        node.config_seq = config.sequence;
         let key = keys
             .get(&party)
             .and_then(|own| batcher_generation(party, own))
@@ -582,6 +584,7 @@ impl World {
                 .map_or_else(|| batcher_key(party, 0), |g| batcher_key(party, g));
             let node = &mut self.batchers[b];
             node.keys = Some((keys, own));
+            node.config_seq = config.sequence;
             node.joined = true;
             let info = node.info;
             self.start_batcher(b);
