@@ -258,11 +258,12 @@ impl BftConsensus for ConsensusService {
         request: Request<pb::BftSubmitRequest>,
     ) -> Result<Response<pb::BftSubmitResponse>, Status> {
         let d = &self.deps;
-        let from_client = wire::tls::caller(&request).is_some_and(|p| p.role == wire::tls::Role::Client);
+        let from_client = wire::tls::caller(&request)
+            .is_some_and(|p| matches!(p.role, wire::tls::Role::Client | wire::tls::Role::Router));
         let req = request.into_inner().request;
         if from_client && !is_config_update(&req) {
             return Err(Status::permission_denied(
-                "a client may submit config updates only; BAFs and complaints come from batchers",
+                "a client or router may submit config updates only; BAFs and complaints come from batchers",
             ));
         }
         let max = d.limits.max_request_bytes;

@@ -86,3 +86,66 @@ pub fn spawn_tls_follower(config: NetworkConfig) -> tokio::task::JoinHandle<()> 
         }
     })
 }
+
+/// What a router does with the config updates its clients submit
+/// (`Router.SubmitConfigUpdate`): hands each to the consenters, its own party's first,
+/// then the others in party order, and answers with the first that orders it, or with
+/// the refusals and failures of all.
+pub struct ConsenterConfigUpdates {
+    /// `(party, consenter endpoint)`, in the order they are asked.
+    consenters: Vec<(PartyId, String)>,
+}
+
+/// How long a router waits for one consenter to order an update.
+const UPDATE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl ConsenterConfigUpdates {
+    /// The consenters of `config`, party `own`'s first.
+    pub fn new(config: &NetworkConfig, own: PartyId) -> ConsenterConfigUpdates {
+        let mut consenters: Vec<(PartyId, String)> = config
+            .parties()
+            .iter()
+            .map(|p| (p.id, p.consenter.uri()))
+            .collect();
+        consenters.sort_by_key(|(p, _)| (*p != own, *p));
+        ConsenterConfigUpdates { consenters }
+    }
+}
+
+#[tonic::async_trait]
+impl router::config_updates::ConfigUpdates for ConsenterConfigUpdates {
+    async fn submit(&self, request: Vec<u8>) -> Result<wire::pb::BftSubmitResponse, tonic::Status> {
+        let mut reasons = Vec::new();
+        let mut last = tonic::Code::Unavailable;
+        for (party, endpoint) in &self.consenters {
+            let answer = async {
+                let endpoint = wire::server::client_endpoint(endpoint.clone())
+                    .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?
+                    .connect_timeout(Duration::from_secs(3));
+                let channel = wire::server::connect(&endpoint)
+                    .await
+                    .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
+                wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
+                    .max_encoding_message_size(consenter::transport::MAX_MESSAGE_BYTES)
+                    .submit(wire::pb::BftSubmitRequest {
+                        request: request.clone(),
+                    })
+                    .await
+                    .map(tonic::Response::into_inner)
+            };
+            match tokio::time::timeout(UPDATE_TIMEOUT, answer).await {
+                Ok(Ok(answer)) if answer.accepted => return Ok(answer),
+                Ok(Ok(_)) => reasons.push(format!("party {party}'s consenter answered without accepting")),
+                Ok(Err(status)) => {
+                    last = status.code();
+                    reasons.push(format!("party {party}'s consenter: {}", status.message()));
+                }
+                Err(_) => reasons.push(format!(
+                    "party {party}'s consenter: no answer within {} s",
+                    UPDATE_TIMEOUT.as_secs()
+                )),
+            }
+        }
+        Err(tonic::Status::new(last, reasons.join("; ")))
+    }
+}

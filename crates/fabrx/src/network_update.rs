@@ -59,9 +59,14 @@ pub struct SubmitArgs {
     #[arg(long)]
     network: PathBuf,
     /// Submit to this party's consenter (default: each consenter in party order until
-    /// one answers).
+    /// one answers); with `--router`, to this party's router.
     #[arg(long)]
     party: Option<PartyId>,
+    /// Submit through a router instead of a consenter (for an operator who reaches only
+    /// the routers): the router hands the update on to the consenters, its own party's
+    /// first, and answers as they do.
+    #[arg(long)]
+    router: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -183,18 +188,31 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
     };
     let mut failures = Vec::new();
     let mut refusals = Vec::new();
+    let via = if args.router { "router" } else { "consenter" };
     for party in parties {
-        let endpoint = config.party(party)?.consenter.uri();
-        match submit_to(&endpoint, request.clone()).await {
+        let consenter = config.party(party)?.consenter.uri();
+        let endpoint = if args.router {
+            config.party(party)?.router.uri()
+        } else {
+            consenter.clone()
+        };
+        let sent = if args.router {
+            submit_via_router(&endpoint, request.clone()).await
+        } else {
+            submit_to(&endpoint, request.clone()).await
+        };
+        match sent {
             Ok(0) => bail!(
-                "the config update for sequence {} was ordered before this submission (party {party}'s consenter); `fabrx status` shows the config epoch in force",
+                "the config update for sequence {} was ordered before this submission (party {party}'s {via}); `fabrx status` shows the config epoch in force",
                 u.sequence
             ),
             Ok(decided) => {
-                let in_force = put_in_force(&endpoint, decided, u.config.as_bytes()).await;
+                // Decision numbers are the network's: any consenter serves the decision.
+                let in_force = put_in_force(&consenter, decided, u.config.as_bytes()).await;
                 if args.json {
                     let line = serde_json::json!({
                         "submitted": true,
+                        "via": via,
                         "party": party,
                         "decided_seq": decided,
                         "sequence": u.sequence,
@@ -203,7 +221,7 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
                     println!("{line}");
                 } else {
                     println!(
-                        "ordered: the config update for sequence {} is in decision {decided} (party {party}'s consenter)",
+                        "ordered: the config update for sequence {} is in decision {decided} (party {party}'s {via})",
                         u.sequence
                     );
                 }
@@ -220,7 +238,7 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
                 if e.code() == tonic::Code::InvalidArgument || e.code() == tonic::Code::PermissionDenied =>
             {
                 refusals.push(format!(
-                    "party {party}'s consenter refused the config update: {}",
+                    "party {party}'s {via} refused the config update: {}",
                     e.message()
                 ));
             }
@@ -234,7 +252,7 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
     if let Some(first) = refusals.first() {
         bail!("{first} (and {} more refusals)", refusals.len() - 1);
     }
-    bail!("no consenter ordered the config update: {}", failures.join("; "))
+    bail!("no {via} ordered the config update: {}", failures.join("; "))
 }
 
 /// Asks every consenter for the config in force and writes the one f+1 of them answer
@@ -288,6 +306,22 @@ async fn put_in_force(endpoint: &str, decided: u64, config: &[u8]) -> anyhow::Re
         bail!("it served decision {} for {decided}", first.number);
     }
     Ok(first.config == config)
+}
+
+/// One `Router.SubmitConfigUpdate` call; the decided seq or the status.
+async fn submit_via_router(endpoint: &str, request: Vec<u8>) -> Result<u64, tonic::Status> {
+    let channel = connect(endpoint)
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
+    let answer = wire::pb::router_client::RouterClient::new(channel)
+        .max_encoding_message_size(usize::try_from(MAX_UPDATE_BYTES).unwrap_or(usize::MAX))
+        .submit_config_update(wire::pb::BftSubmitRequest { request })
+        .await?
+        .into_inner();
+    if !answer.accepted {
+        return Err(tonic::Status::internal("the router answered without accepting"));
+    }
+    Ok(answer.decided_seq)
 }
 
 /// One Submit call; the decided seq or the status.

@@ -45,6 +45,10 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let node = router::node::spawn(setup.node, deps)
         .await
         .with_context(|| format!("starting party {}'s router", args.party))?;
+    // Config updates its clients submit go on to the consenters (docs/reconfiguration.md).
+    node.service.set_config_updates(std::sync::Arc::new(
+        crate::config_follow::ConsenterConfigUpdates::new(&config, args.party),
+    ));
     info!(party = args.party, addr = %node.addr, %shards, batchers = ?setup.batcher_uris, "router listening");
     let ready = serde_json::json!({
         "ready": "router",

@@ -272,6 +272,14 @@ impl Router for SinkRouterService {
     type SubmitStream = Answers;
     type SubmitManyStream = ManyAnswers;
 
+    /// A sink orders nothing, config updates included.
+    async fn submit_config_update(
+        &self,
+        _request: tonic::Request<pb::BftSubmitRequest>,
+    ) -> Result<tonic::Response<pb::BftSubmitResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("a sink orders no config updates"))
+    }
+
     /// Not reached: the sink's routes serve `SubmitMany` themselves, without decoding
     /// each request (`raw::RouterRoutes`).
     async fn submit_many(

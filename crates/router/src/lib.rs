@@ -16,6 +16,7 @@ pub mod answer;
 pub mod backoff;
 pub mod broadcast;
 pub mod config;
+pub mod config_updates;
 pub mod error;
 pub mod fabric_answer;
 pub mod inflight;

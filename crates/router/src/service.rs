@@ -39,6 +39,8 @@ struct Shared {
     links: Vec<Arc<dyn BatcherLink>>,
     in_flight: Mutex<InFlight>,
     metrics: Metrics,
+    /// Where config updates go (`Router.SubmitConfigUpdate`); unset: refused.
+    config_updates: std::sync::OnceLock<crate::config_updates::ConfigUpdateGate>,
 }
 
 impl Shared {
@@ -150,8 +152,18 @@ impl RouterService {
                 links,
                 in_flight: Mutex::new(in_flight),
                 metrics,
+                config_updates: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Hands the config updates clients submit to `updates` (once; a second call changes
+    /// nothing). Without it `SubmitConfigUpdate` is answered `UNIMPLEMENTED`.
+    pub fn set_config_updates(&self, updates: Arc<dyn crate::config_updates::ConfigUpdates>) {
+        let _ = self
+            .shared
+            .config_updates
+            .set(crate::config_updates::ConfigUpdateGate::new(updates));
     }
 
     /// Its metrics.
@@ -403,6 +415,18 @@ impl pb::router_server::Router for RouterService {
             |r| vec![r],
             |answers, more| answers.into_iter().chain(more.into_iter().flatten()).collect(),
         ))
+    }
+
+    async fn submit_config_update(
+        &self,
+        request: Request<pb::BftSubmitRequest>,
+    ) -> std::result::Result<Response<pb::BftSubmitResponse>, Status> {
+        let Some(gate) = self.shared.config_updates.get() else {
+            return Err(Status::unimplemented(
+                "this router does not hand on config updates",
+            ));
+        };
+        gate.submit(request.into_inner().request).await.map(Response::new)
     }
 
     async fn submit_many(

@@ -153,8 +153,10 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
         // A client submits config updates only (their admin signatures authorize them;
         // the consenter refuses anything else from a client).
         ("fabrx.v1.BftConsensus", Role::Client) => matches!(method, "Submit" | "Status"),
-        // A router asks for the config in force, whose TLS section it follows (ADR 0019).
-        ("fabrx.v1.BftConsensus", Role::Router) => method == "Status",
+        // A router asks for the config in force, whose TLS section it follows (ADR 0019),
+        // and hands on the config updates its clients submit (config updates only: the
+        // consenter refuses anything else from a router).
+        ("fabrx.v1.BftConsensus", Role::Router) => matches!(method, "Status" | "Submit"),
         // Decided headers: batchers (terms), assemblers (blocks), consenters, tools.
         ("fabrx.v1.Consenter", Role::Batcher | Role::Assembler | Role::Consenter | Role::Client) => true,
         // Blocks: sidecars, other assemblers, tools.
@@ -453,10 +455,16 @@ mod tests {
             p(Role::Client, 3, None),
             "/fabrx.v1.BftConsensus/Submit"
         ));
-        assert!(!allowed(
+        // A router hands on config updates (the consenter takes nothing else from it).
+        assert!(allowed(
             consenter,
             p(Role::Router, 3, None),
             "/fabrx.v1.BftConsensus/Submit"
+        ));
+        assert!(!allowed(
+            consenter,
+            p(Role::Router, 3, None),
+            "/fabrx.v1.BftConsensus/Exchange"
         ));
         assert!(allowed(
             consenter,
