@@ -210,7 +210,7 @@ pub struct Batcher {
     /// The request digests of the batch the last `handle` ordered.
     newly_ordered: Vec<RequestDigest>,
     /// The sequence of the network config in force, signed into every BAF and complaint.
-    config_seq: u64,
+    pub(crate) config_seq: u64,
 }
 
 impl Batcher {
@@ -263,6 +263,7 @@ impl Batcher {
                 next: parties,
             });
         }
+        let grows = parties != next.parties;
         next.parties = parties;
         next.keys = keys;
         next.validate()?;
@@ -270,6 +271,12 @@ impl Batcher {
         self.cfg = next;
         self.quorum = quorum;
         self.key = key;
+        if grows {
+            // The primary of the current term under the new rotation: at a switch the
+            // term changes right after, but a batcher restarted after a join is built
+            // from the genesis config and put back under this one in its current term.
+            self.primary = self.cfg.primary_of(self.term);
+        }
         Ok(())
     }
 

@@ -43,9 +43,11 @@ impl Batcher {
             || self.now.saturating_sub(oldest.arrival_ms) >= self.cfg.batch_timeout_ms
     }
 
-    /// An ack from a secondary: a BAF for one of this primary's unordered batches.
+    /// An ack from a secondary: a BAF for one of this primary's unordered batches, under
+    /// the config in force (the consenters refuse a BAF of another config, so it would
+    /// not make the batch ordered).
     pub(crate) fn on_baf(&mut self, baf: Baf) {
-        if !self.is_primary() || baf.signer == self.cfg.party {
+        if !self.is_primary() || baf.signer == self.cfg.party || baf.config != self.config_seq {
             return;
         }
         let Some(key) = self.cfg.keys.get(&baf.signer) else {

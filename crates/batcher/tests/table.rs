@@ -1219,6 +1219,25 @@ fn a_party_joining_changes_the_quorum_and_the_primaries() {
     }));
     assert_eq!(p.primary(), 5);
     assert!(!p.is_primary());
+    // A batcher restarted after the join is built from the genesis config (four parties)
+    // in term 4, where party 1 would be primary, and put back under the config in force:
+    // the primary is the one of seven parties at once, not at the next term change.
+    let mut restarted = Batcher::new(
+        config(1, 1),
+        key(1),
+        TermInfo {
+            term: 4,
+            last_ordered_seq: 0,
+        },
+    )
+    .unwrap();
+    assert!(restarted.is_primary());
+    restarted.set_keys(seven, key(1)).unwrap();
+    assert_eq!(restarted.primary(), 5);
+    assert!(
+        !restarted.is_primary(),
+        "party 1 is not the primary of term 4 among seven"
+    );
 }
 
 /// A batcher signs its BAFs and complaints under the config sequence in force
@@ -1253,6 +1272,19 @@ fn bafs_and_complaints_name_the_config_in_force() {
         .expect("a complaint");
     assert_eq!(complaint.config, 5);
     assert!(complaint.verifies(&key(2).public_key()));
+    // A primary counts only acks of its config: one under sequence 4 confirms nothing.
+    let mut p = batcher(1);
+    p.set_config_sequence(5);
+    let _ = p.handle(Input::Tick(0));
+    let r = req(3, 20);
+    let _ = p.handle(Input::Request(r.clone()));
+    let _ = p.handle(Input::Tick(50));
+    let b = signed(1, 1, vec![r]);
+    let _ = p.handle(persisted(&b));
+    let _ = p.handle(Input::Baf(Baf::sign_at(4, &b, 2, &key(2))));
+    assert_eq!(p.unconfirmed_batches(), 1, "an ack of another config counts");
+    let _ = p.handle(Input::Baf(Baf::sign_at(5, &b, 2, &key(2))));
+    assert_eq!(p.unconfirmed_batches(), 0);
 }
 
 fn compact(b: &SignedBatch) -> batcher::CompactBatch {

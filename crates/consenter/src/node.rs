@@ -183,9 +183,39 @@ type VerifiedCache = Arc<Mutex<Verified>>;
 /// How many request digests the verified cache keeps.
 const VERIFIED_CACHE: usize = 1 << 16;
 
+/// How a Submit caller hears that its request is refused: `INVALID_ARGUMENT` with the
+/// reason, except for a BAF or complaint of a config this consenter has not applied yet
+/// (it is behind, not the request): `UNAVAILABLE`, so that the batcher retries it here or
+/// counts another consenter's answer instead.
+fn refusal(e: &crate::application::ArmaError) -> tonic::Status {
+    match e {
+        crate::application::ArmaError::StaleConfig { got, current, .. } if got > current => {
+            tonic::Status::unavailable(format!(
+                "{e}: this consenter has not applied config {got} yet; retry, or ask another consenter"
+            ))
+        }
+        _ => tonic::Status::invalid_argument(format!("invalid request: {e}")),
+    }
+}
+
 /// Checks one request with the Arma application's rules for the config in force,
 /// through the cache.
-fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), String> {
+fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), tonic::Status> {
+    check_cached(cache, request).map_err(|e| match e {
+        Checked::Refused(status) => status,
+        Checked::Update(reason) => tonic::Status::invalid_argument(format!("invalid request: {reason}")),
+    })
+}
+
+/// Why [`check_cached`] refuses a request.
+enum Checked {
+    /// A BAF or complaint (or a malformed request): its status.
+    Refused(tonic::Status),
+    /// A config update the config in force refuses (its verdict is cached).
+    Update(String),
+}
+
+fn check_cached(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(), Checked> {
     let digest = Digest::of_request(request);
     let (primaries, cfg, config, epoch) = {
         let c = cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -193,7 +223,7 @@ fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(
             return Ok(());
         }
         if let Some((_, verdict)) = c.updates.iter().find(|(d, _)| *d == digest) {
-            return verdict.clone();
+            return verdict.clone().map_err(Checked::Update);
         }
         (
             Arc::clone(&c.primaries),
@@ -203,13 +233,15 @@ fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(
         )
     };
     if let Item::ConfigUpdate(update) =
-        decode_verified_with(&cfg, request, &primaries).map_err(|e| e.to_string())?
+        decode_verified_with(&cfg, request, &primaries).map_err(|e| Checked::Refused(refusal(&e)))?
     {
         // Its verdict is kept apart, for the config in force only (the application checks
         // it again when it enters the pool): an update valid now is stale once another
         // is applied.
         let Some((rules, current)) = config else {
-            return Err("this network does not order config updates".into());
+            return Err(Checked::Update(
+                "this network does not order config updates".into(),
+            ));
         };
         let verdict = rules
             .next(&current, &update)
@@ -222,7 +254,7 @@ fn check_request(cache: &VerifiedCache, request: &[u8]) -> std::result::Result<(
             }
             c.updates.push_back((digest, verdict.clone()));
         }
-        return verdict;
+        return verdict.map_err(Checked::Update);
     }
     // Cached only under the config it was checked against: a switch while it was being
     // checked cleared the cache, and a verdict of the old config must not enter the new
@@ -688,6 +720,29 @@ pub fn parse_batcher_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A BAF of a config this consenter has not applied yet is "retry" (it is behind);
+    /// one of an older config, or a bad signature, is a refusal.
+    #[test]
+    fn a_baf_of_a_later_config_is_unavailable_not_invalid() {
+        use crate::application::ArmaError;
+        let stale = |got, current| ArmaError::StaleConfig {
+            which: "BAF",
+            party: 2,
+            got,
+            current,
+        };
+        let ahead = refusal(&stale(4, 3));
+        assert_eq!(ahead.code(), tonic::Code::Unavailable);
+        assert!(ahead.message().contains("has not applied config 4"), "{ahead}");
+        assert_eq!(refusal(&stale(2, 3)).code(), tonic::Code::InvalidArgument);
+        let bad = ArmaError::BadSignature {
+            which: "BAF",
+            party: 2,
+            shard: 0,
+        };
+        assert_eq!(refusal(&bad).code(), tonic::Code::InvalidArgument);
+    }
 
     #[test]
     fn batcher_keys_parse_with_or_without_scheme_and_refuse_mistakes() {

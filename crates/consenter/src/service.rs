@@ -66,7 +66,7 @@ pub struct ServiceLimits {
 /// The application's check of a submitted request (the Arma application decodes it and
 /// verifies its batcher signatures): `Err(reason)` answers the client INVALID_ARGUMENT
 /// with the reason at once, before the request is queued for the replica.
-pub type RequestCheck = Arc<dyn Fn(&[u8]) -> std::result::Result<(), String> + Send + Sync>;
+pub type RequestCheck = Arc<dyn Fn(&[u8]) -> std::result::Result<(), Status> + Send + Sync>;
 
 /// The network config in force, for `Status` with `with_config` (none: the replica
 /// orders no config updates).
@@ -274,7 +274,7 @@ impl BftConsensus for ConsensusService {
             )));
         }
         if let Some(check) = &self.check {
-            check(&req).map_err(|reason| Status::invalid_argument(format!("invalid request: {reason}")))?;
+            check(&req)?;
         }
         let digest = Digest::of_request(&req);
         let mut ticket = d.waiters.register(digest, req.len()).map_err(|full| match full {

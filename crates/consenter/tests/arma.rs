@@ -365,7 +365,7 @@ fn bafs_and_complaints_of_another_config_are_refused() {
         decode_verified(&cfg, &encode_baf(&Baf::sign(&b, 2, &key)))
             .unwrap_err()
             .to_string(),
-        "BAF of party 2 names config sequence 0, the network is at 3"
+        "BAF claiming party 2 names config sequence 0, the network is at 3"
     );
     let mut relabelled = Baf::sign_at(2, &b, 2, &key);
     relabelled.config = 3;

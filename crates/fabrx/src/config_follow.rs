@@ -89,15 +89,22 @@ pub fn spawn_tls_follower(config: NetworkConfig) -> tokio::task::JoinHandle<()> 
 
 /// What a router does with the config updates its clients submit
 /// (`Router.SubmitConfigUpdate`): hands each to the consenters, its own party's first,
-/// then the others in party order, and answers with the first that orders it, or with
-/// the refusals and failures of all.
+/// then the others in party order, and answers with the first that orders it. A refusal
+/// (`INVALID_ARGUMENT`, `PERMISSION_DENIED`: the update is not valid against the config
+/// in force) is the same at every correct consenter, so the router stops at f + 1 of
+/// them (one is correct) and answers with their reasons; failures (down, timed out) move
+/// on to the next consenter.
 pub struct ConsenterConfigUpdates {
     /// `(party, consenter endpoint)`, in the order they are asked.
     consenters: Vec<(PartyId, String)>,
+    /// Refusals that end a submission: f + 1.
+    refusals: usize,
 }
 
-/// How long a router waits for one consenter to order an update.
-const UPDATE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a router waits for one consenter to order an update: longer than a
+/// consenter waits for the decision (30 s), so that the consenter's own answer — the
+/// decision, or that it is not decided yet — comes back rather than the router's timeout.
+const UPDATE_TIMEOUT: Duration = Duration::from_secs(40);
 
 impl ConsenterConfigUpdates {
     /// The consenters of `config`, party `own`'s first.
@@ -108,7 +115,11 @@ impl ConsenterConfigUpdates {
             .map(|p| (p.id, p.consenter.uri()))
             .collect();
         consenters.sort_by_key(|(p, _)| (*p != own, *p));
-        ConsenterConfigUpdates { consenters }
+        let f = config.n().saturating_sub(1) / 3;
+        ConsenterConfigUpdates {
+            consenters,
+            refusals: f as usize + 1,
+        }
     }
 }
 
@@ -117,6 +128,7 @@ impl router::config_updates::ConfigUpdates for ConsenterConfigUpdates {
     async fn submit(&self, request: Vec<u8>) -> Result<wire::pb::BftSubmitResponse, tonic::Status> {
         let mut reasons = Vec::new();
         let mut last = tonic::Code::Unavailable;
+        let mut refused = 0;
         for (party, endpoint) in &self.consenters {
             let answer = async {
                 let endpoint = wire::server::client_endpoint(endpoint.clone())
@@ -139,6 +151,12 @@ impl router::config_updates::ConfigUpdates for ConsenterConfigUpdates {
                 Ok(Err(status)) => {
                     last = status.code();
                     reasons.push(format!("party {party}'s consenter: {}", status.message()));
+                    if matches!(last, tonic::Code::InvalidArgument | tonic::Code::PermissionDenied) {
+                        refused += 1;
+                        if refused >= self.refusals {
+                            break;
+                        }
+                    }
                 }
                 Err(_) => reasons.push(format!(
                     "party {party}'s consenter: no answer within {} s",

@@ -202,37 +202,13 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
             submit_to(&endpoint, request.clone()).await
         };
         match sent {
-            Ok(0) => bail!(
-                "the config update for sequence {} was ordered before this submission (party {party}'s {via}); `fabrx status` shows the config epoch in force",
-                u.sequence
-            ),
+            // Decided before this answer (by this submission, after an earlier try timed
+            // out, or by another): the consenter no longer knows in which decision.
+            Ok(0) => return decided_earlier(&config, &u, party, via).await,
             Ok(decided) => {
                 // Decision numbers are the network's: any consenter serves the decision.
                 let in_force = put_in_force(&consenter, decided, u.config.as_bytes()).await;
-                if args.json {
-                    let line = serde_json::json!({
-                        "submitted": true,
-                        "via": via,
-                        "party": party,
-                        "decided_seq": decided,
-                        "sequence": u.sequence,
-                        "in_force": in_force.as_ref().ok().copied(),
-                    });
-                    println!("{line}");
-                } else {
-                    println!(
-                        "ordered: the config update for sequence {} is in decision {decided} (party {party}'s {via})",
-                        u.sequence
-                    );
-                }
-                return match in_force {
-                    Ok(true) => Ok(()),
-                    Ok(false) => bail!(
-                        "decision {decided} did not put this update's config in force: another update for sequence {} was applied first, or this one is no longer valid; nothing of it changed",
-                        u.sequence
-                    ),
-                    Err(e) => bail!("whether decision {decided} put the config in force is not known: {e}"),
-                };
+                return report_decided(args.json, &u, (party, via), decided, in_force);
             }
             Err(e)
                 if e.code() == tonic::Code::InvalidArgument || e.code() == tonic::Code::PermissionDenied =>
@@ -241,6 +217,10 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
                     "party {party}'s {via} refused the config update: {}",
                     e.message()
                 ));
+                // A router already asked f + 1 consenters: its refusal is the network's.
+                if args.router {
+                    break;
+                }
             }
             Err(e) => failures.push(format!(
                 "party {party} ({endpoint}): {:?}: {}",
@@ -306,6 +286,71 @@ async fn put_in_force(endpoint: &str, decided: u64, config: &[u8]) -> anyhow::Re
         bail!("it served decision {} for {decided}", first.number);
     }
     Ok(first.config == config)
+}
+
+/// The update was decided before the answer, in a decision the consenter no longer
+/// names: whether its config is in force is asked of the consenters.
+async fn decided_earlier(
+    config: &NetworkConfig,
+    u: &ConfigUpdate,
+    party: PartyId,
+    via: &str,
+) -> anyhow::Result<()> {
+    let in_force = crate::config_follow::in_force(config)
+        .await
+        .map(|(bytes, _)| bytes == u.config.as_bytes());
+    match in_force {
+        Ok(true) => {
+            println!(
+                "ordered: the config update for sequence {} is in force (party {party}'s {via} knew it decided, not in which decision)",
+                u.sequence
+            );
+            Ok(())
+        }
+        Ok(false) => bail!(
+            "the config update for sequence {} was decided, but its config is not the one in force: another update for that sequence was applied first; `fabrx status` shows the config epoch in force",
+            u.sequence
+        ),
+        Err(e) => bail!(
+            "the config update for sequence {} was decided (party {party}'s {via}); whether its config is in force is not known: {e}",
+            u.sequence
+        ),
+    }
+}
+
+/// Prints what decision `decided` did with the update, and fails unless it put the
+/// update's config in force.
+fn report_decided(
+    json: bool,
+    u: &ConfigUpdate,
+    (party, via): (PartyId, &str),
+    decided: u64,
+    in_force: anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    if json {
+        let line = serde_json::json!({
+            "submitted": true,
+            "via": via,
+            "party": party,
+            "decided_seq": decided,
+            "sequence": u.sequence,
+            "in_force": in_force.as_ref().ok().copied(),
+        });
+        println!("{line}");
+    } else {
+        println!(
+            "ordered: the config update for sequence {} is in decision {decided} (party {party}'s {via})",
+            u.sequence
+        );
+    }
+    match in_force {
+        Ok(true) => Ok(()),
+        Ok(false) => bail!(
+            "decision {decided} did not put this update's config in force: another update for sequence {} was applied first, or this one is no longer valid; nothing of it changed",
+            u.sequence
+        ),
+        Err(e) => bail!("whether decision {decided} put the config in force is not known: {e}"),
+    }
 }
 
 /// One `Router.SubmitConfigUpdate` call; the decided seq or the status.

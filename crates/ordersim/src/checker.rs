@@ -55,6 +55,11 @@ pub struct Checker {
     first_epoch: HashMap<Arc<[u8]>, u64>,
     /// Requests ordered again in a later epoch than their first ordering.
     pub duplicates_across_switch: u64,
+    /// Parties of the genesis config: a BAF signed by a party above it is a joined
+    /// party's.
+    genesis_parties: u32,
+    /// BAFs of a joined party in decisions.
+    pub joined_bafs: u64,
 }
 
 impl Checker {
@@ -63,6 +68,8 @@ impl Checker {
         let f1 = ((cfg.parties - 1) / 3 + 1) as usize;
         let terms = vec![(0, 0); cfg.shards as usize];
         Checker {
+            genesis_parties: cfg.parties,
+            joined_bafs: 0,
             byzantine,
             cfg,
             f1,
@@ -141,6 +148,8 @@ impl Checker {
                 .map_err(|e| format!("decision {seq}: the config it put in force: {e}"))?
                 .view();
             self.cfg = self.cfg.with_view(&view).map_err(|e| e.to_string())?;
+            // A batch of a later decision needs f + 1 BAFs of the parties now in force.
+            self.f1 = ((self.cfg.parties - 1) / 3 + 1) as usize;
         }
         Ok(())
     }
@@ -168,6 +177,9 @@ impl Checker {
             };
             let h = baf.header;
             let slot = (h.id.shard, h.term, h.id.primary, h.id.seq);
+            if baf.signer > self.genesis_parties {
+                self.joined_bafs += 1;
+            }
             self.bafs.entry((slot, h.digest)).or_default().insert(baf.signer);
             let set = self.digests.entry(slot).or_default();
             if set.insert(h.digest) && set.len() == 2 {

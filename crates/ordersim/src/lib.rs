@@ -290,6 +290,14 @@ impl ArmaScenario {
     /// maybe a competing update, a partitioned consenter and crashes at the switch.
     pub fn reconfiguration(seed: u64) -> ArmaScenario {
         let mut sc = ArmaScenario::from_seed(seed);
+        // Whether a party joins, from a stream of its own. In half of those without a
+        // Byzantine party, the network starts one party smaller (3 or 6), so that the
+        // join moves f and every f + 1 threshold (0 → 1, 1 → 2), not only the quorum.
+        let mut join_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x701e_5eed);
+        let join = join_rng.gen_bool(0.4);
+        if join && sc.byzantine.is_none() && matches!(sc.n, 4 | 7) && join_rng.gen_bool(0.5) {
+            sc.n -= 1;
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x2ec0_f16e);
         let n = sc.n;
         let until = sc.gst_ms + 1_500;
@@ -359,8 +367,7 @@ impl ArmaScenario {
             crash_batcher_at_switch,
             lax_rules: false,
             stubborn: None,
-            // From a stream of its own, so the rest of every seed's plan stays.
-            join: ChaCha8Rng::seed_from_u64(seed ^ 0x701e_5eed).gen_bool(0.4),
+            join,
         });
         sc
     }
@@ -444,6 +451,8 @@ pub struct ArmaReport {
     /// Batchers of a joining party that started in the network (shards × 1 when a
     /// party joined).
     pub joined_batchers: u64,
+    /// BAFs of a joined party in decisions (its acknowledgements counted).
+    pub joined_bafs: u64,
     /// Times a batcher took a rotated key of its own at a switch.
     pub batcher_keys_rotated: u64,
     /// Valid updates that lost to a competing one of the same base.

@@ -729,6 +729,7 @@ impl World {
             self.report.wrong_set_checked = s.wrong_set_checked;
         }
         self.report.duplicates_across_switch = self.checker.duplicates_across_switch;
+        self.report.joined_bafs = self.checker.joined_bafs;
         self.report.equivocations = self
             .consenters
             .iter()

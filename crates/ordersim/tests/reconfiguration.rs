@@ -60,7 +60,7 @@ fn reconfiguration_seeds_keep_every_invariant() {
          updates submitted, {} certificates checked not to verify under the set before; {} blocks, {} term \
          changes, {} duplicate orderings, {} snapshots installed ({} switches crossed by one); {} \
          acknowledged requests pending at a switch, {} sent again at the status timeout; {} batcher keys \
-         taken at a switch; {} batchers of a joining party started; {} crashes at a switch, {} consenter messages partitioned, {} messages of a corrupting consenter in a later set; \
+         taken at a switch; {} batchers of a joining party started, {} of its BAFs decided; {} crashes at a switch, {} consenter messages partitioned, {} messages of a corrupting consenter in a later set; \
          longest assembler lag after GST {} ms",
         failures.len(),
         sum(|r| r.switches),
@@ -76,6 +76,7 @@ fn reconfiguration_seeds_keep_every_invariant() {
         sum(|r| r.lost_after_ack),
         sum(|r| r.batcher_keys_rotated),
         sum(|r| r.joined_batchers),
+        sum(|r| r.joined_bafs),
         sum(|r| r.crashes_at_switch),
         sum(|r| r.partitioned),
         sum(|r| r.byz_sent_after_switch),
@@ -106,6 +107,7 @@ fn reconfiguration_seeds_keep_every_invariant() {
         );
         assert!(sum(|r| r.partitioned) > 0, "no partitioned consenter");
         assert!(sum(|r| r.joined_batchers) > 0, "no party joined");
+        assert!(sum(|r| r.joined_bafs) > 0, "no BAF of a joined party was decided");
         assert!(
             sum(|r| r.acked_at_switch) > 0,
             "no acknowledged request pending at a switch"

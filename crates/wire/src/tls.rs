@@ -134,7 +134,10 @@ pub fn allowed(me: Peer, peer: Peer, path: &str) -> bool {
     match (service, peer.role) {
         // Clients and wallets submit to any router; a router forwards to its own party's
         // batchers.
-        ("fabrx.v1.Router", Role::Client | Role::Wallet) => true,
+        ("fabrx.v1.Router", Role::Client) => true,
+        // A wallet submits transactions, never config updates (which a router hands on
+        // to the consenters under its own identity).
+        ("fabrx.v1.Router", Role::Wallet) => matches!(method, "Submit" | "SubmitMany"),
         // Fabric's ordering API (docs/fabric.md): clients broadcast to a router and read
         // blocks from an assembler.
         ("orderer.AtomicBroadcast", Role::Client) => match me.role {
@@ -455,6 +458,22 @@ mod tests {
             p(Role::Client, 3, None),
             "/fabrx.v1.BftConsensus/Submit"
         ));
+        // Through a router, clients submit config updates; wallets only transactions.
+        let router = p(Role::Router, 3, None);
+        for (caller, method, ok) in [
+            (Role::Client, "SubmitConfigUpdate", true),
+            (Role::Client, "SubmitMany", true),
+            (Role::Wallet, "SubmitConfigUpdate", false),
+            (Role::Wallet, "Submit", true),
+            (Role::Wallet, "SubmitMany", true),
+        ] {
+            let path = format!("/fabrx.v1.Router/{method}");
+            assert_eq!(
+                allowed(router, p(caller, 1, None), &path),
+                ok,
+                "{caller:?} {method}"
+            );
+        }
         // A router hands on config updates (the consenter takes nothing else from it).
         assert!(allowed(
             consenter,

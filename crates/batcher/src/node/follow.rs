@@ -45,7 +45,6 @@ pub(super) fn apply(
     next_key_files: &[PathBuf],
     decision: Option<u64>,
 ) {
-    core.set_config_sequence(view.sequence);
     let b = &view.batching;
     match core.set_batching(b) {
         Ok(()) if decision.is_some() => info!(
@@ -69,6 +68,7 @@ pub(super) fn apply(
     let (party, shard) = (cfg.party, cfg.shard);
     let keys = shard_keys(view, shard);
     if keys == cfg.keys {
+        core.set_config_sequence(view.sequence);
         return;
     }
     let named = keys.get(&party).cloned();
@@ -102,16 +102,30 @@ pub(super) fn apply(
         }
     };
     let rotated = key.public_key() != core.signing_key().public_key();
+    // The config's sequence goes with its keys: a batcher that refuses the keys keeps
+    // signing under the config it still follows (the consenters then refuse its BAFs,
+    // which is what its operator must see).
     match core.set_keys(keys, key) {
-        Ok(()) if rotated => info!(
+        Ok(()) if rotated => {
+            core.set_config_sequence(view.sequence);
+            info!(
+                ?decision,
+                party, shard, "this batcher signs with its next key from now on"
+            );
+        }
+        Ok(()) => {
+            core.set_config_sequence(view.sequence);
+            info!(
+                ?decision,
+                party, shard, "the batcher keys of the config in force are in force"
+            );
+        }
+        Err(e) => error!(
             ?decision,
-            party, shard, "this batcher signs with its next key from now on"
+            error = %e,
+            "the batcher keys of the config in force are refused: this batcher keeps the old keys and \
+             signs under the old config, which the consenters refuse"
         ),
-        Ok(()) => info!(
-            ?decision,
-            party, shard, "the batcher keys of the config in force are in force"
-        ),
-        Err(e) => warn!(?decision, error = %e, "the new batcher keys are refused; the old ones stay"),
     }
 }
 

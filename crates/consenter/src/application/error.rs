@@ -40,11 +40,11 @@ pub enum ArmaError {
     /// A BAF or complaint signed under another network config than the one in force
     /// (an older one: its signer had not followed the last update yet, or a message
     /// captured before it; a newer one: this consenter is behind).
-    #[error("{which} of party {party} names config sequence {got}, the network is at {current}")]
+    #[error("{which} claiming party {party} names config sequence {got}, the network is at {current}")]
     StaleConfig {
         /// "BAF" or "complaint".
         which: &'static str,
-        /// The signer.
+        /// The signer it claims (not verified: the sequence is checked first).
         party: PartyId,
         /// The sequence it names.
         got: u64,

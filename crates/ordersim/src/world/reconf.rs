@@ -524,14 +524,15 @@ impl World {
         let Some(core) = node.core.as_mut() else {
             return;
         };
-        core.set_config_sequence(config.sequence);
-        node.config_seq = config.sequence;
         let key = keys
             .get(&party)
             .and_then(|own| batcher_generation(party, own))
             .map_or_else(|| core.signing_key().clone(), |g| batcher_key(party, g));
         let rotated = core.signing_key().public_key() != key.public_key();
         if core.set_keys(keys.clone(), key.clone()).is_ok() {
+            // The config's sequence goes with its keys, as in the node.
+            core.set_config_sequence(config.sequence);
+            node.config_seq = config.sequence;
             node.keys = Some((keys, key));
             if rotated {
                 self.report.batcher_keys_rotated += 1;
