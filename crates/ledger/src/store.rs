@@ -414,9 +414,22 @@ impl Ledger {
         }
     }
 
+    /// Rebuilds the tx table larger: fourfold while the result still fits the memory
+    /// budget, else twofold. Each rebuild rehashes every slot and writes (and syncs) the
+    /// whole file, so a fresh store's table, which grows from 1,024 slots, is rebuilt
+    /// half as often (it grows to 262,144 slots in 4 rebuilds instead of 8); a table
+    /// that would leave memory by growing fourfold grows twofold, so it leaves memory no
+    /// earlier than before.
     fn grow(&mut self, table: &TxTable) -> Result<()> {
         let sync = self.config.durability != Durability::NoSync;
-        let (grown, count) = table.rebuild(table.capacity() * 2, u64::MAX, sync)?;
+        let capacity = table.capacity();
+        let fourfold = capacity.saturating_mul(4);
+        let factor = if fourfold.saturating_mul(txtable::SLOT) <= self.config.tx_table_memory_bytes {
+            4
+        } else {
+            2
+        };
+        let (grown, count) = table.rebuild(capacity.saturating_mul(factor), u64::MAX, sync)?;
         self.tx_count = count;
         let mut view = self.reader.shared.view.write().unwrap_or_else(|e| e.into_inner());
         view.table = Arc::new(grown);

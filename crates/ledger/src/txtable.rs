@@ -28,7 +28,8 @@ use std::sync::{Mutex, RwLock};
 use crate::files::{CRC32C, io_err, sync_dir};
 use crate::{Error, Result};
 
-const SLOT: u64 = 32;
+/// Bytes of one slot.
+pub(crate) const SLOT: u64 = 32;
 /// Slots read per system call while probing the file (512 bytes).
 const PROBE_WINDOW: u64 = 16;
 /// Slots of a new table.
