@@ -128,6 +128,8 @@ pub enum Output {
 struct Agg {
     statuses: Vec<Option<(TxId, Status)>>,
     remaining: usize,
+    /// The intake's sequence number of the block's first tx.
+    first_seq: u64,
     /// The stored form and each tx's body in it, by index (empty without
     /// [`PipelineConfig::encode_blocks`]).
     stored: StoredBlock,
@@ -257,10 +259,11 @@ impl CommitterCore {
             StoredBlock::default()
         };
         let txs = block.take_block_txs()?;
-        let admitted = self.intake.admit(txs, |i| block.refused_status(i), &self.decoder);
+        let (first_seq, admitted) = self.intake.admit(txs, |i| block.refused_status(i), &self.decoder);
         let mut agg = Agg {
             statuses: vec![None; admitted.len()],
             remaining: 0,
+            first_seq,
             stored,
         };
         let mut scheduled = Vec::new();
@@ -310,7 +313,6 @@ impl CommitterCore {
         }
         for f in finished {
             let o = f.outcome;
-            self.intake.finished(&o.id);
             let slot = self
                 .agg
                 .get_mut(&o.height.block)
@@ -322,6 +324,8 @@ impl CommitterCore {
                 });
             };
             let (height, status) = (o.height, o.status);
+            self.intake
+                .finished(agg.first_seq.saturating_add(u64::from(height.index)));
             agg.statuses[height.index as usize] = Some((o.id, status));
             agg.remaining = agg.remaining.saturating_sub(1);
             if f.in_graph {
