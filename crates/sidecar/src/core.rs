@@ -35,6 +35,11 @@ pub struct PipelineConfig {
     pub graph: GraphConfig,
     /// Blocks admitted together, whose local graphs are built in parallel.
     pub parallel_blocks: NonZeroUsize,
+    /// Build the local graphs of blocks admitted together on the rayon pool (else one
+    /// after the other on the core's thread). With cores to spare this shortens a round;
+    /// with none, the pool's workers, which spin a while before they sleep, cost more
+    /// than the builds they share.
+    pub build_in_parallel: bool,
     /// Encode each block's stored form when it is admitted ([`BlockResult::stored`]),
     /// and hand each tx's encoded body from it to the stages with the tx
     /// ([`JobTx::body`]), so that each tx is encoded once for the store and for every
@@ -51,6 +56,7 @@ impl Default for PipelineConfig {
             max_batch: n(500),
             graph: GraphConfig::default(),
             parallel_blocks: n(4),
+            build_in_parallel: true,
             encode_blocks: false,
         }
     }
@@ -223,10 +229,11 @@ impl CommitterCore {
         for b in blocks {
             admitted.push(self.admit(b)?);
         }
-        // Local graphs built in parallel when there are several, merged in block order.
+        // Local graphs built in parallel when there are several (and that is wanted),
+        // merged in block order.
         let locals: Vec<coordinator::Result<LocalGraph>> = match admitted.len() {
             0 => return Ok(()),
-            1 => admitted
+            n if n == 1 || !self.config.build_in_parallel => admitted
                 .into_iter()
                 .map(|(n, txs)| LocalGraph::build(self.graph.key_hasher(), n, txs))
                 .collect(),
