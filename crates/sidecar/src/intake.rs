@@ -111,12 +111,24 @@ impl Intake {
         self.hasher.hash_one(id)
     }
 
-    /// Routes every tx of a block (`txs` with their heights, in order) and returns the
-    /// sequence number of its first tx (tx `i` has `first + i`). An id already in flight
-    /// (this block or an earlier unfinished one) is `REJECTED_DUPLICATE_TX_ID`; an id
-    /// already committed is recognised by the vcservice's status lookup. `refused` gives
-    /// the status of a tx whose envelope already failed its checks (by index).
+    /// Routes every tx of a block (`txs` with their heights, in order). An id already in
+    /// flight (this block or an earlier unfinished one) is `REJECTED_DUPLICATE_TX_ID`; an
+    /// id already committed is recognised by the vcservice's status lookup. `refused`
+    /// gives the status of a tx whose envelope already failed its checks (by index). Tx
+    /// `i` gets sequence number [`Intake::next_seq`] (as it was before the call) `+ i`;
+    /// see [`Intake::admit_numbered`].
     pub fn admit(
+        &mut self,
+        txs: Vec<BlockTx>,
+        refused: impl Fn(usize) -> Option<Status>,
+        dec: &dyn PayloadDecoder,
+    ) -> Vec<Admitted> {
+        self.admit_numbered(txs, refused, dec).1
+    }
+
+    /// [`Intake::admit`], also returning the sequence number of the block's first tx
+    /// (tx `i` has `first + i`; [`Intake::finished`] takes it).
+    pub fn admit_numbered(
         &mut self,
         txs: Vec<BlockTx>,
         refused: impl Fn(usize) -> Option<Status>,
@@ -156,7 +168,7 @@ impl Intake {
     }
 
     /// The sequence number the next admitted tx gets.
-    fn next_seq(&self) -> u64 {
+    pub fn next_seq(&self) -> u64 {
         self.first_seq + self.spans.len() as u64
     }
 
@@ -336,7 +348,6 @@ mod tests {
         ];
         let routes: Vec<Route> = intake
             .admit(txs(0, block), |_| None, &dec)
-            .1
             .into_iter()
             .map(|a| a.route)
             .collect();
@@ -355,18 +366,18 @@ mod tests {
         // finished.
         let next = vec![(TxId("a".into()), tx("token", true))];
         assert_eq!(
-            intake.admit(txs(1, next.clone()), |_| None, &dec).1[0].route,
+            intake.admit(txs(1, next.clone()), |_| None, &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         let malformed = vec![(TxId("a".into()), tx("token", false))];
         assert_eq!(
-            intake.admit(txs(1, malformed), |_| None, &dec).1[0].route,
+            intake.admit(txs(1, malformed), |_| None, &dec)[0].route,
             Route::Answer(Status::RejectedDuplicateTxId)
         );
         // "a" was the first tx admitted (sequence number 0).
         intake.finished(0);
         assert_eq!(
-            intake.admit(txs(2, next), |_| None, &dec).1[0].route,
+            intake.admit(txs(2, next), |_| None, &dec)[0].route,
             Route::Schedule
         );
     }
@@ -389,7 +400,6 @@ mod tests {
         };
         let routes: Vec<Route> = intake
             .admit(txs(0, block), refused, &dec)
-            .1
             .into_iter()
             .map(|a| a.route)
             .collect();
@@ -432,7 +442,7 @@ mod tests {
                         .iter()
                         .map(|n| (TxId(n.clone()), tx("token", true)))
                         .collect();
-                    let (first, admitted) = intake.admit(txs(b, block), |_| None, &dec);
+                    let (first, admitted) = intake.admit_numbered(txs(b, block), |_| None, &dec);
                     assert_eq!(first, expected_seq);
                     expected_seq += names.len() as u64;
                     for (i, (n, a)) in names.iter().zip(admitted).enumerate() {
@@ -487,7 +497,7 @@ mod tests {
                 block.push((TxId(name(b - 1, 0)), tx("token", true)));
             }
             let n = block.len() as u64;
-            let (first, admitted) = intake.admit(txs(b, block), |_| None, &dec);
+            let (first, admitted) = intake.admit_numbered(txs(b, block), |_| None, &dec);
             assert_eq!(first, seq);
             assert!(admitted[..50].iter().all(|a| a.route == Route::Schedule));
             if b > 0 {
