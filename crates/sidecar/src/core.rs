@@ -266,7 +266,9 @@ impl CommitterCore {
             StoredBlock::default()
         };
         let txs = block.take_block_txs()?;
-        let (first_seq, admitted) = self.intake.admit_numbered(txs, |i| block.refused_status(i), &self.decoder);
+        let (first_seq, admitted) =
+            self.intake
+                .admit_numbered(txs, |i| block.refused_status(i), &self.decoder);
         let mut agg = Agg {
             statuses: vec![None; admitted.len()],
             remaining: 0,
