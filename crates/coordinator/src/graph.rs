@@ -475,6 +475,63 @@ mod tests {
         })
     }
 
+    /// Keys whose txs all finished stay mapped (unused) until they outnumber the used
+    /// ones by the slack, so the index stays bounded while fresh keys keep coming; an
+    /// unused key touched again is revived without dependencies on finished txs.
+    #[test]
+    fn unused_keys_are_revived_or_purged() {
+        let mut g = DependencyGraph::new(GraphConfig::default());
+        let h = Height::new;
+        // Key "k" written and finished: unused but mapped (with the namespace's own key,
+        // which every tx on "ns" reads).
+        let w = BlockTx::new(TxId::from("w"), h(0, 0), tx("ns", &["k"]));
+        assert_eq!(g.add_block(0, vec![w]).unwrap().len(), 1);
+        assert!(g.complete(h(0, 0), Status::Committed).unwrap().is_empty());
+        assert_eq!((g.indexed_keys(), g.index.mapped()), (0, 2));
+        // Touched again: revived, no edge to the finished writer; a second tx on it in
+        // the same block still waits for the first.
+        let b1 = vec![
+            BlockTx::new(TxId::from("a"), h(1, 0), tx("ns", &["k"])),
+            BlockTx::new(TxId::from("b"), h(1, 1), tx("ns", &["k"])),
+        ];
+        let released: Vec<Height> = g.add_block(1, b1).unwrap().iter().map(|r| r.height).collect();
+        assert_eq!(released, vec![h(1, 0)]);
+        assert_eq!((g.indexed_keys(), g.index.mapped()), (2, 2));
+        let next: Vec<Height> = g
+            .complete(h(1, 0), Status::Committed)
+            .unwrap()
+            .iter()
+            .map(|r| r.height)
+            .collect();
+        assert_eq!(next, vec![h(1, 1)]);
+        assert!(g.complete(h(1, 1), Status::Committed).unwrap().is_empty());
+        // Fresh keys (3,800), each finished soon: the unused keys never exceed the used
+        // ones by more than the slack.
+        for b in 2..40u64 {
+            let txs: Vec<BlockTx> = (0..100u32)
+                .map(|i| {
+                    BlockTx::new(
+                        TxId::from(format!("t{b}-{i}").as_str()),
+                        h(b, i),
+                        tx("ns", &[&format!("k{b}-{i}")]),
+                    )
+                })
+                .collect();
+            assert_eq!(g.add_block(b, txs).unwrap().len(), 100);
+            for i in 0..100 {
+                g.complete(h(b, i), Status::Committed).unwrap();
+                let slack = crate::index::PURGE_SLACK;
+                assert!(g.index.mapped() <= 2 * g.indexed_keys() + slack + 1);
+            }
+        }
+        assert_eq!(g.indexed_keys(), 0);
+        assert!(
+            g.index.mapped() <= crate::index::PURGE_SLACK + 1,
+            "purged: {}",
+            g.index.mapped()
+        );
+    }
+
     /// A fingerprint collision makes unrelated txs look conflicting: they are serialized
     /// (less parallelism) but every tx is still released once, in block order.
     #[test]

@@ -20,6 +20,10 @@ const WRITER: u64 = u64::MAX;
 /// entries more than twice the live ones.
 const COMPACT_SLACK: usize = 32;
 
+/// Unused keys stay mapped until they outnumber the used ones by this many; then they
+/// are all unmapped at once (amortised O(1) per release).
+pub(crate) const PURGE_SLACK: usize = 1024;
+
 /// One key's state.
 #[derive(Debug)]
 pub(crate) struct KeyEntry {
@@ -34,6 +38,8 @@ pub(crate) struct KeyEntry {
     /// Changes (to a value never used before) whenever `readers` is restarted, so a
     /// finishing reader can tell whether it is still counted in `live_readers`.
     epoch: u64,
+    /// No unfinished tx is left on the key, which is still mapped (see [`KeyIndex`]).
+    unused: bool,
 }
 
 /// What a tx remembers about a key the index points at it for, to clean up when it
@@ -46,17 +52,31 @@ pub(crate) struct KeyRef {
 }
 
 /// Key fingerprint → [`KeyEntry`], with entries recycled through a free list.
+///
+/// A key whose last unfinished tx finishes is not unmapped at once: its entry is marked
+/// unused and revived (under a new epoch, as a new entry would be) if a later tx touches
+/// the key, which saves a map probe per key of every finished tx. Unused entries are
+/// unmapped together once they are more than the used ones plus [`PURGE_SLACK`], so the
+/// map holds at most about twice the keys in use.
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     map: FpMap<u32>,
     entries: Vec<KeyEntry>,
     free: Vec<u32>,
     next_epoch: u64,
+    /// Mapped entries marked unused.
+    unused: usize,
 }
 
 impl KeyIndex {
     /// Number of keys with an unfinished tx.
     pub(crate) fn len(&self) -> usize {
+        self.map.len() - self.unused
+    }
+
+    /// Number of mapped keys, unused ones included.
+    #[cfg(test)]
+    pub(crate) fn mapped(&self) -> usize {
         self.map.len()
     }
 
@@ -68,7 +88,17 @@ impl KeyIndex {
     /// The entry of key `fp`, created empty if the key is not indexed.
     pub(crate) fn resolve(&mut self, fp: u64) -> u32 {
         let slot = match self.map.entry(fp) {
-            Entry::Occupied(o) => return *o.get(),
+            Entry::Occupied(o) => {
+                let idx = *o.get();
+                let e = &mut self.entries[idx as usize];
+                if e.unused {
+                    e.unused = false;
+                    self.unused -= 1;
+                    self.next_epoch += 1;
+                    e.epoch = self.next_epoch;
+                }
+                return idx;
+            }
             Entry::Vacant(v) => v,
         };
         self.next_epoch += 1;
@@ -87,6 +117,7 @@ impl KeyIndex {
                     readers: Vec::new(),
                     live_readers: 0,
                     epoch,
+                    unused: false,
                 });
                 (self.entries.len() - 1) as u32
             }
@@ -146,11 +177,28 @@ impl KeyIndex {
             }
             e.live_readers -= 1;
         }
-        if e.last_writer == NO_TX && e.live_readers == 0 {
+        if e.last_writer == NO_TX && e.live_readers == 0 && !e.unused {
             e.readers.clear();
-            let fp = e.fp;
-            self.map.remove(&fp);
-            self.free.push(r.entry);
+            e.unused = true;
+            self.unused += 1;
+            if self.unused > self.len() + PURGE_SLACK {
+                self.purge();
+            }
         }
+    }
+
+    /// Unmaps every unused key and recycles its entry.
+    fn purge(&mut self) {
+        let (entries, free) = (&mut self.entries, &mut self.free);
+        self.map.retain(|_, idx| {
+            let e = &mut entries[*idx as usize];
+            if !e.unused {
+                return true;
+            }
+            e.unused = false;
+            free.push(*idx);
+            false
+        });
+        self.unused = 0;
     }
 }

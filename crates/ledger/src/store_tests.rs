@@ -99,6 +99,38 @@ fn index_updates_past_the_checkpoint_are_redone_once() {
     }
 }
 
+/// A table in memory grows fourfold while the result fits the budget, then twofold (it
+/// leaves memory at the same size as when it always grew twofold); every tx is found
+/// after each growth, across a crash.
+#[test]
+fn a_tx_table_grows_fourfold_while_it_fits_in_memory() {
+    let capacity = |l: &Ledger| l.reader.view().table.capacity();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = Ledger::open(dir.path(), config()).unwrap();
+    assert_eq!(capacity(&l), 1024);
+    fill(&mut l, 0, 239); // 717 txs: 70 % of 1,024 slots is 716.8
+    assert_eq!(capacity(&l), 4096);
+    fill(&mut l, 239, 956); // 2,868 txs
+    assert_eq!(capacity(&l), 16_384);
+    check(&l, 956);
+    crash(l);
+    let l = Ledger::open(dir.path(), config()).unwrap();
+    assert_eq!(capacity(&l), 16_384);
+    check(&l, 956);
+    drop(l);
+    // A budget of 8,192 slots: 4,096 fits fourfold, 16,384 does not (8,192 does).
+    let budget = LedgerConfig {
+        tx_table_memory_bytes: 8192 * 32,
+        ..config()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = Ledger::open(dir.path(), budget).unwrap();
+    fill(&mut l, 0, 956);
+    assert_eq!(capacity(&l), 8192);
+    assert!(l.reader.view().table.in_memory());
+    check(&l, 956);
+}
+
 /// The tx table leaves memory when it grows past the budget (2,048 slots here) and
 /// keeps answering, across a crash and a clean reopen.
 #[test]

@@ -35,6 +35,11 @@ pub struct PipelineConfig {
     pub graph: GraphConfig,
     /// Blocks admitted together, whose local graphs are built in parallel.
     pub parallel_blocks: NonZeroUsize,
+    /// Build the local graphs of blocks admitted together on the rayon pool (else one
+    /// after the other on the core's thread). With cores to spare this shortens a round;
+    /// with none, the pool's workers, which spin a while before they sleep, cost more
+    /// than the builds they share.
+    pub build_in_parallel: bool,
     /// Encode each block's stored form when it is admitted ([`BlockResult::stored`]),
     /// and hand each tx's encoded body from it to the stages with the tx
     /// ([`JobTx::body`]), so that each tx is encoded once for the store and for every
@@ -51,6 +56,7 @@ impl Default for PipelineConfig {
             max_batch: n(500),
             graph: GraphConfig::default(),
             parallel_blocks: n(4),
+            build_in_parallel: true,
             encode_blocks: false,
         }
     }
@@ -128,6 +134,8 @@ pub enum Output {
 struct Agg {
     statuses: Vec<Option<(TxId, Status)>>,
     remaining: usize,
+    /// The intake's sequence number of the block's first tx.
+    first_seq: u64,
     /// The stored form and each tx's body in it, by index (empty without
     /// [`PipelineConfig::encode_blocks`]).
     stored: StoredBlock,
@@ -221,10 +229,11 @@ impl CommitterCore {
         for b in blocks {
             admitted.push(self.admit(b)?);
         }
-        // Local graphs built in parallel when there are several, merged in block order.
+        // Local graphs built in parallel when there are several (and that is wanted),
+        // merged in block order.
         let locals: Vec<coordinator::Result<LocalGraph>> = match admitted.len() {
             0 => return Ok(()),
-            1 => admitted
+            n if n == 1 || !self.config.build_in_parallel => admitted
                 .into_iter()
                 .map(|(n, txs)| LocalGraph::build(self.graph.key_hasher(), n, txs))
                 .collect(),
@@ -257,10 +266,13 @@ impl CommitterCore {
             StoredBlock::default()
         };
         let txs = block.take_block_txs()?;
-        let admitted = self.intake.admit(txs, |i| block.refused_status(i), &self.decoder);
+        let (first_seq, admitted) =
+            self.intake
+                .admit_numbered(txs, |i| block.refused_status(i), &self.decoder);
         let mut agg = Agg {
             statuses: vec![None; admitted.len()],
             remaining: 0,
+            first_seq,
             stored,
         };
         let mut scheduled = Vec::new();
@@ -310,7 +322,6 @@ impl CommitterCore {
         }
         for f in finished {
             let o = f.outcome;
-            self.intake.finished(&o.id);
             let slot = self
                 .agg
                 .get_mut(&o.height.block)
@@ -322,6 +333,8 @@ impl CommitterCore {
                 });
             };
             let (height, status) = (o.height, o.status);
+            self.intake
+                .finished(agg.first_seq.saturating_add(u64::from(height.index)));
             agg.statuses[height.index as usize] = Some((o.id, status));
             agg.remaining = agg.remaining.saturating_sub(1);
             if f.in_graph {

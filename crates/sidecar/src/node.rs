@@ -91,6 +91,11 @@ impl Config {
             max_batch: self.max_batch,
             // The stored form of each block, whose tx bodies the stages splice.
             encode_blocks: true,
+            // On a machine of 2 cores or fewer, which the sidecar shares with its
+            // sigverifier and vcservice, the rayon workers' spinning after each round of
+            // parallel builds cost more CPU than the builds (about 3 % of the sidecar's
+            // CPU against 1.7 %, mock-orderer run on 2 cores, docs/benchmarks.md).
+            build_in_parallel: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
             ..PipelineConfig::default()
         };
         p.graph.first_block = first_block;

@@ -192,6 +192,18 @@ impl NotifyCore {
         if self.waiting.is_empty() {
             return out;
         }
+        // Look every id up first: these lookups do not depend on each other, so the
+        // processor overlaps their cache misses (a large map is mostly out of cache),
+        // and the removals below find their entries in the cache. It also counts the
+        // events to come.
+        let waited = statuses
+            .iter()
+            .filter(|(id, _)| self.waiting.contains_key(id))
+            .count();
+        if waited == 0 {
+            return out;
+        }
+        out.reserve(waited);
         for (i, (id, status)) in statuses.into_iter().enumerate() {
             let Some(waiters) = self.waiting.remove(&id) else {
                 continue;

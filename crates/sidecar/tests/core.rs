@@ -432,3 +432,63 @@ fn encoded_blocks_hand_each_tx_its_body() {
         ],
     );
 }
+
+/// Blocks admitted together give the same outputs whether their local graphs are built
+/// on the rayon pool or one after the other.
+#[test]
+fn sequential_and_parallel_builds_agree() {
+    let txs: Vec<Arc<Tx>> = (0..24).map(|i| write("token", &format!("k{}", i % 5))).collect();
+    let blocks = || -> Vec<Block> {
+        (0..4u64)
+            .map(|b| {
+                let names: Vec<String> = (0..6).map(|i| format!("t{b}-{i}")).collect();
+                let txs: Vec<(&str, &Arc<Tx>)> = names
+                    .iter()
+                    .zip(&txs[(b as usize) * 6..])
+                    .map(|(n, t)| (n.as_str(), t))
+                    .collect();
+                Block::unordered(b, txs.into_iter().map(|(n, t)| (id(n), t.clone())).collect())
+            })
+            .collect()
+    };
+    let run_all = |parallel: bool| {
+        let mut c = CommitterCore::new(PipelineConfig {
+            workers: std::num::NonZeroUsize::new(2).unwrap(),
+            max_batch: std::num::NonZeroUsize::new(3).unwrap(),
+            build_in_parallel: parallel,
+            ..PipelineConfig::default()
+        });
+        let mut log = Vec::new();
+        let mut jobs = std::collections::VecDeque::new();
+        let mut out = c.handle(Input::Blocks(blocks())).unwrap();
+        loop {
+            log.extend(out.iter().cloned());
+            jobs.extend(out.into_iter().filter_map(|o| match o {
+                Output::Dispatch(j) => Some(j),
+                _ => None,
+            }));
+            // The oldest job finishes first.
+            let Some(job) = jobs.pop_front() else {
+                break;
+            };
+            let finished = job
+                .txs
+                .iter()
+                .map(|t| Finished {
+                    outcome: TxOutcome::new(t.vtx.id.clone(), Status::Committed, t.vtx.height),
+                    in_graph: t.in_graph,
+                    tx: t.vtx.tx.clone(),
+                })
+                .collect();
+            out = c.handle(Input::JobDone(finished)).unwrap();
+        }
+        log
+    };
+    let sequential = run_all(false);
+    let finals = sequential
+        .iter()
+        .filter(|o| matches!(o, Output::BlockFinal(_)))
+        .count();
+    assert_eq!(finals, 4);
+    assert_eq!(sequential, run_all(true));
+}
