@@ -363,8 +363,15 @@ async fn submit_via_router(endpoint: &str, request: Vec<u8>) -> Result<u64, toni
         .submit_config_update(wire::pb::BftSubmitRequest { request })
         .await?
         .into_inner();
+    decided_seq(&answer, "router")
+}
+
+/// The decision an answer names, unless it did not accept the update.
+fn decided_seq(answer: &wire::pb::BftSubmitResponse, who: &str) -> Result<u64, tonic::Status> {
     if !answer.accepted {
-        return Err(tonic::Status::internal("the router answered without accepting"));
+        return Err(tonic::Status::internal(format!(
+            "the {who} answered without accepting"
+        )));
     }
     Ok(answer.decided_seq)
 }
@@ -379,12 +386,7 @@ async fn submit_to(endpoint: &str, request: Vec<u8>) -> Result<u64, tonic::Statu
         .submit(wire::pb::BftSubmitRequest { request })
         .await?
         .into_inner();
-    if !answer.accepted {
-        return Err(tonic::Status::internal(
-            "the consenter answered without accepting",
-        ));
-    }
-    Ok(answer.decided_seq)
+    decided_seq(&answer, "consenter")
 }
 
 /// The network config at `path`: the file, or `config/network-config.json` of a directory.

@@ -112,22 +112,17 @@ fn propose_signed(
 }
 
 fn submit(dir: &Path, update: &Path) -> std::process::Output {
-    run(&[
-        "network",
-        "update",
-        "submit",
-        "--update",
-        s(update),
-        "--network",
-        s(dir),
-        "--json",
-    ])
+    submit_with(dir, update, &[])
 }
 
 /// `submit` through party `party`'s router (`--router`), which hands it to the consenters.
 fn submit_via_router(dir: &Path, update: &Path, party: u32) -> std::process::Output {
-    let party = party.to_string();
-    run(&[
+    submit_with(dir, update, &["--router", "--party", &party.to_string()])
+}
+
+/// `fabrx network update submit --update UPDATE --network DIR --json` and `extra`.
+fn submit_with(dir: &Path, update: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "network",
         "update",
         "submit",
@@ -135,11 +130,10 @@ fn submit_via_router(dir: &Path, update: &Path, party: u32) -> std::process::Out
         s(update),
         "--network",
         s(dir),
-        "--router",
-        "--party",
-        &party,
         "--json",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
 }
 
 #[test]
