@@ -106,6 +106,7 @@ impl ConfigRules for NetworkRules {
             shards: net.shards().get(),
             batcher_keys,
             consenters: net.consenter_keys(),
+            consenter_endpoints: net.consenter_peers(),
             max_seqs_ahead: net.file().consensus.max_seqs_ahead,
             batching: arma::BatchingView {
                 max_batch_requests: net.file().batching.max_batch_requests,
