@@ -126,11 +126,10 @@ pub(crate) fn checked(
 ) -> Result<(ReplicaConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
     let me: ReplicaId = cfg.engine.id;
     let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
-    // A joining replica (`NodeKeys::Joining`) starts outside the set in force: engine
-    // id N of a set of N, with a link to each of the N + 1 replicas.
-    let joining = matches!(cfg.keys, NodeKeys::Joining { .. })
-        && me == cfg.engine.n
-        && Some(n) == cfg.engine.n.checked_add(1);
+    // A joining replica (`NodeKeys::Joining`) starts outside the genesis set: engine id
+    // I ≥ N of the genesis set of N, with a link to each of the I + 1 replicas.
+    let joining =
+        matches!(cfg.keys, NodeKeys::Joining { .. }) && me >= cfg.engine.n && Some(n) == me.checked_add(1);
     if !joining && (n != cfg.engine.n || me >= n) {
         return Err(Error::Config {
             reason: format!("replica {me} of {} peers, engine n = {}", n, cfg.engine.n),
