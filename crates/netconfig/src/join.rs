@@ -50,7 +50,9 @@ impl NetworkConfig {
             )));
         }
         if joined.sequence() == 0 {
-            return Err(refused("the joining config has sequence 0: give the config update's next config".into()));
+            return Err(refused(
+                "the joining config has sequence 0: give the config update's next config".into(),
+            ));
         }
         if party <= self.n() {
             return Err(refused(format!(

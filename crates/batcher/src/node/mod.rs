@@ -15,6 +15,7 @@
 //! [`Config`] parses no file: the `fabrx node batcher` command fills it from the
 //! network configuration.
 
+mod book;
 mod checked;
 mod decisions;
 mod follow;

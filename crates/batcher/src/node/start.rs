@@ -13,6 +13,7 @@ use tracing::info;
 use types::PartyId;
 use wire::pb;
 
+use super::book::Book;
 use super::decisions::Follower;
 use super::links::{Opener, PeerEvent, PeerSenders, PullCtx, PullWant, SubmitView, run_pull, run_submitter};
 use super::run::{Acks, Forwards, Node, Queues};
@@ -99,6 +100,7 @@ pub(super) async fn start(
     if let Some(sets) = parts.sets.as_ref()
         && let Some(view) = sets.newest_view()
     {
+        parts.book.follow(view);
         super::follow::apply(&mut core, view, &config.next_key_files, None);
     }
     // The restored term is where the node starts, not a change.
@@ -151,8 +153,7 @@ struct Parts {
     rx_done: mpsc::Receiver<Done>,
     persister: std::thread::JoinHandle<()>,
     listener: TcpListener,
-    peers: BTreeMap<PartyId, Channel>,
-    consenters: Vec<Channel>,
+    book: Arc<Book>,
     own: Channel,
     sets: Option<arma::ConsenterSets>,
     sets_path: std::path::PathBuf,
@@ -185,12 +186,17 @@ impl Parts {
             rx_done,
             persister,
             listener,
-            peers: channels(&config.peers, config.batcher.party)?,
-            consenters: config
-                .consenters
-                .values()
-                .map(|u| channel(u))
-                .collect::<Result<_>>()?,
+            book: Arc::new(Book::new(
+                config.batcher.party,
+                config.batcher.shard,
+                channels(&config.peers, config.batcher.party)?,
+                config
+                    .consenters
+                    .iter()
+                    .map(|(p, u)| Ok((*p, channel(u)?)))
+                    .collect::<Result<_>>()?,
+                config.batcher.parties,
+            )),
             own: channel(&config.own_consenter)?,
             sets: super::decisions::load_sets(config)?,
             sets_path: super::decisions::sets_path(&config.data_dir),
@@ -231,7 +237,7 @@ impl Parts {
         };
         let pull = PullCtx {
             shard: cfg.shard,
-            peers: self.peers.clone(),
+            book: Arc::clone(&self.book),
             rx_want,
             tx_peer: tx_peer.clone(),
             shell: config.shell,
@@ -241,7 +247,7 @@ impl Parts {
         };
         let peer = PeerService {
             shard: cfg.shard,
-            parties: cfg.parties,
+            book: Arc::clone(&self.book),
             max_request_bytes: cfg.max_request_bytes.get(),
             served: Arc::clone(&self.served),
             store: self.reader.clone(),
@@ -277,17 +283,16 @@ impl Parts {
             self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone(), rx_want);
         let server = serve(self.listener, &config.server, intake, peer)?;
         let mut tasks = vec![tokio::spawn(run_pull(pull))];
-        let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
+        let (acks, forwards) = peer_senders(&self.book, shell, &mut tasks);
         let stats = Arc::clone(&self.stats);
-        let submitter = run_submitter(rx_submit, self.consenters.clone(), rx_view, shell, stats);
+        let submitter = run_submitter(rx_submit, Arc::clone(&self.book), rx_view, shell, stats);
         tasks.push(tokio::spawn(submitter));
         let follower = Follower {
             shard: cfg.shard,
             consenter: self.own,
-            fallbacks: self.consenters.clone(),
+            book: Arc::clone(&self.book),
             sets: self.sets,
             sets_path: self.sets_path,
-            peers: self.peers,
             served: Arc::clone(&self.served),
             store: self.reader,
             tx: tx_decided,
@@ -306,6 +311,7 @@ impl Parts {
             rx_done: self.rx_done,
             deferred: VecDeque::new(),
             acks,
+            book: self.book,
             forwards,
             tx_submit,
             tx_want,
@@ -359,7 +365,7 @@ fn serve(
 }
 
 fn peer_senders(
-    peers: &BTreeMap<PartyId, Channel>,
+    book: &Arc<Book>,
     shell: super::ShellConfig,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> (Acks, Forwards) {
@@ -367,9 +373,9 @@ fn peer_senders(
         Arc::new(|mut client, stream| Box::pin(async move { client.ack(stream).await.map(|_| ()) }));
     let forward: Opener<pb::ForwardRequest> =
         Arc::new(|mut client, stream| Box::pin(async move { client.forward(stream).await.map(|_| ()) }));
-    let (acks, t) = PeerSenders::spawn(peers, shell, &ack);
+    let (acks, t) = PeerSenders::spawn(book, shell, &ack);
     tasks.extend(t);
-    let (forwards, t) = PeerSenders::spawn(peers, shell, &forward);
+    let (forwards, t) = PeerSenders::spawn(book, shell, &forward);
     tasks.extend(t);
     (acks, forwards)
 }
