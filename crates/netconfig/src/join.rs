@@ -124,3 +124,48 @@ impl NetworkConfig {
         })
     }
 }
+
+impl NetworkConfig {
+    /// Party `party`'s batcher of `shard` joining the network from this genesis config
+    /// and `joined` ([`NetworkConfig::check_join`]): the node of `joined`
+    /// ([`NetworkConfig::batcher_node_config`]) verifying decisions under the genesis
+    /// consenter set (the chain id binds the genesis config) and waiting, without a core,
+    /// for the decision that adds its party (`batcher::node::Config::joining`).
+    pub fn joining_batcher_config(
+        &self,
+        joined: &NetworkConfig,
+        party: PartyId,
+        shard: types::ShardId,
+        key_file: &std::path::Path,
+        data_dir: PathBuf,
+        listen: Option<SocketAddr>,
+    ) -> Result<batcher::node::Config> {
+        self.check_join(joined, party)?;
+        let mut cfg = joined.batcher_node_config(party, shard, key_file, data_dir, listen)?;
+        cfg.consenter_keys = Some(self.cluster_keys());
+        cfg.joining = true;
+        Ok(cfg)
+    }
+}
+
+impl NetworkConfig {
+    /// Party `party`'s assembler joining the network from this genesis config and
+    /// `joined` ([`NetworkConfig::check_join`]): the node of `joined`
+    /// ([`NetworkConfig::assembler_node_config`]: its endpoint, every batcher and
+    /// consenter it names) building the whole ledger from block 0, with the genesis
+    /// consenter set (the chain id binds the genesis config) and the genesis config's
+    /// Fabric genesis block.
+    pub fn joining_assembler_config(
+        &self,
+        joined: &NetworkConfig,
+        party: PartyId,
+        data_dir: &std::path::Path,
+        listen: Option<SocketAddr>,
+    ) -> Result<assembler::node::Config> {
+        self.check_join(joined, party)?;
+        let mut cfg = joined.assembler_node_config(party, data_dir, listen)?;
+        cfg.consenter_keys = self.cluster_keys();
+        cfg.fabric_genesis = self.fabric_genesis();
+        Ok(cfg)
+    }
+}

@@ -124,6 +124,9 @@ pub struct Follower {
     pub stats: Arc<Stats>,
     /// The next decision to read.
     pub next: u64,
+    /// Whether ordered batches are resolved to their requests (false: a joining party's
+    /// batcher waiting for the decision that adds it, which needs headers only).
+    pub fetch_batches: bool,
 }
 
 impl Follower {
@@ -319,12 +322,16 @@ impl Follower {
                 })
             })?;
             let id = BatchId::new(h.shard, h.primary, h.seq);
-            let batch = self.batch(id, digest).await;
+            let requests = if self.fetch_batches {
+                self.batch(id, digest).await.requests
+            } else {
+                Vec::new()
+            };
             ordered.push(OrderedBatch {
                 id,
                 term: h.term,
                 digest,
-                requests: batch.requests,
+                requests,
             });
         }
         let terms = decision

@@ -81,7 +81,27 @@ pub(super) async fn start(
         tokio::task::spawn_blocking(move || Store::open(&dir, durability, max_record, memory))
             .await
             .map_err(stopped)??;
-    let progress = recovered.progress;
+    let mut progress = recovered.progress;
+    let stats = Arc::new(stats);
+    let mut parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
+    if config.joining && progress == Progress::GENESIS {
+        let (follower, rx) = super::join::follower(&parts, &config);
+        let waiting = super::join::Waiting {
+            follower,
+            party: config.batcher.party,
+            rx,
+        };
+        progress = super::join::wait(waiting)
+            .await
+            .ok_or_else(|| stopped("the decisions follower ended while the party was joining"))?;
+        // The sets the waiting follower learned (persisted at each switch).
+        parts.sets = super::decisions::load_sets(&config)?;
+        parts
+            .tx_persist
+            .send(Job::Progress(progress, Vec::new()))
+            .await
+            .map_err(|_| stopped("the persister ended"))?;
+    }
     let start = TermInfo {
         term: progress.term,
         last_ordered_seq: progress.last_ordered_seq,
@@ -90,8 +110,6 @@ pub(super) async fn start(
     for digest in recovered.ordered {
         core.remember_ordered(digest);
     }
-    let stats = Arc::new(stats);
-    let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
     // The newest config a decision put in force (the node's config file holds the genesis
     // one), before the stored batches are restored: those of the term in progress were
     // verified and signed under it. (After a crash between persisting the sets and the
@@ -145,18 +163,18 @@ pub(super) async fn start(
 }
 
 /// The channels and shared state the tasks are built from.
-struct Parts {
-    stats: Arc<Stats>,
-    served: Arc<Served>,
-    reader: StoreReader,
+pub(super) struct Parts {
+    pub(super) stats: Arc<Stats>,
+    pub(super) served: Arc<Served>,
+    pub(super) reader: StoreReader,
     tx_persist: mpsc::Sender<Job>,
     rx_done: mpsc::Receiver<Done>,
     persister: std::thread::JoinHandle<()>,
     listener: TcpListener,
-    book: Arc<Book>,
-    own: Channel,
-    sets: Option<arma::ConsenterSets>,
-    sets_path: std::path::PathBuf,
+    pub(super) book: Arc<Book>,
+    pub(super) own: Channel,
+    pub(super) sets: Option<arma::ConsenterSets>,
+    pub(super) sets_path: std::path::PathBuf,
     faults: super::Faults,
 }
 
@@ -299,6 +317,7 @@ impl Parts {
             shell,
             stats: Arc::clone(&self.stats),
             next: progress.next_decision,
+            fetch_batches: true,
         };
         tasks.push(tokio::spawn(follower.run()));
         let node = Node {
