@@ -10,8 +10,10 @@
 //! Every tx of every load is committed, and `fabrx blocks` verifies every block. The
 //! joiner restarted comes back a member.
 //!
-//! Not covered yet (the nodes do not follow it): party 5's batchers, router and
-//! assembler.
+//! Party 5's batchers, router and assembler are started with `--join` too: the batchers
+//! start their cores at the decision that adds the party, and party 5's assembler
+//! builds the whole ledger (`fabrx blocks --party 5` finds it through the config in
+//! force), block for block the one party 1's holds.
 
 #![allow(
     clippy::unwrap_used,
@@ -81,56 +83,99 @@ fn epochs(dir: &Path) -> Vec<Option<u64>> {
         .collect()
 }
 
-/// Party 5's consenter, started with `--join`; killed on drop.
+/// Party 5's nodes, each started with `--join`; killed on drop.
 struct Joiner {
-    child: Child,
+    children: Vec<Child>,
     metrics: String,
     log: PathBuf,
 }
 
-impl Joiner {
-    fn start(dir: &Path, join: &Path, metrics: &str, log: &Path) -> Joiner {
-        let err = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .unwrap();
-        let mut child = Command::new(bin())
-            .args([
-                "node",
-                "consenter",
-                "--network",
-                s(&dir.join("config/network-config.json")),
-                "--party",
-                "5",
-                "--join",
-                s(join),
-                "--data-dir",
-                s(&dir.join("data/joiner/consenter-5")),
-                "--metrics",
-                metrics,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .spawn()
-            .unwrap();
+/// Starts `fabrx node ROLE --network GENESIS --party 5 --join NEXT ARGS…`, its stderr
+/// appended to `log`; the ready line is awaited only when `wait` (a joining batcher
+/// prints it once its party is in force).
+fn start_node(dir: &Path, join: &Path, role: &str, args: &[String], log: &Path, wait: bool) -> Child {
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let mut child = Command::new(bin())
+        .args(["node", role, "--network"])
+        .arg(dir.join("config/network-config.json"))
+        .args(["--party", "5", "--join"])
+        .arg(join)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    if wait {
+        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_default();
         assert!(
-            line.contains("\"ready\":\"consenter\""),
-            "the joiner did not start: {line}\n{}",
+            line.contains("\"ready\""),
+            "party 5's {role} did not start: {line}\n{}",
             std::fs::read_to_string(log).unwrap_or_default()
         );
+    }
+    child
+}
+
+impl Joiner {
+    /// Party 5's consenter (its ready line awaited), batchers, router and assembler.
+    fn start(dir: &Path, join: &Path, metrics: &str, log: &Path) -> Joiner {
+        let data = |name: &str| s(&dir.join("data/joiner").join(name)).to_owned();
+        let mut children = vec![start_node(
+            dir,
+            join,
+            "consenter",
+            &[
+                "--data-dir".into(),
+                data("consenter-5"),
+                "--metrics".into(),
+                metrics.into(),
+            ],
+            log,
+            true,
+        )];
+        for shard in 0..2 {
+            children.push(start_node(
+                dir,
+                join,
+                "batcher",
+                &[
+                    "--shard".into(),
+                    shard.to_string(),
+                    "--data-dir".into(),
+                    data(&format!("batcher-5-{shard}")),
+                ],
+                log,
+                false,
+            ));
+        }
+        children.push(start_node(dir, join, "router", &[], log, true));
+        children.push(start_node(
+            dir,
+            join,
+            "assembler",
+            &["--data-dir".into(), data("assembler-5")],
+            log,
+            true,
+        ));
         Joiner {
-            child,
+            children,
             metrics: metrics.to_owned(),
             log: log.to_owned(),
         }
     }
 
-    /// `(member, set_members)` as its metrics show them.
+    /// `(member, set_members)` as the consenter's metrics show them.
     fn membership(&self) -> Option<(f64, f64)> {
         let text = scrape(&self.metrics)?;
         Some((
@@ -153,16 +198,37 @@ impl Joiner {
     }
 
     fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
 impl Drop for Joiner {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
+}
+
+/// `(number, hash)` of every block party `party`'s assembler holds, each verified.
+fn ledger(dir: &Path, party: u32) -> Vec<(u64, String)> {
+    let out = fabrx(&["blocks", "--party", &party.to_string(), "--network"], dir);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|b| {
+            assert_eq!(b["verified"], true, "party {party}: {b}");
+            (
+                b["number"].as_u64().unwrap(),
+                b["hash"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -296,6 +362,36 @@ fn a_fifth_partys_consenter_joins_under_load_and_counts_toward_the_quorum() {
     // set of five is four, so the network orders only with the joiner's votes.
     kill(pid_of(&network(&dir), "consenter-4"));
     assert_all_committed(&up_load(&dir, 300, 150, "pjc"), 300);
+    // Party 5's assembler built the whole ledger: the blocks party 1's holds, the same.
+    let start = Instant::now();
+    loop {
+        let (one, five) = (ledger(&dir, 1), ledger(&dir, 5));
+        if five.len() >= one.len() && five[..one.len()] == one[..] {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "party 5 holds {} blocks, party 1 {}",
+            five.len(),
+            one.len()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Blocks certified after consenter 4 stopped carry the joiner's signature.
+    let out = fabrx(&["blocks", "--party", "1", "--network"], &dir);
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert!(
+        last["signers"].as_array().unwrap().iter().any(|s| s == 5),
+        "the last block is not signed by the joiner: {last}"
+    );
+    // Party 5's batchers started their cores at the decision that added the party.
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        log_text.matches("the batcher starts there").count(),
+        2,
+        "both of party 5's batchers joined"
+    );
 
     // The joiner restarted comes back a member (its state holds the config that adds it).
     joiner.stop();
