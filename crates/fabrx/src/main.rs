@@ -12,6 +12,7 @@ mod loadgen_mock;
 mod loadgen_network;
 mod loadgen_sink;
 mod network;
+mod network_party;
 mod network_tls;
 mod network_update;
 mod node;

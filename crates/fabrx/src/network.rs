@@ -1,6 +1,8 @@
 //! `fabrx network generate`: writes a new network's shared config and per-node key files
 //! (crates/netconfig, docs/network-config.md). It only writes files. `fabrx network
-//! update …`: the offline steps of a config update (`crate::network_update`).
+//! update …`: the offline steps of a config update (`crate::network_update`); `fabrx
+//! network tls …` and `fabrx network party add` write the next config of a TLS rotation
+//! and of a party joining (`crate::network_tls`, `crate::network_party`).
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -21,6 +23,12 @@ pub enum NetworkCmd {
     Tls {
         #[command(subcommand)]
         cmd: crate::network_tls::TlsCmd,
+    },
+    /// The next config of a party joining: issue party N + 1's keys and certificates and
+    /// write the config that adds it (docs/reconfiguration.md "Adding a party").
+    Party {
+        #[command(subcommand)]
+        cmd: crate::network_party::PartyCmd,
     },
 }
 
@@ -76,6 +84,7 @@ pub fn run(cmd: NetworkCmd) -> anyhow::Result<()> {
         NetworkCmd::Generate(args) => generate(args),
         NetworkCmd::Update { cmd } => crate::network_update::run(cmd),
         NetworkCmd::Tls { cmd } => crate::network_tls::run(cmd),
+        NetworkCmd::Party { cmd } => crate::network_party::run(cmd),
     }
 }
 

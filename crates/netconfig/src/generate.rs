@@ -14,6 +14,9 @@
 //! keys/admin/issuer.key             the token issuer's key
 //! keys/endorsers/endorser-<i>.key   share i of the token namespace's threshold key
 //! ```
+//!
+//! [`party::add_party`] (`fabrx network party add`) writes a joining party's files in the
+//! same layout.
 
 use crate::config::NetworkConfig;
 use crate::error::{Error, Node, Result};
@@ -22,6 +25,8 @@ use crypto::{Scheme, SigningKey};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use types::PartyId;
+
+pub mod party;
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -109,15 +109,17 @@ fn table() -> Vec<(&'static str, Edit, Expected)> {
             },
             |b| {
                 let p = &b.parties[0];
+                // In the order of a party's nodes: router, consenter, assembler,
+                // batchers, admin.
                 vec![
                     "party 3 added".into(),
-                    format!("party 3 admin key: {}", p.admin_key.clone().unwrap()),
+                    "party 3 router: r3:1".into(),
+                    format!("party 3 consenter endpoint: {}", p.consenter.endpoint),
+                    format!("party 3 consenter key: {}", p.consenter.public_key),
                     "party 3 assembler: (none)".into(),
                     format!("party 3 batcher of shard 0 endpoint: {}", p.batchers[0].endpoint),
                     format!("party 3 batcher of shard 0 key: {}", p.batchers[0].public_key),
-                    format!("party 3 consenter endpoint: {}", p.consenter.endpoint),
-                    format!("party 3 consenter key: {}", p.consenter.public_key),
-                    "party 3 router: r3:1".into(),
+                    format!("party 3 admin key: {}", p.admin_key.clone().unwrap()),
                 ]
             },
         ),

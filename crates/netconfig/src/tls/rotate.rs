@@ -15,7 +15,7 @@ use wire::tls::{Peer, Role};
 
 use super::{bad, cert_name, tls_dir, tls_paths, write};
 use crate::error::{Error, Result};
-use crate::file::{NetworkFile, TlsCertFile};
+use crate::file::{NetworkFile, TlsCertFile, TlsFile};
 
 /// The roles whose certificates rotate through an update: the ordering nodes, which follow
 /// the config in force (the committer's nodes read theirs at start).
@@ -89,28 +89,13 @@ fn host_of(file: &NetworkFile, p: Peer) -> Option<String> {
 /// with its PEM. Refuses a node that already has two certificates (retire one first).
 /// Gives the next config and the names issued.
 pub fn add_next(dir: &Path, current: &NetworkFile, only: &[String]) -> Result<(NetworkFile, Vec<String>)> {
-    let err = |e: rcgen::Error| bad(e.to_string());
-    let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|e| Error::Read {
-            path: p.to_path_buf(),
-            reason: e.to_string(),
-        })
-    };
-    let ca_pem = read(&tls_dir(dir).join("ca.pem"))?;
-    let ca_key = rcgen::KeyPair::from_pem(&read(&tls_dir(dir).join("ca.key"))?).map_err(err)?;
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(err)?;
     let mut next = current.clone();
     next.sequence = current.sequence.saturating_add(1);
     let holders = holders(current, only)?;
     let Some(tls) = next.tls.as_mut() else {
         return Err(bad("the network has no TLS".into()));
     };
-    if tls.ca.trim() != ca_pem.trim() {
-        return Err(bad(format!(
-            "{} is not the CA the config lists: issue with the network's CA",
-            tls_dir(dir).join("ca.pem").display()
-        )));
-    }
+    let issuer = network_issuer(dir, tls)?;
     let mut issued = Vec::new();
     for p in holders {
         let base = cert_name(p);
@@ -129,15 +114,9 @@ pub fn add_next(dir: &Path, current: &NetworkFile, only: &[String]) -> Result<(N
             base.clone()
         };
         let host = host_of(current, p).ok_or_else(|| bad(format!("{base}: no endpoint in the config")))?;
-        let key = rcgen::KeyPair::generate().map_err(err)?;
-        let mut params =
-            rcgen::CertificateParams::new(vec![wire::tls::SERVER_NAME.to_string(), host]).map_err(err)?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name.clone());
-        let cert = params.signed_by(&key, &issuer).map_err(err)?;
-        let (cert_path, key_path) = tls_paths(dir, &name);
+        let cert = issue(&issuer, p, &name, &host)?;
         // Files of that name are not listed for the node: a certificate rotated out before.
+        let (cert_path, key_path) = tls_paths(dir, &name);
         for path in [&cert_path, &key_path] {
             if path.exists() {
                 std::fs::remove_file(path).map_err(|e| Error::Write {
@@ -146,23 +125,81 @@ pub fn add_next(dir: &Path, current: &NetworkFile, only: &[String]) -> Result<(N
                 })?;
             }
         }
-        write(&cert_path, &cert.pem(), false)?;
-        write(&key_path, &key.serialize_pem(), true)?;
+        cert.write(dir)?;
         let at = listed.last().map_or(tls.certificates.len(), |&i| i + 1);
-        tls.certificates.insert(
-            at,
-            TlsCertFile {
-                name: name.clone(),
-                role: p.role.name().to_string(),
-                party: p.party,
-                shard: p.shard,
-                sha256: hex::encode(wire::tls::fingerprint(cert.der())),
-                pem: Some(cert.pem()),
-            },
-        );
+        tls.certificates.insert(at, cert.entry);
         issued.push(name);
     }
     Ok((next, issued))
+}
+
+/// A node certificate issued by the network CA, not yet written.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    /// Its entry in the `tls` section, with its PEM (as a config update must carry it).
+    pub entry: TlsCertFile,
+    /// Its private key (PEM).
+    key_pem: String,
+}
+
+impl Issued {
+    /// Writes `<dir>/tls/<name>.pem` and `.key` (mode 0600); an existing file is refused.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let (cert_path, key_path) = tls_paths(dir, &self.entry.name);
+        write(&cert_path, self.entry.pem.as_deref().unwrap_or_default(), false)?;
+        write(&key_path, &self.key_pem, true)
+    }
+}
+
+/// The network CA of `dir` (`tls/ca.pem`, `tls/ca.key`), when it is the CA `tls` lists.
+pub fn network_issuer(dir: &Path, tls: &TlsFile) -> Result<rcgen::Issuer<'static, rcgen::KeyPair>> {
+    let err = |e: rcgen::Error| bad(e.to_string());
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| Error::Read {
+            path: p.to_path_buf(),
+            reason: e.to_string(),
+        })
+    };
+    let ca_pem = read(&tls_dir(dir).join("ca.pem"))?;
+    let ca_key = rcgen::KeyPair::from_pem(&read(&tls_dir(dir).join("ca.key"))?).map_err(err)?;
+    if tls.ca.trim() != ca_pem.trim() {
+        return Err(bad(format!(
+            "{} is not the CA the config lists: issue with the network's CA",
+            tls_dir(dir).join("ca.pem").display()
+        )));
+    }
+    rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(err)
+}
+
+/// A certificate for `peer` under `name`, naming `fabrx-node` and `host`, signed by
+/// `issuer` with a new random key (ECDSA P-256).
+pub fn issue(
+    issuer: &rcgen::Issuer<'static, rcgen::KeyPair>,
+    peer: Peer,
+    name: &str,
+    host: &str,
+) -> Result<Issued> {
+    let err = |e: rcgen::Error| bad(e.to_string());
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let key = rcgen::KeyPair::generate().map_err(err)?;
+    let mut params =
+        rcgen::CertificateParams::new(vec![wire::tls::SERVER_NAME.to_string(), host.to_string()])
+            .map_err(err)?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name.to_string());
+    let cert = params.signed_by(&key, issuer).map_err(err)?;
+    Ok(Issued {
+        entry: TlsCertFile {
+            name: name.to_string(),
+            role: peer.role.name().to_string(),
+            party: peer.party,
+            shard: peer.shard,
+            sha256: hex::encode(wire::tls::fingerprint(cert.der())),
+            pem: Some(cert.pem()),
+        },
+        key_pem: key.serialize_pem(),
+    })
 }
 
 /// `current` with the next sequence and, for each ordering node with two certificates

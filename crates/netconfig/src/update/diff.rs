@@ -35,23 +35,30 @@ fn rest(file: &NetworkFile) -> Value {
     value
 }
 
-/// A party's entries as (label, value), in a fixed order.
-fn entries(p: &PartyFile) -> BTreeMap<String, String> {
+/// A party's entries as (label, value), in the order a party's nodes are laid out
+/// (router, consenter, assembler, batchers by shard, admin).
+fn entries(p: &PartyFile) -> Vec<(String, String)> {
     let none = || "(none)".to_string();
-    let mut out = BTreeMap::new();
-    out.insert("router".into(), p.router.clone());
-    out.insert("consenter endpoint".into(), p.consenter.endpoint.clone());
-    out.insert("consenter key".into(), p.consenter.public_key.clone());
-    out.insert("assembler".into(), p.assembler.clone().unwrap_or_else(none));
+    let mut out = vec![
+        ("router".to_string(), p.router.clone()),
+        ("consenter endpoint".into(), p.consenter.endpoint.clone()),
+        ("consenter key".into(), p.consenter.public_key.clone()),
+        ("assembler".into(), p.assembler.clone().unwrap_or_else(none)),
+    ];
     for b in &p.batchers {
-        out.insert(
+        out.push((
             format!("batcher of shard {} endpoint", b.shard),
             b.endpoint.clone(),
-        );
-        out.insert(format!("batcher of shard {} key", b.shard), b.public_key.clone());
+        ));
+        out.push((format!("batcher of shard {} key", b.shard), b.public_key.clone()));
     }
-    out.insert("admin key".into(), p.admin_key.clone().unwrap_or_else(none));
+    out.push(("admin key".into(), p.admin_key.clone().unwrap_or_else(none)));
     out
+}
+
+/// The value of `label` among `entries`.
+fn entry<'a>(entries: &'a [(String, String)], label: &str) -> Option<&'a String> {
+    entries.iter().find(|(l, _)| l == label).map(|(_, v)| v)
 }
 
 fn parties(current: &[PartyFile], next: &[PartyFile], out: &mut Vec<String>) {
@@ -66,6 +73,7 @@ fn parties(current: &[PartyFile], next: &[PartyFile], out: &mut Vec<String>) {
     }
     for (id, entries) in &new {
         let Some(before) = old.get(id) else {
+            // A party added: a header, then each of its entries as the party has it.
             out.push(format!("party {id} added"));
             out.extend(
                 entries
@@ -75,13 +83,13 @@ fn parties(current: &[PartyFile], next: &[PartyFile], out: &mut Vec<String>) {
             continue;
         };
         for (label, v) in entries {
-            match before.get(label) {
+            match entry(before, label) {
                 Some(was) if was == v => {}
                 Some(was) => out.push(format!("party {id} {label}: {was} → {v}")),
                 None => out.push(format!("party {id} {label}: (none) → {v}")),
             }
         }
-        for (label, was) in before.iter().filter(|(l, _)| !entries.contains_key(*l)) {
+        for (label, was) in before.iter().filter(|(l, _)| entry(entries, l).is_none()) {
             out.push(format!("party {id} {label}: {was} → (none)"));
         }
     }

@@ -1,7 +1,7 @@
 //! Why a config update is refused: each reason names what is wrong (the sequence, the
 //! signer, the field), so that the people who sign an update can act on it.
 
-use types::PartyId;
+use types::{PartyId, ShardId};
 
 /// Errors of config updates.
 #[derive(Debug, thiserror::Error)]
@@ -231,7 +231,7 @@ pub enum UpdateError {
     },
     /// A certificate for a node that has none in the config in force.
     #[error(
-        "the TLS certificate {name} is for {holder}, which has no certificate in the config in force: only a node's own certificates rotate"
+        "the TLS certificate {name} is for {holder}, which has no certificate in the config in force: only a node's own certificates rotate, and only the ordering nodes of a party the update adds get their first"
     )]
     TlsNewHolder {
         /// The certificate's name.
@@ -264,6 +264,83 @@ pub enum UpdateError {
     TlsNoCertificate {
         /// The node.
         holder: String,
+    },
+    /// The update adds more than one party.
+    #[error(
+        "the update adds parties {parties:?}: one party joins per update (add party {first} alone, and the next once it is in force)",
+        first = .parties.first().copied().unwrap_or_default()
+    )]
+    JoinSeveralParties {
+        /// The parties it adds, in order.
+        parties: Vec<PartyId>,
+    },
+    /// The update adds a party in another slot than the next one.
+    #[error(
+        "the update adds party {party}; a joining party takes the next slot, {expected} (parties stay 1..=N)"
+    )]
+    JoinNotNextSlot {
+        /// The party it adds.
+        party: PartyId,
+        /// The slot a joiner takes: N + 1.
+        expected: PartyId,
+    },
+    /// A joining party without an admin key.
+    #[error(
+        "party {party} joins without an admin key: a joining party needs one, so that it signs the updates after this one (`fabrx network party add` issues it)"
+    )]
+    JoinWithoutAdminKey {
+        /// The joining party.
+        party: PartyId,
+    },
+    /// A joining party without an assembler.
+    #[error("party {party} joins without an assembler endpoint: a joining party runs every ordering node")]
+    JoinWithoutAssembler {
+        /// The joining party.
+        party: PartyId,
+    },
+    /// A joining party without a batcher for a shard.
+    #[error("party {party} joins without a batcher for shard {shard}: a joining party runs one batcher per shard")]
+    JoinWithoutBatcher {
+        /// The joining party.
+        party: PartyId,
+        /// The shard it has none for.
+        shard: ShardId,
+    },
+    /// A joining party's node has an endpoint a node of the config in force has.
+    #[error(
+        "party {party} joins with {node} at {endpoint}, which {holder} has in the config in force: give the joining node an endpoint nobody uses (`fabrx network party add` places them past every port in use)"
+    )]
+    JoinEndpointInUse {
+        /// The joining party.
+        party: PartyId,
+        /// Its node with that endpoint (`party 5 router`).
+        node: String,
+        /// The endpoint.
+        endpoint: String,
+        /// Who has it in the config in force (`party 2 consenter`, `party 1 sidecar`).
+        holder: String,
+    },
+    /// A joining party's ordering node without exactly one TLS certificate.
+    #[error(
+        "party {party} joins with {count} TLS certificates for {holder}: each of a joining party's routers, consenters, assemblers and batchers has exactly one, signed by the network CA (`fabrx network party add` issues them)"
+    )]
+    JoinTlsCertificates {
+        /// The joining party.
+        party: PartyId,
+        /// The node (`party 5's router`).
+        holder: String,
+        /// The certificates the next config lists for it.
+        count: usize,
+    },
+    /// A joining party's TLS certificate refused by the checks of an added certificate
+    /// (its PEM, fingerprint, CA and name, a fingerprint nobody holds).
+    #[error("party {party} joins with a TLS certificate that is refused: {source}")]
+    JoinCertificate {
+        /// The joining party.
+        party: PartyId,
+        /// Why the certificate is refused (`TlsCertificateMissing`, `TlsBadCertificate`,
+        /// `TlsNotSignedByCa`, `TlsCertificateMoved`).
+        source: Box<UpdateError>,
     },
     /// `merge` of two different updates.
     #[error("the two files are different updates ({what} differ): only signatures of one update merge")]

@@ -5,15 +5,21 @@
 //! some roles and not by others (or by a node only after its next restart), so the
 //! network would run on two configs at once. Such an update is refused, naming each
 //! change, until the roles follow it. The ordering nodes' TLS certificates are followed
-//! (ADR 0019), under the rules of `super::tls`.
+//! (ADR 0019), under the rules of `super::tls`; so is the entry of a party the update
+//! adds, under the rules of `super::joining` (its other sections — the committer's nodes,
+//! the token services, its Fabric organization — are not).
 
 use crate::file::NetworkFile;
+use types::PartyId;
 
 /// The changes from `current` to `next` that the roles do not follow through an update,
 /// one line each (the lines of [`super::diff`]); empty when every change is followed.
-pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile) -> Vec<String> {
+/// `joining` is the party the update adds, as `super::joining::check` accepted it: its
+/// entry is followed.
+pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile, joining: Option<PartyId>) -> Vec<String> {
     let mut rest = next.clone();
     rest.sequence = current.sequence;
+    rest.parties.retain(|p| Some(p.id) != joining);
     // Keys: consenter and batcher signing keys, and the admins' keys.
     for p in &mut rest.parties {
         let Some(was) = current.parties.iter().find(|c| c.id == p.id) else {

@@ -19,11 +19,13 @@
 mod diff;
 mod error;
 mod followed;
+mod joining;
 mod rules;
 mod tls;
 
 pub use diff::diff;
 pub use error::{Result, UpdateError};
+pub use joining::endpoints_in_use;
 pub use rules::{NetworkRules, config_bytes};
 
 use crate::config::NetworkConfig;
@@ -376,7 +378,8 @@ fn check_header(current: &NetworkConfig, update: &ConfigUpdate) -> Result<()> {
 }
 
 /// The update's config is a valid next config (canonical, same chain and shards, next
-/// sequence, only changes the roles follow). Gives the next config.
+/// sequence, only changes the roles follow, at most one party joining under
+/// `joining`'s rules). Gives the next config.
 fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
     let at = current.sequence();
     let expected = at
@@ -401,7 +404,8 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
             next: file.shards,
         });
     }
-    let changes = followed::not_followed(current.file(), &file);
+    let joining = joining::check(current, &file)?;
+    let changes = followed::not_followed(current.file(), &file, joining);
     if !changes.is_empty() {
         return Err(UpdateError::NotFollowed { changes });
     }

@@ -6,7 +6,9 @@
 //!   fingerprint names, signed by the network CA, for the name `fabrx-node`;
 //! * it is for a node that holds a certificate in the config in force (same role, party,
 //!   shard), and the node keeps one of those (an overlap: both are authorized between the
-//!   update that adds the new one and the one that removes the old one);
+//!   update that adds the new one and the one that removes the old one) — or for an
+//!   ordering node of the party the update adds, which has exactly one
+//!   ([`check_joiner`]);
 //! * a node has at most two certificates, and at least one;
 //! * no fingerprint passes to another holder.
 //!
@@ -14,7 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use wire::tls::Peer;
+use types::PartyId;
+use wire::tls::{Peer, Role};
 
 use super::{Result, UpdateError};
 use crate::file::{NetworkFile, TlsCertFile, TlsFile};
@@ -61,8 +64,15 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
         }
     }
     let (was, now) = (by_holder(old), by_holder(new));
+    // The party an update adds: its nodes' certificates are new ([`check_joiner`]).
+    let joining = |party| {
+        next.parties.iter().any(|p| p.id == party) && !current.parties.iter().any(|p| p.id == party)
+    };
     for (holder, (peer, certs)) in &now {
         let Some((_, had)) = was.get(holder) else {
+            if joining(peer.party) {
+                continue;
+            }
             return Err(UpdateError::TlsNewHolder {
                 name: certs.first().map(|c| c.name.clone()).unwrap_or_default(),
                 holder: peer.to_string(),
@@ -88,6 +98,49 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
         return Err(UpdateError::TlsNoCertificate {
             holder: holder.clone(),
         });
+    }
+    Ok(())
+}
+
+/// The certificates of `party`, which the update adds, in `new` (the next config's
+/// section; `old` is the config in force's): exactly one for each of its ordering nodes
+/// (router, consenter, assembler, one batcher per shard of `shards`), each checked as a
+/// rotated certificate is ([`check_added`]) and with a fingerprint nobody holds in the
+/// config in force.
+pub(super) fn check_joiner(old: &TlsFile, new: &TlsFile, party: PartyId, shards: u32) -> Result<()> {
+    let node = |role, shard| Peer { role, party, shard };
+    let mut nodes = vec![
+        node(Role::Router, None),
+        node(Role::Consenter, None),
+        node(Role::Assembler, None),
+    ];
+    nodes.extend((0..shards).map(|s| node(Role::Batcher, Some(s))));
+    let before = holders(old);
+    for peer in nodes {
+        let certs: Vec<&TlsCertFile> = new
+            .certificates
+            .iter()
+            .filter(|c| holder_of(c) == Some(peer))
+            .collect();
+        let [c] = certs.as_slice() else {
+            return Err(UpdateError::JoinTlsCertificates {
+                party,
+                holder: peer.to_string(),
+                count: certs.len(),
+            });
+        };
+        let refused = |source| UpdateError::JoinCertificate {
+            party,
+            source: Box::new(source),
+        };
+        if let Some((from, _)) = before.get(&c.sha256.to_ascii_lowercase()) {
+            return Err(refused(UpdateError::TlsCertificateMoved {
+                sha256: c.sha256.clone(),
+                from: from.to_string(),
+                to: peer.to_string(),
+            }));
+        }
+        check_added(old, c).map_err(refused)?;
     }
     Ok(())
 }

@@ -1,0 +1,87 @@
+//! `fabrx network party add`: a party joining (docs/reconfiguration.md "Adding a party").
+//! Issues party N + 1's keys and TLS certificates into the network directory and writes
+//! the next config that adds it, which is then proposed, signed and submitted like any
+//! update. Files only; the deciding logic is `netconfig::generate::party`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use netconfig::NetworkConfig;
+use netconfig::generate::party::{PartySpec, add_party};
+
+/// `fabrx network party …` commands.
+#[derive(Debug, Subcommand)]
+pub enum PartyCmd {
+    /// Issue party N + 1's keys (`<dir>/keys/party-<P>/`) and TLS certificates (with the
+    /// network CA, `<dir>/tls/`), and write the next config that adds it, its endpoints
+    /// past every port in use.
+    Add(AddArgs),
+}
+
+/// Arguments of `fabrx network party add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The config in force (`fabrx network update current --out`), or the network
+    /// directory for its genesis config.
+    #[arg(long)]
+    network: PathBuf,
+    /// The network directory holding `tls/ca.key`, where the party's keys and
+    /// certificates are written. Default: `--network` when it is a directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The next config to write (an existing file is refused).
+    #[arg(long)]
+    out: PathBuf,
+    /// Derive the party's keys from this seed, as `fabrx network generate --seed` does:
+    /// tests and demos only (anyone who knows the seed has every key).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The host its endpoints name (default: the host of party N's router).
+    #[arg(long)]
+    host: Option<String>,
+}
+
+/// Runs a `fabrx network party` command.
+pub fn run(cmd: PartyCmd) -> anyhow::Result<()> {
+    let PartyCmd::Add(args) = cmd;
+    let current = load(&args.network)?;
+    if args.out.exists() {
+        bail!("{} already exists: choose another --out", args.out.display());
+    }
+    let dir = match (&args.dir, args.network.is_dir()) {
+        (Some(d), _) => d.clone(),
+        (None, true) => args.network.clone(),
+        (None, false) => bail!("--dir: the network directory holding tls/ca.key and keys/"),
+    };
+    let spec = PartySpec {
+        dir,
+        host: args.host,
+        seed: args.seed,
+    };
+    let added = add_party(&current, &spec)?;
+    let text = serde_json::to_string_pretty(&added.next)? + "\n";
+    std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
+    let p = added.party;
+    let certs = if added.certificates.is_empty() {
+        String::new()
+    } else {
+        format!(", TLS certificates {}", added.certificates.join(", "))
+    };
+    println!(
+        "party {p}: keys in {}{certs}; the next config, sequence {}, is {}: propose it with `fabrx network update propose`",
+        spec.dir.join("keys").join(format!("party-{p}")).display(),
+        added.next.sequence,
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn load(path: &Path) -> anyhow::Result<NetworkConfig> {
+    let file = if path.is_dir() {
+        netconfig::config_path(path)
+    } else {
+        path.to_path_buf()
+    };
+    NetworkConfig::load(&file).with_context(|| format!("the network config {}", file.display()))
+}

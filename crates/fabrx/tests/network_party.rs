@@ -1,0 +1,172 @@
+//! `fabrx network party add` as an operator runs it: a 4-party network generated, party 5's
+//! keys and certificates issued and the next config written, proposed, signed by three
+//! admins of four — `verify` accepts it. The same update with party 5's router certificate
+//! replaced by a self-signed one is refused, by `propose` and by `verify`, with the join
+//! rule's message; a Kubernetes network is refused.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn fabrx(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fabrx"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run fabrx")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The error text of a command that must fail (exit code 1, no panic).
+fn refused(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Signs `update` in place as parties 1, 2 and 3.
+fn sign_by_three(net: &Path, update: &Path) {
+    for p in ["1", "2", "3"] {
+        let key = net.join(format!("keys/party-{p}/admin.key"));
+        ok(&fabrx(&[
+            "network", "update", "sign", "--update", s(update), "--party", p, "--key", s(&key),
+        ]));
+    }
+}
+
+/// `text` as it appears inside a JSON string.
+fn escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
+#[test]
+fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = tmp.path().join("net");
+    ok(&fabrx(&[
+        "network", "generate", "--parties", "4", "--shards", "2", "--dir", s(&net), "--seed", "7",
+    ]));
+    let next = tmp.path().join("next.json");
+    let line = ok(&fabrx(&[
+        "network", "party", "add", "--network", s(&net), "--out", s(&next), "--seed", "7",
+    ]));
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.starts_with("party 5: keys in "), "{line}");
+    assert!(line.contains("TLS certificates router-5, consenter-5, assembler-5, batcher-5-0, batcher-5-1"), "{line}");
+    assert!(line.contains("sequence 1"), "{line}");
+    assert!(line.contains("fabrx network update propose"), "{line}");
+    for f in ["keys/party-5/admin.key", "keys/party-5/consenter.key", "keys/party-5/batcher-1.key", "tls/assembler-5.pem"] {
+        assert!(net.join(f).exists(), "{f}");
+    }
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&next).unwrap()).unwrap();
+    assert_eq!(file["sequence"], 1);
+    assert_eq!(file["parties"].as_array().unwrap().len(), 5);
+    // Past the token services' ports (the highest in use is 7090).
+    assert_eq!(file["parties"][4]["router"], "127.0.0.1:7091");
+
+    // An existing --out is refused, and so is a second party 5 on the same directory.
+    let e = refused(&fabrx(&["network", "party", "add", "--network", s(&net), "--out", s(&next)]));
+    assert!(e.contains("already exists: choose another --out"), "{e}");
+    let again = tmp.path().join("again.json");
+    let e = refused(&fabrx(&["network", "party", "add", "--network", s(&net), "--out", s(&again)]));
+    assert!(e.contains("already exists: party 5's keys or certificates were issued before"), "{e}");
+    assert!(!again.exists());
+
+    let update = tmp.path().join("update.json");
+    let proposed = ok(&fabrx(&[
+        "network", "update", "propose", "--network", s(&net), "--next", s(&next), "--out", s(&update),
+    ]));
+    assert!(proposed.contains("  party 5 added\n"), "{proposed}");
+    assert!(proposed.contains("  party 5 router: 127.0.0.1:7091\n"), "{proposed}");
+    assert!(proposed.contains("  tls certificate router-5 added (router of party 5, sha256 "), "{proposed}");
+    // Two signatures are not enough; three of four are.
+    for p in ["1", "2"] {
+        let key = net.join(format!("keys/party-{p}/admin.key"));
+        ok(&fabrx(&["network", "update", "sign", "--update", s(&update), "--party", p, "--key", s(&key)]));
+    }
+    let e = refused(&fabrx(&["network", "update", "verify", "--network", s(&net), "--update", s(&update)]));
+    assert!(e.contains("2 admin signatures, the update policy needs 3"), "{e}");
+    sign_by_three(&net, &update);
+    let verified = ok(&fabrx(&["network", "update", "verify", "--network", s(&net), "--update", s(&update)]));
+    assert!(verified.contains("replaces sequence 0 with 1; signed by parties 1, 2, 3"), "{verified}");
+
+    // Party 5's router certificate replaced by a self-signed one.
+    let router_5 = file["tls"]["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "router-5")
+        .unwrap()
+        .clone();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["fabrx-node".to_string()]).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "router-5");
+    let own = params.self_signed(&key).unwrap();
+    let own_sha = hex::encode(Sha256::digest(own.der()));
+    let (old_pem, old_sha) = (router_5["pem"].as_str().unwrap(), router_5["sha256"].as_str().unwrap());
+    let message = "party 5 joins with a TLS certificate that is refused: the TLS certificate router-5 is not signed by the network CA";
+
+    // `propose` refuses the edited next config.
+    let tampered_next = tmp.path().join("tampered-next.json");
+    let text = std::fs::read_to_string(&next).unwrap();
+    let edited = text.replace(&escaped(old_pem), &escaped(&own.pem())).replace(old_sha, &own_sha);
+    assert_ne!(edited, text);
+    std::fs::write(&tampered_next, edited).unwrap();
+    let e = refused(&fabrx(&[
+        "network", "update", "propose", "--network", s(&net), "--next", s(&tampered_next), "--out",
+        s(&tmp.path().join("never.json")),
+    ]));
+    assert!(e.contains(message), "{e}");
+
+    // An update carrying it (made without `propose`, signed by three) fails `verify`.
+    let mut signed: Value = serde_json::from_str(&std::fs::read_to_string(&update).unwrap()).unwrap();
+    let config = signed["config"].as_str().unwrap().to_string();
+    let config_edited = config.replace(&escaped(old_pem), &escaped(&own.pem())).replace(old_sha, &own_sha);
+    assert_ne!(config_edited, config);
+    signed["config"] = config_edited.into();
+    signed["signatures"] = Value::Array(Vec::new());
+    let tampered = tmp.path().join("tampered.json");
+    std::fs::write(&tampered, serde_json::to_string_pretty(&signed).unwrap()).unwrap();
+    sign_by_three(&net, &tampered);
+    let e = refused(&fabrx(&["network", "update", "verify", "--network", s(&net), "--update", s(&tampered)]));
+    assert!(e.contains(message), "{e}");
+}
+
+#[test]
+fn a_kubernetes_network_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = tmp.path().join("net");
+    ok(&fabrx(&[
+        "network", "generate", "--parties", "4", "--shards", "1", "--dir", s(&net), "--seed", "7", "--k8s",
+        "fabrx-party{party}",
+    ]));
+    let next = tmp.path().join("next.json");
+    let e = refused(&fabrx(&["network", "party", "add", "--network", s(&net), "--out", s(&next)]));
+    assert!(e.contains("laid out for Kubernetes"), "{e}");
+    assert!(e.contains("not supported yet"), "{e}");
+    assert!(!next.exists());
+    assert!(!net.join("keys/party-5").exists());
+}

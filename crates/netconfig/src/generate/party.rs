@@ -1,0 +1,316 @@
+//! A party joining (`fabrx network party add`, docs/reconfiguration.md "Adding a party"):
+//! party N + 1's keys and TLS certificates, issued into the network directory like
+//! [`super::generate`] writes a party's, and the next config that adds it — which is then
+//! proposed, signed and submitted like any update. Files only.
+//!
+//! Its endpoints are placed past every port in use: the highest port of any endpoint of
+//! the config in force ([`crate::update::endpoints_in_use`]: the ordering nodes, the
+//! committer's nodes, the token services) plus one, then router, consenter, assembler
+//! and one batcher per shard, in the generated layout's order ([`super::port_of`]). The
+//! generated layout puts the committer's and the token's ports right after the ordering
+//! nodes', where party N + 1's would otherwise fall.
+//!
+//! The consenter peer-keys file is left as it is: it lists the genesis config's
+//! consenters, which every consenter checks at start; a joiner takes the consenter keys
+//! of the next config from the config itself.
+
+use std::path::{Path, PathBuf};
+
+use types::PartyId;
+use wire::tls::{Peer, Role};
+
+use super::{admin_key, admin_key_path, key_file_path, node_key, write_key};
+use crate::config::NetworkConfig;
+use crate::endpoint::Endpoint;
+use crate::error::Node;
+use crate::file::{BatcherFile, KeyedEndpoint, NetworkFile, PartyFile};
+use crate::tls::rotate::{Issued, issue, network_issuer};
+use crate::update::UpdateError;
+
+/// What to issue for the joining party.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartySpec {
+    /// The network directory: `tls/ca.pem` and `tls/ca.key` (the CA that signs its
+    /// certificates), and where its keys (`keys/party-<P>/…`) and certificates
+    /// (`tls/<name>.pem|key`) are written.
+    pub dir: PathBuf,
+    /// The host its endpoints name (`None`: the host of party N's router).
+    pub host: Option<String>,
+    /// `None`: keys from the OS's random source. `Some(seed)`: derived from the seed as
+    /// [`super::generate`] derives party N + 1's (tests and demos only).
+    pub seed: Option<u64>,
+}
+
+/// What [`add_party`] wrote.
+#[derive(Debug, Clone)]
+pub struct PartyAdded {
+    /// The joining party: N + 1.
+    pub party: PartyId,
+    /// The next config (sequence + 1), with the party and its certificates.
+    pub next: NetworkFile,
+    /// Its nodes' key files (consenter, one batcher per shard).
+    pub key_files: Vec<(Node, PathBuf)>,
+    /// Its admin key file (signs the updates after this one).
+    pub admin_key_file: PathBuf,
+    /// The names of its TLS certificates (`router-5`, …), empty without TLS.
+    pub certificates: Vec<String>,
+}
+
+/// Why a party cannot be added.
+#[derive(Debug, thiserror::Error)]
+pub enum PartyAddError {
+    /// The network was laid out for Kubernetes.
+    #[error(
+        "{dir} is a network laid out for Kubernetes (generated with --k8s): adding a party to it is not supported yet (its namespace, Services and Secret are not written)"
+    )]
+    Kubernetes {
+        /// The network directory.
+        dir: PathBuf,
+    },
+    /// The config in force has as many parties as there can be.
+    #[error("the network has {parties} parties: no slot is left for another")]
+    NoSlot {
+        /// N.
+        parties: u32,
+    },
+    /// The joiner's ports would pass 65535.
+    #[error(
+        "party {party}'s {needed} nodes would take the ports after {highest}, the highest in use, and pass port 65535: place the network's endpoints lower"
+    )]
+    PortOverflow {
+        /// The joining party.
+        party: PartyId,
+        /// The highest port in use.
+        highest: u16,
+        /// The ports it needs (3 + S).
+        needed: u32,
+    },
+    /// A file it would write exists.
+    #[error("{path} already exists: party {party}'s keys or certificates were issued before (nothing is overwritten)")]
+    Exists {
+        /// The joining party.
+        party: PartyId,
+        /// The file.
+        path: PathBuf,
+    },
+    /// The host is not one an endpoint can name.
+    #[error("--host {host:?}: the endpoint {endpoint:?} {reason}")]
+    BadHost {
+        /// The host.
+        host: String,
+        /// The endpoint it gives.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Reading the CA, writing a file, or a config that does not load.
+    #[error(transparent)]
+    Network(#[from] crate::Error),
+    /// The next config is not a valid update of the config in force.
+    #[error("the next config would not be a valid update: {0}")]
+    Invalid(#[from] UpdateError),
+}
+
+/// The joiner's endpoints: router, consenter, assembler, one batcher per shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinerEndpoints {
+    /// The router's.
+    pub router: String,
+    /// The consenter's.
+    pub consenter: String,
+    /// The assembler's.
+    pub assembler: String,
+    /// The batchers', in shard order.
+    pub batchers: Vec<String>,
+}
+
+/// The highest port of any endpoint of `file` (0 when none parses).
+pub fn highest_port(file: &NetworkFile) -> u16 {
+    crate::update::endpoints_in_use(file)
+        .iter()
+        .filter_map(|(_, e)| Endpoint::parse(e).ok())
+        .map(|e| e.port())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `host:port`, bracketing an IPv6 host.
+fn endpoint(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The endpoints of party `party` joining `file` on `host`: from the highest port in use
+/// plus one, in the generated layout's order.
+pub fn joiner_endpoints(
+    file: &NetworkFile,
+    party: PartyId,
+    host: &str,
+) -> Result<JoinerEndpoints, PartyAddError> {
+    let highest = highest_port(file);
+    let needed = file.shards.saturating_add(3);
+    let overflow = move || PartyAddError::PortOverflow {
+        party,
+        highest,
+        needed,
+    };
+    let base = highest.checked_add(1).ok_or_else(overflow)?;
+    // `port_of` lays out party 1 from `base`: the offsets of a party's nodes.
+    let port = |node: Node| super::port_of(base, file.shards, node).ok_or_else(overflow);
+    let at = |node: Node| -> Result<String, PartyAddError> {
+        let text = endpoint(host, port(node)?);
+        Endpoint::parse(&text).map_err(|reason| PartyAddError::BadHost {
+            host: host.to_string(),
+            endpoint: text.clone(),
+            reason,
+        })?;
+        Ok(text)
+    };
+    Ok(JoinerEndpoints {
+        router: at(Node::Router(1))?,
+        consenter: at(Node::Consenter(1))?,
+        assembler: at(Node::Assembler(1))?,
+        batchers: (0..file.shards)
+            .map(|shard| at(Node::Batcher { party: 1, shard }))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// The host of `file`'s last party's router (`None` without parties).
+fn default_host(file: &NetworkFile) -> Option<String> {
+    let router = &file.parties.last()?.router;
+    let host = router.rsplit_once(':').map_or(router.as_str(), |(h, _)| h);
+    Some(host.trim_start_matches('[').trim_end_matches(']').to_string())
+}
+
+/// Issues party N + 1's keys and certificates into `spec.dir` and gives the next config
+/// that adds it. Everything is made and checked in memory first — the next config must be
+/// a valid update of `current` (`crate::update::propose`) — and no file it writes may
+/// exist; then the certificates and keys are written.
+pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded, PartyAddError> {
+    if crate::k8s::shared_dir(&spec.dir).exists() {
+        return Err(PartyAddError::Kubernetes { dir: spec.dir.clone() });
+    }
+    let file = current.file();
+    let party = current
+        .n()
+        .checked_add(1)
+        .ok_or(PartyAddError::NoSlot { parties: current.n() })?;
+    let host = spec
+        .host
+        .clone()
+        .or_else(|| default_host(file))
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let endpoints = joiner_endpoints(file, party, &host)?;
+    let consenter = node_key(spec.seed, Node::Consenter(party));
+    let admin = admin_key(spec.seed, party);
+    let mut key_files = vec![(Node::Consenter(party), consenter)];
+    let mut batchers = Vec::new();
+    for (shard, endpoint) in (0..file.shards).zip(&endpoints.batchers) {
+        let node = Node::Batcher { party, shard };
+        let key = node_key(spec.seed, node);
+        batchers.push(BatcherFile {
+            shard,
+            endpoint: endpoint.clone(),
+            public_key: key.public_key().to_string(),
+        });
+        key_files.push((node, key));
+    }
+    let mut next = file.clone();
+    next.sequence = file.sequence.checked_add(1).ok_or(UpdateError::SequenceOverflow {
+        current: file.sequence,
+    })?;
+    next.parties.push(PartyFile {
+        id: party,
+        router: endpoints.router.clone(),
+        consenter: KeyedEndpoint {
+            endpoint: endpoints.consenter.clone(),
+            public_key: key_files[0].1.public_key().to_string(),
+        },
+        assembler: Some(endpoints.assembler.clone()),
+        batchers,
+        admin_key: Some(admin.public_key().to_string()),
+    });
+    let issued = match next.tls.as_mut() {
+        None => Vec::new(),
+        Some(tls) => {
+            let issuer = network_issuer(&spec.dir, tls)?;
+            let mut issued = Vec::new();
+            for (peer, at) in ordering_nodes(party, &endpoints) {
+                let cert = issue(&issuer, peer, &crate::tls::cert_name(peer), &host_of(at))?;
+                tls.certificates.push(cert.entry.clone());
+                issued.push(cert);
+            }
+            issued
+        }
+    };
+    crate::update::propose(current, &next)?;
+    let paths = planned_paths(&spec.dir, party, &key_files, &issued);
+    if let Some(path) = paths.iter().find(|p| p.exists()) {
+        return Err(PartyAddError::Exists {
+            party,
+            path: path.clone(),
+        });
+    }
+    for cert in &issued {
+        cert.write(&spec.dir)?;
+    }
+    let mut written = Vec::with_capacity(key_files.len());
+    for (node, key) in &key_files {
+        if let Some(path) = key_file_path(&spec.dir, *node) {
+            write_key(&path, key)?;
+            written.push((*node, path));
+        }
+    }
+    let admin_key_file = admin_key_path(&spec.dir, party);
+    write_key(&admin_key_file, &admin)?;
+    Ok(PartyAdded {
+        party,
+        next,
+        key_files: written,
+        admin_key_file,
+        certificates: issued.iter().map(|c| c.entry.name.clone()).collect(),
+    })
+}
+
+/// The joiner's ordering nodes with their endpoints, in the generated layout's order.
+fn ordering_nodes(party: PartyId, e: &JoinerEndpoints) -> Vec<(Peer, &str)> {
+    let node = |role, shard| Peer { role, party, shard };
+    let mut out = vec![
+        (node(Role::Router, None), e.router.as_str()),
+        (node(Role::Consenter, None), e.consenter.as_str()),
+        (node(Role::Assembler, None), e.assembler.as_str()),
+    ];
+    for (shard, b) in (0..).zip(&e.batchers) {
+        out.push((node(Role::Batcher, Some(shard)), b.as_str()));
+    }
+    out
+}
+
+/// The host of `host:port`, without brackets.
+fn host_of(endpoint: &str) -> String {
+    let host = endpoint.rsplit_once(':').map_or(endpoint, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']').to_string()
+}
+
+/// Every file [`add_party`] writes.
+fn planned_paths(
+    dir: &Path,
+    party: PartyId,
+    keys: &[(Node, crypto::SigningKey)],
+    issued: &[Issued],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = keys
+        .iter()
+        .filter_map(|(node, _)| key_file_path(dir, *node))
+        .collect();
+    out.push(admin_key_path(dir, party));
+    for cert in issued {
+        let (pem, key) = crate::tls::tls_paths(dir, &cert.entry.name);
+        out.extend([pem, key]);
+    }
+    out
+}
