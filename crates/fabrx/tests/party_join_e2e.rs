@@ -253,7 +253,7 @@ fn a_fifth_partys_consenter_joins_under_load_and_counts_toward_the_quorum() {
         "--network",
         s(&dir),
         "--seed",
-        "party-5",
+        "5",
         "--out",
         s(&next),
     ]);
