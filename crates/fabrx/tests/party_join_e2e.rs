@@ -385,6 +385,19 @@ fn a_fifth_partys_consenter_joins_under_load_and_counts_toward_the_quorum() {
         last["signers"].as_array().unwrap().iter().any(|s| s == 5),
         "the last block is not signed by the joiner: {last}"
     );
+    // Every genesis assembler fetches from party 5's batchers of both shards now.
+    for n in network(&dir)["nodes"].as_array().unwrap() {
+        if n["role"] == "assembler" {
+            let text = std::fs::read_to_string(n["log"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                text.matches("a joined party's batcher is fetched from from now on")
+                    .count(),
+                2,
+                "{}",
+                n["name"]
+            );
+        }
+    }
     // Party 5's batchers started their cores at the decision that added the party.
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
