@@ -67,6 +67,10 @@ pub struct Config {
     /// The network's config rules, genesis config and this node's consenter keys: the
     /// consenters then order config updates (ADR 0018). `None`: updates are refused.
     pub reconfig: Option<Reconfig>,
+    /// Files a next consenter key may be in (docs/reconfiguration.md "Rotating a
+    /// consenter's signing key"): read when a set puts in force a key for this node's
+    /// slot that it does not hold, so an operator may write the file while the node runs.
+    pub next_key_files: Vec<PathBuf>,
 }
 
 /// The layout of an Arma consenter's data directory, in one place for every way a node
@@ -273,6 +277,52 @@ pub struct NodeApp {
     queue: HandoffQueue,
     verified: VerifiedCache,
     peers: Arc<Peers>,
+    next_key_files: Vec<PathBuf>,
+}
+
+impl NodeApp {
+    /// `found`, or — when it names this node's slot without a signer (the set names a
+    /// key the node does not hold) — the set again after the next key files were read.
+    fn with_next_keys(
+        &mut self,
+        found: Option<bft::Membership>,
+        again: impl FnOnce(&mut ArmaApp) -> Option<bft::Membership>,
+    ) -> Option<bft::Membership> {
+        let m = found?;
+        let slot = self.app.reconfig_party().and_then(|p| p.checked_sub(1));
+        let missing = m.id.is_none() && slot.is_some_and(|s| s < m.n);
+        if !missing || self.next_key_files.is_empty() {
+            return Some(m);
+        }
+        let mut read = 0;
+        for path in &self.next_key_files {
+            match crypto::read_key_file(path) {
+                Ok(k) => {
+                    self.app.hold_key(k);
+                    read += 1;
+                }
+                Err(e) => tracing::debug!(path = %path.display(), error = %e, "no next consenter key here"),
+            }
+        }
+        if read == 0 {
+            tracing::error!(
+                epoch = m.epoch,
+                "the consenter set in force names a key for this node that it does not hold (write it to a next key file): it does not vote in this set"
+            );
+            return Some(m);
+        }
+        let again = again(&mut self.app);
+        match &again {
+            Some(a) if a.id.is_some() => {
+                tracing::info!(epoch = a.epoch, "this consenter signs with its next key from now on")
+            }
+            _ => tracing::error!(
+                epoch = m.epoch,
+                "no next key file holds the key the consenter set in force names for this node: it does not vote in this set"
+            ),
+        }
+        again.or(Some(m))
+    }
 }
 
 impl NodeApp {
@@ -374,11 +424,13 @@ impl Application for NodeApp {
     }
 
     fn membership(&mut self) -> Option<bft::Membership> {
-        self.app.membership()
+        let found = self.app.membership();
+        self.with_next_keys(found, ArmaApp::membership)
     }
 
     fn membership_from(&mut self, decision: &Decision, epoch: u64) -> Option<bft::Membership> {
-        self.app.membership_from(decision, epoch)
+        let found = self.app.membership_from(decision, epoch);
+        self.with_next_keys(found, |app| app.membership_from(decision, epoch))
     }
 
     fn install_snapshot(&mut self, seq: Seq, snapshot: &[u8]) -> bool {
@@ -634,6 +686,7 @@ fn restore(
         queue: queue.clone(),
         verified: verified.clone(),
         peers,
+        next_key_files: cfg.next_key_files.clone(),
     };
     let verifier = Arc::new(EngineVerifier::new(keys));
     let (replica, replayed) = Replica::restore(

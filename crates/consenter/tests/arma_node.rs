@@ -90,6 +90,7 @@ fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
             Duration::from_secs(1)
         },
         retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
+        next_key_files: Vec::new(),
         reconfig: None,
     }
 }

@@ -213,6 +213,7 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
         streams: streams(&args),
         snapshot_interval: Duration::from_secs(1),
         retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
+        next_key_files: Vec::new(),
         reconfig: None,
     })
 }
@@ -252,7 +253,20 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
         .read_node_key(netconfig::Node::Consenter(party), &key_file)
         .with_context(|| format!("party {party}'s consenter key"))?;
     cfg.reconfig = Some(reconfig(&config, party, own, &args.next_key_file)?);
+    cfg.next_key_files = next_key_files(&key_file, &args.next_key_file);
     Ok(cfg)
+}
+
+/// Where the node looks for a next key when a set names one it does not hold: the
+/// `--next-key-file`s, then `<key file>` with `.next.key` in place of `.key` (the
+/// batchers' convention), read at that switch.
+fn next_key_files(key_file: &Path, given: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = given.to_vec();
+    let default = key_file.with_extension("next.key");
+    if !files.contains(&default) {
+        files.push(default);
+    }
+    files
 }
 
 /// `--join`: party P's consenter joining the network of genesis config `genesis` (at
@@ -289,6 +303,7 @@ fn joining_config(
         .read_node_key(netconfig::Node::Consenter(party), &key_file)
         .with_context(|| format!("party {party}'s consenter key"))?;
     cfg.reconfig = Some(reconfig(genesis, party, own, &args.next_key_file)?);
+    cfg.next_key_files = next_key_files(&key_file, &args.next_key_file);
     Ok(cfg)
 }
 

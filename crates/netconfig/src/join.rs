@@ -120,6 +120,7 @@ impl NetworkConfig {
             streams: consenter::decisions_service::StreamLimits::default(),
             snapshot_interval: Duration::from_secs(1),
             retain_decisions: consenter::node::DEFAULT_RETAIN_DECISIONS,
+            next_key_files: Vec::new(),
             reconfig: None,
         })
     }

@@ -210,6 +210,24 @@ impl ArmaApp {
         })
     }
 
+    /// This node's party, for an application that orders updates.
+    pub fn reconfig_party(&self) -> Option<types::PartyId> {
+        self.reconfig.as_ref().map(|r| r.party)
+    }
+
+    /// Holds one more consenter signing key (a next key the shell read from a file when
+    /// a config in force named a key for this node it did not hold); a key held already
+    /// changes nothing. `false` for an application that orders no updates.
+    pub fn hold_key(&mut self, key: crypto::SigningKey) -> bool {
+        let Some(r) = self.reconfig.as_mut() else {
+            return false;
+        };
+        if !r.keys.iter().any(|k| k.public_key() == key.public_key()) {
+            r.keys.push(key);
+        }
+        true
+    }
+
     /// The state (after the last applied decision).
     pub fn state(&self) -> &ArmaState {
         &self.state
