@@ -314,7 +314,10 @@ impl NodeApp {
         let again = again(&mut self.app);
         match &again {
             Some(a) if a.id.is_some() => {
-                tracing::info!(epoch = a.epoch, "this consenter signs with its next key from now on")
+                tracing::info!(
+                    epoch = a.epoch,
+                    "this consenter signs with its next key from now on"
+                )
             }
             _ => tracing::error!(
                 epoch = m.epoch,
@@ -634,6 +637,20 @@ fn reconcile_log(
     Ok(())
 }
 
+/// The Submit handler's cache of verified requests, for `app`'s config in force.
+fn verified_cache(app: &ArmaApp, reconfig: Option<&Reconfig>) -> VerifiedCache {
+    Arc::new(Mutex::new(Verified {
+        set: HashSet::new(),
+        order: VecDeque::new(),
+        cap: VERIFIED_CACHE,
+        primaries: app.primaries(),
+        arma: Arc::new(app.config().clone()),
+        epoch: app.state().epoch,
+        config: reconfig.map(|r| (Arc::clone(&r.rules), Arc::new(app.config_in_force().to_vec()))),
+        updates: VecDeque::new(),
+    }))
+}
+
 /// Restores the replica, the application (from the snapshot) and the sink, and brings
 /// the log up to the WAL.
 fn restore(
@@ -665,19 +682,7 @@ fn restore(
         Some(r) => ArmaApp::reconfigurable(cfg.arma.clone(), state, r.clone())?,
         None => ArmaApp::new(cfg.arma.clone(), state),
     };
-    let verified = Arc::new(Mutex::new(Verified {
-        set: HashSet::new(),
-        order: VecDeque::new(),
-        cap: VERIFIED_CACHE,
-        primaries: app.primaries(),
-        arma: Arc::new(app.config().clone()),
-        epoch: app.state().epoch,
-        config: cfg
-            .reconfig
-            .as_ref()
-            .map(|r| (Arc::clone(&r.rules), Arc::new(app.config_in_force().to_vec()))),
-        updates: VecDeque::new(),
-    }));
+    let verified = verified_cache(&app, cfg.reconfig.as_ref());
     if let Some(r) = &cfg.reconfig {
         follow_peers(&peers, r.rules.as_ref(), app.config_in_force());
     }

@@ -85,22 +85,7 @@ pub(super) async fn start(
     let stats = Arc::new(stats);
     let mut parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
     if config.joining && progress == Progress::GENESIS {
-        let (follower, rx) = super::join::follower(&parts, &config);
-        let waiting = super::join::Waiting {
-            follower,
-            party: config.batcher.party,
-            rx,
-        };
-        progress = super::join::wait(waiting)
-            .await
-            .ok_or_else(|| stopped("the decisions follower ended while the party was joining"))?;
-        // The sets the waiting follower learned (persisted at each switch).
-        parts.sets = super::decisions::load_sets(&config)?;
-        parts
-            .tx_persist
-            .send(Job::Progress(progress, Vec::new()))
-            .await
-            .map_err(|_| stopped("the persister ended"))?;
+        progress = join(&config, &mut parts).await?;
     }
     let start = TermInfo {
         term: progress.term,
@@ -160,6 +145,28 @@ pub(super) async fn start(
         "batcher starting"
     );
     parts.launch(config, core, initial, progress, addr)
+}
+
+/// A joining node with no progress yet: waits for the decision that adds its party
+/// (`super::join`) and persists the progress it starts from.
+async fn join(config: &Config, parts: &mut Parts) -> Result<Progress> {
+    let (follower, rx) = super::join::follower(parts, config);
+    let waiting = super::join::Waiting {
+        follower,
+        party: config.batcher.party,
+        rx,
+    };
+    let progress = super::join::wait(waiting)
+        .await
+        .ok_or_else(|| stopped("the decisions follower ended while the party was joining"))?;
+    // The sets the waiting follower learned (persisted at each switch).
+    parts.sets = super::decisions::load_sets(config)?;
+    parts
+        .tx_persist
+        .send(Job::Progress(progress, Vec::new()))
+        .await
+        .map_err(|_| stopped("the persister ended"))?;
+    Ok(progress)
 }
 
 /// The channels and shared state the tasks are built from.
