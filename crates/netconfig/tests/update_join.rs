@@ -107,6 +107,7 @@ fn refused_cert(e: &UpdateError) -> Option<&UpdateError> {
 #[test]
 fn the_next_config_of_party_add_is_a_valid_join() {
     let net = net_with(true);
+    let peer_keys = std::fs::read_to_string(netconfig::peer_keys_path(net.dir.path())).unwrap();
     let added = add_party(&net.config, &spec(&net)).unwrap();
     assert_eq!(added.party, 5);
     assert_eq!(added.next.sequence, 1);
@@ -146,9 +147,11 @@ fn the_next_config_of_party_add_is_a_valid_join() {
         p5.consenter.public_key,
         g5.config.file().parties[4].consenter.public_key
     );
-    // The genesis peer-keys file is left as generated (four consenters).
-    let peer_keys = std::fs::read_to_string(netconfig::peer_keys_path(dir)).unwrap();
-    assert_eq!(peer_keys.lines().count(), 4);
+    // The genesis peer-keys file is left as generated.
+    assert_eq!(
+        std::fs::read_to_string(netconfig::peer_keys_path(dir)).unwrap(),
+        peer_keys
+    );
 
     let proposed = update::propose(&net.config, &added.next).unwrap();
     let next = verdict(&net, &added.next).unwrap();
@@ -159,7 +162,7 @@ fn the_next_config_of_party_add_is_a_valid_join() {
     assert_eq!(lines[1], "party 5 added");
     assert_eq!(lines[2], "party 5 router: 127.0.0.1:7091");
     assert_eq!(lines[3], "party 5 consenter endpoint: 127.0.0.1:7092");
-    assert!(lines[9].starts_with("party 5 admin key: ed25519:"), "{lines:?}");
+    assert!(lines[10].starts_with("party 5 admin key: ed25519:"), "{lines:?}");
     assert!(
         lines
             .iter()
@@ -171,7 +174,7 @@ fn the_next_config_of_party_add_is_a_valid_join() {
     let before = std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap();
     let e = add_party(&net.config, &spec(&net)).unwrap_err();
     assert!(
-        matches!(&e, PartyAddError::Exists { party: 5, path } if path.ends_with("tls/router-5.pem")),
+        matches!(&e, PartyAddError::Exists { party: 5, path } if path.ends_with("keys/party-5/consenter.key")),
         "{e:?}"
     );
     assert_eq!(std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap(), before);
@@ -401,11 +404,14 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
     assert_eq!(e.batchers, ["10.0.0.5:60004", "10.0.0.5:60005"]);
     let e = joiner_endpoints(&file, 5, "::1").unwrap();
     assert_eq!(e.consenter, "[::1]:60002");
-    // Five ports needed after 65530: the last batcher would be 65536.
+    // Five ports after 65530 fit (the last batcher on 65535); after 65531 they do not.
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65530".into();
+    let e = joiner_endpoints(&file, 5, "h").unwrap();
+    assert_eq!(e.batchers, ["h:65534", "h:65535"]);
+    file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65531".into();
     let e = joiner_endpoints(&file, 5, "h").unwrap_err();
     assert!(
-        matches!(e, PartyAddError::PortOverflow { party: 5, highest: 65530, needed: 5 }),
+        matches!(e, PartyAddError::PortOverflow { party: 5, highest: 65531, needed: 5 }),
         "{e:?}"
     );
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65535".into();
@@ -413,6 +419,7 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
         joiner_endpoints(&file, 5, "h").unwrap_err(),
         PartyAddError::PortOverflow { highest: 65535, .. }
     ));
+    file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:60000".into();
     assert!(matches!(
         joiner_endpoints(&file, 5, "bad host").unwrap_err(),
         PartyAddError::BadHost { .. }
