@@ -51,7 +51,15 @@ fn sign_by_three(net: &Path, update: &Path) {
     for p in ["1", "2", "3"] {
         let key = net.join(format!("keys/party-{p}/admin.key"));
         ok(&fabrx(&[
-            "network", "update", "sign", "--update", s(update), "--party", p, "--key", s(&key),
+            "network",
+            "update",
+            "sign",
+            "--update",
+            s(update),
+            "--party",
+            p,
+            "--key",
+            s(&key),
         ]));
     }
 }
@@ -67,18 +75,43 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
     let tmp = tempfile::tempdir().unwrap();
     let net = tmp.path().join("net");
     ok(&fabrx(&[
-        "network", "generate", "--parties", "4", "--shards", "2", "--dir", s(&net), "--seed", "7",
+        "network",
+        "generate",
+        "--parties",
+        "4",
+        "--shards",
+        "2",
+        "--dir",
+        s(&net),
+        "--seed",
+        "7",
     ]));
     let next = tmp.path().join("next.json");
     let line = ok(&fabrx(&[
-        "network", "party", "add", "--network", s(&net), "--out", s(&next), "--seed", "7",
+        "network",
+        "party",
+        "add",
+        "--network",
+        s(&net),
+        "--out",
+        s(&next),
+        "--seed",
+        "7",
     ]));
     assert_eq!(line.lines().count(), 1, "{line}");
     assert!(line.starts_with("party 5: keys in "), "{line}");
-    assert!(line.contains("TLS certificates router-5, consenter-5, assembler-5, batcher-5-0, batcher-5-1"), "{line}");
+    assert!(
+        line.contains("TLS certificates router-5, consenter-5, assembler-5, batcher-5-0, batcher-5-1"),
+        "{line}"
+    );
     assert!(line.contains("sequence 1"), "{line}");
     assert!(line.contains("fabrx network update propose"), "{line}");
-    for f in ["keys/party-5/admin.key", "keys/party-5/consenter.key", "keys/party-5/batcher-1.key", "tls/assembler-5.pem"] {
+    for f in [
+        "keys/party-5/admin.key",
+        "keys/party-5/consenter.key",
+        "keys/party-5/batcher-1.key",
+        "tls/assembler-5.pem",
+    ] {
         assert!(net.join(f).exists(), "{f}");
     }
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&next).unwrap()).unwrap();
@@ -88,30 +121,92 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
     assert_eq!(file["parties"][4]["router"], "127.0.0.1:7091");
 
     // An existing --out is refused, and so is a second party 5 on the same directory.
-    let e = refused(&fabrx(&["network", "party", "add", "--network", s(&net), "--out", s(&next)]));
+    let e = refused(&fabrx(&[
+        "network",
+        "party",
+        "add",
+        "--network",
+        s(&net),
+        "--out",
+        s(&next),
+    ]));
     assert!(e.contains("already exists: choose another --out"), "{e}");
     let again = tmp.path().join("again.json");
-    let e = refused(&fabrx(&["network", "party", "add", "--network", s(&net), "--out", s(&again)]));
-    assert!(e.contains("already exists: party 5's keys or certificates were issued before"), "{e}");
+    let e = refused(&fabrx(&[
+        "network",
+        "party",
+        "add",
+        "--network",
+        s(&net),
+        "--out",
+        s(&again),
+    ]));
+    assert!(
+        e.contains("already exists: party 5's keys or certificates were issued before"),
+        "{e}"
+    );
     assert!(!again.exists());
 
     let update = tmp.path().join("update.json");
     let proposed = ok(&fabrx(&[
-        "network", "update", "propose", "--network", s(&net), "--next", s(&next), "--out", s(&update),
+        "network",
+        "update",
+        "propose",
+        "--network",
+        s(&net),
+        "--next",
+        s(&next),
+        "--out",
+        s(&update),
     ]));
     assert!(proposed.contains("  party 5 added\n"), "{proposed}");
-    assert!(proposed.contains("  party 5 router: 127.0.0.1:7091\n"), "{proposed}");
-    assert!(proposed.contains("  tls certificate router-5 added (router of party 5, sha256 "), "{proposed}");
+    assert!(
+        proposed.contains("  party 5 router: 127.0.0.1:7091\n"),
+        "{proposed}"
+    );
+    assert!(
+        proposed.contains("  tls certificate router-5 added (router of party 5, sha256 "),
+        "{proposed}"
+    );
     // Two signatures are not enough; three of four are.
     for p in ["1", "2"] {
         let key = net.join(format!("keys/party-{p}/admin.key"));
-        ok(&fabrx(&["network", "update", "sign", "--update", s(&update), "--party", p, "--key", s(&key)]));
+        ok(&fabrx(&[
+            "network",
+            "update",
+            "sign",
+            "--update",
+            s(&update),
+            "--party",
+            p,
+            "--key",
+            s(&key),
+        ]));
     }
-    let e = refused(&fabrx(&["network", "update", "verify", "--network", s(&net), "--update", s(&update)]));
+    let e = refused(&fabrx(&[
+        "network",
+        "update",
+        "verify",
+        "--network",
+        s(&net),
+        "--update",
+        s(&update),
+    ]));
     assert!(e.contains("2 admin signatures, the update policy needs 3"), "{e}");
     sign_by_three(&net, &update);
-    let verified = ok(&fabrx(&["network", "update", "verify", "--network", s(&net), "--update", s(&update)]));
-    assert!(verified.contains("replaces sequence 0 with 1; signed by parties 1, 2, 3"), "{verified}");
+    let verified = ok(&fabrx(&[
+        "network",
+        "update",
+        "verify",
+        "--network",
+        s(&net),
+        "--update",
+        s(&update),
+    ]));
+    assert!(
+        verified.contains("replaces sequence 0 with 1; signed by parties 1, 2, 3"),
+        "{verified}"
+    );
 
     // Party 5's router certificate replaced by a self-signed one.
     let router_5 = file["tls"]["certificates"]
@@ -123,20 +218,34 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
         .clone();
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(vec!["fabrx-node".to_string()]).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, "router-5");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "router-5");
     let own = params.self_signed(&key).unwrap();
     let own_sha = hex::encode(Sha256::digest(own.der()));
-    let (old_pem, old_sha) = (router_5["pem"].as_str().unwrap(), router_5["sha256"].as_str().unwrap());
+    let (old_pem, old_sha) = (
+        router_5["pem"].as_str().unwrap(),
+        router_5["sha256"].as_str().unwrap(),
+    );
     let message = "party 5 joins with a TLS certificate that is refused: the TLS certificate router-5 is not signed by the network CA";
 
     // `propose` refuses the edited next config.
     let tampered_next = tmp.path().join("tampered-next.json");
     let text = std::fs::read_to_string(&next).unwrap();
-    let edited = text.replace(&escaped(old_pem), &escaped(&own.pem())).replace(old_sha, &own_sha);
+    let edited = text
+        .replace(&escaped(old_pem), &escaped(&own.pem()))
+        .replace(old_sha, &own_sha);
     assert_ne!(edited, text);
     std::fs::write(&tampered_next, edited).unwrap();
     let e = refused(&fabrx(&[
-        "network", "update", "propose", "--network", s(&net), "--next", s(&tampered_next), "--out",
+        "network",
+        "update",
+        "propose",
+        "--network",
+        s(&net),
+        "--next",
+        s(&tampered_next),
+        "--out",
         s(&tmp.path().join("never.json")),
     ]));
     assert!(e.contains(message), "{e}");
@@ -144,14 +253,24 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
     // An update carrying it (made without `propose`, signed by three) fails `verify`.
     let mut signed: Value = serde_json::from_str(&std::fs::read_to_string(&update).unwrap()).unwrap();
     let config = signed["config"].as_str().unwrap().to_string();
-    let config_edited = config.replace(&escaped(old_pem), &escaped(&own.pem())).replace(old_sha, &own_sha);
+    let config_edited = config
+        .replace(&escaped(old_pem), &escaped(&own.pem()))
+        .replace(old_sha, &own_sha);
     assert_ne!(config_edited, config);
     signed["config"] = config_edited.into();
     signed["signatures"] = Value::Array(Vec::new());
     let tampered = tmp.path().join("tampered.json");
     std::fs::write(&tampered, serde_json::to_string_pretty(&signed).unwrap()).unwrap();
     sign_by_three(&net, &tampered);
-    let e = refused(&fabrx(&["network", "update", "verify", "--network", s(&net), "--update", s(&tampered)]));
+    let e = refused(&fabrx(&[
+        "network",
+        "update",
+        "verify",
+        "--network",
+        s(&net),
+        "--update",
+        s(&tampered),
+    ]));
     assert!(e.contains(message), "{e}");
 }
 
@@ -160,11 +279,29 @@ fn a_kubernetes_network_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let net = tmp.path().join("net");
     ok(&fabrx(&[
-        "network", "generate", "--parties", "4", "--shards", "1", "--dir", s(&net), "--seed", "7", "--k8s",
+        "network",
+        "generate",
+        "--parties",
+        "4",
+        "--shards",
+        "1",
+        "--dir",
+        s(&net),
+        "--seed",
+        "7",
+        "--k8s",
         "fabrx-party{party}",
     ]));
     let next = tmp.path().join("next.json");
-    let e = refused(&fabrx(&["network", "party", "add", "--network", s(&net), "--out", s(&next)]));
+    let e = refused(&fabrx(&[
+        "network",
+        "party",
+        "add",
+        "--network",
+        s(&net),
+        "--out",
+        s(&next),
+    ]));
     assert!(e.contains("laid out for Kubernetes"), "{e}");
     assert!(e.contains("not supported yet"), "{e}");
     assert!(!next.exists());

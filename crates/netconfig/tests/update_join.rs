@@ -121,7 +121,13 @@ fn the_next_config_of_party_add_is_a_valid_join() {
     assert_eq!(batchers, ["127.0.0.1:7094", "127.0.0.1:7095"]);
     assert_eq!(
         added.certificates,
-        ["router-5", "consenter-5", "assembler-5", "batcher-5-0", "batcher-5-1"]
+        [
+            "router-5",
+            "consenter-5",
+            "assembler-5",
+            "batcher-5-0",
+            "batcher-5-1"
+        ]
     );
     // The files, in the generated layout; the consenter key as a seeded generate of
     // 5 parties derives it.
@@ -177,7 +183,10 @@ fn the_next_config_of_party_add_is_a_valid_join() {
         matches!(&e, PartyAddError::Exists { party: 5, path } if path.ends_with("keys/party-5/consenter.key")),
         "{e:?}"
     );
-    assert_eq!(std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap(),
+        before
+    );
 }
 
 #[test]
@@ -226,18 +235,22 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
                     }
                 }
             }),
-            |e| matches!(e, UpdateError::JoinNotNextSlot { party: 6, expected: 5 }),
+            |e| {
+                matches!(
+                    e,
+                    UpdateError::JoinNotNextSlot {
+                        party: 6,
+                        expected: 5
+                    }
+                )
+            },
         ),
-        (
-            "no admin key",
-            Box::new(|f| joiner(f).admin_key = None),
-            |e| matches!(e, UpdateError::JoinWithoutAdminKey { party: 5 }),
-        ),
-        (
-            "no assembler",
-            Box::new(|f| joiner(f).assembler = None),
-            |e| matches!(e, UpdateError::JoinWithoutAssembler { party: 5 }),
-        ),
+        ("no admin key", Box::new(|f| joiner(f).admin_key = None), |e| {
+            matches!(e, UpdateError::JoinWithoutAdminKey { party: 5 })
+        }),
+        ("no assembler", Box::new(|f| joiner(f).assembler = None), |e| {
+            matches!(e, UpdateError::JoinWithoutAssembler { party: 5 })
+        }),
         (
             "no batcher for shard 1",
             Box::new(|f| {
@@ -305,6 +318,20 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
             },
         ),
         (
+            "a certificate for a batcher of shard 2, which the network lacks",
+            Box::new(|f| {
+                let mut extra = cert(f, "batcher-5-1").clone();
+                extra.name = "batcher-5-2".into();
+                extra.shard = Some(2);
+                extra.sha256 = "ef".repeat(32);
+                f.tls.as_mut().unwrap().certificates.push(extra);
+            }),
+            |e| {
+                matches!(e, UpdateError::TlsNewHolder { name, holder }
+                    if name == "batcher-5-2" && holder == "party 5's batcher of shard 2")
+            },
+        ),
+        (
             "a certificate without its PEM",
             Box::new(|f| cert(f, "consenter-5").pem = None),
             |e| matches!(refused_cert(e), Some(UpdateError::TlsCertificateMissing { name }) if name == "consenter-5"),
@@ -345,7 +372,10 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
         let e = verdict(&net, &next).unwrap_err();
         assert!(expect(&e), "{what}: {e:?}");
         let text = e.to_string();
-        assert!(text.contains("party 5") || text.contains("party 6"), "{what}: {text}");
+        assert!(
+            text.contains("party 5") || text.contains("party 6"),
+            "{what}: {text}"
+        );
         // `propose` refuses it alike, before anyone signs.
         assert!(update::propose(&net.config, &next).is_err(), "{what}");
     }
@@ -368,7 +398,10 @@ fn a_join_makes_only_the_joiners_ordering_entry_followed() {
     match verdict(&net, &with_committer) {
         Err(UpdateError::NotFollowed { changes }) => {
             assert_eq!(changes.len(), 1, "{changes:?}");
-            assert!(changes[0].starts_with("committer.parties: 4 → 5 entries"), "{changes:?}");
+            assert!(
+                changes[0].starts_with("committer.parties: 4 → 5 entries"),
+                "{changes:?}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -411,7 +444,14 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65531".into();
     let e = joiner_endpoints(&file, 5, "h").unwrap_err();
     assert!(
-        matches!(e, PartyAddError::PortOverflow { party: 5, highest: 65531, needed: 5 }),
+        matches!(
+            e,
+            PartyAddError::PortOverflow {
+                party: 5,
+                highest: 65531,
+                needed: 5
+            }
+        ),
         "{e:?}"
     );
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65535".into();
