@@ -19,6 +19,9 @@ pub const DEFAULT_CHAIN: &str = "fabrx";
 #[derive(Clone)]
 pub struct ClusterKeys {
     keys: Arc<Vec<PublicKey>>,
+    /// How many of `keys` the cluster id covers: the genesis set's. Replicas that joined
+    /// later ([`ClusterKeys::joined`]) are listed after them and change no id.
+    genesis: usize,
     cluster: [u8; 32],
 }
 
@@ -42,14 +45,34 @@ impl ClusterKeys {
         h.update((chain.len() as u64).to_le_bytes());
         h.update(chain.as_bytes());
         ClusterKeys {
+            genesis: keys.len(),
             keys: Arc::new(keys),
             cluster: h.finalize().into(),
         }
     }
 
-    /// The same keys on chain `chain`.
+    /// The same keys on chain `chain` (the id covers the genesis keys only).
     pub fn with_chain(&self, chain: &str) -> ClusterKeys {
-        ClusterKeys::for_chain(chain, self.keys.as_ref().clone())
+        let genesis = self.keys.get(..self.genesis).unwrap_or_default().to_vec();
+        ClusterKeys::for_chain(chain, genesis).joined(self.joined_keys())
+    }
+
+    /// These keys and `more`, the keys of replicas that joined after the genesis set
+    /// (replica ids `n()..`), under the same cluster and chain id: the envelopes of a
+    /// network keep the id of its genesis set across every config update.
+    pub fn joined(&self, more: &[PublicKey]) -> ClusterKeys {
+        let mut keys = self.keys.as_ref().clone();
+        keys.extend_from_slice(more);
+        ClusterKeys {
+            keys: Arc::new(keys),
+            genesis: self.genesis,
+            cluster: self.cluster,
+        }
+    }
+
+    /// The keys of the replicas that joined after the genesis set.
+    pub fn joined_keys(&self) -> &[PublicKey] {
+        self.keys.get(self.genesis..).unwrap_or_default()
     }
 
     /// The chain id the engine binds into its signed bytes (`bft::Config::chain`).

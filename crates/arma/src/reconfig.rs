@@ -52,6 +52,12 @@ pub struct ConfigView {
     /// The consenters' signing keys in replica order (replica `i` is party `i + 1`'s
     /// consenter).
     pub consenters: Vec<PublicKey>,
+    /// The consenters' `host:port` endpoints in replica order, where their peers dial
+    /// them (empty: the config does not say; a replica set then never grows its links).
+    pub consenter_endpoints: Vec<String>,
+    /// The `host:port` endpoint of every `(party, shard)`'s batcher (empty: the config
+    /// does not say; the batchers' links then never grow).
+    pub batcher_endpoints: BTreeMap<(PartyId, ShardId), String>,
     /// How far past a shard's last ordered seq the consenters count BAFs: every
     /// consenter must use the same value, so it is read from the config in force.
     pub max_seqs_ahead: u64,

@@ -195,6 +195,7 @@ impl Net {
             shell: shell(),
             content: self.content.clone(),
             next_key_files: Vec::new(),
+            joining: false,
         }
     }
 
@@ -706,6 +707,7 @@ async fn a_full_mempool_answers_a_clear_refusal() {
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
         next_key_files: Vec::new(),
+        joining: false,
     };
     let node = batcher::node::spawn(config, Deps::default()).await.unwrap();
     let mut intake = Intake::open(node.addr).await;
@@ -754,6 +756,7 @@ async fn a_node_with_missing_peers_or_oversized_batches_is_refused() {
         shell: shell(),
         content: batcher::node::RequestContent::Opaque,
         next_key_files: Vec::new(),
+        joining: false,
     };
     let mut missing = base.clone();
     missing.peers.remove(&3);

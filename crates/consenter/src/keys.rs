@@ -29,6 +29,18 @@ pub enum NodeKeys {
         /// Every replica's public key, in replica order.
         peers: std::path::PathBuf,
     },
+    /// A replica joining a running network (docs/reconfiguration.md "Adding a party"):
+    /// its key file, the genesis set's public keys (they make the cluster id every
+    /// envelope carries) and the keys of the replicas past them up to and including this
+    /// one (replica ids `genesis.len()..`), from the config that adds it.
+    Joining {
+        /// This replica's key file.
+        key: std::path::PathBuf,
+        /// The genesis consenter set's public keys, in replica order.
+        genesis: Vec<PublicKey>,
+        /// The keys of the replicas after the genesis set, this one last.
+        joined: Vec<PublicKey>,
+    },
     /// Tests and demos: Ed25519 keys derived from seeds `"{prefix}{i}"` (anyone who knows
     /// the prefix has every key).
     Seeded {
@@ -42,6 +54,24 @@ impl NodeKeys {
     pub fn load(&self, me: bft::ReplicaId, n: u32) -> Result<(SigningKey, ClusterKeys)> {
         match self {
             NodeKeys::Seeded { prefix } => Ok(keys_from_seed_prefix(prefix, me, n)),
+            NodeKeys::Joining { key, genesis, joined } => {
+                let config = |reason: String| Error::Config { reason };
+                let own = crypto::read_key_file(key).map_err(|e| config(e.to_string()))?;
+                let slot = genesis.len().saturating_add(joined.len()).saturating_sub(1);
+                if joined.is_empty() || me as usize != slot {
+                    return Err(config(format!(
+                        "a joining replica is the last of the set that adds it: replica {me}, but that \
+                         set has {} replicas",
+                        slot.saturating_add(1)
+                    )));
+                }
+                if joined.last() != Some(&own.public_key()) {
+                    return Err(config(format!(
+                        "the key file is not the key the joining config names for replica {me}"
+                    )));
+                }
+                Ok((own, ClusterKeys::new(genesis.clone()).joined(joined)))
+            }
             NodeKeys::Files { key, peers } => {
                 let config = |reason: String| Error::Config { reason };
                 let own = crypto::read_key_file(key).map_err(|e| config(e.to_string()))?;
@@ -239,9 +269,13 @@ impl ReplayGuard {
     }
 
     /// Records `seq` from `from` if it is above the last accepted one; false if not
-    /// (a replay, a reordered older envelope or an unknown sender).
-    pub fn admit(&self, from: u32, seq: EnvelopeSeq) -> bool {
+    /// (a replay, a reordered older envelope or a sender not among the `known` replicas).
+    /// The guard grows to the `known` replicas (a set that a party joined).
+    pub fn admit(&self, from: u32, seq: EnvelopeSeq, known: u32) -> bool {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if from < known && last.len() <= from as usize {
+            last.resize(from as usize + 1, EnvelopeSeq::default());
+        }
         match last.get_mut(from as usize) {
             Some(l) if seq > *l => {
                 *l = seq;
@@ -290,7 +324,7 @@ pub fn open(
             crypto::verify_consensus_message(key, &bytes, &sig).map_err(|_| reject("invalid signature"))?;
         }
     }
-    if !guard.admit(env.from, seq) {
+    if !guard.admit(env.from, seq, keys.n()) {
         return Err(reject("replayed or stale envelope"));
     }
     let msg = <pb::BftMessage as prost::Message>::decode(env.payload.as_slice())

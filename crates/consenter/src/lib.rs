@@ -28,6 +28,7 @@ mod error;
 pub mod keys;
 pub mod metrics;
 pub mod node;
+pub mod peers;
 pub mod replica;
 pub mod service;
 pub mod submit;

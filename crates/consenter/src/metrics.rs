@@ -35,6 +35,11 @@ pub struct Metrics {
     /// The consenter set's epoch: config updates ordered since the genesis config (every
     /// consenter shows the same value once it applied the same decisions).
     pub config_epoch: IntGauge,
+    /// Replicas in the consenter set in force (grows when a party joins).
+    pub set_members: IntGauge,
+    /// 1 while this replica is a member of the set in force (a joining party's replica
+    /// shows 0 until the decision that adds it, docs/reconfiguration.md), else 0.
+    pub member: IntGauge,
     /// Consensus messages from peers, by `outcome`: `received` (accepted into the
     /// engine) or `rejected` (bad signature, sender or size).
     pub messages: IntCounterVec,
@@ -80,6 +85,11 @@ impl Metrics {
             config_epoch: r.gauge(
                 "config_epoch",
                 "The consenter set's epoch: config updates ordered since the genesis config",
+            )?,
+            set_members: r.gauge("set_members", "Replicas in the consenter set in force")?,
+            member: r.gauge(
+                "member",
+                "1 while this replica is a member of the consenter set in force, else 0",
             )?,
             messages: r.counter_by(
                 "messages_in_total",
@@ -141,6 +151,8 @@ impl Metrics {
         self.view_changing.set(i64::from(status.view_changing));
         self.config_epoch
             .set(i64::try_from(status.epoch).unwrap_or(i64::MAX));
+        self.set_members.set(i64::from(status.members));
+        self.member.set(i64::from(status.member));
         let now = Seen {
             received: S::get(&stats.received),
             rejected: S::get(&stats.rejected),

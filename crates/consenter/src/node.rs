@@ -37,6 +37,7 @@ use crate::decision_wire::to_pb_decision;
 use crate::decisions_service::{DecisionsService, StreamLimits};
 use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
 use crate::metrics::Metrics;
+use crate::peers::Peers;
 pub use crate::replica::Handle;
 use crate::replica::{DecisionSink, Launch, ReplicaConfig, checked, launch};
 use crate::{Error, Result};
@@ -271,6 +272,7 @@ pub struct NodeApp {
     app: ArmaApp,
     queue: HandoffQueue,
     verified: VerifiedCache,
+    peers: Arc<Peers>,
 }
 
 impl NodeApp {
@@ -288,6 +290,23 @@ impl NodeApp {
             v.set.clear();
             v.order.clear();
             v.updates.clear();
+            if let Some((rules, current)) = &v.config {
+                follow_peers(&self.peers, rules.as_ref(), current);
+            }
+        }
+    }
+}
+
+/// Grows the transport's replica set to the consenters of `config` (a party joined).
+fn follow_peers(peers: &Peers, rules: &dyn arma::ConfigRules, config: &[u8]) {
+    match rules.view(config) {
+        Ok(view) => {
+            if let Err(e) = peers.follow(&view.consenters, &view.consenter_endpoints) {
+                tracing::error!(error = %e, "the consenter set in force grew but its new replicas cannot be linked");
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the config in force does not parse: the consenter links do not follow it")
         }
     }
 }
@@ -569,6 +588,7 @@ fn restore(
     cfg: &Config,
     key: crypto::SigningKey,
     keys: ClusterKeys,
+    peers: Arc<Peers>,
     metrics: Metrics,
 ) -> Result<(Replica<NodeApp>, FileWal, ArmaSink, VerifiedCache)> {
     let node = &cfg.node;
@@ -606,10 +626,14 @@ fn restore(
             .map(|r| (Arc::clone(&r.rules), Arc::new(app.config_in_force().to_vec()))),
         updates: VecDeque::new(),
     }));
+    if let Some(r) = &cfg.reconfig {
+        follow_peers(&peers, r.rules.as_ref(), app.config_in_force());
+    }
     let app = NodeApp {
         app,
         queue: queue.clone(),
         verified: verified.clone(),
+        peers,
     };
     let verifier = Arc::new(EngineVerifier::new(keys));
     let (replica, replayed) = Replica::restore(
@@ -662,7 +686,14 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let (node, listen, key, keys) = checked(node)?;
     let cfg = Config { node, ..cfg };
     let metrics = Metrics::register(&deps.registry)?;
-    let (replica, wal, sink, verified) = restore(&cfg, key.clone(), keys.clone(), metrics.clone())?;
+    let peers = Arc::new(Peers::new(keys.clone(), cfg.node.peers.clone()));
+    let (replica, wal, sink, verified) = restore(
+        &cfg,
+        key.clone(),
+        keys.clone(),
+        Arc::clone(&peers),
+        metrics.clone(),
+    )?;
     let decisions = DecisionsService::new(sink.log.reader(), cfg.streams).into_server();
     let config_source: crate::service::ConfigSource = {
         let verified = Arc::clone(&verified);
@@ -677,6 +708,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         cfg: cfg.node,
         key,
         keys,
+        peers,
         replica,
         wal,
         sink,

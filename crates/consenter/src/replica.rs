@@ -17,6 +17,7 @@ use tracing::info;
 
 use crate::decisions::DecisionLog;
 use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier, NodeKeys};
+use crate::peers::Peers;
 use crate::service::{ConsensusService, ServiceDeps, ServiceLimits};
 use crate::submit::{SubmitLimits, Waiters};
 use crate::transport::{GrpcTransport, MAX_MESSAGE_BYTES, QueueLimits, Stats, TransportConfig};
@@ -125,7 +126,11 @@ pub(crate) fn checked(
 ) -> Result<(ReplicaConfig, SocketAddr, crypto::SigningKey, ClusterKeys)> {
     let me: ReplicaId = cfg.engine.id;
     let n = u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX);
-    if n != cfg.engine.n || me >= n {
+    // A joining replica (`NodeKeys::Joining`) starts outside the genesis set: engine id
+    // I ≥ N of the genesis set of N, with a link to each of the I + 1 replicas.
+    let joining =
+        matches!(cfg.keys, NodeKeys::Joining { .. }) && me >= cfg.engine.n && Some(n) == me.checked_add(1);
+    if !joining && (n != cfg.engine.n || me >= n) {
         return Err(Error::Config {
             reason: format!("replica {me} of {} peers, engine n = {}", n, cfg.engine.n),
         });
@@ -134,7 +139,7 @@ pub(crate) fn checked(
         reason: format!("listen address {:?} is not ip:port", cfg.peers[me as usize]),
     })?;
     check_sizes(&cfg)?;
-    let (key, keys) = cfg.keys.load(me, n)?;
+    let (key, keys) = cfg.keys.load(me, cfg.engine.n)?;
     let keys = keys.with_chain(&cfg.chain);
     cfg.engine.chain = keys.chain_id();
     Ok((cfg, listen, key, keys))
@@ -146,11 +151,13 @@ pub(crate) fn checked(
 pub async fn spawn(cfg: ReplicaConfig) -> Result<Handle> {
     let (cfg, listen, key, keys) = checked(cfg)?;
     let (replica, wal, log) = restore(&cfg, key.clone(), keys.clone())?;
+    let peers = Arc::new(Peers::new(keys.clone(), cfg.peers.clone()));
     let node = launch(Launch {
         cfg,
         listen,
         key,
         keys,
+        peers,
         replica,
         wal,
         sink: log,
@@ -212,6 +219,8 @@ pub(crate) struct Launch<A: bft::Application, S> {
     pub key: crypto::SigningKey,
     /// The cluster's keys (with the chain id).
     pub keys: ClusterKeys,
+    /// The replicas the transport links to, growing with the set in force.
+    pub peers: Arc<Peers>,
     /// The restored replica.
     pub replica: Replica<A>,
     /// Its WAL.
@@ -348,11 +357,12 @@ where
         max_waiting: limits.submit_waiting,
     });
     tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
-    let transport = spawn_transport(cfg, epoch, l.key, l.keys.clone(), stats.clone());
+    let transport = spawn_transport(cfg, epoch, l.key, l.keys, stats.clone());
+    l.peers.attach(transport.clone());
     tokio::spawn(sample_metrics(l.metrics, tx_status.subscribe(), stats.clone()));
     let mut service = ConsensusService::new(ServiceDeps {
         me,
-        keys: l.keys,
+        peers: l.peers,
         tx_inbound,
         tx_requests,
         rx_status,

@@ -25,7 +25,8 @@ use wire::pb;
 use wire::pb::bft_consensus_server::{BftConsensus, BftConsensusServer};
 
 use crate::Error;
-use crate::keys::{ClusterKeys, Link, ReplayGuard, open};
+use crate::keys::{Link, ReplayGuard, open};
+use crate::peers::Peers;
 use crate::submit::{Full, Outcome, Waiters};
 use crate::transport::{MAX_MESSAGE_BYTES, Stats};
 
@@ -36,8 +37,8 @@ pub type Inbound = (ReplicaId, Message, OwnedSemaphorePermit);
 pub struct ServiceDeps {
     /// This replica.
     pub me: ReplicaId,
-    /// The consenter set's keys (and chain id).
-    pub keys: ClusterKeys,
+    /// The consenter set's keys (and chain id), growing with the set in force.
+    pub peers: Arc<Peers>,
     /// Verified peer messages for the replica.
     pub tx_inbound: mpsc::Sender<Inbound>,
     /// Client requests for the replica.
@@ -79,7 +80,7 @@ pub struct ConsensusService {
     check: Option<RequestCheck>,
     config: Option<ConfigSource>,
     guard: Arc<ReplayGuard>,
-    budgets: Arc<Vec<Arc<Semaphore>>>,
+    budgets: Arc<std::sync::Mutex<Vec<Arc<Semaphore>>>>,
 }
 
 /// Fixed cost charged per inbound message on top of its payload.
@@ -88,7 +89,7 @@ const INBOUND_OVERHEAD: usize = 256;
 impl ConsensusService {
     /// The service over `deps`.
     pub fn new(deps: ServiceDeps) -> ConsensusService {
-        let n = deps.keys.n();
+        let n = deps.peers.n();
         let budget = deps
             .limits
             .inbound_bytes_per_peer
@@ -98,7 +99,9 @@ impl ConsensusService {
             check: None,
             config: None,
             guard: Arc::new(ReplayGuard::new(n)),
-            budgets: Arc::new((0..n).map(|_| Arc::new(Semaphore::new(budget))).collect()),
+            budgets: Arc::new(std::sync::Mutex::new(
+                (0..n).map(|_| Arc::new(Semaphore::new(budget))).collect(),
+            )),
             deps: Arc::new(deps),
         }
     }
@@ -137,11 +140,20 @@ impl ConsensusService {
     }
 
     /// Takes `size` bytes of `from`'s inbound budget (waits while it is spent).
+    /// A replica that joined the set gets its budget at its first message.
     async fn reserve(&self, from: ReplicaId, size: usize) -> Result<OwnedSemaphorePermit, Status> {
-        let budget = self
-            .budgets
-            .get(from as usize)
-            .ok_or_else(|| Status::permission_denied("unknown sender"))?;
+        let per_peer = self.deps.limits.inbound_bytes_per_peer.get();
+        let budget = {
+            let mut budgets = self.budgets.lock().unwrap_or_else(|e| e.into_inner());
+            let known = self.deps.peers.n() as usize;
+            while budgets.len() < known {
+                budgets.push(Arc::new(Semaphore::new(per_peer.min(Semaphore::MAX_PERMITS))));
+            }
+            budgets
+                .get(from as usize)
+                .cloned()
+                .ok_or_else(|| Status::permission_denied("unknown sender"))?
+        };
         let want = size
             .saturating_add(INBOUND_OVERHEAD)
             .min(self.deps.limits.inbound_bytes_per_peer.get());
@@ -232,7 +244,7 @@ impl BftConsensus for ConsensusService {
         let mut summary = pb::BftExchangeSummary::default();
         while let Some(env) = stream.message().await? {
             let size = env.payload.len();
-            match open(&d.keys, &self.guard, d.me, link, env) {
+            match open(&d.peers.keys(), &self.guard, d.me, link, env) {
                 Ok((from, msg)) => {
                     let permit = self.reserve(from, size).await?;
                     d.tx_inbound

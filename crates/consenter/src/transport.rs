@@ -14,7 +14,7 @@
 //! (heartbeats, state transfer), so dropping old messages is safe.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -93,6 +93,7 @@ struct PeerQueue {
     items: VecDeque<Item>,
     bytes: usize,
     keys: HashMap<[u8; 32], u32>,
+    ready: Arc<Notify>,
 }
 
 impl PeerQueue {
@@ -127,7 +128,6 @@ pub struct Pushed {
 /// peer and in bytes overall, de-duplicated per peer.
 pub struct OutQueues {
     state: Mutex<QueueState>,
-    ready: Vec<Notify>,
     limits: QueueLimits,
 }
 
@@ -139,9 +139,21 @@ impl OutQueues {
                 peers: (0..n).map(|_| PeerQueue::default()).collect(),
                 total: 0,
             }),
-            ready: (0..n).map(|_| Notify::new()).collect(),
             limits,
         }
+    }
+
+    /// Adds queues up to `n` peers (a replica set that grew); never removes one.
+    pub fn grow(&self, n: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while st.peers.len() < n {
+            st.peers.push(PeerQueue::default());
+        }
+    }
+
+    /// Number of peers with a queue.
+    pub fn peers(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).peers.len()
     }
 
     /// The content key of a payload.
@@ -152,7 +164,7 @@ impl OutQueues {
     /// Queues `payload` (with content key `key`) for peer `to`.
     pub fn push(&self, to: usize, key: [u8; 32], payload: Arc<Vec<u8>>) -> Pushed {
         let mut dropped = 0;
-        {
+        let ready = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let Some(q) = st.peers.get_mut(to) else {
                 return Pushed {
@@ -191,11 +203,11 @@ impl OutQueues {
             q.bytes = q.bytes.saturating_add(len);
             *q.keys.entry(key).or_default() += 1;
             q.items.push_back(Item { key, payload });
+            let ready = Arc::clone(&q.ready);
             st.total = st.total.saturating_add(len);
-        }
-        if let Some(r) = self.ready.get(to) {
-            r.notify_one();
-        }
+            ready
+        };
+        ready.notify_one();
         Pushed {
             queued: true,
             dropped,
@@ -206,14 +218,15 @@ impl OutQueues {
     /// removed only when the future completes.
     pub async fn pop(&self, to: usize) -> Arc<Vec<u8>> {
         loop {
-            {
+            let ready = {
                 let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(item) = st.peers.get_mut(to).and_then(PeerQueue::pop) {
                     st.total = st.total.saturating_sub(item.payload.len());
                     return item.payload;
                 }
-            }
-            match self.ready.get(to) {
+                st.peers.get(to).map(|q| Arc::clone(&q.ready))
+            };
+            match ready {
                 Some(r) => r.notified().await,
                 None => std::future::pending::<()>().await,
             }
@@ -253,13 +266,28 @@ pub struct TransportConfig {
     pub sign_envelopes: bool,
 }
 
-/// The engine's [`Transport`] over gRPC.
+/// The engine's [`Transport`] over gRPC. It grows with the replica set
+/// ([`crate::peers::Peers`]): [`GrpcTransport::grow`] adds a queue and a link per new
+/// replica, and broadcasts reach them from then on.
 #[derive(Clone)]
 pub struct GrpcTransport {
     me: ReplicaId,
-    n: u32,
+    n: Arc<AtomicU32>,
     queues: Arc<OutQueues>,
     stats: Arc<Stats>,
+    links: Arc<LinkParams>,
+}
+
+/// What every peer link shares.
+struct LinkParams {
+    key: Arc<SigningKey>,
+    keys: ClusterKeys,
+    backoff_min: Duration,
+    backoff_max: Duration,
+    epoch: u64,
+    sign_envelopes: bool,
+    /// Replicas a link was spawned for (index = replica id).
+    spawned: Mutex<usize>,
 }
 
 impl GrpcTransport {
@@ -270,38 +298,58 @@ impl GrpcTransport {
         keys: ClusterKeys,
         stats: Arc<Stats>,
     ) -> (GrpcTransport, Vec<JoinHandle<()>>) {
-        let key = Arc::new(key);
-        let queues = Arc::new(OutQueues::new(cfg.peers.len(), cfg.limits));
-        let mut tasks = Vec::new();
-        for (to, addr) in cfg.peers.iter().enumerate() {
-            let to = to as ReplicaId;
-            if to == cfg.me {
-                continue;
-            }
-            let link = PeerLink {
-                me: cfg.me,
-                to,
-                addr: addr.clone(),
-                key: key.clone(),
-                keys: keys.clone(),
-                queues: queues.clone(),
-                stats: stats.clone(),
+        let transport = GrpcTransport {
+            me: cfg.me,
+            n: Arc::new(AtomicU32::new(0)),
+            queues: Arc::new(OutQueues::new(0, cfg.limits)),
+            stats,
+            links: Arc::new(LinkParams {
+                key: Arc::new(key),
+                keys,
                 backoff_min: cfg.backoff_min,
                 backoff_max: cfg.backoff_max,
                 epoch: cfg.epoch,
                 sign_envelopes: cfg.sign_envelopes,
+                spawned: Mutex::new(0),
+            }),
+        };
+        let tasks = transport.grow(&cfg.peers);
+        (transport, tasks)
+    }
+
+    /// Adds a queue and a sender task for each replica of `peers` (`host:port`, index =
+    /// replica id) past the ones it has; the ones it has keep their links.
+    pub fn grow(&self, peers: &[String]) -> Vec<JoinHandle<()>> {
+        let mut spawned = self.links.spawned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = Vec::new();
+        if peers.len() <= *spawned {
+            return tasks;
+        }
+        self.queues.grow(peers.len());
+        for (to, addr) in peers.iter().enumerate().skip(*spawned) {
+            let Ok(to) = ReplicaId::try_from(to) else { break };
+            if to == self.me {
+                continue;
+            }
+            let link = PeerLink {
+                me: self.me,
+                to,
+                addr: addr.clone(),
+                key: self.links.key.clone(),
+                keys: self.links.keys.clone(),
+                queues: self.queues.clone(),
+                stats: self.stats.clone(),
+                backoff_min: self.links.backoff_min,
+                backoff_max: self.links.backoff_max,
+                epoch: self.links.epoch,
+                sign_envelopes: self.links.sign_envelopes,
             };
             tasks.push(tokio::spawn(link.run()));
         }
-        (
-            GrpcTransport {
-                me: cfg.me,
-                n: u32::try_from(cfg.peers.len()).unwrap_or(u32::MAX),
-                queues,
-                stats,
-            },
-            tasks,
-        )
+        *spawned = peers.len();
+        self.n
+            .store(u32::try_from(peers.len()).unwrap_or(u32::MAX), Ordering::Release);
+        tasks
     }
 
     fn enqueue(&self, to: ReplicaId, key: [u8; 32], payload: Arc<Vec<u8>>) {
@@ -336,7 +384,7 @@ impl Transport for GrpcTransport {
     }
 
     fn n(&self) -> u32 {
-        self.n
+        self.n.load(Ordering::Acquire)
     }
 }
 

@@ -37,7 +37,7 @@ async fn a_flooding_peer_is_held_at_its_own_budget() {
     let (_tx_status, rx_status) = watch::channel(ShellStatus::default());
     let service = ConsensusService::new(ServiceDeps {
         me: 0,
-        keys: keys.clone(),
+        peers: Arc::new(consenter::peers::Peers::new(keys.clone(), Vec::new())),
         tx_inbound,
         tx_requests,
         rx_status,

@@ -42,12 +42,7 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
     let config = netconfig::NetworkConfig::load(&path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
     config.install_client_tls(&args.network)?;
-    let endpoint = config
-        .party(args.party)?
-        .assembler
-        .as_ref()
-        .with_context(|| format!("party {} has no assembler in {}", args.party, path.display()))?
-        .uri();
+    let endpoint = assembler_of(&config, args.party, &path).await?;
     let keys = config.cluster_keys();
     let rules: std::sync::Arc<dyn arma::ConfigRules> =
         std::sync::Arc::new(netconfig::update::NetworkRules::new());
@@ -98,6 +93,37 @@ pub async fn run(args: BlocksArgs) -> anyhow::Result<()> {
         anyhow::bail!("{failed} of {printed} blocks failed verification");
     }
     Ok(())
+}
+
+/// Party `party`'s assembler endpoint: from the config file, or — for a party that joined
+/// later (docs/reconfiguration.md "Adding a party") — from the config in force as f + 1
+/// consenters answer it, whose TLS section this process then follows.
+async fn assembler_of(
+    config: &netconfig::NetworkConfig,
+    party: u32,
+    path: &std::path::Path,
+) -> anyhow::Result<String> {
+    let in_force;
+    let config = if config.party(party).is_ok() {
+        config
+    } else {
+        let (bytes, _) = crate::config_follow::in_force(config).await.map_err(|e| {
+            anyhow::anyhow!(
+                "party {party} is not in {} and the config in force is unknown: {e}",
+                path.display()
+            )
+        })?;
+        let text = String::from_utf8(bytes).context("the config in force is not UTF-8")?;
+        in_force = netconfig::NetworkConfig::from_json(&text).context("the config in force")?;
+        netconfig::tls::follow::follow(&in_force);
+        &in_force
+    };
+    Ok(config
+        .party(party)?
+        .assembler
+        .as_ref()
+        .with_context(|| format!("party {party} has no assembler"))?
+        .uri())
 }
 
 /// Largest Deliver message read (a block with all its requests).

@@ -17,6 +17,12 @@ pub struct AssemblerArgs {
     /// This assembler's party (1..N).
     #[arg(long)]
     party: u32,
+    /// With `--network` the genesis config: the config that adds this party to the
+    /// running network. The node takes its endpoint and TLS identity from it and builds
+    /// the whole ledger from the other parties' batchers (docs/reconfiguration.md
+    /// "Adding a party").
+    #[arg(long, value_name = "FILE")]
+    join: Option<PathBuf>,
     /// Data directory (created if missing): the party's ledger in `ledger/`.
     #[arg(long)]
     data_dir: PathBuf,
@@ -35,12 +41,28 @@ pub struct AssemblerArgs {
 /// `{"ready":"assembler","party":P,"listen":"ip:port","height":H}` (H: blocks held).
 pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
-    let config = netconfig::NetworkConfig::load(&args.config)
+    let genesis = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    config.install_tls(&args.config, wire::tls::Role::Assembler, args.party, None)?;
+    let joined = match &args.join {
+        Some(path) => {
+            let joined = netconfig::NetworkConfig::load(path)
+                .with_context(|| format!("loading the joining config {}", path.display()))?;
+            genesis.check_join(&joined, args.party)?;
+            Some(joined)
+        }
+        None => None,
+    };
+    let config = joined.as_ref().unwrap_or(&genesis);
+    if config.install_tls(&args.config, wire::tls::Role::Assembler, args.party, None)? && joined.is_some() {
+        // The config that adds the party is newer than any the node meets first.
+        netconfig::tls::follow::follow(config);
+    }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let cfg = config.assembler_node_config(args.party, &args.data_dir, args.listen)?;
+    let cfg = match &joined {
+        Some(joined) => genesis.joining_assembler_config(joined, args.party, &args.data_dir, args.listen)?,
+        None => config.assembler_node_config(args.party, &args.data_dir, args.listen)?,
+    };
     let deps = assembler::node::Deps {
         registry: crate::runner::metrics_with_data_dir(
             "assembler",

@@ -20,6 +20,12 @@ pub struct BatcherArgs {
     /// This batcher's shard (0..S).
     #[arg(long)]
     shard: u32,
+    /// With `--network` the genesis config: the config that adds this party to the
+    /// running network. The node takes its entry, key, endpoint and TLS identity from it,
+    /// follows the decisions until the one that adds its party and starts there
+    /// (docs/reconfiguration.md "Adding a party").
+    #[arg(long, value_name = "FILE")]
+    join: Option<PathBuf>,
     /// Data directory (created if missing): `batches/` and `progress/` journals.
     #[arg(long)]
     data_dir: PathBuf,
@@ -56,14 +62,28 @@ pub struct BatcherArgs {
 /// `{"ready":"batcher","party":P,"shard":S,"listen":"ip:port","term":T}`.
 pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
-    let config = netconfig::NetworkConfig::load(&args.config)
+    let genesis = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    config.install_tls(
+    let joined = match &args.join {
+        Some(path) => {
+            let joined = netconfig::NetworkConfig::load(path)
+                .with_context(|| format!("loading the joining config {}", path.display()))?;
+            genesis.check_join(&joined, args.party)?;
+            Some(joined)
+        }
+        None => None,
+    };
+    let config = joined.as_ref().unwrap_or(&genesis);
+    if config.install_tls(
         &args.config,
         wire::tls::Role::Batcher,
         args.party,
         Some(args.shard),
-    )?;
+    )? && joined.is_some()
+    {
+        // The config that adds the party is newer than any the node meets first.
+        netconfig::tls::follow::follow(config);
+    }
     let node = netconfig::Node::Batcher {
         party: args.party,
         shard: args.shard,
@@ -81,8 +101,17 @@ pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     } else {
         args.next_key_file.clone()
     };
-    let mut cfg =
-        config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?;
+    let mut cfg = match &joined {
+        Some(joined) => genesis.joining_batcher_config(
+            joined,
+            args.party,
+            args.shard,
+            &key_file,
+            args.data_dir,
+            args.listen,
+        )?,
+        None => config.batcher_node_config(args.party, args.shard, &key_file, args.data_dir, args.listen)?,
+    };
     cfg.next_key_files = next_key_files;
     let labels = [("party", args.party), ("shard", args.shard)];
     let deps = batcher::node::Deps {

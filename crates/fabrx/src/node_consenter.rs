@@ -41,6 +41,13 @@ pub struct ConsenterArgs {
     /// This consenter's party (1..N), with `--network`.
     #[arg(long, requires = "config")]
     party: Option<u32>,
+    /// With `--network` (the genesis config): the config that adds this party to the
+    /// running network (the next config of `fabrx network party add`, after the update
+    /// was ordered). The node takes its entry, key, endpoint and TLS identity from it,
+    /// catches up from the other consenters and votes from the decision that added it
+    /// (docs/reconfiguration.md "Adding a party").
+    #[arg(long, requires = "config", value_name = "FILE")]
+    join: Option<PathBuf>,
     /// This consenter's replica id I (index into --peers); replica I is the consenter of
     /// party I + 1.
     #[arg(long, required_unless_present = "config")]
@@ -214,13 +221,16 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
 fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<consenter::node::Config> {
     let config = netconfig::NetworkConfig::load(path)
         .with_context(|| format!("loading the network config {}", path.display()))?;
-    config.install_tls(path, wire::tls::Role::Consenter, party, None)?;
     let dir = netconfig::tls::network_dir(path);
     let key_file = match &args.key_file {
         Some(file) => file.clone(),
         None => netconfig::key_file_path(&dir, netconfig::Node::Consenter(party))
             .context("a consenter has a key file")?,
     };
+    if let Some(join) = &args.join {
+        return joining_config(args, &config, path, join, party, key_file);
+    }
+    config.install_tls(path, wire::tls::Role::Consenter, party, None)?;
     let peer_keys = args
         .peer_keys
         .clone()
@@ -238,7 +248,47 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
         .with_context(|| format!("party {party}'s consenter"))?;
     cfg.node.limits = limits(args);
     cfg.streams = streams(args);
-    cfg.reconfig = Some(reconfig(&config, party, &key_file, &args.next_key_file)?);
+    let own = config
+        .read_node_key(netconfig::Node::Consenter(party), &key_file)
+        .with_context(|| format!("party {party}'s consenter key"))?;
+    cfg.reconfig = Some(reconfig(&config, party, own, &args.next_key_file)?);
+    Ok(cfg)
+}
+
+/// `--join`: party P's consenter joining the network of genesis config `genesis` (at
+/// `path`) with the config that adds it (`join`).
+fn joining_config(
+    args: &ConsenterArgs,
+    genesis: &netconfig::NetworkConfig,
+    path: &Path,
+    join: &Path,
+    party: u32,
+    key_file: PathBuf,
+) -> anyhow::Result<consenter::node::Config> {
+    let joined = netconfig::NetworkConfig::load(join)
+        .with_context(|| format!("loading the joining config {}", join.display()))?;
+    genesis.check_join(&joined, party)?;
+    // Its TLS identity and the table of the config that adds it; the genesis config the
+    // application starts from is older, so the TLS section does not go back to it.
+    if joined.install_tls(path, wire::tls::Role::Consenter, party, None)? {
+        netconfig::tls::follow::follow(&joined);
+    }
+    consenter::node::DataDir(&args.data_dir)
+        .create()
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let paths = netconfig::join::JoiningConsenterPaths {
+        key_file: key_file.clone(),
+        data_dir: args.data_dir.clone(),
+    };
+    let mut cfg = genesis
+        .joining_consenter_config(&joined, party, paths, args.listen)
+        .with_context(|| format!("party {party}'s joining consenter"))?;
+    cfg.node.limits = limits(args);
+    cfg.streams = streams(args);
+    let own = joined
+        .read_node_key(netconfig::Node::Consenter(party), &key_file)
+        .with_context(|| format!("party {party}'s consenter key"))?;
+    cfg.reconfig = Some(reconfig(genesis, party, own, &args.next_key_file)?);
     Ok(cfg)
 }
 
@@ -248,7 +298,7 @@ fn file_config(args: &ConsenterArgs, path: &Path, party: u32) -> anyhow::Result<
 fn reconfig(
     config: &netconfig::NetworkConfig,
     party: u32,
-    key_file: &Path,
+    own: crypto::SigningKey,
     next_key_files: &[PathBuf],
 ) -> anyhow::Result<consenter::application::Reconfig> {
     if config.sequence() != 0 {
@@ -259,11 +309,7 @@ fn reconfig(
             config.sequence()
         );
     }
-    let mut keys = vec![
-        config
-            .read_node_key(netconfig::Node::Consenter(party), key_file)
-            .with_context(|| format!("party {party}'s consenter key"))?,
-    ];
+    let mut keys = vec![own];
     for next in next_key_files {
         keys.push(
             crypto::read_key_file(next).with_context(|| format!("the next key file {}", next.display()))?,

@@ -17,6 +17,12 @@ pub struct RouterArgs {
     /// This router's party (1..N).
     #[arg(long)]
     party: u32,
+    /// With `--network` the genesis config: the config that adds this party to the
+    /// running network; the router takes everything from it (docs/reconfiguration.md
+    /// "Adding a party"). Its batchers take requests once the decision that adds the
+    /// party is known to them.
+    #[arg(long, value_name = "FILE")]
+    join: Option<PathBuf>,
     /// Listen address (`ip:port`; port 0 picks a free port, printed in the ready line).
     /// Default: the party's router endpoint in the config (every interface when it
     /// names a host rather than an IP).
@@ -33,9 +39,17 @@ pub struct RouterArgs {
 /// `{"ready":"router","party":P,"listen":"ip:port","shards":S}`.
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
-    let config = netconfig::NetworkConfig::load(&args.config)
+    let mut config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    config.install_tls(&args.config, wire::tls::Role::Router, args.party, None)?;
+    if let Some(path) = &args.join {
+        let joined = netconfig::NetworkConfig::load(path)
+            .with_context(|| format!("loading the joining config {}", path.display()))?;
+        config.check_join(&joined, args.party)?;
+        config = joined;
+    }
+    if config.install_tls(&args.config, wire::tls::Role::Router, args.party, None)? && args.join.is_some() {
+        netconfig::tls::follow::follow(&config);
+    }
     let mut setup = config.router_setup(args.party, args.listen)?;
     setup.node.server = args.server.limits();
     let mut deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());

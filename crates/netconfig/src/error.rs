@@ -321,6 +321,14 @@ pub enum Error {
         /// The batcher's reason.
         source: batcher::Error,
     },
+    /// A joining party's node cannot start from its genesis and joining configs.
+    #[error("joining party {party}: {reason}")]
+    Join {
+        /// The joining party.
+        party: u32,
+        /// Why not.
+        reason: String,
+    },
     /// The Arma consenter application refuses the config built from the file.
     #[error("consenter config: {reason}")]
     Consenter {

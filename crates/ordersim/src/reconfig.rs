@@ -217,6 +217,9 @@ impl SimConfig {
             shards: self.shards,
             batcher_keys,
             consenters: self.consenters.clone(),
+            // The simulation's links are its kernel's, not dialled endpoints.
+            consenter_endpoints: Vec::new(),
+            batcher_endpoints: BTreeMap::new(),
             max_seqs_ahead: MAX_SEQS_AHEAD,
             batching: BATCHING,
             // The simulation's engine timing stays its own.

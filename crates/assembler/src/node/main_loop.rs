@@ -10,8 +10,8 @@ use arma::{DecisionProof, Request, VerifiedDecision};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
-use tracing::{debug, warn};
-use types::ShardId;
+use tracing::{debug, info, warn};
+use types::{PartyId, ShardId};
 use wire::pb;
 use wire::pb::assembler_client::AssemblerClient;
 use wire::pb::batcher_peer_client::BatcherPeerClient;
@@ -30,7 +30,13 @@ pub(super) struct MainLoop {
     /// The store (`None` while a blocking append holds it).
     pub(super) store: Option<BlockStore>,
     pub(super) lanes: Vec<watch::Sender<LaneView>>,
+    /// Parties of the config in force (the primaries' rotation).
     pub(super) n: u32,
+    /// The network's config rules: a decision's config is read for the parties and
+    /// batchers it adds (`None`: configs are not read).
+    pub(super) rules: Option<std::sync::Arc<dyn arma::ConfigRules>>,
+    /// The batchers in `batchers`, by party and shard.
+    pub(super) linked: std::collections::BTreeSet<(PartyId, ShardId)>,
     pub(super) batchers: BTreeMap<ShardId, Vec<Channel>>,
     /// The other parties' assemblers (`FetchBatch`).
     pub(super) assemblers: Vec<Channel>,
@@ -82,8 +88,37 @@ impl MainLoop {
         m.prefetch_bytes.set(gauge_value(self.core.index_bytes()));
     }
 
+    /// A config in force: its parties rotate the primaries, and a party that joined
+    /// has its batchers fetched from (docs/reconfiguration.md "Adding a party").
+    pub(super) fn follow_config(&mut self, view: &arma::ConfigView) {
+        self.n = self.n.max(view.parties);
+        for ((party, shard), endpoint) in &view.batcher_endpoints {
+            if self.linked.contains(&(*party, *shard)) {
+                continue;
+            }
+            match super::channel(endpoint) {
+                Ok(c) => {
+                    self.batchers.entry(*shard).or_default().push(c);
+                    self.linked.insert((*party, *shard));
+                    info!(
+                        party,
+                        shard, "a joined party's batcher is fetched from from now on"
+                    );
+                }
+                Err(e) => warn!(party, shard, error = %e, "a joined party's batcher endpoint is not usable"),
+            }
+        }
+    }
+
     fn on_decision(&mut self, d: &VerifiedDecision, proof: Arc<DecisionProof>) -> Result<()> {
         self.core.on_decision(proof, &d.headers, &d.terms)?;
+        // Before the term changes below: their primaries rotate over the new parties.
+        if let (Some((_, config)), Some(rules)) = (&d.config, self.rules.clone()) {
+            match rules.view(config) {
+                Ok(view) => self.follow_config(&view),
+                Err(e) => warn!(error = %e, "the config a decision put in force does not parse"),
+            }
+        }
         // A config block's data is the config the decision carried (its hash certified).
         if let Some((_, config)) = &d.config
             && let Some(h) = d.headers.iter().find(|h| h.is_config())

@@ -257,6 +257,8 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     if let Some(bytes) = clients::file::read_if_present(&sets_path).map_err(|e| sets_error(&e))? {
         sets.restore(&bytes).map_err(|e| sets_error(&e))?;
     }
+    // The newest config in force this node saw (a party may have joined since genesis).
+    let newest = sets.newest_view().cloned();
     let follower = Follower {
         consenters,
         sets,
@@ -266,18 +268,21 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         retry: cfg.retry,
     };
     let mut tasks = vec![tokio::spawn(follower.run())];
-    let lanes = prefetchers(&cfg, &tx_batches, &mut tasks)?;
+    let n = newest.as_ref().map_or(cfg.consenter_keys.n(), |v| v.parties);
+    let lanes = prefetchers(&cfg, n, &tx_batches, &mut tasks)?;
     let batchers = shard_batchers(&cfg)?;
     let assemblers = cfg
         .assemblers
         .iter()
         .map(|a| channel(a))
         .collect::<Result<Vec<_>>>()?;
-    let main = MainLoop {
+    let mut main = MainLoop {
         core,
         store: Some(store),
         lanes,
-        n: cfg.consenter_keys.n(),
+        n,
+        rules: cfg.config_rules.clone(),
+        linked: cfg.batchers.keys().copied().collect(),
         batchers,
         assemblers,
         tx_batches,
@@ -285,6 +290,9 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         retry: cfg.retry,
         metrics,
     };
+    if let Some(view) = &newest {
+        main.follow_config(view);
+    }
     info!(party = cfg.party, %addr, from_decision, "assembler started");
     let main = tokio::spawn(main.run(rx_decisions, rx_batches, rx_stop));
     Ok(Handle {
@@ -327,6 +335,7 @@ async fn serve(cfg: &Config, store: &BlockStore, metrics: &Metrics) -> Result<wi
 /// Starts one prefetcher per shard (the party's own batcher); returns their lane views.
 fn prefetchers(
     cfg: &Config,
+    n: u32,
     tx_batches: &mpsc::Sender<OfferedBatch>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<Vec<watch::Sender<LaneView>>> {
@@ -337,7 +346,7 @@ fn prefetchers(
             .get(&(cfg.party, shard))
             .ok_or_else(|| Error::Config(format!("no batcher of party {} shard {shard}", cfg.party)))?;
         let (tx_lane, rx_lane) = watch::channel(LaneView {
-            primary: arma::primary_of(shard, 0, cfg.consenter_keys.n()),
+            primary: arma::primary_of(shard, 0, n),
             term: 0,
             from_seq: 1,
         });

@@ -8,7 +8,6 @@
 //! by a snapshot and skipped it), the follower reads from the other consenters in turn;
 //! every decision's certificate is verified whichever consenter serves it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tracing::{debug, warn};
 use types::digest::{Digest32, batch_digest};
-use types::{BatchId, PartyId, ShardId};
+use types::{BatchId, ShardId};
 use wire::pb;
 use wire::pb::batcher_peer_client::BatcherPeerClient;
 use wire::pb::consenter_client::ConsenterClient;
@@ -103,17 +102,16 @@ pub struct Follower {
     pub shard: ShardId,
     /// The own party's consenter.
     pub consenter: Channel,
-    /// The other consenters, read from only when the own one no longer holds the next
-    /// decision (OUT_OF_RANGE: pruned, or skipped by a state-transfer snapshot) and only
-    /// when `consenter_keys` is set, so what they serve is verified.
-    pub fallbacks: Vec<Channel>,
+    /// The consenters (fallbacks, read from only when the own one no longer holds the
+    /// next decision — OUT_OF_RANGE: pruned, or skipped by a state-transfer snapshot — and
+    /// only when `consenter_keys` is set, so what they serve is verified) and the batchers
+    /// of the shard (for `Fetch`), growing when a party joins.
+    pub book: Arc<super::book::Book>,
     /// The consenter sets whose certificates decisions must carry, by decision
     /// (`None`: unchecked).
     pub sets: Option<arma::ConsenterSets>,
     /// Where the sets learned are persisted.
     pub sets_path: std::path::PathBuf,
-    /// The batchers of the shard (for `Fetch`).
-    pub peers: BTreeMap<PartyId, Channel>,
     /// Batches in memory.
     pub served: Arc<Served>,
     /// The store.
@@ -126,6 +124,9 @@ pub struct Follower {
     pub stats: Arc<Stats>,
     /// The next decision to read.
     pub next: u64,
+    /// Whether ordered batches are resolved to their requests (false: a joining party's
+    /// batcher waiting for the decision that adds it, which needs headers only).
+    pub fetch_batches: bool,
 }
 
 impl Follower {
@@ -138,9 +139,10 @@ impl Follower {
         let mut not_held = 0usize;
         loop {
             let before = self.next;
-            let channel = match source {
-                0 => self.consenter.clone(),
-                i => self.fallbacks[(i - 1) % self.fallbacks.len()].clone(),
+            let fallbacks = self.book.consenters();
+            let channel = match source.checked_sub(1) {
+                Some(i) if !fallbacks.is_empty() => fallbacks[i % fallbacks.len()].clone(),
+                _ => self.consenter.clone(),
             };
             let (reason, out_of_range, ahead) = self.follow(source, channel).await;
             if self.tx.is_closed() {
@@ -156,11 +158,11 @@ impl Follower {
                 source = i;
                 continue;
             }
-            let can_fail_over = self.sets.is_some() && !self.fallbacks.is_empty();
+            let can_fail_over = self.sets.is_some() && !fallbacks.is_empty();
             if out_of_range && can_fail_over {
                 not_held = not_held.saturating_add(1);
-                source = (source % self.fallbacks.len()) + 1;
-                if not_held <= self.fallbacks.len() {
+                source = (source % fallbacks.len()) + 1;
+                if not_held <= fallbacks.len() {
                     // This consenter cannot serve decision `next`: try the next at once.
                     debug!(
                         next = self.next,
@@ -212,7 +214,7 @@ impl Follower {
     /// The sources other than `at`, by source number.
     fn other_sources(&self, at: usize) -> Vec<(usize, Channel)> {
         std::iter::once(self.consenter.clone())
-            .chain(self.fallbacks.iter().cloned())
+            .chain(self.book.consenters())
             .enumerate()
             .filter(|(i, _)| *i != at)
             .collect()
@@ -320,12 +322,16 @@ impl Follower {
                 })
             })?;
             let id = BatchId::new(h.shard, h.primary, h.seq);
-            let batch = self.batch(id, digest).await;
+            let requests = if self.fetch_batches {
+                self.batch(id, digest).await.requests
+            } else {
+                Vec::new()
+            };
             ordered.push(OrderedBatch {
                 id,
                 term: h.term,
                 digest,
-                requests: batch.requests,
+                requests,
             });
         }
         let terms = decision
@@ -373,11 +379,11 @@ impl Follower {
 
     /// Asks the batchers of the shard, the batch's primary first.
     async fn fetch(&self, id: BatchId, digest: Digest32) -> Option<SignedBatch> {
-        let order = self
-            .peers
+        let peers = self.book.peers();
+        let order = peers
             .iter()
-            .filter(|(p, _)| **p == id.primary)
-            .chain(self.peers.iter().filter(|(p, _)| **p != id.primary));
+            .filter(|(p, _)| *p == id.primary)
+            .chain(peers.iter().filter(|(p, _)| *p != id.primary));
         for (party, channel) in order {
             let mut client = BatcherPeerClient::new(channel.clone())
                 .max_decoding_message_size(wire::limits::BATCH.max_bytes);

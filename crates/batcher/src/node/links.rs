@@ -79,8 +79,8 @@ pub struct PullWant {
 pub struct PullCtx {
     /// This batcher's shard.
     pub shard: ShardId,
-    /// Channels to the batchers of the shard.
-    pub peers: BTreeMap<PartyId, Channel>,
+    /// Channels to the batchers of the shard (growing when a party joins).
+    pub book: Arc<super::book::Book>,
     /// What the core wants next (`None`: nothing, e.g. primary or at its bound).
     pub rx_want: watch::Receiver<Option<PullWant>>,
     /// Where pulled batches go.
@@ -120,7 +120,7 @@ pub async fn run_pull(mut ctx: PullCtx) {
     let mut attempt = 0u32;
     loop {
         let want: Option<PullWant> = *ctx.rx_want.borrow_and_update();
-        let (Some(w), Some(channel)) = (want, want.and_then(|w| ctx.peers.get(&w.primary).cloned())) else {
+        let (Some(w), Some(channel)) = (want, want.and_then(|w| ctx.book.peer(w.primary))) else {
             if ctx.rx_want.changed().await.is_err() {
                 return;
             }
@@ -213,7 +213,7 @@ async fn follow_pull(ctx: &mut PullCtx, open: PullWant, mut stream: tonic::Strea
                 continue;
             }
             bump(&ctx.stats.compact_fallbacks);
-            let Some(channel) = ctx.peers.get(&open.primary).cloned() else {
+            let Some(channel) = ctx.book.peer(open.primary) else {
                 return format!("no channel to party {}", open.primary);
             };
             // Bounded, and given up when the core moves on: a primary that accepts the
@@ -321,32 +321,48 @@ pub type Opener<T> = Arc<dyn Fn(BatcherPeerClient<Channel>, ReceiverStream<T>) -
 /// Queues to one client-streaming call per peer (acks or forwards), best effort.
 pub struct PeerSenders<T> {
     txs: BTreeMap<PartyId, mpsc::Sender<T>>,
+    book: Arc<super::book::Book>,
+    shell: ShellConfig,
+    open: Opener<T>,
 }
 
 impl<T: Send + 'static> PeerSenders<T> {
-    /// One task per peer channel, each opening its call when it has something to send.
+    /// One task per peer channel of `book`, each opening its call when it has something
+    /// to send; a peer the book learns later (a party joined) gets its task at its first
+    /// item.
     pub fn spawn(
-        peers: &BTreeMap<PartyId, Channel>,
+        book: &Arc<super::book::Book>,
         shell: ShellConfig,
         open: &Opener<T>,
     ) -> (PeerSenders<T>, Vec<JoinHandle<()>>) {
-        let mut txs = BTreeMap::new();
-        let mut tasks = Vec::new();
-        for (&party, channel) in peers {
-            let (tx, rx) = mpsc::channel(shell.peer_send_queue.get());
-            txs.insert(party, tx);
-            tasks.push(tokio::spawn(run_peer_stream(
-                channel.clone(),
-                rx,
-                Arc::clone(open),
-                shell,
-            )));
-        }
-        (PeerSenders { txs }, tasks)
+        let mut senders = PeerSenders {
+            txs: BTreeMap::new(),
+            book: Arc::clone(book),
+            shell,
+            open: Arc::clone(open),
+        };
+        let tasks = book
+            .peers()
+            .into_iter()
+            .map(|(party, channel)| senders.start(party, channel))
+            .collect();
+        (senders, tasks)
+    }
+
+    fn start(&mut self, party: PartyId, channel: Channel) -> JoinHandle<()> {
+        let (tx, rx) = mpsc::channel(self.shell.peer_send_queue.get());
+        self.txs.insert(party, tx);
+        tokio::spawn(run_peer_stream(channel, rx, Arc::clone(&self.open), self.shell))
     }
 
     /// Queues `item` for `to`; false if it was dropped (unknown peer or full queue).
-    pub fn send(&self, to: PartyId, item: T) -> bool {
+    pub fn send(&mut self, to: PartyId, item: T) -> bool {
+        if !self.txs.contains_key(&to)
+            && let Some(channel) = self.book.peer(to)
+        {
+            // The task ends when this sender is dropped with the node.
+            drop(self.start(to, channel));
+        }
         self.txs.get(&to).is_some_and(|tx| tx.try_send(item).is_ok())
     }
 }
@@ -421,17 +437,18 @@ fn obsolete(job: &SubmitJob, view: &SubmitView) -> bool {
 /// the node's loop, and end when they become obsolete.
 pub async fn run_submitter(
     mut rx: mpsc::Receiver<SubmitJob>,
-    consenters: Vec<Channel>,
+    book: Arc<super::book::Book>,
     rx_view: watch::Receiver<SubmitView>,
     shell: ShellConfig,
     stats: Arc<Stats>,
 ) {
     let permits = Arc::new(Semaphore::new(shell.submit_concurrency.get()));
-    let consenters = Arc::new(consenters);
     let mut tasks = JoinSet::new();
     while let Some(job) = rx.recv().await {
+        // Every consenter of the set in force when the job is made (a party that
+        // joined included).
         let (c, v, s, p) = (
-            Arc::clone(&consenters),
+            book.consenters(),
             rx_view.clone(),
             Arc::clone(&stats),
             Arc::clone(&permits),
@@ -823,7 +840,13 @@ mod tests {
         let stats = Arc::new(Stats::register(&telemetry::Registry::detached("batcher")).unwrap());
         let ctx = PullCtx {
             shard: 0,
-            peers: BTreeMap::from([(1, channel)]),
+            book: Arc::new(super::super::book::Book::new(
+                2,
+                0,
+                BTreeMap::from([(1, channel)]),
+                BTreeMap::new(),
+                4,
+            )),
             rx_want,
             tx_peer,
             shell: ShellConfig::default(),

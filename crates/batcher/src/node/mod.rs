@@ -15,9 +15,11 @@
 //! [`Config`] parses no file: the `fabrx node batcher` command fills it from the
 //! network configuration.
 
+mod book;
 mod checked;
 mod decisions;
 mod follow;
+mod join;
 mod links;
 pub mod metrics;
 mod run;
@@ -97,6 +99,11 @@ pub struct Config {
     /// batches, forwards); `fabrx node batcher` checks client envelopes as the network's
     /// routers do.
     pub content: RequestContent,
+    /// The node's party joins a running network (docs/reconfiguration.md "Adding a
+    /// party"): `batcher` is its config in the network that adds it, `consenter_keys` the
+    /// genesis set's. A node with no progress yet follows the decisions without a core
+    /// until the one that puts a config naming its party in force, then starts there.
+    pub joining: bool,
     /// Where the node finds its next signing keys for key rotations (docs/reconfiguration.md
     /// "Rotating a batcher key"): read when a config put in force names another key for
     /// this batcher than the one it signs with, which is taken from the first file that

@@ -51,6 +51,8 @@ pub(super) struct Node {
     /// neither waits for the other), fed before the next input.
     pub(super) deferred: VecDeque<Done>,
     pub(super) acks: Acks,
+    /// The links to the other parties' nodes (grown at a switch that adds a party).
+    pub(super) book: std::sync::Arc<super::book::Book>,
     pub(super) forwards: Forwards,
     pub(super) tx_submit: mpsc::Sender<SubmitJob>,
     pub(super) tx_want: watch::Sender<Option<PullWant>>,
@@ -303,6 +305,7 @@ impl Node {
         // this batcher's next key) before the term changes it brings: the core cuts and
         // signs the new term's first batches as soon as it enters the term.
         if let Some(view) = &decided.config {
+            self.book.follow(view);
             super::follow::apply(&mut self.core, view, &self.next_key_files, Some(decided.number));
         }
         for info in decided.terms {

@@ -165,8 +165,8 @@ pub struct PeerService {
     pub content: Arc<super::RequestContent>,
     /// This batcher's shard.
     pub shard: ShardId,
-    /// Number of parties.
-    pub parties: u32,
+    /// The parties (their number grows when a party joins).
+    pub book: Arc<super::book::Book>,
     /// Largest request forwarded.
     pub max_request_bytes: usize,
     /// Batches in memory.
@@ -405,7 +405,7 @@ impl BatcherPeer for PeerService {
         let caller = wire::tls::caller(&request);
         let mut stream = request.into_inner();
         while let Some(m) = self.next(&mut stream).await? {
-            let from = forwarder(m.from, caller, self.parties)?;
+            let from = forwarder(m.from, caller, self.book.parties())?;
             if m.request.is_empty() || m.request.len() > self.max_request_bytes {
                 continue;
             }

@@ -13,6 +13,7 @@ use tracing::info;
 use types::PartyId;
 use wire::pb;
 
+use super::book::Book;
 use super::decisions::Follower;
 use super::links::{Opener, PeerEvent, PeerSenders, PullCtx, PullWant, SubmitView, run_pull, run_submitter};
 use super::run::{Acks, Forwards, Node, Queues};
@@ -80,7 +81,27 @@ pub(super) async fn start(
         tokio::task::spawn_blocking(move || Store::open(&dir, durability, max_record, memory))
             .await
             .map_err(stopped)??;
-    let progress = recovered.progress;
+    let mut progress = recovered.progress;
+    let stats = Arc::new(stats);
+    let mut parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
+    if config.joining && progress == Progress::GENESIS {
+        let (follower, rx) = super::join::follower(&parts, &config);
+        let waiting = super::join::Waiting {
+            follower,
+            party: config.batcher.party,
+            rx,
+        };
+        progress = super::join::wait(waiting)
+            .await
+            .ok_or_else(|| stopped("the decisions follower ended while the party was joining"))?;
+        // The sets the waiting follower learned (persisted at each switch).
+        parts.sets = super::decisions::load_sets(&config)?;
+        parts
+            .tx_persist
+            .send(Job::Progress(progress, Vec::new()))
+            .await
+            .map_err(|_| stopped("the persister ended"))?;
+    }
     let start = TermInfo {
         term: progress.term,
         last_ordered_seq: progress.last_ordered_seq,
@@ -89,8 +110,6 @@ pub(super) async fn start(
     for digest in recovered.ordered {
         core.remember_ordered(digest);
     }
-    let stats = Arc::new(stats);
-    let parts = Parts::new(&config, store, listener, Arc::clone(&stats), faults)?;
     // The newest config a decision put in force (the node's config file holds the genesis
     // one), before the stored batches are restored: those of the term in progress were
     // verified and signed under it. (After a crash between persisting the sets and the
@@ -99,6 +118,7 @@ pub(super) async fn start(
     if let Some(sets) = parts.sets.as_ref()
         && let Some(view) = sets.newest_view()
     {
+        parts.book.follow(view);
         super::follow::apply(&mut core, view, &config.next_key_files, None);
     }
     // The restored term is where the node starts, not a change.
@@ -143,19 +163,18 @@ pub(super) async fn start(
 }
 
 /// The channels and shared state the tasks are built from.
-struct Parts {
-    stats: Arc<Stats>,
-    served: Arc<Served>,
-    reader: StoreReader,
+pub(super) struct Parts {
+    pub(super) stats: Arc<Stats>,
+    pub(super) served: Arc<Served>,
+    pub(super) reader: StoreReader,
     tx_persist: mpsc::Sender<Job>,
     rx_done: mpsc::Receiver<Done>,
     persister: std::thread::JoinHandle<()>,
     listener: TcpListener,
-    peers: BTreeMap<PartyId, Channel>,
-    consenters: Vec<Channel>,
-    own: Channel,
-    sets: Option<arma::ConsenterSets>,
-    sets_path: std::path::PathBuf,
+    pub(super) book: Arc<Book>,
+    pub(super) own: Channel,
+    pub(super) sets: Option<arma::ConsenterSets>,
+    pub(super) sets_path: std::path::PathBuf,
     faults: super::Faults,
 }
 
@@ -185,12 +204,17 @@ impl Parts {
             rx_done,
             persister,
             listener,
-            peers: channels(&config.peers, config.batcher.party)?,
-            consenters: config
-                .consenters
-                .values()
-                .map(|u| channel(u))
-                .collect::<Result<_>>()?,
+            book: Arc::new(Book::new(
+                config.batcher.party,
+                config.batcher.shard,
+                channels(&config.peers, config.batcher.party)?,
+                config
+                    .consenters
+                    .iter()
+                    .map(|(p, u)| Ok((*p, channel(u)?)))
+                    .collect::<Result<_>>()?,
+                config.batcher.parties,
+            )),
             own: channel(&config.own_consenter)?,
             sets: super::decisions::load_sets(config)?,
             sets_path: super::decisions::sets_path(&config.data_dir),
@@ -231,7 +255,7 @@ impl Parts {
         };
         let pull = PullCtx {
             shard: cfg.shard,
-            peers: self.peers.clone(),
+            book: Arc::clone(&self.book),
             rx_want,
             tx_peer: tx_peer.clone(),
             shell: config.shell,
@@ -241,7 +265,7 @@ impl Parts {
         };
         let peer = PeerService {
             shard: cfg.shard,
-            parties: cfg.parties,
+            book: Arc::clone(&self.book),
             max_request_bytes: cfg.max_request_bytes.get(),
             served: Arc::clone(&self.served),
             store: self.reader.clone(),
@@ -277,23 +301,23 @@ impl Parts {
             self.services(&config, tx_intake, tx_peer.clone(), rx_stop.clone(), rx_want);
         let server = serve(self.listener, &config.server, intake, peer)?;
         let mut tasks = vec![tokio::spawn(run_pull(pull))];
-        let (acks, forwards) = peer_senders(&self.peers, shell, &mut tasks);
+        let (acks, forwards) = peer_senders(&self.book, shell, &mut tasks);
         let stats = Arc::clone(&self.stats);
-        let submitter = run_submitter(rx_submit, self.consenters.clone(), rx_view, shell, stats);
+        let submitter = run_submitter(rx_submit, Arc::clone(&self.book), rx_view, shell, stats);
         tasks.push(tokio::spawn(submitter));
         let follower = Follower {
             shard: cfg.shard,
             consenter: self.own,
-            fallbacks: self.consenters.clone(),
+            book: Arc::clone(&self.book),
             sets: self.sets,
             sets_path: self.sets_path,
-            peers: self.peers,
             served: Arc::clone(&self.served),
             store: self.reader,
             tx: tx_decided,
             shell,
             stats: Arc::clone(&self.stats),
             next: progress.next_decision,
+            fetch_batches: true,
         };
         tasks.push(tokio::spawn(follower.run()));
         let node = Node {
@@ -306,6 +330,7 @@ impl Parts {
             rx_done: self.rx_done,
             deferred: VecDeque::new(),
             acks,
+            book: self.book,
             forwards,
             tx_submit,
             tx_want,
@@ -359,7 +384,7 @@ fn serve(
 }
 
 fn peer_senders(
-    peers: &BTreeMap<PartyId, Channel>,
+    book: &Arc<Book>,
     shell: super::ShellConfig,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> (Acks, Forwards) {
@@ -367,9 +392,9 @@ fn peer_senders(
         Arc::new(|mut client, stream| Box::pin(async move { client.ack(stream).await.map(|_| ()) }));
     let forward: Opener<pb::ForwardRequest> =
         Arc::new(|mut client, stream| Box::pin(async move { client.forward(stream).await.map(|_| ()) }));
-    let (acks, t) = PeerSenders::spawn(peers, shell, &ack);
+    let (acks, t) = PeerSenders::spawn(book, shell, &ack);
     tasks.extend(t);
-    let (forwards, t) = PeerSenders::spawn(peers, shell, &forward);
+    let (forwards, t) = PeerSenders::spawn(book, shell, &forward);
     tasks.extend(t);
     (acks, forwards)
 }

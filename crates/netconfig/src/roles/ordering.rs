@@ -205,6 +205,7 @@ impl NetworkConfig {
             shell: batcher::node::ShellConfig::default(),
             content: batcher::node::RequestContent::Envelopes(self.request_policy()),
             next_key_files: Vec::new(),
+            joining: false,
         })
     }
 

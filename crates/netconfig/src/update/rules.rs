@@ -95,9 +95,11 @@ impl ConfigRules for NetworkRules {
     fn view(&self, config: &[u8]) -> Result<ConfigView, String> {
         let net = self.config(config)?;
         let mut batcher_keys = BTreeMap::new();
+        let mut batcher_endpoints = BTreeMap::new();
         for p in net.parties() {
             for b in &p.batchers {
                 batcher_keys.insert((p.id, b.shard), b.public_key.clone());
+                batcher_endpoints.insert((p.id, b.shard), b.endpoint.to_string());
             }
         }
         Ok(ConfigView {
@@ -106,6 +108,8 @@ impl ConfigRules for NetworkRules {
             shards: net.shards().get(),
             batcher_keys,
             consenters: net.consenter_keys(),
+            consenter_endpoints: net.consenter_peers(),
+            batcher_endpoints,
             max_seqs_ahead: net.file().consensus.max_seqs_ahead,
             batching: arma::BatchingView {
                 max_batch_requests: net.file().batching.max_batch_requests,
