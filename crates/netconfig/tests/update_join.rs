@@ -107,6 +107,7 @@ fn refused_cert(e: &UpdateError) -> Option<&UpdateError> {
 #[test]
 fn the_next_config_of_party_add_is_a_valid_join() {
     let net = net_with(true);
+    let peer_keys = std::fs::read_to_string(netconfig::peer_keys_path(net.dir.path())).unwrap();
     let added = add_party(&net.config, &spec(&net)).unwrap();
     assert_eq!(added.party, 5);
     assert_eq!(added.next.sequence, 1);
@@ -120,7 +121,13 @@ fn the_next_config_of_party_add_is_a_valid_join() {
     assert_eq!(batchers, ["127.0.0.1:7094", "127.0.0.1:7095"]);
     assert_eq!(
         added.certificates,
-        ["router-5", "consenter-5", "assembler-5", "batcher-5-0", "batcher-5-1"]
+        [
+            "router-5",
+            "consenter-5",
+            "assembler-5",
+            "batcher-5-0",
+            "batcher-5-1"
+        ]
     );
     // The files, in the generated layout; the consenter key as a seeded generate of
     // 5 parties derives it.
@@ -146,9 +153,11 @@ fn the_next_config_of_party_add_is_a_valid_join() {
         p5.consenter.public_key,
         g5.config.file().parties[4].consenter.public_key
     );
-    // The genesis peer-keys file is left as generated (four consenters).
-    let peer_keys = std::fs::read_to_string(netconfig::peer_keys_path(dir)).unwrap();
-    assert_eq!(peer_keys.lines().count(), 4);
+    // The genesis peer-keys file is left as generated.
+    assert_eq!(
+        std::fs::read_to_string(netconfig::peer_keys_path(dir)).unwrap(),
+        peer_keys
+    );
 
     let proposed = update::propose(&net.config, &added.next).unwrap();
     let next = verdict(&net, &added.next).unwrap();
@@ -159,7 +168,7 @@ fn the_next_config_of_party_add_is_a_valid_join() {
     assert_eq!(lines[1], "party 5 added");
     assert_eq!(lines[2], "party 5 router: 127.0.0.1:7091");
     assert_eq!(lines[3], "party 5 consenter endpoint: 127.0.0.1:7092");
-    assert!(lines[9].starts_with("party 5 admin key: ed25519:"), "{lines:?}");
+    assert!(lines[10].starts_with("party 5 admin key: ed25519:"), "{lines:?}");
     assert!(
         lines
             .iter()
@@ -171,10 +180,13 @@ fn the_next_config_of_party_add_is_a_valid_join() {
     let before = std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap();
     let e = add_party(&net.config, &spec(&net)).unwrap_err();
     assert!(
-        matches!(&e, PartyAddError::Exists { party: 5, path } if path.ends_with("tls/router-5.pem")),
+        matches!(&e, PartyAddError::Exists { party: 5, path } if path.ends_with("keys/party-5/consenter.key")),
         "{e:?}"
     );
-    assert_eq!(std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(dir.join("keys/party-5/consenter.key")).unwrap(),
+        before
+    );
 }
 
 #[test]
@@ -223,18 +235,22 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
                     }
                 }
             }),
-            |e| matches!(e, UpdateError::JoinNotNextSlot { party: 6, expected: 5 }),
+            |e| {
+                matches!(
+                    e,
+                    UpdateError::JoinNotNextSlot {
+                        party: 6,
+                        expected: 5
+                    }
+                )
+            },
         ),
-        (
-            "no admin key",
-            Box::new(|f| joiner(f).admin_key = None),
-            |e| matches!(e, UpdateError::JoinWithoutAdminKey { party: 5 }),
-        ),
-        (
-            "no assembler",
-            Box::new(|f| joiner(f).assembler = None),
-            |e| matches!(e, UpdateError::JoinWithoutAssembler { party: 5 }),
-        ),
+        ("no admin key", Box::new(|f| joiner(f).admin_key = None), |e| {
+            matches!(e, UpdateError::JoinWithoutAdminKey { party: 5 })
+        }),
+        ("no assembler", Box::new(|f| joiner(f).assembler = None), |e| {
+            matches!(e, UpdateError::JoinWithoutAssembler { party: 5 })
+        }),
         (
             "no batcher for shard 1",
             Box::new(|f| {
@@ -302,6 +318,20 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
             },
         ),
         (
+            "a certificate for a batcher of shard 2, which the network lacks",
+            Box::new(|f| {
+                let mut extra = cert(f, "batcher-5-1").clone();
+                extra.name = "batcher-5-2".into();
+                extra.shard = Some(2);
+                extra.sha256 = "ef".repeat(32);
+                f.tls.as_mut().unwrap().certificates.push(extra);
+            }),
+            |e| {
+                matches!(e, UpdateError::TlsNewHolder { name, holder }
+                    if name == "batcher-5-2" && holder == "party 5's batcher of shard 2")
+            },
+        ),
+        (
             "a certificate without its PEM",
             Box::new(|f| cert(f, "consenter-5").pem = None),
             |e| matches!(refused_cert(e), Some(UpdateError::TlsCertificateMissing { name }) if name == "consenter-5"),
@@ -342,7 +372,10 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
         let e = verdict(&net, &next).unwrap_err();
         assert!(expect(&e), "{what}: {e:?}");
         let text = e.to_string();
-        assert!(text.contains("party 5") || text.contains("party 6"), "{what}: {text}");
+        assert!(
+            text.contains("party 5") || text.contains("party 6"),
+            "{what}: {text}"
+        );
         // `propose` refuses it alike, before anyone signs.
         assert!(update::propose(&net.config, &next).is_err(), "{what}");
     }
@@ -365,7 +398,10 @@ fn a_join_makes_only_the_joiners_ordering_entry_followed() {
     match verdict(&net, &with_committer) {
         Err(UpdateError::NotFollowed { changes }) => {
             assert_eq!(changes.len(), 1, "{changes:?}");
-            assert!(changes[0].starts_with("committer.parties: 4 → 5 entries"), "{changes:?}");
+            assert!(
+                changes[0].starts_with("committer.parties: 4 → 5 entries"),
+                "{changes:?}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -401,11 +437,21 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
     assert_eq!(e.batchers, ["10.0.0.5:60004", "10.0.0.5:60005"]);
     let e = joiner_endpoints(&file, 5, "::1").unwrap();
     assert_eq!(e.consenter, "[::1]:60002");
-    // Five ports needed after 65530: the last batcher would be 65536.
+    // Five ports after 65530 fit (the last batcher on 65535); after 65531 they do not.
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65530".into();
+    let e = joiner_endpoints(&file, 5, "h").unwrap();
+    assert_eq!(e.batchers, ["h:65534", "h:65535"]);
+    file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65531".into();
     let e = joiner_endpoints(&file, 5, "h").unwrap_err();
     assert!(
-        matches!(e, PartyAddError::PortOverflow { party: 5, highest: 65530, needed: 5 }),
+        matches!(
+            e,
+            PartyAddError::PortOverflow {
+                party: 5,
+                highest: 65531,
+                needed: 5
+            }
+        ),
         "{e:?}"
     );
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65535".into();
@@ -413,6 +459,7 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
         joiner_endpoints(&file, 5, "h").unwrap_err(),
         PartyAddError::PortOverflow { highest: 65535, .. }
     ));
+    file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:60000".into();
     assert!(matches!(
         joiner_endpoints(&file, 5, "bad host").unwrap_err(),
         PartyAddError::BadHost { .. }

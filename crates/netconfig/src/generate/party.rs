@@ -16,6 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crypto::SigningKey;
 use types::PartyId;
 use wire::tls::{Peer, Role};
 
@@ -86,7 +87,9 @@ pub enum PartyAddError {
         needed: u32,
     },
     /// A file it would write exists.
-    #[error("{path} already exists: party {party}'s keys or certificates were issued before (nothing is overwritten)")]
+    #[error(
+        "{path} already exists: party {party}'s keys or certificates were issued before (nothing is overwritten)"
+    )]
     Exists {
         /// The joining party.
         party: PartyId,
@@ -192,7 +195,9 @@ fn default_host(file: &NetworkFile) -> Option<String> {
 /// exist; then the certificates and keys are written.
 pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded, PartyAddError> {
     if crate::k8s::shared_dir(&spec.dir).exists() {
-        return Err(PartyAddError::Kubernetes { dir: spec.dir.clone() });
+        return Err(PartyAddError::Kubernetes {
+            dir: spec.dir.clone(),
+        });
     }
     let file = current.file();
     let party = current
@@ -205,35 +210,15 @@ pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded
         .or_else(|| default_host(file))
         .unwrap_or_else(|| "127.0.0.1".into());
     let endpoints = joiner_endpoints(file, party, &host)?;
-    let consenter = node_key(spec.seed, Node::Consenter(party));
-    let admin = admin_key(spec.seed, party);
-    let mut key_files = vec![(Node::Consenter(party), consenter)];
-    let mut batchers = Vec::new();
-    for (shard, endpoint) in (0..file.shards).zip(&endpoints.batchers) {
-        let node = Node::Batcher { party, shard };
-        let key = node_key(spec.seed, node);
-        batchers.push(BatcherFile {
-            shard,
-            endpoint: endpoint.clone(),
-            public_key: key.public_key().to_string(),
-        });
-        key_files.push((node, key));
-    }
+    let (entry, keys) = joiner_entry(spec.seed, party, &endpoints);
     let mut next = file.clone();
-    next.sequence = file.sequence.checked_add(1).ok_or(UpdateError::SequenceOverflow {
-        current: file.sequence,
-    })?;
-    next.parties.push(PartyFile {
-        id: party,
-        router: endpoints.router.clone(),
-        consenter: KeyedEndpoint {
-            endpoint: endpoints.consenter.clone(),
-            public_key: key_files[0].1.public_key().to_string(),
-        },
-        assembler: Some(endpoints.assembler.clone()),
-        batchers,
-        admin_key: Some(admin.public_key().to_string()),
-    });
+    next.sequence = file
+        .sequence
+        .checked_add(1)
+        .ok_or(UpdateError::SequenceOverflow {
+            current: file.sequence,
+        })?;
+    next.parties.push(entry);
     let issued = match next.tls.as_mut() {
         None => Vec::new(),
         Some(tls) => {
@@ -248,32 +233,82 @@ pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded
         }
     };
     crate::update::propose(current, &next)?;
-    let paths = planned_paths(&spec.dir, party, &key_files, &issued);
+    let (key_files, admin_key_file) = write_files(&spec.dir, party, &keys, &issued)?;
+    Ok(PartyAdded {
+        party,
+        next,
+        key_files,
+        admin_key_file,
+        certificates: issued.iter().map(|c| c.entry.name.clone()).collect(),
+    })
+}
+
+/// The joiner's signing keys: its nodes' (consenter, then one batcher per shard) and its
+/// admin's.
+struct JoinerKeys {
+    nodes: Vec<(Node, SigningKey)>,
+    admin: SigningKey,
+}
+
+/// Party `party`'s entry on `endpoints`, with new keys (derived from `seed`, or random).
+fn joiner_entry(seed: Option<u64>, party: PartyId, endpoints: &JoinerEndpoints) -> (PartyFile, JoinerKeys) {
+    let consenter = node_key(seed, Node::Consenter(party));
+    let admin = admin_key(seed, party);
+    let consenter_key = consenter.public_key().to_string();
+    let mut nodes = vec![(Node::Consenter(party), consenter)];
+    let mut batchers = Vec::new();
+    for (shard, endpoint) in (0..).zip(&endpoints.batchers) {
+        let node = Node::Batcher { party, shard };
+        let key = node_key(seed, node);
+        batchers.push(BatcherFile {
+            shard,
+            endpoint: endpoint.clone(),
+            public_key: key.public_key().to_string(),
+        });
+        nodes.push((node, key));
+    }
+    let entry = PartyFile {
+        id: party,
+        router: endpoints.router.clone(),
+        consenter: KeyedEndpoint {
+            endpoint: endpoints.consenter.clone(),
+            public_key: consenter_key,
+        },
+        assembler: Some(endpoints.assembler.clone()),
+        batchers,
+        admin_key: Some(admin.public_key().to_string()),
+    };
+    (entry, JoinerKeys { nodes, admin })
+}
+
+/// Writes the joiner's certificates and keys under `dir`, when none of the files exists.
+/// Gives the node key files and the admin key file.
+fn write_files(
+    dir: &Path,
+    party: PartyId,
+    keys: &JoinerKeys,
+    issued: &[Issued],
+) -> Result<(Vec<(Node, PathBuf)>, PathBuf), PartyAddError> {
+    let paths = planned_paths(dir, party, &keys.nodes, issued);
     if let Some(path) = paths.iter().find(|p| p.exists()) {
         return Err(PartyAddError::Exists {
             party,
             path: path.clone(),
         });
     }
-    for cert in &issued {
-        cert.write(&spec.dir)?;
+    for cert in issued {
+        cert.write(dir)?;
     }
-    let mut written = Vec::with_capacity(key_files.len());
-    for (node, key) in &key_files {
-        if let Some(path) = key_file_path(&spec.dir, *node) {
+    let mut written = Vec::with_capacity(keys.nodes.len());
+    for (node, key) in &keys.nodes {
+        if let Some(path) = key_file_path(dir, *node) {
             write_key(&path, key)?;
             written.push((*node, path));
         }
     }
-    let admin_key_file = admin_key_path(&spec.dir, party);
-    write_key(&admin_key_file, &admin)?;
-    Ok(PartyAdded {
-        party,
-        next,
-        key_files: written,
-        admin_key_file,
-        certificates: issued.iter().map(|c| c.entry.name.clone()).collect(),
-    })
+    let admin_key_file = admin_key_path(dir, party);
+    write_key(&admin_key_file, &keys.admin)?;
+    Ok((written, admin_key_file))
 }
 
 /// The joiner's ordering nodes with their endpoints, in the generated layout's order.
@@ -297,12 +332,7 @@ fn host_of(endpoint: &str) -> String {
 }
 
 /// Every file [`add_party`] writes.
-fn planned_paths(
-    dir: &Path,
-    party: PartyId,
-    keys: &[(Node, crypto::SigningKey)],
-    issued: &[Issued],
-) -> Vec<PathBuf> {
+fn planned_paths(dir: &Path, party: PartyId, keys: &[(Node, SigningKey)], issued: &[Issued]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = keys
         .iter()
         .filter_map(|(node, _)| key_file_path(dir, *node))

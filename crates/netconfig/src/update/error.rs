@@ -299,7 +299,9 @@ pub enum UpdateError {
         party: PartyId,
     },
     /// A joining party without a batcher for a shard.
-    #[error("party {party} joins without a batcher for shard {shard}: a joining party runs one batcher per shard")]
+    #[error(
+        "party {party} joins without a batcher for shard {shard}: a joining party runs one batcher per shard"
+    )]
     JoinWithoutBatcher {
         /// The joining party.
         party: PartyId,

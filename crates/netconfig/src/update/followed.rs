@@ -16,7 +16,11 @@ use types::PartyId;
 /// one line each (the lines of [`super::diff`]); empty when every change is followed.
 /// `joining` is the party the update adds, as `super::joining::check` accepted it: its
 /// entry is followed.
-pub(super) fn not_followed(current: &NetworkFile, next: &NetworkFile, joining: Option<PartyId>) -> Vec<String> {
+pub(super) fn not_followed(
+    current: &NetworkFile,
+    next: &NetworkFile,
+    joining: Option<PartyId>,
+) -> Vec<String> {
     let mut rest = next.clone();
     rest.sequence = current.sequence;
     rest.parties.retain(|p| Some(p.id) != joining);

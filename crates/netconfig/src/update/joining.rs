@@ -135,10 +135,7 @@ fn check_entry(config: &NetworkConfig, next: &NetworkFile, p: &PartyFile) -> Res
 /// parse are left to the next config's own validation).
 fn check_keys(current: &NetworkConfig, p: &PartyFile) -> Result<()> {
     let held = crate::config::named_keys(current.parties());
-    let mut joiner = vec![(
-        Node::Consenter(p.id).to_string(),
-        p.consenter.public_key.as_str(),
-    )];
+    let mut joiner = vec![(Node::Consenter(p.id).to_string(), p.consenter.public_key.as_str())];
     for b in &p.batchers {
         let node = Node::Batcher {
             party: p.id,

@@ -65,9 +65,8 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
     }
     let (was, now) = (by_holder(old), by_holder(new));
     // The party an update adds: its nodes' certificates are new ([`check_joiner`]).
-    let joining = |party| {
-        next.parties.iter().any(|p| p.id == party) && !current.parties.iter().any(|p| p.id == party)
-    };
+    let joining =
+        |party| next.parties.iter().any(|p| p.id == party) && !current.parties.iter().any(|p| p.id == party);
     for (holder, (peer, certs)) in &now {
         let Some((_, had)) = was.get(holder) else {
             if joining(peer.party) {
@@ -104,9 +103,9 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
 
 /// The certificates of `party`, which the update adds, in `new` (the next config's
 /// section; `old` is the config in force's): exactly one for each of its ordering nodes
-/// (router, consenter, assembler, one batcher per shard of `shards`), each checked as a
-/// rotated certificate is ([`check_added`]) and with a fingerprint nobody holds in the
-/// config in force.
+/// (router, consenter, assembler, one batcher per shard of `shards`) and none for another
+/// node of the party, each checked as a rotated certificate is ([`check_added`]) and with
+/// a fingerprint nobody holds in the config in force.
 pub(super) fn check_joiner(old: &TlsFile, new: &TlsFile, party: PartyId, shards: u32) -> Result<()> {
     let node = |role, shard| Peer { role, party, shard };
     let mut nodes = vec![
@@ -115,6 +114,20 @@ pub(super) fn check_joiner(old: &TlsFile, new: &TlsFile, party: PartyId, shards:
         node(Role::Assembler, None),
     ];
     nodes.extend((0..shards).map(|s| node(Role::Batcher, Some(s))));
+    // An ordering certificate of the party for a node it does not have (a batcher of a
+    // shard the network lacks, a router with a shard).
+    for c in new
+        .certificates
+        .iter()
+        .filter(|c| c.party == party && rotates(&c.role))
+    {
+        if let Some(holder) = holder_of(c).filter(|h| !nodes.contains(h)) {
+            return Err(UpdateError::TlsNewHolder {
+                name: c.name.clone(),
+                holder: holder.to_string(),
+            });
+        }
+    }
     let before = holders(old);
     for peer in nodes {
         let certs: Vec<&TlsCertFile> = new
