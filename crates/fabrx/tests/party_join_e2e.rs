@@ -253,7 +253,7 @@ fn start_node(dir: &Path, join: &Path, role: &str, args: &[String], log: &Path, 
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
     std::thread::spawn(move || {
         let mut line = String::new();
         let _ = std::io::BufReader::new(stdout).read_line(&mut line);
