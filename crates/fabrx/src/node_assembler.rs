@@ -52,6 +52,14 @@ pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    if joined.is_none() && genesis.sequence() != 0 {
+        anyhow::bail!(
+            "{} has sequence {}: a node starts from the network's genesis config (sequence 0); a \
+             party that joined later starts with --network GENESIS --join FILE (docs/reconfiguration.md)",
+            args.config.display(),
+            genesis.sequence()
+        );
+    }
     let config = joined.as_ref().unwrap_or(&genesis);
     if config.install_tls(&args.config, wire::tls::Role::Assembler, args.party, None)? && joined.is_some() {
         // The config that adds the party is newer than any the node meets first.

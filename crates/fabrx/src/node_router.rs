@@ -41,6 +41,14 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
     let mut config = netconfig::NetworkConfig::load(&args.config)
         .with_context(|| format!("loading the network config {}", args.config.display()))?;
+    if args.join.is_none() && config.sequence() != 0 {
+        anyhow::bail!(
+            "{} has sequence {}: a node starts from the network's genesis config (sequence 0); a \
+             party that joined later starts with --network GENESIS --join FILE (docs/reconfiguration.md)",
+            args.config.display(),
+            config.sequence()
+        );
+    }
     if let Some(path) = &args.join {
         let joined = netconfig::NetworkConfig::load(path)
             .with_context(|| format!("loading the joining config {}", path.display()))?;

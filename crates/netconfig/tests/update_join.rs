@@ -418,6 +418,21 @@ fn a_join_makes_only_the_joiners_ordering_entry_followed() {
 }
 
 #[test]
+fn a_join_counts_as_a_new_consenter_key() {
+    // 4 parties tolerate f = 1 new consenter key per update: the joiner's is one, so a
+    // join that also rotates party 2's consenter key is refused (if party 2 lacked its new
+    // key and the joiner had not caught up, the set of five could never decide).
+    let net = net_with(true);
+    let mut next = add_party(&net.config, &spec(&net)).unwrap().next;
+    let fresh = crypto::derive_signing_key(crypto::Scheme::Ed25519, "rotated-2").public_key();
+    next.parties[1].consenter.public_key = fresh.to_string();
+    match verdict(&net, &next) {
+        Err(UpdateError::TooManyConsenterKeys { parties, f: 1 }) => assert_eq!(parties, vec![2, 5]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_network_without_tls_joins_without_certificates() {
     let net = net_with(false);
     let added = add_party(&net.config, &spec(&net)).unwrap();

@@ -2,10 +2,10 @@
 //! "Adding a party"): it follows the decisions — verified under the consenter set in
 //! force for each, the sets persisted at every switch, headers only — without a core,
 //! keeping the shard's term and last ordered seq as the node's loop would, until the
-//! decision that puts in force a config naming its party and shard. The node then starts
-//! its core there: that decision is read again by the node's follower (its batches, the
-//! config, the term changes it brings), as a restarted node reads the decision its
-//! progress names.
+//! decision that puts in force a config naming its party and shard. That decision also
+//! moves every shard to a new term (the consenters' switch), so the node starts its core
+//! in that term, under the new config, and reads on from the next decision: it never
+//! acts in a term whose primaries were counted over the parties before the join.
 
 use std::sync::Arc;
 
@@ -22,9 +22,9 @@ pub(super) struct Waiting {
     pub(super) rx: mpsc::Receiver<Decided>,
 }
 
-/// The progress a joining node starts from: the term and last ordered seq of its shard
-/// before the decision that adds its party, and that decision as the next one. `None`
-/// when the follower stopped first.
+/// The progress a joining node starts from: the term the decision that adds its party
+/// moved its shard to, and the decision after it as the next one. `None` when the
+/// follower stopped first.
 pub(super) async fn wait(w: Waiting) -> Option<Progress> {
     let Waiting {
         follower,
@@ -40,22 +40,21 @@ pub(super) async fn wait(w: Waiting) -> Option<Progress> {
     let mut progress = Progress::GENESIS;
     let joined = loop {
         let decided = rx.recv().await?;
+        step(&mut progress, &decided);
         if let Some(view) = &decided.config
             && view.batcher_keys.contains_key(&(party, shard))
         {
             break decided.number;
         }
-        step(&mut progress, &decided);
     };
     drop(rx);
     task.abort();
-    progress.next_decision = joined;
     info!(
         party,
         shard,
         decision = joined,
         term = progress.term,
-        "joining: the decision that adds this party is known; the batcher starts there"
+        "joining: the decision that adds this party is known; the batcher starts in the term it moved the shard to"
     );
     Some(progress)
 }

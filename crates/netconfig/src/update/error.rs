@@ -162,9 +162,10 @@ pub enum UpdateError {
         /// Keys it lists and must not.
         extra: Vec<String>,
     },
-    /// The update rotates more consenter keys than the set tolerates faulty replicas.
+    /// The update rotates (or, for a joining party, adds) more consenter keys than the set
+    /// tolerates faulty replicas.
     #[error(
-        "the update rotates the consenter keys of parties {parties:?}; at most {f} may rotate in one update (if their nodes lacked the new keys, the new set could never decide): rotate them in several updates"
+        "the update rotates or adds the consenter keys of parties {parties:?}; at most {f} may change in one update (if their nodes lacked the new keys, the new set could never decide): change them in several updates (a party joins in an update of its own)"
     )]
     TooManyConsenterKeys {
         /// The parties whose consenter key it rotates.

@@ -410,7 +410,8 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
         return Err(UpdateError::NotFollowed { changes });
     }
     // More than f new consenter keys at once: if their nodes lack them, the new set can
-    // never decide, and no later update could repair it.
+    // never decide, and no later update could repair it. A joining party's consenter is a
+    // new key too (its node may not run, or not have caught up).
     let rotated: Vec<PartyId> = file
         .parties
         .iter()
@@ -422,6 +423,7 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
                 .any(|c| c.id == p.id && c.consenter.public_key != p.consenter.public_key)
         })
         .map(|p| p.id)
+        .chain(joining)
         .collect();
     let f = current.n().saturating_sub(1) / 3;
     if rotated.len() > f as usize {
