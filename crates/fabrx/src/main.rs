@@ -5,6 +5,7 @@ mod bench_suite;
 mod blocks;
 mod committer;
 mod config_follow;
+mod join_args;
 mod keygen;
 mod latency_proxy;
 mod loadgen_cmd;

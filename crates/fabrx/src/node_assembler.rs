@@ -41,30 +41,16 @@ pub struct AssemblerArgs {
 /// `{"ready":"assembler","party":P,"listen":"ip:port","height":H}` (H: blocks held).
 pub async fn run(args: AssemblerArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
-    let genesis = netconfig::NetworkConfig::load(&args.config)
-        .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    let joined = match &args.join {
-        Some(path) => {
-            let joined = netconfig::NetworkConfig::load(path)
-                .with_context(|| format!("loading the joining config {}", path.display()))?;
-            genesis.check_join(&joined, args.party)?;
-            Some(joined)
-        }
-        None => None,
-    };
-    if joined.is_none() && genesis.sequence() != 0 {
-        anyhow::bail!(
-            "{} has sequence {}: a node starts from the network's genesis config (sequence 0); a \
-             party that joined later starts with --network GENESIS --join FILE (docs/reconfiguration.md)",
-            args.config.display(),
-            genesis.sequence()
-        );
-    }
+    let (genesis, joined) = crate::join_args::load(&args.config, args.join.as_deref(), args.party)?;
     let config = joined.as_ref().unwrap_or(&genesis);
-    if config.install_tls(&args.config, wire::tls::Role::Assembler, args.party, None)? && joined.is_some() {
-        // The config that adds the party is newer than any the node meets first.
-        netconfig::tls::follow::follow(config);
-    }
+    crate::join_args::install_tls(
+        config,
+        &args.config,
+        wire::tls::Role::Assembler,
+        args.party,
+        None,
+        joined.is_some(),
+    )?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cfg = match &joined {

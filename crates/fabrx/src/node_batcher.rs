@@ -62,36 +62,16 @@ pub struct BatcherArgs {
 /// `{"ready":"batcher","party":P,"shard":S,"listen":"ip:port","term":T}`.
 pub async fn run(args: BatcherArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
-    let genesis = netconfig::NetworkConfig::load(&args.config)
-        .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    let joined = match &args.join {
-        Some(path) => {
-            let joined = netconfig::NetworkConfig::load(path)
-                .with_context(|| format!("loading the joining config {}", path.display()))?;
-            genesis.check_join(&joined, args.party)?;
-            Some(joined)
-        }
-        None => None,
-    };
-    if joined.is_none() && genesis.sequence() != 0 {
-        anyhow::bail!(
-            "{} has sequence {}: a node starts from the network's genesis config (sequence 0); a \
-             party that joined later starts with --network GENESIS --join FILE (docs/reconfiguration.md)",
-            args.config.display(),
-            genesis.sequence()
-        );
-    }
+    let (genesis, joined) = crate::join_args::load(&args.config, args.join.as_deref(), args.party)?;
     let config = joined.as_ref().unwrap_or(&genesis);
-    if config.install_tls(
+    crate::join_args::install_tls(
+        config,
         &args.config,
         wire::tls::Role::Batcher,
         args.party,
         Some(args.shard),
-    )? && joined.is_some()
-    {
-        // The config that adds the party is newer than any the node meets first.
-        netconfig::tls::follow::follow(config);
-    }
+        joined.is_some(),
+    )?;
     let node = netconfig::Node::Batcher {
         party: args.party,
         shard: args.shard,

@@ -39,25 +39,18 @@ pub struct RouterArgs {
 /// `{"ready":"router","party":P,"listen":"ip:port","shards":S}`.
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut stopping = crate::runner::Stopping::install()?;
-    let mut config = netconfig::NetworkConfig::load(&args.config)
-        .with_context(|| format!("loading the network config {}", args.config.display()))?;
-    if args.join.is_none() && config.sequence() != 0 {
-        anyhow::bail!(
-            "{} has sequence {}: a node starts from the network's genesis config (sequence 0); a \
-             party that joined later starts with --network GENESIS --join FILE (docs/reconfiguration.md)",
-            args.config.display(),
-            config.sequence()
-        );
-    }
-    if let Some(path) = &args.join {
-        let joined = netconfig::NetworkConfig::load(path)
-            .with_context(|| format!("loading the joining config {}", path.display()))?;
-        config.check_join(&joined, args.party)?;
-        config = joined;
-    }
-    if config.install_tls(&args.config, wire::tls::Role::Router, args.party, None)? && args.join.is_some() {
-        netconfig::tls::follow::follow(&config);
-    }
+    let (genesis, joined) = crate::join_args::load(&args.config, args.join.as_deref(), args.party)?;
+    let joining = joined.is_some();
+    // A joining router takes everything from the config that adds its party.
+    let config = joined.unwrap_or(genesis);
+    crate::join_args::install_tls(
+        &config,
+        &args.config,
+        wire::tls::Role::Router,
+        args.party,
+        None,
+        joining,
+    )?;
     let mut setup = config.router_setup(args.party, args.listen)?;
     setup.node.server = args.server.limits();
     let mut deps = router::node::Deps::grpc(&setup.node.router, setup.batcher_uris.clone());
