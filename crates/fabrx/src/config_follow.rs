@@ -29,9 +29,40 @@ pub async fn config_of(endpoint: &str) -> anyhow::Result<Vec<u8>> {
     Ok(status.into_inner().config)
 }
 
+/// Sets of consenters [`in_force`] asks in a row before it gives up on a config that
+/// keeps naming another set.
+const MAX_HOPS: usize = 8;
+
+/// The config in force: the bytes f + 1 consenters answer alike, and the parties that
+/// answered them. The consenters of `config` are asked first; when the config they
+/// answer names another consenter set (parties joined since), that set is asked in turn,
+/// with its own f, until a set answers a config naming itself — so a config with more
+/// parties than the genesis one is trusted on f + 1 of *its* consenters, not of the
+/// genesis ones.
+pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+    let mut asked = config.clone();
+    for _ in 0..MAX_HOPS {
+        let (bytes, parties) = answered_alike(&asked).await?;
+        let Some(answered) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| NetworkConfig::from_json(t).ok())
+        else {
+            // Not a network config: the caller's parser says why.
+            return Ok((bytes, parties));
+        };
+        if answered.consenter_peers() == asked.consenter_peers() {
+            return Ok((bytes, parties));
+        }
+        asked = answered;
+    }
+    Err(format!(
+        "the consenters answered {MAX_HOPS} configs in a row that name other consenter sets"
+    ))
+}
+
 /// The config bytes f+1 of `config`'s consenters answer alike and the parties that
 /// answered them, or why there are none (the failures).
-pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+async fn answered_alike(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
     let mut answers: Vec<(Vec<u8>, Vec<PartyId>)> = Vec::new();
     let mut failures = Vec::new();
     let f = config.n().saturating_sub(1) / 3;
