@@ -664,6 +664,30 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(blocks5.iter().filter(|b| b["config"] == true).count(), 9);
+    // A load after the join goes to five routers (the load client reads the config in
+    // force), party 5's among them, and a quorum of three of them admits each tx.
+    let o = run(&[
+        "loadgen",
+        "--target",
+        "network",
+        "--txs",
+        "200",
+        "--rate",
+        "200",
+        "--block-size",
+        "100",
+        "--tag",
+        "pjr",
+        "--json",
+        "--drain",
+        "90",
+        "--network",
+        s(&dir),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("to 5 routers"), "{stderr}");
+    assert_all_committed(&last_json(&o), 200);
     // Party 5's batchers were primaries: batches they cut were ordered (each switch moves
     // every shard to the next term, so the rotation reaches party 5).
     let cut_by_5 = blocks5

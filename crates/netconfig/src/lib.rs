@@ -30,6 +30,7 @@ mod error;
 pub mod fabric;
 pub mod file;
 pub mod generate;
+pub mod in_force;
 pub mod join;
 pub mod k8s;
 mod params;

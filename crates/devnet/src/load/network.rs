@@ -317,7 +317,7 @@ async fn plan(mut spec: WorkloadSpec, options: &Options, schedule: &Schedule) ->
         return Err(Error::Usage("invalid --txs: must be at least 1".into()));
     }
     if options.template {
-        let endpoints = endpoints(&options.network, options.party)?;
+        let endpoints = endpoints(&options.network, options.party).await?;
         if endpoints.sidecar.is_some() {
             return Err(Error::Usage(
                 "--template sends txs no committer accepts: use it on a network that only orders (no committing party running)".into(),
@@ -337,7 +337,7 @@ async fn plan(mut spec: WorkloadSpec, options: &Options, schedule: &Schedule) ->
     if let Some(size) = options.tx_size {
         spec.output_padding = padding_for(&spec, size)?;
     }
-    let endpoints = endpoints(&options.network, options.party)?;
+    let endpoints = endpoints(&options.network, options.party).await?;
     let meta = meta_key(&options.network)?;
     let cpu_at_start = crate::cpu::own_seconds();
     let workload =
@@ -625,10 +625,33 @@ async fn genesis(endpoints: &Endpoints, workload: &Workload) -> Result<f64> {
     Ok(began.elapsed().as_secs_f64())
 }
 
-/// Routers and an assembler from the network config; the sidecar of a running
-/// committing party (`party`, or the first) from `network.json`.
-fn endpoints(dir: &Path, party: Option<u32>) -> Result<Endpoints> {
-    let config = network_config(dir)?;
+/// How long the load waits for the consenters to answer the config in force.
+const IN_FORCE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Routers and an assembler from the network config — the config in force when f + 1
+/// consenters answer it (a party that joined has its router sent to, docs/reconfiguration.md
+/// "Adding a party"), else the genesis file; the sidecar of a running committing party
+/// (`party`, or the first) from `network.json`.
+async fn endpoints(dir: &Path, party: Option<u32>) -> Result<Endpoints> {
+    let genesis = network_config(dir)?;
+    let config = match tokio::time::timeout(IN_FORCE_WAIT, netconfig::in_force::in_force(&genesis)).await {
+        Ok(Ok((bytes, _))) => match std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| netconfig::NetworkConfig::from_json(t).ok())
+        {
+            Some(in_force) => {
+                // Its TLS section authorizes the routers that joined.
+                netconfig::tls::follow::follow(&in_force);
+                in_force
+            }
+            None => genesis,
+        },
+        Ok(Err(reason)) => {
+            tracing::debug!(%reason, "the config in force is unknown: the genesis config's routers are used");
+            genesis
+        }
+        Err(_) => genesis,
+    };
     let routers = config.parties().iter().map(|p| p.router.uri()).collect();
     let assembler = config
         .parties()

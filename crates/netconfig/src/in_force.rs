@@ -1,0 +1,91 @@
+//! The config in force as the consenters answer it (`BftConsensus.Status` with
+//! `with_config`): the bytes f + 1 of them answer alike, so at least one correct
+//! consenter has it in force. What a process that reads no decisions (a router, a load
+//! client, `fabrx blocks`, `fabrx network update current`) knows of the network's
+//! config updates, e.g. a party that joined (docs/reconfiguration.md).
+
+use std::time::Duration;
+
+use types::PartyId;
+
+use crate::config::NetworkConfig;
+
+/// The config in force as the consenter at `endpoint` answers `Status`.
+pub async fn config_of(endpoint: &str) -> Result<Vec<u8>, String> {
+    let endpoint = wire::server::client_endpoint(endpoint.to_string())
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(3));
+    let channel = wire::server::connect(&endpoint)
+        .await
+        .map_err(|e| format!("connecting: {e}"))?;
+    let status = tokio::time::timeout(
+        Duration::from_secs(10),
+        wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
+            .max_decoding_message_size(consenter::transport::MAX_MESSAGE_BYTES)
+            .status(wire::pb::BftStatusRequest { with_config: true }),
+    )
+    .await
+    .map_err(|_| "no answer within 10 s".to_string())?
+    .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?;
+    Ok(status.into_inner().config)
+}
+
+/// Sets of consenters [`in_force`] asks in a row before it gives up on a config that
+/// keeps naming another set.
+const MAX_HOPS: usize = 8;
+
+/// The config in force: the bytes f + 1 consenters answer alike, and the parties that
+/// answered them. The consenters of `config` are asked first; when the config they
+/// answer names another consenter set (parties joined since), that set is asked in turn,
+/// with its own f, until a set answers a config naming itself — so a config with more
+/// parties than the genesis one is trusted on f + 1 of *its* consenters, not of the
+/// genesis ones.
+pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+    let mut asked = config.clone();
+    for _ in 0..MAX_HOPS {
+        let (bytes, parties) = answered_alike(&asked).await?;
+        let Some(answered) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| NetworkConfig::from_json(t).ok())
+        else {
+            // Not a network config: the caller's parser says why.
+            return Ok((bytes, parties));
+        };
+        if answered.consenter_peers() == asked.consenter_peers() {
+            return Ok((bytes, parties));
+        }
+        asked = answered;
+    }
+    Err(format!(
+        "the consenters answered {MAX_HOPS} configs in a row that name other consenter sets"
+    ))
+}
+
+/// The config bytes f+1 of `config`'s consenters answer alike and the parties that
+/// answered them, or why there are none (the failures).
+async fn answered_alike(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+    let mut answers: Vec<(Vec<u8>, Vec<PartyId>)> = Vec::new();
+    let mut failures = Vec::new();
+    let f = config.n().saturating_sub(1) / 3;
+    for p in config.parties() {
+        match config_of(&p.consenter.uri()).await {
+            Ok(bytes) if bytes.is_empty() => {
+                failures.push(format!("party {}: no config in its answer", p.id))
+            }
+            Ok(bytes) => match answers.iter_mut().find(|(b, _)| *b == bytes) {
+                Some((_, parties)) => parties.push(p.id),
+                None => answers.push((bytes, vec![p.id])),
+            },
+            Err(e) => failures.push(format!("party {}: {e}", p.id)),
+        }
+        if let Some(found) = answers.iter().find(|(_, parties)| parties.len() > f as usize) {
+            return Ok(found.clone());
+        }
+    }
+    Err(format!(
+        "no config in force is answered by {} consenters alike ({} answers differ; {})",
+        f + 1,
+        answers.len(),
+        failures.join("; ")
+    ))
+}
