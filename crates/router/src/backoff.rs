@@ -13,11 +13,15 @@ pub struct Backoff {
     pub max: Duration,
 }
 
+/// 50 ms doubling up to 1 s: a router links only to its own party's batchers (one per
+/// shard), so retrying each second costs nothing, and an outage — a batcher restarting,
+/// or a TLS certificate switch the router learns within its 2 s poll of the config in
+/// force — ends within a second of its cause rather than after a long backoff.
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
             initial: Duration::from_millis(50),
-            max: Duration::from_secs(5),
+            max: Duration::from_secs(1),
         }
     }
 }
