@@ -244,3 +244,41 @@ fn a_layout_that_cannot_be_read_asks_for_the_pattern() {
     let e = K8sLayout::of_network(&file).unwrap_err();
     assert!(e.contains("party 2's router"), "{e}");
 }
+
+/// The joining release the Helm chart's checks render (scripts/helm-check.sh,
+/// examples/k8s-join): the genesis config of a 4-party, 1-shard `generate --k8s` network
+/// and the config `party add` wrote for party 5 (public files; the keys were thrown away).
+/// The joining config must be a valid join of the genesis one. Regenerate both with
+/// `FABRX_WRITE_K8S_EXAMPLES=1 cargo test -p netconfig --test k8s_join example`.
+#[test]
+fn the_join_example_is_a_valid_kubernetes_join() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/k8s-join");
+    let genesis_path = root.join("network-config.json");
+    let join_path = root.join("join.next.json");
+    if std::env::var_os("FABRX_WRITE_K8S_EXAMPLES").is_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = K8sLayout::new("fabrx-party{party}", "cluster.local").unwrap();
+        let k = generate_k8s(&GenerateSpec::new(4, 1, dir.path()), &layout).unwrap();
+        let spec = PartySpec {
+            dir: dir.path().to_path_buf(),
+            host: None,
+            k8s: None,
+            seed: None,
+        };
+        let added = add_party(&k.network.config, &spec).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::copy(k.shared_dir.join("network-config.json"), &genesis_path).unwrap();
+        let text = serde_json::to_string_pretty(&added.next).unwrap() + "\n";
+        std::fs::write(&join_path, text).unwrap();
+    }
+    let genesis = NetworkConfig::load(&genesis_path).unwrap();
+    let joined = NetworkConfig::load(&join_path).unwrap();
+    assert_eq!((genesis.n(), joined.n(), genesis.shards().get()), (4, 5, 1));
+    genesis.check_join(&joined, 5).unwrap();
+    let u = update::propose(&genesis, joined.file()).unwrap();
+    update::validate_unsigned(&genesis, &u).unwrap();
+    assert_eq!(
+        joined.party(5).unwrap().router.as_str(),
+        "router.fabrx-party5.svc.cluster.local:7050"
+    );
+}
