@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of the Helm chart helm/fabrx and the Dockerfile (docs/deploy.md):
-#   for each example values file (helm/fabrx/values-local.yaml, examples/multi-region/party*.yaml):
+#   for each example values file (helm/fabrx/values-local.yaml, examples/multi-region/party*.yaml,
+#   examples/k8s-join/party5.yaml: a party joining after genesis, with network.join):
 #     helm lint --strict; helm template; every rendered manifest validated against the
 #     Kubernetes schemas (kubernetes-validate, bundled schemas, --strict); a security policy
 #     check (checkov, kubernetes framework); structural assertions on the render (below);
@@ -66,13 +67,14 @@ check() { # check NAME COMMAND…: runs it, output to a log shown only on failur
 #               loadgen Job, a client, has none
 SKIP=CKV_K8S_15,CKV_K8S_43,CKV_K8S_35,CKV2_K8S_6
 
-# values file, network config fixture, namespace
+# values file, network config fixture, namespace[, joining config fixture (network.join)]
 CASES=(
   "helm/fabrx/values-local.yaml examples/k8s-local/network-config.json fabrx"
 )
 for p in 1 2 3 4; do
   CASES+=("examples/multi-region/party$p.yaml examples/multi-region/network-config.json fabrx-party$p")
 done
+CASES+=("examples/k8s-join/party5.yaml examples/k8s-join/network-config.json fabrx-party5 examples/k8s-join/join.next.json")
 
 check "hadolint Dockerfile" "$VENV/bin/hadolint" Dockerfile
 # The chart carries a copy of the dashboard (.Files.Get reads only files inside the chart).
@@ -116,10 +118,12 @@ sys.exit(1 if bad or not used else 0)
 PY
 
 for case in "${CASES[@]}"; do
-  read -r values config ns <<<"$case"
+  join=""
+  read -r values config ns join <<<"$case"
   name=$(basename "$values" .yaml)
   render="$OUT/render-$name.yaml"
   args=(-f "$values" --set-file "network.config=$config" --namespace "$ns" --kube-version "$K8S_VERSION")
+  [ -z "$join" ] || args+=(--set-file "network.join=$join")
   check "$name: helm lint --strict" "$HELM" lint --strict helm/fabrx "${args[@]}"
   check "$name: helm template" sh -c '"$@" > "'"$render"'"' _ "$HELM" template fabrx helm/fabrx "${args[@]}"
   [ -s "$render" ] || continue
@@ -173,13 +177,15 @@ PY
   cp "$render" "$OUT/checkov-$name/render.yaml"
   check "$name: security policy (checkov)" "$VENV/bin/checkov" --quiet --compact --skip-download \
     --framework kubernetes --skip-check "$SKIP" -d "$OUT/checkov-$name"
-  check "$name: render assertions" "$VENV/bin/python" - "$render" "$values" "$config" "$ns" <<'PY'
+  check "$name: render assertions" "$VENV/bin/python" - "$render" "$values" "$config" "$ns" "$join" <<'PY'
 # Structural facts of a party's render (docs/deploy.md "What the checks assert").
 import json, sys, yaml
-render, values_path, config_path, ns = sys.argv[1:]
+render, values_path, config_path, ns, join_path = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(render)) if d]
 values = yaml.safe_load(open(values_path)) or {}
-config = json.load(open(config_path))
+genesis = json.load(open(config_path))
+# The party's own entry comes from the config that adds it when it joined after genesis.
+config = json.load(open(join_path)) if join_path else genesis
 party, shards = values["party"], values["shards"]
 region = (values.get("placement") or {}).get("region", "")
 problems = []
@@ -348,7 +354,7 @@ if values.get("metrics", {}).get("enabled"):
 #    config's consenter keys in replica order (what `generate` writes beside the config).
 cms = by_kind.get("ConfigMap", {})
 net_cm = next((c for n, c in cms.items() if n.endswith("-network")), None)
-want_keys = [p["consenter"]["public_key"].replace(":", " ", 1) for p in sorted(config["parties"], key=lambda p: p["id"])]
+want_keys = [p["consenter"]["public_key"].replace(":", " ", 1) for p in sorted(genesis["parties"], key=lambda p: p["id"])]
 if net_cm is None:
     fail("no network ConfigMap")
 else:
@@ -383,6 +389,37 @@ for job in by_kind.get("Job", {}).values():
     if (net["parties"], net["shards"]) != (len(config["parties"]), config["shards"]):
         fail(f"Job/{job['metadata']['name']}: network.json size {net['parties']}x{net['shards']}")
 
+# 9. A joining party (network.join): its ConfigMap holds the joining config beside the
+#    genesis one, and each ordering node reads it (`--join`, the file copied in, its
+#    checksum annotated); no other node does, and without network.join none does.
+ordering = [w for w in workloads if w["kind"] != "Job"
+            and w["metadata"]["labels"].get("fabrx.io/role") in ("router", "consenter", "assembler", "batcher")]
+if net_cm is not None:
+    if json.loads(net_cm["data"]["network-config.json"]) != genesis:
+        fail("network-config.json in the ConfigMap is not the genesis config")
+    if join_path and json.loads(net_cm["data"].get("join.json", "null")) != config:
+        fail("join.json in the ConfigMap is not the joining config")
+    if not join_path and "join.json" in net_cm["data"]:
+        fail("join.json in the ConfigMap without network.join")
+for w in workloads:
+    pod = w["spec"]["template"]
+    name = f"{w['kind']}/{w['metadata']['name']}"
+    args = pod["spec"]["containers"][0].get("args", [])
+    items = [i["key"] for v in pod["spec"]["volumes"] if "configMap" in v for i in v["configMap"].get("items", [])]
+    joins = join_path and w in ordering
+    if joins:
+        at = args.index("--party") + 2 if "--party" in args else 0
+        if args[at:at + 2] != ["--join", "/etc/fabrx/config/join.json"]:
+            fail(f"{name}: no --join after --party: {args}")
+        if "join.json" not in items or "join.json" not in pod["spec"]["initContainers"][0]["args"][0]:
+            fail(f"{name}: join.json not copied into the pod")
+        if "checksum/network-join" not in (pod["metadata"].get("annotations") or {}):
+            fail(f"{name}: no checksum/network-join annotation")
+    elif "--join" in args or "join.json" in items:
+        fail(f"{name}: reads the joining config")
+if join_path and len(ordering) != 3 + shards:
+    fail(f"{len(ordering)} ordering workloads, want router, consenter, assembler and {shards} batchers")
+
 for p in problems:
     print("  -", p)
 print(f"{len(docs)} manifests, {len(workloads)} workloads, {len(problems)} problems")
@@ -410,6 +447,46 @@ refuses "a shard count other than the config's" "shards is 3" --set shards=3
 refuses "an unknown top-level value" "additional properties" --set replica=3
 refuses "a plain-TCP setting for a TLS network" "has a tls section" --set network.tls=false
 refuses "cert-manager without an issuer" "issuerRef.name" --set tls.source=certManager
+# A joining party (examples/k8s-join): what validate.yaml refuses of network.join.
+JN=(-f examples/k8s-join/party5.yaml --set-file network.config=examples/k8s-join/network-config.json
+  --namespace fabrx-party5 --kube-version "$K8S_VERSION")
+JOIN=(--set-file network.join=examples/k8s-join/join.next.json)
+refuses_join() { # refuses_join WHAT EXPECTED-MESSAGE HELM-ARGS…: as refuses, for party 5
+  local what=$1 want=$2
+  shift 2
+  check "refuses $what" sh -c '! out=$("$@" 2>&1) && echo "$out" && echo "$out" | grep -qi -- "$0"' \
+    "$want" "$HELM" template fabrx helm/fabrx "${JN[@]}" "$@"
+}
+refuses_join "a party added after genesis without network.join" "a party that joined later gives network.join"
+refuses_join "network.join for a party of the genesis config" "only a party added after genesis" \
+  "${JOIN[@]}" --set party=4 --namespace fabrx-party4
+refuses_join "network.parties other than the joining config's" "the joining config (network.join) lists 5 parties" \
+  "${JOIN[@]}" --set network.parties=6
+refuses_join "network.join of another network" "does not list party 5" \
+  --set-file network.join=examples/k8s-join/network-config.json
+# An existing party after the join: `helm upgrade --set network.parties=5` changes its
+# NetworkPolicies (they admit fabrx-party5) and nothing of its nodes' pods (no restart).
+check "an upgrade to network.parties=5 changes only the NetworkPolicies of party 1" sh -c '
+  "$@" > "'"$OUT"'/p4.yaml" && "$@" --set network.parties=5 > "'"$OUT"'/p5.yaml" &&
+  "'"$VENV"'/bin/python" - "'"$OUT"'/p4.yaml" "'"$OUT"'/p5.yaml" <<"PY"
+import sys, yaml
+def load(path):
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(path)) if d}
+before, after = load(sys.argv[1]), load(sys.argv[2])
+assert before.keys() == after.keys(), "the upgrade adds or removes objects"
+changed = sorted(k for k in before if before[k] != after[k])
+nodes = [k for k in changed if k[0] in ("Deployment", "StatefulSet")]
+assert not nodes, f"node workloads change (their pods would restart): {nodes}"
+assert all(k[0] in ("NetworkPolicy", "Job") for k in changed), changed
+policies = [k for k in changed if k[0] == "NetworkPolicy"]
+assert policies and all("fabrx-party5" in yaml.safe_dump(after[k]) and "fabrx-party5" not in yaml.safe_dump(before[k])
+                        for k in policies), policies
+jobs = [k[1] for k in changed if k[0] == "Job"]
+print(f"ok: {len(policies)} NetworkPolicies admit fabrx-party5; Jobs changed: {jobs}")
+PY' _ "$HELM" template fabrx helm/fabrx -f examples/k8s-join/party5.yaml --set party=1 --set roles.sidecar.enabled=true \
+  --set roles.sigverifier.enabled=true --set roles.vcservice.enabled=true --set network.parties=4 \
+  --set-file network.config=examples/k8s-join/network-config.json --namespace fabrx-party1 --kube-version "$K8S_VERSION"
+
 cat >"$OUT/knobs.py" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]

@@ -15,7 +15,8 @@ use netconfig::generate::party::{PartySpec, add_party};
 pub enum PartyCmd {
     /// Issue party N + 1's keys (`<dir>/keys/party-<P>/`) and TLS certificates (with the
     /// network CA, `<dir>/tls/`), and write the next config that adds it, its endpoints
-    /// past every port in use.
+    /// past every port in use (on a Kubernetes network: its Services, and its Secret
+    /// manifest `<dir>/k8s/party<P>/secret.yaml`).
     Add(AddArgs),
 }
 
@@ -37,9 +38,20 @@ pub struct AddArgs {
     /// tests and demos only (anyone who knows the seed has every key).
     #[arg(long)]
     seed: Option<u64>,
-    /// The host its endpoints name (default: the host of party N's router).
+    /// The host its endpoints name (default: the host of party N's router). Not on a
+    /// Kubernetes network.
     #[arg(long)]
     host: Option<String>,
+    /// The Kubernetes namespace pattern the network was generated with (`generate --k8s`):
+    /// the joiner's endpoints are its Services in namespace PATTERN with `{party}` = N + 1,
+    /// and its Secret manifest is written to `<dir>/k8s/party<N+1>/secret.yaml`. Default:
+    /// read from the config when `<dir>/k8s/shared/` exists. Checked against every
+    /// endpoint of the config.
+    #[arg(long, value_name = "PATTERN", conflicts_with = "host")]
+    k8s: Option<String>,
+    /// The cluster's DNS domain, with `--k8s`.
+    #[arg(long, default_value = netconfig::k8s::DEFAULT_CLUSTER_DOMAIN, requires = "k8s")]
+    k8s_domain: String,
 }
 
 /// Runs a `fabrx network party` command.
@@ -54,9 +66,14 @@ pub fn run(cmd: PartyCmd) -> anyhow::Result<()> {
         (None, true) => args.network.clone(),
         (None, false) => bail!("--dir: the network directory holding tls/ca.key and keys/"),
     };
+    let k8s = match &args.k8s {
+        Some(pattern) => Some(netconfig::k8s::K8sLayout::new(pattern, &args.k8s_domain)?),
+        None => None,
+    };
     let spec = PartySpec {
         dir,
         host: args.host,
+        k8s,
         seed: args.seed,
     };
     let added = add_party(&current, &spec)?;
@@ -74,6 +91,13 @@ pub fn run(cmd: PartyCmd) -> anyhow::Result<()> {
         added.next.sequence,
         args.out.display()
     );
+    if let Some(k) = &added.k8s {
+        println!(
+            "kubernetes: party {p}'s namespace is {}; its secret (give it to party {p} only): {}",
+            k.namespace,
+            k.secret.display()
+        );
+    }
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //! keys and certificates issued and the next config written, proposed, signed by three
 //! admins of four — `verify` accepts it. The same update with party 5's router certificate
 //! replaced by a self-signed one is refused, by `propose` and by `verify`, with the join
-//! rule's message; a Kubernetes network is refused.
+//! rule's message. On a network generated with `--k8s` the joiner gets its Services'
+//! endpoints and its Secret manifest.
 
 #![allow(
     clippy::unwrap_used,
@@ -275,7 +276,7 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
 }
 
 #[test]
-fn a_kubernetes_network_is_refused() {
+fn a_party_joins_a_kubernetes_network() {
     let tmp = tempfile::tempdir().unwrap();
     let net = tmp.path().join("net");
     ok(&fabrx(&[
@@ -293,6 +294,20 @@ fn a_kubernetes_network_is_refused() {
         "fabrx-party{party}",
     ]));
     let next = tmp.path().join("next.json");
+    // A pattern that is not the network's is refused, and so is --host.
+    for args in [
+        &["--k8s", "other-{party}"][..],
+        &["--k8s", "fabrx-party{party}", "--k8s-domain", "example.org"][..],
+    ] {
+        let mut argv = vec!["network", "party", "add", "--network", s(&net), "--out", s(&next)];
+        argv.extend_from_slice(args);
+        let e = refused(&fabrx(&argv));
+        assert!(e.contains("do not follow the Kubernetes layout"), "{e}");
+        assert!(
+            e.contains("party 1 router is at router.fabrx-party1.svc.cluster.local:7050"),
+            "{e}"
+        );
+    }
     let e = refused(&fabrx(&[
         "network",
         "party",
@@ -301,9 +316,93 @@ fn a_kubernetes_network_is_refused() {
         s(&net),
         "--out",
         s(&next),
+        "--host",
+        "10.0.0.5",
     ]));
-    assert!(e.contains("laid out for Kubernetes"), "{e}");
-    assert!(e.contains("not supported yet"), "{e}");
+    assert!(e.contains("on a Kubernetes network"), "{e}");
     assert!(!next.exists());
     assert!(!net.join("keys/party-5").exists());
+
+    // The layout read from the config; the same given with --k8s would do.
+    let out = ok(&fabrx(&[
+        "network",
+        "party",
+        "add",
+        "--network",
+        s(&net),
+        "--out",
+        s(&next),
+        "--seed",
+        "7",
+    ]));
+    let secret = net.join("k8s/party5/secret.yaml");
+    assert!(
+        out.contains(&format!(
+            "kubernetes: party 5's namespace is fabrx-party5; its secret (give it to party 5 only): {}",
+            secret.display()
+        )),
+        "{out}"
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&next).unwrap()).unwrap();
+    let p5 = &file["parties"][4];
+    assert_eq!(p5["router"], "router.fabrx-party5.svc.cluster.local:7050");
+    assert_eq!(
+        p5["consenter"]["endpoint"],
+        "consenter.fabrx-party5.svc.cluster.local:7051"
+    );
+    assert_eq!(p5["assembler"], "assembler.fabrx-party5.svc.cluster.local:7052");
+    assert_eq!(
+        p5["batchers"][0]["endpoint"],
+        "batcher-0.fabrx-party5.svc.cluster.local:7053"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let text = std::fs::read_to_string(&secret).unwrap();
+    assert!(text.contains("  namespace: fabrx-party5\n"), "{text}");
+    let consenter_key = std::fs::read_to_string(net.join("keys/party-5/consenter.key")).unwrap();
+    assert!(
+        text.contains(&format!("\"consenter.key\": \"{}\"", escaped(&consenter_key))),
+        "{text}"
+    );
+    for key in [
+        "batcher-0.key",
+        "tls-router-5.pem",
+        "tls-router-5.key",
+        "tls-batcher-5-0.key",
+        "tls-client.pem",
+    ] {
+        assert!(text.contains(&format!("  \"{key}\": ")), "{key}: {text}");
+    }
+
+    // Proposed against the genesis config, signed by three of four: valid.
+    let update = tmp.path().join("update.json");
+    let proposed = ok(&fabrx(&[
+        "network",
+        "update",
+        "propose",
+        "--network",
+        s(&net),
+        "--next",
+        s(&next),
+        "--out",
+        s(&update),
+    ]));
+    assert!(
+        proposed.contains("  party 5 router: router.fabrx-party5.svc.cluster.local:7050\n"),
+        "{proposed}"
+    );
+    sign_by_three(&net, &update);
+    let verified = ok(&fabrx(&[
+        "network",
+        "update",
+        "verify",
+        "--network",
+        s(&net),
+        "--update",
+        s(&update),
+    ]));
+    assert!(verified.starts_with("valid: "), "{verified}");
 }

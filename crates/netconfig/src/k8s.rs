@@ -117,15 +117,7 @@ impl K8sLayout {
                 self.namespace_pattern
             )));
         }
-        for p in 1..=parties {
-            let ns = self.namespace(p);
-            if !is_dns_label(&ns) {
-                return Err(bad(format!(
-                    "party {p}'s namespace {ns:?} is not a DNS label (a-z, 0-9, '-', at most 63)"
-                )));
-            }
-        }
-        Ok(())
+        (1..=parties).try_for_each(|p| self.check_namespace(p))
     }
 
     /// Replaces every endpoint of `file` with its Service's DNS name and its role's port
@@ -159,6 +151,144 @@ impl K8sLayout {
             }
         }
         Ok(())
+    }
+}
+
+/// One party's namespace and domain, read from its router's endpoint
+/// `router.<namespace>.svc.<domain>:7050`.
+fn router_location(router: &str) -> Option<(&str, &str)> {
+    let host = router.strip_suffix(&format!(":{}", ports::ROUTER))?;
+    let rest = host.strip_prefix("router.")?;
+    let (ns, domain) = rest.split_once(".svc.")?;
+    Some((ns, domain))
+}
+
+/// The patterns that give `ns` for party `party`: `ns` with one or more of the places
+/// `party`'s number appears replaced by `{party}` (at most 2^8 - 1 of them).
+fn candidate_patterns(ns: &str, party: PartyId) -> Vec<String> {
+    let number = party.to_string();
+    let places: Vec<usize> = ns.match_indices(&number).map(|(i, _)| i).take(8).collect();
+    let mut out = Vec::new();
+    for mask in 1u32..(1u32 << places.len()) {
+        let mut pattern = String::new();
+        let mut from = 0;
+        for (bit, &at) in places.iter().enumerate() {
+            if mask & (1 << bit) != 0 {
+                pattern.push_str(&ns[from..at]);
+                pattern.push_str(PARTY_PLACEHOLDER);
+                from = at + number.len();
+            }
+        }
+        pattern.push_str(&ns[from..]);
+        out.push(pattern);
+    }
+    out
+}
+
+impl K8sLayout {
+    /// The layout of a network generated with `--k8s`, read from its parties' router
+    /// endpoints: the cluster domain they share and the one namespace pattern (with
+    /// `{party}`) that gives every party's namespace and a single namespace for party
+    /// N + 1. Errors name what cannot be read or what is ambiguous (then give the pattern:
+    /// [`K8sLayout::new`] and [`K8sLayout::check_network`]).
+    pub fn of_network(file: &NetworkFile) -> std::result::Result<K8sLayout, String> {
+        let mut parties = Vec::new();
+        let mut domain: Option<&str> = None;
+        for p in &file.parties {
+            let Some((ns, d)) = router_location(&p.router) else {
+                return Err(format!(
+                    "party {}'s router {:?} is not a Service name router.<namespace>.svc.<domain>:{}",
+                    p.id,
+                    p.router,
+                    ports::ROUTER
+                ));
+            };
+            match domain {
+                Some(first) if first != d => {
+                    return Err(format!(
+                        "the parties' routers name two cluster domains, {first:?} and {d:?}"
+                    ));
+                }
+                _ => domain = Some(d),
+            }
+            parties.push((p.id, ns));
+        }
+        let (Some(domain), Some(&(last, last_ns))) = (domain, parties.last()) else {
+            return Err("the network has no party".into());
+        };
+        let next = last.saturating_add(1);
+        let mut found: Vec<(String, String)> = Vec::new();
+        for pattern in candidate_patterns(last_ns, last) {
+            let of = |p: PartyId| pattern.replace(PARTY_PLACEHOLDER, &p.to_string());
+            if parties.iter().all(|(p, ns)| of(*p) == *ns) && !found.iter().any(|(_, n)| *n == of(next)) {
+                found.push((of(next), pattern.clone()));
+            }
+        }
+        match found.as_slice() {
+            [(_, pattern)] => K8sLayout::new(pattern, domain).map_err(|e| e.to_string()),
+            [] => Err(format!(
+                "the parties' namespaces ({}) follow no pattern with {PARTY_PLACEHOLDER}",
+                parties.iter().map(|(_, ns)| *ns).collect::<Vec<_>>().join(", ")
+            )),
+            several => Err(format!(
+                "the parties' namespaces fit several patterns, which name party {next}'s namespace {}",
+                several
+                    .iter()
+                    .map(|(ns, pattern)| format!("{ns} ({pattern})"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )),
+        }
+    }
+
+    /// Whether every endpoint of `file` is the one this layout gives it (ordering nodes,
+    /// committer nodes, query services, endorsers): `Err` names the first that is not.
+    pub fn check_network(&self, file: &NetworkFile) -> std::result::Result<(), String> {
+        let mut laid_out = file.clone();
+        self.rewrite(&mut laid_out).map_err(|e| e.to_string())?;
+        let have = crate::update::endpoints_in_use(file);
+        let want = crate::update::endpoints_in_use(&laid_out);
+        for ((what, e), (_, w)) in have.iter().zip(&want) {
+            if e != w {
+                return Err(format!("{what} is at {e}, where the layout puts {w}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Party `party`'s ordering endpoints: router, consenter, assembler, then one batcher
+    /// per shard in shard order.
+    pub fn ordering_endpoints(&self, party: PartyId, shards: u32) -> (String, String, String, Vec<String>) {
+        (
+            self.endpoint("router", party, ports::ROUTER),
+            self.endpoint("consenter", party, ports::CONSENTER),
+            self.endpoint("assembler", party, ports::ASSEMBLER),
+            (0..shards)
+                .map(|s| self.endpoint(&format!("batcher-{s}"), party, ports::BATCHER))
+                .collect(),
+        )
+    }
+
+    /// The namespace pattern (`fabrx-party{party}`).
+    pub fn namespace_pattern(&self) -> &str {
+        &self.namespace_pattern
+    }
+
+    /// The cluster domain (`cluster.local`).
+    pub fn cluster_domain(&self) -> &str {
+        &self.cluster_domain
+    }
+
+    /// Checks party `party`'s namespace: a DNS label.
+    pub fn check_namespace(&self, party: PartyId) -> Result<()> {
+        let ns = self.namespace(party);
+        if is_dns_label(&ns) {
+            Ok(())
+        } else {
+            Err(bad(format!(
+                "party {party}'s namespace {ns:?} is not a DNS label (a-z, 0-9, '-', at most 63)"
+            )))
+        }
     }
 }
 
@@ -238,7 +368,8 @@ pub fn secret_files(dir: &Path, config: &NetworkConfig, party: PartyId) -> Vec<S
 fn secret_yaml(namespace: &str, party: PartyId, entries: &[(String, String)]) -> String {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let mut y = format!(
-        "# Party {party}'s keys and TLS material, written by `fabrx network generate --k8s`.\n\
+        "# Party {party}'s keys and TLS material, written by `fabrx network generate --k8s`\n\
+         # or `fabrx network party add`.\n\
          # Give it to party {party} only; `kubectl apply -f` it into namespace {namespace}.\n\
          apiVersion: v1\nkind: Secret\nmetadata:\n  name: {SECRET_NAME}\n  namespace: {namespace}\n\
          \x20 labels:\n    app.kubernetes.io/part-of: fabrx\n    fabrx.io/party: \"{party}\"\n\
@@ -298,19 +429,7 @@ pub fn generate_k8s(spec: &GenerateSpec, layout: &K8sLayout) -> Result<K8sGenera
     }
     let mut secrets = Vec::new();
     for party in 1..=spec.parties {
-        let mut entries = Vec::new();
-        for f in secret_files(&spec.dir, &network.config, party) {
-            let text = std::fs::read_to_string(&f.path).map_err(|e| Error::Read {
-                path: f.path.clone(),
-                reason: e.to_string(),
-            })?;
-            entries.push((f.key, text));
-        }
-        let path = secret_path(&spec.dir, party);
-        if let Some(parent) = path.parent() {
-            create_dir(parent, 0o700)?;
-        }
-        write_secret(&path, &secret_yaml(&layout.namespace(party), party, &entries))?;
+        let path = write_party_secret(&spec.dir, &network.config, layout, party)?;
         secrets.push((party, path));
     }
     Ok(K8sGenerated {
@@ -318,4 +437,29 @@ pub fn generate_k8s(spec: &GenerateSpec, layout: &K8sLayout) -> Result<K8sGenera
         shared_dir: shared,
         secrets,
     })
+}
+
+/// Writes party `party`'s Secret manifest (`<dir>/k8s/party<p>/secret.yaml`, mode 0600,
+/// in a directory of mode 0700) from the files [`secret_files`] lists for it in
+/// `config`; an existing manifest is refused. Gives its path.
+pub fn write_party_secret(
+    dir: &Path,
+    config: &NetworkConfig,
+    layout: &K8sLayout,
+    party: PartyId,
+) -> Result<PathBuf> {
+    let mut entries = Vec::new();
+    for f in secret_files(dir, config, party) {
+        let text = std::fs::read_to_string(&f.path).map_err(|e| Error::Read {
+            path: f.path.clone(),
+            reason: e.to_string(),
+        })?;
+        entries.push((f.key, text));
+    }
+    let path = secret_path(dir, party);
+    if let Some(parent) = path.parent() {
+        create_dir(parent, 0o700)?;
+    }
+    write_secret(&path, &secret_yaml(&layout.namespace(party), party, &entries))?;
+    Ok(path)
 }

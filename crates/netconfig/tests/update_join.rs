@@ -46,6 +46,7 @@ fn spec(net: &Net) -> PartySpec {
     PartySpec {
         dir: net.dir.path().to_path_buf(),
         host: None,
+        k8s: None,
         seed: Some(11),
     }
 }
@@ -479,27 +480,4 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
         joiner_endpoints(&file, 5, "bad host").unwrap_err(),
         PartyAddError::BadHost { .. }
     ));
-}
-
-#[test]
-fn a_kubernetes_network_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let layout = netconfig::k8s::K8sLayout::new("fabrx-party{party}", "cluster.local").unwrap();
-    let k = netconfig::k8s::generate_k8s(
-        &GenerateSpec {
-            seed: Some(3),
-            ..GenerateSpec::new(4, 1, dir.path())
-        },
-        &layout,
-    )
-    .unwrap();
-    let spec = PartySpec {
-        dir: dir.path().to_path_buf(),
-        host: None,
-        seed: Some(3),
-    };
-    let e = add_party(&k.network.config, &spec).unwrap_err();
-    assert!(matches!(e, PartyAddError::Kubernetes { .. }), "{e:?}");
-    assert!(e.to_string().contains("not supported yet"), "{e}");
-    assert!(!dir.path().join("keys/party-5").exists());
 }

@@ -190,13 +190,23 @@ tls-{{ $cert }}.key tls/{{ $cert }}.key
 {{- end -}}
 {{- end }}
 
-{{/* The files a node reads from the network ConfigMap (`key path`): the network config
-     and, for the consenter, the consenters' peer-keys file. (dict "root" $ "role" r) */}}
+{{/* The files a node reads from the network ConfigMap (`key path`): the network config,
+     for the consenter the consenters' peer-keys file, and for an ordering node of a
+     joining party (network.join) the joining config. (dict "root" $ "role" r) */}}
 {{- define "fabrx.configFiles" -}}
 network-config.json config/network-config.json
 {{- if eq .role "consenter" }}
 consenter-peer-keys.txt config/consenter-peer-keys.txt
 {{- end }}
+{{- if include "fabrx.joins" . }}
+join.json config/join.json
+{{- end }}
+{{- end }}
+
+{{/* "true" when this node starts with `--join`: an ordering node (router, consenter,
+     assembler, batcher) of a release with network.join. (dict "root" $ "role" r) */}}
+{{- define "fabrx.joins" -}}
+{{- if and .root.Values.network.join (has .role (list "router" "consenter" "assembler" "batcher")) }}true{{ end -}}
 {{- end }}
 
 {{/* The pod-level pieces every fabrx pod shares: (dict "root" $ "role" r "shard" s "index" i
@@ -422,7 +432,9 @@ annotations:
 {{- if hasKey . "index" }}{{ $_ := set $sel "index" .index }}{{ end -}}
 {{- $selector := include "fabrx.selector" $sel | fromYaml -}}
 {{- $role := index $root.Values.roles .role -}}
+{{- /* Only what the pod reads: a change restarts it. network.parties is not among them. */ -}}
 {{- $checksum := dict "checksum/network-config" ($root.Values.network.config | sha256sum | trunc 16) -}}
+{{- if include "fabrx.joins" . }}{{ $_ := set $checksum "checksum/network-join" ($root.Values.network.join | sha256sum | trunc 16) }}{{ end -}}
 apiVersion: apps/v1
 kind: {{ if .stateful }}StatefulSet{{ else }}Deployment{{ end }}
 metadata:

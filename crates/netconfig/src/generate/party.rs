@@ -10,6 +10,14 @@
 //! generated layout puts the committer's and the token's ports right after the ordering
 //! nodes', where party N + 1's would otherwise fall.
 //!
+//! On a network laid out for Kubernetes (`generate --k8s`, [`crate::k8s`]) its endpoints
+//! are instead its Services' names in its namespace, on each role's fixed port
+//! ([`crate::k8s::ports`]), and its Secret manifest is written as `generate --k8s` writes
+//! a party's (`<dir>/k8s/party<P>/secret.yaml`). The layout is the one given
+//! ([`PartySpec::k8s`]) or read from the config's endpoints
+//! ([`K8sLayout::of_network`]); either way every endpoint of the config in force must be
+//! where it puts it.
+//!
 //! The consenter peer-keys file is left as it is: it lists the genesis config's
 //! consenters, which every consenter checks at start; a joiner takes the consenter keys
 //! of the next config from the config itself.
@@ -25,6 +33,7 @@ use crate::config::NetworkConfig;
 use crate::endpoint::Endpoint;
 use crate::error::Node;
 use crate::file::{BatcherFile, KeyedEndpoint, NetworkFile, PartyFile};
+use crate::k8s::K8sLayout;
 use crate::tls::rotate::{Issued, issue, network_issuer};
 use crate::update::UpdateError;
 
@@ -37,6 +46,10 @@ pub struct PartySpec {
     pub dir: PathBuf,
     /// The host its endpoints name (`None`: the host of party N's router).
     pub host: Option<String>,
+    /// The Kubernetes layout (`--k8s PATTERN --k8s-domain D`): `None` reads it from the
+    /// config when the network directory has `k8s/shared/` (a network generated with
+    /// `--k8s`), else the network is not laid out for Kubernetes.
+    pub k8s: Option<K8sLayout>,
     /// `None`: keys from the OS's random source. `Some(seed)`: derived from the seed as
     /// [`super::generate`] derives party N + 1's (tests and demos only).
     pub seed: Option<u64>,
@@ -55,18 +68,53 @@ pub struct PartyAdded {
     pub admin_key_file: PathBuf,
     /// The names of its TLS certificates (`router-5`, …), empty without TLS.
     pub certificates: Vec<String>,
+    /// On a Kubernetes network: its namespace and its Secret manifest.
+    pub k8s: Option<K8sJoined>,
+}
+
+/// What [`add_party`] wrote for a party joining a Kubernetes network.
+#[derive(Debug, Clone)]
+pub struct K8sJoined {
+    /// The layout its endpoints follow.
+    pub layout: K8sLayout,
+    /// Its namespace.
+    pub namespace: String,
+    /// `<dir>/k8s/party<P>/secret.yaml`.
+    pub secret: PathBuf,
 }
 
 /// Why a party cannot be added.
 #[derive(Debug, thiserror::Error)]
 pub enum PartyAddError {
-    /// The network was laid out for Kubernetes.
+    /// The Kubernetes layout cannot be read from the config.
     #[error(
-        "{dir} is a network laid out for Kubernetes (generated with --k8s): adding a party to it is not supported yet (its namespace, Services and Secret are not written)"
+        "{dir} is a network laid out for Kubernetes (k8s/shared exists), but its layout cannot be read from the config: {reason}; give it with --k8s PATTERN (and --k8s-domain)"
     )]
-    Kubernetes {
+    K8sLayoutUnknown {
         /// The network directory.
         dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The config's endpoints are not where the Kubernetes layout puts them.
+    #[error(
+        "the network's endpoints do not follow the Kubernetes layout {pattern:?} in domain {domain}: {reason}"
+    )]
+    K8sLayoutMismatch {
+        /// The namespace pattern.
+        pattern: String,
+        /// The cluster domain.
+        domain: String,
+        /// The first endpoint elsewhere.
+        reason: String,
+    },
+    /// A host given for a Kubernetes network, whose endpoints are Service names.
+    #[error(
+        "--host {host:?}: on a Kubernetes network the joiner's endpoints are its Services' names, not a host"
+    )]
+    HostOnKubernetes {
+        /// The host.
+        host: String,
     },
     /// The config in force has as many parties as there can be.
     #[error("the network has {parties} parties: no slot is left for another")]
@@ -194,22 +242,32 @@ fn default_host(file: &NetworkFile) -> Option<String> {
 /// a valid update of `current` (`crate::update::propose`) — and no file it writes may
 /// exist; then the certificates and keys are written.
 pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded, PartyAddError> {
-    if crate::k8s::shared_dir(&spec.dir).exists() {
-        return Err(PartyAddError::Kubernetes {
-            dir: spec.dir.clone(),
-        });
-    }
     let file = current.file();
     let party = current
         .n()
         .checked_add(1)
         .ok_or(PartyAddError::NoSlot { parties: current.n() })?;
-    let host = spec
-        .host
-        .clone()
-        .or_else(|| default_host(file))
-        .unwrap_or_else(|| "127.0.0.1".into());
-    let endpoints = joiner_endpoints(file, party, &host)?;
+    let layout = k8s_layout(file, spec)?;
+    let endpoints = match &layout {
+        Some(layout) => {
+            layout.check_namespace(party)?;
+            let (router, consenter, assembler, batchers) = layout.ordering_endpoints(party, file.shards);
+            JoinerEndpoints {
+                router,
+                consenter,
+                assembler,
+                batchers,
+            }
+        }
+        None => {
+            let host = spec
+                .host
+                .clone()
+                .or_else(|| default_host(file))
+                .unwrap_or_else(|| "127.0.0.1".into());
+            joiner_endpoints(file, party, &host)?
+        }
+    };
     let (entry, keys) = joiner_entry(spec.seed, party, &endpoints);
     let mut next = file.clone();
     next.sequence = file
@@ -233,14 +291,55 @@ pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded
         }
     };
     crate::update::propose(current, &next)?;
-    let (key_files, admin_key_file) = write_files(&spec.dir, party, &keys, &issued)?;
+    let next_config = match &layout {
+        Some(_) => Some(NetworkConfig::from_file(next.clone())?),
+        None => None,
+    };
+    let secret = layout.as_ref().map(|_| crate::k8s::secret_path(&spec.dir, party));
+    let (key_files, admin_key_file) = write_files(&spec.dir, party, &keys, &issued, secret.as_deref())?;
+    let k8s = match (layout, next_config) {
+        (Some(layout), Some(config)) => Some(K8sJoined {
+            namespace: layout.namespace(party),
+            secret: crate::k8s::write_party_secret(&spec.dir, &config, &layout, party)?,
+            layout,
+        }),
+        _ => None,
+    };
     Ok(PartyAdded {
         party,
         next,
         key_files,
         admin_key_file,
         certificates: issued.iter().map(|c| c.entry.name.clone()).collect(),
+        k8s,
     })
+}
+
+/// The Kubernetes layout the joiner follows, checked against every endpoint of `file`:
+/// the one `spec` gives, or, for a network directory with `k8s/shared/`, the one read
+/// from the config; `None` for a network not laid out for Kubernetes.
+fn k8s_layout(file: &NetworkFile, spec: &PartySpec) -> Result<Option<K8sLayout>, PartyAddError> {
+    let layout = match &spec.k8s {
+        Some(layout) => layout.clone(),
+        None if crate::k8s::shared_dir(&spec.dir).exists() => {
+            K8sLayout::of_network(file).map_err(|reason| PartyAddError::K8sLayoutUnknown {
+                dir: spec.dir.clone(),
+                reason,
+            })?
+        }
+        None => return Ok(None),
+    };
+    if let Some(host) = &spec.host {
+        return Err(PartyAddError::HostOnKubernetes { host: host.clone() });
+    }
+    layout
+        .check_network(file)
+        .map_err(|reason| PartyAddError::K8sLayoutMismatch {
+            pattern: layout.namespace_pattern().to_string(),
+            domain: layout.cluster_domain().to_string(),
+            reason,
+        })?;
+    Ok(Some(layout))
 }
 
 /// The joiner's signing keys: its nodes' (consenter, then one batcher per shard) and its
@@ -281,15 +380,18 @@ fn joiner_entry(seed: Option<u64>, party: PartyId, endpoints: &JoinerEndpoints) 
     (entry, JoinerKeys { nodes, admin })
 }
 
-/// Writes the joiner's certificates and keys under `dir`, when none of the files exists.
+/// Writes the joiner's certificates and keys under `dir`, when none of the files exists
+/// (nor its Secret manifest `secret`, written after them).
 /// Gives the node key files and the admin key file.
 fn write_files(
     dir: &Path,
     party: PartyId,
     keys: &JoinerKeys,
     issued: &[Issued],
+    secret: Option<&Path>,
 ) -> Result<(Vec<(Node, PathBuf)>, PathBuf), PartyAddError> {
-    let paths = planned_paths(dir, party, &keys.nodes, issued);
+    let mut paths = planned_paths(dir, party, &keys.nodes, issued);
+    paths.extend(secret.map(Path::to_path_buf));
     if let Some(path) = paths.iter().find(|p| p.exists()) {
         return Err(PartyAddError::Exists {
             party,
