@@ -70,6 +70,11 @@ impl ClusterKeys {
         }
     }
 
+    /// Every replica's key, in replica order.
+    pub fn keys_list(&self) -> Vec<PublicKey> {
+        self.keys.as_ref().clone()
+    }
+
     /// The keys of the replicas that joined after the genesis set.
     pub fn joined_keys(&self) -> &[PublicKey] {
         self.keys.get(self.genesis..).unwrap_or_default()

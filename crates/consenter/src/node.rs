@@ -744,7 +744,12 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     let (node, listen, key, keys) = checked(node)?;
     let cfg = Config { node, ..cfg };
     let metrics = Metrics::register(&deps.registry)?;
-    let peers = Arc::new(Peers::new(keys.clone(), cfg.node.peers.clone()));
+    let peers = Peers::new(keys.clone(), cfg.node.peers.clone())
+        .persisted(cfg.state.with_file_name("peers-joined.json"))
+        .map_err(|reason| Error::Config {
+            reason: format!("the joined consenters: {reason}"),
+        })?;
+    let peers = Arc::new(peers);
     let (replica, wal, sink, verified) = restore(
         &cfg,
         key.clone(),

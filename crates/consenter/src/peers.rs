@@ -9,8 +9,11 @@
 //! Entries are never changed or removed here: a replica's envelope key is the key it
 //! was started with (a rotated engine key is the engine's business, and over mutual TLS
 //! the caller's certificate names the sender), and the envelopes keep the cluster id of
-//! the genesis set ([`ClusterKeys::joined`]).
+//! the genesis set ([`ClusterKeys::joined`]). The replicas learned past the genesis set
+//! are persisted ([`Peers::persisted`]): after a restart a joined replica is checked
+//! against the key it joined with, not a key a later update rotated it to.
 
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock, RwLock};
 
 use crypto::PublicKey;
@@ -24,6 +27,18 @@ pub struct Peers {
     keys: RwLock<ClusterKeys>,
     endpoints: Mutex<Vec<String>>,
     transport: OnceLock<GrpcTransport>,
+    /// Where the replicas past the genesis set are kept (`None`: not kept).
+    file: Option<PathBuf>,
+}
+
+/// The file form of the replicas past the genesis set.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinedFile {
+    /// Their envelope keys, in replica order.
+    keys: Vec<PublicKey>,
+    /// Their endpoints, in replica order.
+    endpoints: Vec<String>,
 }
 
 /// Why [`Peers::follow`] did not grow the set.
@@ -46,6 +61,43 @@ impl Peers {
             keys: RwLock::new(keys),
             endpoints: Mutex::new(endpoints),
             transport: OnceLock::new(),
+            file: None,
+        }
+    }
+
+    /// The set kept in `path` from now on, with the replicas already kept there (past
+    /// the ones known) added first. A file that does not read is an error: the node would
+    /// otherwise check a joined replica against another key than the one it joined with.
+    pub fn persisted(mut self, path: PathBuf) -> Result<Peers, String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        if let Some(bytes) = read_if_present(&path).map_err(|e| at(&e))? {
+            let kept: JoinedFile = serde_json::from_slice(&bytes).map_err(|e| at(&e))?;
+            let mut keys = self.keys().keys_list();
+            let genesis = keys.len().saturating_sub(self.keys().joined_keys().len());
+            keys.truncate(genesis);
+            keys.extend(kept.keys);
+            let mut endpoints = self.endpoints();
+            endpoints.truncate(genesis);
+            endpoints.extend(kept.endpoints);
+            self.follow(&keys, &endpoints).map_err(|e| at(&e))?;
+        }
+        self.file = Some(path);
+        Ok(self)
+    }
+
+    fn persist(&self, keys: &ClusterKeys, endpoints: &[String]) {
+        let Some(path) = &self.file else { return };
+        let joined = keys.joined_keys();
+        let start = endpoints.len().saturating_sub(joined.len());
+        let file = JoinedFile {
+            keys: joined.to_vec(),
+            endpoints: endpoints.get(start..).unwrap_or_default().to_vec(),
+        };
+        let written = serde_json::to_vec_pretty(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| write_durably(path, &bytes).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            error!(path = %path.display(), error = %e, "the joined consenters cannot be kept: after a restart they are taken from the config in force");
         }
     }
 
@@ -94,6 +146,7 @@ impl Peers {
         ends.truncate(n);
         ends.extend(endpoints.iter().take(keys.len()).skip(n).cloned());
         let added = keys.len() - n;
+        self.persist(&known, &ends);
         info!(
             replicas = keys.len(),
             added, "the consenter set in force grew: linking to its new replicas"
@@ -103,6 +156,27 @@ impl Peers {
         }
         Ok(added)
     }
+}
+
+fn read_if_present(path: &std::path::Path) -> std::io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -143,5 +217,32 @@ mod tests {
         assert_eq!(peers.n(), 5);
         // the chain id of the grown keys is the genesis set's on that chain
         assert_eq!(peers.keys().with_chain("c").cluster_id(), id);
+    }
+
+    #[test]
+    fn a_restarted_node_keeps_the_key_a_replica_joined_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("peers-joined.json");
+        let all = keys("g-", 5);
+        let rotated = keys("r-", 5);
+        let genesis = ClusterKeys::new(all[..4].to_vec());
+        let ends: Vec<String> = (0..5).map(|i| format!("h:{i}")).collect();
+        let peers = Peers::new(genesis.clone(), ends[..4].to_vec())
+            .persisted(path.clone())
+            .unwrap();
+        assert_eq!(peers.follow(&all, &ends), Ok(1));
+        // Restarted after party 5's key rotated: the config in force names another key,
+        // the kept one wins.
+        let mut in_force = all.clone();
+        in_force[4] = rotated[4].clone();
+        let again = Peers::new(genesis.clone(), ends[..4].to_vec())
+            .persisted(path.clone())
+            .unwrap();
+        assert_eq!(again.follow(&in_force, &ends), Ok(0));
+        assert_eq!(again.keys().key(4), all.get(4));
+        assert_eq!(again.endpoints(), ends);
+        // A file that does not read is refused.
+        std::fs::write(&path, b"junk").unwrap();
+        assert!(Peers::new(genesis, ends[..4].to_vec()).persisted(path).is_err());
     }
 }
