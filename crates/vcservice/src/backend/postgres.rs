@@ -18,7 +18,7 @@ use crate::model::{
     CommitResult, CommitSet, NsWrites, OwnedPage, ReadSet, Row, Snapshot, StatusMap, VersionMap,
 };
 use crate::{Error, Result};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Postgres, Row as _};
 use std::collections::HashSet;
 use std::sync::RwLock;
@@ -64,6 +64,21 @@ impl PgOptions {
         }
     }
 }
+
+/// Planner settings of every connection (startup options). Every statement of this backend
+/// finds its rows by key (statuses by id, versions and updates by key, reads by key or
+/// owner), for which an index scan is always right. Without these, a namespace table that
+/// grows faster than autovacuum analyzes it (a fresh table under load: its statistics
+/// say it is small for the first minute) gets its updates planned as a hash join over a
+/// sequential scan of the whole table, and its version reads as sequential scans: 30 ms
+/// instead of 4 for a block's 500 updates at 40,000 rows, and growing with the table
+/// (docs/benchmarks.md, "What the vcservice asks of PostgreSQL"). Each setting only
+/// makes a plan very expensive, so a statement without an index to use still runs.
+const PLANNER_OPTIONS: [(&str, &str); 3] = [
+    ("enable_seqscan", "off"),
+    ("enable_hashjoin", "off"),
+    ("enable_mergejoin", "off"),
+];
 
 /// The PostgreSQL backend.
 pub struct PgBackend {
@@ -127,11 +142,12 @@ impl PgBackend {
             .urls
             .iter()
             .map(|url| {
-                PgPoolOptions::new()
+                let connect = url.parse::<PgConnectOptions>()?.options(PLANNER_OPTIONS);
+                Ok(PgPoolOptions::new()
                     .max_connections(opts.pool_size.get())
-                    .connect_lazy(url)
+                    .connect_lazy_with(connect))
             })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>>>()?;
         let known = RwLock::new(HashSet::from([META_NAMESPACE.to_string()]));
         Ok(PgBackend {
             pools,
