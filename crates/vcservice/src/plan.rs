@@ -177,8 +177,11 @@ pub fn unchecked_read_set(chunk: &[VcTx], disp: &[Disposition]) -> ReadSet {
 /// inserts check those).
 fn reads_not_checked_by_commit(tx: &Tx) -> impl Iterator<Item = (&str, &[u8], Option<u64>)> {
     tx.namespaces.iter().flat_map(|ns| {
-        let meta =
-            (ns.ns_id != META_NAMESPACE).then(|| (META_NAMESPACE, ns.ns_id.as_bytes(), Some(ns.ns_version)));
+        let meta = (ns.ns_id != META_NAMESPACE).then_some((
+            META_NAMESPACE,
+            ns.ns_id.as_bytes(),
+            Some(ns.ns_version),
+        ));
         let id = ns.ns_id.as_str();
         meta.into_iter()
             .chain(
