@@ -35,6 +35,13 @@ mod wallet_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// Every process of the binary allocates with mimalloc instead of glibc's malloc: the
+/// committer's decoded txs are allocated on one thread and freed on another, by the
+/// hundred thousand, which glibc's arenas serve with more locking, consolidation and page
+/// faults (docs/benchmarks.md, "A faster allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Command line of the `fabrx` binary.
 #[derive(Debug, Parser)]
 #[command(

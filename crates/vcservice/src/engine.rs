@@ -2,6 +2,13 @@
 //! with retries. A database error is retried with backoff and never turns into a status;
 //! a failed commit condition re-plans the chunk from fresh reads, so a resubmitted batch
 //! racing with its first submission gets the stored statuses back (FX §3.6).
+//!
+//! The first attempt at a chunk is optimistic: it reads neither the stored statuses of
+//! its ids nor the keys its txs expect absent and insert ([`plan::unchecked_read_set`]),
+//! because the commit itself checks both (a status row or an inserted key that exists
+//! fails it, and nothing is written). When it fails, the chunk is planned again from
+//! every read, as before, so the statuses are the same; only a resubmission or an insert
+//! of a key that exists pays for two plans.
 
 use crate::backend::Backend;
 use crate::metrics::Metrics;
@@ -112,7 +119,7 @@ impl Engine {
             return Prepared::Whole(chunks);
         }
         let chunk = chunks.pop().unwrap_or_default();
-        match self.plan(&chunk).await {
+        match self.plan_unchecked(&chunk).await {
             Ok((set, outcomes)) => Prepared::Planned { chunk, set, outcomes },
             Err(_) => Prepared::Whole(vec![chunk]),
         }
@@ -131,12 +138,32 @@ impl Engine {
                 if committed {
                     outcomes
                 } else {
-                    self.process_chunk(&chunk).await?
+                    self.count_retry("unchecked");
+                    self.process_chunk_checked(&chunk).await?
                 }
             }
         };
         self.count(&out);
         Ok(out)
+    }
+
+    /// The optimistic plan: no stored statuses, no reads of the keys a tx inserts. A chunk
+    /// with a tx answered without a stored status (an upstream status that is not stored)
+    /// is planned from every read: the commit would not check that tx's id.
+    async fn plan_unchecked(&self, chunk: &[VcTx]) -> Result<(crate::model::CommitSet, Vec<TxOutcome>)> {
+        let disp = plan::classify(chunk, &crate::model::StatusMap::new());
+        if disp.iter().any(|d| matches!(d, plan::Disposition::Answered(_))) {
+            return self.plan(chunk).await;
+        }
+        let reads = plan::unchecked_read_set(chunk, &disp);
+        let t = Instant::now();
+        let versions = if reads.is_empty() {
+            Default::default()
+        } else {
+            self.backend.versions(&reads).await?
+        };
+        self.observe("validate", t);
+        Ok(plan::decide(chunk, &disp, &versions))
     }
 
     async fn plan(&self, chunk: &[VcTx]) -> Result<(crate::model::CommitSet, Vec<TxOutcome>)> {
@@ -162,7 +189,27 @@ impl Engine {
         Ok(plan::decide(chunk, &disp, &versions))
     }
 
+    /// One optimistic attempt ([`Engine::plan_unchecked`]), then the checked retry loop.
     async fn process_chunk(&self, chunk: &[VcTx]) -> Result<Vec<TxOutcome>> {
+        let (set, outcomes) = match self.plan_unchecked(chunk).await {
+            Ok(planned) => planned,
+            Err(_) => return self.process_chunk_checked(chunk).await,
+        };
+        if set.is_empty() {
+            return Ok(outcomes);
+        }
+        let t = Instant::now();
+        let result = self.backend.commit(&set).await;
+        self.observe("commit", t);
+        if matches!(result, Ok(CommitResult::Applied)) {
+            return Ok(outcomes);
+        }
+        self.count_retry("unchecked");
+        self.process_chunk_checked(chunk).await
+    }
+
+    /// Plans from every read and commits, retrying failed conditions and errors.
+    async fn process_chunk_checked(&self, chunk: &[VcTx]) -> Result<Vec<TxOutcome>> {
         let mut backoff = self.config.initial_backoff;
         let mut last = String::new();
         for attempt in 1..=self.config.max_attempts {

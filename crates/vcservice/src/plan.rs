@@ -151,6 +151,53 @@ pub fn read_set(chunk: &[VcTx], disp: &[Disposition]) -> ReadSet {
         .collect()
 }
 
+/// The keys a first, optimistic plan reads ([`crate::Engine`]): those of [`read_set`]
+/// except the keys a tx expects absent and writes. Such a key becomes an insert of the
+/// commit, which holds only if the key is still absent ([`crate::Backend::commit`]), so
+/// the commit checks it and reading it first is needed only to tell which tx conflicts
+/// when one does: a plan that assumes them absent is either right, or its commit fails
+/// and the chunk is planned again from [`read_set`]. Reads that the commit does not
+/// check (read-only keys, a namespace's `_meta` version, keys read at a version, which
+/// decide most conflicts) are kept.
+pub fn unchecked_read_set(chunk: &[VcTx], disp: &[Disposition]) -> ReadSet {
+    let mut set: std::collections::BTreeMap<String, BTreeSet<Vec<u8>>> = Default::default();
+    for (vtx, d) in chunk.iter().zip(disp) {
+        if *d == Disposition::Validate {
+            for (ns, key, _) in reads_not_checked_by_commit(&vtx.tx) {
+                set.entry(ns.to_string()).or_default().insert(key.to_vec());
+            }
+        }
+    }
+    set.into_iter()
+        .map(|(ns, keys)| (ns, keys.into_iter().collect()))
+        .collect()
+}
+
+/// [`reads_of`] without the read-writes that expect their key absent (the commit's
+/// inserts check those).
+fn reads_not_checked_by_commit(tx: &Tx) -> impl Iterator<Item = (&str, &[u8], Option<u64>)> {
+    tx.namespaces.iter().flat_map(|ns| {
+        let meta = (ns.ns_id != META_NAMESPACE).then_some((
+            META_NAMESPACE,
+            ns.ns_id.as_bytes(),
+            Some(ns.ns_version),
+        ));
+        let id = ns.ns_id.as_str();
+        meta.into_iter()
+            .chain(
+                ns.reads_only
+                    .iter()
+                    .map(move |r| (id, r.key.as_slice(), r.version)),
+            )
+            .chain(
+                ns.read_writes
+                    .iter()
+                    .filter(|rw| rw.version.is_some())
+                    .map(move |rw| (id, rw.key.as_slice(), rw.version)),
+            )
+    })
+}
+
 /// Validates every tx to be validated against `versions` and builds the commit.
 /// Returns the commit and the outcome of every tx, in chunk order.
 pub fn decide(chunk: &[VcTx], disp: &[Disposition], versions: &VersionMap) -> (CommitSet, Vec<TxOutcome>) {

@@ -176,3 +176,63 @@ fn meta_insert_creates_namespace() {
     assert_eq!(outcomes[0].status, Status::Committed);
     assert_eq!(set.new_namespaces, vec!["token".to_string()]);
 }
+
+#[test]
+fn unchecked_reads_leave_out_only_the_inserted_keys() {
+    let mut read_only = tx("reads", 1, "token", vec![], vec![]);
+    Arc::make_mut(&mut read_only.tx).namespaces[0].reads_only.extend([
+        types::Read {
+            key: b"r_absent".to_vec(),
+            version: None,
+        },
+        types::Read {
+            key: b"r0".to_vec(),
+            version: Some(0),
+        },
+    ]);
+    let chunk = vec![
+        tx(
+            "spend",
+            1,
+            "token",
+            vec![rw("coin", Some(0)), rw("out1", None), rw("out2", None)],
+            vec!["b"],
+        ),
+        read_only,
+        tx("create", 1, META_NAMESPACE, vec![rw("other", None)], vec![]),
+    ];
+    let disp = vec![Disposition::Validate; chunk.len()];
+    let rs = unchecked_read_set(&chunk, &disp);
+    // The namespace versions, read-only keys (absent or not) and keys read at a version
+    // stay; the keys inserted by read-writes that expect them absent go.
+    assert_eq!(rs["_meta"], vec![b"token".to_vec()]);
+    assert_eq!(
+        rs["token"],
+        vec![b"coin".to_vec(), b"r0".to_vec(), b"r_absent".to_vec()]
+    );
+    assert_eq!(rs.len(), 2);
+    // Where the left-out keys are absent, the unchecked plan decides as the full one.
+    let mut versions = VersionMap::new();
+    versions.insert(("_meta".into(), b"token".to_vec()), 0);
+    versions.insert(("token".into(), b"coin".to_vec()), 0);
+    versions.insert(("token".into(), b"r0".to_vec()), 0);
+    let (set, outcomes) = decide(&chunk, &disp, &versions);
+    assert!(outcomes.iter().all(|o| o.status == Status::Committed));
+    assert_eq!(set.writes["token"].inserts.len(), 2);
+    // Skipped reads are only ever expected absent.
+    let full = read_set(&chunk, &disp);
+    for (ns, keys) in &full {
+        for key in keys {
+            let kept = rs.get(ns).is_some_and(|k| k.contains(key));
+            let inserted = chunk.iter().any(|t| {
+                t.tx.namespaces.iter().any(|n| {
+                    &n.ns_id == ns
+                        && n.read_writes
+                            .iter()
+                            .any(|rw| &rw.key == key && rw.version.is_none())
+                })
+            });
+            assert!(kept || inserted, "{ns}/{key:?} left out but not inserted");
+        }
+    }
+}

@@ -4,8 +4,10 @@
 //! `ns_<id>(key, value, version)` per namespace, created in the same database transaction
 //! that commits the namespace's `_meta` row. Set-based SQL ([`SqlMode::SetBased`]): every
 //! phase is one statement over arrays (`unnest`, `= ANY`), and a commit is one statement
-//! of data-modifying CTEs whose `RETURNING` counts reveal a failed condition, after which
-//! the transaction is rolled back. [`SqlMode::PerKey`] issues one statement per key and
+//! of data-modifying CTEs. A status row or an inserted key that exists fails the statement
+//! with a unique violation (plain `INSERT`s: one index descent per row, where `ON CONFLICT
+//! DO NOTHING` takes two), and an update whose version moved shows in the `RETURNING`
+//! counts; either way the transaction is rolled back and the commit reports a conflict. [`SqlMode::PerKey`] issues one statement per key and
 //! exists only to measure the difference.
 //!
 //! Each namespace table also carries the owner index (`pg_owner.rs`): a stored generated
@@ -16,7 +18,7 @@ use crate::model::{
     CommitResult, CommitSet, NsWrites, OwnedPage, ReadSet, Row, Snapshot, StatusMap, VersionMap,
 };
 use crate::{Error, Result};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Postgres, Row as _};
 use std::collections::HashSet;
 use std::sync::RwLock;
@@ -62,6 +64,21 @@ impl PgOptions {
         }
     }
 }
+
+/// Planner settings of every connection (startup options). Every statement of this backend
+/// finds its rows by key (statuses by id, versions and updates by key, reads by key or
+/// owner), for which an index scan is always right. Without these, a namespace table that
+/// grows faster than autovacuum analyzes it (a fresh table under load: its statistics
+/// say it is small for the first minute) gets its updates planned as a hash join over a
+/// sequential scan of the whole table, and its version reads as sequential scans: 30 ms
+/// instead of 4 for a block's 500 updates at 40,000 rows, and growing with the table
+/// (docs/benchmarks.md, "What the vcservice asks of PostgreSQL"). Each setting only
+/// makes a plan very expensive, so a statement without an index to use still runs.
+const PLANNER_OPTIONS: [(&str, &str); 3] = [
+    ("enable_seqscan", "off"),
+    ("enable_hashjoin", "off"),
+    ("enable_mergejoin", "off"),
+];
 
 /// The PostgreSQL backend.
 pub struct PgBackend {
@@ -125,11 +142,12 @@ impl PgBackend {
             .urls
             .iter()
             .map(|url| {
-                PgPoolOptions::new()
+                let connect = url.parse::<PgConnectOptions>()?.options(PLANNER_OPTIONS);
+                Ok(PgPoolOptions::new()
                     .max_connections(opts.pool_size.get())
-                    .connect_lazy(url)
+                    .connect_lazy_with(connect))
             })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>>>()?;
         let known = RwLock::new(HashSet::from([META_NAMESPACE.to_string()]));
         Ok(PgBackend {
             pools,
@@ -430,7 +448,12 @@ impl Backend for PgBackend {
             self.create_namespace_table(&mut tx, ns).await?;
         }
         let ok = match self.mode {
-            SqlMode::SetBased => self.commit_set_based(&mut tx, set).await?,
+            SqlMode::SetBased => match self.commit_set_based(&mut tx, set).await {
+                Ok(ok) => ok,
+                // A status row or an inserted key exists: a failed condition, not an error.
+                Err(Error::Postgres { source }) if is_unique_violation(&source) => false,
+                Err(e) => return Err(e),
+            },
             SqlMode::PerKey => self.commit_per_key(&mut tx, set).await?,
         };
         if !ok {
@@ -510,7 +533,7 @@ fn set_based_statement(set: &CommitSet) -> Result<(String, Vec<i64>)> {
     let (a, b, c) = (next(), next(), next());
     ctes.push(format!(
         "c0 AS (INSERT INTO tx_status (tx_id, status, height) SELECT * FROM \
-         unnest(${a}::TEXT[], ${b}::INT4[], ${c}::BYTEA[]) ON CONFLICT DO NOTHING RETURNING 1)"
+         unnest(${a}::TEXT[], ${b}::INT4[], ${c}::BYTEA[]) RETURNING 1)"
     ));
     expected.push(set.statuses.len() as i64);
     for (ns, w) in &set.writes {
@@ -519,7 +542,7 @@ fn set_based_statement(set: &CommitSet) -> Result<(String, Vec<i64>)> {
             let (k, v) = (next(), next());
             ctes.push(format!(
                 "c{} AS (INSERT INTO {t} (key, value, version) SELECT k, v, 0 FROM \
-                 unnest(${k}::BYTEA[], ${v}::BYTEA[]) AS u(k, v) ON CONFLICT DO NOTHING RETURNING 1)",
+                 unnest(${k}::BYTEA[], ${v}::BYTEA[]) AS u(k, v) RETURNING 1)",
                 ctes.len()
             ));
             expected.push(w.inserts.len() as i64);
@@ -554,6 +577,14 @@ fn set_based_statement(set: &CommitSet) -> Result<(String, Vec<i64>)> {
         counts.join(", ")
     );
     Ok((sql, expected))
+}
+
+/// Whether a PostgreSQL error is a unique violation (23505): in a commit statement, a status
+/// row or an inserted key that exists.
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c.as_ref() == "23505")
 }
 
 /// Whether a PostgreSQL error is the loser's side of two sessions creating the same
