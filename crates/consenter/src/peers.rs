@@ -70,7 +70,7 @@ impl Peers {
     /// otherwise check a joined replica against another key than the one it joined with.
     pub fn persisted(mut self, path: PathBuf) -> Result<Peers, String> {
         let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        if let Some(bytes) = read_if_present(&path).map_err(|e| at(&e))? {
+        if let Some(bytes) = clients::file::read_if_present(&path).map_err(|e| at(&e))? {
             let kept: JoinedFile = serde_json::from_slice(&bytes).map_err(|e| at(&e))?;
             let mut keys = self.keys().keys_list();
             let genesis = keys.len().saturating_sub(self.keys().joined_keys().len());
@@ -95,7 +95,7 @@ impl Peers {
         };
         let written = serde_json::to_vec_pretty(&file)
             .map_err(|e| e.to_string())
-            .and_then(|bytes| write_durably(path, &bytes).map_err(|e| e.to_string()));
+            .and_then(|bytes| clients::file::write_durably(path, &bytes).map_err(|e| e.to_string()));
         if let Err(e) = written {
             error!(path = %path.display(), error = %e, "the joined consenters cannot be kept: after a restart they are taken from the config in force");
         }
@@ -156,27 +156,6 @@ impl Peers {
         }
         Ok(added)
     }
-}
-
-fn read_if_present(path: &std::path::Path) -> std::io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
