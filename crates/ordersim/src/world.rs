@@ -662,10 +662,13 @@ impl World {
                     }
                     _ => "",
                 };
-                let reconf = self
+                let mut reconf = self
                     .reconf
                     .as_ref()
                     .map_or_else(String::new, |r| format!("; {}", r.open()));
+                if !self.joiner_is_member() {
+                    reconf.push_str("; the joining party's consenter is not a member");
+                }
                 Err(format!(
                     "liveness: {} of {} requests not ordered {} ms after GST{victim} ({} decisions, terms {:?}{reconf})",
                     missing.len(),
@@ -677,6 +680,20 @@ impl World {
             }
             Err(stop) => Err(stop.to_string()),
         }
+    }
+
+    /// Whether the joining party's consenter (if the scenario has one) is a member of
+    /// the set in force. The run goes on until it is: a join whose consenter never
+    /// catches up leaves the network without its fault tolerance, which is a liveness
+    /// failure, not a pass (the workload may well be ordered before it catches up).
+    fn joiner_is_member(&self) -> bool {
+        if self.sc.total_parties() <= self.sc.n {
+            return true;
+        }
+        self.consenters[self.sc.n as usize]
+            .replica
+            .as_ref()
+            .is_some_and(Replica::is_member)
     }
 
     fn finish(mut self) -> Result<ArmaReport, String> {
@@ -705,10 +722,7 @@ impl World {
         if self.sc.total_parties() > self.sc.n {
             // The joined party takes part: its batchers run and its consenter is a member.
             let joiner = self.sc.n;
-            let member = self.consenters[joiner as usize]
-                .replica
-                .as_ref()
-                .is_some_and(Replica::is_member);
+            let member = self.joiner_is_member();
             if self.report.joined_batchers != u64::from(self.sc.shards) || !member {
                 return Err(format!(
                     "join: party {} joined with {} of {} batchers, its consenter a member: {member}",
@@ -1534,7 +1548,12 @@ impl Sim for World {
     fn done(&mut self) -> Result<bool, String> {
         let victim_sent = self.late.as_ref().is_none_or(|l| l.sent);
         let settled = self.reconf.as_ref().is_none_or(reconf::Reconf::settled);
-        Ok(self.k.after_gst() && victim_sent && settled && self.checker.all_ordered() && self.assembled())
+        Ok(self.k.after_gst()
+            && victim_sent
+            && settled
+            && self.joiner_is_member()
+            && self.checker.all_ordered()
+            && self.assembled())
     }
 
     fn step(&mut self, ev: Ev) -> Result<(), String> {
