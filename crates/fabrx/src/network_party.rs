@@ -70,11 +70,13 @@ pub fn run(cmd: PartyCmd) -> anyhow::Result<()> {
         Some(pattern) => Some(netconfig::k8s::K8sLayout::new(pattern, &args.k8s_domain)?),
         None => None,
     };
+    let ports_in_use = devnet_ports(&dir)?;
     let spec = PartySpec {
         dir,
         host: args.host,
         k8s,
         seed: args.seed,
+        ports_in_use,
     };
     let added = add_party(&current, &spec)?;
     let text = serde_json::to_string_pretty(&added.next)? + "\n";
@@ -99,6 +101,22 @@ pub fn run(cmd: PartyCmd) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The ports of every address a devnet's `network.json` in `dir` records (each node's
+/// listen and metrics address), so that the joiner's endpoints go past the metrics ports
+/// `fabrx up` placed above the config's. None without that file.
+fn devnet_ports(dir: &Path) -> anyhow::Result<Vec<u16>> {
+    let Some(file) = devnet::file::NetworkFile::load(dir)? else {
+        return Ok(Vec::new());
+    };
+    let port = |addr: &str| addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    Ok(file
+        .nodes
+        .iter()
+        .flat_map(|n| std::iter::once(n.listen.as_str()).chain(n.metrics.as_deref()))
+        .filter_map(port)
+        .collect())
 }
 
 fn load(path: &Path) -> anyhow::Result<NetworkConfig> {

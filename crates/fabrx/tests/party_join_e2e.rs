@@ -392,8 +392,10 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     );
     assert_all_committed(&up_load(&dir, 300, 300, "pja"), 300);
 
-    // Party 5's keys, certificates and the next config; its endpoints moved to ports free
-    // now (the devnet's metrics ports lie just above the config's).
+    // Party 5's keys, certificates and the next config. `party add` places its endpoints
+    // past every port of the config and of the devnet's `network.json` (whose metrics
+    // ports lie just above the config's); checked, then moved to ports free now, since
+    // nothing reserves the ports above the devnet's.
     let next = dir.join("join.next.json");
     let o = run(&[
         "network",
@@ -414,6 +416,23 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         .iter_mut()
         .find(|p| p["id"] == 5)
         .expect("party 5 in the next config");
+    let port_of = |addr: &str| addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    let devnet: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("network.json")).unwrap()).unwrap();
+    let devnet_highest = devnet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| [n["listen"].as_str(), n["metrics"].as_str()])
+        .flatten()
+        .filter_map(port_of)
+        .max()
+        .unwrap();
+    let router5 = port_of(party5["router"].as_str().unwrap()).unwrap();
+    assert!(
+        router5 > devnet_highest,
+        "party add put party 5's router on port {router5}, not past the devnet's {devnet_highest}"
+    );
     let move_port = |v: &mut serde_json::Value| {
         let host = v.as_str().unwrap().rsplit_once(':').unwrap().0.to_owned();
         *v = serde_json::json!(format!("{host}:{}", free_port()));

@@ -58,6 +58,7 @@ fn spec(net: &Net, k8s: Option<K8sLayout>) -> PartySpec {
         host: None,
         k8s,
         seed: Some(3),
+        ports_in_use: Vec::new(),
     }
 }
 
@@ -264,6 +265,7 @@ fn the_join_example_is_a_valid_kubernetes_join() {
             host: None,
             k8s: None,
             seed: None,
+            ports_in_use: Vec::new(),
         };
         let added = add_party(&k.network.config, &spec).unwrap();
         std::fs::create_dir_all(&root).unwrap();

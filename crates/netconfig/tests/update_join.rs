@@ -48,6 +48,7 @@ fn spec(net: &Net) -> PartySpec {
         host: None,
         k8s: None,
         seed: Some(11),
+        ports_in_use: Vec::new(),
     }
 }
 
@@ -448,17 +449,20 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
     let mut file = net.config.file().clone();
     // A committer node on a port past every other: the joiner starts after it.
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:60000".into();
-    let e = joiner_endpoints(&file, 5, "10.0.0.5").unwrap();
+    let e = joiner_endpoints(&file, 5, "10.0.0.5", &[]).unwrap();
     assert_eq!(e.router, "10.0.0.5:60001");
     assert_eq!(e.batchers, ["10.0.0.5:60004", "10.0.0.5:60005"]);
-    let e = joiner_endpoints(&file, 5, "::1").unwrap();
+    let e = joiner_endpoints(&file, 5, "::1", &[]).unwrap();
     assert_eq!(e.consenter, "[::1]:60002");
+    // A port in use that the config does not name (a devnet's metrics port) counts too.
+    let e = joiner_endpoints(&file, 5, "h", &[61000, 59000]).unwrap();
+    assert_eq!(e.router, "h:61001");
     // Five ports after 65530 fit (the last batcher on 65535); after 65531 they do not.
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65530".into();
-    let e = joiner_endpoints(&file, 5, "h").unwrap();
+    let e = joiner_endpoints(&file, 5, "h", &[]).unwrap();
     assert_eq!(e.batchers, ["h:65534", "h:65535"]);
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65531".into();
-    let e = joiner_endpoints(&file, 5, "h").unwrap_err();
+    let e = joiner_endpoints(&file, 5, "h", &[]).unwrap_err();
     assert!(
         matches!(
             e,
@@ -472,12 +476,12 @@ fn the_joiners_ports_come_after_every_port_in_use_and_stop_at_65535() {
     );
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:65535".into();
     assert!(matches!(
-        joiner_endpoints(&file, 5, "h").unwrap_err(),
+        joiner_endpoints(&file, 5, "h", &[]).unwrap_err(),
         PartyAddError::PortOverflow { highest: 65535, .. }
     ));
     file.committer.as_mut().unwrap().parties[2].vcservice = "127.0.0.1:60000".into();
     assert!(matches!(
-        joiner_endpoints(&file, 5, "bad host").unwrap_err(),
+        joiner_endpoints(&file, 5, "bad host", &[]).unwrap_err(),
         PartyAddError::BadHost { .. }
     ));
 }

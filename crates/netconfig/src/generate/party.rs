@@ -8,7 +8,9 @@
 //! committer's nodes, the token services) plus one, then router, consenter, assembler
 //! and one batcher per shard, in the generated layout's order ([`super::port_of`]). The
 //! generated layout puts the committer's and the token's ports right after the ordering
-//! nodes', where party N + 1's would otherwise fall.
+//! nodes', where party N + 1's would otherwise fall. Ports in use that the config does
+//! not name ([`PartySpec::ports_in_use`]: `fabrx network party add` passes those of a
+//! devnet's `network.json`, whose metrics ports lie above the config's) are passed too.
 //!
 //! On a network laid out for Kubernetes (`generate --k8s`, [`crate::k8s`]) its endpoints
 //! are instead its Services' names in its namespace, on each role's fixed port
@@ -53,6 +55,9 @@ pub struct PartySpec {
     /// `None`: keys from the OS's random source. `Some(seed)`: derived from the seed as
     /// [`super::generate`] derives party N + 1's (tests and demos only).
     pub seed: Option<u64>,
+    /// Ports in use that the config does not name (a devnet's metrics ports, say): the
+    /// joiner's endpoints go past these too. Not used on a Kubernetes network.
+    pub ports_in_use: Vec<u16>,
 }
 
 /// What [`add_party`] wrote.
@@ -195,13 +200,14 @@ fn endpoint(host: &str, port: u16) -> String {
 }
 
 /// The endpoints of party `party` joining `file` on `host`: from the highest port in use
-/// plus one, in the generated layout's order.
+/// (in `file` or in `also_in_use`) plus one, in the generated layout's order.
 pub fn joiner_endpoints(
     file: &NetworkFile,
     party: PartyId,
     host: &str,
+    also_in_use: &[u16],
 ) -> Result<JoinerEndpoints, PartyAddError> {
-    let highest = highest_port(file);
+    let highest = also_in_use.iter().copied().fold(highest_port(file), u16::max);
     let needed = file.shards.saturating_add(3);
     let overflow = move || PartyAddError::PortOverflow {
         party,
@@ -265,7 +271,7 @@ pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded
                 .clone()
                 .or_else(|| default_host(file))
                 .unwrap_or_else(|| "127.0.0.1".into());
-            joiner_endpoints(file, party, &host)?
+            joiner_endpoints(file, party, &host, &spec.ports_in_use)?
         }
     };
     let (entry, keys) = joiner_entry(spec.seed, party, &endpoints);
