@@ -34,89 +34,18 @@
 
 mod cluster;
 mod envelope;
+use cluster::update::{
+    assert_acknowledged_committed, current, free_port, gauge, ok, order, run, s, scrape, wait_epoch,
+};
 use cluster::{
     assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json,
     network_json as network, pid_in as pid_of, up_load,
 };
 
-use std::io::{BufRead, Read, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(bin()).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// `GET /metrics` of `addr`, or `None` while it does not answer.
-fn scrape(addr: &str) -> Option<String> {
-    let mut sock = std::net::TcpStream::connect(addr).ok()?;
-    sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(sock, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    sock.read_to_string(&mut text).ok()?;
-    Some(text.split_once("\r\n\r\n")?.1.to_owned())
-}
-
-/// The value of the unlabelled-or-labelled gauge `name` in Prometheus text.
-fn gauge(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|r| r.starts_with(' ') || r.starts_with('{'))
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A load across a switch that closes connections (TLS update B): every tx a quorum of
-/// routers acknowledged is committed, every other one was refused, and those are few.
-fn assert_acknowledged_committed(summary: &serde_json::Value, txs: u64) {
-    assert_eq!(summary["sent"], txs, "{summary}");
-    assert_eq!(summary["admitted_never_confirmed"], 0, "{summary}");
-    assert_eq!(summary["aborted"], serde_json::json!({}), "{summary}");
-    let refused = summary["refused"].as_u64().unwrap();
-    assert!(
-        summary["never_confirmed"].as_u64().unwrap() <= refused,
-        "{summary}"
-    );
-    assert!(refused <= txs / 10, "{summary}");
-}
-
-fn wait_epoch(dir: &Path, epoch: u64) {
-    let start = Instant::now();
-    while !epochs(dir).iter().all(|e| *e == Some(epoch)) {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "not all at {epoch}: {:?}",
-            epochs(dir)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
 
 /// The pid of every node `fabrx up` started, by name.
 fn pids(dir: &Path) -> std::collections::BTreeMap<String, u64> {
@@ -144,62 +73,6 @@ fn logs(dir: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The config in force, as the consenters answer it, written to `<dir>/<name>`.
-fn current(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    ok(&run(&[
-        "network",
-        "update",
-        "current",
-        "--network",
-        s(dir),
-        "--out",
-        s(&path),
-    ]));
-    path
-}
-
-/// Proposes `next` as the update of the config in force `current`, signs it with the
-/// admins of parties 1, 2 and 3 (a majority of four or five) and submits it.
-fn order(dir: &Path, current: &Path, next: &Path, name: &str) -> std::process::Output {
-    let update = dir.join(format!("{name}.update.json"));
-    ok(&run(&[
-        "network",
-        "update",
-        "propose",
-        "--network",
-        s(current),
-        "--next",
-        s(next),
-        "--out",
-        s(&update),
-    ]));
-    for p in [1, 2, 3] {
-        let key = dir.join(format!("keys/party-{p}/admin.key"));
-        ok(&run(&[
-            "network",
-            "update",
-            "sign",
-            "--update",
-            s(&update),
-            "--party",
-            &p.to_string(),
-            "--key",
-            s(&key),
-        ]));
-    }
-    run(&[
-        "network",
-        "update",
-        "submit",
-        "--update",
-        s(&update),
-        "--network",
-        s(dir),
-        "--json",
-    ])
-}
-
 /// The config in force (sequence `at`) edited by `edit` (and the next sequence), ordered;
 /// waits until every genesis consenter is at the next epoch.
 fn edit_and_order(dir: &Path, at: u64, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
@@ -211,19 +84,8 @@ fn edit_and_order(dir: &Path, at: u64, name: &str, edit: impl FnOnce(&mut serde_
     edit(&mut next);
     let path = dir.join(format!("{name}.next.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&next).unwrap()).unwrap();
-    ok(&order(dir, &in_force, &path, name));
+    ok(&order(dir, &in_force, &path, name, &[1, 2, 3]));
     wait_epoch(dir, at + 1);
-}
-
-/// Every genesis consenter's config epoch (`fabrx status --json`).
-fn epochs(dir: &Path) -> Vec<Option<u64>> {
-    let out = fabrx(&["status", "--json", "--dir"], dir);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|n| n["role"] == "consenter")
-        .map(|n| n["config_epoch"].as_u64())
-        .collect()
 }
 
 /// Party 5's nodes, each started with `--join`; killed on drop.
@@ -543,7 +405,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         s(&next_a),
     ]));
     assert!(out.contains("issued 25 certificates"), "{out}");
-    ok(&order(&dir, &in_force, &next_a, "tls-a"));
+    ok(&order(&dir, &in_force, &next_a, "tls-a", &[1, 2, 3]));
     wait_epoch(&dir, 2);
     // B only once every node presents its new certificate (routers within a poll), as
     // docs/reconfiguration.md "Rotating TLS certificates" says.
@@ -575,7 +437,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         s(&next_b),
     ]));
     assert!(out.contains("retired 25 certificates"), "{out}");
-    ok(&order(&dir, &in_force, &next_b, "tls-b"));
+    ok(&order(&dir, &in_force, &next_b, "tls-b", &[1, 2, 3]));
     wait_epoch(&dir, 3);
     assert_acknowledged_committed(&during.join().unwrap(), 2000);
     assert_all_committed(&up_load(&dir, 300, 300, "pjf"), 300);

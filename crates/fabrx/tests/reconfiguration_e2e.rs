@@ -25,34 +25,14 @@
 
 mod cluster;
 mod envelope;
+use cluster::update::{epochs_by_name as epochs, propose_and_sign, run, s, submit_with};
 use cluster::{
-    assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json,
+    assert_all_committed, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json,
     network_json as network, pid_in as pid_of, up_load,
 };
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Runs `fabrx ARGS` (no directory appended) and returns its output.
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(bin()).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Every consenter's config epoch, by name (`fabrx status --json`).
-fn epochs(dir: &Path) -> Vec<(String, Option<u64>)> {
-    let out = fabrx(&["status", "--json", "--dir"], dir);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|n| n["role"] == "consenter")
-        .map(|n| (n["name"].as_str().unwrap().to_owned(), n["config_epoch"].as_u64()))
-        .collect()
-}
 
 /// The update replacing `dir`'s config with one whose batch timeout is `ms`, signed by
 /// the admins of `signers`.
@@ -73,42 +53,13 @@ fn propose_signed(
     name: &str,
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> PathBuf {
-    let config = current;
     let mut next: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(config).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(current).unwrap()).unwrap();
     next["sequence"] = serde_json::json!(next["sequence"].as_u64().unwrap() + 1);
     edit(&mut next);
     let next_path = dir.join(format!("{name}.next.json"));
     std::fs::write(&next_path, serde_json::to_string_pretty(&next).unwrap()).unwrap();
-    let out = dir.join(format!("{name}.update.json"));
-    let o = run(&[
-        "network",
-        "update",
-        "propose",
-        "--network",
-        s(config),
-        "--next",
-        s(&next_path),
-        "--out",
-        s(&out),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for p in signers {
-        let key = dir.join(format!("keys/party-{p}/admin.key"));
-        let o = run(&[
-            "network",
-            "update",
-            "sign",
-            "--update",
-            s(&out),
-            "--party",
-            &p.to_string(),
-            "--key",
-            s(&key),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    out
+    propose_and_sign(dir, current, &next_path, name, signers)
 }
 
 fn submit(dir: &Path, update: &Path) -> std::process::Output {
@@ -118,22 +69,6 @@ fn submit(dir: &Path, update: &Path) -> std::process::Output {
 /// `submit` through party `party`'s router (`--router`), which hands it to the consenters.
 fn submit_via_router(dir: &Path, update: &Path, party: u32) -> std::process::Output {
     submit_with(dir, update, &["--router", "--party", &party.to_string()])
-}
-
-/// `fabrx network update submit --update UPDATE --network DIR --json` and `extra`.
-fn submit_with(dir: &Path, update: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "network",
-        "update",
-        "submit",
-        "--update",
-        s(update),
-        "--network",
-        s(dir),
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    run(&args)
 }
 
 #[test]

@@ -25,70 +25,15 @@
 
 mod cluster;
 mod envelope;
+use cluster::update::{assert_acknowledged_committed, current, ok, order, run, s, wait_epoch};
 use cluster::{
-    assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, network_json as network, pid_in, up_load,
+    assert_all_committed, fabrx_ok as fabrx, free_base_port, network_json as network, pid_in, up_load,
 };
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(bin()).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A load across a switch that closes connections: every tx a quorum of routers
-/// acknowledged is committed, and every other one was refused (not acknowledged: the
-/// requests in flight on a router's link to its batcher when the batcher closed it).
-fn assert_acknowledged_committed(summary: &serde_json::Value, txs: u64) {
-    assert_eq!(summary["sent"], txs, "{summary}");
-    assert_eq!(summary["admitted_never_confirmed"], 0, "{summary}");
-    assert_eq!(summary["aborted"], serde_json::json!({}), "{summary}");
-    let refused = summary["refused"].as_u64().unwrap();
-    assert!(
-        summary["never_confirmed"].as_u64().unwrap() <= refused,
-        "{summary}"
-    );
-    // Those in flight when B closed the links (about a latency's worth of the 200 tx/s),
-    // not a link that stayed down.
-    assert!(refused <= txs / 10, "{summary}");
-    eprintln!("load across the switches: {summary}");
-}
-
-/// Every consenter's config epoch (`fabrx status --json`).
-fn epochs(dir: &Path) -> Vec<Option<u64>> {
-    let out = fabrx(&["status", "--json", "--dir"], dir);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|n| n["role"] == "consenter")
-        .map(|n| n["config_epoch"].as_u64())
-        .collect()
-}
-
-fn wait_epoch(dir: &Path, epoch: u64) {
-    let start = Instant::now();
-    while !epochs(dir).iter().all(|e| *e == Some(epoch)) {
-        assert!(start.elapsed() < Duration::from_secs(60), "{:?}", epochs(dir));
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
 
 /// The ordering nodes of the network (name, pid, log path).
 fn ordering_nodes(dir: &Path) -> Vec<(String, u64, PathBuf)> {
@@ -107,62 +52,6 @@ fn ordering_nodes(dir: &Path) -> Vec<(String, u64, PathBuf)> {
             )
         })
         .collect()
-}
-
-/// Proposes `next` as the update of the config in force `current`, signs it with three
-/// admins and submits it.
-fn order(dir: &Path, current: &Path, next: &Path, name: &str) -> std::process::Output {
-    let update = dir.join(format!("{name}.update.json"));
-    ok(&run(&[
-        "network",
-        "update",
-        "propose",
-        "--network",
-        s(current),
-        "--next",
-        s(next),
-        "--out",
-        s(&update),
-    ]));
-    for p in [1, 2, 4] {
-        let key = dir.join(format!("keys/party-{p}/admin.key"));
-        ok(&run(&[
-            "network",
-            "update",
-            "sign",
-            "--update",
-            s(&update),
-            "--party",
-            &p.to_string(),
-            "--key",
-            s(&key),
-        ]));
-    }
-    run(&[
-        "network",
-        "update",
-        "submit",
-        "--update",
-        s(&update),
-        "--network",
-        s(dir),
-        "--json",
-    ])
-}
-
-/// The config in force, as the consenters answer it, written to `<dir>/<name>`.
-fn current(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    ok(&run(&[
-        "network",
-        "update",
-        "current",
-        "--network",
-        s(dir),
-        "--out",
-        s(&path),
-    ]));
-    path
 }
 
 /// Waits until the log of every node holds `text` (`count` times at least).
@@ -301,7 +190,7 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
         s(&next_a),
     ]));
     assert!(out.contains("issued 16 certificates"), "{out}");
-    let o = order(&dir, &genesis, &next_a, "a");
+    let o = order(&dir, &genesis, &next_a, "a", &[1, 2, 4]);
     ok(&o);
     wait_epoch(&dir, 1);
     // Every ordering node presents its new certificate (routers within a poll).
@@ -320,7 +209,7 @@ fn every_ordering_node_certificate_rotates_under_load_without_a_restart() {
         s(&next_b),
     ]));
     assert!(out.contains("retired 16 certificates"), "{out}");
-    ok(&order(&dir, &in_force, &next_b, "b"));
+    ok(&order(&dir, &in_force, &next_b, "b", &[1, 2, 4]));
     wait_epoch(&dir, 2);
     assert_acknowledged_committed(&during.join().unwrap(), 3000);
     // Every node follows B's table (routers within a poll), and ordering goes on with the

@@ -20,6 +20,8 @@ use wire::pb::router_client::RouterClient;
 
 use crate::envelope::envelope;
 
+pub mod update;
+
 pub const PARTIES: u32 = 4;
 pub const SHARDS: u32 = 2;
 pub const F: usize = 1;
