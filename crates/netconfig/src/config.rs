@@ -457,7 +457,7 @@ fn check_update_policy(file: &NetworkFile, parties: &[Party]) -> Result<()> {
 
 /// Every node's endpoint, and every public key, belongs to one node only.
 fn check_distinct(parties: &[Party]) -> Result<()> {
-    let mut endpoints: HashMap<&str, Node> = HashMap::new();
+    let mut endpoints: Vec<(&Endpoint, Node)> = Vec::new();
     let mut keys: HashMap<&PublicKey, Node> = HashMap::new();
     for p in parties {
         let mut listed = vec![
@@ -475,14 +475,14 @@ fn check_distinct(parties: &[Party]) -> Result<()> {
             signers.push((node, &b.public_key));
         }
         for (node, e) in listed {
-            if let Some(&first) = endpoints.get(e.as_str()) {
+            if let Some(&(_, first)) = endpoints.iter().find(|(seen, _)| seen.collides(e)) {
                 return Err(Error::DuplicateEndpoint {
                     endpoint: e.to_string(),
                     first,
                     second: node,
                 });
             }
-            endpoints.insert(e.as_str(), node);
+            endpoints.push((e, node));
         }
         for (node, k) in signers {
             if let Some(&first) = keys.get(k) {

@@ -55,6 +55,44 @@ impl Endpoint {
         format!("http://{}", self.text)
     }
 
+    /// The host, without brackets.
+    fn host(&self) -> &str {
+        let host = self.text.rsplit_once(':').map_or(self.text.as_str(), |(h, _)| h);
+        host.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    /// Whether a node at `self` and one at `other` could be the same socket, as far as can
+    /// be told without resolving a name (which would make the answer depend on the machine
+    /// that asks, and every consenter must give the same one): the same port and the same
+    /// host, names compared without case, IP addresses by value (`[::1]` and
+    /// `[0:0:0:0:0:0:0:1]`), `localhost` as `127.0.0.1` and `::1`, and an unspecified
+    /// address (`0.0.0.0`, `[::]`) as every host. Two different names are taken to be two
+    /// hosts.
+    pub fn collides(&self, other: &Endpoint) -> bool {
+        if self.port != other.port {
+            return false;
+        }
+        let ip = |e: &Endpoint| -> Vec<IpAddr> {
+            let host = e.host();
+            if host.eq_ignore_ascii_case("localhost") {
+                return vec![
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+                ];
+            }
+            host.parse::<IpAddr>().into_iter().collect()
+        };
+        let (a, b) = (ip(self), ip(other));
+        if a.iter().chain(&b).any(IpAddr::is_unspecified) {
+            return true;
+        }
+        match (a.is_empty(), b.is_empty()) {
+            (true, true) => self.host().eq_ignore_ascii_case(other.host()),
+            (false, false) => a.iter().any(|x| b.contains(x)),
+            _ => false,
+        }
+    }
+
     /// The address a node with this endpoint listens on: the endpoint itself when its
     /// host is an IP address, else every interface (`0.0.0.0`) on its port (a DNS name
     /// resolves to this machine from outside, not necessarily from inside).
@@ -68,5 +106,42 @@ impl Endpoint {
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(text: &str) -> Endpoint {
+        Endpoint::parse(text).unwrap()
+    }
+
+    #[test]
+    fn endpoints_collide_by_port_and_host_without_resolving_names() {
+        let same = [
+            ("127.0.0.1:7050", "127.0.0.1:7050"),
+            ("localhost:7050", "127.0.0.1:7050"),
+            ("LocalHost:7050", "[::1]:7050"),
+            ("[::1]:7050", "[0:0:0:0:0:0:0:1]:7050"),
+            ("0.0.0.0:7050", "node-a.example:7050"),
+            ("[::]:7050", "10.0.0.1:7050"),
+            ("Node-A.example:7050", "node-a.EXAMPLE:7050"),
+        ];
+        for (a, b) in same {
+            assert!(e(a).collides(&e(b)), "{a} {b}");
+            assert!(e(b).collides(&e(a)), "{b} {a}");
+        }
+        let apart = [
+            ("127.0.0.1:7050", "127.0.0.1:7051"),
+            ("127.0.0.1:7050", "127.0.0.2:7050"),
+            ("localhost:7050", "10.0.0.1:7050"),
+            ("node-a.example:7050", "node-b.example:7050"),
+            ("node-a.example:7050", "10.0.0.1:7050"),
+        ];
+        for (a, b) in apart {
+            assert!(!e(a).collides(&e(b)), "{a} {b}");
+            assert!(!e(b).collides(&e(a)), "{b} {a}");
+        }
     }
 }

@@ -269,6 +269,23 @@ fn a_join_breaking_a_rule_is_refused_naming_the_party() {
             },
         ),
         (
+            "the router on party 1's consenter endpoint, named localhost",
+            Box::new(|f| {
+                let port = f.parties[0]
+                    .consenter
+                    .endpoint
+                    .rsplit_once(':')
+                    .unwrap()
+                    .1
+                    .to_owned();
+                joiner(f).router = format!("localhost:{port}");
+            }),
+            |e| {
+                matches!(e, UpdateError::JoinEndpointInUse { party: 5, node, endpoint, holder }
+                    if node == "party 5 router" && endpoint == "localhost:7051" && holder == "party 1 consenter")
+            },
+        ),
+        (
             "the consenter on party 1's sidecar endpoint",
             Box::new(move |f| joiner(f).consenter.endpoint = sidecar_1.clone()),
             |e| {

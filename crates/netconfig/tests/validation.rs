@@ -230,6 +230,23 @@ fn each_bad_field_gives_its_typed_error() {
             },
         ),
         (
+            "duplicate endpoint, one named localhost",
+            |f| {
+                let port = f.parties[0].router.rsplit_once(':').unwrap().1.to_owned();
+                f.parties[2].batchers[0].endpoint = format!("localhost:{port}");
+            },
+            |e| {
+                matches!(
+                    e,
+                    Error::DuplicateEndpoint {
+                        first: Node::Router(1),
+                        second: Node::Batcher { party: 3, shard: 0 },
+                        ..
+                    }
+                )
+            },
+        ),
+        (
             "consenter key not hex",
             |f| f.parties[1].consenter.public_key = "ed25519:zz".into(),
             |e| {

@@ -24,6 +24,7 @@ use types::PartyId;
 
 use super::{Result, UpdateError};
 use crate::config::NetworkConfig;
+use crate::endpoint::Endpoint;
 use crate::error::Node;
 use crate::file::{NetworkFile, PartyFile};
 
@@ -113,9 +114,16 @@ fn check_entry(config: &NetworkConfig, next: &NetworkFile, p: &PartyFile) -> Res
     if let Some(shard) = (0..current.shards).find(|s| !p.batchers.iter().any(|b| b.shard == *s)) {
         return Err(UpdateError::JoinWithoutBatcher { party, shard });
     }
-    let in_use = endpoints_in_use(current);
+    let in_use: Vec<(String, Endpoint)> = endpoints_in_use(current)
+        .into_iter()
+        .filter_map(|(holder, e)| Some((holder, Endpoint::parse(&e).ok()?)))
+        .collect();
     for (node, endpoint) in party_endpoints(p) {
-        if let Some((holder, _)) = in_use.iter().find(|(_, e)| e.eq_ignore_ascii_case(&endpoint)) {
+        // An endpoint that does not parse is left to the next config's own validation.
+        let Ok(parsed) = Endpoint::parse(&endpoint) else {
+            continue;
+        };
+        if let Some((holder, _)) = in_use.iter().find(|(_, e)| e.collides(&parsed)) {
             return Err(UpdateError::JoinEndpointInUse {
                 party,
                 node,
