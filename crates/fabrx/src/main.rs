@@ -128,16 +128,28 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // Nodes, networks and loads log what they do; a command that answers an operator
+    // (blocks, network files, wallet, status) prints its answer and logs only warnings,
+    // so that its output is not interleaved with a library's progress lines.
+    let default_filter = match &cli.command {
+        Command::Blocks(_)
+        | Command::Network { .. }
+        | Command::Wallet(_)
+        | Command::Keygen(_)
+        | Command::Status(_)
+        | Command::Down(_) => "warn",
+        _ => "info,sqlx=warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         // Colours only on a terminal: node logs are files (`fabrx up`: logs/<node>.log).
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.command {

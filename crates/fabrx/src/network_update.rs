@@ -177,10 +177,8 @@ pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
 /// config in force, or be faulty) is not the last word: the next one is asked.
 async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
     let u = read_update(&args.update)?;
-    let config = load_network(&args.network)?;
-    if args.network.is_dir() {
-        config.install_client_tls(&args.network)?;
-    }
+    let genesis = load_for_calls(&args.network)?;
+    let config = in_force_or(genesis).await;
     let request = consenter::application::encode_config_update(u.to_json().as_bytes());
     let parties: Vec<PartyId> = match args.party {
         Some(p) => vec![p],
@@ -238,10 +236,7 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
 /// Asks every consenter for the config in force and writes the one f+1 of them answer
 /// byte for byte (at least one correct consenter among them), pretty-printed.
 async fn current(args: &CurrentArgs) -> anyhow::Result<()> {
-    let config = load_network(&args.network)?;
-    if args.network.is_dir() {
-        config.install_client_tls(&args.network)?;
-    }
+    let config = load_for_calls(&args.network)?;
     let (bytes, parties) = crate::config_follow::in_force(&config)
         .await
         .map_err(|reason| anyhow::anyhow!(reason))?;
@@ -389,6 +384,58 @@ async fn submit_to(endpoint: &str, request: Vec<u8>) -> Result<u64, tonic::Statu
     decided_seq(&answer, "consenter")
 }
 
+/// The network config for a command that calls the nodes: `path` is the network
+/// directory, whose client TLS identity (`tls/`) is installed for the calls. A config file
+/// serves only a network without TLS: with TLS the calls would fail on the handshake with
+/// errors that do not say why.
+fn load_for_calls(path: &Path) -> anyhow::Result<NetworkConfig> {
+    let config = load_network(path)?;
+    if path.is_dir() {
+        config.install_client_tls(path)?;
+    } else if config.file().tls.is_some() {
+        bail!(
+            "--network {}: give the network directory (its tls/ holds the client TLS identity these calls need), not a config file",
+            path.display()
+        );
+    }
+    Ok(config)
+}
+
+/// The config in force as f + 1 consenters answer it (a party that joined is in it, one
+/// whose endpoints moved is where it is now), its TLS section followed from now on;
+/// `genesis` itself when they do not answer alike (the calls then say what failed).
+async fn in_force_or(genesis: NetworkConfig) -> NetworkConfig {
+    let answered = match crate::config_follow::in_force(&genesis).await {
+        Ok((bytes, _)) => String::from_utf8(bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|text| NetworkConfig::from_json(&text).map_err(|e| e.to_string())),
+        Err(reason) => Err(reason),
+    };
+    match answered {
+        Ok(config) if config.sequence() == genesis.sequence() => genesis,
+        Ok(config) => {
+            netconfig::tls::follow::follow(&config);
+            config
+        }
+        Err(reason) => {
+            tracing::warn!(%reason, "the config in force is not known: the consenters of the given config are asked");
+            genesis
+        }
+    }
+}
+
+/// The network config file at `path`, parsed but not validated (at most the size a
+/// network config may have).
+fn read_network_file(path: &Path) -> anyhow::Result<netconfig::NetworkFile> {
+    let what = || format!("the next config {}", path.display());
+    let size = std::fs::metadata(path).with_context(what)?.len();
+    if size > MAX_UPDATE_BYTES {
+        bail!("{}: {size} bytes, more than a network config may have", what());
+    }
+    let text = std::fs::read_to_string(path).with_context(what)?;
+    serde_json::from_str(&text).with_context(what)
+}
+
 /// The network config at `path`: the file, or `config/network-config.json` of a directory.
 fn load_network(path: &Path) -> anyhow::Result<NetworkConfig> {
     let file = if path.is_dir() {
@@ -433,15 +480,23 @@ fn parties_text(parties: &[PartyId]) -> String {
 
 fn propose(args: &ProposeArgs) -> anyhow::Result<()> {
     let current = load_network(&args.network)?;
-    let next = NetworkConfig::load(&args.next)
-        .with_context(|| format!("the next config {}", args.next.display()))?;
-    let update = update::propose(&current, next.file())
-        .with_context(|| format!("proposing {} as the next config", args.next.display()))?;
+    // Read as a file only: `update::propose` checks it in the rules' order (sequence,
+    // chain, shards, then the whole config), so a changed shard count is refused as such
+    // rather than as a party with a batcher missing.
+    let next_file = read_network_file(&args.next)?;
+    let update = update::propose(&current, &next_file).with_context(|| {
+        format!(
+            "proposing {} as the next config of {}",
+            args.next.display(),
+            against(&args.network, &current)
+        )
+    })?;
     if args.out.exists() {
         bail!("{} already exists: choose another --out", args.out.display());
     }
     write_update(&args.out, &update)?;
-    let changes = update::diff(current.file(), next.file());
+    let next = update.next_file().context("the proposed update's next config")?;
+    let changes = update::diff(current.file(), &next);
     if args.json {
         let line = serde_json::json!({
             "update": args.out,
@@ -459,7 +514,7 @@ fn propose(args: &ProposeArgs) -> anyhow::Result<()> {
         args.out.display(),
         update.chain,
         update.sequence,
-        next.sequence(),
+        next.sequence,
         changes.len(),
         if changes.len() == 1 { "" } else { "s" }
     );
@@ -480,6 +535,13 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
             let current = load_network(network)?;
             update::validate_unsigned(&current, &update)
                 .with_context(|| format!("the config update {}", args.update.display()))?;
+            if current.party(args.party).is_err() {
+                bail!(
+                    "party {} cannot sign: the signers of an update are the parties of the config in force ({}), and a party the update adds is not one yet",
+                    args.party,
+                    network.display()
+                );
+            }
             current.read_admin_key(args.party, &args.key)?
         }
         None => crypto::read_key_file(&args.key)
@@ -590,11 +652,32 @@ fn show(args: &ShowArgs) -> anyhow::Result<()> {
             Some(reason) => println!("party {party}: {reason}"),
         }
     }
+    let Some((path, current)) = args.network.as_deref().zip(current.as_ref()) else {
+        return Ok(());
+    };
+    let against = against(path, current);
     match &v.next {
-        Ok(_) => println!("valid now: yes (the update policy needs {})", v.needed),
-        Err(e) => println!("valid now: no: {e}"),
+        Ok(_) => println!(
+            "valid against {against}: yes (the update policy needs {})",
+            v.needed
+        ),
+        Err(e) => println!("valid against {against}: no: {e}"),
     }
     Ok(())
+}
+
+/// What an update was checked against, for the operator: the config's sequence, and for
+/// a network directory that it is the genesis config, not necessarily the one in force.
+fn against(path: &Path, config: &NetworkConfig) -> String {
+    if path.is_dir() {
+        format!(
+            "the genesis config of {} (sequence {}; on a running network check against the config in force, which `fabrx network update current` writes)",
+            path.display(),
+            config.sequence()
+        )
+    } else {
+        format!("{} (config sequence {})", path.display(), config.sequence())
+    }
 }
 
 fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
@@ -616,7 +699,7 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
         format!(
             "the config update {} is not valid against {}",
             args.update.display(),
-            args.network.display()
+            against(&args.network, &current)
         )
     })?;
     if !args.json {

@@ -181,7 +181,8 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
     assert!(shown.contains("signed by parties 1, 2"), "{shown}");
     assert!(shown.contains("  batching.batch_timeout_ms: 200 → 50"), "{shown}");
     assert!(
-        shown.contains("valid now: no: 2 admin signatures, the update policy needs 3"),
+        shown.contains(": no: 2 admin signatures, the update policy needs 3")
+            && shown.contains("valid against the genesis config of"),
         "{shown}"
     );
 
@@ -210,4 +211,41 @@ fn two_signatures_of_four_parties_are_refused_and_three_pass() {
     // A file that is not an update.
     let e = refused(&verify(&config_path));
     assert!(e.contains("parsing the config update"), "{e}");
+
+    // Only the shard count edited: refused as a change of shards, before the next config
+    // is read as a whole (where it would be a party with a batcher missing).
+    let mut sharded = next.clone();
+    sharded["shards"] = 3.into();
+    let sharded_path = tmp.path().join("sharded.json");
+    std::fs::write(&sharded_path, sharded.to_string()).unwrap();
+    let e = refused(&fabrx(&[
+        "network",
+        "update",
+        "propose",
+        "--network",
+        s(&net),
+        "--next",
+        s(&sharded_path),
+        "--out",
+        s(&tmp.path().join("sharded.update.json")),
+    ]));
+    assert!(
+        e.contains("the next config has 3 shards, the network 2: adding or removing shards is not supported"),
+        "{e}"
+    );
+    // A party the config in force does not have cannot sign (a joining party's admin).
+    let e = refused(&sign(&merged, 5, &key(4), &["--network", s(&net)]));
+    assert!(
+        e.contains("party 5 cannot sign: the signers of an update are the parties of the config in force"),
+        "{e}"
+    );
+    // The calls to the nodes need the network directory's client TLS identity: a config
+    // file of a network with TLS is refused before any call.
+    for args in [
+        vec!["submit", "--update", s(&merged), "--network", s(&config_path)],
+        vec!["current", "--network", s(&config_path)],
+    ] {
+        let e = refused(&fabrx(&[&["network", "update"][..], &args].concat()));
+        assert!(e.contains("give the network directory"), "{args:?}: {e}");
+    }
 }

@@ -125,7 +125,11 @@ pub enum Error {
     },
     /// A party does not list one batcher per shard, in shard order.
     #[error(
-        "party {party}: batcher at position {index} is for shard {shard:?}; expected one batcher per shard 0..{shards}, in order"
+        "party {party}: {}; expected one batcher per shard 0..{shards}, in order",
+        match shard {
+            Some(shard) => format!("the batcher at position {index} is for shard {shard}"),
+            None => format!("no batcher at position {index}"),
+        }
     )]
     BatcherShards {
         /// The party.

@@ -86,7 +86,7 @@ pub enum UpdateError {
     },
     /// A signature that does not verify.
     #[error(
-        "the signature of party {party} does not verify with its admin key (it signed another update, or the update changed after it signed)"
+        "the signature of party {party} does not verify with its admin key (it signed another update, the update changed after it signed, or it was made with another key than party {party}'s admin key)"
     )]
     BadSignature {
         /// The party.
