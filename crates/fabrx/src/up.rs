@@ -28,9 +28,11 @@ pub struct UpArgs {
     /// `postgres://…/NAME` (party 1 in NAME, party p in NAME_partyP, created when missing).
     #[arg(long, default_value = "embedded")]
     db: String,
-    /// Committing parties (their sidecar, verifier and vcservice); 0: ordering only.
-    #[arg(long, default_value_t = 1)]
-    committers: u32,
+    /// Committing parties (their sidecar, verifier and vcservice); 0: ordering only
+    /// [default: 1]. On a network `fabrx up` started before: as its `network.json`
+    /// records (given, it must match).
+    #[arg(long)]
+    committers: Option<u32>,
     /// Reproducible keys (tests and demos only).
     #[arg(long)]
     seed: Option<u64>,
@@ -43,7 +45,8 @@ pub struct UpArgs {
     #[arg(long)]
     no_orderer: bool,
     /// Do not start the token application (endorsers, query services, the token
-    /// namespace and the issuer wallet): an ordering and committer network only.
+    /// namespace and the issuer wallet): an ordering and committer network only. On a
+    /// network `fabrx up` started before without it, implied.
     #[arg(long)]
     no_token: bool,
     /// First port of a new network (party p takes 3 + S ports from base + (p − 1)·(3 + S);
@@ -82,18 +85,46 @@ pub struct StatusArgs {
     interval: std::num::NonZeroU64,
 }
 
+/// What `network.json` records of a network `fabrx up` started: its committing parties
+/// (those with a sidecar) and whether it runs the token application.
+struct Started {
+    committers: u32,
+    token: bool,
+}
+
+impl Started {
+    fn of(dir: &std::path::Path) -> anyhow::Result<Option<Started>> {
+        let Some(file) = devnet::file::NetworkFile::load(dir)? else {
+            return Ok(None);
+        };
+        let committers: std::collections::BTreeSet<u32> = file
+            .nodes
+            .iter()
+            .filter(|n| n.role == "sidecar")
+            .map(|n| n.party)
+            .collect();
+        Ok(Some(Started {
+            committers: u32::try_from(committers.len()).unwrap_or(u32::MAX),
+            token: file
+                .nodes
+                .iter()
+                .any(|n| n.role == "endorser" || n.role == "query"),
+        }))
+    }
+}
+
 impl UpArgs {
-    fn options(&self) -> devnet::up::Options {
+    fn options(&self, started: Option<&Started>) -> devnet::up::Options {
         devnet::up::Options {
             parties: self.parties.unwrap_or(4),
             shards: self.shards.unwrap_or(2),
             dir: self.dir.clone(),
             db: self.db.clone(),
-            committers: self.committers,
+            committers: self.committers.or(started.map(|s| s.committers)).unwrap_or(1),
             seed: self.seed,
             insecure: self.insecure,
             no_orderer: self.no_orderer,
-            no_token: self.no_token,
+            no_token: self.no_token || started.is_some_and(|s| !s.token),
             base_port: self.base_port.unwrap_or(7050),
         }
     }
@@ -123,6 +154,11 @@ impl UpArgs {
         if self.insecure && config.tls_enabled() {
             clashes.push("--insecure (it uses mutual TLS)".into());
         }
+        if let (Some(c), Some(started)) = (self.committers, Started::of(&self.dir)?)
+            && c != started.committers
+        {
+            clashes.push(format!("--committers {c} (it runs {})", started.committers));
+        }
         Ok(clashes)
     }
 }
@@ -138,7 +174,8 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         clashes.join(", ")
     );
     let exe = std::env::current_exe().context("locating the fabrx binary")?;
-    let launched = devnet::up::up(&args.options(), &exe)?;
+    let started = Started::of(&args.dir)?;
+    let launched = devnet::up::up(&args.options(started.as_ref()), &exe)?;
     print_nodes(&launched.nodes, args.json, |n| {
         if launched.started.contains(&n.name) {
             "started"

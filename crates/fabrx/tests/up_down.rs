@@ -253,13 +253,24 @@ fn up_starts_an_ordering_network_status_shows_it_and_down_stops_it() {
         why.contains("--parties 7 (it has 4)") && !why.contains("--shards"),
         "{why}"
     );
-    let again = fabrx(&["up", "--committers", "0", "--shards", "2", "--json"], &dir);
+    let clash = fabrx(&["up", "--committers", "1"], &dir);
+    assert!(!clash.status.success());
+    let why = String::from_utf8_lossy(&clash.stderr);
+    assert!(why.contains("--committers 1 (it runs 0)"), "{why}");
+    // Without the flags, `up` starts what network.json records of this network (no
+    // committer, no token application), not the defaults of a new one.
+    let again = fabrx(&["up", "--shards", "2", "--json"], &dir);
     assert!(
         again.status.success(),
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
     let restarted = network(&dir);
+    assert_eq!(
+        restarted["nodes"].as_array().unwrap().len(),
+        nodes.len(),
+        "{restarted}"
+    );
     for n in nodes.iter() {
         let name = n["name"].as_str().unwrap();
         let same = pid_of(&restarted, name) == n["pid"].as_u64().unwrap();
