@@ -21,6 +21,9 @@ pub enum UpdateCmd {
     Propose(ProposeArgs),
     /// Add one party's admin signature to an update.
     Sign(SignArgs),
+    /// Prove the new node keys an update brings in are held: each key file given (or found
+    /// under `--keys-dir`) whose public key the update brings in signs a proof into it.
+    Prove(ProveArgs),
     /// Join the signatures of two copies of one update.
     Merge(MergeArgs),
     /// Print what an update changes, who signed it, and whether it is valid now.
@@ -114,6 +117,32 @@ pub struct SignArgs {
     json: bool,
 }
 
+/// Arguments of `fabrx network update prove`.
+#[derive(Debug, Args)]
+pub struct ProveArgs {
+    /// The update file; proofs are added in place unless `--out` is given.
+    #[arg(long)]
+    update: PathBuf,
+    /// The config in force (a file, or the network directory for its genesis config): the
+    /// keys to prove are the consenter and batcher keys the update's next config names
+    /// and this one does not.
+    #[arg(long)]
+    network: PathBuf,
+    /// A node key file to prove with (repeatable).
+    #[arg(long)]
+    key: Vec<PathBuf>,
+    /// A directory searched for key files (`*.key`, e.g. `keys/party-5` or `keys`): each
+    /// one whose public key the update brings in proves it; the others are left alone.
+    #[arg(long)]
+    keys_dir: Option<PathBuf>,
+    /// Write the update here instead of over `--update`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `fabrx network update merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -162,6 +191,7 @@ pub fn run(cmd: UpdateCmd) -> anyhow::Result<()> {
     match cmd {
         UpdateCmd::Propose(args) => propose(&args),
         UpdateCmd::Sign(args) => sign(&args),
+        UpdateCmd::Prove(args) => prove(&args),
         UpdateCmd::Merge(args) => merge(&args),
         UpdateCmd::Show(args) => show(&args),
         UpdateCmd::Verify(args) => verify(&args),
@@ -561,6 +591,102 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
         out.display(),
         parties_text(&update.signers())
     );
+    Ok(())
+}
+
+/// Most key files `prove` reads under `--keys-dir` (a network directory's `keys/` holds
+/// a few per party).
+const MAX_KEY_FILES: usize = 4096;
+
+fn prove(args: &ProveArgs) -> anyhow::Result<()> {
+    let mut update = read_update(&args.update)?;
+    let current = load_network(&args.network)?;
+    let next = update::validate_unsigned(&current, &update)
+        .with_context(|| format!("the config update {}", args.update.display()))?;
+    let needed = update::new_node_keys(&current, &next);
+    let mut files = args.key.clone();
+    if let Some(dir) = &args.keys_dir {
+        key_files(dir, &mut files)?;
+    }
+    let mut proven = Vec::new();
+    for file in &files {
+        let key = match crypto::read_key_file(file) {
+            Ok(key) => key,
+            // Under --keys-dir a file that is not a node key (or not readable) is passed
+            // over; one named with --key is an error.
+            Err(e) if !args.key.contains(file) => {
+                tracing::debug!(file = %file.display(), %e, "not a key file");
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("the key file {}", file.display())),
+        };
+        let public = key.public_key();
+        match needed.iter().find(|(_, k)| *k == public) {
+            Some((holder, _)) => {
+                update::prove(&mut update, &key);
+                proven.push(holder.clone());
+            }
+            None if args.key.contains(file) => bail!(
+                "{}: its key {public} is not one the update brings in (the new node keys are those its next config names and {} does not)",
+                file.display(),
+                args.network.display()
+            ),
+            None => {}
+        }
+    }
+    let missing: Vec<&String> = needed
+        .iter()
+        .filter(|(_, k)| !update.proofs.iter().any(|p| p.key == *k))
+        .map(|(holder, _)| holder)
+        .collect();
+    let out = args.out.as_ref().unwrap_or(&args.update);
+    write_update(out, &update)?;
+    if args.json {
+        let line = serde_json::json!({ "update": out, "proven": proven, "missing": missing });
+        println!("{line}");
+        return Ok(());
+    }
+    println!(
+        "{} new key{} proven in {}{}",
+        proven.len(),
+        if proven.len() == 1 { "" } else { "s" },
+        out.display(),
+        if proven.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", proven.join(", "))
+        }
+    );
+    if missing.is_empty() {
+        println!("every new node key of the update is proven");
+    } else {
+        let list: Vec<&str> = missing.iter().map(|h| h.as_str()).collect();
+        println!("still to prove, by their holders: {}", list.join(", "));
+    }
+    Ok(())
+}
+
+/// The `*.key` files under `dir`, recursively (no links followed), at most
+/// [`MAX_KEY_FILES`].
+fn key_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("reading {}", d.display()))?;
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() && path.extension().is_some_and(|e| e == "key") {
+                out.push(path);
+                if out.len() > MAX_KEY_FILES {
+                    bail!("more than {MAX_KEY_FILES} key files under {}", dir.display());
+                }
+            }
+        }
+    }
+    out.sort();
     Ok(())
 }
 

@@ -195,6 +195,52 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
     ]));
     assert!(e.contains("2 admin signatures, the update policy needs 3"), "{e}");
     sign_by_three(&net, &update);
+    // Signed by three, but party 5's new node keys are not proven held yet.
+    let verify = || {
+        fabrx(&[
+            "network",
+            "update",
+            "verify",
+            "--network",
+            s(&net),
+            "--update",
+            s(&update),
+        ])
+    };
+    let e = refused(&verify());
+    assert!(
+        e.contains("party 5 consenter's new key") && e.contains("is not proven held"),
+        "{e}"
+    );
+    // Party 5 proves them with its key files (its admin key is not a node key: left alone).
+    let proven = ok(&fabrx(&[
+        "network",
+        "update",
+        "prove",
+        "--update",
+        s(&update),
+        "--network",
+        s(&net),
+        "--keys-dir",
+        s(&net.join("keys/party-5")),
+    ]));
+    assert!(
+        proven.contains("3 new keys proven") && proven.contains("every new node key of the update is proven"),
+        "{proven}"
+    );
+    // A key file the update does not bring in, named on its own, is refused.
+    let e = refused(&fabrx(&[
+        "network",
+        "update",
+        "prove",
+        "--update",
+        s(&update),
+        "--network",
+        s(&net),
+        "--key",
+        s(&net.join("keys/party-1/consenter.key")),
+    ]));
+    assert!(e.contains("is not one the update brings in"), "{e}");
     let verified = ok(&fabrx(&[
         "network",
         "update",
@@ -395,6 +441,17 @@ fn a_party_joins_a_kubernetes_network() {
         "{proposed}"
     );
     sign_by_three(&net, &update);
+    ok(&fabrx(&[
+        "network",
+        "update",
+        "prove",
+        "--update",
+        s(&update),
+        "--network",
+        s(&net),
+        "--keys-dir",
+        s(&net.join("keys/party-5")),
+    ]));
     let verified = ok(&fabrx(&[
         "network",
         "update",

@@ -35,7 +35,8 @@
 mod cluster;
 mod envelope;
 use cluster::update::{
-    assert_acknowledged_committed, current, free_port, gauge, ok, order, run, s, scrape, wait_epoch,
+    assert_acknowledged_committed, current, free_port, gauge, ok, order, propose_and_sign, run, s, scrape,
+    wait_epoch,
 };
 use cluster::{
     assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json,
@@ -308,35 +309,8 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         move_port(&mut b["endpoint"]);
     }
     std::fs::write(&next, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
-    let update = dir.join("join.update.json");
     let genesis = dir.join("config/network-config.json");
-    let o = run(&[
-        "network",
-        "update",
-        "propose",
-        "--network",
-        s(&genesis),
-        "--next",
-        s(&next),
-        "--out",
-        s(&update),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for p in [1u32, 2, 3] {
-        let key = dir.join(format!("keys/party-{p}/admin.key"));
-        let o = run(&[
-            "network",
-            "update",
-            "sign",
-            "--update",
-            s(&update),
-            "--party",
-            &p.to_string(),
-            "--key",
-            s(&key),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    let update = propose_and_sign(&dir, &genesis, &next, "join", &[1, 2, 3]);
 
     // The joiner runs before its party is in force: a non-member nobody accepts yet.
     let metrics = format!("127.0.0.1:{}", free_port());

@@ -398,6 +398,17 @@ pub(crate) fn majority(n: u32) -> u32 {
 
 /// Every key the config names, with who holds it: consenters, batchers, admins.
 pub(crate) fn named_keys(parties: &[Party]) -> Vec<(String, &PublicKey)> {
+    let mut out = node_keys(parties);
+    for p in parties {
+        if let Some(k) = &p.admin_key {
+            out.push((format!("the admin of party {}", p.id), k));
+        }
+    }
+    out
+}
+
+/// The consenter and batcher keys of `parties`, with their holders (no admin keys).
+pub(crate) fn node_keys(parties: &[Party]) -> Vec<(String, &PublicKey)> {
     let mut out = Vec::new();
     for p in parties {
         out.push((Node::Consenter(p.id).to_string(), &p.consenter_key));
@@ -407,9 +418,6 @@ pub(crate) fn named_keys(parties: &[Party]) -> Vec<(String, &PublicKey)> {
                 shard: b.shard,
             };
             out.push((node.to_string(), &b.public_key));
-        }
-        if let Some(k) = &p.admin_key {
-            out.push((format!("the admin of party {}", p.id), k));
         }
     }
     out

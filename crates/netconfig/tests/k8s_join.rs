@@ -10,6 +10,8 @@
 //! puts in a party's (mode 0600), and the next config is a valid join. The layout is read
 //! from the config, or given and then checked against it.
 
+mod support;
+
 use crypto::SigningKey;
 use netconfig::file::NetworkFile;
 use netconfig::generate::party::{PartyAddError, PartySpec, add_party};
@@ -70,11 +72,17 @@ fn verdict(net: &Net, next: &NetworkFile) -> NetworkConfig {
         sequence: current.sequence(),
         config: update::canonical_json(next),
         signatures: Vec::new(),
+        proofs: Vec::new(),
     };
     update::validate_unsigned(current, &u).unwrap();
     for p in [1, 2, 3] as [PartyId; 3] {
         update::sign(&mut u, p, &net.admins[p as usize - 1]);
     }
+    support::prove_with(
+        &mut u,
+        current,
+        &support::keys_under(&net.dir.path().join("keys")),
+    );
     update::validate(current, &u).unwrap()
 }
 

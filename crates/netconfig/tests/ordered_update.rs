@@ -17,6 +17,8 @@
 //! and a fresh application comes back in the new set; a replica that installs a
 //! snapshot taken after the switch adopts the config in it.
 
+mod support;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -91,7 +93,14 @@ fn update_of(
     for &p in by {
         update::sign(&mut u, p, &net.admins[p as usize - 1]);
     }
+    // The node keys these tests rotate to, proven by their holders.
+    support::prove_with(&mut u, current, &[rotated_key(), rotated_batcher_key()]);
     u
+}
+
+/// Party 1's new shard-0 batcher key.
+fn rotated_batcher_key() -> SigningKey {
+    crypto::derive_signing_key(Scheme::Ed25519, "ordered-update-batcher-1-0")
 }
 
 /// Party 1's new consenter key.
@@ -566,7 +575,7 @@ fn a_stale_copy_left_pending_does_not_stop_ordering() {
 fn a_baf_signed_with_a_rotated_out_batcher_key_does_not_stop_ordering() {
     let mut c = Cluster::new();
     let current = c.net.config.clone();
-    let rotated = crypto::derive_signing_key(Scheme::Ed25519, "ordered-update-batcher-1-0");
+    let rotated = rotated_batcher_key();
     let u = update_of(&c.net, &current, &[1, 2, 3], |f| {
         f.parties[0].batchers[0].public_key = rotated.public_key().to_string();
     });
@@ -617,6 +626,7 @@ fn a_rotated_out_key_is_never_named_again() {
         sequence: next.sequence(),
         config: update::canonical_json(&file),
         signatures: Vec::new(),
+        proofs: Vec::new(),
     };
     for p in [2, 3, 4] {
         update::sign(&mut u, p, &c.net.admins[p as usize - 1]);

@@ -8,6 +8,8 @@
 //! signatures against K − 1, signers counted once, stale and future sequences, tampered
 //! bytes, the file form's round trip, `merge`, and admin keys as generated.
 
+mod support;
+
 use crypto::SigningKey;
 use netconfig::file::{NetworkFile, UpdatePolicyFile};
 use netconfig::update::{self, ConfigUpdate, UpdateError, UpdateSignature};
@@ -58,7 +60,19 @@ fn signed(net: &Net, current: &NetworkConfig, next: &NetworkFile, by: &[PartyId]
     for &p in by {
         update::sign(&mut u, p, &net.admins[p as usize - 1]);
     }
+    prove_new_keys(&mut u, current);
     u
+}
+
+thread_local! {
+    /// The keys [`new_key`] derived on this test's thread: their holders prove them.
+    static DERIVED: std::cell::RefCell<Vec<SigningKey>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Proves in `u` each new node key that this test derived with [`new_key`].
+fn prove_new_keys(u: &mut ConfigUpdate, current: &NetworkConfig) {
+    let keys = DERIVED.with(|d| d.borrow().clone());
+    support::prove_with(u, current, &keys);
 }
 
 /// Like [`signed`] without `propose`'s checks (which refuse what `validate` refuses).
@@ -68,18 +82,22 @@ fn signed_unchecked(net: &Net, current: &NetworkConfig, next: &NetworkFile, by: 
         sequence: current.sequence(),
         config: update::canonical_json(next),
         signatures: Vec::new(),
+        proofs: Vec::new(),
     };
     for &p in by {
         update::sign(&mut u, p, &net.admins[p as usize - 1]);
     }
+    prove_new_keys(&mut u, current);
     u
 }
 
-/// A public key (config text form) derived from `name`, named by no generated network.
+/// A public key (config text form) derived from `name`, named by no generated network;
+/// the updates this test signs prove it held.
 fn new_key(name: &str) -> String {
-    crypto::derive_signing_key(crypto::Scheme::Ed25519, name)
-        .public_key()
-        .to_string()
+    let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, name);
+    let public = key.public_key().to_string();
+    DERIVED.with(|d| d.borrow_mut().push(key));
+    public
 }
 
 /// `current` with the file changed by `edit` (same sequence), validated.
@@ -763,6 +781,64 @@ fn at_most_f_consenter_keys_rotate_in_one_update() {
     );
     let one = next_of(current, |f| f.parties[2].consenter.public_key = new_key("one-3"));
     assert!(update::validate(current, &signed(&net, current, &one, &[1, 2, 3])).is_ok());
+}
+
+/// Every node key an update brings in is proven held by a signature of that key (a typo,
+/// or a key nobody holds, would make its node faulty from the switch on): none, a proof by
+/// another key, one made for another chain, and one of a key the update does not bring in
+/// are each refused with their reason; the proof of the holder passes.
+#[test]
+fn every_new_node_key_is_proven_held() {
+    let net = net();
+    let current = &net.config;
+    let key = crypto::derive_signing_key(crypto::Scheme::Ed25519, "proof-batcher-2-1");
+    let next = next_of(current, |f| {
+        f.parties[1].batchers[1].public_key = key.public_key().to_string();
+    });
+    let mut u = update::propose(current, &next).unwrap();
+    for p in [1, 2, 3] {
+        update::sign(&mut u, p, &net.admins[p as usize - 1]);
+    }
+    let e = update::validate(current, &u).unwrap_err();
+    assert!(
+        matches!(&e, UpdateError::KeyNotProven { holder, .. } if holder == "party 2 batcher of shard 1"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("fabrx network update prove"), "{e}");
+
+    // A proof by another key, under the new key's name.
+    let other = crypto::derive_signing_key(crypto::Scheme::Ed25519, "proof-other");
+    let mut forged = u.clone();
+    update::prove(&mut forged, &other);
+    forged.proofs[0].key = key.public_key();
+    let e = update::validate(current, &forged).unwrap_err();
+    assert!(matches!(e, UpdateError::BadKeyProof { .. }), "{e}");
+
+    // A proof made for another chain.
+    let mut elsewhere = u.clone();
+    elsewhere.chain = "another".into();
+    update::prove(&mut elsewhere, &key);
+    let mut replayed = u.clone();
+    replayed.proofs = elsewhere.proofs.clone();
+    let e = update::validate(current, &replayed).unwrap_err();
+    assert!(matches!(e, UpdateError::BadKeyProof { .. }), "{e}");
+
+    // A proof of a key the update does not bring in (refused before any is verified).
+    let mut stuffed = u.clone();
+    update::prove(&mut stuffed, &key);
+    update::prove(&mut stuffed, &other);
+    let e = update::validate(current, &stuffed).unwrap_err();
+    assert!(matches!(e, UpdateError::KeyProofNotNeeded { .. }), "{e}");
+
+    // The holder's proof: valid, and the proof survives the file form and a merge.
+    update::prove(&mut u, &key);
+    assert_eq!(update::validate(current, &u).unwrap().sequence(), 1);
+    let read = ConfigUpdate::from_json(&u.to_json()).unwrap();
+    assert_eq!(read, u);
+    let mut unproven = u.clone();
+    unproven.proofs.clear();
+    let merged = update::merge(&unproven, &u).unwrap();
+    assert_eq!(update::validate(current, &merged).unwrap().sequence(), 1);
 }
 
 /// A key never changes holder (two batchers swapping keys: each node would sign as the

@@ -9,6 +9,8 @@
     clippy::too_many_lines
 )]
 
+mod support;
+
 use crypto::SigningKey;
 use netconfig::file::{NetworkFile, PartyFile, TlsCertFile};
 use netconfig::generate::party::{PartyAddError, PartySpec, add_party, joiner_endpoints};
@@ -61,10 +63,16 @@ fn verdict(net: &Net, next: &NetworkFile) -> Result<NetworkConfig, UpdateError> 
         sequence: current.sequence(),
         config: update::canonical_json(next),
         signatures: Vec::new(),
+        proofs: Vec::new(),
     };
     for p in [1, 2, 3] as [PartyId; 3] {
         update::sign(&mut u, p, &net.admins[p as usize - 1]);
     }
+    support::prove_with(
+        &mut u,
+        current,
+        &support::keys_under(&net.dir.path().join("keys")),
+    );
     update::validate(current, &u)
 }
 

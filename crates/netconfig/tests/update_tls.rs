@@ -49,6 +49,7 @@ fn signed(net: &Net, current: &NetworkConfig, next: &NetworkFile) -> ConfigUpdat
         sequence: current.sequence(),
         config: update::canonical_json(next),
         signatures: Vec::new(),
+        proofs: Vec::new(),
     };
     for p in [1, 2, 3] as [PartyId; 3] {
         update::sign(&mut u, p, &net.admins[p as usize - 1]);

@@ -79,6 +79,10 @@ pub mod config {
     /// Start of the bytes a party's admin signs for a config update (under the crypto
     /// purpose `ConfigUpdate`): `UPDATE ‖ chain ‖ u64le(sequence) ‖ SHA-256(config)`.
     pub const UPDATE: &[u8] = b"fabrx/config/v1/update";
+    /// Start of the bytes a node key signs to prove it is held, before an update names it
+    /// (under the crypto purpose `ConfigUpdate`; no prefix of [`UPDATE`] or the other way
+    /// round): `KEY_PROOF ‖ chain ‖ the public key's text`.
+    pub const KEY_PROOF: &[u8] = b"fabrx/config/v1/key-proof";
 }
 
 /// Tags of crates/crypto: signature purposes and key derivation.

@@ -123,7 +123,9 @@ pub fn current(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Proposes `next` as the update of the config in force (the file `current`), writing it
-/// to `<dir>/<name>.update.json`, and signs it with the admins of `signers`.
+/// to `<dir>/<name>.update.json`, proves the new node keys it brings in with the key files
+/// under `<dir>/keys` (where the tests write next keys and `party add` a joiner's), and
+/// signs it with the admins of `signers`.
 pub fn propose_and_sign(dir: &Path, current: &Path, next: &Path, name: &str, signers: &[u32]) -> PathBuf {
     let update = dir.join(format!("{name}.update.json"));
     ok(&run(&[
@@ -136,6 +138,17 @@ pub fn propose_and_sign(dir: &Path, current: &Path, next: &Path, name: &str, sig
         s(next),
         "--out",
         s(&update),
+    ]));
+    ok(&run(&[
+        "network",
+        "update",
+        "prove",
+        "--update",
+        s(&update),
+        "--network",
+        s(current),
+        "--keys-dir",
+        s(&dir.join("keys")),
     ]));
     for p in signers {
         let key = dir.join(format!("keys/party-{p}/admin.key"));

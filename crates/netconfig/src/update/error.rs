@@ -92,6 +92,32 @@ pub enum UpdateError {
         /// The party.
         party: PartyId,
     },
+    /// A node key the update brings in has no proof that it is held.
+    #[error(
+        "{holder}'s new key {key} is not proven held: its holder adds the proof with `fabrx network update prove` (a key nobody holds would make that node faulty)"
+    )]
+    KeyNotProven {
+        /// The node the next config gives the key.
+        holder: String,
+        /// The key.
+        key: String,
+    },
+    /// A proof that does not verify with the key it names.
+    #[error(
+        "the proof of {holder}'s new key {key} does not verify (made for another chain, or not by that key)"
+    )]
+    BadKeyProof {
+        /// The node the next config gives the key.
+        holder: String,
+        /// The key.
+        key: String,
+    },
+    /// A proof of a key the update does not bring in, or a second proof of one.
+    #[error("a proof of key {key}, which the update does not bring in (or proves twice)")]
+    KeyProofNotNeeded {
+        /// The key.
+        key: String,
+    },
     /// Fewer distinct signers than the update policy needs.
     #[error("{} admin signature{}, the update policy needs {needed}", .signatures, if *.signatures == 1 { "" } else { "s" })]
     NotEnoughSignatures {

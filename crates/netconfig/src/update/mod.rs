@@ -53,6 +53,36 @@ pub struct ConfigUpdate {
     /// The parties' admin signatures, each party once (kept in party order by [`sign`] and
     /// [`merge`]).
     pub signatures: Vec<UpdateSignature>,
+    /// Proofs that the node keys the update brings in are held ([`prove`]): one for each
+    /// consenter and batcher key the next config names and the config in force does not.
+    /// Not covered by the admins' signatures: each proves itself.
+    pub proofs: Vec<KeyProof>,
+}
+
+/// A node key's proof that it is held: its signature over
+/// `"fabrx/config/v1/key-proof" ‖ chain ‖ the key's text` ([`key_proof_bytes`]), under
+/// the crypto purpose `ConfigUpdate`. It binds the chain, not the update: made once when
+/// the key is made, it serves whichever update brings the key in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyProof {
+    /// The public key (`scheme:hex`, as the config names it).
+    pub key: crypto::PublicKey,
+    /// Its signature over [`key_proof_bytes`] (hex in the file).
+    pub signature: Signature,
+}
+
+/// What a node key signs to prove it is held on `chain`.
+pub fn key_proof_bytes(chain: &str, key: &crypto::PublicKey) -> Vec<u8> {
+    let tag = types::tags::config::KEY_PROOF;
+    let text = key.to_string();
+    let mut out = Vec::with_capacity(tag.len() + chain.len() + 1 + text.len());
+    out.extend_from_slice(tag);
+    out.extend_from_slice(chain.as_bytes());
+    // The chain name is printable ASCII without spaces: a space ends it.
+    out.push(b' ');
+    out.extend_from_slice(text.as_bytes());
+    out
 }
 
 /// One party admin's signature on an update.
@@ -75,6 +105,8 @@ struct UpdateFile {
     config: String,
     #[serde(default)]
     signatures: Vec<UpdateSignature>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    key_proofs: Vec<KeyProof>,
 }
 
 /// The canonical JSON text of a network config: compact, fields in their declared order,
@@ -93,6 +125,7 @@ impl ConfigUpdate {
             sequence: self.sequence,
             config: self.config.clone(),
             signatures: self.signatures.clone(),
+            key_proofs: self.proofs.clone(),
         };
         let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
         text.push('\n');
@@ -116,6 +149,7 @@ impl ConfigUpdate {
             sequence: file.sequence,
             config: file.config,
             signatures: file.signatures,
+            proofs: file.key_proofs,
         })
     }
 
@@ -178,6 +212,7 @@ pub fn propose(current: &NetworkConfig, next: &NetworkFile) -> Result<ConfigUpda
         sequence: current.sequence(),
         config: canonical_json(&next),
         signatures: Vec::new(),
+        proofs: Vec::new(),
     };
     validate_unsigned(current, &update)?;
     Ok(update)
@@ -190,6 +225,65 @@ pub fn sign(update: &mut ConfigUpdate, party: PartyId, key: &SigningKey) {
     update.signatures.retain(|s| s.party != party);
     let at = update.signatures.partition_point(|s| s.party < party);
     update.signatures.insert(at, UpdateSignature { party, signature });
+}
+
+/// Adds the proof that `key` is held (a node key the update brings in), replacing any
+/// proof of the same public key.
+pub fn prove(update: &mut ConfigUpdate, key: &SigningKey) {
+    let public = key.public_key();
+    let signature = crypto::sign_config_update(key, &key_proof_bytes(&update.chain, &public));
+    update.proofs.retain(|p| p.key != public);
+    update.proofs.push(KeyProof {
+        key: public,
+        signature,
+    });
+}
+
+/// The node keys (consenter and batcher) `next` names and `current` does not, with their
+/// holders: the keys an update from `current` to `next` must prove held.
+pub fn new_node_keys(current: &NetworkConfig, next: &NetworkConfig) -> Vec<(String, crypto::PublicKey)> {
+    let before: Vec<&crypto::PublicKey> = crate::config::named_keys(current.parties())
+        .into_iter()
+        .map(|(_, k)| k)
+        .collect();
+    crate::config::node_keys(next.parties())
+        .into_iter()
+        .filter(|(_, k)| !before.contains(k))
+        .map(|(holder, k)| (holder, k.clone()))
+        .collect()
+}
+
+/// Every node key the update brings in is proven held, and the proofs are exactly those:
+/// one per new key, none of another key (so their number is bounded by the config's
+/// node keys, and a stuffed list costs nothing to refuse); the first that does not
+/// verify is the error.
+fn check_proofs(current: &NetworkConfig, next: &NetworkConfig, update: &ConfigUpdate) -> Result<()> {
+    let needed = new_node_keys(current, next);
+    let mut seen = BTreeSet::new();
+    for proof in &update.proofs {
+        let text = proof.key.to_string();
+        if !needed.iter().any(|(_, k)| *k == proof.key) || !seen.insert(text.clone()) {
+            return Err(UpdateError::KeyProofNotNeeded { key: text });
+        }
+    }
+    for (holder, key) in &needed {
+        let proof =
+            update
+                .proofs
+                .iter()
+                .find(|p| p.key == *key)
+                .ok_or_else(|| UpdateError::KeyNotProven {
+                    holder: holder.clone(),
+                    key: key.to_string(),
+                })?;
+        crypto::verify_config_update(key, &key_proof_bytes(&update.chain, key), &proof.signature).map_err(
+            |_| UpdateError::BadKeyProof {
+                holder: holder.clone(),
+                key: key.to_string(),
+            },
+        )?;
+    }
+    Ok(())
 }
 
 /// The signatures of `a` and `b`, two copies of one update (same chain, sequence and
@@ -217,6 +311,12 @@ pub fn merge(a: &ConfigUpdate, b: &ConfigUpdate) -> Result<ConfigUpdate> {
         }
     }
     merged.signatures.sort_by_key(|s| s.party);
+    // A key proven in both copies keeps `a`'s proof (either verifies, or neither).
+    for p in &b.proofs {
+        if !merged.proofs.iter().any(|m| m.key == p.key) {
+            merged.proofs.push(p.clone());
+        }
+    }
     Ok(merged)
 }
 
@@ -227,8 +327,9 @@ pub fn merge(a: &ConfigUpdate, b: &ConfigUpdate) -> Result<ConfigUpdate> {
 /// ([`UpdateError::StaleSequence`], [`UpdateError::FutureSequence`]); the network has
 /// enough admin keys for its policy; every listed signature is by a distinct current
 /// party with an admin key and verifies (the first that does not is the error, named by
-/// party); at least K parties signed; and its config is canonical, valid
-/// (`NetworkConfig::from_file`), of the same chain and shards, with the next sequence.
+/// party); at least K parties signed; its config is canonical, valid
+/// (`NetworkConfig::from_file`), of the same chain and shards, with the next sequence;
+/// and every node key it brings in is proven held ([`prove`]).
 pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
     check_header(current, update)?;
     check_updatable(current)?;
@@ -243,7 +344,9 @@ pub fn validate(current: &NetworkConfig, update: &ConfigUpdate) -> Result<Networ
     if signatures < needed {
         return Err(UpdateError::NotEnoughSignatures { signatures, needed });
     }
-    check_next(current, update)
+    let next = check_next(current, update)?;
+    check_proofs(current, &next, update)?;
+    Ok(next)
 }
 
 /// Everything [`validate`] checks but the signatures: what an update must be before anyone
