@@ -53,7 +53,12 @@ impl<A: Application> Replica<A> {
             view: self.view,
             proposal: accepted.proposal.clone(),
         };
-        let missing: Vec<ReplicaId> = (0..self.cfg.n)
+        let missing: Vec<ReplicaId> = self
+            .cfg
+            .members
+            .ids()
+            .iter()
+            .copied()
             .filter(|p| *p != self.cfg.id && !self.slot.voted.keys().any(|(v, _)| v == p))
             .collect();
         for p in missing {
@@ -127,13 +132,13 @@ impl<A: Application> Replica<A> {
             self.sync.peer_heights.insert(peer, mine);
         }
         let next = self.next_seq();
-        let n = self.cfg.n;
-        for k in 1..=n {
-            let peer = (self.sync.last_asked + k) % n;
-            if peer != self.cfg.id && self.sync.peer_heights.get(&peer).is_some_and(|h| *h >= next) {
-                self.ask_for_decisions(peer);
-                return;
-            }
+        let ahead = self
+            .cfg
+            .members
+            .after(self.sync.last_asked)
+            .find(|peer| *peer != self.cfg.id && self.sync.peer_heights.get(peer).is_some_and(|h| *h >= next));
+        if let Some(peer) = ahead {
+            self.ask_for_decisions(peer);
         }
     }
 
@@ -192,7 +197,7 @@ impl<A: Application> Replica<A> {
             }
             if d.seq() > next
                 || d.proposal.instance != self.cfg.instance
-                || verify_decision(&d, &self.cfg.chain, self.verifier.as_ref(), self.cfg.n).is_err()
+                || verify_decision(&d, &self.cfg.chain, self.verifier.as_ref(), &self.cfg.members).is_err()
             {
                 break;
             }
