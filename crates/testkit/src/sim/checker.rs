@@ -107,9 +107,21 @@ impl Checker {
         let digest = d.proposal.digest();
         if !self.sets.is_empty() {
             let e = self.epoch_at(seq);
-            let set = self.sets[e];
+            let set = &self.sets[e];
+            if let Some((id, _)) = d
+                .certificate
+                .signatures
+                .iter()
+                .find(|(id, _)| !set.members.contains(*id))
+            {
+                return Err(format!(
+                    "REMOVED: replica {replica} delivered decision {seq} whose certificate counts replica {id}, \
+                     not a member of set {e} {:?}",
+                    set.members
+                ));
+            }
             let chain = bft::set_chain(sim_chain(e as u64), e as u64);
-            if let Err(err) = verify_decision(d, &chain, &TestKeys::new(set.keys), set.n) {
+            if let Err(err) = verify_decision(d, &chain, &TestKeys::new(set.keys), &set.members) {
                 return Err(format!(
                     "CERTIFICATE: replica {replica} delivered decision {seq} not certified by set {e}: {err}"
                 ));

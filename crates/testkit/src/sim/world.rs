@@ -24,6 +24,8 @@ pub enum Event {
         targets: Vec<ReplicaId>,
     },
     Restart(ReplicaId),
+    /// The scenario crashes a replica (one it removes, around its removal).
+    Crash(ReplicaId),
     Gst,
     /// The network replays a foreign chain's state-transfer answer.
     Foreign,
@@ -97,6 +99,9 @@ impl World {
             });
             w.k.first_tick(Event::Tick(id));
         }
+        for (at, id) in w.sc.crash_at.clone() {
+            w.k.schedule(at, Event::Crash(id));
+        }
         w.schedule_clients();
         w.k.schedule(w.sc.gst_ms, Event::Gst);
         if w.sc.foreign_replays {
@@ -106,7 +111,7 @@ impl World {
     }
 
     /// The engine configuration a replica starts with: that of the first set (a
-    /// replica outside it starts as a non-member, `id ≥ n`).
+    /// replica outside it starts as a non-member: its stable id is past every member).
     fn config(&self, id: ReplicaId) -> Config {
         let mut c = engine_config(id, self.sc.first_n(), self.sc.seed);
         c.max_batch_count = self.sc.max_batch;
@@ -182,7 +187,7 @@ impl World {
     /// correct (then an idle cluster has no reason to leave it).
     fn settled_view(&self) -> Option<bft::View> {
         let members: Vec<ReplicaId> = (0..self.sc.n).filter(|id| self.is_final_member(*id)).collect();
-        let n = members.len() as u32;
+        let set = bft::Members::new(members.clone()).ok()?;
         let mut views = members.iter().filter(|id| self.is_correct(**id)).map(|&id| {
             self.nodes[id as usize]
                 .replica
@@ -191,7 +196,7 @@ impl World {
                 .map(|r| (r.view(), r.epoch()))
         });
         let (first, epoch) = views.next()??;
-        let leader = bft::types::leader_of(bft::InstanceId(0), first, n);
+        let leader = set.leader(bft::InstanceId(0), first);
         (views.all(|v| v == Some((first, epoch))) && self.is_correct(leader)).then_some(first)
     }
 
@@ -201,7 +206,7 @@ impl World {
         self.sc
             .sets
             .get(self.checker.current_epoch())
-            .is_none_or(|s| id < s.n)
+            .is_none_or(|s| s.members.contains(id))
     }
 
     /// After the idle window: still in the settled view (no view change while idle).
@@ -568,6 +573,13 @@ impl Sim for World {
                 Ok(())
             }
             Event::Restart(id) => self.restart(id),
+            Event::Crash(id) => {
+                let node = &self.nodes[id as usize];
+                if !self.k.after_gst() && node.byz.is_none() && node.replica.is_some() {
+                    self.crash(id);
+                }
+                Ok(())
+            }
             Event::Gst => self.gst(),
             Event::Foreign => self.foreign(),
         }
