@@ -277,6 +277,14 @@ impl World {
             eprintln!("t={} r{id} <- {input:?}", self.k.now());
         }
         let epoch = replica.epoch();
+        let outsider = !replica.is_member();
+        let zombie = match (&input, self.nodes[id as usize].byz.is_some() && outsider) {
+            (Input::Message { msg, .. }, true) => self.zombie_votes(id, msg),
+            _ => Vec::new(),
+        };
+        let Some(replica) = self.nodes[id as usize].replica.as_mut() else {
+            return Ok(());
+        };
         let now = self.k.now();
         let early = matches!(input, Input::Tick(_)) && now < replica.next_deadline();
         if self.deadline_ticks {
@@ -298,7 +306,40 @@ impl World {
             self.report.decided = self.report.decided.max(replica.last_decided());
         }
         self.execute(id, outputs)?;
+        for msg in zombie {
+            for to in (0..self.sc.n).filter(|to| *to != id) {
+                self.put(id, to, msg.clone());
+            }
+        }
         self.check_set(id, correct, epoch)
+    }
+
+    /// A Byzantine replica outside the set in force (one a switch removed, or a joiner
+    /// not yet in) that sees a proposal votes for it anyway — prepare and commit,
+    /// validly signed with the key its id has in the set it follows and for that set's
+    /// cluster id — so that a member counting a non-member's vote would complete a
+    /// certificate with it (the checker refuses a decision whose certificate counts a
+    /// non-member).
+    fn zombie_votes(&self, id: ReplicaId, msg: &Message) -> Vec<Message> {
+        let Message::PrePrepare { view, proposal } = msg else {
+            return Vec::new();
+        };
+        let (signer, chain) = self.identity(id);
+        let digest = proposal.digest();
+        [bft::Phase::Prepare, bft::Phase::Commit]
+            .into_iter()
+            .map(|phase| {
+                let bytes = bft::vote_bytes(&chain, phase, proposal.instance, *view, proposal.seq, &digest);
+                Message::Vote(bft::Vote {
+                    phase,
+                    instance: proposal.instance,
+                    view: *view,
+                    seq: proposal.seq,
+                    digest,
+                    signature: bft::Signer::sign(&signer, &bytes),
+                })
+            })
+            .collect()
     }
 
     /// After replica `id` handled an input: a correct replica is in the set the decided
@@ -432,20 +473,25 @@ impl World {
         };
         msgs.extend(junk);
         for msg in msgs {
-            let deliver = || Event::Deliver {
-                from,
-                to,
-                msg: msg.clone(),
-            };
-            match self.sc.bandwidth {
-                // A copy still queued on the link is not queued again.
-                Some(bw) => {
-                    let links = &mut self.links;
-                    self.k
-                        .send_over(from, to, |now| links.send(now, from, to, &msg, bw), deliver);
-                }
-                None => self.k.send(from, to, deliver),
+            self.put(from, to, msg);
+        }
+    }
+
+    /// Puts `msg` on the link from `from` to `to` as it is.
+    fn put(&mut self, from: ReplicaId, to: ReplicaId, msg: Message) {
+        let deliver = || Event::Deliver {
+            from,
+            to,
+            msg: msg.clone(),
+        };
+        match self.sc.bandwidth {
+            // A copy still queued on the link is not queued again.
+            Some(bw) => {
+                let links = &mut self.links;
+                self.k
+                    .send_over(from, to, |now| links.send(now, from, to, &msg, bw), deliver);
             }
+            None => self.k.send(from, to, deliver),
         }
     }
 
