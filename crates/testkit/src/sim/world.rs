@@ -301,6 +301,13 @@ impl World {
                 outputs.len()
             ));
         }
+        let after = replica.epoch();
+        if correct {
+            self.check_leaders(id, &outputs, [epoch, after])?;
+        }
+        let Some(replica) = self.nodes[id as usize].replica.as_ref() else {
+            return Ok(());
+        };
         if correct {
             self.report.max_view = self.report.max_view.max(replica.view());
             self.report.decided = self.report.decided.max(replica.last_decided());
@@ -312,6 +319,31 @@ impl World {
             }
         }
         self.check_set(id, correct, epoch)
+    }
+
+    /// Every view a correct replica installs is led by the `view mod len`-th member of
+    /// its set (the set before or after the input: an input may install a view and then
+    /// switch), computed here from the scenario's sets, not by the engine.
+    fn check_leaders(&self, id: ReplicaId, outputs: &[Output], epochs: [u64; 2]) -> Result<(), String> {
+        for o in outputs {
+            let Output::ViewInstalled { view, leader } = o else {
+                continue;
+            };
+            let expected = |epoch: u64| -> ReplicaId {
+                let ids: Vec<ReplicaId> = match self.sc.sets.get(epoch as usize) {
+                    Some(set) => set.members.ids().to_vec(),
+                    None => (0..self.sc.first_n()).collect(),
+                };
+                ids[(*view % ids.len() as u64) as usize]
+            };
+            if epochs.iter().all(|e| expected(*e) != *leader) {
+                return Err(format!(
+                    "LEADER: r{id} installed view {view} led by r{leader}; the set's rotation says r{}",
+                    expected(epochs[1])
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A Byzantine replica outside the set in force (one a switch removed, or a joiner
