@@ -485,7 +485,10 @@ mod tests {
         let leaders: Vec<ReplicaId> = (0..6).map(|v| m.leader(InstanceId(0), v)).collect();
         assert_eq!(leaders, vec![0, 2, 3, 4, 0, 2]);
         assert_eq!(m.leader(InstanceId(1), 0), 2);
-        assert_eq!(m.leader(InstanceId(0), u64::MAX), m.ids()[(u64::MAX % 4) as usize]);
+        assert_eq!(
+            m.leader(InstanceId(0), u64::MAX),
+            m.ids()[(u64::MAX % 4) as usize]
+        );
         assert_eq!(m.after(1).collect::<Vec<_>>(), vec![2, 3, 4, 0]);
         assert_eq!(m.after(4).collect::<Vec<_>>(), vec![0, 2, 3, 4]);
         assert_eq!(m.after(0).collect::<Vec<_>>(), vec![2, 3, 4, 0]);

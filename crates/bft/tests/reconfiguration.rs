@@ -321,7 +321,13 @@ impl Cluster {
             if epoch > 0 {
                 let old = self.sets[epoch as usize - 1];
                 assert!(
-                    verify_decision(d, &signing_chain(epoch - 1), &TestKeys::new(old.keys), &old.members()).is_err(),
+                    verify_decision(
+                        d,
+                        &signing_chain(epoch - 1),
+                        &TestKeys::new(old.keys),
+                        &old.members()
+                    )
+                    .is_err(),
                     "decision {} also passes as the old set's",
                     d.seq()
                 );
@@ -438,14 +444,7 @@ fn a_leaving_replica_stops_taking_part_and_refuses_requests() {
 
 #[test]
 fn rotated_keys_certify_every_decision_after_the_switch_and_the_old_keys_none() {
-    let mut c = Cluster::new(
-        vec![
-            Set::of(4, 3),
-            Set::of(4, 4),
-            Set::of(4, 5),
-        ],
-        4,
-    );
+    let mut c = Cluster::new(vec![Set::of(4, 3), Set::of(4, 4), Set::of(4, 5)], 4);
     c.submit("a0");
     c.submit("reconf-rotate-1");
     c.run(200);
@@ -550,11 +549,7 @@ fn a_wal_that_does_not_know_the_applications_set_is_refused() {
 
 #[test]
 fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_proofs() {
-    let sets = vec![
-        Set::of(4, 21),
-        Set::of(4, 22),
-        Set::of(4, 23),
-    ];
+    let sets = vec![Set::of(4, 21), Set::of(4, 22), Set::of(4, 23)];
     let mut c = Cluster::with_checkpoints(sets, 4, 2);
     // Replica 3 is down from the start; the others decide, switch twice, checkpoint
     // and prune every decision below their checkpoints.
@@ -603,7 +598,13 @@ fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_pro
     }
     let last = c.delivered[1].last().expect("decided").clone();
     assert!(last.certificate.signatures.iter().any(|(id, _)| *id == 3));
-    verify_decision(&last, &signing_chain(2), &TestKeys::new(23), &bft::Members::contiguous(4)).expect("certified by the newest set");
+    verify_decision(
+        &last,
+        &signing_chain(2),
+        &TestKeys::new(23),
+        &bft::Members::contiguous(4),
+    )
+    .expect("certified by the newest set");
     // Restarted again, from a WAL whose switches are restated by checkpoints.
     c.restart(3);
     assert_eq!(c.replica(3).epoch(), 2);
@@ -707,7 +708,14 @@ const WITHOUT_1_WITH_5: &[u32] = &[0, 2, 3, 4, 5];
 /// Replica `from`'s commit vote for `p` in the set of `epoch`, signed with `keys`.
 fn commit_vote(keys: u64, from: ReplicaId, epoch: u64, view: u64, p: &Proposal) -> Message {
     let d = p.digest();
-    let bytes = bft::vote_bytes(&signing_chain(epoch), bft::Phase::Commit, p.instance, view, p.seq, &d);
+    let bytes = bft::vote_bytes(
+        &signing_chain(epoch),
+        bft::Phase::Commit,
+        p.instance,
+        view,
+        p.seq,
+        &d,
+    );
     Message::Vote(bft::Vote {
         phase: bft::Phase::Commit,
         instance: p.instance,
@@ -739,7 +747,11 @@ fn a_replica_in_the_middle_leaves_and_its_votes_never_count_again() {
     let d = c.switch_seq(0, 1);
     for i in 0..5 {
         assert_eq!(c.replica(i).epoch(), 1, "replica {i} switched");
-        assert_eq!(c.replica(i).epoch_start(), d, "replica {i} switched at the same decision");
+        assert_eq!(
+            c.replica(i).epoch_start(),
+            d,
+            "replica {i} switched at the same decision"
+        );
         assert_eq!(c.replica(i).members().ids(), WITHOUT_1);
     }
     assert!(!c.replica(1).is_member(), "removed");
@@ -760,7 +772,10 @@ fn a_replica_in_the_middle_leaves_and_its_votes_never_count_again() {
     for i in [2, 3, 4] {
         let reqs = decided_requests(&c, i);
         for k in 0..4 {
-            assert!(reqs.contains(&format!("b{k}")), "replica {i} decided b{k}: {reqs:?}");
+            assert!(
+                reqs.contains(&format!("b{k}")),
+                "replica {i} decided b{k}: {reqs:?}"
+            );
         }
         c.assert_certified_by_their_sets(i);
     }
@@ -793,7 +808,10 @@ fn a_replica_in_the_middle_leaves_and_its_votes_never_count_again() {
             proposal: Arc::new(p),
         },
     });
-    assert!(out.is_empty(), "a removed replica's proposal had an effect: {out:?}");
+    assert!(
+        out.is_empty(),
+        "a removed replica's proposal had an effect: {out:?}"
+    );
 }
 
 #[test]
@@ -809,7 +827,10 @@ fn the_leader_leaving_hands_the_next_view_to_the_next_member() {
         },
     ];
     let mut c = Cluster::new(sets, 5);
-    assert!(c.replica(0).is_leader(), "replica 0 leads view 0 of the first set");
+    assert!(
+        c.replica(0).is_leader(),
+        "replica 0 leads view 0 of the first set"
+    );
     c.submit("a0");
     c.submit("reconf-remove-0");
     c.run(400);
@@ -818,7 +839,10 @@ fn the_leader_leaving_hands_the_next_view_to_the_next_member() {
         assert_eq!(c.replica(i).epoch_start(), d, "replica {i}");
     }
     assert!(!c.replica(0).is_member());
-    assert!(c.replica(1).is_leader(), "the first member leads view 0 of the new set");
+    assert!(
+        c.replica(1).is_leader(),
+        "the first member leads view 0 of the new set"
+    );
     assert_eq!(c.replica(2).config().leader(1), 2);
     // Replica 4 down too: 1, 2, 3 are a quorum of four.
     c.crash(4);

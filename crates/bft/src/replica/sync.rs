@@ -132,11 +132,9 @@ impl<A: Application> Replica<A> {
             self.sync.peer_heights.insert(peer, mine);
         }
         let next = self.next_seq();
-        let ahead = self
-            .cfg
-            .members
-            .after(self.sync.last_asked)
-            .find(|peer| *peer != self.cfg.id && self.sync.peer_heights.get(peer).is_some_and(|h| *h >= next));
+        let ahead = self.cfg.members.after(self.sync.last_asked).find(|peer| {
+            *peer != self.cfg.id && self.sync.peer_heights.get(peer).is_some_and(|h| *h >= next)
+        });
         if let Some(peer) = ahead {
             self.ask_for_decisions(peer);
         }

@@ -245,7 +245,13 @@ impl<A: Application> Replica<A> {
                 certificate: certificate.clone(),
             });
             if decision.proposal.instance != self.cfg.instance
-                || verify_decision(&decision, &self.cfg.chain, self.verifier.as_ref(), &self.cfg.members).is_err()
+                || verify_decision(
+                    &decision,
+                    &self.cfg.chain,
+                    self.verifier.as_ref(),
+                    &self.cfg.members,
+                )
+                .is_err()
             {
                 return;
             }
