@@ -90,41 +90,7 @@ impl<A: Application> Replica<A> {
             });
         }
         let applied = r.app.applied();
-        let mut epoch = r.app.epoch();
-        let mut replayed_switches = Vec::new();
-        for d in r.decisions.clone() {
-            if d.seq() > applied {
-                r.app.apply(&d);
-                let after = r.app.epoch();
-                if after != epoch && switched.as_ref().is_none_or(|(s, _, _)| d.seq() > *s) {
-                    // A switch the WAL does not hold yet (its entry was lost with the
-                    // tail of the batch that decided it): persisted now, as `decide`
-                    // would have, before the decision is delivered.
-                    let Some(m) = r.app.membership().filter(|m| m.epoch == after) else {
-                        return Err(Error::WalReplay {
-                            reason: format!(
-                                "decision {} switched the application to epoch {after}, which it cannot name",
-                                d.seq()
-                            ),
-                        });
-                    };
-                    outputs.push(Output::Persist(WalEntry::Switched {
-                        epoch: after,
-                        members: m.members.clone(),
-                        decision: d.clone(),
-                    }));
-                    replayed_switches.push((after, m.members, d.clone()));
-                }
-                epoch = after;
-                outputs.push(Output::Deliver(d));
-            }
-        }
-        let from_replay = replayed_switches
-            .last()
-            .map(|(_, members, d)| (d.seq(), epoch, Some(members.clone())));
-        for (e, members, d) in replayed_switches {
-            r.keep_switch(e, members, d);
-        }
+        let from_replay = r.replay(applied, switched.as_ref().map(|(s, _, _)| *s), &mut outputs)?;
         let replayed = from_replay.is_some();
         r.restore_membership(from_replay.or(switched), replayed)?;
         // The slot and the view-change target are re-created in the set the replica is
@@ -139,6 +105,49 @@ impl<A: Application> Replica<A> {
             }
         }
         Ok((r, outputs))
+    }
+
+    /// Applies the kept decisions above `applied` to the application again, each
+    /// followed by an [`Output::Deliver`]; a switch the WAL does not hold (its entry
+    /// lost with the tail of the batch that decided it, after `wal_switch`) is persisted
+    /// again before the decision's delivery and kept as a proof. Returns the last such
+    /// switch: its decision, epoch and members.
+    #[allow(clippy::type_complexity)]
+    fn replay(
+        &mut self,
+        applied: crate::Seq,
+        wal_switch: Option<crate::Seq>,
+        outputs: &mut Vec<Output>,
+    ) -> Result<Option<(crate::Seq, u64, Option<Members>)>> {
+        let mut epoch = self.app.epoch();
+        let mut last = None;
+        for d in self.decisions.clone() {
+            if d.seq() <= applied {
+                continue;
+            }
+            self.app.apply(&d);
+            let after = self.app.epoch();
+            if after != epoch && wal_switch.is_none_or(|s| d.seq() > s) {
+                let Some(m) = self.app.membership().filter(|m| m.epoch == after) else {
+                    return Err(Error::WalReplay {
+                        reason: format!(
+                            "decision {} switched the application to epoch {after}, which it cannot name",
+                            d.seq()
+                        ),
+                    });
+                };
+                outputs.push(Output::Persist(WalEntry::Switched {
+                    epoch: after,
+                    members: m.members.clone(),
+                    decision: d.clone(),
+                }));
+                self.keep_switch(after, m.members.clone(), d.clone());
+                last = Some((d.seq(), after, Some(m.members)));
+            }
+            epoch = after;
+            outputs.push(Output::Deliver(d));
+        }
+        Ok(last)
     }
 
     /// Takes the restored application's replica set; the WAL's last `Switched` entry
