@@ -44,6 +44,7 @@ struct Totals {
     foreign_rejected: u64,
     installed: u64,
     switches: u64,
+    removed: testkit::sim::Removed,
 }
 
 impl Totals {
@@ -56,6 +57,7 @@ impl Totals {
         self.foreign_rejected += r.foreign_injected;
         self.installed += r.installed;
         self.switches += r.switches;
+        self.removed.add(&r.removed);
     }
 }
 
@@ -106,12 +108,14 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
         all.foreign_rejected += t.foreign_rejected;
         all.installed += t.installed;
         all.switches += t.switches;
+        all.removed.add(&t.removed);
     }
     eprintln!(
         "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
          {} seeds with view changes, slowest settle after GST {} ms, most steps {}, \
          {} foreign-chain decisions rejected, {} snapshots installed by state transfer, \
-         {} replica-set switches",
+         {} replica-set switches, {} replicas removed ({} Byzantine, {} crashed for good, \
+         {} leaders of view 0)",
         start.elapsed().as_secs_f64(),
         all.failures.len(),
         all.decided,
@@ -122,6 +126,10 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
         all.foreign_rejected,
         all.installed,
         all.switches,
+        all.removed.any,
+        all.removed.byzantine,
+        all.removed.crashed,
+        all.removed.leader,
     );
     assert!(
         all.failures.is_empty(),

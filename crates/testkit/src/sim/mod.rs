@@ -330,6 +330,32 @@ pub struct Report {
     pub installed: u64,
     /// Replica-set switches made by correct replicas (reconfiguration scenarios).
     pub switches: u64,
+    /// Replicas removed by the switches the cluster decided, and among them Byzantine
+    /// ones, the one crashed for good, and the leader of the old set's view 0.
+    pub removed: Removed,
+}
+
+/// Replicas the decided switches of a run removed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Removed {
+    /// Every removed replica.
+    pub any: u64,
+    /// Byzantine ones.
+    pub byzantine: u64,
+    /// The replica crashed for good.
+    pub crashed: u64,
+    /// The leader of the old set's view 0.
+    pub leader: u64,
+}
+
+impl Removed {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Removed) {
+        self.any += other.any;
+        self.byzantine += other.byzantine;
+        self.crashed += other.crashed;
+        self.leader += other.leader;
+    }
 }
 
 /// The engine configuration of a replica in either simulation: short timers, so that

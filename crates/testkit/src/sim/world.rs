@@ -161,10 +161,26 @@ impl World {
         let deadline = self.sc.gst_ms + self.sc.liveness_ms;
         let outcome = kernel::run(&mut self, deadline);
         self.report.steps = self.k.steps();
+        self.count_removed();
         match outcome {
             Ok(()) => Ok(self.report),
             Err(Stop::Deadline { .. }) => Err(self.liveness_failure()),
             Err(stop) => Err(stop.to_string()),
+        }
+    }
+
+    /// Counts the replicas the decided switches removed.
+    fn count_removed(&mut self) {
+        let sets = &self.sc.sets;
+        for e in 1..=self.checker.current_epoch().min(sets.len().saturating_sub(1)) {
+            let (old, new) = (&sets[e - 1].members, &sets[e].members);
+            for &id in old.ids().iter().filter(|id| !new.contains(**id)) {
+                let r = &mut self.report.removed;
+                r.any += 1;
+                r.byzantine += u64::from(self.nodes[id as usize].byz.is_some());
+                r.crashed += u64::from(self.sc.crashed_forever == Some(id));
+                r.leader += u64::from(old.ids().first() == Some(&id));
+            }
         }
     }
 
