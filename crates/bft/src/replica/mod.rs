@@ -515,6 +515,12 @@ impl<A: Application> Replica<A> {
         self.pending.len()
     }
 
+    /// True iff the request of digest `request` ([`Digest::of_request`]) waits here to
+    /// be ordered.
+    pub fn is_pending(&self, request: &Digest) -> bool {
+        self.pending.contains(request)
+    }
+
     /// True iff this replica leads its current view.
     pub fn is_leader(&self) -> bool {
         self.cfg.leader(self.view) == self.cfg.id

@@ -333,6 +333,8 @@ pub struct Report {
     /// Replicas removed by the switches the cluster decided, and among them Byzantine
     /// ones, the one crashed for good, and the leader of the old set's view 0.
     pub removed: Removed,
+    /// Requests clients re-submitted after GST because no member held them.
+    pub retried: u64,
 }
 
 /// Replicas the decided switches of a run removed.

@@ -11,6 +11,9 @@ use super::kernel::{self, Kernel, Sim, Stop};
 use super::links::{Links, foreign_sync_response, junk_vote};
 use super::{ByzMode, Checker, Report, Scenario, SimApp, corrupt, engine_config};
 
+/// How often clients check, after GST, for requests no member holds.
+const RETRY_MS: u64 = 1_000;
+
 /// The events of the BFT world.
 pub enum Event {
     Tick(ReplicaId),
@@ -27,6 +30,8 @@ pub enum Event {
     /// The scenario crashes a replica (one it removes, around its removal).
     Crash(ReplicaId),
     Gst,
+    /// Clients whose requests no member of the set in force holds re-submit them.
+    Retry,
     /// The network replays a foreign chain's state-transfer answer.
     Foreign,
 }
@@ -590,6 +595,39 @@ impl World {
         self.check_set(id, correct, 0)
     }
 
+    /// After GST, a request that no correct member of the set in force holds and none
+    /// decided (every replica that took it was removed before proposing it, or refused
+    /// it as a non-member) is re-submitted to the members, as a client that timed out
+    /// would. A request a member holds is left to the engine (its forwarding and
+    /// complaints are what liveness checks).
+    fn retry(&mut self) -> Result<(), String> {
+        self.k.schedule_in(RETRY_MS, Event::Retry);
+        let members: Vec<ReplicaId> = (0..self.sc.n)
+            .filter(|id| self.is_final_member(*id) && self.is_correct(*id))
+            .collect();
+        let undecided = self.checker.undecided();
+        for request in self.requests.clone() {
+            let d = bft::Digest::of_request(&request);
+            let held = members.iter().any(|id| {
+                self.nodes[*id as usize]
+                    .replica
+                    .as_ref()
+                    .is_some_and(|r| r.is_pending(&d))
+            });
+            if undecided.contains(&d) && !held {
+                self.report.retried += 1;
+                self.k.schedule_in(
+                    1,
+                    Event::Submit {
+                        request,
+                        targets: members.clone(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn gst(&mut self) -> Result<(), String> {
         self.k.stabilise();
         if let Some(id) = self.sc.crashed_forever {
@@ -598,6 +636,7 @@ impl World {
         for id in 0..self.sc.n {
             self.restart(id)?;
         }
+        self.k.schedule_in(RETRY_MS, Event::Retry);
         // Clients re-submit everything not yet decided to every replica.
         let undecided = self.checker.undecided();
         let targets: Vec<ReplicaId> = (0..self.sc.n).collect();
@@ -675,6 +714,7 @@ impl Sim for World {
                 Ok(())
             }
             Event::Gst => self.gst(),
+            Event::Retry => self.retry(),
             Event::Foreign => self.foreign(),
         }
     }
