@@ -7,6 +7,8 @@ use bft::{Application, Config, Input, MemWal, Message, Output, Replica, ReplicaI
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::byzantine::outsider_votes;
+use super::checker::view_leader_error;
 use super::kernel::{self, Kernel, Sim, Stop};
 use super::links::{Links, foreign_sync_response, junk_vote};
 use super::{ByzMode, Checker, Report, Scenario, SimApp, corrupt, engine_config};
@@ -299,8 +301,11 @@ impl World {
         }
         let epoch = replica.epoch();
         let outsider = !replica.is_member();
-        let zombie = match (&input, self.nodes[id as usize].byz.is_some() && outsider) {
-            (Input::Message { msg, .. }, true) => self.zombie_votes(id, msg),
+        let outsider_msgs = match (&input, self.nodes[id as usize].byz.is_some() && outsider) {
+            (Input::Message { msg, .. }, true) => {
+                let (signer, chain) = self.identity(id);
+                outsider_votes(&signer, chain, msg)
+            }
             _ => Vec::new(),
         };
         let Some(replica) = self.nodes[id as usize].replica.as_mut() else {
@@ -324,7 +329,14 @@ impl World {
         }
         let after = replica.epoch();
         if correct {
-            self.check_leaders(id, &outputs, [epoch, after])?;
+            for o in &outputs {
+                if let Output::ViewInstalled { view, leader } = o
+                    && let Some(e) =
+                        view_leader_error(&self.sc.sets, self.sc.first_n(), *view, *leader, [epoch, after])
+                {
+                    return Err(format!("LEADER: r{id} {e}"));
+                }
+            }
         }
         let Some(replica) = self.nodes[id as usize].replica.as_ref() else {
             return Ok(());
@@ -334,65 +346,12 @@ impl World {
             self.report.decided = self.report.decided.max(replica.last_decided());
         }
         self.execute(id, outputs)?;
-        for msg in zombie {
+        for msg in outsider_msgs {
             for to in (0..self.sc.n).filter(|to| *to != id) {
                 self.put(id, to, msg.clone());
             }
         }
         self.check_set(id, correct, epoch)
-    }
-
-    /// Every view a correct replica installs is led by the `view mod len`-th member of
-    /// its set (the set before or after the input: an input may install a view and then
-    /// switch), computed here from the scenario's sets, not by the engine.
-    fn check_leaders(&self, id: ReplicaId, outputs: &[Output], epochs: [u64; 2]) -> Result<(), String> {
-        for o in outputs {
-            let Output::ViewInstalled { view, leader } = o else {
-                continue;
-            };
-            let expected = |epoch: u64| -> ReplicaId {
-                let ids: Vec<ReplicaId> = match self.sc.sets.get(epoch as usize) {
-                    Some(set) => set.members.ids().to_vec(),
-                    None => (0..self.sc.first_n()).collect(),
-                };
-                ids[(*view % ids.len() as u64) as usize]
-            };
-            if epochs.iter().all(|e| expected(*e) != *leader) {
-                return Err(format!(
-                    "LEADER: r{id} installed view {view} led by r{leader}; the set's rotation says r{}",
-                    expected(epochs[1])
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// A Byzantine replica outside the set in force (one a switch removed, or a joiner
-    /// not yet in) that sees a proposal votes for it anyway — prepare and commit,
-    /// validly signed with the key its id has in the set it follows and for that set's
-    /// cluster id — so that a member counting a non-member's vote would complete a
-    /// certificate with it (the checker refuses a decision whose certificate counts a
-    /// non-member).
-    fn zombie_votes(&self, id: ReplicaId, msg: &Message) -> Vec<Message> {
-        let Message::PrePrepare { view, proposal } = msg else {
-            return Vec::new();
-        };
-        let (signer, chain) = self.identity(id);
-        let digest = proposal.digest();
-        [bft::Phase::Prepare, bft::Phase::Commit]
-            .into_iter()
-            .map(|phase| {
-                let bytes = bft::vote_bytes(&chain, phase, proposal.instance, *view, proposal.seq, &digest);
-                Message::Vote(bft::Vote {
-                    phase,
-                    instance: proposal.instance,
-                    view: *view,
-                    seq: proposal.seq,
-                    digest,
-                    signature: bft::Signer::sign(&signer, &bytes),
-                })
-            })
-            .collect()
     }
 
     /// After replica `id` handled an input: a correct replica is in the set the decided
