@@ -232,7 +232,10 @@ fn reconfiguration_seeds() {
 /// request that timed out did not forget the peer's claimed height (2000025497).
 /// Since removals take any member (the scenarios changed with them): requests held only
 /// by replicas that were removed before proposing them, and refused by the members as
-/// non-members earlier, which clients now re-submit after GST (2000011290).
+/// non-members earlier, which clients now re-submit after GST (2000011290); a member
+/// alone in a view change, holding requests whose one forward was lost, while the others
+/// sat in a lower view with nothing to complain about (2000042455: a replica changing
+/// views now forwards what it holds to every member, once per request timeout).
 #[test]
 fn reconfiguration_former_failures() {
     for seed in [
@@ -244,6 +247,7 @@ fn reconfiguration_former_failures() {
         2_000_008_031,
         2_000_004_097,
         2_000_025_497,
+        2_000_042_455,
     ] {
         if let Err(e) = run_reconfiguration_seed(seed, false) {
             panic!("{e}");

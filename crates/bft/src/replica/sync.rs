@@ -34,11 +34,32 @@ impl<A: Application> Replica<A> {
             });
         }
         match self.status {
-            Status::ViewChanging { .. } => self.broadcast_view_change(),
+            Status::ViewChanging { .. } => {
+                self.broadcast_view_change();
+                self.resend_pending();
+            }
             Status::Normal => {
                 self.retransmit_pre_prepare();
                 self.broadcast_my_votes_from(0);
             }
+        }
+    }
+
+    /// While changing views: forwards the requests it holds to every member, each at most
+    /// once per request timeout (and at most `sync_max_bytes` per heartbeat). A replica
+    /// alone in a view change waits for the others to join it, and they complain only
+    /// about requests they hold: when its one forward to the old leader was lost, or that
+    /// leader had left the set, nobody else ever holds them and nothing moves. With them,
+    /// the leader of the others' view orders them, or their timers bring them to the view
+    /// change.
+    fn resend_pending(&mut self) {
+        let every = self.cfg.request_timeout_ms.max(1);
+        let requests = self
+            .pending
+            .take_for_resend(self.now, every, self.cfg.sync_max_bytes);
+        let instance = self.cfg.instance;
+        for request in requests {
+            self.broadcast(Message::Forward { instance, request });
         }
     }
 
