@@ -126,10 +126,22 @@ fn bench_certificate(c: &mut Criterion) {
         cluster.decide_one(1);
         let decision = cluster.last.clone().expect("a decision");
         let (_, verifier) = ed25519_keys(1, n);
-        verify_decision(&decision, &bft::ChainId::default(), &verifier, n).expect("valid certificate");
+        verify_decision(
+            &decision,
+            &bft::ChainId::default(),
+            &verifier,
+            &bft::Members::contiguous(n),
+        )
+        .expect("valid certificate");
         group.bench_function(BenchmarkId::new(format!("n{n}"), "q_signatures"), |b| {
             b.iter(|| {
-                verify_decision(black_box(&decision), &bft::ChainId::default(), &verifier, n).expect("valid")
+                verify_decision(
+                    black_box(&decision),
+                    &bft::ChainId::default(),
+                    &verifier,
+                    &bft::Members::contiguous(n),
+                )
+                .expect("valid")
             })
         });
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::crypto::{Signature, Verifier};
 use crate::tags;
-use crate::types::{ChainId, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+use crate::types::{ChainId, Digest, InstanceId, Members, Proposal, ReplicaId, Seq, View};
 use crate::{Error, Result};
 
 /// The two voting phases.
@@ -62,10 +62,10 @@ pub struct Certificate {
 }
 
 impl Certificate {
-    /// Checks that the certificate holds at least `q` valid signatures of distinct
-    /// replicas `< n`, signed for cluster `chain`.
-    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
-        let quorum = Quorum::new(n);
+    /// Checks that the certificate holds at least a quorum of valid signatures of
+    /// distinct `members`, signed for cluster `chain`.
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, members: &Members) -> Result<()> {
+        let quorum = members.quorum();
         let bytes = vote_bytes(
             chain,
             self.phase,
@@ -76,7 +76,7 @@ impl Certificate {
         );
         let mut seen = BTreeSet::new();
         for (replica, sig) in &self.signatures {
-            if *replica >= n || !seen.insert(*replica) {
+            if !members.contains(*replica) || !seen.insert(*replica) {
                 return Err(Error::BadCertificate {
                     seq: self.seq,
                     reason: format!("duplicate or unknown signer {replica}"),
@@ -111,7 +111,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Verifies the prepare quorum and that it is for this proposal.
-    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, members: &Members) -> Result<()> {
         let c = &self.certificate;
         if c.phase != Phase::Prepare
             || c.seq != self.proposal.seq
@@ -123,7 +123,7 @@ impl Prepared {
                 reason: "prepared certificate does not match its proposal".into(),
             });
         }
-        c.verify(chain, verifier, n)
+        c.verify(chain, verifier, members)
     }
 }
 
@@ -144,10 +144,14 @@ impl Decision {
     }
 }
 
-/// Verifies a decision certificate: a quorum of distinct replicas of an `n`-replica set
-/// signed a commit vote for exactly this proposal (same instance, sequence and digest)
-/// in cluster `chain`.
-pub fn verify_decision(decision: &Decision, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
+/// Verifies a decision certificate: a quorum of distinct `members` signed a commit vote
+/// for exactly this proposal (same instance, sequence and digest) in cluster `chain`.
+pub fn verify_decision(
+    decision: &Decision,
+    chain: &ChainId,
+    verifier: &dyn Verifier,
+    members: &Members,
+) -> Result<()> {
     let c = &decision.certificate;
     let p = &decision.proposal;
     if c.phase != Phase::Commit || c.seq != p.seq || c.instance != p.instance {
@@ -162,7 +166,7 @@ pub fn verify_decision(decision: &Decision, chain: &ChainId, verifier: &dyn Veri
             reason: "digest mismatch".into(),
         });
     }
-    c.verify(chain, verifier, n)
+    c.verify(chain, verifier, members)
 }
 
 #[cfg(test)]
@@ -199,24 +203,31 @@ mod tests {
     fn verify_decision_cases() {
         let keys = TestKeys::new(1);
         let c = &ChainId::default();
-        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), c, &keys, 4).is_ok());
+        let four = Members::contiguous(4);
+        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), c, &keys, &four).is_ok());
         // the same certificate does not verify for another cluster
-        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), &ChainId([7; 32]), &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), &ChainId([7; 32]), &keys, &four).is_err());
         // too few signers
-        assert!(verify_decision(&decision(&keys, &[0, 1]), c, &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1]), c, &keys, &four).is_err());
         // duplicate signer does not count twice
-        assert!(verify_decision(&decision(&keys, &[0, 1, 1]), c, &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1, 1]), c, &keys, &four).is_err());
         // unknown signer
-        assert!(verify_decision(&decision(&keys, &[0, 1, 4]), c, &keys, 4).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 1, 4]), c, &keys, &four).is_err());
+        // a set with a gap (replica 1 left): its members' quorum counts, a former
+        // member's signature makes the certificate invalid
+        let gap = Members::new(vec![0, 2, 3, 4]).unwrap();
+        assert!(verify_decision(&decision(&keys, &[0, 2, 4]), c, &keys, &gap).is_ok());
+        assert!(verify_decision(&decision(&keys, &[0, 1, 2]), c, &keys, &gap).is_err());
+        assert!(verify_decision(&decision(&keys, &[0, 2]), c, &keys, &gap).is_err());
         // tampered payload
         let mut d = decision(&keys, &[0, 1, 2]);
         Arc::make_mut(&mut d.proposal).requests.push(b"x".to_vec());
-        assert!(verify_decision(&d, c, &keys, 4).is_err());
+        assert!(verify_decision(&d, c, &keys, &four).is_err());
         // signatures from other keys
-        assert!(verify_decision(&decision(&TestKeys::new(9), &[0, 1, 2]), c, &keys, 4).is_err());
+        assert!(verify_decision(&decision(&TestKeys::new(9), &[0, 1, 2]), c, &keys, &four).is_err());
         // prepare quorum is not a decision
         let mut d = decision(&keys, &[0, 1, 2]);
         d.certificate.phase = Phase::Prepare;
-        assert!(verify_decision(&d, c, &keys, 4).is_err());
+        assert!(verify_decision(&d, c, &keys, &four).is_err());
     }
 }

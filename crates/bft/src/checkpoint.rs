@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::certificate::{Certificate, Phase};
 use crate::crypto::{Signature, Verifier};
 use crate::tags;
-use crate::types::{ChainId, Digest, InstanceId, Quorum, ReplicaId, Seq};
+use crate::types::{ChainId, Digest, InstanceId, Members, ReplicaId, Seq};
 use crate::{Error, Result};
 
 /// The byte string a replica signs for a checkpoint vote in cluster `chain`:
@@ -44,10 +44,11 @@ pub struct CheckpointVote {
 }
 
 impl CheckpointVote {
-    /// Checks the voter's signature (for cluster `chain` of `n` replicas).
-    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> bool {
+    /// Checks the voter's signature (for cluster `chain`; the voter must be one of
+    /// `members`).
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, members: &Members) -> bool {
         let bytes = checkpoint_bytes(chain, self.instance, self.seq, &self.digest);
-        self.from < n && verifier.verify(self.from, &bytes, &self.signature)
+        members.contains(self.from) && verifier.verify(self.from, &bytes, &self.signature)
     }
 }
 
@@ -71,10 +72,10 @@ pub struct StableCheckpoint {
 }
 
 impl StableCheckpoint {
-    /// Checks that a quorum of distinct replicas `< n` signed `(instance, seq, digest)`
+    /// Checks that a quorum of distinct `members` signed `(instance, seq, digest)`
     /// for cluster `chain`, that `snapshot` has that digest, and that `last_commit` is a
     /// valid commit certificate of decision `seq`.
-    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, members: &Members) -> Result<()> {
         let bad = |reason: &str| Error::BadCheckpoint {
             seq: self.seq,
             reason: reason.to_string(),
@@ -88,15 +89,15 @@ impl StableCheckpoint {
                 "the certificate is not the commit of the checkpoint's decision",
             ));
         }
-        c.verify(chain, verifier, n)?;
+        c.verify(chain, verifier, members)?;
         let bytes = checkpoint_bytes(chain, self.instance, self.seq, &self.digest);
         let mut signers = BTreeSet::new();
         for (id, sig) in &self.signatures {
-            if *id >= n || !signers.insert(*id) || !verifier.verify(*id, &bytes, sig) {
+            if !members.contains(*id) || !signers.insert(*id) || !verifier.verify(*id, &bytes, sig) {
                 return Err(bad(&format!("signature of replica {id} is invalid or repeated")));
             }
         }
-        if (signers.len() as u32) < Quorum::new(n).q {
+        if (signers.len() as u32) < members.quorum().q {
             return Err(bad(&format!("{} signatures, fewer than a quorum", signers.len())));
         }
         Ok(())

@@ -53,6 +53,17 @@ pub enum Error {
         /// Offset of the bad record.
         offset: u64,
     },
+    /// The WAL holds a record of a format this version does not read (written by an
+    /// earlier version).
+    #[error("wal {path} holds a record at offset {offset} of an older format: {reason}")]
+    WalFormat {
+        /// WAL directory.
+        path: String,
+        /// Offset of the record.
+        offset: u64,
+        /// Which format and why it is refused.
+        reason: String,
+    },
     /// The WAL's journal failed otherwise (locked by another writer, an entry over
     /// the record limit, a failed write that poisoned it).
     #[error("wal {path}: {source}")]

@@ -34,7 +34,7 @@ pub use membership::{Membership, set_chain};
 pub use messages::{Message, NewView, ViewChange, Vote};
 pub use replica::{Complaint, Input, Output, Refusal, Replica, Status};
 pub use types::{
-    ChainId, Config, Digest, EngineParams, InstanceId, Proposal, Quorum, ReplicaId, Seq, View,
-    proposal_digest,
+    ChainId, Config, Digest, EngineParams, InstanceId, MAX_MEMBERS, Members, MembersError, Proposal, Quorum,
+    ReplicaId, Seq, View, proposal_digest,
 };
 pub use wal::{FileWal, MemWal, Wal, WalEntry};

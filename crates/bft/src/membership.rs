@@ -16,7 +16,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::crypto::{Signer, Verifier};
 use crate::tags;
-use crate::types::{ChainId, ReplicaId};
+use crate::types::{ChainId, Members, ReplicaId};
 
 /// The cluster id a replica set of `epoch` signs under: `chain` itself for the first
 /// set, `SHA-256(tag ‖ chain ‖ epoch)` for every later one. Binding the epoch makes the
@@ -42,11 +42,16 @@ pub struct Membership {
     /// [`set_chain`]`(chain, epoch)`, bound into every signed byte string, so a vote or a
     /// certificate of one set never counts in another.
     pub chain: ChainId,
-    /// Number of replicas, `0..n`.
-    pub n: u32,
-    /// This replica's id in the set; `None` if it is not a member (a replica that
-    /// left, or one that will join at a later set): it votes, proposes and complains
-    /// no more, serves state transfer and follows the decisions by state transfer.
+    /// The members' stable ids (sorted, distinct, non-empty: [`Members::new`]). A
+    /// replica keeps its id in every set; a set that leaves one out removes it, and an
+    /// id is never given again (a joiner takes one above every id used).
+    pub members: Members,
+    /// This replica's stable id. It is a member iff `members` lists it and `signer` is
+    /// some; otherwise (a replica that left, or one that will join at a later set) it
+    /// votes, proposes and complains no more, serves state transfer and follows the
+    /// decisions by state transfer. `None` when the application does not name it: the
+    /// replica keeps its id if the set does not list it, else it takes one above
+    /// every member.
     pub id: Option<ReplicaId>,
     /// Checks the members' signatures.
     pub verifier: Arc<dyn Verifier>,
@@ -56,12 +61,19 @@ pub struct Membership {
     pub params: Option<crate::EngineParams>,
 }
 
+impl Membership {
+    /// Whether the replica this membership is for is a member of the set.
+    pub fn is_member(&self) -> bool {
+        self.signer.is_some() && self.id.is_some_and(|id| self.members.contains(id))
+    }
+}
+
 impl fmt::Debug for Membership {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Membership")
             .field("epoch", &self.epoch)
             .field("chain", &self.chain)
-            .field("n", &self.n)
+            .field("members", &self.members)
             .field("id", &self.id)
             .finish_non_exhaustive()
     }

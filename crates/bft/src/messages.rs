@@ -10,7 +10,7 @@ use crate::certificate::{Certificate, Decision, Phase, Prepared};
 use crate::checkpoint::{CheckpointVote, StableCheckpoint};
 use crate::crypto::{Signature, Verifier};
 use crate::tags;
-use crate::types::{ChainId, Digest, InstanceId, Proposal, Quorum, ReplicaId, Seq, View};
+use crate::types::{ChainId, Digest, InstanceId, Members, Proposal, ReplicaId, Seq, View};
 use crate::{Error, Result};
 
 /// A protocol message.
@@ -164,7 +164,7 @@ impl ViewChange {
     }
 
     /// Checks the signature and both certificates (all for cluster `chain`).
-    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, members: &Members) -> Result<()> {
         let bytes = Self::signed_bytes(
             chain,
             self.instance,
@@ -173,7 +173,7 @@ impl ViewChange {
             self.last_decided.as_ref(),
             self.prepared.as_ref(),
         );
-        if self.from >= n || !verifier.verify(self.from, &bytes, &self.signature) {
+        if !members.contains(self.from) || !verifier.verify(self.from, &bytes, &self.signature) {
             return Err(Error::BadViewChange {
                 from: self.from,
                 reason: "invalid signature".into(),
@@ -186,7 +186,7 @@ impl ViewChange {
                     reason: "last decision is not a commit certificate".into(),
                 });
             }
-            c.verify(chain, verifier, n)?;
+            c.verify(chain, verifier, members)?;
         }
         if let Some(p) = &self.prepared {
             if p.proposal.instance != self.instance {
@@ -195,7 +195,7 @@ impl ViewChange {
                     reason: "prepared certificate of another instance".into(),
                 });
             }
-            p.verify(chain, verifier, n)?;
+            p.verify(chain, verifier, members)?;
         }
         Ok(())
     }
@@ -226,8 +226,8 @@ pub struct Carry {
 impl NewView {
     /// Verifies the quorum of view changes (distinct senders, all for `self.view`, all
     /// signed for cluster `chain`).
-    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, n: u32) -> Result<()> {
-        let quorum = Quorum::new(n);
+    pub fn verify(&self, chain: &ChainId, verifier: &dyn Verifier, members: &Members) -> Result<()> {
+        let quorum = members.quorum();
         let mut senders = BTreeSet::new();
         for vc in &self.view_changes {
             if vc.target != self.view || vc.instance != self.instance {
@@ -242,7 +242,7 @@ impl NewView {
                     reason: format!("replica {} counted twice", vc.from),
                 });
             }
-            vc.verify(chain, verifier, n)?;
+            vc.verify(chain, verifier, members)?;
         }
         if (senders.len() as u32) < quorum.q {
             return Err(Error::BadNewView {

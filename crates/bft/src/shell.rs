@@ -81,7 +81,7 @@ impl ShellStatus {
             view_changing: replica.status() != crate::replica::Status::Normal,
             pending: replica.pending_len(),
             epoch: replica.app().epoch(),
-            members: replica.config().n,
+            members: replica.config().n(),
             member: replica.is_member(),
         }
     }

@@ -7,9 +7,10 @@ use sha2::{Digest as _, Sha256};
 
 use crate::tags;
 
-/// Index of a replica in the consenter set, `0..n`.
+/// A replica's stable id: it keeps it for the life of the network, whichever sets it is
+/// a member of ([`Members`]); an id is never given to another replica.
 pub type ReplicaId = u32;
-/// A view number; the leader of view `v` is `(v + instance) mod n`.
+/// A view number; the leader of view `v` is `members[(v + instance) mod len]`.
 pub type View = u64;
 /// A sequence number inside one instance; the first decision has sequence 1.
 pub type Seq = u64;
@@ -91,6 +92,116 @@ impl Quorum {
     }
 }
 
+/// The most members a replica set may have.
+pub const MAX_MEMBERS: usize = 4096;
+
+/// Why a list of replica ids is not a replica set.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MembersError {
+    /// The list is empty.
+    #[error("a replica set needs at least one member")]
+    Empty,
+    /// Two ids out of order or repeated.
+    #[error("member ids must be sorted and distinct: {before} is followed by {after}")]
+    NotSortedOrRepeated {
+        /// The earlier id in the list.
+        before: ReplicaId,
+        /// The id that follows it.
+        after: ReplicaId,
+    },
+    /// More members than [`MAX_MEMBERS`].
+    #[error("{len} members, at most {max} allowed")]
+    TooMany {
+        /// Members in the list.
+        len: usize,
+        /// [`MAX_MEMBERS`].
+        max: usize,
+    },
+}
+
+/// The members of a replica set: their stable ids, sorted, distinct and non-empty
+/// (checked once, by [`Members::new`]). Quorum and `f` are over their number, the
+/// leader of view `v` is the `(v + instance) mod len`-th, and only their votes count.
+/// Ids may have gaps: replica 1 leaving `[0, 1, 2, 3, 4]` leaves `[0, 2, 3, 4]`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Members(Arc<[ReplicaId]>);
+
+impl fmt::Debug for Members {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+impl Members {
+    /// The set of `ids`: refused unless sorted, distinct, non-empty and at most
+    /// [`MAX_MEMBERS`] long.
+    pub fn new(ids: Vec<ReplicaId>) -> Result<Members, MembersError> {
+        if ids.is_empty() {
+            return Err(MembersError::Empty);
+        }
+        if ids.len() > MAX_MEMBERS {
+            return Err(MembersError::TooMany {
+                len: ids.len(),
+                max: MAX_MEMBERS,
+            });
+        }
+        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(MembersError::NotSortedOrRepeated {
+                before: w[0],
+                after: w[1],
+            });
+        }
+        Ok(Members(ids.into()))
+    }
+
+    /// Replicas `0..n` (a set built from a configuration of `n` replicas; `n = 0` is
+    /// taken as 1, as [`Quorum::new`] does).
+    pub fn contiguous(n: u32) -> Members {
+        let n = n.clamp(1, MAX_MEMBERS as u32);
+        Members((0..n).collect())
+    }
+
+    /// The ids, sorted.
+    pub fn ids(&self) -> &[ReplicaId] {
+        &self.0
+    }
+
+    /// Number of members (at least 1).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> u32 {
+        self.0.len() as u32
+    }
+
+    /// True iff `id` is a member.
+    pub fn contains(&self, id: ReplicaId) -> bool {
+        self.0.binary_search(&id).is_ok()
+    }
+
+    /// The highest member id (a joiner takes an id above it).
+    pub fn max_id(&self) -> ReplicaId {
+        self.0.last().copied().unwrap_or(0)
+    }
+
+    /// The quorum math over the members' number.
+    pub fn quorum(&self) -> Quorum {
+        Quorum::new(self.len())
+    }
+
+    /// The leader of `view` in `instance`: the `(view + instance) mod len`-th member.
+    pub fn leader(&self, instance: InstanceId, view: View) -> ReplicaId {
+        let len = self.0.len().max(1) as u64;
+        let i = view.wrapping_add(u64::from(instance.0)) % len;
+        self.0.get(i as usize).copied().unwrap_or(0)
+    }
+
+    /// The members in round-robin order starting with the first one after `id` (ids
+    /// wrap around), each once.
+    pub fn after(&self, id: ReplicaId) -> impl Iterator<Item = ReplicaId> + '_ {
+        let start = self.0.partition_point(|m| *m <= id);
+        self.0[start..].iter().chain(self.0[..start].iter()).copied()
+    }
+}
+
 /// Engine configuration. Times are milliseconds of the clock delivered by `Input::Tick`.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -98,8 +209,8 @@ pub struct Config {
     pub id: ReplicaId,
     /// The cluster this replica belongs to; bound into every signed byte string.
     pub chain: ChainId,
-    /// Number of replicas.
-    pub n: u32,
+    /// The members of the replica set in force (the first set: `0..n`).
+    pub members: Members,
     /// The consensus instance this replica belongs to.
     pub instance: InstanceId,
     /// The leader cuts a batch when this many requests are pending.
@@ -146,12 +257,13 @@ pub struct Config {
 }
 
 impl Config {
-    /// A configuration with defaults suitable for a LAN deployment.
+    /// A configuration with defaults suitable for a LAN deployment, in the set of
+    /// replicas `0..n`.
     pub fn new(id: ReplicaId, n: u32) -> Config {
         Config {
             id,
             chain: ChainId::default(),
-            n,
+            members: Members::contiguous(n),
             instance: InstanceId(0),
             max_batch_count: 1000,
             max_batch_bytes: 4 << 20,
@@ -203,15 +315,20 @@ impl Config {
         self.max_pending_bytes = p.max_pending_bytes;
     }
 
-    /// The quorum math for this configuration.
-    pub fn quorum(&self) -> Quorum {
-        Quorum::new(self.n)
+    /// Number of members of the set in force.
+    pub fn n(&self) -> u32 {
+        self.members.len()
     }
 
-    /// The leader of `view` in this instance (round robin, offset by the instance id
-    /// so that parallel instances start with different leaders).
+    /// The quorum math for this configuration.
+    pub fn quorum(&self) -> Quorum {
+        self.members.quorum()
+    }
+
+    /// The leader of `view` in this instance (round robin over the members, offset by
+    /// the instance id so that parallel instances start with different leaders).
     pub fn leader(&self, view: View) -> ReplicaId {
-        leader_of(self.instance, view, self.n)
+        self.members.leader(self.instance, view)
     }
 }
 
@@ -243,7 +360,8 @@ pub struct EngineParams {
     pub max_pending_bytes: usize,
 }
 
-/// The leader of `view` for `instance` among `n` replicas.
+/// The leader of `view` for `instance` among the `n` replicas `0..n`
+/// ([`Members::leader`] for any set).
 pub fn leader_of(instance: InstanceId, view: View, n: u32) -> ReplicaId {
     ((view + u64::from(instance.0)) % u64::from(n.max(1))) as ReplicaId
 }
@@ -343,6 +461,40 @@ mod tests {
             // two quorums intersect in at least f+1 replicas
             assert!(2 * q > n + f, "n={n}");
         }
+    }
+
+    #[test]
+    fn member_lists_are_checked_and_rotate_over_their_ids() {
+        assert_eq!(Members::new(vec![]), Err(MembersError::Empty));
+        assert_eq!(
+            Members::new(vec![0, 2, 2]),
+            Err(MembersError::NotSortedOrRepeated { before: 2, after: 2 })
+        );
+        assert_eq!(
+            Members::new(vec![3, 1]),
+            Err(MembersError::NotSortedOrRepeated { before: 3, after: 1 })
+        );
+        assert!(matches!(
+            Members::new((0..=MAX_MEMBERS as u32).collect()),
+            Err(MembersError::TooMany { .. })
+        ));
+        let m = Members::new(vec![0, 2, 3, 4]).unwrap();
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.quorum(), Quorum::new(4));
+        assert!(m.contains(2) && !m.contains(1) && !m.contains(5));
+        let leaders: Vec<ReplicaId> = (0..6).map(|v| m.leader(InstanceId(0), v)).collect();
+        assert_eq!(leaders, vec![0, 2, 3, 4, 0, 2]);
+        assert_eq!(m.leader(InstanceId(1), 0), 2);
+        assert_eq!(
+            m.leader(InstanceId(0), u64::MAX),
+            m.ids()[(u64::MAX % 4) as usize]
+        );
+        assert_eq!(m.after(1).collect::<Vec<_>>(), vec![2, 3, 4, 0]);
+        assert_eq!(m.after(4).collect::<Vec<_>>(), vec![0, 2, 3, 4]);
+        assert_eq!(m.after(0).collect::<Vec<_>>(), vec![2, 3, 4, 0]);
+        assert_eq!(m.max_id(), 4);
+        assert_eq!(Members::contiguous(0).ids(), &[0]);
+        assert_eq!(Members::contiguous(3).ids(), &[0, 1, 2]);
     }
 
     #[test]

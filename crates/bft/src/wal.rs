@@ -20,7 +20,7 @@ use journal::{Durability, Journal};
 use crate::certificate::{Certificate, Decision, Phase, Prepared};
 use crate::checkpoint::StableCheckpoint;
 use crate::codec::{Reader, Writer};
-use crate::types::{InstanceId, Proposal, Seq, View};
+use crate::types::{InstanceId, MAX_MEMBERS, Members, Proposal, Seq, View};
 use crate::{Error, Result};
 
 /// Journal segment size of a WAL.
@@ -69,6 +69,9 @@ pub enum WalEntry {
     Switched {
         /// The new set's epoch.
         epoch: u64,
+        /// The new set's members (a restart checks that the application names the
+        /// same ones).
+        members: Members,
         /// The decision that changed the set, certified by the old set.
         decision: Arc<Decision>,
     },
@@ -181,9 +184,21 @@ impl FileWal {
         let mut decided_at = BTreeMap::new();
         for record in journal.reader().replay(journal.first_seq()) {
             let record = record.map_err(|e| wal_error(path, e))?;
-            let entry = decode_entry(&record.payload).ok_or_else(|| Error::WalCorrupt {
-                path: path.display().to_string(),
-                offset: record.position.offset,
+            let entry = decode_entry(&record.payload).ok_or_else(|| {
+                if predates_member_lists(&record.payload) {
+                    Error::WalFormat {
+                        path: path.display().to_string(),
+                        offset: record.position.offset,
+                        reason: "a replica-set switch written before sets had member lists; \
+                                 this WAL was written by an earlier version of the engine"
+                            .into(),
+                    }
+                } else {
+                    Error::WalCorrupt {
+                        path: path.display().to_string(),
+                        offset: record.position.offset,
+                    }
+                }
             })?;
             match &entry {
                 WalEntry::Decided(d) => {
@@ -342,6 +357,52 @@ fn decode_checkpoint(r: &mut Reader) -> Option<StableCheckpoint> {
     })
 }
 
+/// The tag of a [`WalEntry::Switched`] entry with its member list.
+const TAG_SWITCHED: u8 = 8;
+
+/// The tag of a switch entry written before sets had member lists (a set was `0..n`).
+/// Such entries are refused with [`Error::WalFormat`]: a WAL that holds one was written
+/// by an earlier version and cannot be read by this one.
+const TAG_SWITCHED_BEFORE_MEMBER_LISTS: u8 = 7;
+
+fn decode_members(r: &mut Reader) -> Option<Members> {
+    let count = usize::try_from(r.u32()?).ok()?;
+    if count > MAX_MEMBERS {
+        return None;
+    }
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        ids.push(r.u32()?);
+    }
+    Members::new(ids).ok()
+}
+
+/// Whether `payload` is (or a checkpoint entry restating) a switch entry of the format
+/// before member lists.
+pub fn predates_member_lists(payload: &[u8]) -> bool {
+    let mut r = Reader::new(payload);
+    match r.u8() {
+        Some(TAG_SWITCHED_BEFORE_MEMBER_LISTS) => true,
+        Some(6) => {
+            if decode_checkpoint(&mut r).is_none() {
+                return false;
+            }
+            let Some(count) = r.u32() else {
+                return false;
+            };
+            for _ in 0..count {
+                match r.bytes() {
+                    Some(e) if e.first() == Some(&TAG_SWITCHED_BEFORE_MEMBER_LISTS) => return true,
+                    Some(_) => {}
+                    None => return false,
+                }
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
 /// Encodes one entry (the record payload).
 pub fn encode_entry(e: &WalEntry) -> Vec<u8> {
     let mut w = Writer::default();
@@ -381,9 +442,17 @@ pub fn encode_entry(e: &WalEntry) -> Vec<u8> {
             encode_proposal(&mut w, &d.proposal);
             encode_cert(&mut w, &d.certificate);
         }
-        WalEntry::Switched { epoch, decision } => {
-            w.u8(7);
+        WalEntry::Switched {
+            epoch,
+            members,
+            decision,
+        } => {
+            w.u8(TAG_SWITCHED);
             w.u64(*epoch);
+            w.u32(members.len());
+            for id in members.ids() {
+                w.u32(*id);
+            }
             encode_proposal(&mut w, &decision.proposal);
             encode_cert(&mut w, &decision.certificate);
         }
@@ -438,8 +507,9 @@ pub fn decode_entry(buf: &[u8]) -> Option<WalEntry> {
             }
             WalEntry::Checkpoint { checkpoint, state }
         }
-        7 => WalEntry::Switched {
+        TAG_SWITCHED => WalEntry::Switched {
             epoch: r.u64()?,
+            members: decode_members(&mut r)?,
             decision: Arc::new(Decision {
                 proposal: Arc::new(decode_proposal(&mut r)?),
                 certificate: decode_cert(&mut r)?,

@@ -25,11 +25,27 @@ use bft::{
     ProposalContext, Refusal, Replica, ReplicaId, Seq, Wal, verify_decision,
 };
 
-/// One replica set: its size and the secret its keys derive from.
+/// One replica set: its members' stable ids and the secret its keys derive from.
 #[derive(Clone, Copy, Debug)]
 struct Set {
-    n: u32,
+    members: &'static [u32],
     keys: u64,
+}
+
+const IDS: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+impl Set {
+    /// Replicas `0..n`.
+    fn of(n: u32, keys: u64) -> Set {
+        Set {
+            members: &IDS[..n as usize],
+            keys,
+        }
+    }
+
+    fn members(&self) -> bft::Members {
+        bft::Members::new(self.members.to_vec()).unwrap()
+    }
 }
 
 fn chain_of(epoch: u64) -> ChainId {
@@ -123,12 +139,12 @@ impl Application for ReconfApp {
 fn set_of(node: u32, sets: &[Set], epoch: u64) -> Membership {
     let set = sets[epoch as usize];
     let keys = TestKeys::new(set.keys);
-    let member = node < set.n;
+    let member = set.members.contains(&node);
     Membership {
         epoch,
         chain: chain_of(epoch),
-        n: set.n,
-        id: member.then_some(node),
+        members: set.members(),
+        id: Some(node),
         verifier: Arc::new(keys.clone()),
         signer: member.then(|| Box::new(keys.signer(node)) as Box<dyn bft::Signer>),
         params: None,
@@ -180,7 +196,7 @@ impl Cluster {
                 let mut app = ReconfApp::new(i, &sets);
                 app.snapshots = checkpoint_interval > 0;
                 Some(Replica::new(
-                    config_with(i, first.n, checkpoint_interval),
+                    config_with(i, first.members.len() as u32, checkpoint_interval),
                     app,
                     Box::new(keys.signer(i)),
                     Arc::new(keys.clone()),
@@ -200,13 +216,15 @@ impl Cluster {
     }
 
     fn execute(&mut self, i: usize, outputs: Vec<Output>) {
-        let n = self.nodes[i].as_ref().map_or(0, |r| r.config().n);
+        let members: Vec<u32> = self.nodes[i]
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.members().ids().to_vec());
         for o in outputs {
             match o {
                 Output::Persist(e) => self.wals[i].append(&[e]).unwrap(),
                 Output::Send { to, msg } => self.queue.push_back((i as u32, to, msg)),
                 Output::Broadcast(msg) => {
-                    for to in (0..n).filter(|t| *t != i as u32) {
+                    for to in members.iter().copied().filter(|t| *t != i as u32) {
                         self.queue.push_back((i as u32, to, msg.clone()));
                     }
                 }
@@ -262,7 +280,7 @@ impl Cluster {
         let mut app = ReconfApp::new(i as u32, &self.sets);
         app.snapshots = self.checkpoint_interval > 0;
         let (r, out) = Replica::restore(
-            config_with(i as u32, first.n, self.checkpoint_interval),
+            config_with(i as u32, first.members.len() as u32, self.checkpoint_interval),
             app,
             Box::new(keys.signer(i as u32)),
             Arc::new(keys),
@@ -298,12 +316,18 @@ impl Cluster {
         for d in &self.delivered[i] {
             let set = self.sets[epoch as usize];
             let keys = TestKeys::new(set.keys);
-            verify_decision(d, &signing_chain(epoch), &keys, set.n)
+            verify_decision(d, &signing_chain(epoch), &keys, &set.members())
                 .unwrap_or_else(|e| panic!("decision {} not certified by set {epoch}: {e}", d.seq()));
             if epoch > 0 {
                 let old = self.sets[epoch as usize - 1];
                 assert!(
-                    verify_decision(d, &signing_chain(epoch - 1), &TestKeys::new(old.keys), old.n).is_err(),
+                    verify_decision(
+                        d,
+                        &signing_chain(epoch - 1),
+                        &TestKeys::new(old.keys),
+                        &old.members()
+                    )
+                    .is_err(),
                     "decision {} also passes as the old set's",
                     d.seq()
                 );
@@ -336,7 +360,7 @@ fn decided_requests(c: &Cluster, i: usize) -> Vec<String> {
 
 #[test]
 fn a_fifth_replica_joins_follows_by_state_transfer_and_its_vote_counts() {
-    let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 5, keys: 1 }], 5);
+    let mut c = Cluster::new(vec![Set::of(4, 1), Set::of(5, 1)], 5);
     assert!(!c.replica(4).is_member(), "not in the first set");
     for k in 0..6 {
         c.submit(&format!("a{k}"));
@@ -353,7 +377,7 @@ fn a_fifth_replica_joins_follows_by_state_transfer_and_its_vote_counts() {
             "replica {i} switched at the same decision"
         );
         assert_eq!(c.switch_seq(i, 1), d);
-        assert_eq!(c.replica(i).config().n, 5);
+        assert_eq!(c.replica(i).config().n(), 5);
     }
     assert!(c.replica(4).is_member(), "a member from the switch on");
     // With 5 replicas the quorum is 4: with replica 0 down, the other three cannot
@@ -384,7 +408,7 @@ fn a_fifth_replica_joins_follows_by_state_transfer_and_its_vote_counts() {
 
 #[test]
 fn a_leaving_replica_stops_taking_part_and_refuses_requests() {
-    let mut c = Cluster::new(vec![Set { n: 5, keys: 7 }, Set { n: 4, keys: 7 }], 5);
+    let mut c = Cluster::new(vec![Set::of(5, 7), Set::of(4, 7)], 5);
     for k in 0..3 {
         c.submit(&format!("a{k}"));
     }
@@ -420,14 +444,7 @@ fn a_leaving_replica_stops_taking_part_and_refuses_requests() {
 
 #[test]
 fn rotated_keys_certify_every_decision_after_the_switch_and_the_old_keys_none() {
-    let mut c = Cluster::new(
-        vec![
-            Set { n: 4, keys: 3 },
-            Set { n: 4, keys: 4 },
-            Set { n: 4, keys: 5 },
-        ],
-        4,
-    );
+    let mut c = Cluster::new(vec![Set::of(4, 3), Set::of(4, 4), Set::of(4, 5)], 4);
     c.submit("a0");
     c.submit("reconf-rotate-1");
     c.run(200);
@@ -447,7 +464,7 @@ fn rotated_keys_certify_every_decision_after_the_switch_and_the_old_keys_none() 
 
 #[test]
 fn a_replica_restarted_after_the_switch_comes_back_in_the_new_set() {
-    let mut c = Cluster::new(vec![Set { n: 4, keys: 9 }, Set { n: 4, keys: 10 }], 4);
+    let mut c = Cluster::new(vec![Set::of(4, 9), Set::of(4, 10)], 4);
     c.submit("a0");
     c.submit("reconf-rotate");
     c.run(300);
@@ -472,7 +489,7 @@ fn a_replica_restarted_after_the_switch_comes_back_in_the_new_set() {
 /// A cluster of 4 that switched keys once, and replica 0's WAL without its `Switched`
 /// entry.
 fn switched_and_wal_without_the_switch() -> (Cluster, Vec<bft::WalEntry>) {
-    let mut c = Cluster::new(vec![Set { n: 4, keys: 1 }, Set { n: 4, keys: 2 }], 4);
+    let mut c = Cluster::new(vec![Set::of(4, 1), Set::of(4, 2)], 4);
     c.submit("reconf");
     c.run(300);
     assert_eq!(c.replica(0).epoch(), 1);
@@ -532,11 +549,7 @@ fn a_wal_that_does_not_know_the_applications_set_is_refused() {
 
 #[test]
 fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_proofs() {
-    let sets = vec![
-        Set { n: 4, keys: 21 },
-        Set { n: 4, keys: 22 },
-        Set { n: 4, keys: 23 },
-    ];
+    let sets = vec![Set::of(4, 21), Set::of(4, 22), Set::of(4, 23)];
     let mut c = Cluster::with_checkpoints(sets, 4, 2);
     // Replica 3 is down from the start; the others decide, switch twice, checkpoint
     // and prune every decision below their checkpoints.
@@ -585,7 +598,13 @@ fn a_replica_behind_two_switches_crosses_them_with_a_snapshot_and_the_switch_pro
     }
     let last = c.delivered[1].last().expect("decided").clone();
     assert!(last.certificate.signatures.iter().any(|(id, _)| *id == 3));
-    verify_decision(&last, &signing_chain(2), &TestKeys::new(23), 4).expect("certified by the newest set");
+    verify_decision(
+        &last,
+        &signing_chain(2),
+        &TestKeys::new(23),
+        &bft::Members::contiguous(4),
+    )
+    .expect("certified by the newest set");
     // Restarted again, from a WAL whose switches are restated by checkpoints.
     c.restart(3);
     assert_eq!(c.replica(3).epoch(), 2);
@@ -614,7 +633,7 @@ fn hears_height_and_asks(c: &mut Cluster, i: usize, peer: ReplicaId, height: Seq
 
 #[test]
 fn a_forged_switch_proof_is_refused() {
-    let sets = vec![Set { n: 4, keys: 31 }, Set { n: 4, keys: 32 }];
+    let sets = vec![Set::of(4, 31), Set::of(4, 32)];
     let mut c = Cluster::with_checkpoints(sets, 4, 2);
     c.crash(3);
     for r in ["a0", "a1", "reconf", "b0", "b1", "b2", "b3"] {
@@ -656,7 +675,7 @@ fn a_forged_switch_proof_is_refused() {
 
 #[test]
 fn a_removed_replica_that_missed_its_removal_learns_it_and_refuses_requests() {
-    let mut c = Cluster::new(vec![Set { n: 5, keys: 41 }, Set { n: 4, keys: 42 }], 5);
+    let mut c = Cluster::new(vec![Set::of(5, 41), Set::of(4, 42)], 5);
     c.submit("a0");
     c.run(200);
     // Replica 4 is down while the set removes it.
@@ -679,4 +698,256 @@ fn a_removed_replica_that_missed_its_removal_learns_it_and_refuses_requests() {
     for i in 0..4 {
         assert!(decided_requests(&c, i).contains(&"c0".to_string()), "replica {i}");
     }
+}
+
+const FIVE: &[u32] = &[0, 1, 2, 3, 4];
+const WITHOUT_1: &[u32] = &[0, 2, 3, 4];
+const WITHOUT_0: &[u32] = &[1, 2, 3, 4];
+const WITHOUT_1_WITH_5: &[u32] = &[0, 2, 3, 4, 5];
+
+/// Replica `from`'s commit vote for `p` in the set of `epoch`, signed with `keys`.
+fn commit_vote(keys: u64, from: ReplicaId, epoch: u64, view: u64, p: &Proposal) -> Message {
+    let d = p.digest();
+    let bytes = bft::vote_bytes(
+        &signing_chain(epoch),
+        bft::Phase::Commit,
+        p.instance,
+        view,
+        p.seq,
+        &d,
+    );
+    Message::Vote(bft::Vote {
+        phase: bft::Phase::Commit,
+        instance: p.instance,
+        view,
+        seq: p.seq,
+        digest: d,
+        signature: bft::Signer::sign(&TestKeys::new(keys).signer(from), &bytes),
+    })
+}
+
+#[test]
+fn a_replica_in_the_middle_leaves_and_its_votes_never_count_again() {
+    let sets = vec![
+        Set {
+            members: FIVE,
+            keys: 51,
+        },
+        Set {
+            members: WITHOUT_1,
+            keys: 51,
+        },
+    ];
+    let mut c = Cluster::new(sets, 5);
+    for k in 0..3 {
+        c.submit(&format!("a{k}"));
+    }
+    c.submit("reconf-remove-1");
+    c.run(400);
+    let d = c.switch_seq(0, 1);
+    for i in 0..5 {
+        assert_eq!(c.replica(i).epoch(), 1, "replica {i} switched");
+        assert_eq!(
+            c.replica(i).epoch_start(),
+            d,
+            "replica {i} switched at the same decision"
+        );
+        assert_eq!(c.replica(i).members().ids(), WITHOUT_1);
+    }
+    assert!(!c.replica(1).is_member(), "removed");
+    for i in [0, 2, 3, 4] {
+        assert!(c.replica(i).is_member(), "replica {i} keeps its id and its place");
+        assert_eq!(c.replica(i).config().id, i as u32);
+    }
+    assert_eq!(c.replica(0).config().quorum().q, 3);
+    c.submit("b0");
+    assert_eq!(c.refused[1], vec![Refusal::NotMember]);
+    // With replica 0 down, 2, 3 and 4 are a quorum of [0, 2, 3, 4]: the set's size
+    // is what counts, not the highest id.
+    c.crash(0);
+    for k in 1..4 {
+        c.submit(&format!("b{k}"));
+    }
+    c.run(3_000);
+    for i in [2, 3, 4] {
+        let reqs = decided_requests(&c, i);
+        for k in 0..4 {
+            assert!(
+                reqs.contains(&format!("b{k}")),
+                "replica {i} decided b{k}: {reqs:?}"
+            );
+        }
+        c.assert_certified_by_their_sets(i);
+    }
+    for dec in c.delivered[2].iter().filter(|x| x.seq() > d) {
+        assert!(
+            dec.certificate.signatures.iter().all(|(id, _)| *id != 1),
+            "decision {} counts the removed replica",
+            dec.seq()
+        );
+    }
+    // The removed replica still holds a valid key of the new set (keys did not
+    // rotate) and signs for the new set's id: a member takes none of it.
+    let next = c.replica(2).last_decided() + 1;
+    let p = Proposal {
+        instance: bft::InstanceId(0),
+        seq: next,
+        requests: vec![b"x".to_vec()],
+        metadata: Vec::new(),
+    };
+    let view = c.replica(2).view();
+    let out = c.nodes[2].as_mut().unwrap().handle(Input::Message {
+        from: 1,
+        msg: commit_vote(51, 1, 1, view, &p),
+    });
+    assert!(out.is_empty(), "a removed replica's vote had an effect: {out:?}");
+    let out = c.nodes[2].as_mut().unwrap().handle(Input::Message {
+        from: 1,
+        msg: Message::PrePrepare {
+            view,
+            proposal: Arc::new(p),
+        },
+    });
+    assert!(
+        out.is_empty(),
+        "a removed replica's proposal had an effect: {out:?}"
+    );
+}
+
+#[test]
+fn the_leader_leaving_hands_the_next_view_to_the_next_member() {
+    let sets = vec![
+        Set {
+            members: FIVE,
+            keys: 52,
+        },
+        Set {
+            members: WITHOUT_0,
+            keys: 53,
+        },
+    ];
+    let mut c = Cluster::new(sets, 5);
+    assert!(
+        c.replica(0).is_leader(),
+        "replica 0 leads view 0 of the first set"
+    );
+    c.submit("a0");
+    c.submit("reconf-remove-0");
+    c.run(400);
+    let d = c.switch_seq(1, 1);
+    for i in 0..5 {
+        assert_eq!(c.replica(i).epoch_start(), d, "replica {i}");
+    }
+    assert!(!c.replica(0).is_member());
+    assert!(
+        c.replica(1).is_leader(),
+        "the first member leads view 0 of the new set"
+    );
+    assert_eq!(c.replica(2).config().leader(1), 2);
+    // Replica 4 down too: 1, 2, 3 are a quorum of four.
+    c.crash(4);
+    c.submit("b0");
+    c.run(3_000);
+    for i in 1..4 {
+        assert!(decided_requests(&c, i).contains(&"b0".to_string()), "replica {i}");
+        c.assert_certified_by_their_sets(i);
+    }
+    c.assert_agree(&[1, 2, 3]);
+}
+
+#[test]
+fn a_removal_then_a_join_gives_the_joiner_an_id_never_used() {
+    let sets = vec![
+        Set {
+            members: FIVE,
+            keys: 61,
+        },
+        Set {
+            members: WITHOUT_1,
+            keys: 61,
+        },
+        Set {
+            members: WITHOUT_1_WITH_5,
+            keys: 62,
+        },
+    ];
+    let mut c = Cluster::new(sets, 6);
+    assert!(!c.replica(5).is_member());
+    c.submit("a0");
+    c.submit("reconf-remove-1");
+    c.run(400);
+    c.submit("b0");
+    c.submit("reconf-add-5");
+    c.run(1_000);
+    for i in 0..6 {
+        assert_eq!(c.replica(i).epoch(), 2, "replica {i}");
+        assert_eq!(c.replica(i).members().ids(), WITHOUT_1_WITH_5);
+    }
+    assert!(c.replica(5).is_member() && !c.replica(1).is_member());
+    // A quorum of five is four: with replica 0 down, the joiner is needed.
+    c.crash(0);
+    c.submit("c0");
+    c.run(3_000);
+    for i in 2..6 {
+        assert!(decided_requests(&c, i).contains(&"c0".to_string()), "replica {i}");
+        c.assert_certified_by_their_sets(i);
+    }
+    c.assert_agree(&[2, 3, 4, 5]);
+    let last = c.delivered[5].last().expect("decided").clone();
+    let voters: Vec<u32> = last.certificate.signatures.iter().map(|(id, _)| *id).collect();
+    assert!(voters.contains(&5) && !voters.contains(&1), "{voters:?}");
+}
+
+#[test]
+fn a_replica_restarted_after_a_removal_comes_back_with_the_member_list_and_a_wal_naming_another_is_refused() {
+    let sets = vec![
+        Set {
+            members: FIVE,
+            keys: 71,
+        },
+        Set {
+            members: WITHOUT_1,
+            keys: 72,
+        },
+    ];
+    let mut c = Cluster::new(sets, 5);
+    c.submit("a0");
+    c.submit("reconf-remove-1");
+    c.run(400);
+    assert!(c.wals[3].entries.iter().any(|e| matches!(
+        e,
+        bft::WalEntry::Switched { members, .. } if members.ids() == WITHOUT_1
+    )));
+    c.crash(3);
+    c.restart(3);
+    assert_eq!(c.replica(3).members().ids(), WITHOUT_1);
+    assert!(c.replica(3).is_member());
+    c.crash(2);
+    c.submit("b0");
+    c.run(3_000);
+    for i in [0, 3, 4] {
+        assert!(decided_requests(&c, i).contains(&"b0".to_string()), "replica {i}");
+    }
+    // An application that names other members for the same epoch than the WAL did.
+    let other = Arc::new(vec![
+        Set {
+            members: FIVE,
+            keys: 71,
+        },
+        Set {
+            members: WITHOUT_0,
+            keys: 72,
+        },
+    ]);
+    let keys = TestKeys::new(71);
+    let Err(e) = Replica::restore(
+        config(3, 5),
+        ReconfApp::new(3, &other),
+        Box::new(keys.signer(3)),
+        Arc::new(keys),
+        &c.wals[3].entries,
+    ) else {
+        panic!("restored with another member list");
+    };
+    assert!(e.to_string().contains("members"), "{e}");
 }

@@ -63,6 +63,7 @@ fn entries() -> Vec<WalEntry> {
         },
         WalEntry::Switched {
             epoch: 2,
+            members: bft::Members::new(vec![0, 2, 3, 4]).unwrap(),
             decision: Arc::new(Decision {
                 proposal: proposal(1),
                 certificate: cert(Phase::Commit, 1),
@@ -210,4 +211,70 @@ fn zero_filled_tail_after_power_loss_is_cut() {
     drop(wal);
     let (_, found) = FileWal::open(&path).expect("reopen");
     assert_eq!(found, entries());
+}
+
+/// A switch entry as it was written before sets had member lists: tag 7, the epoch,
+/// then the decision (the new entry without its member list).
+fn switch_entry_before_member_lists() -> Vec<u8> {
+    let entry = WalEntry::Switched {
+        epoch: 2,
+        members: bft::Members::new(vec![0, 2, 3, 4]).unwrap(),
+        decision: Arc::new(Decision {
+            proposal: proposal(1),
+            certificate: cert(Phase::Commit, 1),
+        }),
+    };
+    let new = bft::wal::encode_entry(&entry);
+    assert_eq!(new[0], 8, "switch entries with members have tag 8");
+    let mut old = vec![7];
+    old.extend_from_slice(&new[1..9]); // the epoch
+    old.extend_from_slice(&new[9 + 4 + 4 * 4..]); // past the four members
+    old
+}
+
+#[test]
+fn a_switch_entry_of_the_format_before_member_lists_is_refused_by_name() {
+    let old = switch_entry_before_member_lists();
+    assert_eq!(bft::wal::decode_entry(&old), None);
+    assert!(bft::wal::predates_member_lists(&old));
+    let new_payload = bft::wal::encode_entry(&entries()[0]);
+    assert!(!bft::wal::predates_member_lists(&new_payload));
+    // Written to a WAL directory as the earlier version did: opening it names the cause.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bft.wal");
+    let config = journal::Config {
+        durability: journal::Durability::Manual,
+        max_record_bytes: std::num::NonZeroU32::new(1 << 30).unwrap(),
+        extension: "wal",
+        ..journal::Config::default()
+    };
+    let mut j = journal::Journal::open(&path, config).expect("journal");
+    j.append(&new_payload).expect("append");
+    j.append(&old).expect("append");
+    j.sync().expect("sync");
+    drop(j);
+    match FileWal::open(&path) {
+        Err(bft::Error::WalFormat { reason, .. }) => assert!(reason.contains("member lists"), "{reason}"),
+        other => panic!("expected a format refusal, got {:?}", other.map(|(_, e)| e)),
+    }
+}
+
+#[test]
+fn bad_member_lists_do_not_decode() {
+    let entry = WalEntry::Switched {
+        epoch: 1,
+        members: bft::Members::new(vec![0, 2, 3, 4]).unwrap(),
+        decision: Arc::new(Decision {
+            proposal: proposal(1),
+            certificate: cert(Phase::Commit, 1),
+        }),
+    };
+    let good = bft::wal::encode_entry(&entry);
+    assert_eq!(bft::wal::decode_entry(&good), Some(entry));
+    // ids out of order, repeated, an empty list, a count past the end
+    for (at, value) in [(13usize, 2u32), (17, 5), (9, 0), (9, u32::MAX)] {
+        let mut bad = good.clone();
+        bad[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        assert_eq!(bft::wal::decode_entry(&bad), None, "byte {at} = {value}");
+    }
 }

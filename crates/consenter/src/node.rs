@@ -290,7 +290,7 @@ impl NodeApp {
     ) -> Option<bft::Membership> {
         let m = found?;
         let slot = self.app.reconfig_party().and_then(|p| p.checked_sub(1));
-        let missing = m.id.is_none() && slot.is_some_and(|s| s < m.n);
+        let missing = m.id.is_none() && slot.is_some_and(|s| m.members.contains(s));
         if !missing || self.next_key_files.is_empty() {
             return Some(m);
         }

@@ -129,17 +129,17 @@ pub(crate) fn checked(
     // A joining replica (`NodeKeys::Joining`) starts outside the genesis set: engine id
     // I ≥ N of the genesis set of N, with a link to each of the I + 1 replicas.
     let joining =
-        matches!(cfg.keys, NodeKeys::Joining { .. }) && me >= cfg.engine.n && Some(n) == me.checked_add(1);
-    if !joining && (n != cfg.engine.n || me >= n) {
+        matches!(cfg.keys, NodeKeys::Joining { .. }) && me >= cfg.engine.n() && Some(n) == me.checked_add(1);
+    if !joining && (n != cfg.engine.n() || me >= n) {
         return Err(Error::Config {
-            reason: format!("replica {me} of {} peers, engine n = {}", n, cfg.engine.n),
+            reason: format!("replica {me} of {} peers, engine n = {}", n, cfg.engine.n()),
         });
     }
     let listen: SocketAddr = cfg.peers[me as usize].parse().map_err(|_| Error::Config {
         reason: format!("listen address {:?} is not ip:port", cfg.peers[me as usize]),
     })?;
     check_sizes(&cfg)?;
-    let (key, keys) = cfg.keys.load(me, cfg.engine.n)?;
+    let (key, keys) = cfg.keys.load(me, cfg.engine.n())?;
     let keys = keys.with_chain(&cfg.chain);
     cfg.engine.chain = keys.chain_id();
     Ok((cfg, listen, key, keys))
@@ -514,7 +514,7 @@ fn restore(
     log.flush()?;
     info!(
         id = cfg.engine.id,
-        n = cfg.engine.n,
+        n = cfg.engine.n(),
         wal_entries = entries.len(),
         decided = replica.last_decided(),
         view = replica.view(),

@@ -142,7 +142,7 @@ fn role_configs_come_out_of_the_network_config() {
     assert_eq!(cfg.replica_id(1).unwrap(), 0);
     assert_eq!(cfg.consenter_peers()[3], "127.0.0.1:20019");
     let engine = cfg.consenter_engine(4).unwrap();
-    assert_eq!((engine.id, engine.n), (3, 4));
+    assert_eq!((engine.id, engine.n()), (3, 4));
     assert_eq!(engine.chain, cfg.cluster_keys().chain_id());
     assert_eq!(engine.batch_interval_ms, cfg.file().consensus.batch_interval_ms);
 
@@ -310,7 +310,7 @@ fn batcher_and_arma_consenter_node_configs_come_out_of_the_network_config() {
     };
     let c = cfg.arma_node_config(2, paths(2), None).unwrap();
     assert_eq!(c.listen, Some("127.0.0.1:21006".parse().unwrap()));
-    assert_eq!((c.node.engine.id, c.node.engine.n), (1, 4));
+    assert_eq!((c.node.engine.id, c.node.engine.n()), (1, 4));
     assert_eq!(c.node.peers, cfg.consenter_peers());
     assert_eq!(c.node.wal, dir.path().join("c/wal/replica.wal"));
     assert_eq!(c.node.decisions, dir.path().join("c/decisions"));

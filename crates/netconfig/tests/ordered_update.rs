@@ -186,7 +186,7 @@ impl Cluster {
     }
 
     fn execute(&mut self, i: usize, outputs: Vec<Output>) {
-        let n = self.nodes[i].config().n;
+        let n = self.nodes[i].config().n();
         for o in outputs {
             match o {
                 Output::Persist(e) => self.wals[i].append(&[e]).unwrap(),
@@ -319,15 +319,20 @@ fn a_signed_update_is_ordered_and_every_replica_switches_at_its_decision() {
     let d = c.delivered[0].iter().find(|d| d.seq() == at[1].0).unwrap();
     let mut new_keys = genesis_keys.clone();
     new_keys[0] = rotated;
-    verify_decision(d, &bft::set_chain(c.chain, 1), &verifier(new_keys), PARTIES)
-        .expect("certified by the set of epoch 1");
+    verify_decision(
+        d,
+        &bft::set_chain(c.chain, 1),
+        &verifier(new_keys),
+        &bft::Members::contiguous(PARTIES),
+    )
+    .expect("certified by the set of epoch 1");
     assert!(d.certificate.signatures.iter().any(|(r, _)| *r == 0));
     assert!(
         verify_decision(
             d,
             &bft::set_chain(c.chain, 1),
             &verifier(genesis_keys.clone()),
-            PARTIES
+            &bft::Members::contiguous(PARTIES)
         )
         .is_err(),
         "replica 0's vote verifies only under its rotated key"
@@ -448,7 +453,7 @@ fn a_snapshot_after_the_switch_carries_the_config_in_force() {
     assert_eq!(fresh.state().epoch, 1);
     assert_eq!(fresh.config_in_force(), source.config_in_force());
     let m = bft::Application::membership(&mut fresh).unwrap();
-    assert_eq!((m.epoch, m.n, m.id), (1, PARTIES, Some(1)));
+    assert_eq!((m.epoch, m.members.len(), m.id), (1, PARTIES, Some(1)));
     // A snapshot whose config does not parse is refused and changes nothing.
     let mut bad = source.state().clone();
     bad.config = Some(hex::encode(b"not a config"));

@@ -44,6 +44,8 @@ struct Totals {
     foreign_rejected: u64,
     installed: u64,
     switches: u64,
+    removed: testkit::sim::Removed,
+    retried: u64,
 }
 
 impl Totals {
@@ -56,6 +58,8 @@ impl Totals {
         self.foreign_rejected += r.foreign_injected;
         self.installed += r.installed;
         self.switches += r.switches;
+        self.removed.add(&r.removed);
+        self.retried += r.retried;
     }
 }
 
@@ -106,12 +110,15 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
         all.foreign_rejected += t.foreign_rejected;
         all.installed += t.installed;
         all.switches += t.switches;
+        all.removed.add(&t.removed);
+        all.retried += t.retried;
     }
     eprintln!(
         "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
          {} seeds with view changes, slowest settle after GST {} ms, most steps {}, \
          {} foreign-chain decisions rejected, {} snapshots installed by state transfer, \
-         {} replica-set switches",
+         {} replica-set switches, {} replicas removed ({} Byzantine, {} crashed for good, \
+         {} leaders of view 0), {} requests re-submitted after GST because no member held them",
         start.elapsed().as_secs_f64(),
         all.failures.len(),
         all.decided,
@@ -122,6 +129,11 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
         all.foreign_rejected,
         all.installed,
         all.switches,
+        all.removed.any,
+        all.removed.byzantine,
+        all.removed.crashed,
+        all.removed.leader,
+        all.retried,
     );
     assert!(
         all.failures.is_empty(),
@@ -218,9 +230,16 @@ fn reconfiguration_seeds() {
 /// schedules, so they are kept as seeds that must pass, not as reproductions.) And a
 /// joiner that kept asking a crashed peer for decisions, because a state-transfer
 /// request that timed out did not forget the peer's claimed height (2000025497).
+/// Since removals take any member (the scenarios changed with them): requests held only
+/// by replicas that were removed before proposing them, and refused by the members as
+/// non-members earlier, which clients now re-submit after GST (2000011290); a member
+/// alone in a view change, holding requests whose one forward was lost, while the others
+/// sat in a lower view with nothing to complain about (2000042455: a replica changing
+/// views now forwards what it holds to every member, once per request timeout).
 #[test]
 fn reconfiguration_former_failures() {
     for seed in [
+        2_000_011_290,
         2_000_014_079,
         2_000_016_638,
         2_000_017_229,
@@ -228,6 +247,7 @@ fn reconfiguration_former_failures() {
         2_000_008_031,
         2_000_004_097,
         2_000_025_497,
+        2_000_042_455,
     ] {
         if let Err(e) = run_reconfiguration_seed(seed, false) {
             panic!("{e}");

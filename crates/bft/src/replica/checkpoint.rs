@@ -116,7 +116,7 @@ impl<A: Application> Replica<A> {
             || !self.is_checkpoint_seq(vote.seq)
             || vote.seq <= self.checkpoints.stable_seq()
             || vote.seq > horizon
-            || !vote.verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+            || !vote.verify(&self.cfg.chain, self.verifier.as_ref(), &self.cfg.members)
         {
             return;
         }
@@ -175,14 +175,13 @@ impl<A: Application> Replica<A> {
         // The WAL drops the `Switched` entries with everything before the checkpoint:
         // restated first (the proofs kept, the current set's last), so that a restore
         // starts the current set's views anew and keeps its proofs.
-        let first_epoch = self.epoch.saturating_sub(self.switches.len() as u64);
         let mut state: Vec<WalEntry> = self
             .switches
             .iter()
-            .enumerate()
-            .map(|(i, d)| WalEntry::Switched {
-                epoch: first_epoch + 1 + i as u64,
-                decision: d.clone(),
+            .map(|s| WalEntry::Switched {
+                epoch: s.epoch,
+                members: s.members.clone(),
+                decision: s.decision.clone(),
             })
             .collect();
         state.push(WalEntry::NewView {

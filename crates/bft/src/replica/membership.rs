@@ -4,7 +4,7 @@
 //! installed) the replica compares the application's [`Application::epoch`] with its
 //! own. When the application moved on, the replica takes the new set from
 //! [`Application::membership`] and switches before it delivers the decision: its
-//! cluster id, `n`, quorum, keys and own id become the new set's, it persists
+//! cluster id, members, quorum, keys and own id become the new set's, it persists
 //! [`WalEntry::Switched`], and everything that belonged to the old set's views is
 //! dropped — view and view-change state, the slot, the prepared certificate, the
 //! buffered future messages, the checkpoint votes above the stable one and what it
@@ -18,8 +18,12 @@
 //! it checks each with the set before it and reads the next set from it
 //! ([`Application::membership_from`]) until it reaches the checkpoint's set.
 //!
-//! A replica that is not a member of the set in force (`id` none: it left, or it joins
-//! at a later set) only follows: it answers state-transfer requests and heartbeats
+//! Ids are stable: a replica keeps its id in every set, a set is the sorted list of its
+//! members' ids ([`Members`]) and a removed id is never given again, so a message's
+//! sender means the same replica in every set; only members' messages count.
+//!
+//! A replica that is not a member of the set in force (it left, or it joins at a later
+//! set) only follows: it answers state-transfer requests and heartbeats
 //! tell it whom to ask, but it sends no heartbeat, vote, proposal, view change or
 //! checkpoint vote, takes no client request and runs no timer.
 
@@ -31,7 +35,7 @@ use crate::app::Application;
 use crate::certificate::{Decision, verify_decision};
 use crate::checkpoint::StableCheckpoint;
 use crate::membership::{Membership, set_chain};
-use crate::types::Seq;
+use crate::types::{Members, ReplicaId, Seq};
 use crate::wal::WalEntry;
 
 /// Switch decisions a replica keeps to prove the switches to replicas of older sets: a
@@ -51,13 +55,18 @@ impl<A: Application> Replica<A> {
 
     /// True iff this replica is a member of the set in force.
     pub fn is_member(&self) -> bool {
-        self.cfg.id < self.cfg.n
+        self.cfg.members.contains(self.cfg.id)
+    }
+
+    /// The members of the set in force.
+    pub fn members(&self) -> &Members {
+        &self.cfg.members
     }
 
     /// The decisions that switched sets, kept to prove the switches to replicas of
     /// older sets (at most [`MAX_SWITCH_PROOFS`], the latest).
     pub fn switch_proofs(&self) -> impl Iterator<Item = &Arc<Decision>> {
-        self.switches.iter()
+        self.switches.iter().map(|s| &s.decision)
     }
 
     /// After the application applied `decision`: switches to the application's set if
@@ -84,14 +93,20 @@ impl<A: Application> Replica<A> {
     fn record_switch(&mut self, decision: Arc<Decision>) {
         self.persist(WalEntry::Switched {
             epoch: self.epoch,
+            members: self.cfg.members.clone(),
             decision: decision.clone(),
         });
-        self.keep_switch(decision);
+        self.keep_switch(self.epoch, self.cfg.members.clone(), decision);
     }
 
-    /// Keeps a switch decision as a proof for replicas of older sets.
-    pub(super) fn keep_switch(&mut self, decision: Arc<Decision>) {
-        self.switches.push_back(decision);
+    /// Keeps a switch decision (to the set `members` of `epoch`) as a proof for
+    /// replicas of older sets.
+    pub(super) fn keep_switch(&mut self, epoch: u64, members: Members, decision: Arc<Decision>) {
+        self.switches.push_back(super::SwitchProof {
+            epoch,
+            members,
+            decision,
+        });
         while self.switches.len() > MAX_SWITCH_PROOFS {
             self.switches.pop_front();
         }
@@ -105,6 +120,7 @@ impl<A: Application> Replica<A> {
         let switches: Vec<Arc<Decision>> = self
             .switches
             .iter()
+            .map(|s| &s.decision)
             .filter(|d| d.seq() >= from_seq && d.seq() < cp.seq)
             .cloned()
             .collect();
@@ -130,7 +146,7 @@ impl<A: Application> Replica<A> {
         let next = self.next_seq();
         let mut chain = self.cfg.chain;
         let mut verifier = self.verifier.clone();
-        let mut n = self.cfg.n;
+        let mut members = self.cfg.members.clone();
         let mut epoch = self.epoch;
         let mut crossed: Vec<(Membership, Arc<Decision>)> = Vec::new();
         let mut last_seq = self.last_decided;
@@ -142,18 +158,18 @@ impl<A: Application> Replica<A> {
                 return None;
             }
             last_seq = d.seq();
-            verify_decision(d, &chain, verifier.as_ref(), n).ok()?;
+            verify_decision(d, &chain, verifier.as_ref(), &members).ok()?;
             let m = self.app.membership_from(d, epoch.checked_add(1)?)?;
             if m.epoch != epoch + 1 {
                 return None;
             }
             chain = set_chain(m.chain, m.epoch);
             verifier = m.verifier.clone();
-            n = m.n.max(1);
+            members = m.members.clone();
             epoch = m.epoch;
             crossed.push((m, d.clone()));
         }
-        cp.verify(&chain, verifier.as_ref(), n).ok()?;
+        cp.verify(&chain, verifier.as_ref(), &members).ok()?;
         Some(crossed)
     }
 
@@ -166,7 +182,7 @@ impl<A: Application> Replica<A> {
         for (m, d) in crossed {
             start = Some(d.seq());
             self.adopt(m);
-            self.keep_switch(d);
+            self.keep_switch(self.epoch, self.cfg.members.clone(), d);
         }
         if let Some(seq) = start {
             self.reset_views(seq);
@@ -191,7 +207,7 @@ impl<A: Application> Replica<A> {
         // one that verifies here is a member's, not a straggler's.
         if let crate::Message::ViewChange(vc) = msg
             && vc
-                .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+                .verify(&self.cfg.chain, self.verifier.as_ref(), &self.cfg.members)
                 .is_ok()
         {
             return;
@@ -222,21 +238,19 @@ impl<A: Application> Replica<A> {
             return;
         }
         self.next_heartbeat = self.now + self.cfg.heartbeat_interval_ms;
-        let n = self.cfg.n.max(1);
-        self.ask_for_decisions((self.sync.last_asked + 1) % n);
+        let next = self.cfg.members.after(self.sync.last_asked).next();
+        if let Some(peer) = next {
+            self.ask_for_decisions(peer);
+        }
     }
 
     /// Takes the set's keys, ids and cluster id.
     pub(super) fn adopt(&mut self, m: Membership) {
-        let n = m.n.max(1);
+        let member = m.is_member();
         self.epoch = m.epoch;
         self.cfg.chain = set_chain(m.chain, m.epoch);
-        self.cfg.n = n;
-        // Not a member: an id no member has, so nothing is ever taken for its own.
-        self.cfg.id = match (m.id, &m.signer) {
-            (Some(id), Some(_)) if id < n => id,
-            _ => n,
-        };
+        self.cfg.id = own_id(&m, member, self.cfg.id);
+        self.cfg.members = m.members;
         self.quorum = self.cfg.quorum();
         if let Some(params) = m.params {
             self.cfg.set_params(params);
@@ -275,5 +289,18 @@ impl<A: Application> Replica<A> {
         self.told = BTreeMap::new();
         self.last_leader_heard = self.now;
         self.pending.rebase(self.now);
+    }
+}
+
+/// This replica's id in the set `m` names: its stable id if the set lists it with a
+/// signer (`member`) or does not list it at all; otherwise (the application named no id,
+/// or a listed id without a signer) its current id if the set does not list that, else
+/// an id above every member, so that a non-member never takes a member's messages for
+/// its own.
+fn own_id(m: &Membership, member: bool, current: ReplicaId) -> ReplicaId {
+    match m.id {
+        Some(id) if member || !m.members.contains(id) => id,
+        _ if !m.members.contains(current) => current,
+        _ => m.members.max_id().saturating_add(1),
     }
 }

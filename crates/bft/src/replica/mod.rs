@@ -217,10 +217,22 @@ pub struct Replica<A: Application> {
     /// The decision that switched to it (0 for the first set).
     epoch_start: Seq,
     /// The latest decisions that switched sets (proofs for replicas of older sets).
-    switches: VecDeque<Arc<Decision>>,
+    switches: VecDeque<SwitchProof>,
     /// When each peer that showed it is behind the switch was last told our height.
     told: BTreeMap<ReplicaId, u64>,
     out: Vec<Output>,
+}
+
+/// A decision that switched sets, with the set it switched to (kept as a proof for
+/// replicas of older sets, and restated in every checkpoint entry of the WAL).
+#[derive(Clone, Debug)]
+struct SwitchProof {
+    /// The epoch of the set it switched to.
+    epoch: u64,
+    /// That set's members.
+    members: crate::types::Members,
+    /// The switching decision, certified by the set before.
+    decision: Arc<Decision>,
 }
 
 impl<A: Application> Replica<A> {
@@ -284,7 +296,7 @@ impl<A: Application> Replica<A> {
         if from == self.cfg.id || msg.instance() != self.cfg.instance {
             return;
         }
-        if from >= self.cfg.n {
+        if !self.cfg.members.contains(from) {
             // Not in this set: a replica a switch removed, which may not have decided
             // that switch yet. It is told this replica's height and its requests for
             // decisions are served, so that it learns it was removed (and stops taking
@@ -503,6 +515,12 @@ impl<A: Application> Replica<A> {
         self.pending.len()
     }
 
+    /// True iff the request of digest `request` ([`Digest::of_request`]) waits here to
+    /// be ordered.
+    pub fn is_pending(&self, request: &Digest) -> bool {
+        self.pending.contains(request)
+    }
+
     /// True iff this replica leads its current view.
     pub fn is_leader(&self) -> bool {
         self.cfg.leader(self.view) == self.cfg.id
@@ -517,7 +535,7 @@ impl<A: Application> Replica<A> {
     }
 
     fn broadcast(&mut self, msg: Message) {
-        if self.cfg.n > 1 {
+        if self.cfg.members.len() > 1 {
             self.out.push(Output::Broadcast(msg));
         }
     }

@@ -16,7 +16,9 @@ use crate::types::Digest;
 struct Entry {
     request: Vec<u8>,
     arrived_ms: u64,
-    reforwarded: bool,
+    /// When this replica last forwarded it (`None`: not since it arrived or the view
+    /// began).
+    forwarded_ms: Option<u64>,
     /// The insertion this entry came from; matches exactly one queue entry.
     ticket: u64,
 }
@@ -60,7 +62,7 @@ impl Pending {
             Entry {
                 request,
                 arrived_ms: now,
-                reforwarded: false,
+                forwarded_ms: None,
                 ticket,
             },
         );
@@ -167,7 +169,7 @@ impl Pending {
     pub(super) fn rebase(&mut self, now: u64) {
         for e in self.map.values_mut() {
             e.arrived_ms = now;
-            e.reforwarded = false;
+            e.forwarded_ms = None;
         }
         self.served_arrival = 0;
         self.progress_ms = now;
@@ -179,10 +181,31 @@ impl Pending {
         for (d, ticket) in &self.order {
             if let Some(e) = self.map.get_mut(d)
                 && e.ticket == *ticket
-                && !e.reforwarded
+                && e.forwarded_ms.is_none()
                 && now.saturating_sub(e.arrived_ms) >= age_ms
             {
-                e.reforwarded = true;
+                e.forwarded_ms = Some(now);
+                out.push(e.request.clone());
+            }
+        }
+        out
+    }
+
+    /// Requests not forwarded for `every_ms` (or never), in arrival order, up to
+    /// `max_bytes` (at least one); marks them forwarded now.
+    pub(super) fn take_for_resend(&mut self, now: u64, every_ms: u64, max_bytes: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for (d, ticket) in &self.order {
+            if let Some(e) = self.map.get_mut(d)
+                && e.ticket == *ticket
+                && e.forwarded_ms.is_none_or(|t| now.saturating_sub(t) >= every_ms)
+            {
+                if !out.is_empty() && bytes.saturating_add(e.request.len()) > max_bytes {
+                    break;
+                }
+                bytes = bytes.saturating_add(e.request.len());
+                e.forwarded_ms = Some(now);
                 out.push(e.request.clone());
             }
         }
@@ -217,6 +240,32 @@ mod tests {
         );
         assert_eq!(p.len(), 3);
         assert_eq!(p.oldest_ms(), Some(0));
+    }
+
+    #[test]
+    fn requests_are_resent_once_per_period_within_the_byte_budget() {
+        let mut p = Pending::default();
+        for b in 0..4 {
+            assert!(p.insert(d(b), vec![b; 10], 0));
+        }
+        // A budget of 25 bytes: two requests of 10 (the third would pass it).
+        let first = p.take_for_resend(100, 1000, 25);
+        assert_eq!(first, vec![vec![0; 10], vec![1; 10]]);
+        let second = p.take_for_resend(100, 1000, 25);
+        assert_eq!(
+            second,
+            vec![vec![2; 10], vec![3; 10]],
+            "the rest, not the same again"
+        );
+        assert!(
+            p.take_for_resend(500, 1000, 1 << 20).is_empty(),
+            "within the period"
+        );
+        assert_eq!(p.take_for_resend(1100, 1000, 1 << 20).len(), 4, "a period later");
+        // At least one request, however small the budget.
+        assert_eq!(p.take_for_resend(2100, 1000, 0).len(), 1);
+        // One forwarded to the leader is not forwarded to it again in the view.
+        assert!(p.take_stale(2100, 0).is_empty());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::app::Application;
 use crate::certificate::Phase;
 use crate::crypto::{Signer, Verifier};
 use crate::messages::Carry;
-use crate::types::{Config, Digest, Proposed};
+use crate::types::{Config, Digest, Members, Proposed};
 use crate::wal::WalEntry;
 use crate::{Error, Output, Result};
 
@@ -20,8 +20,8 @@ use crate::{Error, Output, Result};
 struct Restored {
     accepted: Option<(u64, Arc<crate::Proposal>)>,
     vc_target: u64,
-    /// The last `Switched` entry: its decision and epoch.
-    switched: Option<(crate::Seq, u64)>,
+    /// The last `Switched` entry: its decision, epoch and members.
+    switched: Option<(crate::Seq, u64, Option<Members>)>,
 }
 
 impl<A: Application> Replica<A> {
@@ -90,35 +90,13 @@ impl<A: Application> Replica<A> {
             });
         }
         let applied = r.app.applied();
-        let mut epoch = r.app.epoch();
-        let mut replayed_switches = Vec::new();
-        for d in r.decisions.clone() {
-            if d.seq() > applied {
-                r.app.apply(&d);
-                let after = r.app.epoch();
-                if after != epoch && switched.is_none_or(|(s, _)| d.seq() > s) {
-                    // A switch the WAL does not hold yet (its entry was lost with the
-                    // tail of the batch that decided it): persisted now, as `decide`
-                    // would have, before the decision is delivered.
-                    outputs.push(Output::Persist(WalEntry::Switched {
-                        epoch: after,
-                        decision: d.clone(),
-                    }));
-                    replayed_switches.push(d.clone());
-                }
-                epoch = after;
-                outputs.push(Output::Deliver(d));
-            }
-        }
-        let from_replay = replayed_switches.last().map(|d| (d.seq(), epoch));
-        for d in replayed_switches {
-            r.keep_switch(d);
-        }
-        r.restore_membership(from_replay.or(switched), from_replay.is_some())?;
+        let from_replay = r.replay(applied, switched.as_ref().map(|(s, _, _)| *s), &mut outputs)?;
+        let replayed = from_replay.is_some();
+        r.restore_membership(from_replay.or(switched), replayed)?;
         // The slot and the view-change target are re-created in the set the replica is
         // in now (its votes are signed with that set's key and cluster id); a switch in
         // the replay left them behind with the old set.
-        if from_replay.is_none() {
+        if !replayed {
             if vc_target > r.view {
                 r.status = Status::ViewChanging { target: vc_target };
                 r.backoff = 1;
@@ -129,12 +107,59 @@ impl<A: Application> Replica<A> {
         Ok((r, outputs))
     }
 
+    /// Applies the kept decisions above `applied` to the application again, each
+    /// followed by an [`Output::Deliver`]; a switch the WAL does not hold (its entry
+    /// lost with the tail of the batch that decided it, after `wal_switch`) is persisted
+    /// again before the decision's delivery and kept as a proof. Returns the last such
+    /// switch: its decision, epoch and members.
+    #[allow(clippy::type_complexity)]
+    fn replay(
+        &mut self,
+        applied: crate::Seq,
+        wal_switch: Option<crate::Seq>,
+        outputs: &mut Vec<Output>,
+    ) -> Result<Option<(crate::Seq, u64, Option<Members>)>> {
+        let mut epoch = self.app.epoch();
+        let mut last = None;
+        for d in self.decisions.clone() {
+            if d.seq() <= applied {
+                continue;
+            }
+            self.app.apply(&d);
+            let after = self.app.epoch();
+            if after != epoch && wal_switch.is_none_or(|s| d.seq() > s) {
+                let Some(m) = self.app.membership().filter(|m| m.epoch == after) else {
+                    return Err(Error::WalReplay {
+                        reason: format!(
+                            "decision {} switched the application to epoch {after}, which it cannot name",
+                            d.seq()
+                        ),
+                    });
+                };
+                outputs.push(Output::Persist(WalEntry::Switched {
+                    epoch: after,
+                    members: m.members.clone(),
+                    decision: d.clone(),
+                }));
+                self.keep_switch(after, m.members.clone(), d.clone());
+                last = Some((d.seq(), after, Some(m.members)));
+            }
+            epoch = after;
+            outputs.push(Output::Deliver(d));
+        }
+        Ok(last)
+    }
+
     /// Takes the restored application's replica set; the WAL's last `Switched` entry
     /// (or the last switch the replay made, `replayed`) must name the same epoch: a
     /// switch is persisted with the decision that makes it, before the decision is
     /// delivered.
-    fn restore_membership(&mut self, switched: Option<(crate::Seq, u64)>, replayed: bool) -> Result<()> {
-        let (start, wal_epoch) = switched.unwrap_or((0, 0));
+    fn restore_membership(
+        &mut self,
+        switched: Option<(crate::Seq, u64, Option<Members>)>,
+        replayed: bool,
+    ) -> Result<()> {
+        let (start, wal_epoch, wal_members) = switched.unwrap_or((0, 0, None));
         let app_epoch = self.app.epoch();
         if app_epoch != wal_epoch {
             return Err(Error::WalReplay {
@@ -155,6 +180,17 @@ impl<A: Application> Replica<A> {
         if m.epoch != app_epoch {
             return Err(Error::WalReplay {
                 reason: format!("the application named epoch {} for epoch {app_epoch}", m.epoch),
+            });
+        }
+        if let Some(members) = wal_members
+            && members != m.members
+        {
+            return Err(Error::WalReplay {
+                reason: format!(
+                    "the WAL switched to members {members:?} in epoch {app_epoch} but the application \
+                     names {:?}; refusing to start",
+                    m.members
+                ),
             });
         }
         self.adopt(m);
@@ -206,12 +242,16 @@ impl<A: Application> Replica<A> {
                 }
             }
             WalEntry::Decided(d) => self.restore_decision(d)?,
-            WalEntry::Switched { epoch, decision } => {
+            WalEntry::Switched {
+                epoch,
+                members,
+                decision,
+            } => {
                 // What came before belonged to the old set's views.
                 let seq = &decision.seq();
-                restored.switched = Some((*seq, *epoch));
-                if self.switches.back().is_none_or(|d| d.seq() < *seq) {
-                    self.keep_switch(decision.clone());
+                restored.switched = Some((*seq, *epoch, Some(members.clone())));
+                if self.switches.back().is_none_or(|s| s.decision.seq() < *seq) {
+                    self.keep_switch(*epoch, members.clone(), decision.clone());
                 }
                 restored.accepted = None;
                 restored.vc_target = 0;

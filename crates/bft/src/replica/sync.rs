@@ -34,11 +34,32 @@ impl<A: Application> Replica<A> {
             });
         }
         match self.status {
-            Status::ViewChanging { .. } => self.broadcast_view_change(),
+            Status::ViewChanging { .. } => {
+                self.broadcast_view_change();
+                self.resend_pending();
+            }
             Status::Normal => {
                 self.retransmit_pre_prepare();
                 self.broadcast_my_votes_from(0);
             }
+        }
+    }
+
+    /// While changing views: forwards the requests it holds to every member, each at most
+    /// once per request timeout (and at most `sync_max_bytes` per heartbeat). A replica
+    /// alone in a view change waits for the others to join it, and they complain only
+    /// about requests they hold: when its one forward to the old leader was lost, or that
+    /// leader had left the set, nobody else ever holds them and nothing moves. With them,
+    /// the leader of the others' view orders them, or their timers bring them to the view
+    /// change.
+    fn resend_pending(&mut self) {
+        let every = self.cfg.request_timeout_ms.max(1);
+        let requests = self
+            .pending
+            .take_for_resend(self.now, every, self.cfg.sync_max_bytes);
+        let instance = self.cfg.instance;
+        for request in requests {
+            self.broadcast(Message::Forward { instance, request });
         }
     }
 
@@ -53,7 +74,12 @@ impl<A: Application> Replica<A> {
             view: self.view,
             proposal: accepted.proposal.clone(),
         };
-        let missing: Vec<ReplicaId> = (0..self.cfg.n)
+        let missing: Vec<ReplicaId> = self
+            .cfg
+            .members
+            .ids()
+            .iter()
+            .copied()
             .filter(|p| *p != self.cfg.id && !self.slot.voted.keys().any(|(v, _)| v == p))
             .collect();
         for p in missing {
@@ -127,13 +153,11 @@ impl<A: Application> Replica<A> {
             self.sync.peer_heights.insert(peer, mine);
         }
         let next = self.next_seq();
-        let n = self.cfg.n;
-        for k in 1..=n {
-            let peer = (self.sync.last_asked + k) % n;
-            if peer != self.cfg.id && self.sync.peer_heights.get(&peer).is_some_and(|h| *h >= next) {
-                self.ask_for_decisions(peer);
-                return;
-            }
+        let ahead = self.cfg.members.after(self.sync.last_asked).find(|peer| {
+            *peer != self.cfg.id && self.sync.peer_heights.get(peer).is_some_and(|h| *h >= next)
+        });
+        if let Some(peer) = ahead {
+            self.ask_for_decisions(peer);
         }
     }
 
@@ -192,7 +216,7 @@ impl<A: Application> Replica<A> {
             }
             if d.seq() > next
                 || d.proposal.instance != self.cfg.instance
-                || verify_decision(&d, &self.cfg.chain, self.verifier.as_ref(), self.cfg.n).is_err()
+                || verify_decision(&d, &self.cfg.chain, self.verifier.as_ref(), &self.cfg.members).is_err()
             {
                 break;
             }

@@ -96,7 +96,7 @@ impl<A: Application> Replica<A> {
             return;
         }
         if vc
-            .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+            .verify(&self.cfg.chain, self.verifier.as_ref(), &self.cfg.members)
             .is_err()
         {
             return;
@@ -173,7 +173,7 @@ impl<A: Application> Replica<A> {
         };
         if !acceptable
             || nv
-                .verify(&self.cfg.chain, self.verifier.as_ref(), self.cfg.n)
+                .verify(&self.cfg.chain, self.verifier.as_ref(), &self.cfg.members)
                 .is_err()
         {
             return;
@@ -245,7 +245,13 @@ impl<A: Application> Replica<A> {
                 certificate: certificate.clone(),
             });
             if decision.proposal.instance != self.cfg.instance
-                || verify_decision(&decision, &self.cfg.chain, self.verifier.as_ref(), self.cfg.n).is_err()
+                || verify_decision(
+                    &decision,
+                    &self.cfg.chain,
+                    self.verifier.as_ref(),
+                    &self.cfg.members,
+                )
+                .is_err()
             {
                 return;
             }

@@ -134,8 +134,12 @@ pub fn summary(o: &Output) -> String {
                 carried.as_ref().map(|p| p.seq)
             ),
             WalEntry::Decided(d) => format!("persist decided s{}", d.seq()),
-            WalEntry::Switched { epoch, decision } => {
-                format!("persist switched s{} e{epoch}", decision.seq())
+            WalEntry::Switched {
+                epoch,
+                members,
+                decision,
+            } => {
+                format!("persist switched s{} e{epoch} {members:?}", decision.seq())
             }
             WalEntry::Checkpoint { checkpoint, state } => {
                 format!(

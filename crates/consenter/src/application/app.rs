@@ -202,7 +202,9 @@ impl ArmaApp {
         Some(Membership {
             epoch,
             chain: r.chain,
-            n,
+            // The parties in force are `1..=n`, their replicas `0..n` (replica =
+            // party − 1); a party leaving is not supported here yet.
+            members: bft::Members::contiguous(n),
             id: mine.map(|(id, _)| id),
             verifier: Arc::new(EngineVerifier::new(ClusterKeys::new(view.consenters.clone()))),
             signer: mine.map(|(_, k)| Box::new(EngineSigner::new(k.clone())) as Box<dyn bft::Signer>),

@@ -12,15 +12,26 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bft::crypto::TestKeys;
-use bft::{Application, ChainId, Decision, Digest, Membership, Proposal, ProposalContext, Seq};
+use bft::{Application, ChainId, Decision, Digest, Members, Membership, Proposal, ProposalContext, Seq};
 
-/// One replica set of a reconfiguration scenario: replicas `0..n`, keys from `keys`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One replica set of a reconfiguration scenario: its members' stable ids, keys from
+/// `keys`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SimSet {
-    /// Number of replicas.
-    pub n: u32,
+    /// The members (a replica keeps its id in every set).
+    pub members: Members,
     /// The secret the set's keys derive from ([`TestKeys::new`]).
     pub keys: u64,
+}
+
+impl SimSet {
+    /// Replicas `0..n` with keys from `keys`.
+    pub fn contiguous(n: u32, keys: u64) -> SimSet {
+        SimSet {
+            members: Members::contiguous(n),
+            keys,
+        }
+    }
 }
 
 /// The cluster id of the set of `epoch` (epoch 0 is the engine's default id).
@@ -40,14 +51,14 @@ pub fn is_reconfiguration(request: &[u8]) -> bool {
 
 /// The set of `epoch` as replica `node` sees it.
 pub fn sim_membership(node: u32, sets: &[SimSet], epoch: u64) -> Option<Membership> {
-    let set = *sets.get(usize::try_from(epoch).ok()?)?;
+    let set = sets.get(usize::try_from(epoch).ok()?)?;
     let keys = TestKeys::new(set.keys);
-    let member = node < set.n;
+    let member = set.members.contains(node);
     Some(Membership {
         epoch,
         chain: sim_chain(epoch),
-        n: set.n,
-        id: member.then_some(node),
+        members: set.members.clone(),
+        id: Some(node),
         verifier: Arc::new(keys.clone()),
         signer: member.then(|| Box::new(keys.signer(node)) as Box<dyn bft::Signer>),
         params: None,

@@ -193,3 +193,30 @@ fn sign_vote(
         signature: signer.sign(&vote_bytes(&chain, phase, p.instance, view, p.seq, &d)),
     }
 }
+
+/// What a Byzantine replica outside the set in force (one a switch removed, or a joiner
+/// not yet in) sends when it sees a proposal: prepare and commit votes for it, validly
+/// signed with `signer` (the key its id has in the set it follows) for that set's
+/// cluster id `chain`, so that a member counting a non-member's vote would complete a
+/// certificate with it (the checker refuses a decision whose certificate counts a
+/// non-member).
+pub fn outsider_votes(signer: &dyn Signer, chain: bft::ChainId, msg: &Message) -> Vec<Message> {
+    let Message::PrePrepare { view, proposal } = msg else {
+        return Vec::new();
+    };
+    let digest = proposal.digest();
+    [bft::Phase::Prepare, bft::Phase::Commit]
+        .into_iter()
+        .map(|phase| {
+            let bytes = vote_bytes(&chain, phase, proposal.instance, *view, proposal.seq, &digest);
+            Message::Vote(Vote {
+                phase,
+                instance: proposal.instance,
+                view: *view,
+                seq: proposal.seq,
+                digest,
+                signature: signer.sign(&bytes),
+            })
+        })
+        .collect()
+}

@@ -107,9 +107,21 @@ impl Checker {
         let digest = d.proposal.digest();
         if !self.sets.is_empty() {
             let e = self.epoch_at(seq);
-            let set = self.sets[e];
+            let set = &self.sets[e];
+            if let Some((id, _)) = d
+                .certificate
+                .signatures
+                .iter()
+                .find(|(id, _)| !set.members.contains(*id))
+            {
+                return Err(format!(
+                    "REMOVED: replica {replica} delivered decision {seq} whose certificate counts replica {id}, \
+                     not a member of set {e} {:?}",
+                    set.members
+                ));
+            }
             let chain = bft::set_chain(sim_chain(e as u64), e as u64);
-            if let Err(err) = verify_decision(d, &chain, &TestKeys::new(set.keys), set.n) {
+            if let Err(err) = verify_decision(d, &chain, &TestKeys::new(set.keys), &set.members) {
                 return Err(format!(
                     "CERTIFICATE: replica {replica} delivered decision {seq} not certified by set {e}: {err}"
                 ));
@@ -155,4 +167,30 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// `None` if `leader` is the `view mod len`-th member of the set of one of `epochs` (the
+/// set before or after an input: an input may install a view and then switch; without
+/// sets, `0..first_n`), computed from the scenario's sets, not by the engine; otherwise
+/// what is wrong.
+pub fn view_leader_error(
+    sets: &[SimSet],
+    first_n: u32,
+    view: bft::View,
+    leader: ReplicaId,
+    epochs: [u64; 2],
+) -> Option<String> {
+    let expected = |epoch: u64| -> ReplicaId {
+        let ids: Vec<ReplicaId> = match sets.get(epoch as usize) {
+            Some(set) => set.members.ids().to_vec(),
+            None => (0..first_n.max(1)).collect(),
+        };
+        ids[(view % ids.len() as u64) as usize]
+    };
+    epochs.iter().all(|e| expected(*e) != leader).then(|| {
+        format!(
+            "installed view {view} led by r{leader}; the set's rotation says r{}",
+            expected(epochs[1])
+        )
+    })
 }

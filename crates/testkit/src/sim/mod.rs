@@ -26,7 +26,7 @@ pub use byzantine::{ByzMode, corrupt};
 pub use checker::Checker;
 pub use world::World;
 
-use bft::{Config, ReplicaId};
+use bft::{Config, Members, ReplicaId};
 use kernel::Faults;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -86,6 +86,9 @@ pub struct Scenario {
     /// is the number of replicas in the world (the largest set); a client request
     /// `reconf-…` moves to the next set when it is decided.
     pub sets: Vec<SimSet>,
+    /// Replicas crashed at a given virtual time (ms, before GST; they restart from
+    /// their WAL later): a replica crashing around its removal.
+    pub crash_at: Vec<(u64, ReplicaId)>,
 }
 
 impl Scenario {
@@ -132,33 +135,35 @@ impl Scenario {
             request_padding: 0,
             foreign_replays: false,
             sets: Vec::new(),
+            crash_at: Vec::new(),
         }
         .hardening(&mut rng, &ids[..byz_count as usize])
     }
 
     /// A reconfiguration scenario: [`Scenario::from_seed`]'s faults and clients, and
-    /// one to three switches, each rotating every key, adding a replica or removing the
-    /// last one (4 to 7 replicas). Byzantine and crashed replicas are members of every
-    /// set, at most `f` of the smallest.
+    /// one to three switches among sets of 4 to 7 members, each rotating every key,
+    /// adding a replica (the next id, never a reused one), removing one, or both at
+    /// once. A removal takes a random member, weighted towards the adversary's
+    /// favourites: a Byzantine member, the replica crashed for good, or the leader of
+    /// the set's view 0; in 30% of removals the removed replica also crashes at a random
+    /// time before GST (and restarts from its WAL). Half of the changes of members keep
+    /// the keys, so a removed replica still holds a key the new set uses for its id and
+    /// (if Byzantine) keeps signing for the new set. Byzantine and crashed replicas are
+    /// members of the first set, at most `f` of the smallest set.
     pub fn reconfiguration(seed: u64) -> Scenario {
         let mut sc = Scenario::from_seed(seed);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x00c0_ffee_5e75);
-        let mut n: u32 = [4, 4, 5, 7][rng.gen_range(0..4)];
-        let mut sets = vec![SimSet { n, keys: seed }];
-        for k in 1..=rng.gen_range(1..=3u64) {
-            match rng.gen_range(0..3) {
-                0 => {}
-                1 => n = (n + 1).min(7),
-                _ => n = (n - 1).max(4),
-            }
-            sets.push(SimSet {
-                n,
-                keys: seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-            });
-        }
-        let min_n = sets.iter().map(|s| s.n).min().unwrap_or(4);
-        let f = (min_n - 1) / 3;
-        let mut ids: Vec<u32> = (0..min_n).collect();
+        let n0: u32 = [4, 4, 5, 7][rng.gen_range(0..4)];
+        let changes = plan_changes(&mut rng, n0);
+        let min_len = changes
+            .iter()
+            .scan(n0, |len, c| {
+                *len = c.len_after(*len);
+                Some(*len)
+            })
+            .fold(n0, u32::min);
+        let f = (min_len - 1) / 3;
+        let mut ids: Vec<u32> = (0..n0).collect();
         for i in (1..ids.len()).rev() {
             ids.swap(i, rng.gen_range(0..=i));
         }
@@ -177,14 +182,58 @@ impl Scenario {
             .first()
             .map(|(id, _)| *id)
             .filter(|_| rng.gen_bool(0.4));
-        sc.n = sets.iter().map(|s| s.n).max().unwrap_or(min_n);
+        let mut members: Vec<u32> = (0..n0).collect();
+        let mut next_id = n0;
+        let mut keys = seed;
+        let mut sets = vec![SimSet::contiguous(n0, keys)];
+        for (k, change) in (1u64..).zip(changes) {
+            if change.removes() {
+                let gone = sc.removal_target(&mut rng, &members);
+                members.retain(|m| *m != gone);
+                if rng.gen_bool(0.3) {
+                    let at = rng.gen_range(0..sc.gst_ms);
+                    sc.crash_at.push((at, gone));
+                }
+            }
+            if change.adds() {
+                members.push(next_id);
+                next_id += 1;
+            }
+            if change == Change::Rotate || rng.gen_bool(0.5) {
+                keys = seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            }
+            sets.push(SimSet {
+                members: Members::new(members.clone()).unwrap_or_else(|_| Members::contiguous(n0)),
+                keys,
+            });
+        }
+        sc.n = next_id;
         sc.sets = sets;
         sc
     }
 
+    /// The member a removal takes out of `members`: a Byzantine one (25%), the one
+    /// crashed for good (15%), the leader of view 0 of the set (25%), or any.
+    fn removal_target(&self, rng: &mut ChaCha8Rng, members: &[u32]) -> u32 {
+        let byz: Vec<u32> = self
+            .byzantine
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| members.contains(id))
+            .collect();
+        let crashed = self.crashed_forever.filter(|id| members.contains(id));
+        let pick = rng.gen_range(0..100);
+        match (pick, byz.is_empty(), crashed) {
+            (0..25, false, _) => byz[rng.gen_range(0..byz.len())],
+            (25..40, _, Some(c)) => c,
+            (40..65, _, _) => members[0],
+            _ => members[rng.gen_range(0..members.len())],
+        }
+    }
+
     /// The number of replicas of the set the cluster starts in.
     pub fn first_n(&self) -> u32 {
-        self.sets.first().map_or(self.n, |s| s.n)
+        self.sets.first().map_or(self.n, |s| s.members.len())
     }
 
     /// Draws the hardening knobs after every older field, so the scenarios of older
@@ -209,6 +258,57 @@ impl Scenario {
     }
 }
 
+/// What one switch of a reconfiguration scenario changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// New keys for every member.
+    Rotate,
+    /// A replica joins with the next id.
+    Add,
+    /// A member leaves.
+    Remove,
+    /// A member leaves and a replica joins with the next id, in one switch.
+    Replace,
+}
+
+impl Change {
+    fn removes(self) -> bool {
+        matches!(self, Change::Remove | Change::Replace)
+    }
+
+    fn adds(self) -> bool {
+        matches!(self, Change::Add | Change::Replace)
+    }
+
+    fn len_after(self, len: u32) -> u32 {
+        match self {
+            Change::Rotate | Change::Replace => len,
+            Change::Add => len + 1,
+            Change::Remove => len - 1,
+        }
+    }
+}
+
+/// One to three changes that keep every set at 4 to 7 members; removals are the most
+/// likely (a removal from 4 members is a replacement).
+fn plan_changes(rng: &mut ChaCha8Rng, n0: u32) -> Vec<Change> {
+    let mut len = n0;
+    let mut changes = Vec::new();
+    for _ in 0..rng.gen_range(1..=3) {
+        let change = match rng.gen_range(0..10) {
+            0..2 => Change::Rotate,
+            2..4 if len < 7 => Change::Add,
+            2..4 => Change::Replace,
+            4..6 => Change::Replace,
+            _ if len > 4 => Change::Remove,
+            _ => Change::Replace,
+        };
+        len = change.len_after(len);
+        changes.push(change);
+    }
+    changes
+}
+
 /// What a successful run observed.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
@@ -230,6 +330,34 @@ pub struct Report {
     pub installed: u64,
     /// Replica-set switches made by correct replicas (reconfiguration scenarios).
     pub switches: u64,
+    /// Replicas removed by the switches the cluster decided, and among them Byzantine
+    /// ones, the one crashed for good, and the leader of the old set's view 0.
+    pub removed: Removed,
+    /// Requests clients re-submitted after GST because no member held them.
+    pub retried: u64,
+}
+
+/// Replicas the decided switches of a run removed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Removed {
+    /// Every removed replica.
+    pub any: u64,
+    /// Byzantine ones.
+    pub byzantine: u64,
+    /// The replica crashed for good.
+    pub crashed: u64,
+    /// The leader of the old set's view 0.
+    pub leader: u64,
+}
+
+impl Removed {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Removed) {
+        self.any += other.any;
+        self.byzantine += other.byzantine;
+        self.crashed += other.crashed;
+        self.leader += other.leader;
+    }
 }
 
 /// The engine configuration of a replica in either simulation: short timers, so that

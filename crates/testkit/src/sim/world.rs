@@ -7,9 +7,14 @@ use bft::{Application, Config, Input, MemWal, Message, Output, Replica, ReplicaI
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::byzantine::outsider_votes;
+use super::checker::view_leader_error;
 use super::kernel::{self, Kernel, Sim, Stop};
 use super::links::{Links, foreign_sync_response, junk_vote};
 use super::{ByzMode, Checker, Report, Scenario, SimApp, corrupt, engine_config};
+
+/// How often clients check, after GST, for requests no member holds.
+const RETRY_MS: u64 = 1_000;
 
 /// The events of the BFT world.
 pub enum Event {
@@ -24,7 +29,11 @@ pub enum Event {
         targets: Vec<ReplicaId>,
     },
     Restart(ReplicaId),
+    /// The scenario crashes a replica (one it removes, around its removal).
+    Crash(ReplicaId),
     Gst,
+    /// Clients whose requests no member of the set in force holds re-submit them.
+    Retry,
     /// The network replays a foreign chain's state-transfer answer.
     Foreign,
 }
@@ -97,6 +106,9 @@ impl World {
             });
             w.k.first_tick(Event::Tick(id));
         }
+        for (at, id) in w.sc.crash_at.clone() {
+            w.k.schedule(at, Event::Crash(id));
+        }
         w.schedule_clients();
         w.k.schedule(w.sc.gst_ms, Event::Gst);
         if w.sc.foreign_replays {
@@ -106,7 +118,7 @@ impl World {
     }
 
     /// The engine configuration a replica starts with: that of the first set (a
-    /// replica outside it starts as a non-member, `id ≥ n`).
+    /// replica outside it starts as a non-member: its stable id is past every member).
     fn config(&self, id: ReplicaId) -> Config {
         let mut c = engine_config(id, self.sc.first_n(), self.sc.seed);
         c.max_batch_count = self.sc.max_batch;
@@ -156,10 +168,26 @@ impl World {
         let deadline = self.sc.gst_ms + self.sc.liveness_ms;
         let outcome = kernel::run(&mut self, deadline);
         self.report.steps = self.k.steps();
+        self.count_removed();
         match outcome {
             Ok(()) => Ok(self.report),
             Err(Stop::Deadline { .. }) => Err(self.liveness_failure()),
             Err(stop) => Err(stop.to_string()),
+        }
+    }
+
+    /// Counts the replicas the decided switches removed.
+    fn count_removed(&mut self) {
+        let sets = &self.sc.sets;
+        for e in 1..=self.checker.current_epoch().min(sets.len().saturating_sub(1)) {
+            let (old, new) = (&sets[e - 1].members, &sets[e].members);
+            for &id in old.ids().iter().filter(|id| !new.contains(**id)) {
+                let r = &mut self.report.removed;
+                r.any += 1;
+                r.byzantine += u64::from(self.nodes[id as usize].byz.is_some());
+                r.crashed += u64::from(self.sc.crashed_forever == Some(id));
+                r.leader += u64::from(old.ids().first() == Some(&id));
+            }
         }
     }
 
@@ -182,7 +210,7 @@ impl World {
     /// correct (then an idle cluster has no reason to leave it).
     fn settled_view(&self) -> Option<bft::View> {
         let members: Vec<ReplicaId> = (0..self.sc.n).filter(|id| self.is_final_member(*id)).collect();
-        let n = members.len() as u32;
+        let set = bft::Members::new(members.clone()).ok()?;
         let mut views = members.iter().filter(|id| self.is_correct(**id)).map(|&id| {
             self.nodes[id as usize]
                 .replica
@@ -191,7 +219,7 @@ impl World {
                 .map(|r| (r.view(), r.epoch()))
         });
         let (first, epoch) = views.next()??;
-        let leader = bft::types::leader_of(bft::InstanceId(0), first, n);
+        let leader = set.leader(bft::InstanceId(0), first);
         (views.all(|v| v == Some((first, epoch))) && self.is_correct(leader)).then_some(first)
     }
 
@@ -201,7 +229,7 @@ impl World {
         self.sc
             .sets
             .get(self.checker.current_epoch())
-            .is_none_or(|s| id < s.n)
+            .is_none_or(|s| s.members.contains(id))
     }
 
     /// After the idle window: still in the settled view (no view change while idle).
@@ -272,6 +300,17 @@ impl World {
             eprintln!("t={} r{id} <- {input:?}", self.k.now());
         }
         let epoch = replica.epoch();
+        let outsider = !replica.is_member();
+        let outsider_msgs = match (&input, self.nodes[id as usize].byz.is_some() && outsider) {
+            (Input::Message { msg, .. }, true) => {
+                let (signer, chain) = self.identity(id);
+                outsider_votes(&signer, chain, msg)
+            }
+            _ => Vec::new(),
+        };
+        let Some(replica) = self.nodes[id as usize].replica.as_mut() else {
+            return Ok(());
+        };
         let now = self.k.now();
         let early = matches!(input, Input::Tick(_)) && now < replica.next_deadline();
         if self.deadline_ticks {
@@ -288,11 +327,30 @@ impl World {
                 outputs.len()
             ));
         }
+        let after = replica.epoch();
+        if correct {
+            for o in &outputs {
+                if let Output::ViewInstalled { view, leader } = o
+                    && let Some(e) =
+                        view_leader_error(&self.sc.sets, self.sc.first_n(), *view, *leader, [epoch, after])
+                {
+                    return Err(format!("LEADER: r{id} {e}"));
+                }
+            }
+        }
+        let Some(replica) = self.nodes[id as usize].replica.as_ref() else {
+            return Ok(());
+        };
         if correct {
             self.report.max_view = self.report.max_view.max(replica.view());
             self.report.decided = self.report.decided.max(replica.last_decided());
         }
         self.execute(id, outputs)?;
+        for msg in outsider_msgs {
+            for to in (0..self.sc.n).filter(|to| *to != id) {
+                self.put(id, to, msg.clone());
+            }
+        }
         self.check_set(id, correct, epoch)
     }
 
@@ -427,20 +485,25 @@ impl World {
         };
         msgs.extend(junk);
         for msg in msgs {
-            let deliver = || Event::Deliver {
-                from,
-                to,
-                msg: msg.clone(),
-            };
-            match self.sc.bandwidth {
-                // A copy still queued on the link is not queued again.
-                Some(bw) => {
-                    let links = &mut self.links;
-                    self.k
-                        .send_over(from, to, |now| links.send(now, from, to, &msg, bw), deliver);
-                }
-                None => self.k.send(from, to, deliver),
+            self.put(from, to, msg);
+        }
+    }
+
+    /// Puts `msg` on the link from `from` to `to` as it is.
+    fn put(&mut self, from: ReplicaId, to: ReplicaId, msg: Message) {
+        let deliver = || Event::Deliver {
+            from,
+            to,
+            msg: msg.clone(),
+        };
+        match self.sc.bandwidth {
+            // A copy still queued on the link is not queued again.
+            Some(bw) => {
+                let links = &mut self.links;
+                self.k
+                    .send_over(from, to, |now| links.send(now, from, to, &msg, bw), deliver);
             }
+            None => self.k.send(from, to, deliver),
         }
     }
 
@@ -491,6 +554,39 @@ impl World {
         self.check_set(id, correct, 0)
     }
 
+    /// After GST, a request that no correct member of the set in force holds and none
+    /// decided (every replica that took it was removed before proposing it, or refused
+    /// it as a non-member) is re-submitted to the members, as a client that timed out
+    /// would. A request a member holds is left to the engine (its forwarding and
+    /// complaints are what liveness checks).
+    fn retry(&mut self) -> Result<(), String> {
+        self.k.schedule_in(RETRY_MS, Event::Retry);
+        let members: Vec<ReplicaId> = (0..self.sc.n)
+            .filter(|id| self.is_final_member(*id) && self.is_correct(*id))
+            .collect();
+        let undecided = self.checker.undecided();
+        for request in self.requests.clone() {
+            let d = bft::Digest::of_request(&request);
+            let held = members.iter().any(|id| {
+                self.nodes[*id as usize]
+                    .replica
+                    .as_ref()
+                    .is_some_and(|r| r.is_pending(&d))
+            });
+            if undecided.contains(&d) && !held {
+                self.report.retried += 1;
+                self.k.schedule_in(
+                    1,
+                    Event::Submit {
+                        request,
+                        targets: members.clone(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn gst(&mut self) -> Result<(), String> {
         self.k.stabilise();
         if let Some(id) = self.sc.crashed_forever {
@@ -499,6 +595,7 @@ impl World {
         for id in 0..self.sc.n {
             self.restart(id)?;
         }
+        self.k.schedule_in(RETRY_MS, Event::Retry);
         // Clients re-submit everything not yet decided to every replica.
         let undecided = self.checker.undecided();
         let targets: Vec<ReplicaId> = (0..self.sc.n).collect();
@@ -568,7 +665,15 @@ impl Sim for World {
                 Ok(())
             }
             Event::Restart(id) => self.restart(id),
+            Event::Crash(id) => {
+                let node = &self.nodes[id as usize];
+                if !self.k.after_gst() && node.byz.is_none() && node.replica.is_some() {
+                    self.crash(id);
+                }
+                Ok(())
+            }
             Event::Gst => self.gst(),
+            Event::Retry => self.retry(),
             Event::Foreign => self.foreign(),
         }
     }
