@@ -4,20 +4,31 @@
 //! client, `fabrx blocks`, `fabrx network update current`) knows of the network's
 //! config updates, e.g. a party that joined (docs/reconfiguration.md).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use types::PartyId;
 
 use crate::config::NetworkConfig;
 
-/// The config in force as the consenter at `endpoint` answers `Status`.
+/// The config in force as the consenter at `endpoint` answers `Status`, over a new
+/// connection.
 pub async fn config_of(endpoint: &str) -> Result<Vec<u8>, String> {
-    let endpoint = wire::server::client_endpoint(endpoint.to_string())
-        .map_err(|e| e.to_string())?
-        .connect_timeout(Duration::from_secs(3));
+    let endpoint = consenter_endpoint(endpoint)?;
     let channel = wire::server::connect(&endpoint)
         .await
         .map_err(|e| format!("connecting: {e}"))?;
+    status_config(channel).await
+}
+
+fn consenter_endpoint(endpoint: &str) -> Result<tonic::transport::Endpoint, String> {
+    Ok(wire::server::client_endpoint(endpoint.to_string())
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(3)))
+}
+
+async fn status_config(channel: tonic::transport::Channel) -> Result<Vec<u8>, String> {
     let status = tokio::time::timeout(
         Duration::from_secs(10),
         wire::pb::bft_consensus_client::BftConsensusClient::new(channel)
@@ -28,6 +39,54 @@ pub async fn config_of(endpoint: &str) -> Result<Vec<u8>, String> {
     .map_err(|_| "no answer within 10 s".to_string())?
     .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?;
     Ok(status.into_inner().config)
+}
+
+/// Channels to consenters, by endpoint, kept from one [`Consenters::in_force`] to the
+/// next: a process that asks every few seconds (a router following the TLS section)
+/// reuses one HTTP/2 connection per consenter instead of a new TCP connection and a
+/// mutual-TLS handshake per consenter per question, on both sides. A channel reconnects
+/// by itself after a consenter restarts; each new connection presents the identity in
+/// force when it is made (`wire::tls::Connector`), as a fresh one would.
+#[derive(Debug, Default)]
+pub struct Consenters {
+    channels: Mutex<HashMap<String, tonic::transport::Channel>>,
+}
+
+impl Consenters {
+    /// No channel open yet.
+    pub fn new() -> Consenters {
+        Consenters::default()
+    }
+
+    /// [`in_force`] over the kept channels.
+    pub async fn in_force(&self, config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+        in_force_via(config, Some(self)).await
+    }
+
+    /// The channel to `endpoint`, opened (lazily: connected at its first call) when new.
+    fn channel(&self, endpoint: &str) -> Result<tonic::transport::Channel, String> {
+        let mut open = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = open.get(endpoint) {
+            return Ok(c.clone());
+        }
+        let channel = wire::server::connect_lazy(&consenter_endpoint(endpoint)?);
+        open.insert(endpoint.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// The kept channels (for tests).
+    pub fn open(&self) -> usize {
+        self.channels.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The config in force as the consenter at `endpoint` answers, over `via`'s kept channel
+/// or a new connection.
+async fn ask(endpoint: &str, via: Option<&Consenters>) -> Result<Vec<u8>, String> {
+    match via {
+        Some(kept) => status_config(kept.channel(endpoint)?).await,
+        None => config_of(endpoint).await,
+    }
 }
 
 /// Sets of consenters [`in_force`] asks in a row before it gives up on a config that
@@ -41,9 +100,16 @@ const MAX_HOPS: usize = 8;
 /// parties than the genesis one is trusted on f + 1 of *its* consenters, not of the
 /// genesis ones.
 pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+    in_force_via(config, None).await
+}
+
+async fn in_force_via(
+    config: &NetworkConfig,
+    via: Option<&Consenters>,
+) -> Result<(Vec<u8>, Vec<PartyId>), String> {
     let mut asked = config.clone();
     for _ in 0..MAX_HOPS {
-        let (bytes, parties) = answered_alike(&asked).await?;
+        let (bytes, parties) = answered_alike(&asked, via).await?;
         let Some(answered) = std::str::from_utf8(&bytes)
             .ok()
             .and_then(|t| NetworkConfig::from_json(t).ok())
@@ -63,12 +129,15 @@ pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>),
 
 /// The config bytes f+1 of `config`'s consenters answer alike and the parties that
 /// answered them, or why there are none (the failures).
-async fn answered_alike(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>), String> {
+async fn answered_alike(
+    config: &NetworkConfig,
+    via: Option<&Consenters>,
+) -> Result<(Vec<u8>, Vec<PartyId>), String> {
     let mut answers: Vec<(Vec<u8>, Vec<PartyId>)> = Vec::new();
     let mut failures = Vec::new();
     let f = config.n().saturating_sub(1) / 3;
     for p in config.parties() {
-        match config_of(&p.consenter.uri()).await {
+        match ask(&p.consenter.uri(), via).await {
             Ok(bytes) if bytes.is_empty() => {
                 failures.push(format!("party {}: no config in its answer", p.id))
             }
