@@ -132,7 +132,13 @@ pub fn encode_batch(b: &SignedBatch) -> Vec<u8> {
     let h = &b.header;
     let signature = b.signature.as_bytes();
     let delimited = |tag: u32, len: usize| key_len(tag) + encoded_len_varint(len as u64) + len;
-    let varint = |tag: u32, v: u64| if v == 0 { 0 } else { key_len(tag) + encoded_len_varint(v) };
+    let varint = |tag: u32, v: u64| {
+        if v == 0 {
+            0
+        } else {
+            key_len(tag) + encoded_len_varint(v)
+        }
+    };
     let len = varint(1, u64::from(h.id.shard))
         + varint(2, u64::from(h.id.primary))
         + varint(3, h.id.seq)
@@ -140,7 +146,11 @@ pub fn encode_batch(b: &SignedBatch) -> Vec<u8> {
         + varint(5, h.term)
         + delimited(6, h.digest.len())
         + varint(7, u64::from(h.tx_count))
-        + if signature.is_empty() { 0 } else { delimited(8, signature.len()) };
+        + if signature.is_empty() {
+            0
+        } else {
+            delimited(8, signature.len())
+        };
     let mut out = Vec::with_capacity(len);
     let put_varint = |out: &mut Vec<u8>, tag: u32, v: u64| {
         if v != 0 {

@@ -91,11 +91,7 @@ impl Consenters {
     }
 
     fn is_settled(&self, bytes: &[u8]) -> bool {
-        self.settled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_deref()
-            == Some(bytes)
+        self.settled.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(bytes)
     }
 
     fn settle(&self, bytes: &[u8]) {
