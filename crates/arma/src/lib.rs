@@ -34,7 +34,7 @@ mod sets;
 
 pub use block::{BlockError, VerifiedBlock, verify_pb_block};
 pub use cluster::{CertificateVerifier, ClusterKeys, DEFAULT_CHAIN};
-pub use codec::{CodecError, encode_baf, encode_complaint};
+pub use codec::{CodecError, encode_baf, encode_batch, encode_complaint};
 pub use decision::{DecisionWireError, VerifiedDecision, verify_pb_decision};
 pub use error::{ProofError, ProofResult};
 pub use header::{CONFIG_SHARD, CertifiedConfig, ConfigChange, Metadata, OrderedHeader, Outcome, TermChange};

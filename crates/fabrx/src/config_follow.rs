@@ -15,14 +15,19 @@ pub use netconfig::in_force::in_force;
 
 /// Follows the TLS section of the config in force for a process that reads no decisions
 /// (a router): asks the consenters at once and every [`ROUTER_POLL`], and puts each new
-/// config they answer in force for this process (`ConfigRules::in_force`).
+/// config they answer in force for this process (`ConfigRules::in_force`). The channels
+/// to the consenters and the last answer are kept between the questions
+/// (`netconfig::in_force::Consenters`): a new connection per question cost each router
+/// two mutual-TLS handshakes every [`ROUTER_POLL`] (and the consenters asked as many),
+/// and parsing the same answer again checked every public key of the config.
 pub fn spawn_tls_follower(config: NetworkConfig) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let rules = netconfig::update::NetworkRules::new();
+        let consenters = netconfig::in_force::Consenters::new(config);
         let mut last: Option<Vec<u8>> = None;
         let mut failing = false;
         loop {
-            match in_force(&config).await {
+            match consenters.in_force().await {
                 Ok((bytes, _)) => {
                     failing = false;
                     if last.as_ref() != Some(&bytes) {
