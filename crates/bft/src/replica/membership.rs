@@ -287,6 +287,7 @@ impl<A: Application> Replica<A> {
         self.checkpoints.forget_votes();
         self.sync = SyncState::default();
         self.told = BTreeMap::new();
+        self.heard_view = None;
         self.last_leader_heard = self.now;
         self.pending.rebase(self.now);
     }

@@ -220,6 +220,9 @@ pub struct Replica<A: Application> {
     switches: VecDeque<SwitchProof>,
     /// When each peer that showed it is behind the switch was last told our height.
     told: BTreeMap<ReplicaId, u64>,
+    /// While changing views: the highest lower view a member's heartbeat showed it in
+    /// (the others may have settled there without this replica).
+    heard_view: Option<View>,
     out: Vec<Output>,
 }
 
@@ -277,6 +280,7 @@ impl<A: Application> Replica<A> {
             epoch_start: 0,
             switches: VecDeque::new(),
             told: BTreeMap::new(),
+            heard_view: None,
             out: Vec::new(),
             cfg,
         }

@@ -45,21 +45,31 @@ impl<A: Application> Replica<A> {
         }
     }
 
-    /// While changing views: forwards the requests it holds to every member, each at most
-    /// once per request timeout (and at most `sync_max_bytes` per heartbeat). A replica
-    /// alone in a view change waits for the others to join it, and they complain only
-    /// about requests they hold: when its one forward to the old leader was lost, or that
-    /// leader had left the set, nobody else ever holds them and nothing moves. With them,
-    /// the leader of the others' view orders them, or their timers bring them to the view
-    /// change.
+    /// While changing views, caught up, and told by a member's heartbeat that the others
+    /// sit in a lower view: forwards the requests it holds to that view's leader, each at
+    /// most once per (backed-off) request timeout and at most `sync_max_bytes` per
+    /// heartbeat. A replica alone in a view change waits for the others to join it, and
+    /// they complain only about requests they hold: when its one forward to the old
+    /// leader was lost, or that leader had left the set, nobody else ever holds them and
+    /// nothing moves. With them, that leader orders them, or the others' timers bring
+    /// them to the view change. Not while a peer claims decisions this replica lacks:
+    /// what it holds may be decided already, and its link is for catching up.
     fn resend_pending(&mut self) {
-        let every = self.cfg.request_timeout_ms.max(1);
+        let Some(view) = self.heard_view else {
+            return;
+        };
+        let last = self.last_decided();
+        if self.sync.outstanding.is_some() || self.sync.peer_heights.values().any(|h| *h > last) {
+            return;
+        }
+        let leader = self.cfg.leader(view);
+        let every = self.backed_off(self.cfg.request_timeout_ms).max(1);
         let requests = self
             .pending
             .take_for_resend(self.now, every, self.cfg.sync_max_bytes);
         let instance = self.cfg.instance;
         for request in requests {
-            self.broadcast(Message::Forward { instance, request });
+            self.send(leader, Message::Forward { instance, request });
         }
     }
 
@@ -106,6 +116,11 @@ impl<A: Application> Replica<A> {
     pub(super) fn on_heartbeat(&mut self, from: ReplicaId, view: View, last_decided: Seq) {
         if view == self.view && from == self.cfg.leader(view) {
             self.last_leader_heard = self.now;
+        }
+        if let Status::ViewChanging { target } = self.status
+            && view < target
+        {
+            self.heard_view = Some(self.heard_view.map_or(view, |v| v.max(view)));
         }
         if view < self.view {
             self.pull_forward(from);

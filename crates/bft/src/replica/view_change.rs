@@ -42,6 +42,10 @@ impl<A: Application> Replica<A> {
             return;
         }
         self.persist(WalEntry::ViewChange { target });
+        if self.status == Status::Normal {
+            // A new view change: what the others were heard in belongs to the last one.
+            self.heard_view = None;
+        }
         self.status = Status::ViewChanging { target };
         self.last_complaint = Some((target, reason));
         self.backoff = self.backoff.saturating_add(1);
