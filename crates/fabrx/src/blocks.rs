@@ -107,14 +107,15 @@ async fn assembler_of(
     let config = if config.party(party).is_ok() {
         config
     } else {
-        let (bytes, _) = crate::config_follow::in_force(config).await.map_err(|e| {
-            anyhow::anyhow!(
-                "party {party} is not in {} and the config in force is unknown: {e}",
-                path.display()
-            )
-        })?;
-        let text = String::from_utf8(bytes).context("the config in force is not UTF-8")?;
-        in_force = netconfig::NetworkConfig::from_json(&text).context("the config in force")?;
+        in_force = netconfig::in_force::in_force_config(config)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "party {party} is not in {} and the config in force is unknown: {e}",
+                    path.display()
+                )
+            })?
+            .0;
         netconfig::tls::follow::follow(&in_force);
         &in_force
     };

@@ -267,12 +267,9 @@ async fn submit(args: &SubmitArgs) -> anyhow::Result<()> {
 /// byte for byte (at least one correct consenter among them), pretty-printed.
 async fn current(args: &CurrentArgs) -> anyhow::Result<()> {
     let config = load_for_calls(&args.network)?;
-    let (bytes, parties) = crate::config_follow::in_force(&config)
+    let (in_force, parties) = netconfig::in_force::in_force_config(&config)
         .await
         .map_err(|reason| anyhow::anyhow!(reason))?;
-    let bytes = &bytes;
-    let text = std::str::from_utf8(bytes).context("the config in force is not UTF-8 text")?;
-    let in_force = NetworkConfig::from_json(text).context("the config in force does not read")?;
     let pretty = serde_json::to_string_pretty(in_force.file())? + "\n";
     match &args.out {
         Some(path) => std::fs::write(path, pretty).with_context(|| format!("writing {}", path.display()))?,
@@ -435,15 +432,9 @@ fn load_for_calls(path: &Path) -> anyhow::Result<NetworkConfig> {
 /// whose endpoints moved is where it is now), its TLS section followed from now on;
 /// `genesis` itself when they do not answer alike (the calls then say what failed).
 async fn in_force_or(genesis: NetworkConfig) -> NetworkConfig {
-    let answered = match crate::config_follow::in_force(&genesis).await {
-        Ok((bytes, _)) => String::from_utf8(bytes)
-            .map_err(|e| e.to_string())
-            .and_then(|text| NetworkConfig::from_json(&text).map_err(|e| e.to_string())),
-        Err(reason) => Err(reason),
-    };
-    match answered {
-        Ok(config) if config.sequence() == genesis.sequence() => genesis,
-        Ok(config) => {
+    match netconfig::in_force::in_force_config(&genesis).await {
+        Ok((config, _)) if config.sequence() == genesis.sequence() => genesis,
+        Ok((config, _)) => {
             netconfig::tls::follow::follow(&config);
             config
         }

@@ -131,7 +131,7 @@ impl UpArgs {
 
     /// The flags of a new network given for a directory that holds another one: they
     /// would be ignored, so they are refused, naming what the directory holds.
-    fn clashes(&self) -> anyhow::Result<Vec<String>> {
+    fn clashes(&self, started: Option<&Started>) -> anyhow::Result<Vec<String>> {
         let path = netconfig::config_path(&self.dir);
         if !path.exists() {
             return Ok(Vec::new());
@@ -154,7 +154,7 @@ impl UpArgs {
         if self.insecure && config.tls_enabled() {
             clashes.push("--insecure (it uses mutual TLS)".into());
         }
-        if let (Some(c), Some(started)) = (self.committers, Started::of(&self.dir)?)
+        if let (Some(c), Some(started)) = (self.committers, started)
             && c != started.committers
         {
             clashes.push(format!("--committers {c} (it runs {})", started.committers));
@@ -165,7 +165,8 @@ impl UpArgs {
 
 /// `fabrx up`.
 pub fn up(args: UpArgs) -> anyhow::Result<()> {
-    let clashes = args.clashes()?;
+    let started = Started::of(&args.dir)?;
+    let clashes = args.clashes(started.as_ref())?;
     anyhow::ensure!(
         clashes.is_empty(),
         "{} holds a network already, and {} would apply to a new one only: use another --dir, \
@@ -174,7 +175,6 @@ pub fn up(args: UpArgs) -> anyhow::Result<()> {
         clashes.join(", ")
     );
     let exe = std::env::current_exe().context("locating the fabrx binary")?;
-    let started = Started::of(&args.dir)?;
     let launched = devnet::up::up(&args.options(started.as_ref()), &exe)?;
     print_nodes(&launched.nodes, args.json, |n| {
         if launched.started.contains(&n.name) {

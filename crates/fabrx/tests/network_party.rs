@@ -48,6 +48,21 @@ fn s(p: &Path) -> &str {
 }
 
 /// Signs `update` in place as parties 1, 2 and 3.
+/// `fabrx network update prove --update UPDATE --network NET FLAG PATH`.
+fn prove(net: &Path, update: &Path, flag: &str, path: &Path) -> Output {
+    fabrx(&[
+        "network",
+        "update",
+        "prove",
+        "--update",
+        s(update),
+        "--network",
+        s(net),
+        flag,
+        s(path),
+    ])
+}
+
 fn sign_by_three(net: &Path, update: &Path) {
     for p in ["1", "2", "3"] {
         let key = net.join(format!("keys/party-{p}/admin.key"));
@@ -213,33 +228,18 @@ fn a_party_added_is_proposed_signed_by_three_of_four_and_verified() {
         "{e}"
     );
     // Party 5 proves them with its key files (its admin key is not a node key: left alone).
-    let proven = ok(&fabrx(&[
-        "network",
-        "update",
-        "prove",
-        "--update",
-        s(&update),
-        "--network",
-        s(&net),
-        "--keys-dir",
-        s(&net.join("keys/party-5")),
-    ]));
+    let proven = ok(&prove(&net, &update, "--keys-dir", &net.join("keys/party-5")));
     assert!(
         proven.contains("3 new keys proven") && proven.contains("every new node key of the update is proven"),
         "{proven}"
     );
     // A key file the update does not bring in, named on its own, is refused.
-    let e = refused(&fabrx(&[
-        "network",
-        "update",
-        "prove",
-        "--update",
-        s(&update),
-        "--network",
-        s(&net),
+    let e = refused(&prove(
+        &net,
+        &update,
         "--key",
-        s(&net.join("keys/party-1/consenter.key")),
-    ]));
+        &net.join("keys/party-1/consenter.key"),
+    ));
     assert!(e.contains("is not one the update brings in"), "{e}");
     let verified = ok(&fabrx(&[
         "network",
@@ -441,17 +441,7 @@ fn a_party_joins_a_kubernetes_network() {
         "{proposed}"
     );
     sign_by_three(&net, &update);
-    ok(&fabrx(&[
-        "network",
-        "update",
-        "prove",
-        "--update",
-        s(&update),
-        "--network",
-        s(&net),
-        "--keys-dir",
-        s(&net.join("keys/party-5")),
-    ]));
+    ok(&prove(&net, &update, "--keys-dir", &net.join("keys/party-5")));
     let verified = ok(&fabrx(&[
         "network",
         "update",

@@ -122,6 +122,17 @@ pub async fn in_force(config: &NetworkConfig) -> Result<(Vec<u8>, Vec<PartyId>),
     in_force_via(config, None).await
 }
 
+/// [`in_force`], read: the config in force as f + 1 consenters answer it, and the parties
+/// that answered.
+pub async fn in_force_config(config: &NetworkConfig) -> Result<(NetworkConfig, Vec<PartyId>), String> {
+    let (bytes, parties) = in_force(config).await?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|e| format!("the config in force is not UTF-8 text: {e}"))?;
+    let read =
+        NetworkConfig::from_json(text).map_err(|e| format!("the config in force does not read: {e}"))?;
+    Ok((read, parties))
+}
+
 async fn in_force_via(
     config: &NetworkConfig,
     via: Option<&Consenters>,

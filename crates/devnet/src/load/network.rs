@@ -634,18 +634,14 @@ const IN_FORCE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// (`party`, or the first) from `network.json`.
 async fn endpoints(dir: &Path, party: Option<u32>) -> Result<Endpoints> {
     let genesis = network_config(dir)?;
-    let config = match tokio::time::timeout(IN_FORCE_WAIT, netconfig::in_force::in_force(&genesis)).await {
-        Ok(Ok((bytes, _))) => match std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|t| netconfig::NetworkConfig::from_json(t).ok())
-        {
-            Some(in_force) => {
-                // Its TLS section authorizes the routers that joined.
-                netconfig::tls::follow::follow(&in_force);
-                in_force
-            }
-            None => genesis,
-        },
+    let config = match tokio::time::timeout(IN_FORCE_WAIT, netconfig::in_force::in_force_config(&genesis))
+        .await
+    {
+        Ok(Ok((in_force, _))) => {
+            // Its TLS section authorizes the routers that joined.
+            netconfig::tls::follow::follow(&in_force);
+            in_force
+        }
         Ok(Err(reason)) => {
             tracing::debug!(%reason, "the config in force is unknown: the genesis config's routers are used");
             genesis
