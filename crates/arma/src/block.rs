@@ -5,7 +5,7 @@
 //! metadata at its index, the data hash (the batch digest of the requests, when they
 //! are carried) and the chain to the previous block.
 
-use bft::{ChainId, ReplicaId, Verifier};
+use bft::{ChainId, Members, ReplicaId, Verifier};
 use types::digest::{Digest32, batch_digest};
 use wire::pb;
 
@@ -74,8 +74,8 @@ pub struct VerifiedBlock {
     pub header: OrderedHeader,
     /// The header's hash (the next block's previous hash).
     pub hash: Digest32,
-    /// The consenters (replica ids; replica `i` is party `i + 1`) whose signature
-    /// verified: at least a quorum.
+    /// The consenters (replica ids; party `p` runs replica `p − 1`) whose signature
+    /// verified: at least a quorum of the set in force.
     pub signers: Vec<ReplicaId>,
     /// Whether the requests were carried (and their digest checked).
     pub with_requests: bool,
@@ -89,12 +89,12 @@ pub fn verify_pb_block(
     previous: Option<(u64, Digest32)>,
     chain: &ChainId,
     verifier: &dyn Verifier,
-    n: u32,
+    members: &Members,
 ) -> Result<VerifiedBlock, BlockError> {
     let header = OrderedHeader::try_from(block.header.as_ref().ok_or(BlockError::Missing("a header"))?)?;
     let proof = DecisionProof::try_from(block.proof.as_ref().ok_or(BlockError::Missing("a proof"))?)?;
     let (signers, metadata) = proof
-        .verify(chain, verifier, n)
+        .verify(chain, verifier, members)
         .map_err(DecisionWireError::from)?;
     proof
         .proves(&metadata, &header)

@@ -11,7 +11,7 @@
 //!   decision: the certificate verifies under the consenters' keys (a quorum of valid
 //!   signatures) and proves every header and term change it carries.
 
-use bft::{ChainId, InstanceId, ReplicaId, Signature, Verifier};
+use bft::{ChainId, InstanceId, Members, ReplicaId, Signature, Verifier};
 use wire::pb;
 
 use crate::error::ProofError;
@@ -192,8 +192,8 @@ pub(crate) fn proof_from_parts(
 pub struct VerifiedDecision {
     /// The decision number.
     pub number: u64,
-    /// The consenters (replica ids; replica `i` is party `i + 1`) whose commit
-    /// signature verified: at least a quorum.
+    /// The consenters (replica ids; party `p` runs replica `p − 1`) whose commit
+    /// signature verified: at least a quorum of the set in force.
     pub signers: Vec<ReplicaId>,
     /// Its headers, each proven by the certificate, in order.
     pub headers: Vec<OrderedHeader>,
@@ -204,7 +204,7 @@ pub struct VerifiedDecision {
     pub config: Option<(CertifiedConfig, Vec<u8>)>,
 }
 
-/// Checks a served decision: a quorum of the `n` consenters (keys behind `verifier`,
+/// Checks a served decision: a quorum of the consenters `members` (keys behind `verifier`,
 /// cluster `chain`) signed its proposal digest, and the headers and term changes it
 /// carries are exactly those its metadata lists. Nothing else of the message is
 /// trusted.
@@ -212,10 +212,10 @@ pub fn verify_pb_decision(
     decision: &pb::Decision,
     chain: &ChainId,
     verifier: &dyn Verifier,
-    n: u32,
+    members: &Members,
 ) -> Result<VerifiedDecision, DecisionWireError> {
     let proof = DecisionProof::try_from(decision)?;
-    let (signers, metadata) = proof.verify(chain, verifier, n)?;
+    let (signers, metadata) = proof.verify(chain, verifier, members)?;
     if metadata.header_hashes.len() != decision.headers.len() {
         return Err(DecisionWireError::HeaderCount {
             decision: proof.decision,

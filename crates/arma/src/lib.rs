@@ -28,6 +28,7 @@ mod error;
 pub mod fabric;
 mod header;
 mod messages;
+mod parties;
 mod proof;
 mod reconfig;
 mod sets;
@@ -42,17 +43,15 @@ pub use messages::{
     Baf, BatchHeader, Complaint, ComplaintReason, DigestHash, DigestHasher, Request, RequestDigest,
     SignedBatch,
 };
+pub use parties::{MAX_PARTIES, Parties, PartiesError};
 pub use proof::DecisionProof;
 pub use reconfig::{BatchingView, ConfigRules, ConfigView};
 pub use sets::{ConsenterSets, SetsError};
 
 use types::{PartyId, ShardId};
 
-/// The primary of shard `shard` in `term` among `parties` parties:
-/// `((shard + term) mod parties) + 1`; `parties` must be at least 1.
-pub fn primary_of(shard: ShardId, term: u64, parties: u32) -> PartyId {
-    let n = u64::from(parties.max(1));
-    let index = (u64::from(shard) % n + term % n) % n;
-    // index < n ≤ u32::MAX, so the conversion and the +1 cannot fail.
-    u32::try_from(index).unwrap_or(0).saturating_add(1)
+/// The primary of shard `shard` in `term` among the parties in force
+/// ([`Parties::primary_of`]: with parties `1..=N`, `((shard + term) mod N) + 1`).
+pub fn primary_of(shard: ShardId, term: u64, parties: &Parties) -> PartyId {
+    parties.primary_of(shard, term)
 }

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use bft::{ChainId, InstanceId, Phase, Quorum, ReplicaId, Signature, Verifier};
+use bft::{ChainId, InstanceId, Members, Phase, ReplicaId, Signature, Verifier};
 
 use crate::error::{ProofError as ArmaError, ProofResult as ArmaResult};
 use crate::header::{Metadata, OrderedHeader};
@@ -28,20 +28,21 @@ pub struct DecisionProof {
     pub requests_root: [u8; 32],
     /// Its metadata ([`crate::Outcome::metadata`]).
     pub metadata: Vec<u8>,
-    /// Commit signatures by replica id (replica `i` is party `i + 1`).
+    /// Commit signatures by replica id (party `p` runs replica `p − 1`).
     pub signatures: Vec<(ReplicaId, Signature)>,
 }
 
 impl DecisionProof {
     /// Checks the signatures: returns the replicas whose signature verified (sorted) and
-    /// the decoded metadata, or an error if fewer than a quorum of `n` verified.
-    /// Invalid, unknown or repeated signers are skipped, not fatal: a block is valid when
-    /// a quorum signed it.
+    /// the decoded metadata, or an error if fewer than a quorum of `members` verified.
+    /// Invalid, repeated signers and signers outside `members` (a replica that left, or
+    /// one not yet joined) are skipped, not fatal: a block is valid when a quorum of the
+    /// set in force signed it.
     pub fn verify(
         &self,
         chain: &ChainId,
         verifier: &dyn Verifier,
-        n: u32,
+        members: &Members,
     ) -> ArmaResult<(Vec<ReplicaId>, Metadata)> {
         let fail = |reason: String| ArmaError::Proof {
             decision: self.decision,
@@ -59,11 +60,12 @@ impl DecisionProof {
         );
         let mut good = BTreeSet::new();
         for (replica, sig) in &self.signatures {
-            if *replica < n && !good.contains(replica) && verifier.verify(*replica, &bytes, sig) {
+            if members.contains(*replica) && !good.contains(replica) && verifier.verify(*replica, &bytes, sig)
+            {
                 good.insert(*replica);
             }
         }
-        let q = Quorum::new(n).q;
+        let q = members.quorum().q;
         if (good.len() as u32) < q {
             return Err(fail(format!(
                 "{} valid commit signatures, quorum is {q}",

@@ -11,8 +11,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use bft::ReplicaId;
 use crypto::PublicKey;
 use types::{PartyId, ShardId};
+
+use crate::parties::Parties;
 
 /// A network's config rules, as the ordering sees them. Every method is a pure function
 /// of its arguments (no clock, no file): the consenters' state machine calls them while
@@ -43,18 +46,18 @@ pub trait ConfigRules: Send + Sync + fmt::Debug {
 pub struct ConfigView {
     /// The config's sequence (0 for the genesis config; one more per update).
     pub sequence: u64,
-    /// Number of parties N (parties are `1..=N`).
-    pub parties: u32,
+    /// The parties in force (ids increasing; a party that left leaves a gap).
+    pub parties: Parties,
     /// Number of shards S (shards are `0..S`).
     pub shards: u32,
     /// The batcher public key of every `(party, shard)`.
     pub batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
-    /// The consenters' signing keys in replica order (replica `i` is party `i + 1`'s
-    /// consenter).
-    pub consenters: Vec<PublicKey>,
-    /// The consenters' `host:port` endpoints in replica order, where their peers dial
-    /// them (empty: the config does not say; a replica set then never grows its links).
-    pub consenter_endpoints: Vec<String>,
+    /// The consenters' signing keys by replica id (party `p` runs replica `p − 1`): one
+    /// for each party in force.
+    pub consenters: BTreeMap<ReplicaId, PublicKey>,
+    /// The consenters' `host:port` endpoints by replica id, where their peers dial them
+    /// (empty: the config does not say; a replica set then never grows its links).
+    pub consenter_endpoints: BTreeMap<ReplicaId, String>,
     /// The `host:port` endpoint of every `(party, shard)`'s batcher (empty: the config
     /// does not say; the batchers' links then never grow).
     pub batcher_endpoints: BTreeMap<(PartyId, ShardId), String>,
@@ -84,13 +87,26 @@ pub struct BatchingView {
     pub complain_timeout_ms: u64,
 }
 
+impl ConfigView {
+    /// The consenters' keys as a set ([`crate::ClusterKeys::by_id`] on the default chain: a
+    /// verifier's keys; sets after the genesis one sign under `bft::set_chain`).
+    pub fn consenter_keys(&self) -> crate::ClusterKeys {
+        crate::ClusterKeys::by_id(crate::DEFAULT_CHAIN, self.consenters.clone())
+    }
+
+    /// The consenters' replica set: the ids that hold a key.
+    pub fn replicas(&self) -> bft::Members {
+        self.consenter_keys().members()
+    }
+}
+
 impl fmt::Debug for ConfigView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConfigView")
             .field("sequence", &self.sequence)
             .field("parties", &self.parties)
             .field("shards", &self.shards)
-            .field("consenters", &self.consenters.len())
+            .field("consenters", &self.consenters.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }

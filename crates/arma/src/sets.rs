@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use bft::{ChainId, Verifier};
+use bft::{ChainId, Members, Verifier};
 use sha2::{Digest as _, Sha256};
 use types::digest::Digest32;
 use wire::pb;
@@ -82,7 +82,7 @@ struct KnownSet {
     /// The first decision it certifies.
     from: u64,
     chain: ChainId,
-    n: u32,
+    members: Members,
     verifier: Arc<CertificateVerifier>,
     /// The switch that put it in force: the decision and the config (none for genesis).
     switch: Option<(u64, CertifiedConfig, Arc<Vec<u8>>)>,
@@ -118,7 +118,7 @@ impl ConsenterSets {
                 epoch: 0,
                 from: 0,
                 chain: genesis.chain_id(),
-                n: genesis.n(),
+                members: genesis.members(),
                 verifier: Arc::new(CertificateVerifier::new(genesis.clone())),
                 switch: None,
                 view: None,
@@ -149,17 +149,17 @@ impl ConsenterSets {
             .unwrap_or(&self.sets[0])
     }
 
-    /// The chain id, verifier and size of the set that certifies `decision`.
-    pub fn set_for(&self, decision: u64) -> (ChainId, Arc<dyn Verifier>, u32) {
+    /// The chain id, verifier and members of the set that certifies `decision`.
+    pub fn set_for(&self, decision: u64) -> (ChainId, Arc<dyn Verifier>, Members) {
         let s = self.for_decision(decision);
-        (s.chain, s.verifier.clone(), s.n)
+        (s.chain, s.verifier.clone(), s.members.clone())
     }
 
     /// Verifies a served decision under the set in force for it, learning nothing from
     /// it (what a follower checks of another consenter's decisions it only probes).
     pub fn check_decision(&self, d: &pb::Decision) -> Result<VerifiedDecision, DecisionWireError> {
         let s = self.for_decision(d.number);
-        verify_pb_decision(d, &s.chain, s.verifier.as_ref(), s.n)
+        verify_pb_decision(d, &s.chain, s.verifier.as_ref(), &s.members)
     }
 
     /// Verifies a served decision under the set in force for it; a decision that put a
@@ -181,7 +181,7 @@ impl ConsenterSets {
     ) -> Result<VerifiedBlock, SetsError> {
         let decision = b.proof.as_ref().map_or(0, |p| p.decision);
         let s = self.for_decision(decision);
-        let v = verify_pb_block(b, previous, &s.chain, s.verifier.as_ref(), s.n)?;
+        let v = verify_pb_block(b, previous, &s.chain, s.verifier.as_ref(), &s.members)?;
         self.learn_from_block(b, &v)?;
         Ok(v)
     }
@@ -238,24 +238,19 @@ impl ConsenterSets {
             let view = rules
                 .view(config)
                 .map_err(|reason| SetsError::BadConfig { decision, reason })?;
-            let n = u32::try_from(view.consenters.len()).map_err(|_| SetsError::BadConfig {
-                decision,
-                reason: "too many consenters".into(),
-            })?;
-            if n == 0 {
+            if view.consenters.is_empty() {
                 return Err(SetsError::BadConfig {
                     decision,
                     reason: "no consenters".into(),
                 });
             }
+            let keys = view.consenter_keys();
             let set = KnownSet {
                 epoch: certified.epoch,
                 from: decision.saturating_add(1),
                 chain: bft::set_chain(self.genesis_chain, certified.epoch),
-                n,
-                verifier: Arc::new(CertificateVerifier::new(ClusterKeys::new(
-                    view.consenters.clone(),
-                ))),
+                members: keys.members(),
+                verifier: Arc::new(CertificateVerifier::new(keys)),
                 switch: Some((decision, *certified, Arc::new(config.to_vec()))),
                 view: Some(Arc::new(view)),
             };

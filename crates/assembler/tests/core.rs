@@ -291,9 +291,16 @@ fn a_served_block_verifies_only_with_quorum_data_and_chain() {
     let good = signed_proof(1, &[h0, h1], &[0, 1, 2]);
     let b0 = block(h0, batches[0].requests.clone(), good.clone());
     let b1 = block(h1, batches[1].requests.clone(), good.clone());
-    let v0 = arma::verify_pb_block(&b0, None, &chain_id, &verifier, N).unwrap();
+    let v0 = arma::verify_pb_block(&b0, None, &chain_id, &verifier, &bft::Members::contiguous(N)).unwrap();
     assert_eq!(v0.signers, [0, 1, 2]);
-    let v1 = arma::verify_pb_block(&b1, Some((0, v0.hash)), &chain_id, &verifier, N).unwrap();
+    let v1 = arma::verify_pb_block(
+        &b1,
+        Some((0, v0.hash)),
+        &chain_id,
+        &verifier,
+        &bft::Members::contiguous(N),
+    )
+    .unwrap();
     assert_eq!(v1.header, h1);
     // Two signatures are not a quorum of four.
     let weak = block(
@@ -301,26 +308,48 @@ fn a_served_block_verifies_only_with_quorum_data_and_chain() {
         batches[0].requests.clone(),
         signed_proof(1, &[h0, h1], &[0, 1]),
     );
-    assert!(arma::verify_pb_block(&weak, None, &chain_id, &verifier, N).is_err());
+    assert!(arma::verify_pb_block(&weak, None, &chain_id, &verifier, &bft::Members::contiguous(N)).is_err());
     // Other requests than the header's digest.
     let swapped = block(h0, batches[1].requests.clone(), good.clone());
     assert!(matches!(
-        arma::verify_pb_block(&swapped, None, &chain_id, &verifier, N),
+        arma::verify_pb_block(&swapped, None, &chain_id, &verifier, &bft::Members::contiguous(N)),
         Err(arma::BlockError::DataHash { number: 0 })
     ));
     // A header the decision does not list.
     let mut other = h0;
     other.tx_count += 1;
     let unlisted = block(other, batches[0].requests.clone(), good.clone());
-    assert!(arma::verify_pb_block(&unlisted, None, &chain_id, &verifier, N).is_err());
+    assert!(
+        arma::verify_pb_block(
+            &unlisted,
+            None,
+            &chain_id,
+            &verifier,
+            &bft::Members::contiguous(N)
+        )
+        .is_err()
+    );
     // Out of chain.
     assert!(matches!(
-        arma::verify_pb_block(&b1, Some((0, [1; 32])), &chain_id, &verifier, N),
+        arma::verify_pb_block(
+            &b1,
+            Some((0, [1; 32])),
+            &chain_id,
+            &verifier,
+            &bft::Members::contiguous(N)
+        ),
         Err(arma::BlockError::Chain { .. })
     ));
     // Headers only: verifies without the requests.
     let mut headers_only = b1.clone();
     headers_only.requests.clear();
-    let v = arma::verify_pb_block(&headers_only, Some((0, v0.hash)), &chain_id, &verifier, N).unwrap();
+    let v = arma::verify_pb_block(
+        &headers_only,
+        Some((0, v0.hash)),
+        &chain_id,
+        &verifier,
+        &bft::Members::contiguous(N),
+    )
+    .unwrap();
     assert!(!v.with_requests);
 }

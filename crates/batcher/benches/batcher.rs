@@ -39,7 +39,7 @@ fn config(party: u32, batch: u32) -> Config {
     Config {
         party,
         shard: 0,
-        parties: N,
+        parties: arma::Parties::contiguous(N),
         shards: 1,
         keys: (1..=N)
             .map(|p| (p, key(p).public_key()))

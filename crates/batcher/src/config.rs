@@ -11,12 +11,13 @@ use crate::{Error, Result};
 /// Everything the core needs to know about its network and its bounds.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// This batcher's party (`1..=parties`).
+    /// This batcher's party (one of `parties`).
     pub party: PartyId,
     /// This batcher's shard (`0..shards`).
     pub shard: ShardId,
-    /// Number of parties N (one batcher of this shard per party).
-    pub parties: u32,
+    /// The parties in force (one batcher of this shard per party; a party that left
+    /// leaves a gap in the ids).
+    pub parties: arma::Parties,
     /// Number of shards S (requests map to shards with `arma::content::shard_of`).
     pub shards: u32,
     /// The batcher public key of every party, for this shard: checks batch headers and BAFs.
@@ -52,16 +53,13 @@ pub struct Config {
 impl Config {
     /// Checks ranges, keys and the relations between limits.
     pub fn validate(&self) -> Result<()> {
-        if self.parties == 0 {
-            return Err(Error::NoParties);
-        }
         if self.shards == 0 {
             return Err(Error::NoShards);
         }
-        if self.party == 0 || self.party > self.parties {
+        if !self.parties.contains(self.party) {
             return Err(Error::PartyOutOfRange {
                 party: self.party,
-                parties: self.parties,
+                parties: self.parties.clone(),
             });
         }
         if self.shard >= self.shards {
@@ -70,15 +68,15 @@ impl Config {
                 shards: self.shards,
             });
         }
-        for party in 1..=self.parties {
+        for &party in self.parties.ids() {
             if !self.keys.contains_key(&party) {
                 return Err(Error::MissingKey { party });
             }
         }
-        if let Some(&party) = self.keys.keys().find(|p| **p == 0 || **p > self.parties) {
+        if let Some(&party) = self.keys.keys().find(|p| !self.parties.contains(**p)) {
             return Err(Error::UnknownKeyParty {
                 party,
-                parties: self.parties,
+                parties: self.parties.clone(),
             });
         }
         self.validate_limits()
@@ -125,9 +123,10 @@ impl Config {
         Ok(())
     }
 
-    /// This shard's primary in `term`: party `((shard + term) mod N) + 1` (docs/contracts.md).
+    /// This shard's primary in `term`: the `((shard + term) mod N)`-th party in force
+    /// (docs/contracts.md).
     pub fn primary_of(&self, term: u64) -> PartyId {
-        primary_of(self.shard, term, self.parties)
+        primary_of(self.shard, term, &self.parties)
     }
 }
 

@@ -243,35 +243,33 @@ impl Batcher {
     /// Puts the batcher keys of a config in force (at the decision that did, before its
     /// term changes, docs/reconfiguration.md "Rotating a batcher key"): the other
     /// batchers' batches are verified with `keys` from now on, and this batcher signs
-    /// with `key`. `keys` names the shard's batchers, parties `1..=N`: when a config
-    /// added a party, N grows by it, and with it the acknowledgements a batch needs and
-    /// the rotation of primaries from the term change that follows (docs/reconfiguration.md
-    /// "Adding a party"). `key` should be the one `keys` names for this party (the shell
-    /// picks it from the keys it holds), but is taken even when it is not: a node that
-    /// lacks its new key still verifies the others right, and the consenters refuse what
-    /// it signs. Refused keys (a gap in `1..=N`, fewer parties than now) change nothing.
+    /// with `key`. `keys` names the shard's batchers, one per party in force: when a
+    /// config added or removed a party, the parties become those `keys` names, and with
+    /// them the acknowledgements a batch needs and the rotation of primaries from the
+    /// term change that follows (docs/reconfiguration.md "Adding a party", "Removing a
+    /// party"). `key` should be the one `keys` names for this party (the shell picks it
+    /// from the keys it holds), but is taken even when it is not: a node that lacks its
+    /// new key still verifies the others right, and the consenters refuse what it
+    /// signs. Refused keys (none, or none for this batcher's party: it left) change
+    /// nothing.
     pub fn set_keys(
         &mut self,
         keys: std::collections::BTreeMap<PartyId, crypto::PublicKey>,
         key: SigningKey,
     ) -> Result<()> {
         let mut next = self.cfg.clone();
-        let parties = u32::try_from(keys.len()).unwrap_or(u32::MAX);
-        if parties < next.parties {
-            return Err(Error::PartiesShrink {
-                parties: next.parties,
-                next: parties,
-            });
-        }
-        let grows = parties != next.parties;
+        let parties = arma::Parties::new(keys.keys().copied().collect()).map_err(|e| Error::BadKeySet {
+            reason: e.to_string(),
+        })?;
+        let changes = parties != next.parties;
         next.parties = parties;
         next.keys = keys;
         next.validate()?;
-        let quorum = Quorum::new(next.parties as usize).map_err(|_| Error::NoParties)?;
+        let quorum = Quorum::new(next.parties.len() as usize).map_err(|_| Error::NoParties)?;
         self.cfg = next;
         self.quorum = quorum;
         self.key = key;
-        if grows {
+        if changes {
             // The primary of the current term under the new rotation: at a switch the
             // term changes right after, but a batcher restarted after a join is built
             // from the genesis config and put back under this one in its current term.
@@ -315,7 +313,7 @@ impl Batcher {
         if cfg.keys.get(&cfg.party) != Some(&key.public_key()) {
             return Err(Error::SigningKeyMismatch { party: cfg.party });
         }
-        let quorum = Quorum::new(cfg.parties as usize).map_err(|_| Error::NoParties)?;
+        let quorum = Quorum::new(cfg.parties.len() as usize).map_err(|_| Error::NoParties)?;
         Ok(Batcher {
             quorum,
             key,
@@ -543,7 +541,7 @@ impl Batcher {
     /// mempool, `mempool_max_requests / parties` (at least one).
     pub(crate) fn forward_quota(&self) -> usize {
         // A validated config has at least one party; the share is at least one request.
-        let parties = usize::try_from(self.cfg.parties).unwrap_or(usize::MAX);
+        let parties = self.cfg.parties.len() as usize;
         let share = self.cfg.mempool_max_requests.get().checked_div(parties);
         share.filter(|s| *s > 0).unwrap_or(1)
     }

@@ -13,13 +13,13 @@ pub enum Error {
     /// The network has no shards.
     #[error("the network needs at least one shard")]
     NoShards,
-    /// This batcher's party is not one of `1..=parties`.
-    #[error("party {party} is not in 1..={parties}")]
+    /// This batcher's party is not one of the parties in force (never was, or left).
+    #[error("party {party} is not in force (parties {parties:?})")]
     PartyOutOfRange {
         /// The configured party.
         party: PartyId,
-        /// Number of parties.
-        parties: u32,
+        /// The parties in force.
+        parties: arma::Parties,
     },
     /// This batcher's shard is not one of `0..shards`.
     #[error("shard {shard} is not in 0..{shards}")]
@@ -35,22 +35,19 @@ pub enum Error {
         /// The party without a key.
         party: PartyId,
     },
-    /// A public key is given for a party outside `1..=parties`.
-    #[error("a batcher public key is given for party {party}, outside 1..={parties}")]
+    /// A public key is given for a party not in force.
+    #[error("a batcher public key is given for party {party}, not in force (parties {parties:?})")]
     UnknownKeyParty {
         /// The party named by the key.
         party: PartyId,
-        /// Number of parties.
-        parties: u32,
+        /// The parties in force.
+        parties: arma::Parties,
     },
-    /// A key set with fewer parties than the network has: a party leaving is not
-    /// followed yet (docs/reconfiguration.md "Not done").
-    #[error("a key set for {next} parties, the network has {parties}: parties can join, not leave")]
-    PartiesShrink {
-        /// Parties now.
-        parties: u32,
-        /// Parties the key set names.
-        next: u32,
+    /// A key set that names no party, or a party id 0.
+    #[error("a key set does not name parties in force: {reason}")]
+    BadKeySet {
+        /// Why.
+        reason: String,
     },
     /// The signing key does not match the party's configured public key.
     #[error("the signing key does not match party {party}'s public key")]

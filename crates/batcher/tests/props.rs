@@ -221,7 +221,7 @@ impl Sim {
     }
 
     fn order(&mut self) {
-        let primary = batcher::primary_of(0, self.term, N);
+        let primary = batcher::primary_of(0, self.term, &arma::Parties::contiguous(N));
         loop {
             let id = BatchId::new(0, primary, self.last_ordered + 1);
             let attested = self
@@ -342,7 +342,7 @@ proptest! {
             sim.order();
         }
         prop_assert_eq!(sim.term, settled_term, "the terms did not settle");
-        let primary = batcher::primary_of(0, sim.term, N);
+        let primary = batcher::primary_of(0, sim.term, &arma::Parties::contiguous(N));
         let pb = &sim.bs[(primary - 1) as usize];
         prop_assert_eq!(pb.pending(), (0, 0));
         prop_assert_eq!(pb.unordered_batches(), 0);

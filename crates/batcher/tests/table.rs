@@ -808,7 +808,7 @@ fn configs_are_validated() {
         c.validate(),
         Err(Error::PartyOutOfRange {
             party: N + 1,
-            parties: N
+            parties: arma::Parties::contiguous(N)
         })
     );
     let mut c = config(1, 1);
@@ -842,9 +842,10 @@ fn configs_are_validated() {
     )
     .err();
     assert_eq!(err, Some(Error::SigningKeyMismatch { party: 1 }));
-    assert_eq!(batcher::primary_of(0, 0, 4), 1);
-    assert_eq!(batcher::primary_of(3, 2, 4), 2);
-    assert_eq!(batcher::primary_of(1, u64::MAX, 4), 1);
+    let four = arma::Parties::contiguous(4);
+    assert_eq!(batcher::primary_of(0, 0, &four), 1);
+    assert_eq!(batcher::primary_of(3, 2, &four), 2);
+    assert_eq!(batcher::primary_of(1, u64::MAX, &four), 1);
 }
 
 #[test]
@@ -1115,7 +1116,8 @@ fn a_config_update_changes_the_batching_parameters_and_an_invalid_one_changes_no
 
 /// A config that rotates batcher keys: after `set_keys` the secondary verifies the
 /// primary's batches with the new key (an old-key batch is bogus, a new-key one is taken)
-/// and signs its BAF with its own new key; a key set without every party changes nothing.
+/// and signs its BAF with its own new key; a key set without this batcher's party
+/// changes nothing.
 #[test]
 fn a_key_rotation_changes_who_verifies_and_signs() {
     let new_key = |p: u32| crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("rotated-{p}"));
@@ -1125,7 +1127,7 @@ fn a_key_rotation_changes_who_verifies_and_signs() {
     let _ = s.handle(Input::Request(r.clone()));
     let keys: std::collections::BTreeMap<_, _> = (1..=N).map(|p| (p, new_key(p).public_key())).collect();
     let mut partial = keys.clone();
-    partial.remove(&3);
+    partial.remove(&2);
     assert!(s.set_keys(partial, new_key(2)).is_err());
     assert!(
         s.is_own_key(&key(2).public_key()),
@@ -1169,7 +1171,7 @@ fn a_key_rotation_changes_who_verifies_and_signs() {
 /// A config that adds parties (docs/reconfiguration.md "Adding a party"): after
 /// `set_keys` names seven batchers, a batch needs f + 1 = 3 acknowledgements instead of 2,
 /// the new parties' acks count, the primaries rotate over seven parties from the next
-/// term on, and a key set with fewer parties than now, or with a gap, changes nothing.
+/// term on, and a key set without this batcher's party, or with none, changes nothing.
 #[test]
 fn a_party_joining_changes_the_quorum_and_the_primaries() {
     let joined = |p: u32| {
@@ -1182,20 +1184,23 @@ fn a_party_joining_changes_the_quorum_and_the_primaries() {
     let seven: std::collections::BTreeMap<_, _> = (1..=7).map(|p| (p, joined(p).public_key())).collect();
     let mut p = batcher(1);
     let _ = p.handle(Input::Tick(0));
-    let mut gap = seven.clone();
-    gap.remove(&6);
     assert!(matches!(
-        p.set_keys(gap, key(1)),
-        Err(Error::MissingKey { party: 6 })
+        p.set_keys(std::collections::BTreeMap::new(), key(1)),
+        Err(Error::BadKeySet { .. })
     ));
+    let mut without_me = seven.clone();
+    without_me.remove(&1);
+    assert!(matches!(
+        p.set_keys(without_me, key(1)),
+        Err(Error::PartyOutOfRange { party: 1, .. })
+    ));
+    assert_eq!(
+        p.config().parties,
+        arma::Parties::contiguous(N),
+        "a refused key set changes nothing"
+    );
     p.set_keys(seven.clone(), key(1)).unwrap();
-    assert_eq!(p.config().parties, 7);
-    let three: std::collections::BTreeMap<_, _> = (1..=3).map(|q| (q, key(q).public_key())).collect();
-    assert!(matches!(
-        p.set_keys(three, key(1)),
-        Err(Error::PartiesShrink { parties: 7, next: 3 })
-    ));
-    assert_eq!(p.config().parties, 7, "a refused key set changes nothing");
+    assert_eq!(p.config().parties, arma::Parties::contiguous(7));
     // The primary of term 0 cuts a batch; its own ack and party 2's make 2 of the 3 now needed.
     let r = req(1, 20);
     let _ = p.handle(Input::Request(r.clone()));
@@ -1238,6 +1243,49 @@ fn a_party_joining_changes_the_quorum_and_the_primaries() {
         !restarted.is_primary(),
         "party 1 is not the primary of term 4 among seven"
     );
+}
+
+/// A config that removes a party (docs/reconfiguration.md "Removing a party"): with
+/// parties 1, 3, 4, 5 in force a batch needs f + 1 = 2 acknowledgements, the party that
+/// left no longer counts, and the primaries rotate over the four that remain.
+#[test]
+fn a_party_leaving_changes_the_quorum_and_the_primaries() {
+    let five = |p: u32| {
+        if p <= N {
+            key(p)
+        } else {
+            crypto::derive_signing_key(crypto::Scheme::Ed25519, &format!("joined-{p}"))
+        }
+    };
+    let mut p = batcher(1);
+    let _ = p.handle(Input::Tick(0));
+    let all: std::collections::BTreeMap<_, _> = (1..=5).map(|q| (q, five(q).public_key())).collect();
+    p.set_keys(all.clone(), key(1)).unwrap();
+    let mut left = all;
+    left.remove(&2);
+    p.set_keys(left, key(1)).unwrap();
+    assert_eq!(p.config().parties.ids(), &[1, 3, 4, 5]);
+    // Term 0: party 1 cuts; the ack of party 2, which left, is not counted.
+    let r = req(1, 20);
+    let _ = p.handle(Input::Request(r.clone()));
+    let out = p.handle(Input::Tick(50));
+    let b1 = signed(1, 1, vec![r]);
+    assert_eq!(out, vec![Output::Persist(b1.clone())]);
+    let _ = p.handle(persisted(&b1));
+    let _ = p.handle(Input::Baf(baf(&b1, 2)));
+    assert_eq!(
+        p.unconfirmed_batches(),
+        1,
+        "the ack of a party that left counts for nothing"
+    );
+    let _ = p.handle(Input::Baf(baf(&b1, 3)));
+    assert_eq!(p.unconfirmed_batches(), 0);
+    // Term 1 of shard 0: the second party in force, 3 (with parties 1..=4 it was 2).
+    let _ = p.handle(Input::TermChanged(TermInfo {
+        term: 1,
+        last_ordered_seq: 1,
+    }));
+    assert_eq!(p.primary(), 3);
 }
 
 /// A batcher signs its BAFs and complaints under the config sequence in force

@@ -290,7 +290,14 @@ fn stored_form(blocks: &[pb::OrderedBlock]) -> Vec<Vec<u8>> {
     let mut previous = None;
     let mut out = Vec::new();
     for b in blocks {
-        let v = sidecar::orderer::check(b, previous, &keys.chain_id(), &verifier, N).unwrap();
+        let v = sidecar::orderer::check(
+            b,
+            previous,
+            &keys.chain_id(),
+            &verifier,
+            &bft::Members::contiguous(N),
+        )
+        .unwrap();
         previous = Some((v.header.number, v.hash));
         let block = sidecar::orderer::to_block(b.clone(), &v, &decoder);
         out.push(wire::convert::block_to_vc_batch(&block).unwrap().encode_to_vec());
@@ -654,7 +661,13 @@ async fn byzantine_first_assembler(t: u64, tampered: pb::OrderedBlock, evil_ids:
     let keys = cluster_keys();
     let verifier = arma::CertificateVerifier::new(keys.clone());
     let previous = Some((t - 1, w.headers[t as usize - 1].hash()));
-    let refused = sidecar::orderer::check(&tampered, previous, &keys.chain_id(), &verifier, N);
+    let refused = sidecar::orderer::check(
+        &tampered,
+        previous,
+        &keys.chain_id(),
+        &verifier,
+        &bft::Members::contiguous(N),
+    );
     assert!(refused.is_err(), "the tampered block {t} must not verify");
     let mut chain = w.blocks.clone();
     chain[t as usize] = tampered;
@@ -799,7 +812,9 @@ fn check_refuses_blocks_without_all_their_requests_off_chain_or_below_quorum() {
     let keys = cluster_keys();
     let verifier = arma::CertificateVerifier::new(keys.clone());
     let chain = keys.chain_id();
-    let check = |b: &pb::OrderedBlock, previous| sidecar::orderer::check(b, previous, &chain, &verifier, N);
+    let check = |b: &pb::OrderedBlock, previous| {
+        sidecar::orderer::check(b, previous, &chain, &verifier, &bft::Members::contiguous(N))
+    };
     let t = 2usize;
     let previous = Some((t as u64 - 1, w.headers[t - 1].hash()));
     let honest = &w.blocks[t];
@@ -814,7 +829,16 @@ fn check_refuses_blocks_without_all_their_requests_off_chain_or_below_quorum() {
     let mut headers_only = honest.clone();
     headers_only.requests.clear();
     assert!(w.headers[t].tx_count > 0);
-    assert!(arma::verify_pb_block(&headers_only, previous, &chain, &verifier, N).is_ok());
+    assert!(
+        arma::verify_pb_block(
+            &headers_only,
+            previous,
+            &chain,
+            &verifier,
+            &bft::Members::contiguous(N)
+        )
+        .is_ok()
+    );
     let e = check(&headers_only, previous).unwrap_err();
     assert!(
         e.contains(&format!("carries 0 of its {} requests", w.headers[t].tx_count)),
@@ -830,7 +854,16 @@ fn check_refuses_blocks_without_all_their_requests_off_chain_or_below_quorum() {
     let mut miscounted = header(t as u64, w.headers[t - 1].hash(), reqs);
     miscounted.tx_count += 1;
     let miscounted = ordered_block(miscounted, reqs, &[0, 1, 2]);
-    assert!(arma::verify_pb_block(&miscounted, previous, &chain, &verifier, N).is_ok());
+    assert!(
+        arma::verify_pb_block(
+            &miscounted,
+            previous,
+            &chain,
+            &verifier,
+            &bft::Members::contiguous(N)
+        )
+        .is_ok()
+    );
     let e = check(&miscounted, previous).unwrap_err();
     assert!(
         e.contains(&format!(
@@ -864,7 +897,14 @@ fn to_block_keeps_refused_requests_at_their_positions() {
     let decoder = wire::ProstDecoder::default();
     for (number, b) in w.blocks.iter().enumerate().skip(1) {
         let previous = Some((number as u64 - 1, w.headers[number - 1].hash()));
-        let v = sidecar::orderer::check(b, previous, &keys.chain_id(), &verifier, N).unwrap();
+        let v = sidecar::orderer::check(
+            b,
+            previous,
+            &keys.chain_id(),
+            &verifier,
+            &bft::Members::contiguous(N),
+        )
+        .unwrap();
         let block = sidecar::orderer::to_block(b.clone(), &v, &decoder);
         assert_eq!(block.number(), number as u64);
         assert_eq!(block.header.previous_hash, w.headers[number - 1].hash());
@@ -985,7 +1025,14 @@ fn a_front_run_envelope_under_a_wallets_id_does_not_take_the_id() {
     for (number, (requests, want_refused)) in blocks.into_iter().enumerate() {
         let h = header(number as u64, previous.map_or([0; 32], |p| p.1), &requests);
         let b = ordered_block(h, &requests, &[0, 1, 2]);
-        let v = sidecar::orderer::check(&b, previous, &keys.chain_id(), &verifier, N).unwrap();
+        let v = sidecar::orderer::check(
+            &b,
+            previous,
+            &keys.chain_id(),
+            &verifier,
+            &bft::Members::contiguous(N),
+        )
+        .unwrap();
         let block = sidecar::orderer::to_block(b, &v, &decoder);
         assert_eq!(block.refused, want_refused, "block {number}");
         let refused = block.refused.clone();

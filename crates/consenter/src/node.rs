@@ -354,7 +354,11 @@ impl NodeApp {
 fn follow_peers(peers: &Peers, rules: &dyn arma::ConfigRules, config: &[u8]) {
     match rules.view(config) {
         Ok(view) => {
-            if let Err(e) = peers.follow(&view.consenters, &view.consenter_endpoints) {
+            // The transport's queues are still by position: it follows the replicas in
+            // id order, which is right while no party has left (ADR 0018, step 7).
+            let keys: Vec<_> = view.consenters.values().cloned().collect();
+            let endpoints: Vec<_> = view.consenter_endpoints.values().cloned().collect();
+            if let Err(e) = peers.follow(&keys, &endpoints) {
                 tracing::error!(error = %e, "the consenter set in force grew but its new replicas cannot be linked");
             }
         }
@@ -870,7 +874,7 @@ mod tests {
             primaries: Arc::default(),
             arma: Arc::new(
                 ArmaConfig::new(
-                    1,
+                    arma::Parties::contiguous(1),
                     1,
                     1,
                     BTreeMap::from([(

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arma::{Baf, Complaint, ComplaintReason, SignedBatch};
+use arma::{Baf, Complaint, ComplaintReason, Parties, SignedBatch};
 use bft::{Application, Certificate, Decision, InstanceId, Phase, Proposal, ProposalContext, Signer as _};
 use consenter::application::{
     ArmaApp, ArmaConfig, ArmaError, ArmaState, DecisionProof, Item, Metadata, OrderedHeader,
@@ -33,7 +33,7 @@ fn config() -> ArmaConfig {
     let keys = (1..=N)
         .flat_map(|p| (0..SHARDS).map(move |s| ((p, s), batcher_key(p, s).public_key())))
         .collect::<BTreeMap<_, _>>();
-    ArmaConfig::new(N, SHARDS, 64, keys).unwrap()
+    ArmaConfig::new(Parties::contiguous(N), SHARDS, 64, keys).unwrap()
 }
 
 /// A batch of `shard` cut by `primary` in `term` at `seq`, with `tag` making its digest.
@@ -325,7 +325,10 @@ fn requests_are_admitted_only_with_valid_signatures() {
     far.signer = 9;
     assert_eq!(
         decode(&cfg, &encode_baf(&far)),
-        Err(ArmaError::UnknownParty { party: 9, parties: 4 })
+        Err(ArmaError::UnknownParty {
+            party: 9,
+            parties: Parties::contiguous(4)
+        })
     );
 }
 
@@ -470,7 +473,9 @@ fn followers_recompute_the_leaders_metadata_and_a_proof_proves_each_header() {
         signatures: decision.certificate.signatures.clone(),
     };
     let verifier = EngineVerifier::new(cluster.clone());
-    let (signers, metadata) = proof.verify(&cluster.chain_id(), &verifier, N).unwrap();
+    let (signers, metadata) = proof
+        .verify(&cluster.chain_id(), &verifier, &bft::Members::contiguous(N))
+        .unwrap();
     assert_eq!(signers, vec![0, 2, 3]);
     assert_eq!(metadata, Metadata::decode(&a.outcome.metadata()).unwrap());
     proof.proves(&metadata, &header).unwrap();
@@ -480,16 +485,35 @@ fn followers_recompute_the_leaders_metadata_and_a_proof_proves_each_header() {
     // Two valid signatures are below the quorum of 3; another chain's signatures fail.
     let mut short = proof.clone();
     short.signatures.truncate(2);
-    assert!(short.verify(&cluster.chain_id(), &verifier, N).is_err());
+    assert!(
+        short
+            .verify(&cluster.chain_id(), &verifier, &bft::Members::contiguous(N))
+            .is_err()
+    );
     let foreign = cluster.with_chain("another-network");
     assert!(
         proof
-            .verify(&foreign.chain_id(), &EngineVerifier::new(foreign.clone()), N)
+            .verify(
+                &foreign.chain_id(),
+                &EngineVerifier::new(foreign.clone()),
+                &bft::Members::contiguous(N)
+            )
             .is_err()
     );
     let mut bent = proof.clone();
     bent.requests_root[0] ^= 1;
-    assert!(bent.verify(&cluster.chain_id(), &verifier, N).is_err());
+    assert!(
+        bent.verify(&cluster.chain_id(), &verifier, &bft::Members::contiguous(N))
+            .is_err()
+    );
+    // After replica 2 left and replica 4 joined (members 0, 1, 3, 4), 2's valid
+    // signature does not count: 0 and 3 are below the quorum of 3. Without 1 (members
+    // 0, 2, 3: f = 0, quorum 2) the same signatures are counted by id.
+    let left = bft::Members::new(vec![0, 1, 3, 4]).unwrap();
+    assert!(proof.verify(&cluster.chain_id(), &verifier, &left).is_err());
+    let without_1 = bft::Members::new(vec![0, 2, 3]).unwrap();
+    let (signers, _) = proof.verify(&cluster.chain_id(), &verifier, &without_1).unwrap();
+    assert_eq!(signers, vec![0, 2, 3]);
 }
 
 fn requests_verify(app: &mut ArmaApp, p: &Proposal) -> bool {
@@ -548,11 +572,45 @@ fn metadata_and_snapshots_round_trip_and_refuse_truncation() {
 fn config_needs_every_batcher_key() {
     let mut keys = BTreeMap::new();
     keys.insert((1, 0), batcher_key(1, 0).public_key());
-    assert!(ArmaConfig::new(1, 1, 8, keys.clone()).is_ok());
-    assert!(ArmaConfig::new(2, 1, 8, keys.clone()).is_err());
-    assert!(ArmaConfig::new(1, 1, 0, keys.clone()).is_err());
+    let parties = |ids: &[u32]| Parties::new(ids.to_vec()).unwrap();
+    assert!(ArmaConfig::new(parties(&[1]), 1, 8, keys.clone()).is_ok());
+    assert!(ArmaConfig::new(parties(&[1, 2]), 1, 8, keys.clone()).is_err());
+    assert!(ArmaConfig::new(parties(&[1]), 1, 0, keys.clone()).is_err());
     keys.insert((2, 0), batcher_key(2, 0).public_key());
-    assert!(ArmaConfig::new(1, 1, 8, keys).is_err());
+    assert!(ArmaConfig::new(parties(&[1]), 1, 8, keys.clone()).is_err());
+    // A party that left leaves a gap: parties 1 and 3, and keys for exactly them.
+    keys.remove(&(2, 0));
+    keys.insert((3, 0), batcher_key(3, 0).public_key());
+    assert!(ArmaConfig::new(parties(&[1, 3]), 1, 8, keys.clone()).is_ok());
+    assert!(ArmaConfig::new(parties(&[1, 2]), 1, 8, keys).is_err());
+}
+
+#[test]
+fn after_a_party_left_its_bafs_are_refused_and_primaries_rotate_over_the_others() {
+    let mut keys = BTreeMap::new();
+    for p in [1, 3, 4, 5] {
+        for s in 0..SHARDS {
+            keys.insert((p, s), batcher_key(p, s).public_key());
+        }
+    }
+    let cfg = ArmaConfig::new(Parties::new(vec![1, 3, 4, 5]).unwrap(), SHARDS, 64, keys).unwrap();
+    assert_eq!(cfg.threshold(), 2);
+    let primaries: Vec<_> = (0..4).map(|t| cfg.primary_of(0, t)).collect();
+    assert_eq!(primaries, [1, 3, 4, 5]);
+    let b = batch(0, 0, 1, 1, 1);
+    let from_2 = Baf::sign(&b, 2, &batcher_key(2, 0));
+    assert!(matches!(
+        decode_verified(&cfg, &encode_baf(&from_2)),
+        Err(ArmaError::UnknownParty { party: 2, .. })
+    ));
+    let from_3 = Baf::sign(&b, 3, &batcher_key(3, 0));
+    assert!(decode_verified(&cfg, &encode_baf(&from_3)).is_ok());
+    // A complaint of the party that left is refused too.
+    let c = Complaint::sign(0, 0, 2, ComplaintReason::Censorship, &batcher_key(2, 0));
+    assert!(matches!(
+        decode_verified(&cfg, &encode_complaint(&c)),
+        Err(ArmaError::UnknownParty { party: 2, .. })
+    ));
 }
 
 #[test]

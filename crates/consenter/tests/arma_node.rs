@@ -59,7 +59,7 @@ fn batcher_keys_file() -> String {
 
 fn arma_config() -> ArmaConfig {
     let keys = parse_batcher_keys(&batcher_keys_file()).unwrap();
-    ArmaConfig::new(N, SHARDS, 64, keys).unwrap()
+    ArmaConfig::new(arma::Parties::contiguous(N), SHARDS, 64, keys).unwrap()
 }
 
 fn config(id: u32, peers: &[String], dir: &Path) -> ArmaNodeConfig {
@@ -338,7 +338,7 @@ fn check_chain(ds: &[pb::Decision]) {
     let mut number = 0;
     for (i, d) in ds.iter().enumerate() {
         assert_eq!(d.number, i as u64 + 1);
-        let v = verify_pb_decision(d, &chain, &verifier, N).expect("verifies");
+        let v = verify_pb_decision(d, &chain, &verifier, &bft::Members::contiguous(N)).expect("verifies");
         assert!(v.signers.len() >= 3, "a quorum signed");
         for h in &v.headers {
             assert_eq!(h.number, number);
@@ -350,18 +350,18 @@ fn check_chain(ds: &[pb::Decision]) {
         if let Some(h) = d.headers.first() {
             let mut bad = d.clone();
             bad.headers[0].tx_count = h.tx_count + 1;
-            assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+            assert!(verify_pb_decision(&bad, &chain, &verifier, &bft::Members::contiguous(N)).is_err());
             let mut bad = d.clone();
             bad.headers.pop();
-            assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+            assert!(verify_pb_decision(&bad, &chain, &verifier, &bft::Members::contiguous(N)).is_err());
         }
         let mut bad = d.clone();
         bad.terms.push(pb::TermChange::default());
-        assert!(verify_pb_decision(&bad, &chain, &verifier, N).is_err());
+        assert!(verify_pb_decision(&bad, &chain, &verifier, &bft::Members::contiguous(N)).is_err());
         let mut bad = d.clone();
         bad.signatures.truncate(2);
         assert!(
-            verify_pb_decision(&bad, &chain, &verifier, N).is_err(),
+            verify_pb_decision(&bad, &chain, &verifier, &bft::Members::contiguous(N)).is_err(),
             "below quorum"
         );
     }
@@ -577,7 +577,7 @@ fn a_consenter_behind_the_pruned_decisions_catches_up_by_snapshot() {
     let chain = keys.chain_id();
     let verifier = EngineVerifier::new(keys);
     for d in &caught_up {
-        verify_pb_decision(d, &chain, &verifier, N).expect("a verifying decision");
+        verify_pb_decision(d, &chain, &verifier, &bft::Members::contiguous(N)).expect("a verifying decision");
     }
     drop(client);
     for node in &mut nodes {

@@ -182,7 +182,12 @@ fn flag_config(args: ConsenterArgs) -> anyhow::Result<consenter::node::Config> {
         .with_context(|| format!("reading {}", batcher_keys.display()))?;
     let keys = consenter::node::parse_batcher_keys(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", batcher_keys.display()))?;
-    let arma = consenter::application::ArmaConfig::new(parties, shards, args.max_seqs_ahead, keys)?;
+    let arma = consenter::application::ArmaConfig::new(
+        arma::Parties::contiguous(parties),
+        shards,
+        args.max_seqs_ahead,
+        keys,
+    )?;
     let data = consenter::node::DataDir(&args.data_dir);
     data.create()
         .with_context(|| format!("creating {}", args.data_dir.display()))?;

@@ -93,7 +93,7 @@ impl Reader {
                 let Ok(Ok(Some(block))) = timeout(Duration::from_secs(5), stream.message()).await else {
                     break;
                 };
-                let v = arma::verify_pb_block(&block, self.last, &chain, &verifier, self.keys.n())
+                let v = arma::verify_pb_block(&block, self.last, &chain, &verifier, &self.keys.members())
                     .unwrap_or_else(|e| panic!("assembler {}: block {}: {e}", self.party, self.blocks.len()));
                 assert_eq!(v.header.number, self.blocks.len() as u64);
                 assert!(v.with_requests);

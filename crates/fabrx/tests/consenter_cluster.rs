@@ -194,7 +194,7 @@ fn verify_all(ds: &[pb::Decision]) {
     let keys = keys_from_seed_prefix(SEEDS, 0, N).1.with_chain(CHAIN);
     let verifier = EngineVerifier::new(keys.clone());
     for d in ds {
-        verify_pb_decision(d, &keys.chain_id(), &verifier, N).expect("verifies");
+        verify_pb_decision(d, &keys.chain_id(), &verifier, &bft::Members::contiguous(N)).expect("verifies");
     }
 }
 

@@ -102,8 +102,13 @@ impl Follower {
                 else {
                     break;
                 };
-                let v = verify_pb_decision(&d, &self.keys.chain_id(), &verifier, PARTIES)
-                    .unwrap_or_else(|e| panic!("consenter {}: decision {}: {e}", self.party, d.number));
+                let v = verify_pb_decision(
+                    &d,
+                    &self.keys.chain_id(),
+                    &verifier,
+                    &bft::Members::contiguous(PARTIES),
+                )
+                .unwrap_or_else(|e| panic!("consenter {}: decision {}: {e}", self.party, d.number));
                 assert!(v.signers.len() >= 3, "a quorum signed");
                 assert_eq!(v.number, self.decisions.len() as u64 + 1, "consecutive");
                 self.decisions.push((v.number, v.headers, v.terms));

@@ -48,7 +48,7 @@ impl Cluster {
             .flat_map(|p| (0..SHARDS).map(move |s| ((p, s), batcher_key(p, s))))
             .collect();
         let public = keys.iter().map(|(k, v)| (*k, v.public_key())).collect();
-        let cfg = ArmaConfig::new(n, SHARDS, 1 << 20, public).unwrap();
+        let cfg = ArmaConfig::new(arma::Parties::contiguous(n), SHARDS, 1 << 20, public).unwrap();
         let (signers, verifier) = ed25519_keys(7, n);
         let verifier: Arc<dyn bft::Verifier> = Arc::new(verifier);
         let replicas = signers
@@ -78,7 +78,7 @@ impl Cluster {
             let shard = (i as u32) % SHARDS;
             let seq = &mut self.next_seq[shard as usize];
             *seq += 1;
-            let primary = arma::primary_of(shard, 0, self.n);
+            let primary = arma::primary_of(shard, 0, &arma::Parties::contiguous(self.n));
             let request: arma::Request = Arc::from(format!("{shard}/{seq}").into_bytes().into_boxed_slice());
             let batch = SignedBatch::sign(
                 BatchId::new(shard, primary, *seq),

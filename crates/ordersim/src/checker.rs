@@ -55,8 +55,8 @@ pub struct Checker {
     first_epoch: HashMap<Arc<[u8]>, u64>,
     /// Requests ordered again in a later epoch than their first ordering.
     pub duplicates_across_switch: u64,
-    /// Parties of the genesis config: a BAF signed by a party above it is a joined
-    /// party's.
+    /// The highest party id of the genesis config: a BAF signed by a party above it is
+    /// a joined party's.
     genesis_parties: u32,
     /// BAFs of a joined party in decisions.
     pub joined_bafs: u64,
@@ -65,10 +65,10 @@ pub struct Checker {
 impl Checker {
     /// A checker for a network described by `cfg`.
     pub fn new(cfg: ArmaConfig, byzantine: Option<u32>) -> Checker {
-        let f1 = ((cfg.parties - 1) / 3 + 1) as usize;
+        let f1 = cfg.parties.threshold();
         let terms = vec![(0, 0); cfg.shards as usize];
         Checker {
-            genesis_parties: cfg.parties,
+            genesis_parties: cfg.parties.max_id(),
             joined_bafs: 0,
             byzantine,
             cfg,
@@ -149,7 +149,7 @@ impl Checker {
                 .view();
             self.cfg = self.cfg.with_view(&view).map_err(|e| e.to_string())?;
             // A batch of a later decision needs f + 1 BAFs of the parties now in force.
-            self.f1 = ((self.cfg.parties - 1) / 3 + 1) as usize;
+            self.f1 = self.cfg.parties.threshold();
         }
         Ok(())
     }

@@ -213,12 +213,12 @@ impl SimConfig {
             .collect::<BTreeMap<_, _>>();
         ConfigView {
             sequence: self.sequence,
-            parties: self.parties(),
+            parties: arma::Parties::contiguous(self.parties()),
             shards: self.shards,
             batcher_keys,
-            consenters: self.consenters.clone(),
+            consenters: (0u32..).zip(self.consenters.iter().cloned()).collect(),
             // The simulation's links are its kernel's, not dialled endpoints.
-            consenter_endpoints: Vec::new(),
+            consenter_endpoints: BTreeMap::new(),
             batcher_endpoints: BTreeMap::new(),
             max_seqs_ahead: MAX_SEQS_AHEAD,
             batching: BATCHING,
@@ -574,7 +574,7 @@ mod tests {
         let mut joined = genesis(5);
         joined.sequence = 1;
         assert_eq!(strict.check(&c, &approved(&joined)).unwrap(), joined);
-        assert_eq!(SimRules::STRICT.view(&joined.encode()).unwrap().parties, 5);
+        assert_eq!(SimRules::STRICT.view(&joined.encode()).unwrap().parties.len(), 5);
         // The joiner's approval does not count: it is not a party of the config in force.
         let mut own = SimUpdate::new(0, &joined);
         for p in [1, 2, 5] {
@@ -606,8 +606,8 @@ mod tests {
     fn the_view_names_every_key() {
         let c = genesis(4);
         let v = SimRules::STRICT.view(&c.encode()).unwrap();
-        assert_eq!(v.consenters, c.consenters);
+        assert_eq!(v.consenters.values().cloned().collect::<Vec<_>>(), c.consenters);
         assert_eq!(v.batcher_keys.len(), 8);
-        assert_eq!((v.parties, v.shards, v.sequence), (4, 2, 0));
+        assert_eq!((v.parties.len(), v.shards, v.sequence), (4, 2, 0));
     }
 }

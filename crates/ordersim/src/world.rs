@@ -228,9 +228,14 @@ impl World {
             .flat_map(|p| (0..sc.shards).map(move |s| (p, s)))
             .filter_map(|(p, s)| bkeys.get(&p).map(|k| ((p, s), k.public_key())))
             .collect();
-        let cfg = ArmaConfig::new(sc.n, sc.shards, MAX_SEQS_AHEAD, pub_keys)
-            .map_err(|e| e.to_string())?
-            .with_knobs(sc.knobs);
+        let cfg = ArmaConfig::new(
+            arma::Parties::contiguous(sc.n),
+            sc.shards,
+            MAX_SEQS_AHEAD,
+            pub_keys,
+        )
+        .map_err(|e| e.to_string())?
+        .with_knobs(sc.knobs);
         let keys = TestKeys::new(sc.seed ^ 0xc0ffee);
         let mut checker = Checker::new(cfg.clone(), sc.byzantine.map(|(p, _)| p));
         let reconf = sc.reconfig.clone().map(|plan| {
@@ -506,7 +511,8 @@ impl World {
         batcher::Config {
             party,
             shard,
-            parties: u32::try_from(keys.len()).unwrap_or(u32::MAX),
+            parties: arma::Parties::new(keys.keys().copied().collect())
+                .unwrap_or_else(|_| arma::Parties::contiguous(1)),
             shards: self.sc.shards,
             keys,
             max_request_bytes: nz(MAX_REQUEST_BYTES),

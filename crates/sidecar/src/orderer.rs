@@ -287,8 +287,8 @@ impl Source {
     /// config block makes its set the next one (persisted before the block is handed on).
     fn verify(&mut self, b: &pb::OrderedBlock) -> std::result::Result<VerifiedBlock, String> {
         let decision = b.proof.as_ref().map_or(0, |p| p.decision);
-        let (chain, verifier, n) = self.sets.set_for(decision);
-        let v = check(b, self.previous, &chain, verifier.as_ref(), n)?;
+        let (chain, verifier, members) = self.sets.set_for(decision);
+        let v = check(b, self.previous, &chain, verifier.as_ref(), &members)?;
         let epoch = self.sets.epoch();
         self.sets
             .learn_from_block(b, &v)
@@ -310,10 +310,10 @@ pub fn check(
     previous: Option<(u64, Digest32)>,
     chain: &bft::ChainId,
     verifier: &dyn bft::Verifier,
-    n: u32,
+    members: &bft::Members,
 ) -> std::result::Result<VerifiedBlock, String> {
     let number = b.header.as_ref().map_or(u64::MAX, |h| h.number);
-    let v = arma::verify_pb_block(b, previous, chain, verifier, n)
+    let v = arma::verify_pb_block(b, previous, chain, verifier, members)
         .map_err(|e| format!("block {number} does not verify: {e}"))?;
     let carried = if v.header.is_config() { 0 } else { b.requests.len() };
     let count_ok = usize::try_from(v.header.tx_count).is_ok_and(|c| c == carried);

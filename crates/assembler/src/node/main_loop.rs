@@ -30,8 +30,9 @@ pub(super) struct MainLoop {
     /// The store (`None` while a blocking append holds it).
     pub(super) store: Option<BlockStore>,
     pub(super) lanes: Vec<watch::Sender<LaneView>>,
-    /// Parties of the config in force (the primaries' rotation).
-    pub(super) n: u32,
+    /// Parties of the config in force (the primaries' rotation) and that config's
+    /// sequence.
+    pub(super) parties: (arma::Parties, u64),
     /// The network's config rules: a decision's config is read for the parties and
     /// batchers it adds (`None`: configs are not read).
     pub(super) rules: Option<std::sync::Arc<dyn arma::ConfigRules>>,
@@ -91,7 +92,9 @@ impl MainLoop {
     /// A config in force: its parties rotate the primaries, and a party that joined
     /// has its batchers fetched from (docs/reconfiguration.md "Adding a party").
     pub(super) fn follow_config(&mut self, view: &arma::ConfigView) {
-        self.n = self.n.max(view.parties);
+        if view.sequence >= self.parties.1 {
+            self.parties = (view.parties.clone(), view.sequence);
+        }
         for ((party, shard), endpoint) in &view.batcher_endpoints {
             if self.linked.contains(&(*party, *shard)) {
                 continue;
@@ -154,7 +157,7 @@ impl MainLoop {
         for t in &d.terms {
             if let Some(lane) = self.lanes.get(t.shard as usize) {
                 lane.send_replace(LaneView {
-                    primary: arma::primary_of(t.shard, t.term, self.n),
+                    primary: arma::primary_of(t.shard, t.term, &self.parties.0),
                     term: t.term,
                     from_seq: t.last_ordered_seq.saturating_add(1),
                 });

@@ -222,6 +222,20 @@ fn channel(uri: &str) -> Result<Channel> {
         .map_err(|e| Error::Config(e.to_string()))
 }
 
+/// The consenter sets this node learned before a restart (the genesis set alone on a
+/// fresh ledger), and the file that keeps them.
+fn load_sets(cfg: &Config) -> Result<(arma::ConsenterSets, std::path::PathBuf)> {
+    let sets_path = cfg.ledger.with_extension("consenter-sets");
+    let mut sets = arma::ConsenterSets::new(&cfg.consenter_keys, cfg.config_rules.clone());
+    let sets_error = |e: &dyn std::fmt::Display| {
+        Error::Stopped(format!("the consenter sets in {}: {e}", sets_path.display()))
+    };
+    if let Some(bytes) = clients::file::read_if_present(&sets_path).map_err(|e| sets_error(&e))? {
+        sets.restore(&bytes).map_err(|e| sets_error(&e))?;
+    }
+    Ok((sets, sets_path))
+}
+
 /// Validates the config, opens the ledger, binds the Deliver service and starts the node.
 pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
     if cfg.consenters.is_empty() || cfg.shards == 0 {
@@ -249,14 +263,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         .iter()
         .map(|c| channel(c))
         .collect::<Result<Vec<_>>>()?;
-    let sets_path = cfg.ledger.with_extension("consenter-sets");
-    let mut sets = arma::ConsenterSets::new(&cfg.consenter_keys, cfg.config_rules.clone());
-    let sets_error = |e: &dyn std::fmt::Display| {
-        Error::Stopped(format!("the consenter sets in {}: {e}", sets_path.display()))
-    };
-    if let Some(bytes) = clients::file::read_if_present(&sets_path).map_err(|e| sets_error(&e))? {
-        sets.restore(&bytes).map_err(|e| sets_error(&e))?;
-    }
+    let (sets, sets_path) = load_sets(&cfg)?;
     // The newest config in force this node saw (a party may have joined since genesis).
     let newest = sets.newest_view().cloned();
     let follower = Follower {
@@ -268,8 +275,11 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         retry: cfg.retry,
     };
     let mut tasks = vec![tokio::spawn(follower.run())];
-    let n = newest.as_ref().map_or(cfg.consenter_keys.n(), |v| v.parties);
-    let lanes = prefetchers(&cfg, n, &tx_batches, &mut tasks)?;
+    let parties = newest.as_ref().map_or_else(
+        || (arma::Parties::contiguous(cfg.consenter_keys.n()), 0),
+        |v| (v.parties.clone(), v.sequence),
+    );
+    let lanes = prefetchers(&cfg, &parties.0, &tx_batches, &mut tasks)?;
     let batchers = shard_batchers(&cfg)?;
     let assemblers = cfg
         .assemblers
@@ -280,7 +290,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         core,
         store: Some(store),
         lanes,
-        n,
+        parties,
         rules: cfg.config_rules.clone(),
         linked: cfg.batchers.keys().copied().collect(),
         batchers,
@@ -335,7 +345,7 @@ async fn serve(cfg: &Config, store: &BlockStore, metrics: &Metrics) -> Result<wi
 /// Starts one prefetcher per shard (the party's own batcher); returns their lane views.
 fn prefetchers(
     cfg: &Config,
-    n: u32,
+    parties: &arma::Parties,
     tx_batches: &mpsc::Sender<OfferedBatch>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<Vec<watch::Sender<LaneView>>> {
@@ -346,7 +356,7 @@ fn prefetchers(
             .get(&(cfg.party, shard))
             .ok_or_else(|| Error::Config(format!("no batcher of party {} shard {shard}", cfg.party)))?;
         let (tx_lane, rx_lane) = watch::channel(LaneView {
-            primary: arma::primary_of(shard, 0, n),
+            primary: arma::primary_of(shard, 0, parties),
             term: 0,
             from_seq: 1,
         });

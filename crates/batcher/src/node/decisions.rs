@@ -64,7 +64,7 @@ pub fn verify_decision(decision: &pb::Decision, consenters: Option<&arma::Cluste
         return Ok(());
     };
     let verifier = arma::CertificateVerifier::new(keys.clone());
-    arma::verify_pb_decision(decision, &keys.chain_id(), &verifier, keys.n())
+    arma::verify_pb_decision(decision, &keys.chain_id(), &verifier, &keys.members())
         .map(|_| ())
         .map_err(|e| Error::DecisionRefused {
             decision: decision.number,

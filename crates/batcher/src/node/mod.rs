@@ -414,7 +414,7 @@ impl Drop for Handle {
 fn check(config: &Config) -> Result<()> {
     config.batcher.validate()?;
     let bad = |reason: String| Err(Error::NodeConfig { reason });
-    for party in 1..=config.batcher.parties {
+    for &party in config.batcher.parties.ids() {
         if party != config.batcher.party && !config.peers.contains_key(&party) {
             return bad(format!("no batcher endpoint for party {party}"));
         }

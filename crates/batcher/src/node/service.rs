@@ -405,7 +405,7 @@ impl BatcherPeer for PeerService {
         let caller = wire::tls::caller(&request);
         let mut stream = request.into_inner();
         while let Some(m) = self.next(&mut stream).await? {
-            let from = forwarder(m.from, caller, self.book.parties())?;
+            let from = forwarder(m.from, caller, &self.book.parties())?;
             if m.request.is_empty() || m.request.len() > self.max_request_bytes {
                 continue;
             }
@@ -436,10 +436,17 @@ impl BatcherPeer for PeerService {
 /// The party a forward comes from: with TLS, the authenticated caller's, and a message
 /// that names another party is refused (a Byzantine batcher must not spend another
 /// party's forward quota or have its requests blamed on it); without TLS (an
-/// `--insecure` network) the party the message names, which must exist.
-fn forwarder(claimed: PartyId, caller: Option<wire::tls::Peer>, parties: u32) -> Result<PartyId, Status> {
-    if claimed == 0 || claimed > parties {
-        return Err(Status::invalid_argument(format!("no party {claimed}")));
+/// `--insecure` network) the party the message names. Either way the party must be in
+/// force (a party that left forwards nothing).
+fn forwarder(
+    claimed: PartyId,
+    caller: Option<wire::tls::Peer>,
+    parties: &arma::Parties,
+) -> Result<PartyId, Status> {
+    if !parties.contains(claimed) {
+        return Err(Status::invalid_argument(format!(
+            "party {claimed} is not in force"
+        )));
     }
     match caller {
         Some(peer) if peer.party != claimed => Err(Status::permission_denied(format!(
@@ -462,19 +469,23 @@ mod forwarder_tests {
             shard: Some(0),
         };
         // (claimed, caller, accepted as)
-        let table: [(PartyId, Option<Peer>, Option<PartyId>); 6] = [
+        let table: [(PartyId, Option<Peer>, Option<PartyId>); 8] = [
             (2, Some(batcher(2)), Some(2)),
-            // Impersonation: party 3's batcher claims to be party 2.
-            (2, Some(batcher(3)), None),
+            // Impersonation: party 4's batcher claims to be party 2.
+            (2, Some(batcher(4)), None),
             (0, Some(batcher(2)), None),
             (5, Some(batcher(5)), None),
             // No TLS: the message's party, when it exists.
             (4, None, Some(4)),
             (5, None, None),
+            // Party 3 left: its forwards are refused, with or without TLS.
+            (3, Some(batcher(3)), None),
+            (3, None, None),
         ];
+        let parties = arma::Parties::new(vec![1, 2, 4]).unwrap_or_else(|e| panic!("{e}"));
         for (claimed, caller, want) in table {
             assert_eq!(
-                forwarder(claimed, caller, 4).ok(),
+                forwarder(claimed, caller, &parties).ok(),
                 want,
                 "claimed {claimed}, caller {caller:?}"
             );

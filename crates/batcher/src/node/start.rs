@@ -220,7 +220,10 @@ impl Parts {
                     .iter()
                     .map(|(p, u)| Ok((*p, channel(u)?)))
                     .collect::<Result<_>>()?,
-                config.batcher.parties,
+                config.batcher.parties.clone(),
+                // The start config's parties; the config in force (restored or followed)
+                // has a sequence at least as high and replaces them.
+                0,
             )),
             own: channel(&config.own_consenter)?,
             sets: super::decisions::load_sets(config)?,

@@ -24,7 +24,7 @@ pub fn config(party: PartyId, shards: u32) -> Config {
     Config {
         party,
         shard: 0,
-        parties: N,
+        parties: arma::Parties::contiguous(N),
         shards,
         keys: (1..=N)
             .map(|p| (p, key(p).public_key()))

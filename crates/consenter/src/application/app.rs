@@ -27,7 +27,7 @@ use super::config::ArmaConfig;
 use super::error::{ArmaError, ArmaResult};
 use super::request::{Item, PrimarySignatures, decode, decode_verified_with};
 use super::state::ArmaState;
-use crate::keys::{ClusterKeys, EngineSigner, EngineVerifier};
+use crate::keys::{EngineSigner, EngineVerifier};
 use ::arma::{ConfigChange, ConfigRules, ConfigView, Metadata, Outcome};
 
 /// What makes an [`ArmaApp`] order config updates.
@@ -192,21 +192,17 @@ impl ArmaApp {
     /// another party by a careless update) is not taken.
     fn membership_of(&self, epoch: u64, view: &ConfigView) -> Option<Membership> {
         let r = self.reconfig.as_ref()?;
-        let n = u32::try_from(view.consenters.len()).ok()?;
         let holds = |c: &crypto::PublicKey| r.keys.iter().find(|k| k.public_key() == *c);
-        let slot = r.party.checked_sub(1).map(|s| s as usize);
-        let mine = slot.and_then(|id| {
-            let key = holds(view.consenters.get(id)?)?;
-            Some((u32::try_from(id).ok()?, key))
-        });
+        // Party `p` runs replica `p − 1` in every set (stable ids, ADR 0018).
+        let slot = r.party.checked_sub(1);
+        let mine = slot.and_then(|id| Some((id, holds(view.consenters.get(&id)?)?)));
+        let keys = view.consenter_keys();
         Some(Membership {
             epoch,
             chain: r.chain,
-            // The parties in force are `1..=n`, their replicas `0..n` (replica =
-            // party − 1); a party leaving is not supported here yet.
-            members: bft::Members::contiguous(n),
+            members: bft::Members::new(view.consenters.keys().copied().collect()).ok()?,
             id: mine.map(|(id, _)| id),
-            verifier: Arc::new(EngineVerifier::new(ClusterKeys::new(view.consenters.clone()))),
+            verifier: Arc::new(EngineVerifier::new(keys)),
             signer: mine.map(|(_, k)| Box::new(EngineSigner::new(k.clone())) as Box<dyn bft::Signer>),
             params: view.engine,
         })

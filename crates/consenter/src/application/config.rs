@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use arma::Parties;
 use crypto::PublicKey;
 use types::{PartyId, ShardId};
 
@@ -11,8 +12,8 @@ use super::error::{ArmaError, ArmaResult};
 /// What the Arma application knows of the network.
 #[derive(Clone, Debug)]
 pub struct ArmaConfig {
-    /// Number of parties N (parties are `1..=N`).
-    pub parties: u32,
+    /// The parties in force (ids increasing; a party that left leaves a gap).
+    pub parties: Parties,
     /// Number of shards S (shards are `0..S`).
     pub shards: u32,
     /// How far ahead of a shard's last ordered seq BAFs are counted (older or further
@@ -42,27 +43,28 @@ pub struct Knobs {
 
 impl ArmaConfig {
     /// A config for `parties` × `shards` with the batcher public key of every
-    /// `(party, shard)`; refuses a missing key or an empty network.
+    /// `(party, shard)`; refuses a missing key, a key of a party not in force or an
+    /// empty network.
     pub fn new(
-        parties: u32,
+        parties: Parties,
         shards: u32,
         max_seqs_ahead: u64,
         batcher_keys: BTreeMap<(PartyId, ShardId), PublicKey>,
     ) -> ArmaResult<ArmaConfig> {
         let bad = |reason: String| Err(ArmaError::Config { reason });
-        if parties == 0 || shards == 0 || max_seqs_ahead == 0 {
+        if shards == 0 || max_seqs_ahead == 0 {
             return bad(format!(
-                "parties ({parties}), shards ({shards}) and max_seqs_ahead ({max_seqs_ahead}) must be positive"
+                "shards ({shards}) and max_seqs_ahead ({max_seqs_ahead}) must be positive"
             ));
         }
-        for party in 1..=parties {
+        for &party in parties.ids() {
             for shard in 0..shards {
                 if !batcher_keys.contains_key(&(party, shard)) {
                     return bad(format!("no batcher key for party {party}, shard {shard}"));
                 }
             }
         }
-        if batcher_keys.len() as u64 != u64::from(parties) * u64::from(shards) {
+        if batcher_keys.len() as u64 != u64::from(parties.len()) * u64::from(shards) {
             return bad("batcher keys for parties or shards outside the network".into());
         }
         Ok(ArmaConfig {
@@ -78,7 +80,7 @@ impl ArmaConfig {
     /// The config of the network `view` describes, with this config's defences.
     pub fn with_view(&self, view: &arma::ConfigView) -> ArmaResult<ArmaConfig> {
         let mut next = ArmaConfig::new(
-            view.parties,
+            view.parties.clone(),
             view.shards,
             view.max_seqs_ahead,
             view.batcher_keys.clone(),
@@ -107,14 +109,13 @@ impl ArmaConfig {
 
     /// BAFs that make a batch attestation, and complaints that change a term: f+1.
     pub fn threshold(&self) -> usize {
-        self.knobs
-            .threshold
-            .unwrap_or(((self.parties - 1) / 3 + 1) as usize)
+        self.knobs.threshold.unwrap_or(self.parties.threshold())
     }
 
-    /// The primary of `shard` in `term` (docs/contracts.md: party `((s + t) mod N) + 1`).
+    /// The primary of `shard` in `term` (docs/contracts.md: the `((s + t) mod N)`-th
+    /// party in force).
     pub fn primary_of(&self, shard: ShardId, term: u64) -> PartyId {
-        arma::primary_of(shard, term, self.parties)
+        self.parties.primary_of(shard, term)
     }
 
     pub(super) fn check_shard(&self, shard: ShardId) -> ArmaResult<()> {
@@ -143,18 +144,13 @@ impl ArmaConfig {
     }
 
     pub(super) fn check_party(&self, party: PartyId) -> ArmaResult<()> {
-        if party_in_range(party, self.parties) {
+        if self.parties.contains(party) {
             Ok(())
         } else {
             Err(ArmaError::UnknownParty {
                 party,
-                parties: self.parties,
+                parties: self.parties.clone(),
             })
         }
     }
-}
-
-/// Whether `party` is `1..=parties`.
-fn party_in_range(party: PartyId, parties: u32) -> bool {
-    (1..=parties).contains(&party)
 }

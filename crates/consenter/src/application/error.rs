@@ -19,13 +19,13 @@ pub enum ArmaError {
         /// Shards of the network.
         shards: u32,
     },
-    /// The request names a party the network does not have.
-    #[error("party {party} does not exist ({parties} parties)")]
+    /// The request names a party not in force (never one, or one that left).
+    #[error("party {party} is not in force (parties {parties:?})")]
     UnknownParty {
         /// The party named.
         party: PartyId,
-        /// Parties of the network.
-        parties: u32,
+        /// The parties in force.
+        parties: arma::Parties,
     },
     /// A signature does not verify under the network's batcher key.
     #[error("bad {which} signature of party {party} (shard {shard})")]

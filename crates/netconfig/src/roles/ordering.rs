@@ -146,7 +146,7 @@ impl NetworkConfig {
         let cfg = batcher::Config {
             party,
             shard,
-            parties: self.n(),
+            parties: self.party_ids(),
             shards: self.shards.get(),
             keys: self.batcher_keys(shard)?,
             max_request_bytes: nonzero_usize(b.max_request_bytes),
@@ -276,7 +276,30 @@ impl NetworkConfig {
         self.parties.iter().map(|p| p.consenter.to_string()).collect()
     }
 
-    /// Every consenter's public key, index = replica id.
+    /// The parties in force, as the ordering roles count them.
+    pub fn party_ids(&self) -> arma::Parties {
+        arma::Parties::new(self.parties.iter().map(|p| p.id).collect())
+            // A loaded config has parties with increasing ids from 1.
+            .unwrap_or_else(|_| arma::Parties::contiguous(self.n()))
+    }
+
+    /// Every consenter's public key by replica id (party `p` runs replica `p − 1`).
+    pub fn consenters_by_replica(&self) -> BTreeMap<bft::ReplicaId, PublicKey> {
+        self.parties
+            .iter()
+            .map(|p| (p.id.saturating_sub(1), p.consenter_key.clone()))
+            .collect()
+    }
+
+    /// Every consenter's `host:port` by replica id (party `p` runs replica `p − 1`).
+    pub fn consenter_endpoints_by_replica(&self) -> BTreeMap<bft::ReplicaId, String> {
+        self.parties
+            .iter()
+            .map(|p| (p.id.saturating_sub(1), p.consenter.to_string()))
+            .collect()
+    }
+
+    /// Every consenter's public key, in party order.
     pub fn consenter_keys(&self) -> Vec<PublicKey> {
         self.parties.iter().map(|p| p.consenter_key.clone()).collect()
     }
@@ -359,7 +382,7 @@ impl NetworkConfig {
             }
         }
         consenter::application::ArmaConfig::new(
-            self.n(),
+            self.party_ids(),
             self.shards.get(),
             self.file.consensus.max_seqs_ahead,
             keys,

@@ -104,11 +104,11 @@ impl ConfigRules for NetworkRules {
         }
         Ok(ConfigView {
             sequence: net.sequence(),
-            parties: net.n(),
+            parties: net.party_ids(),
             shards: net.shards().get(),
             batcher_keys,
-            consenters: net.consenter_keys(),
-            consenter_endpoints: net.consenter_peers(),
+            consenters: net.consenters_by_replica(),
+            consenter_endpoints: net.consenter_endpoints_by_replica(),
             batcher_endpoints,
             max_seqs_ahead: net.file().consensus.max_seqs_ahead,
             batching: arma::BatchingView {

@@ -182,7 +182,7 @@ impl Switches {
         {
             // The set before: the one that certified the switch.
             let (chain, verifier, n) = self.sets.set_for(start);
-            if verify_pb_decision(wire, &chain, verifier.as_ref(), n).is_ok() {
+            if verify_pb_decision(wire, &chain, verifier.as_ref(), &n).is_ok() {
                 return Err(format!(
                     "certificates: decision {seq} of set {epoch} also verifies under set {} (the set before)",
                     epoch - 1
@@ -199,7 +199,7 @@ impl Switches {
     /// verifies under the set in force for it.
     pub fn check_delivered(&self, party: u32, seq: u64, wire: &pb::Decision) -> Result<(), String> {
         let (chain, verifier, n) = self.sets.set_for(seq);
-        verify_pb_decision(wire, &chain, verifier.as_ref(), n)
+        verify_pb_decision(wire, &chain, verifier.as_ref(), &n)
             .map(|_| ())
             .map_err(|e| {
                 format!(
