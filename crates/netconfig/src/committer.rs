@@ -36,16 +36,19 @@ fn bad(reason: String) -> Error {
     Error::Committer { reason }
 }
 
-/// Parses and checks the section against `n` parties.
-pub(crate) fn parse(file: &CommitterFile, n: u32) -> Result<Committers> {
+/// Parses and checks the section against the parties in force `ids`.
+pub(crate) fn parse(file: &CommitterFile, ids: &[PartyId]) -> Result<Committers> {
     let key: crypto::PublicKey = file
         .meta_policy
         .parse()
         .map_err(|e| bad(format!("meta_policy {:?}: {e}", file.meta_policy)))?;
     let mut parties: Vec<CommitterParty> = Vec::with_capacity(file.parties.len());
     for p in &file.parties {
-        if p.party == 0 || p.party > n {
-            return Err(bad(format!("party {} is not one of the parties 1..{n}", p.party)));
+        if !ids.contains(&p.party) {
+            return Err(bad(format!(
+                "party {} is not one of the parties {ids:?}",
+                p.party
+            )));
         }
         if parties.iter().any(|q| q.party == p.party) {
             return Err(bad(format!("party {} is listed twice", p.party)));

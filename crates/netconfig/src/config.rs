@@ -19,7 +19,7 @@ const MAX_FILE_BYTES: u64 = 64 << 20;
 /// One party's nodes, validated.
 #[derive(Debug, Clone)]
 pub struct Party {
-    /// The party id (1..N).
+    /// The party id (1 or more; ids increase down the list).
     pub id: PartyId,
     /// The router's endpoint.
     pub router: Endpoint,
@@ -105,12 +105,13 @@ impl NetworkConfig {
             return Err(Error::NoParties);
         }
         let shards = NonZeroU32::new(file.shards).ok_or(Error::NoShards)?;
-        let parties = file
-            .parties
-            .iter()
-            .enumerate()
-            .map(|(index, p)| parse_party(index, p, shards.get()))
-            .collect::<Result<Vec<Party>>>()?;
+        let mut after = 0;
+        let mut parties = Vec::with_capacity(file.parties.len());
+        for (index, p) in file.parties.iter().enumerate() {
+            parties.push(parse_party(index, after, p, shards.get())?);
+            after = p.id;
+        }
+        check_left(&file)?;
         check_distinct(&parties)?;
         check_retired(&file, &parties)?;
         check_update_policy(&file, &parties)?;
@@ -122,16 +123,19 @@ impl NetworkConfig {
             .map(|f| crate::fabric::parse(f, &file))
             .transpose()?
             .unwrap_or_default();
-        let n = u32::try_from(parties.len()).unwrap_or(u32::MAX);
+        // The committer's and the token's nodes run outside the ordering and are not
+        // changed by an update: they may name a party that left.
+        let mut ids: Vec<PartyId> = parties.iter().map(|p| p.id).collect();
+        ids.extend_from_slice(&file.left_parties);
         let committers = file
             .committer
             .as_ref()
-            .map(|c| crate::committer::parse(c, n))
+            .map(|c| crate::committer::parse(c, &ids))
             .transpose()?;
         let token = file
             .token
             .as_ref()
-            .map(|t| crate::token::parse(t, n))
+            .map(|t| crate::token::parse(t, &ids))
             .transpose()?;
         let tls_peers = file
             .tls
@@ -219,20 +223,44 @@ impl NetworkConfig {
         self.shards
     }
 
-    /// The parties, in order (party `p` at index `p − 1`).
+    /// The parties in force, ids increasing (with gaps where a party left).
     pub fn parties(&self) -> &[Party] {
         &self.parties
     }
 
     /// Party `party`.
     pub fn party(&self, party: PartyId) -> Result<&Party> {
-        party
-            .checked_sub(1)
-            .and_then(|i| self.parties.get(i as usize))
-            .ok_or(Error::UnknownParty {
+        self.parties
+            .binary_search_by_key(&party, |p| p.id)
+            .ok()
+            .and_then(|i| self.parties.get(i))
+            .ok_or_else(|| Error::UnknownParty {
                 party,
-                parties: self.n(),
+                parties: self.party_list(),
             })
+    }
+
+    /// The ids of the parties in force, increasing.
+    pub fn party_list(&self) -> Vec<PartyId> {
+        self.parties.iter().map(|p| p.id).collect()
+    }
+
+    /// Whether `party` is a party in force.
+    pub fn has_party(&self, party: PartyId) -> bool {
+        self.party(party).is_ok()
+    }
+
+    /// The ids of the parties that left, increasing.
+    pub fn left_parties(&self) -> &[PartyId] {
+        &self.file.left_parties
+    }
+
+    /// The id a party joining now takes: the one after every id used (the parties in
+    /// force and those that left).
+    pub fn next_party_id(&self) -> PartyId {
+        let used = self.parties.last().map_or(0, |p| p.id);
+        let left = self.file.left_parties.last().copied().unwrap_or(0);
+        used.max(left).saturating_add(1)
     }
 
     /// Party `party`'s batcher of shard `shard`.
@@ -328,13 +356,50 @@ fn public_key(node: Node, text: &str) -> Result<PublicKey> {
     })
 }
 
-fn parse_party(index: usize, p: &PartyFile, shards: u32) -> Result<Party> {
-    let expected = u32::try_from(index).unwrap_or(u32::MAX).saturating_add(1);
-    if p.id != expected {
+/// `left_parties` is increasing, names no party in force, and with the parties covers
+/// every id from 1 to the highest used.
+fn check_left(file: &NetworkFile) -> Result<()> {
+    let left = &file.left_parties;
+    let bad = |reason: String| Err(Error::PartyIds { reason });
+    if left.first() == Some(&0) {
+        return bad("left_parties names id 0".into());
+    }
+    if let Some(w) = left.windows(2).find(|w| w[0] >= w[1]) {
+        return bad(format!(
+            "left_parties must be increasing: {} follows {}",
+            w[1], w[0]
+        ));
+    }
+    if let Some(p) = file.parties.iter().find(|p| left.binary_search(&p.id).is_ok()) {
+        return Err(Error::PartyLeft { id: p.id });
+    }
+    let highest = file
+        .parties
+        .iter()
+        .map(|p| p.id)
+        .chain(left.iter().copied())
+        .max()
+        .unwrap_or(0);
+    // Ids are increasing and distinct on each side, and the sides are disjoint: they
+    // cover 1..=highest exactly when there are `highest` of them.
+    let used = u64::try_from(file.parties.len().saturating_add(left.len())).unwrap_or(u64::MAX);
+    if used != u64::from(highest) {
+        let gap = (1..=highest)
+            .find(|id| !file.parties.iter().any(|p| p.id == *id) && left.binary_search(id).is_err())
+            .unwrap_or(highest);
+        return bad(format!(
+            "id {gap} is neither a party nor in left_parties (ids 1..={highest} are each one or the other)"
+        ));
+    }
+    Ok(())
+}
+
+fn parse_party(index: usize, after: PartyId, p: &PartyFile, shards: u32) -> Result<Party> {
+    if p.id <= after {
         return Err(Error::PartyOrder {
             index,
             id: p.id,
-            expected,
+            after,
         });
     }
     let id = p.id;

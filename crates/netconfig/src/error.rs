@@ -113,15 +113,30 @@ pub enum Error {
     },
     /// Parties must be listed in order with ids 1..N.
     #[error(
-        "the party at position {index} has id {id}; parties are listed in order with ids 1..N (expected {expected})"
+        "the party at position {index} has id {id}; party ids start at 1 and increase down the list (the id before it is {after})"
     )]
     PartyOrder {
         /// Position in the list (0-based).
         index: usize,
         /// Its id.
         id: PartyId,
-        /// The id expected there.
-        expected: PartyId,
+        /// The id before it (0 for the first).
+        after: PartyId,
+    },
+    /// A party in force has an id listed in `left_parties`.
+    #[error(
+        "party {id} is listed among the parties and in left_parties: an id that left is never given again"
+    )]
+    PartyLeft {
+        /// The id.
+        id: PartyId,
+    },
+    /// An id below the highest used is neither a party nor listed in `left_parties`, or
+    /// `left_parties` is not increasing, or names id 0.
+    #[error("party ids: {reason}")]
+    PartyIds {
+        /// What is wrong.
+        reason: String,
     },
     /// A party does not list one batcher per shard, in shard order.
     #[error(
@@ -267,13 +282,13 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A party outside 1..=N was asked for.
-    #[error("party {party} is not in 1..={parties}")]
+    /// A party not in force was asked for.
+    #[error("party {party} is not a party of the network (parties {parties:?})")]
     UnknownParty {
         /// The party.
         party: PartyId,
-        /// Number of parties.
-        parties: u32,
+        /// The parties in force.
+        parties: Vec<PartyId>,
     },
     /// A shard outside 0..S was asked for.
     #[error("shard {shard} is not in 0..{shards}")]

@@ -260,7 +260,9 @@ pub(crate) fn parse(fabric: &FabricFile, file: &NetworkFile) -> Result<arma::fab
     let invalid = |reason: String| Error::Fabric { reason };
     let mut seen = std::collections::BTreeSet::new();
     for org in &fabric.orgs {
-        if !file.parties.iter().any(|p| p.id == org.party) {
+        // An organization may name a party that left (an update does not change this
+        // section).
+        if !file.parties.iter().any(|p| p.id == org.party) && !file.left_parties.contains(&org.party) {
             return Err(invalid(format!(
                 "organization {} names party {}, not in the network",
                 org.msp_id, org.party

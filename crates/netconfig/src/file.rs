@@ -22,7 +22,8 @@ pub struct NetworkFile {
     pub sequence: u64,
     /// Number of shards S (shards are 0..S−1).
     pub shards: u32,
-    /// The parties, in order, with ids 1..N.
+    /// The parties in force, ids increasing (1..N for a network none has left; a party
+    /// that left leaves a gap, listed in `left_parties`).
     pub parties: Vec<PartyFile>,
     /// Batching parameters (every batcher of the network).
     #[serde(default)]
@@ -55,6 +56,12 @@ pub struct NetworkFile {
     /// "When an update is valid"). `fabrx network update propose` fills it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_keys: Vec<String>,
+    /// The ids of the parties that left through config updates, increasing: never given
+    /// again (a party that joins takes the id after every id used). Every id from 1 to
+    /// the highest used is a party's or listed here (docs/reconfiguration.md "Removing a
+    /// party").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_parties: Vec<PartyId>,
 }
 
 /// `update_policy`: who must sign a config update.

@@ -238,6 +238,7 @@ fn build(
         )?),
         update_policy: None,
         retired_keys: Vec::new(),
+        left_parties: Vec::new(),
     };
     Ok((file, BuiltKeys { nodes: keys, admins }))
 }

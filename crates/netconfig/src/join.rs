@@ -54,16 +54,16 @@ impl NetworkConfig {
                 "the joining config has sequence 0: give the config update's next config".into(),
             ));
         }
-        if party <= self.n() {
+        if self.has_party(party) {
             return Err(refused(format!(
-                "party {party} is in the genesis config (parties 1..={}): it starts with --network alone",
-                self.n()
+                "party {party} is in the genesis config (parties {:?}): it starts with --network alone",
+                self.party_list()
             )));
         }
         joined.party(party).map_err(|_| {
             refused(format!(
-                "the joining config does not name party {party} (parties 1..={})",
-                joined.n()
+                "the joining config does not name party {party} (parties {:?})",
+                joined.party_list()
             ))
         })?;
         Ok(())

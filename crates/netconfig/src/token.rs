@@ -58,8 +58,8 @@ fn bls_key(text: &str, what: &str) -> Result<crypto::PublicKey> {
     Ok(key)
 }
 
-/// Parses and checks the section against `n` parties.
-pub(crate) fn parse(file: &TokenFile, n: u32) -> Result<TokenApp> {
+/// Parses and checks the section against the parties in force `ids`.
+pub(crate) fn parse(file: &TokenFile, ids: &[PartyId]) -> Result<TokenApp> {
     if !types::check::is_valid_namespace_id(&file.namespace) || file.namespace == types::META_NAMESPACE {
         return Err(bad(format!(
             "namespace {:?} is not a valid namespace id",
@@ -74,9 +74,9 @@ pub(crate) fn parse(file: &TokenFile, n: u32) -> Result<TokenApp> {
         if e.index != expected {
             return Err(bad(format!("endorser {} listed at position {expected}", e.index)));
         }
-        if e.party == 0 || e.party > n {
+        if !ids.contains(&e.party) {
             return Err(bad(format!(
-                "endorser {} of party {} (parties are 1..{n})",
+                "endorser {} of party {} (the parties are {ids:?})",
                 e.index, e.party
             )));
         }
@@ -102,9 +102,9 @@ pub(crate) fn parse(file: &TokenFile, n: u32) -> Result<TokenApp> {
         .query
         .iter()
         .map(|q| {
-            if q.party == 0 || q.party > n {
+            if !ids.contains(&q.party) {
                 return Err(bad(format!(
-                    "query service of party {} (parties are 1..{n})",
+                    "query service of party {} (the parties are {ids:?})",
                     q.party
                 )));
             }

@@ -112,7 +112,7 @@ fn role_configs_come_out_of_the_network_config() {
     assert_eq!(cfg.router_setup(2, Some(listen)).unwrap().node.listen, listen);
     assert!(matches!(
         cfg.router_setup(5, None),
-        Err(Error::UnknownParty { party: 5, parties: 4 })
+        Err(Error::UnknownParty { party: 5, parties }) if parties == vec![1, 2, 3, 4]
     ));
     assert!(matches!(
         cfg.router_setup(0, None),
@@ -357,7 +357,7 @@ fn a_node_of_a_party_or_shard_the_network_lacks_is_named_not_a_missing_file() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "party 9 is not in 1..=4: the network has no such node"
+        "party 9 is not in [1, 2, 3, 4]: the network has no such node"
     );
     let e = cfg
         .install_tls(path, wire::tls::Role::Batcher, 1, Some(2))

@@ -226,7 +226,7 @@ fn bad_unknown_and_keyless_signers_are_refused_by_party() {
     update::sign(&mut u, 9, &stranger);
     let e = update::validate(current, &u).unwrap_err();
     assert!(
-        matches!(e, UpdateError::UnknownSigner { party: 9, parties: 4 }),
+        matches!(&e, UpdateError::UnknownSigner { party: 9, parties } if parties.len() == 4),
         "{e:?}"
     );
     // A party without an admin key.
@@ -267,19 +267,16 @@ fn without_party_4(f: &mut NetworkFile) {
 fn a_removed_party_cannot_sign_the_next_update() {
     let net = net();
     let current = &net.config;
-    // The roles do not follow a removal through an update yet: refused, naming it.
+    // A removal must list the id among the parties that left (netconfig's
+    // `update::without_party` writes such a config; tests/update_leave.rs).
     let removal = signed_unchecked(&net, current, &next_of(current, without_party_4), &[1, 2, 3]);
     assert!(update::propose(current, &next_of(current, without_party_4)).is_err());
     let e = update::validate(current, &removal).unwrap_err();
-    match &e {
-        UpdateError::NotFollowed { changes } => {
-            assert!(changes.iter().any(|c| c == "party 4 removed"), "{changes:?}");
-        }
-        other => panic!("{other:?}"),
-    }
+    assert!(matches!(e, UpdateError::LeftParties { .. }), "{e:?}");
     // A network at sequence 1 without party 4 (as such an update would leave it).
     let after = reloaded(current, |f| {
         without_party_4(f);
+        f.left_parties = vec![4];
         f.sequence = 1;
     });
     assert_eq!(
@@ -291,7 +288,7 @@ fn a_removed_party_cannot_sign_the_next_update() {
     update::sign(&mut u, 4, &net.admins[3]);
     let e = update::validate(&after, &u).unwrap_err();
     assert!(
-        matches!(e, UpdateError::UnknownSigner { party: 4, parties: 3 }),
+        matches!(&e, UpdateError::UnknownSigner { party: 4, parties } if *parties == vec![1, 2, 3]),
         "{e:?}"
     );
     let u = signed(&net, &after, &next, &[1, 3]);
@@ -644,7 +641,6 @@ fn an_update_may_change_only_what_the_roles_follow() {
 
     type Edit = Box<dyn Fn(&mut NetworkFile)>;
     let cases: Vec<(&str, Edit)> = vec![
-        ("party 4 removed", Box::new(without_party_4)),
         (
             "party 1 router: ",
             Box::new(|f| f.parties[0].router = "10.0.0.9:7050".into()),

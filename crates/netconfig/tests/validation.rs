@@ -72,9 +72,9 @@ fn each_bad_field_gives_its_typed_error() {
                 matches!(
                     e,
                     Error::PartyOrder {
-                        index: 1,
-                        id: 3,
-                        expected: 2
+                        index: 2,
+                        id: 2,
+                        after: 3
                     }
                 )
             },
@@ -88,7 +88,7 @@ fn each_bad_field_gives_its_typed_error() {
                     Error::PartyOrder {
                         index: 0,
                         id: 0,
-                        expected: 1
+                        after: 0
                     }
                 )
             },

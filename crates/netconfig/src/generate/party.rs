@@ -243,16 +243,18 @@ fn default_host(file: &NetworkFile) -> Option<String> {
     Some(host.trim_start_matches('[').trim_end_matches(']').to_string())
 }
 
-/// Issues party N + 1's keys and certificates into `spec.dir` and gives the next config
-/// that adds it. Everything is made and checked in memory first — the next config must be
+/// Issues the joining party's keys and certificates into `spec.dir` (its id is the one
+/// after every id used: N + 1 when no party has left) and gives the next config that
+/// adds it. Everything is made and checked in memory first — the next config must be
 /// a valid update of `current` (`crate::update::propose`) — and no file it writes may
 /// exist; then the certificates and keys are written.
 pub fn add_party(current: &NetworkConfig, spec: &PartySpec) -> Result<PartyAdded, PartyAddError> {
     let file = current.file();
-    let party = current
-        .n()
-        .checked_add(1)
-        .ok_or(PartyAddError::NoSlot { parties: current.n() })?;
+    // The id after every id used: a party that left keeps its id out of reach.
+    let party = current.next_party_id();
+    if current.has_party(party) || current.left_parties().contains(&party) {
+        return Err(PartyAddError::NoSlot { parties: current.n() });
+    }
     let layout = k8s_layout(file, spec)?;
     let endpoints = match &layout {
         Some(layout) => {

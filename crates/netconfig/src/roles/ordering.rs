@@ -313,7 +313,7 @@ impl NetworkConfig {
     /// none of their decisions — it fails at once, instead of judging config updates
     /// against another config than the others some day.
     pub fn cluster_keys(&self) -> ClusterKeys {
-        ClusterKeys::for_chain(&self.bound_chain(), self.consenter_keys())
+        ClusterKeys::by_id(&self.bound_chain(), self.consenters_by_replica())
     }
 
     /// The chain name the consenters sign under: the network's chain name bound to this

@@ -64,10 +64,10 @@ impl crate::NetworkConfig {
         shard: Option<u32>,
     ) -> Result<bool> {
         // Clients and wallets are party 0; every node is one of the network's parties.
-        if party != 0 && party > self.n() {
+        if party != 0 && !self.has_party(party) {
             return Err(Error::NotInNetwork {
                 what: format!("party {party}"),
-                range: format!("1..={}", self.n()),
+                range: format!("{:?}", self.party_list()),
             });
         }
         // A batcher's `shard` is its shard (an endorser's is its share index).

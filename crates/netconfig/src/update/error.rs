@@ -65,12 +65,12 @@ pub enum UpdateError {
         needed: u32,
     },
     /// A signature by a party that is not in the network in force.
-    #[error("a signature by party {party}, which is not a party of the network (1..={parties})")]
+    #[error("a signature by party {party}, which is not a party of the network (parties {parties:?})")]
     UnknownSigner {
         /// The listed party.
         party: PartyId,
-        /// N of the network in force.
-        parties: u32,
+        /// The parties in force.
+        parties: Vec<PartyId>,
     },
     /// A signature by a party without an admin key.
     #[error("a signature by party {party}, which has no admin key in the network config")]
@@ -303,13 +303,63 @@ pub enum UpdateError {
     },
     /// The update adds a party in another slot than the next one.
     #[error(
-        "the update adds party {party}; a joining party takes the next slot, {expected} (parties stay 1..=N)"
+        "the update adds party {party}; a joining party takes the id after every id used, {expected} (ids of parties that left are never given again)"
     )]
     JoinNotNextSlot {
         /// The party it adds.
         party: PartyId,
-        /// The slot a joiner takes: N + 1.
+        /// The id a joiner takes: one more than every party id and left id.
         expected: PartyId,
+    },
+    /// The update removes more than one party.
+    #[error(
+        "the update removes parties {parties:?}: one party leaves per update (remove party {first} alone, and the next once that is in force)",
+        first = .parties.first().copied().unwrap_or_default()
+    )]
+    LeaveSeveralParties {
+        /// The parties it removes, in order.
+        parties: Vec<PartyId>,
+    },
+    /// The update removes a party and adds one.
+    #[error(
+        "the update removes party {leaving} and adds party {joining}: a party leaves in an update of its own"
+    )]
+    LeaveWithJoin {
+        /// The party it removes.
+        leaving: PartyId,
+        /// The party it adds.
+        joining: PartyId,
+    },
+    /// A party to remove that is not in force.
+    #[error("party {party} is not a party of the network (parties {parties:?}): nothing to remove")]
+    UnknownLeaver {
+        /// The party named.
+        party: PartyId,
+        /// The parties in force.
+        parties: Vec<PartyId>,
+    },
+    /// The update removes the only party.
+    #[error("the update removes party {party}, the only party: a network keeps at least one")]
+    LeaveLastParty {
+        /// The party.
+        party: PartyId,
+    },
+    /// `left_parties` of the next config is not that of the config in force with the
+    /// leaving party (or, without one, unchanged).
+    #[error("left_parties of the next config is {listed:?}; expected {expected:?}")]
+    LeftParties {
+        /// What the next config lists.
+        listed: Vec<PartyId>,
+        /// What it must list.
+        expected: Vec<PartyId>,
+    },
+    /// The next config keeps a TLS certificate of an ordering node of the leaving party.
+    #[error("party {party} leaves but the next config keeps the TLS certificate of {holder}")]
+    LeaveWithCertificate {
+        /// The party.
+        party: PartyId,
+        /// The node whose certificate is kept.
+        holder: String,
     },
     /// A joining party without an admin key.
     #[error(

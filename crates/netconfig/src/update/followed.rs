@@ -7,7 +7,8 @@
 //! change, until the roles follow it. The ordering nodes' TLS certificates are followed
 //! (ADR 0019), under the rules of `super::tls`; so is the entry of a party the update
 //! adds, under the rules of `super::joining` (its other sections — the committer's nodes,
-//! the token services, its Fabric organization — are not).
+//! the token services, its Fabric organization — are not), and the removal of a party,
+//! under the rules of `super::leaving`.
 
 use crate::file::NetworkFile;
 use types::PartyId;
@@ -15,15 +16,18 @@ use types::PartyId;
 /// The changes from `current` to `next` that the roles do not follow through an update,
 /// one line each (the lines of [`super::diff`]); empty when every change is followed.
 /// `joining` is the party the update adds, as `super::joining::check` accepted it: its
-/// entry is followed.
+/// entry is followed. `leaving` is the party it removes, as `super::leaving::check`
+/// accepted it: its removal (and its id in `left_parties`) is followed.
 pub(super) fn not_followed(
     current: &NetworkFile,
     next: &NetworkFile,
     joining: Option<PartyId>,
+    leaving: Option<PartyId>,
 ) -> Vec<String> {
     let mut rest = next.clone();
     rest.sequence = current.sequence;
     rest.parties.retain(|p| Some(p.id) != joining);
+    rest.left_parties.clone_from(&current.left_parties);
     // Keys: consenter and batcher signing keys, and the admins' keys.
     for p in &mut rest.parties {
         let Some(was) = current.parties.iter().find(|c| c.id == p.id) else {
@@ -54,6 +58,7 @@ pub(super) fn not_followed(
     rest.retired_keys.clone_from(&current.retired_keys);
     // The ordering nodes' TLS certificates (the CA and the others' are compared).
     let mut base = current.clone();
+    base.parties.retain(|p| Some(p.id) != leaving);
     for tls in [base.tls.as_mut(), rest.tls.as_mut()].into_iter().flatten() {
         tls.certificates.retain(|c| !crate::tls::rotate::rotates(&c.role));
     }

@@ -1,7 +1,7 @@
 //! The rules of a party joining through an update (ADR 0018 "A party joining: the cores
 //! first, then the nodes"; docs/reconfiguration.md "Adding a party"). An update may add
-//! one party, in the next slot (`N + 1`: parties stay `1..=N`), and its entry is then
-//! followed ([`super::followed`]) when:
+//! one party, with the id after every id used (ids of parties that left are never given
+//! again), and its entry is then followed ([`super::followed`]) when:
 //!
 //! * it has an admin key (the next config stays updatable by its parties), an assembler
 //!   endpoint and one batcher per shard (its router and consenter are required fields);
@@ -15,8 +15,8 @@
 //!   is the certificate the fingerprint names, signed by the network CA, naming
 //!   `fabrx-node`, with a fingerprint nobody holds ([`super::tls::check_joiner`]).
 //!
-//! Several parties at once or a gap are refused here; a party removed is left to
-//! [`super::followed`] (not followed: `party 4 removed`).
+//! Several parties at once or another id are refused here; a party removed is left to
+//! [`super::leaving`].
 
 use std::collections::BTreeSet;
 
@@ -91,8 +91,7 @@ pub(super) fn check(config: &NetworkConfig, next: &NetworkFile) -> Result<Option
         [one] => *one,
         _ => return Err(UpdateError::JoinSeveralParties { parties: added }),
     };
-    let n = u32::try_from(current.parties.len()).unwrap_or(u32::MAX);
-    let expected = n.saturating_add(1);
+    let expected = config.next_party_id();
     if party != expected {
         return Err(UpdateError::JoinNotNextSlot { party, expected });
     }

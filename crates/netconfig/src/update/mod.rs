@@ -20,12 +20,14 @@ mod diff;
 mod error;
 mod followed;
 mod joining;
+mod leaving;
 mod rules;
 mod tls;
 
 pub use diff::diff;
 pub use error::{Result, UpdateError};
 pub use joining::endpoints_in_use;
+pub use leaving::without_party;
 pub use rules::{NetworkRules, config_bytes};
 
 use crate::config::NetworkConfig;
@@ -379,7 +381,7 @@ pub fn signature_verdicts<'a>(
 fn check_signature(current: &NetworkConfig, message: &[u8], s: &UpdateSignature) -> Result<()> {
     let party = current.party(s.party).map_err(|_| UpdateError::UnknownSigner {
         party: s.party,
-        parties: current.n(),
+        parties: current.party_list(),
     })?;
     let key = party
         .admin_key
@@ -481,8 +483,8 @@ fn check_header(current: &NetworkConfig, update: &ConfigUpdate) -> Result<()> {
 }
 
 /// The update's config is a valid next config (canonical, same chain and shards, next
-/// sequence, only changes the roles follow, at most one party joining under
-/// `joining`'s rules). Gives the next config.
+/// sequence, only changes the roles follow, at most one party joining under `joining`'s
+/// rules or one leaving under `leaving`'s). Gives the next config.
 fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkConfig> {
     let at = current.sequence();
     let expected = at
@@ -507,8 +509,9 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
             next: file.shards,
         });
     }
+    let leaving = leaving::check(current, &file)?;
     let joining = joining::check(current, &file)?;
-    let changes = followed::not_followed(current.file(), &file, joining);
+    let changes = followed::not_followed(current.file(), &file, joining, leaving);
     if !changes.is_empty() {
         return Err(UpdateError::NotFollowed { changes });
     }
@@ -528,7 +531,11 @@ fn check_next(current: &NetworkConfig, update: &ConfigUpdate) -> Result<NetworkC
         .map(|p| p.id)
         .chain(joining)
         .collect();
-    let f = current.n().saturating_sub(1) / 3;
+    // Over the smaller of the two sets: a party leaving lowers f at once.
+    let n = current
+        .n()
+        .min(u32::try_from(file.parties.len()).unwrap_or(u32::MAX));
+    let f = n.saturating_sub(1) / 3;
     if rotated.len() > f as usize {
         return Err(UpdateError::TooManyConsenterKeys { parties: rotated, f });
     }

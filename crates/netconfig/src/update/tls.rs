@@ -9,7 +9,8 @@
 //!   update that adds the new one and the one that removes the old one) — or for an
 //!   ordering node of the party the update adds, which has exactly one
 //!   ([`check_joiner`]);
-//! * a node has at most two certificates, and at least one;
+//! * a node has at most two certificates, and at least one — but a node of the party the
+//!   update removes has none (`super::leaving`);
 //! * no fingerprint passes to another holder.
 //!
 //! Names stay unique (`NetworkConfig::from_file` refuses a name listed twice).
@@ -93,7 +94,14 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
             });
         }
     }
-    if let Some(holder) = was.keys().find(|h| !now.contains_key(*h)) {
+    // A party the update removes: its nodes' certificates go with it.
+    let leaving =
+        |party| current.parties.iter().any(|p| p.id == party) && !next.parties.iter().any(|p| p.id == party);
+    if let Some(holder) = was
+        .iter()
+        .find(|(h, (peer, _))| !now.contains_key(*h) && !leaving(peer.party))
+        .map(|(h, _)| h)
+    {
         return Err(UpdateError::TlsNoCertificate {
             holder: holder.clone(),
         });
