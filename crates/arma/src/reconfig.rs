@@ -48,6 +48,9 @@ pub struct ConfigView {
     pub sequence: u64,
     /// The parties in force (ids increasing; a party that left leaves a gap).
     pub parties: Parties,
+    /// The parties that left through earlier updates, increasing: their nodes take no
+    /// part from the decision that removed them on, and stop themselves.
+    pub left_parties: Vec<PartyId>,
     /// Number of shards S (shards are `0..S`).
     pub shards: u32,
     /// The batcher public key of every `(party, shard)`.
@@ -92,6 +95,11 @@ impl ConfigView {
     /// verifier's keys; sets after the genesis one sign under `bft::set_chain`).
     pub fn consenter_keys(&self) -> crate::ClusterKeys {
         crate::ClusterKeys::by_id(crate::DEFAULT_CHAIN, self.consenters.clone())
+    }
+
+    /// Whether `party` left the network (a party not yet joined has not).
+    pub fn has_left(&self, party: PartyId) -> bool {
+        self.left_parties.binary_search(&party).is_ok()
     }
 
     /// The consenters' replica set: the ids that hold a key.

@@ -237,6 +237,13 @@ pub enum Error {
         /// Why it failed.
         reason: String,
     },
+    /// A config in force removed this batcher's party: the node stopped, as it should
+    /// (docs/reconfiguration.md "Removing a party").
+    #[error("party {party} left the network (a config update removed it): this batcher stopped")]
+    PartyLeft {
+        /// The party.
+        party: PartyId,
+    },
     /// The node's loop stopped (a task it depends on ended).
     #[error("the batcher node stopped: {reason}")]
     Stopped {

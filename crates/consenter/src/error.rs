@@ -69,6 +69,12 @@ pub enum Error {
     /// The Arma application refused its configuration or a snapshot.
     #[error(transparent)]
     Arma(#[from] crate::application::ArmaError),
+    /// A config in force removed this node's party: the node stopped, as it should.
+    #[error("party {party} left the network (a config update removed it): this consenter stopped")]
+    PartyLeft {
+        /// The party.
+        party: types::PartyId,
+    },
     /// A component stopped although the node should run forever.
     #[error("{what} stopped")]
     Stopped {

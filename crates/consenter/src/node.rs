@@ -344,16 +344,21 @@ impl NodeApp {
             v.order.clear();
             v.updates.clear();
             if let Some((rules, current)) = &v.config {
-                follow_peers(&self.peers, rules.as_ref(), current);
+                follow_peers(&self.peers, rules.as_ref(), current, self.app.reconfig_party());
             }
         }
     }
 }
 
-/// Grows the transport's replica set to the consenters of `config` (a party joined).
-fn follow_peers(peers: &Peers, rules: &dyn arma::ConfigRules, config: &[u8]) {
+/// Grows the transport's replica set to the consenters of `config` (a party joined); a
+/// config that removed this node's party `party` stops the node.
+fn follow_peers(peers: &Peers, rules: &dyn arma::ConfigRules, config: &[u8], party: Option<types::PartyId>) {
     match rules.view(config) {
         Ok(view) => {
+            if let Some(p) = party.filter(|p| view.has_left(*p)) {
+                peers.party_left(p);
+                return;
+            }
             // The transport's queues are still by position: it follows the replicas in
             // id order, which is right while no party has left (ADR 0018, step 7).
             let keys: Vec<_> = view.consenters.values().cloned().collect();
@@ -688,7 +693,12 @@ fn restore(
     };
     let verified = verified_cache(&app, cfg.reconfig.as_ref());
     if let Some(r) = &cfg.reconfig {
-        follow_peers(&peers, r.rules.as_ref(), app.config_in_force());
+        follow_peers(
+            &peers,
+            r.rules.as_ref(),
+            app.config_in_force(),
+            app.reconfig_party(),
+        );
     }
     let app = NodeApp {
         app,

@@ -29,6 +29,8 @@ pub struct Peers {
     transport: OnceLock<GrpcTransport>,
     /// Where the replicas past the genesis set are kept (`None`: not kept).
     file: Option<PathBuf>,
+    /// Set once a config in force removed this node's party: the node stops.
+    left: tokio::sync::watch::Sender<Option<types::PartyId>>,
 }
 
 /// The file form of the replicas past the genesis set.
@@ -62,6 +64,31 @@ impl Peers {
             endpoints: Mutex::new(endpoints),
             transport: OnceLock::new(),
             file: None,
+            left: tokio::sync::watch::Sender::new(None),
+        }
+    }
+
+    /// A config in force removed this node's party `party` (docs/reconfiguration.md
+    /// "Removing a party"): the node stops ([`Peers::left`]).
+    pub fn party_left(&self, party: types::PartyId) {
+        if self.left.send_replace(Some(party)).is_none() {
+            info!(
+                party,
+                "a config in force removed this node's party: this consenter stops"
+            );
+        }
+    }
+
+    /// Resolves with this node's party once a config in force removed it.
+    pub async fn left(&self) -> types::PartyId {
+        let mut rx = self.left.subscribe();
+        loop {
+            if let Some(p) = *rx.borrow_and_update() {
+                return p;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
         }
     }
 

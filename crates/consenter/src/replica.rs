@@ -250,6 +250,8 @@ pub struct Handle {
     writer: wire::node::Task<Result<()>>,
     /// Why it stopped, once `failed` saw it.
     ended: Option<String>,
+    /// The replicas it links to: they say when a config removed this node's party.
+    peers: Arc<Peers>,
 }
 
 /// Resolves when the server ends on its own (never once it was taken).
@@ -281,7 +283,14 @@ impl Handle {
                 },
             }
         };
+        let peers = Arc::clone(&self.peers);
+        let left = async move {
+            Error::PartyLeft {
+                party: peers.left().await,
+            }
+        };
         tokio::select! {
+            e = left => e,
             e = shell => e,
             r = serving_ended(&mut self.serving) => match r {
                 Err(e) => Error::Server { reason: e.reason },
@@ -359,6 +368,7 @@ where
     tokio::spawn(answer_refusals(rx_refused, waiters.clone()));
     let transport = spawn_transport(cfg, epoch, l.key, l.keys, stats.clone());
     l.peers.attach(transport.clone());
+    let left_signal = Arc::clone(&l.peers);
     tokio::spawn(sample_metrics(l.metrics, tx_status.subscribe(), stats.clone()));
     let mut service = ConsensusService::new(ServiceDeps {
         me,
@@ -414,6 +424,7 @@ where
         serving: Some(serving),
         writer: wire::node::Task::new(writer),
         ended: None,
+        peers: left_signal,
     })
 }
 

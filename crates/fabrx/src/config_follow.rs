@@ -1,6 +1,7 @@
 //! The config in force as the consenters answer it ([`netconfig::in_force`]): `fabrx
 //! network update current` writes it; a router, which reads no decisions, follows its
-//! TLS section by asking every few seconds (ADR 0019).
+//! TLS section and whether its party is still in force by asking every few seconds
+//! (ADR 0019).
 
 use std::time::Duration;
 
@@ -13,14 +14,16 @@ pub const ROUTER_POLL: Duration = Duration::from_secs(2);
 
 pub use netconfig::in_force::in_force;
 
-/// Follows the TLS section of the config in force for a process that reads no decisions
-/// (a router): asks the consenters at once and every [`ROUTER_POLL`], and puts each new
-/// config they answer in force for this process (`ConfigRules::in_force`). The channels
-/// to the consenters and the last answer are kept between the questions
-/// (`netconfig::in_force::Consenters`): a new connection per question cost each router
-/// two mutual-TLS handshakes every [`ROUTER_POLL`] (and the consenters asked as many),
-/// and parsing the same answer again checked every public key of the config.
-pub fn spawn_tls_follower(config: NetworkConfig) -> tokio::task::JoinHandle<()> {
+/// Follows the config in force for a process that reads no decisions (a router): asks
+/// the consenters at once and every [`ROUTER_POLL`]; with `tls`, puts each new config they
+/// answer in force for this process (`ConfigRules::in_force`: its TLS section). Ends,
+/// with the party, once a config in force removed `party` (docs/reconfiguration.md
+/// "Removing a party"): the router then stops. The channels to the consenters and the
+/// last answer are kept between the questions (`netconfig::in_force::Consenters`): a new
+/// connection per question cost each router two mutual-TLS handshakes every
+/// [`ROUTER_POLL`] (and the consenters asked as many), and parsing the same answer again
+/// checked every public key of the config.
+pub fn spawn_follower(config: NetworkConfig, party: PartyId, tls: bool) -> tokio::task::JoinHandle<PartyId> {
     tokio::spawn(async move {
         let rules = netconfig::update::NetworkRules::new();
         let consenters = netconfig::in_force::Consenters::new(config);
@@ -31,14 +34,20 @@ pub fn spawn_tls_follower(config: NetworkConfig) -> tokio::task::JoinHandle<()> 
                 Ok((bytes, _)) => {
                     failing = false;
                     if last.as_ref() != Some(&bytes) {
-                        rules.in_force(&bytes);
+                        if rules.view(&bytes).is_ok_and(|v| v.has_left(party)) {
+                            tracing::info!(party, "a config in force removed this router's party: it stops");
+                            return party;
+                        }
+                        if tls {
+                            rules.in_force(&bytes);
+                        }
                         last = Some(bytes);
                     }
                 }
                 // Logged once per outage: consenters restart, and a router starts before them.
                 Err(reason) if !failing => {
                     failing = true;
-                    tracing::warn!(%reason, "the config in force is not known: TLS follows it when the consenters answer");
+                    tracing::warn!(%reason, "the config in force is not known: this router follows it when the consenters answer");
                 }
                 Err(_) => {}
             }

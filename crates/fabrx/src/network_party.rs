@@ -1,7 +1,9 @@
 //! `fabrx network party add`: a party joining (docs/reconfiguration.md "Adding a party").
-//! Issues party N + 1's keys and TLS certificates into the network directory and writes
+//! Issues the joiner's keys and TLS certificates into the network directory and writes
 //! the next config that adds it, which is then proposed, signed and submitted like any
-//! update. Files only; the deciding logic is `netconfig::generate::party`.
+//! update. `fabrx network party remove`: a party leaving ("Removing a party"); writes
+//! the next config without it. Files only; the deciding logic is
+//! `netconfig::generate::party` and `netconfig::update::without_party`.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +20,26 @@ pub enum PartyCmd {
     /// past every port in use (on a Kubernetes network: its Services, and its Secret
     /// manifest `<dir>/k8s/party<P>/secret.yaml`).
     Add(AddArgs),
+    /// Write the next config without party P: its router, batchers, consenter and
+    /// assembler leave the ordering (their TLS certificates out, their keys retired, its
+    /// id never given again). Propose, sign and submit it like any update; the party's
+    /// ordering nodes stop themselves at the decision that puts it in force.
+    Remove(RemoveArgs),
+}
+
+/// Arguments of `fabrx network party remove`.
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The config in force (`fabrx network update current --out`), or the network
+    /// directory for its genesis config.
+    #[arg(long)]
+    network: PathBuf,
+    /// The party that leaves.
+    #[arg(long)]
+    party: u32,
+    /// The next config to write (an existing file is refused).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// Arguments of `fabrx network party add`.
@@ -56,7 +78,33 @@ pub struct AddArgs {
 
 /// Runs a `fabrx network party` command.
 pub fn run(cmd: PartyCmd) -> anyhow::Result<()> {
-    let PartyCmd::Add(args) = cmd;
+    match cmd {
+        PartyCmd::Add(args) => add(args),
+        PartyCmd::Remove(args) => remove(&args),
+    }
+}
+
+fn remove(args: &RemoveArgs) -> anyhow::Result<()> {
+    let current = load(&args.network)?;
+    if args.out.exists() {
+        bail!("{} already exists: choose another --out", args.out.display());
+    }
+    let next = netconfig::update::without_party(&current, args.party)
+        .with_context(|| format!("removing party {}", args.party))?;
+    let text = serde_json::to_string_pretty(&next)? + "\n";
+    std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
+    let f = (next.parties.len().saturating_sub(1)) / 3;
+    println!(
+        "party {}: the next config, sequence {}, without it is {} (parties {:?}, f = {f}): propose it with `fabrx network update propose`",
+        args.party,
+        next.sequence,
+        args.out.display(),
+        next.parties.iter().map(|p| p.id).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+fn add(args: AddArgs) -> anyhow::Result<()> {
     let current = load(&args.network)?;
     if args.out.exists() {
         bail!("{} already exists: choose another --out", args.out.display());

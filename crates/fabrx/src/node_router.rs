@@ -71,15 +71,16 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
         "listen": node.addr.to_string(),
         "shards": shards.get(),
     });
-    // A router reads no decisions: it follows the TLS section of the config in force by
-    // asking the consenters (ADR 0019).
-    let follower = config
-        .tls_enabled()
-        .then(|| crate::config_follow::spawn_tls_follower(config.clone()));
+    // A router reads no decisions: it follows the TLS section of the config in force,
+    // and whether its party is still in force, by asking the consenters (ADR 0019).
+    let mut follower = crate::config_follow::spawn_follower(config.clone(), args.party, config.tls_enabled());
     let what = format!("party {}'s router", args.party);
-    let served = crate::runner::serve(node, &what, Some(ready), &mut stopping).await;
-    if let Some(f) = follower {
-        f.abort();
-    }
+    let served = tokio::select! {
+        served = crate::runner::serve(node, &what, Some(ready), &mut stopping) => served,
+        Ok(party) = &mut follower => {
+            anyhow::bail!("party {party} left the network (a config update removed it): this router stopped")
+        }
+    };
+    follower.abort();
     served
 }

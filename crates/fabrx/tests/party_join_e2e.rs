@@ -10,20 +10,23 @@
 //!    batchers start their cores at that decision; every genesis assembler fetches from
 //!    party 5's batchers; party 5's assembler builds the whole ledger (`fabrx blocks
 //!    --party 5` finds it through the config in force), block for block party 1's.
-//! 2. **Every ordering node's TLS certificate rotates** (update A adds the next ones,
+//! 2. **Party 2 leaves** (`fabrx network party remove`, signed by parties 1, 3 and 4,
+//!    ordered under load): its router, batchers, consenter and assembler stop themselves
+//!    at the decision that removes it; the others go on as parties 1, 3, 4 and 5 (f = 1), and a
+//!    load goes to their four routers.
+//! 3. **Every ordering node's TLS certificate rotates** (update A adds the next ones,
 //!    update B retires the old ones), party 5's included.
-//! 3. **Every signing key rotates**: all ten batcher keys and party 1's consenter key in
+//! 4. **Every signing key rotates**: all eight batcher keys and party 1's consenter key in
 //!    one update, then the other consenter keys one per update (at most f at once), each
 //!    node reading its next key where it was written while it ran.
-//! 4. **The batch timeout changes.**
+//! 5. **The batch timeout changes.**
 //!
-//! Every tx of every load is committed (across update B, every acknowledged one), every
-//! block verifies across the nine switches at parties 1 and 5, and no genesis node was
-//! restarted. Then, with consenter 4 stopped, the set of five (quorum four) still orders —
-//! only with the joiner's votes — and the last block carries its signature; the joiner
-//! restarted is a member again.
-//!
-//! Not built, so not here: a party leaving (docs/reconfiguration.md "Not done").
+//! Every tx of every load is committed (across update B and the removal, every
+//! acknowledged one), every block verifies across the nine switches at parties 1 and 5,
+//! and no node was restarted but the joiner (party 2's stopped themselves). Then, with
+//! consenter 4 stopped, the set of four (quorum three) still orders — only with the
+//! joiner's votes — and the last block carries its signature; the joiner restarted is a
+//! member again.
 
 #![allow(
     clippy::unwrap_used,
@@ -36,7 +39,7 @@ mod cluster;
 mod envelope;
 use cluster::update::{
     assert_acknowledged_committed, current, free_port, gauge, ok, order, propose_and_sign, run, s, scrape,
-    wait_epoch,
+    wait_epoch, wait_epoch_except,
 };
 use cluster::{
     assert_all_committed, bin, fabrx_ok as fabrx, free_base_port, kill_and_wait as kill, last_json,
@@ -74,8 +77,23 @@ fn logs(dir: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The consenter of the party that leaves: stopped from step 2 on.
+const LEFT: &[&str] = &["consenter-2"];
+
+/// Party 2's ordering nodes: each stops itself at the decision that removes the party.
+const PARTY_2: [&str; 5] = [
+    "router-2",
+    "batcher-2-0",
+    "batcher-2-1",
+    "consenter-2",
+    "assembler-2",
+];
+
+/// The admins that sign once party 2 left: a majority of the four parties.
+const SIGNERS: &[u32] = &[1, 3, 4];
+
 /// The config in force (sequence `at`) edited by `edit` (and the next sequence), ordered;
-/// waits until every genesis consenter is at the next epoch.
+/// waits until every consenter of a party in force is at the next epoch.
 fn edit_and_order(dir: &Path, at: u64, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
     let in_force = current(dir, &format!("{name}.current.json"));
     let mut next: serde_json::Value =
@@ -85,8 +103,8 @@ fn edit_and_order(dir: &Path, at: u64, name: &str, edit: impl FnOnce(&mut serde_
     edit(&mut next);
     let path = dir.join(format!("{name}.next.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&next).unwrap()).unwrap();
-    ok(&order(dir, &in_force, &path, name, &[1, 2, 3]));
-    wait_epoch(dir, at + 1);
+    ok(&order(dir, &in_force, &path, name, SIGNERS));
+    wait_epoch_except(dir, at + 1, LEFT);
 }
 
 /// Party 5's nodes, each started with `--join`; killed on drop.
@@ -190,12 +208,13 @@ impl Joiner {
         ))
     }
 
-    fn wait_member(&self, within: Duration) {
+    /// Waits until the joiner is a member of a set of `members`.
+    fn wait_member(&self, within: Duration, members: f64) {
         let start = Instant::now();
-        while self.membership() != Some((1.0, 5.0)) {
+        while self.membership() != Some((1.0, members)) {
             assert!(
                 start.elapsed() < within,
-                "the joiner is not a member of five: {:?}\n{}",
+                "the joiner is not a member of {members}: {:?}\n{}",
                 self.membership(),
                 std::fs::read_to_string(&self.log).unwrap_or_default()
             );
@@ -344,7 +363,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     assert_eq!(last_json(&o)["in_force"], true);
     wait_epoch(&dir, 1);
     assert_all_committed(&during.join().unwrap(), 1500);
-    joiner.wait_member(Duration::from_secs(90));
+    joiner.wait_member(Duration::from_secs(90), 5.0);
     // Every genesis consenter sees a set of five.
     for n in network(&dir)["nodes"].as_array().unwrap() {
         if n["role"] == "consenter" {
@@ -358,14 +377,97 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         }
     }
 
-    // 2. Every ordering node's TLS certificate, party 5's included: A adds, B retires.
+    // 2. Party 2 leaves, under load: its ordering nodes stop themselves at the switch.
+    let during = {
+        let dir = dir.clone();
+        std::thread::spawn(move || up_load(&dir, 1500, 250, "pjl"))
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let in_force = current(&dir, "in-force-leave.json");
+    let leave = dir.join("leave.next.json");
+    let out = ok(&run(&[
+        "network",
+        "party",
+        "remove",
+        "--network",
+        s(&in_force),
+        "--party",
+        "2",
+        "--out",
+        s(&leave),
+    ]));
+    assert!(out.contains("parties [1, 3, 4, 5], f = 1"), "{out}");
+    ok(&order(&dir, &in_force, &leave, "leave", SIGNERS));
+    wait_epoch_except(&dir, 2, LEFT);
+    assert_acknowledged_committed(&during.join().unwrap(), 1500);
+    let nodes = network(&dir);
+    for name in PARTY_2 {
+        let node = nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in network.json"));
+        let pid = node["pid"].as_u64().unwrap();
+        let log = node["log"].as_str().unwrap().to_owned();
+        let start = Instant::now();
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{name} still runs after its party left"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains("party 2 left the network"),
+            "{name} did not say why it stopped"
+        );
+    }
+    // The consenters in force see a set of four; a load goes to four routers.
+    for n in network(&dir)["nodes"].as_array().unwrap() {
+        if n["role"] == "consenter" && n["name"] != "consenter-2" {
+            let text = scrape(n["metrics"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                gauge(&text, "fabrx_consenter_set_members"),
+                Some(4.0),
+                "{}",
+                n["name"]
+            );
+        }
+    }
+    assert_eq!(joiner.membership().map(|m| m.1), Some(4.0));
+    let o = run(&[
+        "loadgen",
+        "--target",
+        "network",
+        "--txs",
+        "300",
+        "--rate",
+        "300",
+        "--block-size",
+        "100",
+        "--tag",
+        "pjm",
+        "--json",
+        "--drain",
+        "90",
+        "--network",
+        s(&dir),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("to 4 routers"), "{stderr}");
+    assert_all_committed(&last_json(&o), 300);
+
+    // 3. Every ordering node's TLS certificate, party 5's included: A adds, B retires.
     let pids = pids(&dir);
     let during = {
         let dir = dir.clone();
         std::thread::spawn(move || up_load(&dir, 2000, 200, "pje"))
     };
     std::thread::sleep(Duration::from_secs(1));
-    let in_force = current(&dir, "in-force-1.json");
+    let in_force = current(&dir, "in-force-2.json");
     let next_a = dir.join("tls-a.next.json");
     let out = ok(&run(&[
         "network",
@@ -378,16 +480,19 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         "--out",
         s(&next_a),
     ]));
-    assert!(out.contains("issued 25 certificates"), "{out}");
-    ok(&order(&dir, &in_force, &next_a, "tls-a", &[1, 2, 3]));
-    wait_epoch(&dir, 2);
+    assert!(out.contains("issued 20 certificates"), "{out}");
+    ok(&order(&dir, &in_force, &next_a, "tls-a", SIGNERS));
+    wait_epoch_except(&dir, 3, LEFT);
     // B only once every node presents its new certificate (routers within a poll), as
     // docs/reconfiguration.md "Rotating TLS certificates" says.
     let start = Instant::now();
     loop {
         let presenting = logs(&dir)
             .iter()
-            .filter(|(_, role, _)| ["router", "batcher", "consenter", "assembler"].contains(&role.as_str()))
+            .filter(|(name, role, _)| {
+                ["router", "batcher", "consenter", "assembler"].contains(&role.as_str())
+                    && !PARTY_2.contains(&name.as_str())
+            })
             .all(|(_, _, l)| l.contains("this node presents its certificate"));
         let joiner_text = std::fs::read_to_string(&log).unwrap_or_default();
         if presenting && joiner_text.matches("this node presents its certificate").count() >= 5 {
@@ -399,7 +504,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let in_force = current(&dir, "in-force-2.json");
+    let in_force = current(&dir, "in-force-3.json");
     let next_b = dir.join("tls-b.next.json");
     let out = ok(&run(&[
         "network",
@@ -410,13 +515,13 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         "--out",
         s(&next_b),
     ]));
-    assert!(out.contains("retired 25 certificates"), "{out}");
-    ok(&order(&dir, &in_force, &next_b, "tls-b", &[1, 2, 3]));
-    wait_epoch(&dir, 3);
+    assert!(out.contains("retired 25 certificates"), "{out}"); // 20 old ones and party 2's five
+    ok(&order(&dir, &in_force, &next_b, "tls-b", SIGNERS));
+    wait_epoch_except(&dir, 4, LEFT);
     assert_acknowledged_committed(&during.join().unwrap(), 2000);
     assert_all_committed(&up_load(&dir, 300, 300, "pjf"), 300);
 
-    // 3. Every signing key: the ten batcher keys and party 1's consenter key in one update,
+    // 4. Every signing key: the eight batcher keys and party 1's consenter key in one update,
     //    then one consenter key per update. Each node finds its next key beside its key
     //    file (`<key>.next.key`), written while it runs.
     let keygen = |file: &Path, seed: &str| {
@@ -424,7 +529,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         String::from_utf8_lossy(&out.stdout).trim().replace(' ', ":")
     };
     let mut batcher_keys = std::collections::BTreeMap::new();
-    for p in 1..=5u32 {
+    for p in [1, 3, 4, 5u32] {
         for shard in 0..2u32 {
             let file = dir.join(format!("keys/party-{p}/batcher-{shard}.next.key"));
             batcher_keys.insert((p, shard), keygen(&file, &format!("batcher-{p}-{shard}-next")));
@@ -442,7 +547,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     };
     std::thread::sleep(Duration::from_secs(1));
     let first = consenter_key(1);
-    let mut epoch = 3;
+    let mut epoch = 4;
     edit_and_order(&dir, epoch, "keys-1", |next| {
         for party in next["parties"].as_array_mut().unwrap() {
             let p = u32::try_from(party["id"].as_u64().unwrap()).unwrap();
@@ -457,7 +562,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     });
     epoch += 1;
     assert_all_committed(&during.join().unwrap(), 1000);
-    for p in 2..=5u32 {
+    for p in [3, 4, 5u32] {
         let key = consenter_key(p);
         edit_and_order(&dir, epoch, &format!("keys-{p}"), |next| {
             for party in next["parties"].as_array_mut().unwrap() {
@@ -469,14 +574,14 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         epoch += 1;
         assert_all_committed(&up_load(&dir, 200, 200, &format!("pjk{p}")), 200);
     }
-    // 4. The batch timeout.
+    // 5. The batch timeout.
     edit_and_order(&dir, epoch, "timeout", |next| {
         next["batching"]["batch_timeout_ms"] = serde_json::json!(60);
     });
     epoch += 1;
     assert_eq!(epoch, 9);
     assert_all_committed(&up_load(&dir, 300, 300, "pjh"), 300);
-    joiner.wait_member(Duration::from_secs(30));
+    joiner.wait_member(Duration::from_secs(30), 4.0);
 
     // Every node took its new key and the new timeout, none was restarted.
     let logs = logs(&dir);
@@ -490,13 +595,13 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     };
     assert_eq!(
         count("this batcher signs with its next key from now on", "batcher"),
-        10
+        8
     );
     assert_eq!(
         count("this consenter signs with its next key from now on", "consenter"),
-        5
+        4
     );
-    assert_eq!(count("batch_timeout_ms=60", "batcher"), 10);
+    assert_eq!(count("batch_timeout_ms=60", "batcher"), 8);
     assert_eq!(pids, self::pids(&dir), "a genesis node was restarted");
     // Party 5 holds party 1's ledger, every block verified at both, nine config blocks.
     let start = Instant::now();
@@ -519,8 +624,8 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(blocks5.iter().filter(|b| b["config"] == true).count(), 9);
-    // A load after the join goes to five routers (the load client reads the config in
-    // force), party 5's among them, and a quorum of three of them admits each tx.
+    // A load goes to the four routers in force (the load client reads the config in
+    // force), party 5's among them, and a quorum of them admits each tx.
     let o = run(&[
         "loadgen",
         "--target",
@@ -541,7 +646,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    assert!(stderr.contains("to 5 routers"), "{stderr}");
+    assert!(stderr.contains("to 4 routers"), "{stderr}");
     assert_all_committed(&last_json(&o), 200);
     // Party 5's batchers were primaries: batches they cut were ordered (each switch moves
     // every shard to the next term, so the rotation reaches party 5).
@@ -551,8 +656,9 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         .count();
     assert!(cut_by_5 > 0, "no block holds a batch party 5 cut");
 
-    // Consenter 4 stopped: four of five remain, the joiner among them — the quorum of a
-    // set of five is four, so the network orders only with the joiner's votes.
+    // Consenter 4 stopped: three of the four in force remain, the joiner among them — the
+    // quorum of a set of four is three, so the network orders only with the joiner's
+    // votes.
     kill(pid_of(&network(&dir), "consenter-4"));
     assert_all_committed(&up_load(&dir, 300, 150, "pjc"), 300);
     // Party 5's assembler built the whole ledger: the blocks party 1's holds, the same.
@@ -601,11 +707,11 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
         "both of party 5's batchers joined"
     );
 
-    // The joiner restarted comes back a member (its state holds the config that adds it).
+    // The joiner restarted comes back a member (its state holds the config that adds it),
+    // and the three with it order again.
     joiner.stop();
     let joiner = Joiner::start(&dir, &next, &metrics, &log);
-    joiner.wait_member(Duration::from_secs(60));
-    fabrx(&["up", "--json", "--dir"], &dir);
+    joiner.wait_member(Duration::from_secs(60), 4.0);
     assert_all_committed(&up_load(&dir, 200, 200, "pjd"), 200);
 
     // Every block verifies across the switches; nine are config blocks.

@@ -79,13 +79,21 @@ fn a_party_leaves_with_its_ordering_nodes_and_its_id_is_never_given_again() {
     assert_eq!(next.sequence, 1);
     assert_eq!(next.left_parties, vec![2]);
     assert!(next.parties.iter().all(|p| p.id != 2));
-    let tls = next.tls.as_ref().unwrap();
-    assert!(
-        !tls.certificates
+    let ordering_certs_of = |f: &NetworkFile, party: PartyId| {
+        f.tls
+            .as_ref()
+            .unwrap()
+            .certificates
             .iter()
-            .any(|c| c.party == 2
-                && ["router", "batcher", "consenter", "assembler"].contains(&c.role.as_str())),
-        "its ordering nodes' certificates are out of the table"
+            .filter(|c| {
+                c.party == party && ["router", "batcher", "consenter", "assembler"].contains(&c.role.as_str())
+            })
+            .count()
+    };
+    assert_eq!(
+        ordering_certs_of(&next, 2),
+        5,
+        "its ordering nodes keep their certificates until a later update, to read their removal"
     );
     // Its keys are retired: the consenter's, the batchers' and the admin's.
     let was = current.party(2).unwrap();
@@ -133,6 +141,17 @@ fn a_party_leaves_with_its_ordering_nodes_and_its_id_is_never_given_again() {
         Err(UpdateError::UnknownSigner { party: 2, .. })
     ));
     assert_eq!(verdict(&net, &after, &later, &[1, 3, 4]).unwrap().sequence(), 2);
+    // `tls add` issues no certificate for the party that left; `tls retire` drops its
+    // five with the old ones of the others.
+    let (added, issued) = netconfig::tls::rotate::add_next(net.dir.path(), after.file(), &[]).unwrap();
+    assert_eq!(issued.len(), 20, "{issued:?}");
+    assert!(issued.iter().all(|n| !n.contains("-2")), "{issued:?}");
+    let added = verdict(&net, &after, &added, &[1, 3, 4]).unwrap();
+    let (retired, names) = netconfig::tls::rotate::retire_old(added.file(), &[]).unwrap();
+    assert_eq!(names.len(), 25, "{names:?}");
+    assert_eq!(ordering_certs_of(&retired, 2), 0);
+    let retired = verdict(&net, &added, &retired, &[1, 3, 4]).unwrap();
+    assert_eq!(retired.sequence(), 3);
     // A party joining after takes id 6, not 2.
     let spec = PartySpec {
         dir: net.dir.path().to_path_buf(),
@@ -193,23 +212,22 @@ fn a_removal_breaking_a_rule_is_refused() {
             joining: 6
         })
     ));
-    // A certificate of one of its ordering nodes kept.
-    let mut kept = good.clone();
-    let router_2 = current
-        .file()
-        .tls
-        .as_ref()
-        .unwrap()
-        .certificates
-        .iter()
-        .find(|c| c.role == "router" && c.party == 2)
-        .unwrap()
-        .clone();
-    kept.tls.as_mut().unwrap().certificates.push(router_2);
-    assert!(matches!(
-        verdict(&net, current, &kept, &[1, 3, 4]),
-        Err(UpdateError::LeaveWithCertificate { party: 2, .. })
-    ));
+    // A later update may not give a node of the party that left a new certificate.
+    let after = verdict(&net, current, &good, &[1, 3, 4]).unwrap();
+    let (mut renewed, _) =
+        netconfig::tls::rotate::add_next(net.dir.path(), after.file(), &["router-3".into()]).unwrap();
+    for c in &mut renewed.tls.as_mut().unwrap().certificates {
+        if c.name.starts_with("router-3") && c.party == 3 && c.pem.is_some() {
+            c.party = 2;
+        }
+    }
+    assert!(
+        matches!(
+            verdict(&net, &after, &renewed, &[1, 3, 4]),
+            Err(UpdateError::LeftPartyCertificate { party: 2, .. })
+        ),
+        "a new certificate for router 2"
+    );
     // Not enough signatures: two of five.
     assert!(matches!(
         verdict(&net, current, &good, &[1, 3]),

@@ -214,6 +214,7 @@ impl SimConfig {
         ConfigView {
             sequence: self.sequence,
             parties: arma::Parties::contiguous(self.parties()),
+            left_parties: Vec::new(),
             shards: self.shards,
             batcher_keys,
             consenters: (0u32..).zip(self.consenters.iter().cloned()).collect(),

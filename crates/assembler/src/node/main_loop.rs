@@ -33,6 +33,8 @@ pub(super) struct MainLoop {
     /// Parties of the config in force (the primaries' rotation) and that config's
     /// sequence.
     pub(super) parties: (arma::Parties, u64),
+    /// This assembler's party.
+    pub(super) party: PartyId,
     /// The network's config rules: a decision's config is read for the parties and
     /// batchers it adds (`None`: configs are not read).
     pub(super) rules: Option<std::sync::Arc<dyn arma::ConfigRules>>,
@@ -118,6 +120,14 @@ impl MainLoop {
         // Before the term changes below: their primaries rotate over the new parties.
         if let (Some((_, config)), Some(rules)) = (&d.config, self.rules.clone()) {
             match rules.view(config) {
+                Ok(view) if view.has_left(self.party) => {
+                    info!(
+                        party = self.party,
+                        decision = d.number,
+                        "a config in force removed this assembler's party: it stops"
+                    );
+                    return Err(Error::PartyLeft(self.party));
+                }
                 Ok(view) => self.follow_config(&view),
                 Err(e) => warn!(error = %e, "the config a decision put in force does not parse"),
             }

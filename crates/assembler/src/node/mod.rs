@@ -65,6 +65,10 @@ pub enum Error {
     /// A task of the node ended.
     #[error("assembler task ended: {0}")]
     Stopped(String),
+    /// A config in force removed this assembler's party: it stopped, as it should
+    /// (docs/reconfiguration.md "Removing a party").
+    #[error("party {0} left the network (a config update removed it): this assembler stopped")]
+    PartyLeft(PartyId),
     /// Its metrics could not be made.
     #[error("assembler metrics: {0}")]
     Metrics(#[from] telemetry::Error),
@@ -291,6 +295,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         store: Some(store),
         lanes,
         parties,
+        party: cfg.party,
         rules: cfg.config_rules.clone(),
         linked: cfg.batchers.keys().copied().collect(),
         batchers,
@@ -301,6 +306,9 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         metrics,
     };
     if let Some(view) = &newest {
+        if view.has_left(cfg.party) {
+            return Err(Error::PartyLeft(cfg.party));
+        }
         main.follow_config(view);
     }
     info!(party = cfg.party, %addr, from_decision, "assembler started");

@@ -150,6 +150,7 @@ mod tests {
         arma::ConfigView {
             sequence,
             parties: arma::Parties::new(parties.to_vec()).unwrap_or_else(|e| panic!("{e}")),
+            left_parties: Vec::new(),
             shards,
             batcher_keys: BTreeMap::new(),
             consenters: BTreeMap::new(),

@@ -172,6 +172,11 @@ impl Follower {
                 }
                 // Nobody holds it (pruned everywhere): keep trying, with backoff.
                 not_held = 0;
+            } else if can_fail_over {
+                // The source is down (its consenter crashed, or stopped because its party
+                // left): the next one, the own consenter again after the others, so that
+                // a batcher follows the decisions while any consenter serves them.
+                source = (source + 1) % (fallbacks.len() + 1);
             } else {
                 source = 0;
             }

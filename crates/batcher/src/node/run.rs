@@ -305,6 +305,15 @@ impl Node {
         // this batcher's next key) before the term changes it brings: the core cuts and
         // signs the new term's first batches as soon as it enters the term.
         if let Some(view) = &decided.config {
+            let party = self.core.config().party;
+            if view.has_left(party) {
+                tracing::info!(
+                    party,
+                    decision = decided.number,
+                    "a config in force removed this batcher's party: it stops"
+                );
+                return Err(Error::PartyLeft { party });
+            }
             self.book.follow(view);
             super::follow::apply(&mut self.core, view, &self.next_key_files, Some(decided.number));
         }

@@ -103,6 +103,11 @@ pub(super) async fn start(
     if let Some(sets) = parts.sets.as_ref()
         && let Some(view) = sets.newest_view()
     {
+        if view.has_left(config.batcher.party) {
+            return Err(Error::PartyLeft {
+                party: config.batcher.party,
+            });
+        }
         parts.book.follow(view);
         super::follow::apply(&mut core, view, &config.next_key_files, None);
     }

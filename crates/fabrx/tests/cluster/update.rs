@@ -96,12 +96,24 @@ pub fn epochs(dir: &Path) -> Vec<Option<u64>> {
 
 /// Waits (60 s at most) until every consenter `fabrx up` started is at `epoch`.
 pub fn wait_epoch(dir: &Path, epoch: u64) {
+    wait_epoch_except(dir, epoch, &[]);
+}
+
+/// Waits (60 s at most) until every consenter `fabrx up` started but those named in
+/// `skip` (a party's that left) is at `epoch`.
+pub fn wait_epoch_except(dir: &Path, epoch: u64, skip: &[&str]) {
     let start = Instant::now();
-    while !epochs(dir).iter().all(|e| *e == Some(epoch)) {
+    let at = || {
+        epochs_by_name(dir)
+            .into_iter()
+            .filter(|(name, _)| !skip.contains(&name.as_str()))
+            .collect::<Vec<_>>()
+    };
+    while !at().iter().all(|(_, e)| *e == Some(epoch)) {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "not all at {epoch}: {:?}",
-            epochs(dir)
+            at()
         );
         std::thread::sleep(Duration::from_millis(300));
     }

@@ -43,7 +43,13 @@ fn holders(file: &NetworkFile, only: &[String]) -> Result<Vec<Peer>> {
         .as_ref()
         .ok_or_else(|| bad("the network has no TLS (it was generated with --insecure)".into()))?;
     let mut out: Vec<Peer> = Vec::new();
-    for c in tls.certificates.iter().filter(|c| rotates(&c.role)) {
+    // Only the nodes of parties in force: a party that left has no certificate rotated.
+    let in_force = |party| file.parties.iter().any(|p| p.id == party);
+    for c in tls
+        .certificates
+        .iter()
+        .filter(|c| rotates(&c.role) && in_force(c.party))
+    {
         if let Some(p) = holder_of(c)
             && !out.contains(&p)
         {
@@ -213,6 +219,16 @@ pub fn retire_old(current: &NetworkFile, only: &[String]) -> Result<(NetworkFile
         return Err(bad("the network has no TLS".into()));
     };
     let mut retired = Vec::new();
+    // The certificates a party that left kept for the switch that removed it (so that its
+    // nodes could still read that decision, and stop): all of them go.
+    let left = &current.left_parties;
+    tls.certificates.retain(|c| {
+        let gone = rotates(&c.role) && left.contains(&c.party);
+        if gone {
+            retired.push(c.name.clone());
+        }
+        !gone
+    });
     for p in holders {
         let listed: Vec<usize> = (0..tls.certificates.len())
             .filter(|&i| holder_of(&tls.certificates[i]) == Some(p))

@@ -353,12 +353,12 @@ pub enum UpdateError {
         /// What it must list.
         expected: Vec<PartyId>,
     },
-    /// The next config keeps a TLS certificate of an ordering node of the leaving party.
-    #[error("party {party} leaves but the next config keeps the TLS certificate of {holder}")]
-    LeaveWithCertificate {
+    /// The update adds a TLS certificate for a node of a party that left.
+    #[error("party {party} left the network: the update may not add a TLS certificate of {holder}")]
+    LeftPartyCertificate {
         /// The party.
         party: PartyId,
-        /// The node whose certificate is kept.
+        /// The node.
         holder: String,
     },
     /// A joining party without an admin key.

@@ -6,8 +6,11 @@
 //!   stays;
 //! * the next config's `left_parties` is the config in force's with the leaving party's
 //!   id added (ids are never given again);
-//! * with a `tls` section, none of its ordering nodes' certificates stays
-//!   ([`super::tls`] checks that the others keep theirs).
+//!
+//! Its ordering nodes' TLS certificates stay in the next config: its nodes must still
+//! reach the others to read the decision that removes the party (and then stop
+//! themselves). A later update drops them (`fabrx network tls retire` does), and none may
+//! be added ([`super::tls`]).
 //!
 //! What leaves is the party's place in the ordering: its router, batchers, consenter and
 //! assembler. The sections an update does not change (the committer's nodes, the token's
@@ -28,8 +31,8 @@ use crate::config::NetworkConfig;
 use crate::file::NetworkFile;
 
 /// The next config of an update that removes `party` from `current` (`fabrx network
-/// party remove`): the next sequence, without the party's entry and its ordering nodes'
-/// TLS certificates, its id in `left_parties`, and the keys it named retired
+/// party remove`): the next sequence, without the party's entry (its TLS certificates
+/// stay until a later update), its id in `left_parties`, and the keys it named retired
 /// ([`super::propose`] checks the whole and fills `retired_keys`). The party must be in
 /// force and not the only one.
 pub fn without_party(current: &NetworkConfig, party: PartyId) -> Result<NetworkFile> {
@@ -53,10 +56,6 @@ pub fn without_party(current: &NetworkConfig, party: PartyId) -> Result<NetworkF
     }
     next.left_parties.push(party);
     next.left_parties.sort_unstable();
-    if let Some(tls) = &mut next.tls {
-        tls.certificates
-            .retain(|c| !(c.party == party && crate::tls::rotate::rotates(&c.role)));
-    }
     super::propose(current, &next)?.next_file()
 }
 
@@ -97,17 +96,6 @@ pub(super) fn check(config: &NetworkConfig, next: &NetworkFile) -> Result<Option
             listed: next.left_parties.clone(),
             expected,
         });
-    }
-    if let Some(tls) = &next.tls {
-        for c in &tls.certificates {
-            let ordering = crate::tls::rotate::rotates(&c.role);
-            if let Some(holder) = crate::tls::rotate::holder_of(c).filter(|h| ordering && h.party == party) {
-                return Err(UpdateError::LeaveWithCertificate {
-                    party,
-                    holder: holder.to_string(),
-                });
-            }
-        }
     }
     Ok(Some(party))
 }

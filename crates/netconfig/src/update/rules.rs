@@ -105,6 +105,7 @@ impl ConfigRules for NetworkRules {
         Ok(ConfigView {
             sequence: net.sequence(),
             parties: net.party_ids(),
+            left_parties: net.left_parties().to_vec(),
             shards: net.shards().get(),
             batcher_keys,
             consenters: net.consenters_by_replica(),

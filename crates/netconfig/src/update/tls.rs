@@ -9,8 +9,9 @@
 //!   update that adds the new one and the one that removes the old one) — or for an
 //!   ordering node of the party the update adds, which has exactly one
 //!   ([`check_joiner`]);
-//! * a node has at most two certificates, and at least one — but a node of the party the
-//!   update removes has none (`super::leaving`);
+//! * a node has at most two certificates, and at least one — but the nodes of a party
+//!   that left keep theirs only until an update drops them, and get no new one
+//!   (`super::leaving`);
 //! * no fingerprint passes to another holder.
 //!
 //! Names stay unique (`NetworkConfig::from_file` refuses a name listed twice).
@@ -68,7 +69,19 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
     // The party an update adds: its nodes' certificates are new ([`check_joiner`]).
     let joining =
         |party| next.parties.iter().any(|p| p.id == party) && !current.parties.iter().any(|p| p.id == party);
+    let left = |party| next.left_parties.contains(&party);
     for (holder, (peer, certs)) in &now {
+        if left(peer.party)
+            && let Some((_, had)) = was.get(holder)
+            && certs
+                .iter()
+                .any(|c| !had.iter().any(|h| h.sha256.eq_ignore_ascii_case(&c.sha256)))
+        {
+            return Err(UpdateError::LeftPartyCertificate {
+                party: peer.party,
+                holder: holder.clone(),
+            });
+        }
         let Some((_, had)) = was.get(holder) else {
             if joining(peer.party) {
                 continue;
@@ -94,12 +107,10 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
             });
         }
     }
-    // A party the update removes: its nodes' certificates go with it.
-    let leaving =
-        |party| current.parties.iter().any(|p| p.id == party) && !next.parties.iter().any(|p| p.id == party);
+    // A party that left: its nodes' certificates may go.
     if let Some(holder) = was
         .iter()
-        .find(|(h, (peer, _))| !now.contains_key(*h) && !leaving(peer.party))
+        .find(|(h, (peer, _))| !now.contains_key(*h) && !left(peer.party))
         .map(|(h, _)| h)
     {
         return Err(UpdateError::TlsNoCertificate {
