@@ -43,7 +43,7 @@ pub use messages::{
     Baf, BatchHeader, Complaint, ComplaintReason, DigestHash, DigestHasher, Request, RequestDigest,
     SignedBatch,
 };
-pub use parties::{MAX_PARTIES, Parties, PartiesError};
+pub use parties::{LEAVE_GRACE_MS, MAX_PARTIES, Parties, PartiesError};
 pub use proof::DecisionProof;
 pub use reconfig::{BatchingView, ConfigRules, ConfigView};
 pub use sets::{ConsenterSets, SetsError};

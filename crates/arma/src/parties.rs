@@ -14,6 +14,13 @@ use types::{PartyId, ShardId};
 /// Most parties a network may have (the consensus engine's bound on a replica set).
 pub const MAX_PARTIES: usize = bft::MAX_MEMBERS;
 
+/// How long the nodes of a party that left go on serving what they hold after the
+/// decision that removed it (a batcher its batches, an assembler its blocks, a consenter
+/// its decisions and state transfer, its last votes sent) before they stop: the others
+/// may still need a batch only it and a faulty party attested, or its commit vote for
+/// that very decision (docs/reconfiguration.md "Removing a party").
+pub const LEAVE_GRACE_MS: u64 = 20_000;
+
 /// Why a list of party ids is not a set of parties.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PartiesError {

@@ -74,7 +74,8 @@ impl Peers {
         if self.left.send_replace(Some(party)).is_none() {
             info!(
                 party,
-                "a config in force removed this node's party: this consenter stops"
+                grace_ms = arma::LEAVE_GRACE_MS,
+                "a config in force removed this node's party: this consenter serves what it holds for a while, then stops"
             );
         }
     }

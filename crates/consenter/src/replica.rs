@@ -284,10 +284,13 @@ impl Handle {
             }
         };
         let peers = Arc::clone(&self.peers);
+        // A non-member from that decision on, it still sends what it queued (its commit
+        // vote for the very decision), answers state transfer and serves its decisions
+        // for a while before it stops.
         let left = async move {
-            Error::PartyLeft {
-                party: peers.left().await,
-            }
+            let party = peers.left().await;
+            tokio::time::sleep(std::time::Duration::from_millis(arma::LEAVE_GRACE_MS)).await;
+            Error::PartyLeft { party }
         };
         tokio::select! {
             e = left => e,

@@ -361,6 +361,11 @@ fn public_key(node: Node, text: &str) -> Result<PublicKey> {
 fn check_left(file: &NetworkFile) -> Result<()> {
     let left = &file.left_parties;
     let bad = |reason: String| Err(Error::PartyIds { reason });
+    // A network starts with parties 1..N: its consenters number their replicas from the
+    // genesis config's list, which must have no gap.
+    if file.sequence == 0 && !left.is_empty() {
+        return bad("a genesis config (sequence 0) lists no party that left".into());
+    }
     if left.first() == Some(&0) {
         return bad("left_parties names id 0".into());
     }

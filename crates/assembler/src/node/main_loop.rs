@@ -35,6 +35,9 @@ pub(super) struct MainLoop {
     pub(super) parties: (arma::Parties, u64),
     /// This assembler's party.
     pub(super) party: PartyId,
+    /// Since when a config in force removed its party: it serves its blocks for
+    /// `arma::LEAVE_GRACE_MS`, follows nothing more, then stops.
+    pub(super) leaving: Option<std::time::Instant>,
     /// The network's config rules: a decision's config is read for the parties and
     /// batchers it adds (`None`: configs are not read).
     pub(super) rules: Option<std::sync::Arc<dyn arma::ConfigRules>>,
@@ -59,6 +62,16 @@ impl MainLoop {
     ) -> Result<()> {
         let mut tick = tokio::time::interval(self.retry);
         loop {
+            if let Some(since) = self.leaving {
+                if since.elapsed() >= Duration::from_millis(arma::LEAVE_GRACE_MS) {
+                    return Err(Error::PartyLeft(self.party));
+                }
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = rx_stop.wait_for(|s| *s) => return Ok(()),
+                }
+                continue;
+            }
             let room = self.core.has_room();
             tokio::select! {
                 d = rx_decisions.recv(), if room => {
@@ -124,9 +137,10 @@ impl MainLoop {
                     info!(
                         party = self.party,
                         decision = d.number,
-                        "a config in force removed this assembler's party: it stops"
+                        grace_ms = arma::LEAVE_GRACE_MS,
+                        "a config in force removed this assembler's party: it serves its blocks for a while, then stops"
                     );
-                    return Err(Error::PartyLeft(self.party));
+                    self.leaving = Some(std::time::Instant::now());
                 }
                 Ok(view) => self.follow_config(&view),
                 Err(e) => warn!(error = %e, "the config a decision put in force does not parse"),

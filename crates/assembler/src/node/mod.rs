@@ -237,6 +237,10 @@ fn load_sets(cfg: &Config) -> Result<(arma::ConsenterSets, std::path::PathBuf)> 
     if let Some(bytes) = clients::file::read_if_present(&sets_path).map_err(|e| sets_error(&e))? {
         sets.restore(&bytes).map_err(|e| sets_error(&e))?;
     }
+    // Restarted after its party left: it stops again.
+    if sets.newest_view().is_some_and(|v| v.has_left(cfg.party)) {
+        return Err(Error::PartyLeft(cfg.party));
+    }
     Ok((sets, sets_path))
 }
 
@@ -296,6 +300,7 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         lanes,
         parties,
         party: cfg.party,
+        leaving: None,
         rules: cfg.config_rules.clone(),
         linked: cfg.batchers.keys().copied().collect(),
         batchers,
@@ -306,9 +311,6 @@ pub async fn spawn(cfg: Config, deps: Deps) -> Result<Handle> {
         metrics,
     };
     if let Some(view) = &newest {
-        if view.has_left(cfg.party) {
-            return Err(Error::PartyLeft(cfg.party));
-        }
         main.follow_config(view);
     }
     info!(party = cfg.party, %addr, from_decision, "assembler started");

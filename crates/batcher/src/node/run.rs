@@ -73,6 +73,9 @@ pub(super) struct Node {
     pub(super) need_full: Option<tokio::sync::oneshot::Sender<()>>,
     /// Where the next signing keys are read at a key rotation.
     pub(super) next_key_files: Vec<std::path::PathBuf>,
+    /// Since when a config in force removed this batcher's party: it serves what it holds
+    /// for `arma::LEAVE_GRACE_MS`, acts no more, then stops.
+    pub(super) leaving: Option<Instant>,
 }
 
 /// Batches whose persist instant is kept for the ordering latency; older ones (a
@@ -93,6 +96,11 @@ impl Node {
         let wake = tokio::time::sleep_until(self.wake_at(last_tick));
         tokio::pin!(wake);
         loop {
+            if let Some(since) = self.leaving
+                && since.elapsed() >= Duration::from_millis(arma::LEAVE_GRACE_MS)
+            {
+                return Err(Error::PartyLeft { party: self.party });
+            }
             while let Some(done) = self.deferred.pop_front() {
                 self.on_done(Some(done)).await?;
             }
@@ -101,7 +109,9 @@ impl Node {
                 done = self.rx_done.recv() => self.on_done(done).await?,
                 _ = &mut wake => {
                     last_tick = tokio::time::Instant::now();
-                    self.feed(Input::Tick(self.clock_ms())).await?;
+                    if self.leaving.is_none() {
+                        self.feed(Input::Tick(self.clock_ms())).await?;
+                    }
                 }
                 decided = q.rx_decided.recv() => match decided {
                     Some(d) => self.on_decided(d).await?,
@@ -273,6 +283,10 @@ impl Node {
     }
 
     async fn on_decided(&mut self, decided: Decided) -> Result<()> {
+        // A batcher whose party left reads nothing more.
+        if self.leaving.is_some() {
+            return Ok(());
+        }
         let mut digests: Vec<RequestDigest> = Vec::new();
         for ordered in decided.ordered {
             bump(&self.stats.ordered_batches);
@@ -310,9 +324,11 @@ impl Node {
                 tracing::info!(
                     party,
                     decision = decided.number,
-                    "a config in force removed this batcher's party: it stops"
+                    grace_ms = arma::LEAVE_GRACE_MS,
+                    "a config in force removed this batcher's party: it serves what it holds for a while, then stops"
                 );
-                return Err(Error::PartyLeft { party });
+                self.leaving = Some(Instant::now());
+                return Ok(());
             }
             self.book.follow(view);
             super::follow::apply(&mut self.core, view, &self.next_key_files, Some(decided.number));

@@ -358,6 +358,7 @@ impl Parts {
             faults: self.faults,
             need_full: None,
             next_key_files: config.next_key_files.clone(),
+            leaving: None,
         };
         let main = tokio::spawn(node.run(
             initial,

@@ -29,14 +29,14 @@ impl NetworkConfig {
     }
 
     /// What party `p`'s sidecar reads blocks from: its own assembler first, then the
-    /// other parties' in party order after it.
+    /// other parties' in party order after it (wrapping around; parties in force only).
     pub fn orderer_source(&self, p: PartyId) -> Result<sidecar::orderer::OrdererConfig> {
         self.party(p)?;
-        let n = self.n();
+        let ids = self.party_list();
+        let at = ids.iter().position(|q| *q == p).unwrap_or(0);
         let mut assemblers = Vec::new();
-        for k in 0..n {
-            let q = (p - 1 + k) % n + 1;
-            if let Some(a) = &self.party(q)?.assembler {
+        for q in ids[at..].iter().chain(&ids[..at]) {
+            if let Some(a) = &self.party(*q)?.assembler {
                 assemblers.push(a.uri());
             }
         }

@@ -311,6 +311,16 @@ pub enum UpdateError {
         /// The id a joiner takes: one more than every party id and left id.
         expected: PartyId,
     },
+    /// The update adds a party to a network a party left: not built yet.
+    #[error(
+        "the update adds party {party} to a network party {left} left: a party cannot join after one left yet (its consenter would link to the wrong replicas)"
+    )]
+    JoinAfterLeave {
+        /// The party it adds.
+        party: PartyId,
+        /// A party that left.
+        left: PartyId,
+    },
     /// The update removes more than one party.
     #[error(
         "the update removes parties {parties:?}: one party leaves per update (remove party {first} alone, and the next once that is in force)",

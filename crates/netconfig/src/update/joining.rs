@@ -91,6 +91,12 @@ pub(super) fn check(config: &NetworkConfig, next: &NetworkFile) -> Result<Option
         [one] => *one,
         _ => return Err(UpdateError::JoinSeveralParties { parties: added }),
     };
+    // The consenter transport and the joining consenter still link the replicas by
+    // position: with a gap, a joiner would link to the wrong ones (docs/reconfiguration.md
+    // "Removing a party", not done).
+    if let Some(&left) = current.left_parties.last() {
+        return Err(UpdateError::JoinAfterLeave { party, left });
+    }
     let expected = config.next_party_id();
     if party != expected {
         return Err(UpdateError::JoinNotNextSlot { party, expected });

@@ -107,10 +107,12 @@ pub(super) fn check_tls(current: &NetworkFile, next: &NetworkFile) -> Result<()>
             });
         }
     }
-    // A party that left: its nodes' certificates may go.
+    // A party that left in an earlier update: its nodes' certificates may go. Those of a
+    // party this update removes stay, so that its nodes can read their removal.
+    let left_before = |party| current.left_parties.contains(&party);
     if let Some(holder) = was
         .iter()
-        .find(|(h, (peer, _))| !now.contains_key(*h) && !left(peer.party))
+        .find(|(h, (peer, _))| !now.contains_key(*h) && !left_before(peer.party))
         .map(|(h, _)| h)
     {
         return Err(UpdateError::TlsNoCertificate {
