@@ -135,7 +135,11 @@ fn follower_forwards_requests_and_complains_when_censored() {
         replica(1),
         vec![
             step(Input::Tick(1), START),
-            step(Input::Request(b"x".to_vec()), &["send r0 forward x"]),
+            // held for two batch intervals (the leader may have it already)...
+            step(Input::Request(b"x".to_vec()), &[]),
+            step(Input::Tick(20), &[]),
+            // ...then forwarded, once
+            step(Input::Tick(21), &["send r0 forward x"]),
             step(Input::Tick(90), &[]),
             // the leader keeps sending heartbeats but never orders "x"
             step(

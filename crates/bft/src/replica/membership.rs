@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Carry, Replica, Slot, Status, SyncState};
+use super::{Carry, Replica, Slot, Status, SyncState, counters};
 use crate::app::Application;
 use crate::certificate::{Decision, verify_decision};
 use crate::checkpoint::StableCheckpoint;
@@ -255,9 +255,9 @@ impl<A: Application> Replica<A> {
         if let Some(params) = m.params {
             self.cfg.set_params(params);
         }
-        self.verifier = m.verifier;
+        self.verifier = counters::CountingVerifier::wrap(m.verifier, &self.signatures);
         if let Some(signer) = m.signer {
-            self.signer = signer;
+            self.signer = counters::CountingSigner::wrap(signer, &self.signatures);
         }
     }
 
