@@ -197,6 +197,7 @@ impl<A: Application> Replica<A> {
     pub(super) fn tell_straggler(&mut self, peer: crate::ReplicaId, msg: &crate::Message) {
         let claimed = match msg {
             crate::Message::Heartbeat { last_decided, .. } => *last_decided,
+            crate::Message::Vote(vote) => vote.seq.saturating_sub(1),
             crate::Message::ViewChange(vc) => vc.decided_seq(),
             _ => return,
         };

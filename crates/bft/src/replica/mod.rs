@@ -359,7 +359,9 @@ impl<A: Application> Replica<A> {
             // requests); nothing it says counts here.
             if self.epoch_start > 0 {
                 match &msg {
-                    Message::Heartbeat { .. } | Message::ViewChange(_) => self.tell_straggler(from, &msg),
+                    Message::Heartbeat { .. } | Message::Vote(_) | Message::ViewChange(_) => {
+                        self.tell_straggler(from, &msg);
+                    }
                     Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, *from_seq),
                     _ => {}
                 }
@@ -372,6 +374,7 @@ impl<A: Application> Replica<A> {
             self.tell_straggler(from, &msg);
             match msg {
                 Message::Heartbeat { last_decided, .. } => self.note_height(from, last_decided),
+                Message::Vote(vote) => self.note_height(from, vote.seq.saturating_sub(1)),
                 Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
                 Message::SyncResponse { decisions, .. } => self.on_sync_response(from, decisions),
                 Message::SyncSnapshot { checkpoint, switches } => {
@@ -385,7 +388,10 @@ impl<A: Application> Replica<A> {
         match msg {
             Message::Forward { request, .. } => self.on_request(request, false),
             Message::PrePrepare { view, proposal } => self.on_pre_prepare(from, view, proposal),
-            Message::Vote(vote) => self.on_vote(from, vote),
+            Message::Vote(vote) => {
+                self.on_vote_heard(from, &vote);
+                self.on_vote(from, vote);
+            }
             Message::ViewChange(vc) => self.on_view_change(from, vc),
             Message::NewView(nv) => self.on_new_view(from, nv),
             Message::Heartbeat {

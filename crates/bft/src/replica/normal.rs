@@ -118,7 +118,7 @@ impl<A: Application> Replica<A> {
         };
         self.accept(proposed);
         self.broadcast(msg);
-        self.broadcast_my_votes_from(0);
+        self.broadcast_fresh_votes(0);
         self.check_slot();
     }
 
@@ -142,6 +142,15 @@ impl<A: Application> Replica<A> {
         self.slot.my_votes.push(vote);
         self.slot.accepted = Some(proposed);
         self.slot.started_ms.get_or_insert(self.now);
+    }
+
+    /// Broadcasts this replica's new votes. A vote tells every peer what a heartbeat
+    /// would: this replica works in the vote's view and decided up to the sequence
+    /// before the vote's (`on_vote_heard`), so the next heartbeat is due one interval
+    /// after it (docs/bft.md "What a decision costs"). Retransmissions do not count.
+    fn broadcast_fresh_votes(&mut self, first: usize) {
+        self.broadcast_my_votes_from(first);
+        self.next_heartbeat = self.now.saturating_add(self.cfg.heartbeat_interval_ms);
     }
 
     pub(super) fn broadcast_my_votes_from(&mut self, first: usize) {
@@ -182,7 +191,7 @@ impl<A: Application> Replica<A> {
             return;
         }
         self.accept(proposed);
-        self.broadcast_my_votes_from(self.slot.my_votes.len() - 1);
+        self.broadcast_fresh_votes(self.slot.my_votes.len() - 1);
         self.check_slot();
     }
 
@@ -356,7 +365,7 @@ impl<A: Application> Replica<A> {
             let vote = self.sign_vote(Phase::Commit, accepted.proposal.seq, accepted.digest);
             self.record_own_vote(&vote);
             self.slot.my_votes.push(vote);
-            self.broadcast_my_votes_from(self.slot.my_votes.len() - 1);
+            self.broadcast_fresh_votes(self.slot.my_votes.len() - 1);
         }
         if let Some(certificate) = self.certificate(Phase::Commit, accepted.digest) {
             let decision = Decision {

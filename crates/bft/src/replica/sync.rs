@@ -113,6 +113,14 @@ impl<A: Application> Replica<A> {
         }
     }
 
+    /// A member's vote stands for a heartbeat: its sender works in the vote's view and
+    /// decided up to the sequence before the vote's (a replica votes only in the slot
+    /// after its last decision). Votes replace the heartbeats of a replica that votes
+    /// (`broadcast_fresh_votes`), so they must be heard as such.
+    pub(super) fn on_vote_heard(&mut self, from: ReplicaId, vote: &crate::messages::Vote) {
+        self.on_heartbeat(from, vote.view, vote.seq.saturating_sub(1));
+    }
+
     pub(super) fn on_heartbeat(&mut self, from: ReplicaId, view: View, last_decided: Seq) {
         if view == self.view && from == self.cfg.leader(view) {
             self.last_leader_heard = self.now;
@@ -177,10 +185,16 @@ impl<A: Application> Replica<A> {
     }
 
     /// Asks `peer` for the decisions after ours: the one outstanding request, until it is
-    /// answered or a heartbeat timeout passes.
+    /// answered or a (backed-off) heartbeat timeout passes. The timeout backs off like
+    /// every other: a replica changing views rebroadcasts its view change (a prepared
+    /// proposal in it) every heartbeat, and on a slow link its request can wait behind
+    /// that longer than one heartbeat timeout; an answer that comes after the timeout is
+    /// dropped, so without the backoff every answer came too late (simulation seed
+    /// 2000001546, once votes stood in for heartbeats).
     pub(super) fn ask_for_decisions(&mut self, peer: ReplicaId) {
         self.sync.last_asked = peer;
-        self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
+        let timeout = self.backed_off(self.cfg.heartbeat_timeout_ms);
+        self.sync.outstanding = Some((peer, self.now.saturating_add(timeout)));
         let instance = self.cfg.instance;
         let from_seq = self.next_seq();
         self.send(peer, Message::SyncRequest { instance, from_seq });
