@@ -167,6 +167,9 @@ struct SyncState {
     /// The peer asked last and when the request expires.
     outstanding: Option<(ReplicaId, u64)>,
     last_asked: ReplicaId,
+    /// Peers asked whose answer has not come: a snapshot answer is read only from
+    /// them, once each, however late (at most one per member).
+    unanswered: std::collections::BTreeSet<ReplicaId>,
 }
 
 /// One BFT replica of one instance.

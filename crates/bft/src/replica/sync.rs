@@ -185,16 +185,16 @@ impl<A: Application> Replica<A> {
     }
 
     /// Asks `peer` for the decisions after ours: the one outstanding request, until it is
-    /// answered or a (backed-off) heartbeat timeout passes. The timeout backs off like
-    /// every other: a replica changing views rebroadcasts its view change (a prepared
-    /// proposal in it) every heartbeat, and on a slow link its request can wait behind
-    /// that longer than one heartbeat timeout; an answer that comes after the timeout is
-    /// dropped, so without the backoff every answer came too late (simulation seed
-    /// 2000001546, once votes stood in for heartbeats).
+    /// answered or a heartbeat timeout passes (then the next peer ahead is asked). The
+    /// answer of a peer asked earlier is still read when it comes later (`unanswered`):
+    /// a replica changing views rebroadcasts its view change (a prepared proposal in it)
+    /// every heartbeat, and on a slow link its request can wait behind that longer than
+    /// a heartbeat timeout, so every answer came after the next peer was asked and was
+    /// dropped, forever (simulation seed 2000001546, once votes stood in for heartbeats).
     pub(super) fn ask_for_decisions(&mut self, peer: ReplicaId) {
         self.sync.last_asked = peer;
-        let timeout = self.backed_off(self.cfg.heartbeat_timeout_ms);
-        self.sync.outstanding = Some((peer, self.now.saturating_add(timeout)));
+        self.sync.unanswered.insert(peer);
+        self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
         let instance = self.cfg.instance;
         let from_seq = self.next_seq();
         self.send(peer, Message::SyncRequest { instance, from_seq });
@@ -234,6 +234,7 @@ impl<A: Application> Replica<A> {
     }
 
     pub(super) fn on_sync_response(&mut self, from: ReplicaId, decisions: Vec<Arc<Decision>>) {
+        self.sync.unanswered.remove(&from);
         if self.sync.outstanding.is_some_and(|(p, _)| p == from) {
             self.sync.outstanding = None;
         }
