@@ -284,3 +284,59 @@ fn a_slower_cluster_still_sends_no_forwards() {
     );
     assert_eq!(cost.signatures_verified, 16.0, "{cost:?}");
 }
+
+/// CPU time of this thread in milliseconds (Linux: utime + stime of
+/// `/proc/thread-self/stat`, in clock ticks of 10 ms).
+fn thread_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("linux");
+    let after_name = &stat[stat.rfind(')').expect("stat") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of the stat line (utime, stime) are 12 and 13 after the name.
+    let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    ticks as f64 * 10.0
+}
+
+/// CPU per decision of the whole cluster with real Ed25519 keys, measured as this
+/// thread's CPU time (robust to other load on the machine, unlike wall time). Run
+/// with `cargo test --release -p bft --test cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check: run in release"]
+fn cpu_per_decision_ed25519() {
+    for (batch, decisions) in [(1usize, 2_000u64), (100, 1_000)] {
+        let (signers, verifier) = bft::crypto::ed25519_keys(1, N);
+        let verifier: Arc<dyn bft::Verifier> = Arc::new(verifier);
+        let replicas = signers
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut cfg = Config::new(i as ReplicaId, N);
+                cfg.max_batch_count = batch;
+                Replica::new(cfg, NullApp::default(), Box::new(s), verifier.clone())
+            })
+            .collect();
+        let mut c = Cluster {
+            replicas,
+            queue: VecDeque::new(),
+            delivered: vec![0; N as usize],
+            kinds: BTreeMap::new(),
+            now: 0,
+        };
+        let mut next = 0u64;
+        let start = thread_cpu_ms();
+        for _ in 0..decisions {
+            for _ in 0..batch {
+                let r = &mut c.replicas[0];
+                let out = r.handle(Input::Request(request(next)));
+                next += 1;
+                c.route(0, out);
+            }
+            c.drain();
+        }
+        let cpu = thread_cpu_ms() - start;
+        assert_eq!(c.delivered, vec![decisions; N as usize]);
+        println!(
+            "n = {N}, batch {batch}: {:.3} ms CPU per decision (whole cluster, {decisions} decisions)",
+            cpu / decisions as f64
+        );
+    }
+}
