@@ -32,7 +32,7 @@ pub use crypto::{Signature, Signer, Verifier};
 pub use error::{Error, Result};
 pub use membership::{Membership, set_chain};
 pub use messages::{Message, NewView, ViewChange, Vote};
-pub use replica::{Complaint, Input, Output, Refusal, Replica, Status};
+pub use replica::{Complaint, Counters, Input, Output, Refusal, Replica, Status};
 pub use types::{
     ChainId, Config, Digest, EngineParams, InstanceId, MAX_MEMBERS, Members, MembersError, Proposal, Quorum,
     ReplicaId, Seq, View, proposal_digest,

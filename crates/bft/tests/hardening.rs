@@ -286,11 +286,8 @@ fn client_requests_are_admitted_by_bytes() {
     cfg.max_pending_bytes = 10;
     let mut r = replica_with(cfg);
     r.handle(Input::Tick(1));
-    assert_eq!(
-        r.handle(Input::Request(vec![1; 6])).len(),
-        1,
-        "forwarded to the leader"
-    );
+    assert!(r.handle(Input::Request(vec![1; 6])).is_empty(), "admitted");
+    assert_eq!(r.pending_len(), 1);
     let out = r.handle(Input::Request(vec![2; 6]));
     assert_eq!(
         out,
@@ -320,8 +317,10 @@ fn one_peer_cannot_crowd_others_out_of_the_future_buffer() {
     r.handle(pre_prepare(0, 0, &p1));
     // The leader's next proposal arrives early and is buffered...
     assert!(r.handle(pre_prepare(0, 0, &p2)).is_empty());
-    // ...then replica 3 floods the buffer with valid votes for later sequences and with
-    // badly signed ones.
+    // ...then replica 3 floods the buffer with valid votes for later sequences, and
+    // replica 2 with badly signed ones (over an authenticated channel only 2 itself can
+    // send votes in its name). Votes are buffered unchecked (their signatures are
+    // checked when a certificate needs them), each sender in its own bounded queue.
     for seq in 2..300 {
         r.handle(junk_vote(3, seq, 0xcc));
         let mut forged = junk_vote(3, seq, 0xcd);
@@ -331,7 +330,8 @@ fn one_peer_cannot_crowd_others_out_of_the_future_buffer() {
         r.handle(forged);
     }
     assert!(r.future_bytes(3) <= config(1).max_future_bytes_per_peer);
-    assert_eq!(r.future_bytes(2), 0, "unverified votes are not buffered");
+    assert!(r.future_bytes(2) <= config(1).max_future_bytes_per_peer);
+    assert!(r.future_bytes(0) > 0, "the leader's proposal is still buffered");
     // Deciding sequence 1 replays the leader's proposal for sequence 2.
     r.handle(vote(Phase::Prepare, 0, 0, &p1));
     r.handle(vote(Phase::Prepare, 2, 0, &p1));

@@ -135,7 +135,11 @@ fn follower_forwards_requests_and_complains_when_censored() {
         replica(1),
         vec![
             step(Input::Tick(1), START),
-            step(Input::Request(b"x".to_vec()), &["send r0 forward x"]),
+            // held for two batch intervals (the leader may have it already)...
+            step(Input::Request(b"x".to_vec()), &[]),
+            step(Input::Tick(20), &[]),
+            // ...then forwarded, once
+            step(Input::Tick(21), &["send r0 forward x"]),
             step(Input::Tick(90), &[]),
             // the leader keeps sending heartbeats but never orders "x"
             step(
@@ -496,6 +500,35 @@ fn messages_of_another_instance_are_ignored() {
         vec![
             step(Input::Tick(1), START),
             step(pre_prepare(0, 0, &Arc::new(p)), &[]),
+        ],
+    );
+}
+
+#[test]
+fn a_vote_stands_in_for_a_heartbeat() {
+    let p1 = proposal(1, &["a"]);
+    let p5 = proposal(5, &["e"]);
+    run(
+        "votes as heartbeats",
+        replica(1),
+        vec![
+            step(Input::Tick(1), START),
+            // A vote of replica 2 for sequence 5 says it decided 4: ask it for them.
+            step(vote(Phase::Prepare, 2, 0, &p5), &["send r2 sync-request from s1"]),
+            step(Input::Tick(50), &[]),
+            // This replica's own fresh vote (at 50) postpones its heartbeat (due at
+            // 101) by an interval...
+            step(
+                pre_prepare(0, 0, &p1),
+                &["persist accepted v0 s1", "broadcast prepare v0 s1"],
+            ),
+            step(Input::Tick(101), &[]),
+            // ...after which the heartbeat (and the retransmission) is due again.
+            step(Input::Tick(149), &[]),
+            step(
+                Input::Tick(150),
+                &["broadcast heartbeat v0 h0", "broadcast prepare v0 s1"],
+            ),
         ],
     );
 }

@@ -40,6 +40,8 @@ struct Totals {
     crashes: u64,
     view_changes: u64,
     max_settle_ms: u64,
+    /// The seed that took `max_settle_ms`.
+    slowest_seed: u64,
     max_steps: u64,
     foreign_rejected: u64,
     installed: u64,
@@ -49,10 +51,13 @@ struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, r: &Report) {
+    fn add(&mut self, seed: u64, r: &Report) {
         self.decided += r.decided;
         self.crashes += r.crashes;
         self.view_changes += u64::from(r.max_view > 0);
+        if r.settle_ms > self.max_settle_ms {
+            self.slowest_seed = seed;
+        }
         self.max_settle_ms = self.max_settle_ms.max(r.settle_ms);
         self.max_steps = self.max_steps.max(r.steps);
         self.foreign_rejected += r.foreign_injected;
@@ -80,7 +85,7 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
                     let mut seed = first + t;
                     while seed < first + count {
                         match run(seed, false) {
-                            Ok(r) => totals.add(&r),
+                            Ok(r) => totals.add(seed, &r),
                             Err(e) => {
                                 eprintln!(
                                     "{e}\n  reproduce: {env}={seed} cargo test -p testkit --test sim {test} -- --nocapture"
@@ -105,6 +110,9 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
         all.decided += t.decided;
         all.crashes += t.crashes;
         all.view_changes += t.view_changes;
+        if t.max_settle_ms > all.max_settle_ms {
+            all.slowest_seed = t.slowest_seed;
+        }
         all.max_settle_ms = all.max_settle_ms.max(t.max_settle_ms);
         all.max_steps = all.max_steps.max(t.max_steps);
         all.foreign_rejected += t.foreign_rejected;
@@ -115,7 +123,7 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
     }
     eprintln!(
         "sim: {count} seeds from {first} in {:.1}s: {} failures, {} decisions, {} crashes, \
-         {} seeds with view changes, slowest settle after GST {} ms, most steps {}, \
+         {} seeds with view changes, slowest settle after GST {} ms (seed {}), most steps {}, \
          {} foreign-chain decisions rejected, {} snapshots installed by state transfer, \
          {} replica-set switches, {} replicas removed ({} Byzantine, {} crashed for good, \
          {} leaders of view 0), {} requests re-submitted after GST because no member held them",
@@ -125,6 +133,7 @@ fn run_range_of(first: u64, count: u64, run: fn(u64, bool) -> Result<Report, Str
         all.crashes,
         all.view_changes,
         all.max_settle_ms,
+        all.slowest_seed,
         all.max_steps,
         all.foreign_rejected,
         all.installed,

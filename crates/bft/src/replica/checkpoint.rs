@@ -225,12 +225,15 @@ impl<A: Application> Replica<A> {
         cp: Arc<StableCheckpoint>,
         switches: &[Arc<crate::Decision>],
     ) {
-        // Only an answer to our outstanding request is worth verifying (a quorum of
-        // signatures and a hash over up to `sync_max_bytes`): unsolicited ones are dropped.
-        if self.sync.outstanding.is_none_or(|(p, _)| p != from) {
+        // Only an answer to a request of ours is worth verifying (a quorum of signatures
+        // and a hash over up to `sync_max_bytes`): unsolicited ones are dropped. A peer
+        // asked earlier is read when its answer comes after the next was asked (once).
+        if !self.sync.unanswered.remove(&from) {
             return;
         }
-        self.sync.outstanding = None;
+        if self.sync.outstanding.is_some_and(|(p, _)| p == from) {
+            self.sync.outstanding = None;
+        }
         if cp.seq < self.next_seq() {
             self.maybe_sync();
             return;

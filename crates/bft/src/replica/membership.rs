@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Carry, Replica, Slot, Status, SyncState};
+use super::{Carry, Replica, Slot, Status, SyncState, counters};
 use crate::app::Application;
 use crate::certificate::{Decision, verify_decision};
 use crate::checkpoint::StableCheckpoint;
@@ -197,6 +197,7 @@ impl<A: Application> Replica<A> {
     pub(super) fn tell_straggler(&mut self, peer: crate::ReplicaId, msg: &crate::Message) {
         let claimed = match msg {
             crate::Message::Heartbeat { last_decided, .. } => *last_decided,
+            crate::Message::Vote(vote) => vote.seq.saturating_sub(1),
             crate::Message::ViewChange(vc) => vc.decided_seq(),
             _ => return,
         };
@@ -255,9 +256,9 @@ impl<A: Application> Replica<A> {
         if let Some(params) = m.params {
             self.cfg.set_params(params);
         }
-        self.verifier = m.verifier;
+        self.verifier = counters::CountingVerifier::wrap(m.verifier, &self.signatures);
         if let Some(signer) = m.signer {
-            self.signer = signer;
+            self.signer = counters::CountingSigner::wrap(signer, &self.signatures);
         }
     }
 

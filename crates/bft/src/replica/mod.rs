@@ -8,6 +8,7 @@
 //! * `membership.rs` — switching replica sets at a decision (reconfiguration).
 
 mod checkpoint;
+mod counters;
 mod membership;
 mod normal;
 mod pending;
@@ -25,6 +26,7 @@ use crate::messages::{Carry, Message, NewView, ViewChange, Vote};
 use crate::types::{Config, Digest, Proposed, Quorum, ReplicaId, Seq, View};
 use crate::wal::WalEntry;
 
+pub use counters::Counters;
 pub use membership::MAX_SWITCH_PROOFS;
 use pending::Pending;
 
@@ -133,11 +135,20 @@ pub enum Status {
     },
 }
 
+/// A vote held in the slot. Its signature is checked only when the vote is needed for
+/// a certificate (docs/bft.md "What a decision costs").
+#[derive(Clone, Debug)]
+struct HeldVote {
+    signature: Signature,
+    /// The signature was checked (or is this replica's own).
+    verified: bool,
+}
+
 /// Votes and proposal for the sequence number being decided, in the current view.
 #[derive(Debug, Default)]
 struct Slot {
     accepted: Option<Proposed>,
-    votes: BTreeMap<(Phase, Digest), BTreeMap<ReplicaId, Signature>>,
+    votes: BTreeMap<(Phase, Digest), BTreeMap<ReplicaId, HeldVote>>,
     my_votes: Vec<Vote>,
     /// The phases each replica voted in (a replica's first vote of a phase counts; a
     /// second one for another digest is ignored, so junk votes cannot grow the slot).
@@ -156,6 +167,9 @@ struct SyncState {
     /// The peer asked last and when the request expires.
     outstanding: Option<(ReplicaId, u64)>,
     last_asked: ReplicaId,
+    /// Peers asked whose answer has not come: a snapshot answer is read only from
+    /// them, once each, however late (at most one per member).
+    unanswered: std::collections::BTreeSet<ReplicaId>,
 }
 
 /// One BFT replica of one instance.
@@ -223,6 +237,10 @@ pub struct Replica<A: Application> {
     /// While changing views: the highest lower view a member's heartbeat showed it in
     /// (the others may have settled there without this replica).
     heard_view: Option<View>,
+    /// Messages, WAL writes and decisions so far ([`Replica::counters`]).
+    counters: Counters,
+    /// Signatures made and verified so far (shared with the wrapped signer and verifier).
+    signatures: Arc<counters::SignatureTally>,
     out: Vec<Output>,
 }
 
@@ -243,11 +261,14 @@ impl<A: Application> Replica<A> {
     pub fn new(cfg: Config, app: A, signer: Box<dyn Signer>, verifier: Arc<dyn Verifier>) -> Self {
         let quorum = cfg.quorum();
         let dedup_proposals = cfg.checkpoint_interval == 0 || app.snapshot().is_none();
+        let signatures = Arc::new(counters::SignatureTally::default());
         Replica {
             quorum,
             app,
-            signer,
-            verifier,
+            signer: counters::CountingSigner::wrap(signer, &signatures),
+            verifier: counters::CountingVerifier::wrap(verifier, &signatures),
+            signatures,
+            counters: Counters::default(),
             now: 0,
             view: 0,
             status: Status::Normal,
@@ -291,9 +312,43 @@ impl<A: Application> Replica<A> {
         match input {
             Input::Tick(now) => self.on_tick(now),
             Input::Request(request) => self.on_request(request, true),
-            Input::Message { from, msg } => self.on_message(from, msg),
+            Input::Message { from, msg } => {
+                self.counters.messages_in += 1;
+                self.on_message(from, msg);
+            }
         }
-        std::mem::take(&mut self.out)
+        let out = std::mem::take(&mut self.out);
+        self.count_outputs(&out);
+        out
+    }
+
+    /// Counts the WAL entries, WAL syncs (runs of consecutive entries, which the shell
+    /// appends and syncs together) and deliveries of one batch of outputs.
+    fn count_outputs(&mut self, out: &[Output]) {
+        let mut in_run = false;
+        for o in out {
+            let persist = matches!(o, Output::Persist(_));
+            if persist {
+                self.counters.wal_entries += 1;
+                if !in_run {
+                    self.counters.wal_syncs += 1;
+                }
+            }
+            if matches!(o, Output::Deliver(_)) {
+                self.counters.decisions += 1;
+            }
+            in_run = persist;
+        }
+    }
+
+    /// What this replica spent since it was built or restored: messages in and out,
+    /// signatures made and verified, WAL entries and syncs, decisions.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            signatures_made: self.signatures.made(),
+            signatures_verified: self.signatures.verified(),
+            ..self.counters
+        }
     }
 
     fn on_message(&mut self, from: ReplicaId, msg: Message) {
@@ -307,7 +362,9 @@ impl<A: Application> Replica<A> {
             // requests); nothing it says counts here.
             if self.epoch_start > 0 {
                 match &msg {
-                    Message::Heartbeat { .. } | Message::ViewChange(_) => self.tell_straggler(from, &msg),
+                    Message::Heartbeat { .. } | Message::Vote(_) | Message::ViewChange(_) => {
+                        self.tell_straggler(from, &msg);
+                    }
                     Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, *from_seq),
                     _ => {}
                 }
@@ -320,6 +377,7 @@ impl<A: Application> Replica<A> {
             self.tell_straggler(from, &msg);
             match msg {
                 Message::Heartbeat { last_decided, .. } => self.note_height(from, last_decided),
+                Message::Vote(vote) => self.note_height(from, vote.seq.saturating_sub(1)),
                 Message::SyncRequest { from_seq, .. } => self.on_sync_request(from, from_seq),
                 Message::SyncResponse { decisions, .. } => self.on_sync_response(from, decisions),
                 Message::SyncSnapshot { checkpoint, switches } => {
@@ -333,7 +391,10 @@ impl<A: Application> Replica<A> {
         match msg {
             Message::Forward { request, .. } => self.on_request(request, false),
             Message::PrePrepare { view, proposal } => self.on_pre_prepare(from, view, proposal),
-            Message::Vote(vote) => self.on_vote(from, vote),
+            Message::Vote(vote) => {
+                self.on_vote_heard(from, &vote);
+                self.on_vote(from, vote);
+            }
             Message::ViewChange(vc) => self.on_view_change(from, vc),
             Message::NewView(nv) => self.on_new_view(from, nv),
             Message::Heartbeat {
@@ -443,6 +504,9 @@ impl<A: Application> Replica<A> {
                 if let Some(started) = self.slot.started_ms {
                     at(started.saturating_add(request_timeout).saturating_add(1));
                 }
+                if let Some(forward) = self.pending.next_forward() {
+                    at(forward);
+                }
                 if leader && self.slot.accepted.is_none() {
                     if self.carry.proposal.is_some() {
                         at(self.now);
@@ -540,12 +604,15 @@ impl<A: Application> Replica<A> {
 
     fn broadcast(&mut self, msg: Message) {
         if self.cfg.members.len() > 1 {
+            let others = self.cfg.members.len() - u32::from(self.is_member());
+            self.counters.messages_out += u64::from(others);
             self.out.push(Output::Broadcast(msg));
         }
     }
 
     fn send(&mut self, to: ReplicaId, msg: Message) {
         if to != self.cfg.id {
+            self.counters.messages_out += 1;
             self.out.push(Output::Send { to, msg });
         }
     }

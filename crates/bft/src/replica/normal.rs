@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{Complaint, Output, Refusal, Replica, Slot, Status};
 use crate::app::{Application, ProposalContext};
-use crate::certificate::{Certificate, Decision, Phase, Prepared};
+use crate::certificate::{Certificate, Decision, Phase, Prepared, vote_bytes};
 use crate::messages::{Message, Vote};
 use crate::types::{Digest, Proposal, Proposed, ReplicaId, View};
 use crate::wal::WalEntry;
@@ -46,15 +46,37 @@ impl<A: Application> Replica<A> {
             return;
         }
         let forward = from_client && !self.is_leader() && self.status == Status::Normal;
-        if forward {
-            let msg = Message::Forward {
-                instance: self.cfg.instance,
-                request: request.clone(),
-            };
-            self.send(self.cfg.leader(self.view), msg);
-        }
-        self.pending.insert(d, request, self.now);
+        let forward_at = forward.then(|| self.now.saturating_add(self.forward_delay()));
+        self.pending.insert(d, request, self.now, forward_at);
         self.maybe_propose();
+    }
+
+    /// How long a follower holds a client request before forwarding it to the leader:
+    /// two batch intervals, at most a quarter of the request timeout. A client that
+    /// submits to every replica (the Arma batchers send each BAF to every consenter)
+    /// has its request at the leader already, which proposes it within a batch
+    /// interval: by then the followers decided it and forward nothing. A request only
+    /// a follower holds reaches the leader that much later (docs/bft.md "What a
+    /// decision costs").
+    pub(super) fn forward_delay(&self) -> u64 {
+        self.cfg
+            .batch_interval_ms
+            .saturating_mul(2)
+            .min(self.cfg.request_timeout_ms / 4)
+    }
+
+    /// Follower: forwards the client requests whose first forward is due and that are
+    /// still pending (a leader drops its due entries: it proposes what it holds).
+    fn forward_due(&mut self) {
+        let due = self.pending.take_due_forwards(self.now);
+        if self.is_leader() {
+            return;
+        }
+        let leader = self.cfg.leader(self.view);
+        let instance = self.cfg.instance;
+        for request in due {
+            self.send(leader, Message::Forward { instance, request });
+        }
     }
 
     /// Leader: proposes the next sequence number when the slot is free and either the
@@ -96,7 +118,7 @@ impl<A: Application> Replica<A> {
         };
         self.accept(proposed);
         self.broadcast(msg);
-        self.broadcast_my_votes_from(0);
+        self.broadcast_fresh_votes(0);
         self.check_slot();
     }
 
@@ -116,10 +138,19 @@ impl<A: Application> Replica<A> {
             proposal: proposed.proposal.clone(),
         });
         let vote = self.sign_vote(Phase::Prepare, proposed.proposal.seq, proposed.digest);
-        self.record_vote(self.cfg.id, &vote);
+        self.record_own_vote(&vote);
         self.slot.my_votes.push(vote);
         self.slot.accepted = Some(proposed);
         self.slot.started_ms.get_or_insert(self.now);
+    }
+
+    /// Broadcasts this replica's new votes. A vote tells every peer what a heartbeat
+    /// would: this replica works in the vote's view and decided up to the sequence
+    /// before the vote's (`on_vote_heard`), so the next heartbeat is due one interval
+    /// after it (docs/bft.md "What a decision costs"). Retransmissions do not count.
+    fn broadcast_fresh_votes(&mut self, first: usize) {
+        self.broadcast_my_votes_from(first);
+        self.next_heartbeat = self.now.saturating_add(self.cfg.heartbeat_interval_ms);
     }
 
     pub(super) fn broadcast_my_votes_from(&mut self, first: usize) {
@@ -160,7 +191,7 @@ impl<A: Application> Replica<A> {
             return;
         }
         self.accept(proposed);
-        self.broadcast_my_votes_from(self.slot.my_votes.len() - 1);
+        self.broadcast_fresh_votes(self.slot.my_votes.len() - 1);
         self.check_slot();
     }
 
@@ -199,31 +230,27 @@ impl<A: Application> Replica<A> {
         true
     }
 
-    /// A vote is verified before anything else (also before it is buffered for a later
-    /// view or sequence). It starts the stuck-slot timer only when this replica accepted
-    /// the proposal or `f+1` distinct replicas voted in the slot: one Byzantine replica's
-    /// validly signed junk vote cannot make an idle cluster change views.
+    /// A vote for the slot is kept with its signature unchecked: the signature is
+    /// checked when the vote is needed for a certificate (`certificate`), so a replica
+    /// checks the `q − 1` peer votes of each certificate and no more, and a repeated
+    /// vote (a retransmission) costs nothing. Votes ahead of this replica are buffered
+    /// unchecked and checked when they are replayed into their slot. A vote starts the
+    /// stuck-slot timer only when this replica accepted the proposal or `f+1` distinct
+    /// replicas voted in the slot (the transport authenticates senders, so `f+1` of them
+    /// include a correct one): one Byzantine replica's junk vote cannot make an idle
+    /// cluster change views.
     pub(super) fn on_vote(&mut self, from: ReplicaId, vote: Vote) {
         let seq = self.next_seq();
         if vote.view < self.view || vote.seq < seq {
-            return;
-        }
-        let bytes = crate::certificate::vote_bytes(
-            &self.cfg.chain,
-            vote.phase,
-            vote.instance,
-            vote.view,
-            vote.seq,
-            &vote.digest,
-        );
-        if !self.verifier.verify(from, &bytes, &vote.signature) {
             return;
         }
         if vote.view > self.view || vote.seq > seq || self.status != Status::Normal {
             self.buffer_future(from, Message::Vote(vote));
             return;
         }
-        self.record_vote(from, &vote);
+        if !self.record_vote(from, &vote, false) {
+            return;
+        }
         let voters: HashSet<ReplicaId> = self.slot.voted.keys().map(|(id, _)| *id).collect();
         if voters.len() as u32 > self.quorum.f {
             self.slot.started_ms.get_or_insert(self.now);
@@ -231,42 +258,94 @@ impl<A: Application> Replica<A> {
         self.check_slot();
     }
 
-    /// Records a replica's first vote of a phase in this slot (later ones are ignored).
-    fn record_vote(&mut self, from: ReplicaId, vote: &Vote) {
+    /// Records this replica's own vote (its signature needs no check).
+    pub(super) fn record_own_vote(&mut self, vote: &Vote) {
+        self.record_vote(self.cfg.id, vote, true);
+    }
+
+    /// Records a replica's first vote of a phase in this slot (later ones are ignored);
+    /// false if it already had one.
+    fn record_vote(&mut self, from: ReplicaId, vote: &Vote, verified: bool) -> bool {
         if self.slot.voted.contains_key(&(from, vote.phase)) {
-            return;
+            return false;
         }
         self.slot.voted.insert((from, vote.phase), vote.digest);
         self.slot
             .votes
             .entry((vote.phase, vote.digest))
             .or_default()
-            .insert(from, vote.signature.clone());
+            .insert(
+                from,
+                super::HeldVote {
+                    signature: vote.signature.clone(),
+                    verified,
+                },
+            );
+        true
     }
 
-    fn certificate(&self, phase: Phase, digest: Digest) -> Option<Certificate> {
-        let votes = self.slot.votes.get(&(phase, digest))?;
-        if (votes.len() as u32) < self.quorum.q {
-            return None;
+    /// The certificate of `phase` for `digest` once `q` votes for it hold valid
+    /// signatures. Signatures are checked here, lazily: only once `q` votes are held,
+    /// and only until `q` are valid. A vote whose signature fails is forgotten, and its
+    /// sender may vote again in the slot (as if the bad vote had never arrived; only a
+    /// faulty replica sends one, and each costs it one message). The certificate holds
+    /// exactly `q` signatures.
+    fn certificate(&mut self, phase: Phase, digest: Digest) -> Option<Certificate> {
+        let q = self.quorum.q as usize;
+        let seq = self.next_seq();
+        loop {
+            let votes = self.slot.votes.get(&(phase, digest))?;
+            if votes.len() < q {
+                return None;
+            }
+            let unchecked = votes
+                .iter()
+                .find(|(_, v)| !v.verified)
+                .map(|(id, v)| (*id, v.signature.clone()));
+            let valid = votes.values().filter(|v| v.verified).count();
+            let Some((id, signature)) = unchecked.filter(|_| valid < q) else {
+                let signatures = votes
+                    .iter()
+                    .filter(|(_, v)| v.verified)
+                    .take(q)
+                    .map(|(id, v)| (*id, v.signature.clone()))
+                    .collect();
+                return Some(Certificate {
+                    phase,
+                    instance: self.cfg.instance,
+                    view: self.view,
+                    seq,
+                    digest,
+                    signatures,
+                });
+            };
+            let bytes = vote_bytes(&self.cfg.chain, phase, self.cfg.instance, self.view, seq, &digest);
+            let ok = self.verifier.verify(id, &bytes, &signature);
+            let votes = self.slot.votes.entry((phase, digest)).or_default();
+            if ok {
+                if let Some(v) = votes.get_mut(&id) {
+                    v.verified = true;
+                }
+            } else {
+                votes.remove(&id);
+                self.slot.voted.remove(&(id, phase));
+            }
         }
-        Some(Certificate {
-            phase,
-            instance: self.cfg.instance,
-            view: self.view,
-            seq: self.next_seq(),
-            digest,
-            signatures: votes.iter().map(|(id, s)| (*id, s.clone())).collect(),
-        })
     }
 
     /// Moves the slot forward: prepared → send commit; committed → decide.
     pub(super) fn check_slot(&mut self) {
         let Some(accepted) = self.slot.accepted.clone() else {
-            if self
+            let committed: Vec<Digest> = self
                 .slot
                 .votes
                 .keys()
-                .any(|(phase, d)| *phase == Phase::Commit && self.certificate(Phase::Commit, *d).is_some())
+                .filter(|(phase, _)| *phase == Phase::Commit)
+                .map(|(_, d)| *d)
+                .collect();
+            if committed
+                .into_iter()
+                .any(|d| self.certificate(Phase::Commit, d).is_some())
             {
                 // Decided by a quorum but the proposal never reached us: fetch it.
                 self.mark_peers_ahead();
@@ -284,9 +363,9 @@ impl<A: Application> Replica<A> {
             self.prepared = Some(prepared);
             self.slot.sent_commit = true;
             let vote = self.sign_vote(Phase::Commit, accepted.proposal.seq, accepted.digest);
-            self.record_vote(self.cfg.id, &vote);
+            self.record_own_vote(&vote);
             self.slot.my_votes.push(vote);
-            self.broadcast_my_votes_from(self.slot.my_votes.len() - 1);
+            self.broadcast_fresh_votes(self.slot.my_votes.len() - 1);
         }
         if let Some(certificate) = self.certificate(Phase::Commit, accepted.digest) {
             let decision = Decision {
@@ -371,6 +450,7 @@ impl<A: Application> Replica<A> {
             self.complain(Complaint::LeaderSilent);
             return;
         }
+        self.forward_due();
         if let Some((start, arrived)) = self.pending.timer_start() {
             let age = now.saturating_sub(start);
             // However busy the leader, a request waiting this long is complained about.

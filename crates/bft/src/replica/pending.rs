@@ -19,6 +19,9 @@ struct Entry {
     /// When this replica last forwarded it (`None`: not since it arrived or the view
     /// began).
     forwarded_ms: Option<u64>,
+    /// When a follower forwards this client request to the leader for the first time,
+    /// if it is still pending then (`None`: not to be forwarded, or already was).
+    forward_at: Option<u64>,
     /// The insertion this entry came from; matches exactly one queue entry.
     ticket: u64,
 }
@@ -27,6 +30,9 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct Pending {
     order: VecDeque<(Digest, u64)>,
+    /// Requests waiting for their first forward: `(forward_at, digest, ticket)` in
+    /// arrival order (deleted lazily, like `order`).
+    forwards: VecDeque<(u64, Digest, u64)>,
     next_ticket: u64,
     map: HashMap<Digest, Entry>,
     bytes: usize,
@@ -49,8 +55,9 @@ impl Pending {
         self.map.contains_key(d)
     }
 
-    /// Adds a request; false if it was already pending.
-    pub(super) fn insert(&mut self, d: Digest, request: Vec<u8>, now: u64) -> bool {
+    /// Adds a request; false if it was already pending. `forward_at`: when to forward
+    /// it to the leader if it is still pending then ([`Pending::take_due_forwards`]).
+    pub(super) fn insert(&mut self, d: Digest, request: Vec<u8>, now: u64, forward_at: Option<u64>) -> bool {
         if self.map.contains_key(&d) {
             return false;
         }
@@ -63,11 +70,40 @@ impl Pending {
                 request,
                 arrived_ms: now,
                 forwarded_ms: None,
+                forward_at,
                 ticket,
             },
         );
         self.order.push_back((d, ticket));
+        if let Some(at) = forward_at {
+            self.forwards.push_back((at, d, ticket));
+        }
         true
+    }
+
+    /// When the next first forward may be due (possibly earlier: the front entry may
+    /// be a request that was decided meanwhile).
+    pub(super) fn next_forward(&self) -> Option<u64> {
+        self.forwards.front().map(|(at, _, _)| *at)
+    }
+
+    /// The requests whose first forward is due at `now` and that are still pending, in
+    /// arrival order; they are not returned again.
+    pub(super) fn take_due_forwards(&mut self, now: u64) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some((at, d, ticket)) = self.forwards.front().copied() {
+            if at > now {
+                break;
+            }
+            self.forwards.pop_front();
+            if let Some(e) = self.map.get_mut(&d)
+                && e.ticket == ticket
+                && e.forward_at.take().is_some()
+            {
+                out.push(e.request.clone());
+            }
+        }
+        out
     }
 
     /// The live entry a queue entry names, if it is not a leftover of an earlier
@@ -142,6 +178,11 @@ impl Pending {
             self.order
                 .retain(|(d, ticket)| map.get(d).is_some_and(|e| e.ticket == *ticket));
         }
+        if self.forwards.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.forwards
+                .retain(|(_, d, ticket)| map.get(d).is_some_and(|e| e.ticket == *ticket));
+        }
     }
 
     /// Arrival time of the oldest pending request.
@@ -185,6 +226,7 @@ impl Pending {
                 && now.saturating_sub(e.arrived_ms) >= age_ms
             {
                 e.forwarded_ms = Some(now);
+                e.forward_at = None;
                 out.push(e.request.clone());
             }
         }
@@ -225,12 +267,12 @@ mod tests {
     fn a_request_removed_and_inserted_again_is_batched_once() {
         let mut p = Pending::default();
         for b in 0..3 {
-            assert!(p.insert(d(b), vec![b], u64::from(b)));
+            assert!(p.insert(d(b), vec![b], u64::from(b), None));
         }
         // Request 1 is decided while request 0 still waits: its queue entry stays.
         assert!(p.remove(&d(1)).is_some());
         // Later the same request comes again (its digest forgotten after pruning).
-        assert!(p.insert(d(1), vec![1], 10));
+        assert!(p.insert(d(1), vec![1], 10, None));
         let batch: Vec<Vec<u8>> = p.batch(10, 1 << 20).into_iter().map(|(_, r)| r).collect();
         assert_eq!(batch, vec![vec![0], vec![2], vec![1]]);
         assert_eq!(
@@ -246,7 +288,7 @@ mod tests {
     fn requests_are_resent_once_per_period_within_the_byte_budget() {
         let mut p = Pending::default();
         for b in 0..4 {
-            assert!(p.insert(d(b), vec![b; 10], 0));
+            assert!(p.insert(d(b), vec![b; 10], 0, None));
         }
         // A budget of 25 bytes: two requests of 10 (the third would pass it).
         let first = p.take_for_resend(100, 1000, 25);
@@ -269,11 +311,25 @@ mod tests {
     }
 
     #[test]
+    fn a_first_forward_is_due_once_and_only_while_pending() {
+        let mut p = Pending::default();
+        assert!(p.insert(d(1), vec![1], 0, Some(40)));
+        assert!(p.insert(d(2), vec![2], 5, Some(45)));
+        assert!(p.insert(d(3), vec![3], 6, None));
+        assert_eq!(p.next_forward(), Some(40));
+        assert!(p.take_due_forwards(39).is_empty(), "not yet due");
+        assert!(p.remove(&d(2)).is_some(), "decided before its forward");
+        assert_eq!(p.take_due_forwards(100), vec![vec![1]]);
+        assert!(p.take_due_forwards(200).is_empty(), "each at most once");
+        assert_eq!(p.next_forward(), None);
+    }
+
+    #[test]
     fn stale_entries_are_dropped_as_they_reach_the_front() {
         let mut p = Pending::default();
         for round in 0..200u64 {
-            assert!(p.insert(d(7), vec![7], round));
-            assert!(p.insert(d(8), vec![8], round));
+            assert!(p.insert(d(7), vec![7], round, None));
+            assert!(p.insert(d(8), vec![8], round, None));
             assert!(p.remove(&d(8)).is_some());
             assert!(p.remove(&d(7)).is_some());
         }

@@ -298,22 +298,14 @@ impl<A: Application> Replica<A> {
         };
         let seq = proposed.proposal.seq;
         let prepare = self.sign_vote(Phase::Prepare, seq, proposed.digest);
-        self.slot
-            .votes
-            .entry((Phase::Prepare, proposed.digest))
-            .or_default()
-            .insert(self.cfg.id, prepare.signature.clone());
+        self.record_own_vote(&prepare);
         self.slot.my_votes.push(prepare);
         if let Some(p) = &self.prepared
             && p.certificate.view == view
             && p.certificate.digest == proposed.digest
         {
             let commit = self.sign_vote(Phase::Commit, seq, proposed.digest);
-            self.slot
-                .votes
-                .entry((Phase::Commit, proposed.digest))
-                .or_default()
-                .insert(self.cfg.id, commit.signature.clone());
+            self.record_own_vote(&commit);
             self.slot.my_votes.push(commit);
             self.slot.sent_commit = true;
         }

@@ -113,6 +113,14 @@ impl<A: Application> Replica<A> {
         }
     }
 
+    /// A member's vote stands for a heartbeat: its sender works in the vote's view and
+    /// decided up to the sequence before the vote's (a replica votes only in the slot
+    /// after its last decision). Votes replace the heartbeats of a replica that votes
+    /// (`broadcast_fresh_votes`), so they must be heard as such.
+    pub(super) fn on_vote_heard(&mut self, from: ReplicaId, vote: &crate::messages::Vote) {
+        self.on_heartbeat(from, vote.view, vote.seq.saturating_sub(1));
+    }
+
     pub(super) fn on_heartbeat(&mut self, from: ReplicaId, view: View, last_decided: Seq) {
         if view == self.view && from == self.cfg.leader(view) {
             self.last_leader_heard = self.now;
@@ -177,9 +185,15 @@ impl<A: Application> Replica<A> {
     }
 
     /// Asks `peer` for the decisions after ours: the one outstanding request, until it is
-    /// answered or a heartbeat timeout passes.
+    /// answered or a heartbeat timeout passes (then the next peer ahead is asked). The
+    /// answer of a peer asked earlier is still read when it comes later (`unanswered`):
+    /// a replica changing views rebroadcasts its view change (a prepared proposal in it)
+    /// every heartbeat, and on a slow link its request can wait behind that longer than
+    /// a heartbeat timeout, so every answer came after the next peer was asked and was
+    /// dropped, forever (simulation seed 2000001546, once votes stood in for heartbeats).
     pub(super) fn ask_for_decisions(&mut self, peer: ReplicaId) {
         self.sync.last_asked = peer;
+        self.sync.unanswered.insert(peer);
         self.sync.outstanding = Some((peer, self.now + self.cfg.heartbeat_timeout_ms));
         let instance = self.cfg.instance;
         let from_seq = self.next_seq();
@@ -220,6 +234,7 @@ impl<A: Application> Replica<A> {
     }
 
     pub(super) fn on_sync_response(&mut self, from: ReplicaId, decisions: Vec<Arc<Decision>>) {
+        self.sync.unanswered.remove(&from);
         if self.sync.outstanding.is_some_and(|(p, _)| p == from) {
             self.sync.outstanding = None;
         }
