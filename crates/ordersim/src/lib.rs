@@ -22,10 +22,12 @@
 //! reproduce -- --nocapture`.
 //!
 //! Reconfiguration scenarios ([`ArmaScenario::reconfiguration`]) add config updates that
-//! rotate consenter and batcher keys at random points, under the simulation's own rules
-//! ([`reconfig::SimRules`]), and check that every correct consenter switches at the same
-//! decision, that every certificate verifies under the set in force for it and not under
-//! the set before, and that no acknowledged request is lost across a switch
+//! rotate consenter and batcher keys, add a party or remove one at random points, under
+//! the simulation's own rules ([`reconfig::SimRules`]), and check that every correct
+//! consenter switches at the same decision, that every certificate verifies under the set
+//! in force for it and not under the set before nor with a removed replica's signature,
+//! that a removed party's BAFs and complaints never count, and that no acknowledged
+//! request is lost across a switch
 //! (`ARMA_RECONF_SEED=<seed> cargo test -p ordersim --test reconfiguration
 //! reproduce_reconfiguration -- --nocapture`).
 
