@@ -60,14 +60,39 @@ pub struct Checker {
     genesis_parties: u32,
     /// BAFs of a joined party in decisions.
     pub joined_bafs: u64,
+    /// The parties in force after the last decision checked, as the ledger's configs
+    /// name them (read from the config itself, not through the view the consenters
+    /// use), and those that left.
+    in_force: Vec<u32>,
+    left: Vec<u32>,
+    /// Headers ordered after a switch that removed a party.
+    pub headers_after_leave: u64,
+}
+
+/// The primary of `shard` in `term` among the parties `ids` (increasing): the
+/// `((shard + term) mod N)`-th (Arma §4.3.4 primary rotation), computed here on its own so
+/// that the checker does not take the rotation from the code it checks.
+pub(crate) fn primary_of(ids: &[u32], shard: u32, term: u64) -> u32 {
+    let n = ids.len().max(1) as u64;
+    let index = (u64::from(shard) + term) % n;
+    ids.get(index as usize).copied().unwrap_or(0)
+}
+
+/// f + 1 among `n` parties.
+fn threshold(n: usize) -> usize {
+    n.saturating_sub(1) / 3 + 1
 }
 
 impl Checker {
     /// A checker for a network described by `cfg`.
     pub fn new(cfg: ArmaConfig, byzantine: Option<u32>) -> Checker {
-        let f1 = cfg.parties.threshold();
+        let in_force = cfg.parties.ids().to_vec();
+        let f1 = threshold(in_force.len());
         let terms = vec![(0, 0); cfg.shards as usize];
         Checker {
+            in_force,
+            left: Vec::new(),
+            headers_after_leave: 0,
             genesis_parties: cfg.parties.max_id(),
             joined_bafs: 0,
             byzantine,
@@ -144,12 +169,13 @@ impl Checker {
         // From the next decision on, requests are read under the config this one put in
         // force (a party that joined signs BAFs, the primaries rotate over the new parties).
         if let Some(change) = &outcome.config {
-            let view = crate::reconfig::SimConfig::decode(&change.config)
-                .map_err(|e| format!("decision {seq}: the config it put in force: {e}"))?
-                .view();
-            self.cfg = self.cfg.with_view(&view).map_err(|e| e.to_string())?;
+            let config = crate::reconfig::SimConfig::decode(&change.config)
+                .map_err(|e| format!("decision {seq}: the config it put in force: {e}"))?;
+            self.cfg = self.cfg.with_view(&config.view()).map_err(|e| e.to_string())?;
             // A batch of a later decision needs f + 1 BAFs of the parties now in force.
-            self.f1 = self.cfg.parties.threshold();
+            self.in_force = config.ids();
+            self.left = config.left;
+            self.f1 = threshold(self.in_force.len());
         }
         Ok(())
     }
@@ -166,10 +192,13 @@ impl Checker {
             let baf = match consenter::application::decode(&self.cfg, request) {
                 Ok(Item::Baf(baf)) => baf,
                 Ok(Item::Complaint(c)) => {
-                    self.complainers
-                        .entry((c.shard, c.term))
-                        .or_default()
-                        .insert(c.signer);
+                    // Only a party in force has a say (a removed party's never counts).
+                    if self.in_force.contains(&c.signer) {
+                        self.complainers
+                            .entry((c.shard, c.term))
+                            .or_default()
+                            .insert(c.signer);
+                    }
                     continue;
                 }
                 // Config updates: `Switches` checks them.
@@ -177,6 +206,9 @@ impl Checker {
             };
             let h = baf.header;
             let slot = (h.id.shard, h.term, h.id.primary, h.id.seq);
+            if !self.in_force.contains(&baf.signer) {
+                continue; // a removed party's BAF attests nothing
+            }
             if baf.signer > self.genesis_parties {
                 self.joined_bafs += 1;
             }
@@ -206,37 +238,54 @@ impl Checker {
             .terms
             .split_at(outcome.terms.len().saturating_sub(switched));
         for t in regular {
-            self.term_changes += 1;
-            let entry = self
-                .terms
-                .get_mut(t.shard as usize)
-                .ok_or("term change of an unknown shard")?;
-            if t.term <= entry.0 {
-                return Err(format!(
-                    "shard {} went back from term {} to {}",
-                    t.shard, entry.0, t.term
-                ));
-            }
-            let old = entry.0;
-            let equivocated = self
-                .digests
-                .iter()
-                .any(|((shard, term, _, _), set)| *shard == t.shard && *term == old && set.len() >= 2);
-            let correct_complaint = self
-                .complainers
-                .get(&(t.shard, old))
-                .is_some_and(|signers| signers.iter().any(|p| Some(*p) != self.byzantine));
-            if !equivocated && !correct_complaint {
-                return Err(format!(
-                    "shard {} left term {old} with neither a proven equivocation nor a correct party's \
-                     complaint: the Byzantine party's complaints alone changed it",
-                    t.shard
-                ));
-            }
-            *entry = (t.term, t.last_ordered_seq);
+            self.on_regular_term(t)?;
         }
         self.on_switch_terms(decision.seq(), switch)?;
         self.check_equivocations(&before, conflicts)
+    }
+
+    /// A term change not made by a switch: it needs a cause a correct party stands
+    /// behind (invariant 7), and f+1 complaints of parties in force or a proven
+    /// equivocation.
+    fn on_regular_term(&mut self, t: &arma::TermChange) -> Result<(), String> {
+        self.term_changes += 1;
+        let entry = self
+            .terms
+            .get_mut(t.shard as usize)
+            .ok_or("term change of an unknown shard")?;
+        if t.term <= entry.0 {
+            return Err(format!(
+                "shard {} went back from term {} to {}",
+                t.shard, entry.0, t.term
+            ));
+        }
+        let old = entry.0;
+        let equivocated = self
+            .digests
+            .iter()
+            .any(|((shard, term, _, _), set)| *shard == t.shard && *term == old && set.len() >= 2);
+        let correct_complaint = self
+            .complainers
+            .get(&(t.shard, old))
+            .is_some_and(|signers| signers.iter().any(|p| Some(*p) != self.byzantine));
+        if !equivocated && !correct_complaint {
+            return Err(format!(
+                "shard {} left term {old} with neither a proven equivocation nor a correct party's \
+                 complaint: the Byzantine party's complaints alone changed it",
+                t.shard
+            ));
+        }
+        let complaints = self.complainers.get(&(t.shard, old)).map_or(0, BTreeSet::len);
+        if self.switches.is_some() && !equivocated && complaints < self.f1 {
+            return Err(format!(
+                "shard {} left term {old} on {complaints} complaints of parties in force {:?}, f+1 = {}",
+                t.shard, self.in_force, self.f1
+            ));
+        }
+        if let Some(entry) = self.terms.get_mut(t.shard as usize) {
+            *entry = (t.term, t.last_ordered_seq);
+        }
+        Ok(())
     }
 
     /// The term changes a switch made at decision `seq`: every shard to its next term,
@@ -282,13 +331,7 @@ impl Checker {
             return Ok(());
         }
         let slot = (header.shard, header.term, header.primary, header.seq);
-        let signers = self.bafs.get(&(slot, header.digest)).map_or(0, BTreeSet::len);
-        if signers < self.f1 {
-            return Err(format!(
-                "block {} ({slot:?}) ordered with {signers} BAFs, f+1 = {}",
-                header.number, self.f1
-            ));
-        }
+        self.check_attested(header, slot)?;
         let id = (header.shard, header.primary, header.seq);
         if let Some(d) = self.ordered.insert(id, header.digest) {
             return Err(format!(
@@ -333,6 +376,32 @@ impl Checker {
         }
         if let Some(t) = self.terms.get_mut(header.shard as usize) {
             t.1 = header.seq;
+        }
+        Ok(())
+    }
+
+    /// An ordered header names the term's primary over the parties in force
+    /// (invariant 15) and has f+1 BAFs of parties in force (invariants 2 and 16).
+    fn check_attested(&mut self, header: &OrderedHeader, slot: Slot) -> Result<(), String> {
+        let primary = primary_of(&self.in_force, header.shard, header.term);
+        if header.primary != primary {
+            return Err(format!(
+                "block {} ({slot:?}): primary {} ordered, the term's primary over the parties in force {:?} is {primary}",
+                header.number, header.primary, self.in_force
+            ));
+        }
+        if !self.left.is_empty() {
+            self.headers_after_leave += 1;
+        }
+        let signers = self
+            .bafs
+            .get(&(slot, header.digest))
+            .map_or(0, |s| s.iter().filter(|p| self.in_force.contains(p)).count());
+        if signers < self.f1 {
+            return Err(format!(
+                "block {} ({slot:?}) ordered with {signers} BAFs of parties in force {:?}, f+1 = {}",
+                header.number, self.in_force, self.f1
+            ));
         }
         Ok(())
     }

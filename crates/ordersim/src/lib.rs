@@ -22,10 +22,12 @@
 //! reproduce -- --nocapture`.
 //!
 //! Reconfiguration scenarios ([`ArmaScenario::reconfiguration`]) add config updates that
-//! rotate consenter and batcher keys at random points, under the simulation's own rules
-//! ([`reconfig::SimRules`]), and check that every correct consenter switches at the same
-//! decision, that every certificate verifies under the set in force for it and not under
-//! the set before, and that no acknowledged request is lost across a switch
+//! rotate consenter and batcher keys, add a party or remove one at random points, under
+//! the simulation's own rules ([`reconfig::SimRules`]), and check that every correct
+//! consenter switches at the same decision, that every certificate verifies under the set
+//! in force for it and not under the set before nor with a removed replica's signature,
+//! that a removed party's BAFs and complaints never count, and that no acknowledged
+//! request is lost across a switch
 //! (`ARMA_RECONF_SEED=<seed> cargo test -p ordersim --test reconfiguration
 //! reproduce_reconfiguration -- --nocapture`).
 
@@ -218,6 +220,38 @@ pub struct Reconfiguration {
     /// A party joins (party n + 1): its nodes run from the start outside the network,
     /// and the first update (or whichever of its base is put in force) adds it.
     pub join: bool,
+    /// A party leaves: planned update `leave.update` (after the join, if any) removes
+    /// the party its kind names.
+    pub leave: Option<Leave>,
+}
+
+/// Which party a leaving update removes (docs/ordering-sim.md "A party leaving").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaveKind {
+    /// The Byzantine party (its nodes keep misbehaving after they are removed, and its
+    /// batchers attest and complain under the new config).
+    Byzantine,
+    /// A correct party whose nodes crashed for good shortly before the update is
+    /// submitted (no Byzantine party in these seeds: it is the one fault).
+    CrashedForGood,
+    /// The primary of a shard in its current term when the update is submitted.
+    Primary,
+    /// The leader of the view a correct consenter is in when the update is submitted.
+    Leader,
+    /// A correct party drawn at random.
+    Honest,
+}
+
+/// A party leaving through a config update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leave {
+    /// The planned update that removes it (only the party leaves in it: its keys
+    /// rotate as drawn for the others).
+    pub update: usize,
+    /// Which party.
+    pub kind: LeaveKind,
+    /// For `Primary`, the shard.
+    pub shard: u32,
 }
 
 impl ArmaScenario {
@@ -368,8 +402,108 @@ impl ArmaScenario {
             lax_rules: false,
             stubborn: None,
             join,
+            leave: None,
         });
+        sc.plan_leave();
         sc
+    }
+
+    /// Whether a party leaves, which and when, from a stream of its own (so that every
+    /// draw above stays what it was). Half the seeds that can have one do. The network
+    /// keeps f ≥ 1 after the removal in most of them: a 4-party network without a join
+    /// starts with 5 instead, and one with a join removes a party after the join. A
+    /// network of 4 goes down to 3 (f = 0) only when no Byzantine party stays after it
+    /// (no Byzantine party, or the Byzantine one leaves), so that every remaining node is
+    /// correct after GST and liveness is owed. A 1-party network leaves only after a join
+    /// (2 → 1: then the genesis party may go, and the network is the joiner alone).
+    fn plan_leave(&mut self) {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0x1ea7_e5ed);
+        if !rng.gen_bool(0.5) {
+            return;
+        }
+        let byzantine = self.byzantine.is_some();
+        let (n, shards) = (self.n, self.shards);
+        let Some(r) = self.reconfig.as_mut() else {
+            return;
+        };
+        if n == 1 && !r.join {
+            return;
+        }
+        let mut kinds = vec![LeaveKind::Primary, LeaveKind::Leader, LeaveKind::Honest];
+        if byzantine {
+            kinds.push(LeaveKind::Byzantine);
+            kinds.push(LeaveKind::Byzantine);
+        } else {
+            kinds.push(LeaveKind::CrashedForGood);
+            kinds.push(LeaveKind::CrashedForGood);
+        }
+        let kind = kinds[rng.gen_range(0..kinds.len())];
+        let after = n + u32::from(r.join) - 1;
+        let f_after = after.saturating_sub(1) / 3;
+        let mut grow = false;
+        if f_after == 0 && n == 4 && !r.join {
+            // 4 → 3: only with no Byzantine party left after it, and even then mostly
+            // from 5 instead.
+            grow = (byzantine && kind != LeaveKind::Byzantine) || rng.gen_bool(0.75);
+        }
+        // A party down for good is one fault: the others must still make a quorum of
+        // the set it leaves (not so for 2 parties), and the network must have had f ≥ 1
+        // all along — with f = 0 one BAF ordered a batch, and the party going down may
+        // hold the only copy of it (seed 468 before this rule: a network of 3 that grew
+        // to 4 lost a batch of its 3-party days with its primary).
+        if kind == LeaveKind::CrashedForGood && (byzantine || after < 2 || n < 4) {
+            return;
+        }
+        // The join is update 0; the leave comes in a later one (never with the join).
+        let first = usize::from(r.join);
+        while r.updates.len() <= first {
+            let last = r.updates.last().map_or(20, |u| u.at_ms);
+            r.updates.push(PlannedUpdate {
+                at_ms: last + rng.gen_range(50..600),
+                rotate: vec![rng.gen_range(0..n)],
+                rotate_batchers: Vec::new(),
+            });
+        }
+        let update = rng.gen_range(first..r.updates.len());
+        r.leave = Some(Leave {
+            update,
+            kind,
+            shard: rng.gen_range(0..shards),
+        });
+        if grow {
+            self.n = 5;
+        }
+    }
+
+    /// The same reconfiguration scenario with a party of kind `kind` leaving in its last
+    /// planned update (the variant tests): at least 5 parties (4 after the leave) unless a
+    /// party joins first, and no Byzantine party when the one leaving crashed for good.
+    pub fn with_leave(mut self, kind: LeaveKind) -> ArmaScenario {
+        if kind == LeaveKind::CrashedForGood {
+            self.byzantine = None;
+        }
+        let join = self.reconfig.as_ref().is_some_and(|r| r.join);
+        if self.n < 4 || (!join && self.n == 4) {
+            self.n = 5;
+        }
+        let (n, shards, seed) = (self.n, self.shards, self.seed);
+        if let Some(r) = self.reconfig.as_mut() {
+            let first = usize::from(r.join);
+            while r.updates.len() <= first {
+                let last = r.updates.last().map_or(20, |u| u.at_ms);
+                r.updates.push(PlannedUpdate {
+                    at_ms: last + 200,
+                    rotate: vec![(seed % u64::from(n)) as u32],
+                    rotate_batchers: Vec::new(),
+                });
+            }
+            r.leave = Some(Leave {
+                update: r.updates.len() - 1,
+                kind,
+                shard: (seed % u64::from(shards)) as u32,
+            });
+        }
+        self
     }
 
     /// Parties whose nodes run: the genesis parties, and one joining in the scenarios
@@ -476,6 +610,22 @@ pub struct ArmaReport {
     pub byz_sent_after_switch: u64,
     /// Of the duplicate orderings, those in a later epoch than the request's first.
     pub duplicates_across_switch: u64,
+    /// The party a leaving update removed (chosen), and which kind it was.
+    pub left: Option<(u32, LeaveKind)>,
+    /// Parties removed by a switch.
+    pub parties_left: u64,
+    /// Requests whose acknowledgements fell below 2f+1 of the parties in force when a
+    /// party left, sent again by their clients.
+    pub acks_lost_at_leave: u64,
+    /// BAFs and complaints a removed Byzantine party's batchers sent under the config
+    /// that removed it.
+    pub removed_sent: u64,
+    /// Certificates checked not to verify with a removed replica's signature standing in
+    /// for a member's.
+    pub removed_signer_refused: u64,
+    /// Headers ordered after a switch that removed a party (their primaries checked to
+    /// rotate over the parties in force, their BAFs counted over them).
+    pub headers_after_leave: u64,
 }
 
 /// Runs one seed.

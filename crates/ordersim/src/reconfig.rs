@@ -2,20 +2,26 @@
 //! "Reconfiguration"): a small [`ConfigRules`] of its own, since this crate may not
 //! depend on `netconfig`.
 //!
-//! A config ([`SimConfig`]) is `tag ‖ u64 sequence ‖ u32 n ‖ u32 shards` and then, per
-//! party in order, its consenter, batcher and admin Ed25519 public keys (32 bytes each;
-//! big-endian integers). An update ([`SimUpdate`]) is `tag ‖ u64 base ‖ u32 len ‖ next
-//! config ‖ u32 count ‖ (u32 party ‖ 64-byte signature)*`: it replaces the config of
-//! sequence `base` with `next`, approved by the listed parties' admins, each signing
-//! `APPROVAL_TAG ‖ base ‖ SHA-256(next)` (crypto purpose `ConfigUpdate`).
+//! A config ([`SimConfig`]) is `tag ‖ u64 sequence ‖ u32 count ‖ u32 shards`, then per
+//! party in increasing id order `u32 id ‖` its consenter, batcher and admin Ed25519
+//! public keys (32 bytes each), then `u32 count ‖ (u32 id)*`: the parties that left,
+//! increasing (big-endian integers). Ids are stable: party `p` runs replica `p − 1` in
+//! every set, a party that leaves leaves a gap, and no id is ever given again. An update
+//! ([`SimUpdate`]) is `tag ‖ u64 base ‖ u32 len ‖ next config ‖ u32 count ‖ (u32 party ‖
+//! 64-byte signature)*`: it replaces the config of sequence `base` with `next`, approved
+//! by the listed parties' admins, each signing `APPROVAL_TAG ‖ base ‖ SHA-256(next)`
+//! (crypto purpose `ConfigUpdate`).
 //!
 //! [`SimRules::next`] accepts an update exactly when: it decodes; `base` is the sequence
-//! in force; the next config decodes, has sequence `base + 1`, the same shards, the same
-//! parties or one more (a party joining in the next slot), the current parties' admin
-//! keys unchanged, distinct admin, consenter and batcher keys; every approval is by a
-//! distinct party of the config in force and verifies under its admin key; and a
-//! majority of the parties in force (⌊n/2⌋ + 1) approved. The first failing check is the
-//! reason. Consenter and batcher keys may change and a party may join; none leaves.
+//! in force; the next config decodes, has sequence `base + 1`, the same shards, and the
+//! same parties, or one more (a party joining under an id above every id used, the
+//! parties that left included), or one fewer (a party leaving: its id joins the list of
+//! those that left, and at least one party stays) — never a join and a leave at once;
+//! the admin keys of the parties that stay unchanged; distinct admin, consenter and
+//! batcher keys; every approval is by a distinct party of the config in force and
+//! verifies under its admin key; and a majority of the parties in force (⌊n/2⌋ + 1)
+//! approved. The first failing check is the reason. Consenter and batcher keys may
+//! change.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,7 +30,7 @@ use arma::{BatchingView, ConfigRules, ConfigView};
 use crypto::{PublicKey, Scheme, Signature, SigningKey, derive_signing_key};
 use sha2::{Digest as _, Sha256};
 
-const CONFIG_TAG: &[u8] = b"fabrx/ordersim/config/v1";
+const CONFIG_TAG: &[u8] = b"fabrx/ordersim/config/v2";
 const UPDATE_TAG: &[u8] = b"fabrx/ordersim/update/v1";
 const APPROVAL_TAG: &[u8] = b"fabrx/ordersim/approve/v1";
 const KEY: usize = 32;
@@ -100,6 +106,19 @@ pub enum Refused {
     Stubborn,
 }
 
+/// One party of a config: its stable id and its keys.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SimParty {
+    /// Its id (its consenter is replica `id − 1`).
+    pub id: u32,
+    /// Its consenter key.
+    pub consenter: PublicKey,
+    /// Its batcher key (one key for all its shards).
+    pub batcher: PublicKey,
+    /// Its admin key.
+    pub admin: PublicKey,
+}
+
 /// A network config as the simulation writes it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SimConfig {
@@ -107,19 +126,18 @@ pub struct SimConfig {
     pub sequence: u64,
     /// Shards.
     pub shards: u32,
-    /// Consenter keys, replica order (party `i + 1`).
-    pub consenters: Vec<PublicKey>,
-    /// Batcher keys per party (one key for all its shards).
-    pub batchers: Vec<PublicKey>,
-    /// Admin keys per party.
-    pub admins: Vec<PublicKey>,
+    /// The parties in force, ids increasing (a party that left leaves a gap).
+    pub parties: Vec<SimParty>,
+    /// The parties that left, ids increasing: never given again.
+    pub left: Vec<u32>,
 }
 
 impl fmt::Debug for SimConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SimConfig")
             .field("sequence", &self.sequence)
-            .field("parties", &self.consenters.len())
+            .field("parties", &self.ids())
+            .field("left", &self.left)
             .field("shards", &self.shards)
             .finish_non_exhaustive()
     }
@@ -153,23 +171,27 @@ fn len_u32(n: usize) -> [u8; 4] {
 impl SimConfig {
     /// The config's bytes (canonical: one config has one encoding).
     pub fn encode(&self) -> Vec<u8> {
-        let n = self.consenters.len();
-        let mut out = Vec::with_capacity(CONFIG_TAG.len() + 16 + 3 * KEY * n);
+        let n = self.parties.len();
+        let mut out = Vec::with_capacity(CONFIG_TAG.len() + 20 + (4 + 3 * KEY) * n + 4 * self.left.len());
         out.extend_from_slice(CONFIG_TAG);
         out.extend_from_slice(&self.sequence.to_be_bytes());
         out.extend_from_slice(&len_u32(n));
         out.extend_from_slice(&self.shards.to_be_bytes());
-        for p in 0..n {
-            for keys in [&self.consenters, &self.batchers, &self.admins] {
-                if let Some(k) = keys.get(p) {
-                    out.extend_from_slice(k.as_bytes());
-                }
+        for p in &self.parties {
+            out.extend_from_slice(&p.id.to_be_bytes());
+            for k in [&p.consenter, &p.batcher, &p.admin] {
+                out.extend_from_slice(k.as_bytes());
             }
+        }
+        out.extend_from_slice(&len_u32(self.left.len()));
+        for id in &self.left {
+            out.extend_from_slice(&id.to_be_bytes());
         }
         out
     }
 
-    /// Reads [`SimConfig::encode`]'s bytes.
+    /// Reads [`SimConfig::encode`]'s bytes: ids increasing and non-zero, the parties that
+    /// left increasing and none of them in force.
     pub fn decode(bytes: &[u8]) -> Result<SimConfig, Refused> {
         let mut rest = bytes
             .strip_prefix(CONFIG_TAG)
@@ -177,7 +199,7 @@ impl SimConfig {
         let sequence = take_u64(&mut rest, "config sequence")?;
         let n = take_u32(&mut rest, "config parties")? as usize;
         let shards = take_u32(&mut rest, "config shards")?;
-        if n == 0 || shards == 0 || rest.len() != 3 * KEY * n {
+        if n == 0 || shards == 0 || rest.len() < (4 + 3 * KEY).saturating_mul(n) {
             return Err(Refused::Malformed { what: "config size" });
         }
         let key = |rest: &mut &[u8]| {
@@ -185,39 +207,97 @@ impl SimConfig {
             PublicKey::from_bytes(Scheme::Ed25519, bytes)
                 .map_err(|_| Refused::Malformed { what: "config key" })
         };
-        let (mut consenters, mut batchers, mut admins) = (Vec::new(), Vec::new(), Vec::new());
+        let mut parties: Vec<SimParty> = Vec::with_capacity(n);
         for _ in 0..n {
-            consenters.push(key(&mut rest)?);
-            batchers.push(key(&mut rest)?);
-            admins.push(key(&mut rest)?);
+            let id = take_u32(&mut rest, "party id")?;
+            if id == 0 || parties.last().is_some_and(|p| p.id >= id) {
+                return Err(Refused::Malformed { what: "party ids" });
+            }
+            parties.push(SimParty {
+                id,
+                consenter: key(&mut rest)?,
+                batcher: key(&mut rest)?,
+                admin: key(&mut rest)?,
+            });
+        }
+        let count = take_u32(&mut rest, "parties that left")? as usize;
+        if rest.len() != count.saturating_mul(4) {
+            return Err(Refused::Malformed { what: "config size" });
+        }
+        let mut left: Vec<u32> = Vec::with_capacity(count);
+        for _ in 0..count {
+            let id = take_u32(&mut rest, "party that left")?;
+            let in_force = parties.iter().any(|p| p.id == id);
+            if id == 0 || in_force || left.last().is_some_and(|l| *l >= id) {
+                return Err(Refused::Malformed {
+                    what: "parties that left",
+                });
+            }
+            left.push(id);
         }
         Ok(SimConfig {
             sequence,
             shards,
-            consenters,
-            batchers,
-            admins,
+            parties,
+            left,
         })
     }
 
-    /// Number of parties.
-    pub fn parties(&self) -> u32 {
-        u32::try_from(self.consenters.len()).unwrap_or(u32::MAX)
+    /// Number of parties in force.
+    pub fn count(&self) -> u32 {
+        u32::try_from(self.parties.len()).unwrap_or(u32::MAX)
     }
 
-    /// What the ordering reads of it.
+    /// The ids of the parties in force, increasing.
+    pub fn ids(&self) -> Vec<u32> {
+        self.parties.iter().map(|p| p.id).collect()
+    }
+
+    /// Party `id`, if in force.
+    pub fn party(&self, id: u32) -> Option<&SimParty> {
+        self.parties.iter().find(|p| p.id == id)
+    }
+
+    /// Party `id`, if in force, to change its keys.
+    pub fn party_mut(&mut self, id: u32) -> Option<&mut SimParty> {
+        self.parties.iter_mut().find(|p| p.id == id)
+    }
+
+    /// The highest id ever used (in force or left): a joining party takes one above it.
+    pub fn highest_id(&self) -> u32 {
+        let in_force = self.parties.last().map_or(0, |p| p.id);
+        in_force.max(self.left.last().copied().unwrap_or(0))
+    }
+
+    /// The batcher keys by party (one for all its shards).
+    pub fn batcher_keys(&self) -> BTreeMap<u32, PublicKey> {
+        self.parties.iter().map(|p| (p.id, p.batcher.clone())).collect()
+    }
+
+    /// What the ordering reads of it: the parties in force by id, the consenter keys by
+    /// replica id (`id − 1`), the batcher keys by (party, shard).
     pub fn view(&self) -> ConfigView {
-        let batcher_keys = (1..=self.parties())
-            .zip(&self.batchers)
-            .flat_map(|(p, k)| (0..self.shards).map(move |s| ((p, s), k.clone())))
+        let batcher_keys = self
+            .parties
+            .iter()
+            .flat_map(|p| (0..self.shards).map(move |s| ((p.id, s), p.batcher.clone())))
             .collect::<BTreeMap<_, _>>();
+        let parties = arma::Parties::new(self.ids()).unwrap_or_else(|_| arma::Parties::contiguous(1));
         ConfigView {
             sequence: self.sequence,
-            parties: arma::Parties::contiguous(self.parties()),
-            left_parties: Vec::new(),
+            parties,
+            left_parties: {
+                let mut left = self.left.clone();
+                left.sort_unstable();
+                left
+            },
             shards: self.shards,
             batcher_keys,
-            consenters: (0u32..).zip(self.consenters.iter().cloned()).collect(),
+            consenters: self
+                .parties
+                .iter()
+                .map(|p| (p.id - 1, p.consenter.clone()))
+                .collect(),
             // The simulation's links are its kernel's, not dialled endpoints.
             consenter_endpoints: BTreeMap::new(),
             batcher_endpoints: BTreeMap::new(),
@@ -346,24 +426,27 @@ impl SimRules {
             });
         }
         let changes = |what| Err(Refused::Changes { what });
-        // One party may join (the next slot); none leaves.
-        let joins = next.parties() == current.parties().saturating_add(1);
-        if next.parties() != current.parties() && !joins {
-            return changes("number of parties by more than one joining");
+        if !parties_may_become(current, &next) {
+            return changes("parties by more than one joining or leaving");
         }
         if next.shards != current.shards {
             return changes("number of shards");
         }
-        if next.admins.get(..current.admins.len()) != Some(current.admins.as_slice()) {
+        let kept_admins = current
+            .parties
+            .iter()
+            .all(|p| next.party(p.id).is_none_or(|q| q.admin == p.admin));
+        if !kept_admins {
             return changes("admin keys");
         }
-        if !distinct(&next.admins) {
+        let keys = |k: fn(&SimParty) -> &PublicKey| next.parties.iter().map(k).cloned().collect::<Vec<_>>();
+        if !distinct(&keys(|p| &p.admin)) {
             return changes("admin keys into duplicates");
         }
-        if !distinct(&next.consenters) {
+        if !distinct(&keys(|p| &p.consenter)) {
             return changes("consenter keys into duplicates");
         }
-        if !distinct(&next.batchers) {
+        if !distinct(&keys(|p| &p.batcher)) {
             return changes("batcher keys into duplicates");
         }
         if self.lax {
@@ -372,16 +455,16 @@ impl SimRules {
         let message = update.approval_bytes();
         let mut seen = std::collections::BTreeSet::new();
         for (party, signature) in &update.approvals {
-            let admin = party
-                .checked_sub(1)
-                .and_then(|i| current.admins.get(i as usize))
+            let admin = current
+                .party(*party)
+                .map(|p| &p.admin)
                 .filter(|_| seen.insert(*party))
                 .ok_or(Refused::Approver { party: *party })?;
             let signature = Signature::from_bytes(signature.clone());
             crypto::verify_config_update(admin, &message, &signature)
                 .map_err(|_| Refused::Signature { party: *party })?;
         }
-        let needed = majority(current.parties());
+        let needed = majority(current.count());
         if seen.len() < needed {
             return Err(Refused::TooFew {
                 got: seen.len(),
@@ -390,6 +473,29 @@ impl SimRules {
         }
         Ok(next)
     }
+}
+
+/// Whether `current`'s parties may become `next`'s: the same (and the same that left),
+/// one more under an id above every id used, or one fewer whose id joins those that left.
+fn parties_may_become(current: &SimConfig, next: &SimConfig) -> bool {
+    let (now, then) = (current.ids(), next.ids());
+    let same = now == then && next.left == current.left;
+    // One party joins under an id above every id used, or one leaves (its id goes to
+    // those that left); never both, and at least one party stays.
+    let joins = then.len() == now.len() + 1
+        && then.get(..now.len()) == Some(now.as_slice())
+        && then.last().is_some_and(|j| *j > current.highest_id())
+        && next.left == current.left;
+    let leaves = then.len() + 1 == now.len()
+        && now.iter().filter(|p| !then.contains(p)).count() == 1
+        && then.iter().all(|p| now.contains(p))
+        && {
+            let mut left = current.left.clone();
+            left.extend(now.iter().filter(|p| !then.contains(p)));
+            left.sort_unstable();
+            next.left == left
+        };
+    same || joins || leaves
 }
 
 /// A majority of `parties`: ⌊n/2⌋ + 1.
@@ -453,22 +559,28 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn party(id: u32) -> SimParty {
+        SimParty {
+            id,
+            consenter: consenter_key(id - 1, 0).public_key(),
+            batcher: derive_signing_key(Scheme::Ed25519, &format!("b{id}")).public_key(),
+            admin: admin_key(id).public_key(),
+        }
+    }
+
     fn genesis(n: u32) -> SimConfig {
         SimConfig {
             sequence: 0,
             shards: 2,
-            consenters: (0..n).map(|i| consenter_key(i, 0).public_key()).collect(),
-            batchers: (1..=n)
-                .map(|p| derive_signing_key(Scheme::Ed25519, &format!("b{p}")).public_key())
-                .collect(),
-            admins: (1..=n).map(|p| admin_key(p).public_key()).collect(),
+            parties: (1..=n).map(party).collect(),
+            left: Vec::new(),
         }
     }
 
     fn rotated(c: &SimConfig) -> SimConfig {
         let mut next = c.clone();
         next.sequence += 1;
-        next.consenters[0] = consenter_key(0, 1).public_key();
+        next.parties[0].consenter = consenter_key(0, 1).public_key();
         next
     }
 
@@ -480,14 +592,41 @@ mod tests {
         u
     }
 
+    fn approved(base: &SimConfig, next: &SimConfig, by: &[u32]) -> SimUpdate {
+        let mut u = SimUpdate::new(base.sequence, next);
+        for p in by {
+            u.approve(*p, &admin_key(*p));
+        }
+        u
+    }
+
+    /// `c` without party `id`, one sequence on.
+    fn without(c: &SimConfig, id: u32) -> SimConfig {
+        let mut next = c.clone();
+        next.sequence += 1;
+        next.parties.retain(|p| p.id != id);
+        next.left.push(id);
+        next.left.sort_unstable();
+        next
+    }
+
     #[test]
     fn configs_and_updates_read_back() {
         let c = genesis(4);
         assert_eq!(SimConfig::decode(&c.encode()).unwrap(), c);
+        let gap = without(&c, 2);
+        assert_eq!(SimConfig::decode(&gap.encode()).unwrap(), gap);
         let u = signed(&c, &[1, 3, 4]);
         assert_eq!(SimUpdate::decode(&u.encode()).unwrap(), u);
         assert!(SimConfig::decode(&c.encode()[1..]).is_err());
         assert!(SimUpdate::decode(&u.encode()[..20]).is_err());
+        // Ids out of order, or a party both in force and gone, do not read.
+        let mut swapped = c.clone();
+        swapped.parties.swap(0, 1);
+        assert!(SimConfig::decode(&swapped.encode()).is_err());
+        let mut both = gap.clone();
+        both.left = vec![3];
+        assert!(SimConfig::decode(&both.encode()).is_err());
     }
 
     #[test]
@@ -517,31 +656,19 @@ mod tests {
         );
         let mut more = rotated(&c);
         more.shards = 3;
-        let mut u = SimUpdate::new(0, &more);
-        for p in 1..=3 {
-            u.approve(p, &admin_key(p));
-        }
         assert_eq!(
-            strict.check(&c, &u),
+            strict.check(&c, &approved(&c, &more, &[1, 2, 3])),
             Err(Refused::Changes {
                 what: "number of shards"
             })
         );
         // Batcher keys rotate; two parties on one key do not.
         let mut keys = rotated(&c);
-        keys.batchers[1] = batcher_key(2, 1).public_key();
-        let mut u = SimUpdate::new(0, &keys);
-        for p in 1..=3 {
-            u.approve(p, &admin_key(p));
-        }
-        assert_eq!(strict.check(&c, &u).unwrap(), keys);
-        keys.batchers[1] = keys.batchers[0].clone();
-        let mut u = SimUpdate::new(0, &keys);
-        for p in 1..=3 {
-            u.approve(p, &admin_key(p));
-        }
+        keys.parties[1].batcher = batcher_key(2, 1).public_key();
+        assert_eq!(strict.check(&c, &approved(&c, &keys, &[1, 2, 3])).unwrap(), keys);
+        keys.parties[1].batcher = keys.parties[0].batcher.clone();
         assert_eq!(
-            strict.check(&c, &u),
+            strict.check(&c, &approved(&c, &keys, &[1, 2, 3])),
             Err(Refused::Changes {
                 what: "batcher keys into duplicates"
             })
@@ -562,52 +689,88 @@ mod tests {
     }
 
     #[test]
-    fn one_party_may_join_and_none_leave() {
+    fn one_party_may_join_or_leave_and_its_id_is_never_given_again() {
         let c = genesis(4);
         let strict = SimRules::STRICT;
-        let approved = |next: &SimConfig| {
-            let mut u = SimUpdate::new(0, next);
-            for p in 1..=3 {
-                u.approve(p, &admin_key(p));
-            }
-            u
-        };
-        let mut joined = genesis(5);
-        joined.sequence = 1;
-        assert_eq!(strict.check(&c, &approved(&joined)).unwrap(), joined);
-        assert_eq!(SimRules::STRICT.view(&joined.encode()).unwrap().parties.len(), 5);
-        // The joiner's approval does not count: it is not a party of the config in force.
-        let mut own = SimUpdate::new(0, &joined);
-        for p in [1, 2, 5] {
-            own.approve(p, &admin_key(p));
-        }
-        assert_eq!(strict.check(&c, &own), Err(Refused::Approver { party: 5 }));
-        let refused = |next: &SimConfig, what: &'static str| {
+        let refused = |base: &SimConfig, next: &SimConfig, what: &'static str| {
+            let by: Vec<u32> = base.ids().into_iter().take(majority(base.count())).collect();
             assert_eq!(
-                strict.check(&c, &approved(next)),
+                strict.check(base, &approved(base, next, &by)),
                 Err(Refused::Changes { what }),
                 "{what}"
             );
         };
+        let mut joined = genesis(5);
+        joined.sequence = 1;
+        assert_eq!(
+            strict.check(&c, &approved(&c, &joined, &[1, 2, 3])).unwrap(),
+            joined
+        );
+        assert_eq!(SimRules::STRICT.view(&joined.encode()).unwrap().parties.len(), 5);
+        // The joiner's approval does not count: it is not a party of the config in force.
+        assert_eq!(
+            strict.check(&c, &approved(&c, &joined, &[1, 2, 5])),
+            Err(Refused::Approver { party: 5 })
+        );
         let mut two = genesis(6);
         two.sequence = 1;
-        refused(&two, "number of parties by more than one joining");
-        let mut left = genesis(3);
-        left.sequence = 1;
-        refused(&left, "number of parties by more than one joining");
+        refused(&c, &two, "parties by more than one joining or leaving");
+        // Party 2 leaves: a gap, and 2 among those that left.
+        let left = without(&c, 2);
+        assert_eq!(strict.check(&c, &approved(&c, &left, &[2, 3, 4])).unwrap(), left);
+        let view = strict.view(&left.encode()).unwrap();
+        assert_eq!(view.parties.ids(), &[1, 3, 4]);
+        assert_eq!(view.consenters.keys().copied().collect::<Vec<_>>(), vec![0, 2, 3]);
+        assert!(view.batcher_keys.keys().all(|(p, _)| *p != 2));
+        // Leaving without being listed as gone, or two at once, is refused.
+        let mut unlisted = left.clone();
+        unlisted.left.clear();
+        refused(&c, &unlisted, "parties by more than one joining or leaving");
+        let both = without(&without(&c, 2), 3);
+        let mut both = both;
+        both.sequence = 1;
+        refused(&c, &both, "parties by more than one joining or leaving");
+        // Nor a join with a leave, nor a joiner under the id of a party that left.
+        let mut swap = left.clone();
+        swap.parties.push(party(5));
+        refused(&c, &swap, "parties by more than one joining or leaving");
+        let mut again = left.clone();
+        again.sequence = 2;
+        again.parties.insert(1, party(2));
+        assert_eq!(
+            SimConfig::decode(&again.encode()),
+            Err(Refused::Malformed {
+                what: "parties that left"
+            })
+        );
+        again.left.clear();
+        refused(&left, &again, "parties by more than one joining or leaving");
+        let mut fresh = left.clone();
+        fresh.sequence = 2;
+        fresh.parties.push(party(5));
+        assert_eq!(
+            strict.check(&left, &approved(&left, &fresh, &[1, 3])).unwrap(),
+            fresh
+        );
+        // The last party does not leave.
+        let alone = genesis(1);
+        let mut empty = without(&alone, 1);
+        empty.sequence = 1;
+        assert!(SimConfig::decode(&empty.encode()).is_err());
         let mut replaced = joined.clone();
-        replaced.admins[1] = admin_key(9).public_key();
-        refused(&replaced, "admin keys");
+        replaced.parties[1].admin = admin_key(9).public_key();
+        refused(&c, &replaced, "admin keys");
         let mut twin = joined.clone();
-        twin.admins[4] = twin.admins[0].clone();
-        refused(&twin, "admin keys into duplicates");
+        twin.parties[4].admin = twin.parties[0].admin.clone();
+        refused(&c, &twin, "admin keys into duplicates");
     }
 
     #[test]
     fn the_view_names_every_key() {
         let c = genesis(4);
         let v = SimRules::STRICT.view(&c.encode()).unwrap();
-        assert_eq!(v.consenters.values().cloned().collect::<Vec<_>>(), c.consenters);
+        let keys: Vec<PublicKey> = c.parties.iter().map(|p| p.consenter.clone()).collect();
+        assert_eq!(v.consenters.values().cloned().collect::<Vec<_>>(), keys);
         assert_eq!(v.batcher_keys.len(), 8);
         assert_eq!((v.parties.len(), v.shards, v.sequence), (4, 2, 0));
     }

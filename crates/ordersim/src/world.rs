@@ -24,6 +24,7 @@ use super::{ArmaReport, ArmaScenario, Byzantine};
 mod acked;
 mod assemblers;
 pub(crate) mod follow;
+mod leave;
 mod reconf;
 
 use assemblers::ANode;
@@ -96,6 +97,24 @@ pub enum Ev {
     },
 }
 
+/// What became of a batcher whose party left, or that is down for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Gone {
+    /// A correct batcher of a party that left: stopped at the switch, its store still
+    /// answers fetches of what it holds.
+    Drains,
+    /// Crashed for good (its party leaves while it is down): it answers nothing.
+    Down,
+    /// A Byzantine batcher of a party that left: it goes on, and also attests and
+    /// complains under config `config` (whose parties are `parties`).
+    Zombie {
+        /// The config that removed its party.
+        config: u64,
+        /// That config's parties.
+        parties: Vec<u32>,
+    },
+}
+
 /// One batcher: its core and its simulated shell's durable state.
 struct BNode {
     party: u32,
@@ -138,6 +157,8 @@ struct BNode {
     /// The sequence of the newest config it was fed (kept durable with `keys`): its
     /// BAFs and complaints name it.
     config_seq: u64,
+    /// Whether its party left, or it is down for good.
+    gone: Option<Gone>,
 }
 
 /// The late equivocation of a `LateEquivocator` primary.
@@ -186,6 +207,8 @@ struct CNode {
     log: Vec<Option<Arc<Logged>>>,
     /// Snapshots installed by state transfer.
     installed: u64,
+    /// Crashed for good (its party leaves while it is down): never restarts.
+    dead: bool,
 }
 
 /// The world of one run.
@@ -215,6 +238,12 @@ pub struct World {
     acks: HashMap<Arc<[u8]>, std::collections::BTreeSet<u32>>,
     /// Config updates and their keys (reconfiguration scenarios).
     reconf: Option<reconf::Reconf>,
+    /// The parties in force after the last switch decided, and those that left.
+    in_force: Vec<u32>,
+    left: Vec<u32>,
+    /// Requests their clients count as acknowledged (2f+1 routers of the parties in
+    /// force acknowledged them), and so stop sending.
+    acked: HashSet<Arc<[u8]>>,
     checker: Checker,
     report: ArmaReport,
 }
@@ -262,6 +291,9 @@ impl World {
             by_digest: HashMap::new(),
             acks: HashMap::new(),
             report: ArmaReport::default(),
+            in_force: (1..=sc.n).collect(),
+            left: Vec::new(),
+            acked: HashSet::new(),
             cfg,
             sc,
         };
@@ -299,6 +331,7 @@ impl World {
                     keys: None,
                     joined: party <= self.sc.n,
                     config_seq: 0,
+                    gone: None,
                 });
             }
             self.consenters.push(CNode {
@@ -307,6 +340,7 @@ impl World {
                 snapshot: ArmaState::genesis(self.sc.shards),
                 log: Vec::new(),
                 installed: 0,
+                dead: false,
             });
         }
         for b in 0..self.batchers.len() {
@@ -556,7 +590,7 @@ impl World {
 
     fn start_batcher(&mut self, b: usize) {
         let node = &self.batchers[b];
-        if !node.joined {
+        if !node.joined || matches!(node.gone, Some(Gone::Drains | Gone::Down)) {
             return;
         }
         let (party, shard, info) = (node.party, node.shard, node.info);
@@ -613,6 +647,9 @@ impl World {
     }
 
     fn start_consenter(&mut self, c: u32) {
+        if self.consenters[c as usize].dead {
+            return;
+        }
         let mut cfg = self.cfg.clone();
         if self.byz(c + 1) == Some(Byzantine::LyingConsenter) {
             cfg = cfg.with_knobs(Knobs {
@@ -693,8 +730,8 @@ impl World {
     /// catches up leaves the network without its fault tolerance, which is a liveness
     /// failure, not a pass (the workload may well be ordered before it catches up).
     fn joiner_is_member(&self) -> bool {
-        if self.sc.total_parties() <= self.sc.n {
-            return true;
+        if self.sc.total_parties() <= self.sc.n || self.left.contains(&(self.sc.n + 1)) {
+            return true; // no joiner, or it joined and left since
         }
         self.consenters[self.sc.n as usize]
             .replica
@@ -747,6 +784,12 @@ impl World {
         if let Some(s) = &self.checker.switches {
             self.report.switches = s.switched.len() as u64;
             self.report.wrong_set_checked = s.wrong_set_checked;
+            self.report.removed_signer_refused = s.removed_signer_refused;
+        }
+        self.report.headers_after_leave = self.checker.headers_after_leave;
+        let leaves = self.reconf.as_ref().is_some_and(|r| r.plan.leave.is_some());
+        if leaves && self.report.parties_left == 0 {
+            return Err("leave: the leaving update never put a config without its party in force".into());
         }
         self.report.duplicates_across_switch = self.checker.duplicates_across_switch;
         self.report.joined_bafs = self.checker.joined_bafs;
@@ -766,6 +809,9 @@ impl World {
         self.checker.submitted(Arc::clone(request));
         let shard = shard_of(request, self.sc.shards).unwrap_or(0);
         for party in 1..=self.sc.total_parties() {
+            if self.left.contains(&party) {
+                continue; // its routers are out of the config the clients read
+            }
             let b = self.b_index(party, shard);
             if self.k.lossy() {
                 continue;
@@ -1050,6 +1096,7 @@ impl World {
         if now.saturating_sub(self.batchers[b].last_resend) >= RESEND_MS {
             self.batchers[b].last_resend = now;
             self.resend(b);
+            self.zombie(b);
         }
         Ok(())
     }
@@ -1094,6 +1141,10 @@ impl World {
             }
             if let Some(change) = &outcome.config {
                 self.batcher_switch_keys(b, &change.config);
+                self.batcher_left(b, &change.config);
+                if self.batchers[b].core.is_none() {
+                    return Ok(()); // its party left: it stopped
+                }
             }
             for t in outcome.terms.iter().filter(|t| t.shard == shard) {
                 let info = TermInfo {
@@ -1197,12 +1248,15 @@ impl World {
         let shard = self.batchers[b].shard;
         std::iter::once(b)
             .chain((1..=self.sc.total_parties()).map(|p| self.b_index(p, shard)))
-            .filter(|&o| {
-                o == b || (self.batchers[o].core.is_some() && !self.lies_to_fetches(self.batchers[o].party))
-            })
+            .filter(|&o| o == b || (self.serves_fetches(o) && !self.lies_to_fetches(self.batchers[o].party)))
             .filter_map(|o| self.batchers[o].held.get(&key))
             .find(|batch| types::digest::batch_digest(&batch.requests) == h.digest)
             .cloned()
+    }
+
+    /// Whether batcher `o` answers fetches: it is up, or its party left and it drains.
+    fn serves_fetches(&self, o: usize) -> bool {
+        self.batchers[o].core.is_some() || self.batchers[o].gone == Some(Gone::Drains)
     }
 
     fn b_input(&mut self, b: usize, input: BInput) -> Result<(), String> {

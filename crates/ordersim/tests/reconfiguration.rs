@@ -10,7 +10,9 @@
 //! partitioned consenter and crashes at the switch; and the tests that show the checker
 //! sees an update accepted without approval and a replica that does not switch.
 
-use ordersim::{ArmaReport, ArmaScenario, BadUpdate, Byzantine, Partition, run, run_reconfiguration_seed};
+use ordersim::{
+    ArmaReport, ArmaScenario, BadUpdate, Byzantine, LeaveKind, Partition, run, run_reconfiguration_seed,
+};
 use rayon::prelude::*;
 use testkit::sim::ByzMode;
 
@@ -82,6 +84,7 @@ fn reconfiguration_seeds_keep_every_invariant() {
         sum(|r| r.byz_sent_after_switch),
         ok.iter().map(|r| r.assembler_lag_ms).max().unwrap_or(0),
     );
+    eprintln!("{}", leave_summary(&ok));
     if !duplicated.is_empty() {
         eprintln!(
             "seeds with duplicate orderings (seed, duplicates, of them across a switch): {duplicated:?}"
@@ -120,7 +123,108 @@ fn reconfiguration_seeds_keep_every_invariant() {
             sum(|r| r.duplicates) * 20 <= sum(|r| r.blocks).max(1),
             "duplicates are not rare"
         );
+        assert!(sum(|r| r.parties_left) > 0, "no party left");
+        for kind in KINDS {
+            assert!(
+                ok.iter().any(|r| r.left.is_some_and(|(_, k)| k == kind)),
+                "no {kind:?} party left"
+            );
+        }
+        assert!(
+            sum(|r| r.removed_signer_refused) > 0,
+            "no certificate checked against a removed signer"
+        );
+        assert!(
+            sum(|r| r.headers_after_leave) > 0,
+            "no batch ordered after a party left"
+        );
+        assert!(
+            sum(|r| r.removed_sent) > 0,
+            "no removed Byzantine batcher spoke after its removal"
+        );
     }
+}
+
+const KINDS: [LeaveKind; 5] = [
+    LeaveKind::Byzantine,
+    LeaveKind::CrashedForGood,
+    LeaveKind::Primary,
+    LeaveKind::Leader,
+    LeaveKind::Honest,
+];
+
+/// One line on the parties that left in `ok`.
+fn leave_summary(ok: &[ArmaReport]) -> String {
+    let sum = |f: fn(&ArmaReport) -> u64| ok.iter().map(f).sum::<u64>();
+    let by_kind: Vec<String> = KINDS
+        .iter()
+        .map(|kind| {
+            let n = ok
+                .iter()
+                .filter(|r| r.left.is_some_and(|(_, k)| k == *kind))
+                .count();
+            format!("{kind:?} {n}")
+        })
+        .collect();
+    format!(
+        "leaves: {} parties removed ({}); {} headers ordered after a removal, {} certificates refused with a \
+         removed signer, {} BAFs and complaints of removed Byzantine batchers sent, {} requests whose \
+         acknowledgements fell below 2f+1 at a removal sent again",
+        sum(|r| r.parties_left),
+        by_kind.join(", "),
+        sum(|r| r.headers_after_leave),
+        sum(|r| r.removed_signer_refused),
+        sum(|r| r.removed_sent),
+        sum(|r| r.acks_lost_at_leave),
+    )
+}
+
+/// A party leaves under every fault mix: each kind of leaving party (Byzantine —
+/// censoring, equivocating, bogus, late-equivocating primary, corrupting or lying
+/// consenter —, crashed for good, a shard's primary, the view's leader, a plain correct
+/// party), with a correct consenter partitioned around the leave and consenters and
+/// batchers crashing as they switch.
+#[test]
+fn a_party_leaves_under_every_fault_mix_and_keeps_every_invariant() {
+    let byzantine = [
+        Byzantine::CensoringPrimary,
+        Byzantine::EquivocatingPrimary,
+        Byzantine::BogusPrimary,
+        Byzantine::LateEquivocator,
+        Byzantine::NoisySecondary,
+        Byzantine::CorruptConsenter(ByzMode::Equivocate),
+        Byzantine::CorruptConsenter(ByzMode::ConflictingVotes),
+        Byzantine::LyingConsenter,
+    ];
+    let (ok, failed) = variant(40, 0x1ea5e, |sc| {
+        let kind = KINDS[(sc.seed % 5) as usize];
+        if kind != LeaveKind::CrashedForGood {
+            let party = 1 + (sc.seed / 5 % 4) as u32;
+            *sc = sc
+                .clone()
+                .with_byzantine(party, byzantine[(sc.seed / 5 % 8) as usize]);
+        }
+        *sc = sc.clone().with_leave(kind);
+        let r = sc.reconfig.as_mut().unwrap();
+        let at = r.updates[r.leave.unwrap().update].at_ms;
+        r.partition = Some(Partition {
+            consenter: (sc.seed % 3) as u32 + 1,
+            from_ms: at.saturating_sub(50),
+            until_ms: at + 800,
+        });
+        r.crash_at_switch = 0.4;
+        r.crash_batcher_at_switch = 0.3;
+    });
+    for f in &failed {
+        eprintln!("{}", f.lines().next().unwrap_or_default());
+    }
+    assert!(failed.is_empty(), "{} failed; first: {}", failed.len(), failed[0]);
+    eprintln!("{}", leave_summary(&ok));
+    let sum = |f: fn(&ArmaReport) -> u64| ok.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|r| r.parties_left), 40, "a planned leave did not happen");
+    assert!(sum(|r| r.removed_signer_refused) > 0);
+    assert!(sum(|r| r.removed_sent) > 0, "no removed Byzantine batcher spoke");
+    assert!(sum(|r| r.crashes_at_switch) > 0, "no crash at a switch");
 }
 
 #[test]

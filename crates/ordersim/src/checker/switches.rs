@@ -8,15 +8,24 @@
 //! * **Certificates** — each delivered decision's certificate verifies under the set in
 //!   force for it, as a reader learns the sets (`arma::ConsenterSets` from the genesis
 //!   keys and the rules), and — for a decision after a switch — not under the set before.
+//! * **Removed signers** — after a switch that removed a party, no certificate verifies
+//!   with the removed replica's (genuine) commit signature standing in for a member's.
 
 use std::sync::Arc;
 
-use arma::{ClusterKeys, ConfigRules, ConsenterSets, verify_pb_decision};
-use bft::Decision;
+use std::collections::BTreeMap;
+
+use arma::{ClusterKeys, ConfigRules, ConsenterSets, DecisionProof, verify_pb_decision};
+use bft::{Decision, Signer as _, Verifier as _};
 use consenter::application::{ArmaConfig, Item, Outcome};
+use consenter::keys::{EngineSigner, EngineVerifier};
+use crypto::PublicKey;
 use wire::pb;
 
-use crate::reconfig::{SimConfig, SimRules, SimUpdate};
+use crate::reconfig::{SimConfig, SimRules, SimUpdate, consenter_key};
+
+/// Key generations a removed replica's key is looked for among.
+const GENERATIONS: u32 = 8;
 
 /// One switch: the decision that made it, the config it put in force and the update.
 pub struct Switch {
@@ -26,6 +35,10 @@ pub struct Switch {
     pub config: Vec<u8>,
     /// The update's bytes.
     pub update: Vec<u8>,
+    /// The parties of the config it put in force.
+    pub parties: Vec<u32>,
+    /// The party it removed, if any, and that party's consenter key before.
+    pub removed: Option<(u32, PublicKey)>,
 }
 
 /// The checker's view of the configs.
@@ -37,18 +50,36 @@ pub struct Switches {
     pub switched: Vec<Switch>,
     /// Certificates checked not to verify under the set before their own.
     pub wrong_set_checked: u64,
+    /// Certificates checked not to verify with a removed replica's signature.
+    pub removed_signer_refused: u64,
+    /// The genesis config's parties.
+    genesis_parties: Vec<u32>,
 }
 
 impl Switches {
     /// At the genesis config (`genesis`, its consenter keys `keys`).
     pub fn new(keys: &ClusterKeys, genesis: &[u8]) -> Result<Switches, String> {
         let rules: Arc<dyn ConfigRules> = Arc::new(SimRules::STRICT);
+        let config = SimConfig::decode(genesis).map_err(|e| format!("genesis config: {e}"))?;
         Ok(Switches {
             sets: ConsenterSets::new(keys, Some(rules)),
-            config: SimConfig::decode(genesis).map_err(|e| format!("genesis config: {e}"))?,
+            genesis_parties: config.ids(),
+            config,
             switched: Vec::new(),
             wrong_set_checked: 0,
+            removed_signer_refused: 0,
         })
+    }
+
+    /// The parties of the config of epoch `epoch`.
+    pub fn parties_of(&self, epoch: u64) -> Option<Vec<u32>> {
+        match epoch {
+            0 => Some(self.genesis_parties.clone()),
+            e => self
+                .switched
+                .get(usize::try_from(e - 1).ok()?)
+                .map(|s| s.parties.clone()),
+        }
     }
 
     /// The config in force after the decisions checked so far.
@@ -117,10 +148,18 @@ impl Switches {
                     ));
                 }
                 self.check_switch_outcome(cfg, seq, outcome, &bytes)?;
+                let removed = self
+                    .config
+                    .parties
+                    .iter()
+                    .find(|p| next.party(p.id).is_none())
+                    .map(|p| (p.id, p.consenter.clone()));
                 self.switched.push(Switch {
                     decision: seq,
                     config: bytes,
                     update,
+                    parties: next.ids(),
+                    removed,
                 });
                 self.config = next;
                 Ok(())
@@ -192,7 +231,89 @@ impl Switches {
         }
         self.sets.verify_decision(wire).map(|_| ()).map_err(|e| {
             format!("certificates: decision {seq} does not verify under the set in force for it (set {epoch}): {e}")
-        })
+        })?;
+        self.check_removed_signers(seq, epoch, wire)
+    }
+
+    /// For decision `seq` of set `epoch`, after a switch that removed a party: its
+    /// certificate with one member's signature replaced by the removed replica's — a
+    /// genuine commit signature over the same vote, by the key that replica held — must
+    /// not verify (the quorum is of the members in force; the removed signer never
+    /// counts).
+    fn check_removed_signers(&mut self, seq: u64, epoch: u64, wire: &pb::Decision) -> Result<(), String> {
+        let removed: Vec<(u32, PublicKey)> = self
+            .switched
+            .iter()
+            .take(usize::try_from(epoch).unwrap_or(usize::MAX))
+            .filter_map(|s| s.removed.clone())
+            .collect();
+        if removed.is_empty() {
+            return Ok(());
+        }
+        let (chain, verifier, members) = self.sets.set_for(seq);
+        let proof =
+            DecisionProof::try_from(wire).map_err(|e| format!("certificates: decision {seq}: {e}"))?;
+        let digest = bft::proposal_digest(
+            proof.instance,
+            proof.decision,
+            &proof.requests_root,
+            &proof.metadata,
+        );
+        let vote = bft::vote_bytes(
+            &chain,
+            bft::Phase::Commit,
+            proof.instance,
+            proof.view,
+            proof.decision,
+            &digest,
+        );
+        let q = members.quorum().q as usize;
+        // q − 1 distinct members' valid signatures: one short of a quorum.
+        let mut kept: Vec<pb::ConsenterSignature> = Vec::new();
+        for s in &wire.signatures {
+            let sig = bft::Signature(s.signature.clone());
+            let fresh = !kept.iter().any(|k| k.signer == s.signer);
+            if kept.len() + 1 < q
+                && fresh
+                && members.contains(s.signer)
+                && verifier.verify(s.signer, &vote, &sig)
+            {
+                kept.push(s.clone());
+            }
+        }
+        for (party, public) in removed {
+            let replica = party - 1;
+            let Some(key) = (0..GENERATIONS)
+                .map(|g| consenter_key(replica, g))
+                .find(|k| k.public_key() == public)
+            else {
+                continue;
+            };
+            let signature = EngineSigner::new(key).sign(&vote);
+            let own = EngineVerifier::new(ClusterKeys::by_id(
+                arma::DEFAULT_CHAIN,
+                BTreeMap::from([(replica, public.clone())]),
+            ));
+            if !own.verify(replica, &vote, &signature) {
+                return Err(format!(
+                    "certificates: the removed replica {replica}'s signature over decision {seq} does not verify under its own key"
+                ));
+            }
+            let mut forged = wire.clone();
+            forged.signatures = kept.clone();
+            forged.signatures.push(pb::ConsenterSignature {
+                signer: replica,
+                signature: signature.0,
+            });
+            if verify_pb_decision(&forged, &chain, verifier.as_ref(), &members).is_ok() {
+                return Err(format!(
+                    "certificates: decision {seq} of set {epoch} verifies with the signature of replica {replica} \
+                     (party {party}, removed) standing in for a member's"
+                ));
+            }
+            self.removed_signer_refused += 1;
+        }
+        Ok(())
     }
 
     /// Another correct consenter's certificate of decision `seq` (already checked once)

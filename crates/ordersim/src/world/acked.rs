@@ -44,16 +44,25 @@ impl World {
         }
         let party = self.batchers[b].party;
         if let Some(request) = self.by_digest.get(&digest).cloned() {
-            self.acks.entry(request).or_default().insert(party);
+            self.acks.entry(Arc::clone(&request)).or_default().insert(party);
+            if self.acks_in_force(&request) >= types::quorum::client_acks(self.in_force.len()) {
+                self.acked.insert(request);
+            }
         }
     }
 
-    /// Whether 2f+1 routers acknowledged `request` (its client stops sending it).
+    /// The routers of parties in force that acknowledged `request`.
+    pub(super) fn acks_in_force(&self, request: &Arc<[u8]>) -> usize {
+        self.acks.get(request).map_or(0, |parties: &BTreeSet<u32>| {
+            parties.iter().filter(|p| self.in_force.contains(p)).count()
+        })
+    }
+
+    /// Whether its client counts `request` as acknowledged (and stops sending it): 2f+1
+    /// routers of the parties in force acknowledged it. A switch that removes a party can
+    /// take that back (`on_parties_changed`).
     pub(super) fn acknowledged(&self, request: &Arc<[u8]>) -> bool {
-        let quorum = types::quorum::client_acks(self.sc.n as usize);
-        self.acks
-            .get(request)
-            .is_some_and(|parties: &BTreeSet<u32>| parties.len() >= quorum)
+        self.acked.contains(request)
     }
 
     /// f+1 correct batchers of shard 0 crash at once: the first f+1 correct parties'.

@@ -341,7 +341,7 @@ impl World {
     /// digest if it persisted one, else "not held"; a batcher that is down answers
     /// nothing (the call times out); a lying one forges, hangs or refuses.
     pub(super) fn answer_fetch(&mut self, a: usize, b: usize, round: u32, want: Wanted) {
-        if self.batchers[b].core.is_none() {
+        if !self.serves_fetches(b) {
             return;
         }
         let lie = self

@@ -27,7 +27,7 @@ use types::PartyId;
 
 use super::{Ev, World};
 use crate::reconfig::{
-    SimConfig, SimRules, SimUpdate, admin_key, batcher_key, consenter_key, majority, rogue_key,
+    SimConfig, SimParty, SimRules, SimUpdate, admin_key, batcher_key, consenter_key, majority, rogue_key,
 };
 use crate::{BadUpdate, Reconfiguration};
 
@@ -87,6 +87,8 @@ pub(super) struct Reconf {
     bad_left: usize,
     /// The Byzantine consenter's key in its current set: (epoch, key).
     byz_key: Option<(u64, SigningKey)>,
+    /// The party the leaving update removes, once chosen (at its first submission).
+    pub(super) leaving: Option<u32>,
 }
 
 impl Reconf {
@@ -103,18 +105,22 @@ impl Reconf {
             .map(|r| (0..GENERATIONS).map(|g| consenter_key(r, g)).collect())
             .collect();
         let admins: Vec<SigningKey> = (1..=total).map(admin_key).collect();
+        let parties = (1..=n)
+            .zip(keys.iter().zip(batchers).zip(&admins))
+            .map(|(id, ((k, batcher), admin))| SimParty {
+                id,
+                consenter: k[0].public_key(),
+                batcher,
+                admin: admin.public_key(),
+            })
+            .collect();
         let genesis = SimConfig {
             sequence: 0,
             shards,
-            consenters: keys.iter().take(n as usize).map(|k| k[0].public_key()).collect(),
-            batchers,
-            admins: admins
-                .iter()
-                .take(n as usize)
-                .map(SigningKey::public_key)
-                .collect(),
+            parties,
+            left: Vec::new(),
         };
-        let genesis_keys = ClusterKeys::new(genesis.consenters.clone());
+        let genesis_keys = ClusterKeys::new(genesis.parties.iter().map(|p| p.consenter.clone()).collect());
         let slots = plan.updates.len() + usize::from(plan.competing);
         Reconf {
             bad_left: plan.bad.len(),
@@ -125,6 +131,7 @@ impl Reconf {
             keys,
             admins,
             byz_key: None,
+            leaving: None,
             plan,
         }
     }
@@ -184,13 +191,17 @@ impl World {
             return Some((EngineSigner::new(key.clone()), chain, epoch));
         }
         let config = SimConfig::decode(replica.app().config_in_force()).ok()?;
-        let public = config.consenters.get(c as usize)?;
-        let key = r
-            .keys
-            .get(c as usize)?
-            .iter()
-            .find(|k| k.public_key() == *public)?
-            .clone();
+        let key = match config.party(c + 1) {
+            Some(p) => r
+                .keys
+                .get(c as usize)?
+                .iter()
+                .find(|k| k.public_key() == p.consenter)?
+                .clone(),
+            // Removed: it signs with the last key it had, for the set it is in now (every
+            // member refuses what a non-member says).
+            None => r.byz_key.as_ref()?.1.clone(),
+        };
         if let Some(r) = self.reconf.as_mut() {
             r.byz_key = Some((epoch, key.clone()));
         }
@@ -259,9 +270,9 @@ impl World {
         }
     }
 
-    /// Approvals by `count` random parties of the `parties` of the config in force.
-    fn approve(&mut self, update: &mut SimUpdate, parties: u32, count: usize) {
-        let mut parties: Vec<u32> = (1..=parties).collect();
+    /// Approvals by `count` random parties among `parties` (those of the config in force).
+    fn approve(&mut self, update: &mut SimUpdate, parties: &[u32], count: usize) {
+        let mut parties = parties.to_vec();
         parties.shuffle(self.k.rng());
         parties.truncate(count);
         parties.sort_unstable();
@@ -275,31 +286,50 @@ impl World {
         }
     }
 
-    /// `current` with the consenter keys of `rotate` and the batcher keys of parties
-    /// `batchers` at their next generation.
-    fn rotated(&self, current: &SimConfig, rotate: &[u32], batchers: &[u32]) -> Option<SimConfig> {
+    /// `current` with the consenter keys of replicas `rotate` and the batcher keys of
+    /// parties `batchers` at their next generation (those not in force skipped), the
+    /// joining party added (the plan's join, while it has not joined), or party `leave`
+    /// removed.
+    fn rotated(
+        &self,
+        current: &SimConfig,
+        rotate: &[u32],
+        batchers: &[u32],
+        leave: Option<u32>,
+    ) -> Option<SimConfig> {
         let r = self.reconf.as_ref()?;
         let mut next = current.clone();
         next.sequence = current.sequence.checked_add(1)?;
-        if r.plan.join && current.parties() == self.sc.n {
-            // The joining party takes the next slot with its genesis keys.
-            let joiner = self.sc.n;
-            next.consenters
-                .push(r.keys.get(joiner as usize)?.first()?.public_key());
-            next.batchers.push(batcher_key(joiner + 1, 0).public_key());
-            next.admins.push(r.admins.get(joiner as usize)?.public_key());
+        let joiner = self.sc.n + 1;
+        if r.plan.join && current.highest_id() < joiner {
+            // The joining party takes the next id with its genesis keys.
+            next.parties.push(SimParty {
+                id: joiner,
+                consenter: r.keys.get(joiner as usize - 1)?.first()?.public_key(),
+                batcher: batcher_key(joiner, 0).public_key(),
+                admin: r.admins.get(joiner as usize - 1)?.public_key(),
+            });
         }
         for &c in rotate {
+            let Some(party) = next.party_mut(c + 1) else {
+                continue;
+            };
             let held = r.keys.get(c as usize)?;
-            let key = current.consenters.get(c as usize)?;
-            let now = held.iter().position(|k| k.public_key() == *key)?;
-            *next.consenters.get_mut(c as usize)? = held.get(now + 1)?.public_key();
+            let now = held.iter().position(|k| k.public_key() == party.consenter)?;
+            party.consenter = held.get(now + 1)?.public_key();
         }
         for &p in batchers {
-            let key = current.batchers.get(p.checked_sub(1)? as usize)?;
-            let now = batcher_generation(p, key)?;
+            let Some(party) = next.party_mut(p) else {
+                continue;
+            };
+            let now = batcher_generation(p, &party.batcher)?;
             let next_key = (now + 1 < GENERATIONS).then(|| batcher_key(p, now + 1))?;
-            *next.batchers.get_mut(p as usize - 1)? = next_key.public_key();
+            party.batcher = next_key.public_key();
+        }
+        if let Some(p) = leave {
+            next.parties.retain(|q| q.id != p);
+            next.left.push(p);
+            next.left.sort_unstable();
         }
         Some(next)
     }
@@ -340,17 +370,20 @@ impl World {
             .map(|u| (u.rotate.clone(), u.rotate_batchers.clone()))
             .unwrap_or_default();
         let slot = r.plan.updates.len();
+        let leaves = r.plan.leave.filter(|l| l.update == i);
         let current = self.config_in_force().ok_or("no config in force")?;
-        self.submit_valid(i, &current, &rotate, &batchers)?;
+        let leave = match leaves {
+            Some(l) => Some(self.leaving_party(l, &current)?),
+            None => None,
+        };
+        self.submit_valid(i, &current, &rotate, &batchers, leave)?;
         if competing {
-            // Rotates the keys update 0 leaves (or all): a different next config.
-            let others: Vec<u32> = (0..self.sc.n).filter(|c| !rotate.contains(c)).collect();
-            let others = if others.is_empty() {
-                (0..self.sc.n).collect()
-            } else {
-                others
-            };
-            self.submit_valid(slot, &current, &others, &[])?;
+            // Rotates the keys update 0 leaves (or all): a different next config (that
+            // removes the same party, if update 0 removes one).
+            let ids: Vec<u32> = current.ids().iter().map(|p| p - 1).collect();
+            let others: Vec<u32> = ids.iter().copied().filter(|c| !rotate.contains(c)).collect();
+            let others = if others.is_empty() { ids } else { others };
+            self.submit_valid(slot, &current, &others, &[], leave)?;
         }
         Ok(())
     }
@@ -361,22 +394,23 @@ impl World {
         current: &SimConfig,
         rotate: &[u32],
         batchers: &[u32],
+        leave: Option<u32>,
     ) -> Result<(), String> {
-        let next = self.rotated(current, rotate, batchers).ok_or_else(|| {
+        let next = self.rotated(current, rotate, batchers, leave).ok_or_else(|| {
             format!("update {i}: no key generation left for consenters {rotate:?}, batchers {batchers:?}")
         })?;
         let mut update = SimUpdate::new(current.sequence, &next);
-        let n = current.parties();
+        let n = current.count();
         let count = self.k.rng().gen_range(majority(n)..=n as usize);
-        self.approve(&mut update, n, count);
+        self.approve(&mut update, &current.ids(), count);
         let bytes = update.encode();
         self.trace_line(|| {
             format!(
-                "admin submits update {i}: {} → {}, rotating consenters {rotate:?}, batchers {batchers:?}, parties {} → {}",
+                "admin submits update {i}: {} → {}, rotating consenters {rotate:?}, batchers {batchers:?}, parties {:?} → {:?}",
                 current.sequence,
                 next.sequence,
-                current.parties(),
-                next.parties()
+                current.ids(),
+                next.ids()
             )
         });
         self.send_update(&bytes);
@@ -476,22 +510,24 @@ impl World {
             }
             _ => current,
         };
-        let n = base.parties();
-        let victim = self.k.rng().gen_range(0..n);
+        let ids = base.ids();
+        let victim = ids[self.k.rng().gen_range(0..ids.len())];
         let mut rogue = base.clone();
         rogue.sequence = base.sequence + 1;
-        *rogue.consenters.get_mut(victim as usize)? = rogue_key(victim).public_key();
+        rogue.party_mut(victim)?.consenter = rogue_key(victim - 1).public_key();
         let mut update = SimUpdate::new(base.sequence, &rogue);
-        let needed = majority(n);
+        let needed = majority(base.count());
         match kind {
-            BadUpdate::TooFewApprovals => self.approve(&mut update, n, needed - 1),
+            BadUpdate::TooFewApprovals => self.approve(&mut update, &ids, needed - 1),
             BadUpdate::ForgedApproval => {
-                self.approve(&mut update, n, needed - 1);
+                self.approve(&mut update, &ids, needed - 1);
                 let listed: Vec<u32> = update.approvals.iter().map(|(p, _)| *p).collect();
-                let forger = (1..=n).find(|p| !listed.contains(p))?;
-                update.approve(forger, &admin_key(forger % n + 1 + u32::from(n == 1)));
+                let forger = ids.iter().copied().find(|p| !listed.contains(p))?;
+                // Signed with the admin key of another party (one that exists or not).
+                let other = ids.iter().copied().find(|p| *p != forger).unwrap_or(forger + 1);
+                update.approve(forger, &admin_key(other));
             }
-            BadUpdate::Stale | BadUpdate::Replayed => self.approve(&mut update, n, needed),
+            BadUpdate::Stale | BadUpdate::Replayed => self.approve(&mut update, &ids, needed),
         }
         Some(update.encode())
     }
@@ -515,9 +551,11 @@ impl World {
             return;
         };
         let party = self.batchers[b].party;
-        let keys: BTreeMap<PartyId, PublicKey> = (1..=config.parties())
-            .zip(config.batchers.iter().cloned())
-            .collect();
+        let keys: BTreeMap<PartyId, PublicKey> = config.batcher_keys();
+        if !keys.contains_key(&party) {
+            // Its party left (the core refuses such a key set): see `batcher_left`.
+            return;
+        }
         let Some(node) = self.batchers.get_mut(b) else {
             return;
         };
@@ -573,12 +611,10 @@ impl World {
             let Ok(config) = SimConfig::decode(&change.config) else {
                 continue;
             };
-            if config.parties() < party {
+            if config.party(party).is_none() {
                 continue;
             }
-            let keys: BTreeMap<PartyId, PublicKey> = (1..=config.parties())
-                .zip(config.batchers.iter().cloned())
-                .collect();
+            let keys: BTreeMap<PartyId, PublicKey> = config.batcher_keys();
             let own = keys
                 .get(&party)
                 .and_then(|k| batcher_generation(party, k))
@@ -685,22 +721,15 @@ impl World {
         let expected = switches.epoch_after(applied);
         let start = switches.start_of(expected);
         let chain = bft::set_chain(r.chain, expected);
-        // A member exactly when the set has its slot (a joining party's is not, before).
-        // Parties only join, so a genesis party always has its slot; the config (whose
-        // keys are costly to read) is read only for a joiner.
-        let parties = if c < self.sc.n {
-            self.sc.n
-        } else {
-            match switches.config_of(expected) {
-                Some(bytes) => SimConfig::decode(bytes).map_or(0, |c| c.parties()),
-                None => self.sc.n,
-            }
-        };
+        // A member exactly when the set has its slot: a joining party's is not before
+        // the switch that adds it, a leaving party's is not from the switch that
+        // removes it on.
+        let parties = switches.parties_of(expected).unwrap_or_default();
         if replica.epoch() != expected
             || replica.app().epoch() != expected
             || Some(replica.epoch_start()) != start
             || replica.config().chain != chain
-            || replica.is_member() != (c < parties)
+            || replica.is_member() != parties.contains(&(c + 1))
         {
             return Err(format!(
                 "switch: consenter {c} applied decision {applied} and is in set {} from decision {} \
@@ -711,6 +740,15 @@ impl World {
                 replica.is_member()
             ));
         }
+        // The application counts BAFs and complaints of the parties in force only (its
+        // party check): those of the ledger's config, never a party that left.
+        let counted = replica.app().config().parties.ids();
+        if counted != parties {
+            return Err(format!(
+                "leave: consenter {c} applied decision {applied} and counts BAFs and complaints of parties \
+                 {counted:?}, the ledger's config {expected} has parties {parties:?}"
+            ));
+        }
         Ok(())
     }
 
@@ -719,6 +757,7 @@ impl World {
     /// 600 ms, so that the joined party's routers and batchers take part (its batchers
     /// admit, pull, acknowledge and sign BAFs that count).
     pub(super) fn on_switch_decided(&mut self) {
+        self.on_parties_changed();
         let joined = self.sc.total_parties() > self.sc.n
             && self
                 .checker
