@@ -102,9 +102,9 @@ impl ConfigView {
         self.left_parties.binary_search(&party).is_ok()
     }
 
-    /// The consenters' replica set: the ids that hold a key.
-    pub fn replicas(&self) -> bft::Members {
-        self.consenter_keys().members()
+    /// The consenters' replica set: the ids that hold a key (refused when none does).
+    pub fn replicas(&self) -> Result<bft::Members, bft::MembersError> {
+        bft::Members::new(self.consenters.keys().copied().collect())
     }
 }
 

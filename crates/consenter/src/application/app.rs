@@ -200,7 +200,7 @@ impl ArmaApp {
         Some(Membership {
             epoch,
             chain: r.chain,
-            members: bft::Members::new(view.consenters.keys().copied().collect()).ok()?,
+            members: view.replicas().ok()?,
             id: mine.map(|(id, _)| id),
             verifier: Arc::new(EngineVerifier::new(keys)),
             signer: mine.map(|(_, k)| Box::new(EngineSigner::new(k.clone())) as Box<dyn bft::Signer>),
