@@ -256,6 +256,25 @@ fn ledger(dir: &Path, party: u32) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// Waits (90 s at most) until `party`'s assembler holds party 1's ledger, block for block
+/// (every block verified at both).
+fn wait_holds_ledger_of_1(dir: &Path, party: u32) {
+    let start = Instant::now();
+    loop {
+        let (one, theirs) = (ledger(dir, 1), ledger(dir, party));
+        if theirs.len() >= one.len() && theirs[..one.len()] == one[..] {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "party {party} holds {} blocks, party 1 {}",
+            theirs.len(),
+            one.len()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 #[test]
 fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_under_load() {
     let tmp = tempfile::tempdir().unwrap();
@@ -607,20 +626,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     // Every party in force (3, 4 and 5) holds party 1's ledger, every block verified at
     // each; nine config blocks.
     for other in [3, 4, 5] {
-        let start = Instant::now();
-        loop {
-            let (one, theirs) = (ledger(&dir, 1), ledger(&dir, other));
-            if theirs.len() >= one.len() && theirs[..one.len()] == one[..] {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(90),
-                "party {other} holds {} blocks, party 1 {}",
-                theirs.len(),
-                one.len()
-            );
-            std::thread::sleep(Duration::from_secs(1));
-        }
+        wait_holds_ledger_of_1(&dir, other);
     }
     let out = fabrx(&["blocks", "--party", "5", "--network"], &dir);
     let blocks5: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
@@ -666,20 +672,7 @@ fn a_party_joins_then_every_certificate_and_key_rotates_and_the_timeout_changes_
     kill(pid_of(&network(&dir), "consenter-4"));
     assert_all_committed(&up_load(&dir, 300, 150, "pjc"), 300);
     // Party 5's assembler built the whole ledger: the blocks party 1's holds, the same.
-    let start = Instant::now();
-    loop {
-        let (one, five) = (ledger(&dir, 1), ledger(&dir, 5));
-        if five.len() >= one.len() && five[..one.len()] == one[..] {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "party 5 holds {} blocks, party 1 {}",
-            five.len(),
-            one.len()
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    wait_holds_ledger_of_1(&dir, 5);
     // Blocks certified after consenter 4 stopped carry the joiner's signature.
     let out = fabrx(&["blocks", "--party", "1", "--network"], &dir);
     let last: serde_json::Value =
